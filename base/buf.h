@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * base/buf.h - a growable byte buffer with a hard cap.
+ *
+ * Every growable buffer in sluice is capped: appending past `max` bytes returns SL_ETOOBIG and
+ * leaves the buffer as it was. The contents are always NUL-terminated (the terminator is not
+ * counted in `len`), so a buffer of text can be used as a C string.
+ *
+ * Lifecycle: sl_buf_init() on caller storage -> appends -> sl_buf_finish() (frees, re-inits).
+ */
+#ifndef SL_BASE_BUF_H
+#define SL_BASE_BUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct sl_buf {
+    /* The bytes, owned by the buffer; NULL until the first append. */
+    uint8_t *p;
+    /* Bytes in use. Invariant: len < _cap when p != NULL (room for the terminator). */
+    size_t len;
+    /* Bytes allocated. */
+    size_t _cap;
+    /* Most bytes `len` may ever reach. */
+    size_t _max;
+};
+
+/* Prepares an empty buffer that may hold at most `max` bytes. Allocates nothing. */
+void sl_buf_init(struct sl_buf *b, size_t max);
+
+/* Frees the bytes and leaves an empty buffer with the same cap. A zeroed buffer is fine. */
+void sl_buf_finish(struct sl_buf *b);
+
+/* Appends `n` bytes. Returns 0, SL_ETOOBIG past the cap, or SL_ENOMEM; on error nothing changed. */
+SL_MUST_CHECK int sl_buf_append(struct sl_buf *b, const void *p, size_t n);
+
+/* Appends a NUL-terminated string (without its terminator). */
+SL_MUST_CHECK int sl_buf_append_str(struct sl_buf *b, const char *s);
+
+/* Appends printf-style text. Same results as sl_buf_append(). */
+SL_MUST_CHECK int sl_buf_printf(struct sl_buf *b, const char *fmt, ...) SL_PRINTF(2, 3);
+
+/* Drops the first `n` bytes (all of them when n >= len). */
+void sl_buf_consume(struct sl_buf *b, size_t n);
+
+/* Empties the buffer but keeps its memory. */
+void sl_buf_reset(struct sl_buf *b);
+
+/* The contents as a C string; "" for a buffer that never grew. Borrowed. */
+const char *sl_buf_cstr(const struct sl_buf *b);
+
+/* Checks the invariants; used in assertions. */
+bool sl_buf_is_valid(const struct sl_buf *b);
+
+#endif

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "base/err.h"
+
+#include <stdlib.h>
+
+#include <uv.h>
+
+#include "base/log.h"
+
+const char *sl_strerror(int rc)
+{
+    switch (rc) {
+    case SL_OK:
+        return "success";
+    case SL_EAGAIN:
+        return "incomplete input";
+    case SL_ENOMEM:
+        return "out of memory";
+    case SL_ETOOBIG:
+        return "limit exceeded";
+    case SL_EINVAL:
+        return "invalid input";
+    case SL_EIO:
+        return "input/output error";
+    case SL_ENOTFOUND:
+        return "not found";
+    case SL_EEXIST:
+        return "already exists";
+    case SL_ECRYPTO:
+        return "cryptographic operation failed";
+    case SL_EPOLICY:
+        return "policy is invalid";
+    default:
+        break;
+    }
+    if (rc < 0 && rc > -4096) {
+        return uv_strerror(rc);
+    }
+    return "unknown error";
+}
+
+void sl_bug(const char *file, int line, const char *cond)
+{
+    sl_log(SL_LOG_ERROR, 0, "BUG at %s:%d: %s", file, line, cond);
+    abort();
+}

@@ -1,0 +1,25 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cmd/cmd.h - the subcommands of the `sluice` binary.
+ *
+ * Each takes the arguments after its own name (argv[0] is the subcommand's name) and returns
+ * the process exit status: 0 success, 1 a negative answer or a failed operation (an invalid
+ * policy, a refused request), 2 a usage error. Usage errors print one line naming the problem.
+ */
+#ifndef SL_CMD_CMD_H
+#define SL_CMD_CMD_H
+
+/* Exit statuses shared by every subcommand. */
+enum sl_cmd_exit {
+    SL_CMD_OK = 0,
+    SL_CMD_FAIL = 1,
+    SL_CMD_USAGE = 2,
+};
+
+/* `sluice ca init|show ...` */
+int sl_cmd_ca(int argc, char **argv);
+
+/* `sluice policy check|explain ...` */
+int sl_cmd_policy(int argc, char **argv);
+
+#endif

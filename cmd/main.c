@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cmd/main.c - `sluice`: one binary, one subcommand per role (SPEC.md §1).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cmd/cmd.h"
+
+static const char usage[] =
+        "usage: sluice [--help] [--version] COMMAND [ARGS]\n"
+        "\n"
+        "The egress gateway for sandbox containers.\n"
+        "\n"
+        "commands:\n"
+        "  ca init [--out DIR] [--force]     create the interception CA (ca.pem, ca.key)\n"
+        "  ca show [--data DIR]              print the CA certificate for clients to trust\n"
+        "  policy check FILE                 validate a policy snapshot file\n"
+        "  policy explain FILE --client ID-OR-IP --url URL [--method M]\n"
+        "                                    print the decision the proxy would take\n"
+        "\n"
+        "not built yet (each answers so and exits 2):\n"
+        "  up        the single-machine install (proxy + control plane + container network)\n"
+        "  proxy     the data plane\n"
+        "  control   the control plane\n"
+        "  user add  create a control plane user\n"
+        "\n"
+        "`sluice COMMAND --help` describes a command.\n";
+
+struct not_built {
+    const char *name;
+    const char *issue;
+};
+
+static const struct not_built not_built[] = {
+    { "up", "[7/8] `sluice up`" },
+    { "proxy", "[2/8] the proxy" },
+    { "control", "[3/8] the control plane" },
+    { "user", "[3/8] the control plane" },
+};
+
+int main(int argc, char **argv)
+{
+    const char *cmd;
+
+    if (argc < 2) {
+        fputs(usage, stdout);
+        return SL_CMD_USAGE;
+    }
+    cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return SL_CMD_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("sluice %s\n", SLUICE_VERSION);
+        return SL_CMD_OK;
+    }
+    if (strcmp(cmd, "ca") == 0) {
+        return sl_cmd_ca(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "policy") == 0) {
+        return sl_cmd_policy(argc - 1, argv + 1);
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(not_built); i++) {
+        if (strcmp(cmd, not_built[i].name) == 0) {
+            sl_eprintf("'%s' is not built yet (it arrives with issue %s)", cmd,
+                    not_built[i].issue);
+            return SL_CMD_USAGE;
+        }
+    }
+    if (cmd[0] == '-') {
+        sl_eprintf("unknown option '%s' (see sluice --help)", cmd);
+    } else {
+        sl_eprintf("unknown command '%s' (see sluice --help)", cmd);
+    }
+    return SL_CMD_USAGE;
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# tools/deps.sh [build|test] - make this Debian 12 machine able to build (and test) sluice.
+#
+#   build  the compiler, CMake and the -dev packages the build links against (default)
+#   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
+#          python3, clang-format)
+#
+# Missing Debian packages are installed with apt-get when run as root; otherwise the script
+# names them and exits 1. Then llhttp 9.2 is fetched: Debian 13's libllhttp-dev, downloaded with
+# `apt-get download` under a private apt configuration kept in build/deps/apt (its own sources
+# list, lists and cache; the mirror URI read from this machine's Debian sources, the suite
+# switched to Debian 13) and unpacked with `dpkg -x` into build/deps/llhttp. The system's apt
+# sources, lists and installed packages are never touched by that step.
+set -euo pipefail
+
+mode=${1:-build}
+top=$(cd "$(dirname "$0")/.." && pwd)
+deps_dir=${SLUICE_DEPS_DIR:-$top/build/deps}
+llhttp_suite=trixie
+llhttp_min=9.2
+
+build_pkgs=(build-essential cmake pkg-config ca-certificates
+  libuv1-dev libssl-dev libsqlite3-dev libjansson-dev libsodium-dev libcurl4-openssl-dev
+  libcmocka-dev)
+test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps)
+
+case "$mode" in
+build) want=("${build_pkgs[@]}") ;;
+test) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+-h | --help)
+  sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
+  exit 0
+  ;;
+*)
+  echo "deps.sh: unknown mode '$mode' (expected build or test)" >&2
+  exit 2
+  ;;
+esac
+
+say() { echo "deps: $*" >&2; }
+
+missing=()
+for p in "${want[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [ "$(id -u)" -ne 0 ]; then
+    say "missing Debian packages: ${missing[*]}"
+    say "install them as root: apt-get update && apt-get install -y ${missing[*]}"
+    exit 1
+  fi
+  say "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >/dev/null || { say "apt-get update failed"; exit 1; }
+  if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
+    say "apt-get install failed for: ${missing[*]}"
+    exit 1
+  fi
+fi
+
+# ---- llhttp 9.2 from Debian 13 -------------------------------------------------------------
+
+llhttp_dir=$deps_dir/llhttp
+have_version() {
+  [ -f "$llhttp_dir/version" ] && [ -f "$llhttp_dir/usr/include/llhttp.h" ] \
+    && compgen -G "$llhttp_dir/usr/lib/*/libllhttp.a" >/dev/null \
+    && dpkg --compare-versions "$(cat "$llhttp_dir/version")" ge "$llhttp_min"
+}
+if have_version; then
+  exit 0
+fi
+
+# The machine's own Debian mirror: the first "deb" source for this release's main suite, in
+# either the one-line (*.list) or the deb822 (*.sources) format. Only the URI and the keyring
+# are taken from it.
+codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+[ -n "$codename" ] || { say "cannot tell the Debian release from /etc/os-release"; exit 1; }
+mirror=""
+keyring=""
+find_mirror_list() {
+  local f=$1 line
+  while read -r line; do
+    line=${line%%#*}
+    # deb [options] URI suite components...
+    set -- $line
+    [ "${1:-}" = deb ] || continue
+    shift
+    local opts=""
+    if [[ "${1:-}" == \[* ]]; then
+      while [ $# -gt 0 ]; do opts+=" $1"; [[ "$1" == *\] ]] && { shift; break; }; shift; done
+    fi
+    if [ "${2:-}" = "$codename" ]; then
+      mirror=$1
+      if [[ "$opts" =~ signed-by=([^] ]+) ]]; then keyring=${BASH_REMATCH[1]}; fi
+      return 0
+    fi
+  done <"$f"
+  return 1
+}
+find_mirror_deb822() {
+  local f=$1
+  local out
+  out=$(awk -v want="$codename" '
+    function flush() {
+      if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris != "" && !found) {
+        split(uris, u, " "); print u[1] "\t" key; found = 1
+      }
+      types = ""; suites = ""; uris = ""; key = ""
+    }
+    /^[ \t]*#/ { next }
+    /^[ \t]*$/ { flush(); next }
+    tolower($1) == "types:"     { $1 = ""; types = $0 }
+    tolower($1) == "suites:"    { $1 = ""; suites = $0 }
+    tolower($1) == "uris:"      { $1 = ""; uris = $0 }
+    tolower($1) == "signed-by:" { $1 = ""; key = $0 }
+    END { flush() }' "$f")
+  [ -n "$out" ] || return 1
+  mirror=$(echo "$out" | cut -f1 | xargs)
+  keyring=$(echo "$out" | cut -f2 | xargs)
+  return 0
+}
+for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+  [ -f "$f" ] && find_mirror_list "$f" && break
+done
+if [ -z "$mirror" ]; then
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -f "$f" ] && find_mirror_deb822 "$f" && break
+  done
+fi
+if [ -z "$mirror" ]; then
+  say "found no Debian source for '$codename' in /etc/apt; cannot fetch libllhttp-dev"
+  exit 1
+fi
+[ -n "$keyring" ] && [ -f "$keyring" ] || keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+
+apt_dir=$deps_dir/apt
+rm -rf "$apt_dir"
+mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/etc/preferences.d" \
+  "$apt_dir/download"
+echo "deb [signed-by=$keyring] $mirror $llhttp_suite main" >"$apt_dir/etc/sources.list"
+apt_opts=(
+  -o "Dir::Etc::SourceList=$apt_dir/etc/sources.list"
+  -o "Dir::Etc::SourceParts=$apt_dir/etc/sources.list.d"
+  -o "Dir::Etc::Preferences=$apt_dir/etc/preferences"
+  -o "Dir::Etc::PreferencesParts=$apt_dir/etc/preferences.d"
+  -o "Dir::State::Lists=$apt_dir/lists"
+  -o "Dir::Cache=$apt_dir/cache"
+  -o "Dir::Cache::pkgcache="
+  -o "Dir::Cache::srcpkgcache="
+  -o "APT::Sandbox::User=$(id -un)"
+  -o "Debug::NoLocking=1"
+)
+mkdir -p "$apt_dir/etc/sources.list.d"
+say "fetching libllhttp-dev from Debian 13 ($llhttp_suite) into $llhttp_dir"
+if ! apt-get "${apt_opts[@]}" -q update >"$apt_dir/update.log" 2>&1; then
+  say "private apt-get update failed; see $apt_dir/update.log"
+  exit 1
+fi
+if ! (cd "$apt_dir/download" && apt-get "${apt_opts[@]}" -q download libllhttp-dev >"$apt_dir/download.log" 2>&1); then
+  say "apt-get download libllhttp-dev failed; see $apt_dir/download.log"
+  exit 1
+fi
+deb=$(ls "$apt_dir"/download/libllhttp-dev_*.deb | head -n 1)
+version=$(dpkg-deb -f "$deb" Version)
+upstream=${version%%~*}
+upstream=${upstream%%-*}
+if ! dpkg --compare-versions "$upstream" ge "$llhttp_min"; then
+  say "libllhttp-dev $version is older than $llhttp_min"
+  exit 1
+fi
+rm -rf "$llhttp_dir"
+mkdir -p "$llhttp_dir"
+dpkg -x "$deb" "$llhttp_dir"
+echo "$upstream" >"$llhttp_dir/version"
+say "llhttp $upstream unpacked"
