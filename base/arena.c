@@ -30,7 +30,7 @@ static struct sl_arena_chunk *add_chunk(struct sl_arena *a, size_t at_least)
     struct sl_arena_chunk *c;
 
     if (size > SIZE_MAX - sizeof(struct sl_arena_chunk) || total > a->_max_bytes
-            || a->_held_bytes > a->_max_bytes - total) {
+        || a->_held_bytes > a->_max_bytes - total) {
         return NULL;
     }
     c = sl_malloc(total);

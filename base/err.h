@@ -11,7 +11,8 @@
 
 #include <stddef.h>
 
-/* Marks a function whose result must be looked at; with -Werror an ignored result fails the build. */
+/* Marks a function whose result must be looked at; with -Werror an ignored result fails the build.
+ */
 #define SL_MUST_CHECK __attribute__((warn_unused_result))
 /* printf-style format checking: `fmt` is argument `f`, the variadic part starts at `a`. */
 #define SL_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -22,7 +23,7 @@
 #define SL_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* From a pointer to `member` back to the struct `type` that embeds it. */
-#define SL_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define SL_CONTAINER_OF(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
 enum sl_err {
     SL_OK = 0,
@@ -50,28 +51,28 @@ enum sl_err {
 const char *sl_strerror(int rc);
 
 /* Evaluates `expr` once; returns its value from the calling function when it is negative. */
-#define SL_TRY(expr)                                                                               \
-    do {                                                                                           \
-        int sl_try_rc_ = (expr);                                                                   \
-        if (sl_try_rc_ < 0) {                                                                      \
-            return sl_try_rc_;                                                                     \
-        }                                                                                          \
+#define SL_TRY(expr)             \
+    do {                         \
+        int sl_try_rc_ = (expr); \
+        if (sl_try_rc_ < 0) {    \
+            return sl_try_rc_;   \
+        }                        \
     } while (0)
 
 /* Returns `err` from the calling function unless `cond` holds. */
-#define SL_ENSURE(cond, err)                                                                       \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            return (err);                                                                          \
-        }                                                                                          \
+#define SL_ENSURE(cond, err) \
+    do {                     \
+        if (!(cond)) {       \
+            return (err);    \
+        }                    \
     } while (0)
 
 /* Always-on abort for states where continuing would corrupt memory. Never for input checks. */
-#define SL_BUG_ON(cond)                                                                            \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            sl_bug(__FILE__, __LINE__, #cond);                                                     \
-        }                                                                                          \
+#define SL_BUG_ON(cond)                        \
+    do {                                       \
+        if (cond) {                            \
+            sl_bug(__FILE__, __LINE__, #cond); \
+        }                                      \
     } while (0)
 
 /* Logs the failed condition and aborts. Used by SL_BUG_ON only. */

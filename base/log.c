@@ -62,7 +62,7 @@ void sl_log(enum sl_log_level level, uint64_t conn, const char *fmt, ...)
     gmtime_r(&ts.tv_sec, &tm);
     n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
     w = snprintf(line + n, sizeof(line) - n, ".%03ldZ %s conn=%llu ", ts.tv_nsec / 1000000L,
-            level_names[level], (unsigned long long)conn);
+                 level_names[level], (unsigned long long)conn);
     if (w < 0) {
         return;
     }

@@ -45,8 +45,8 @@ void sl_eprintf(const char *fmt, ...) SL_PRINTF(1, 2);
 #ifdef SL_TRACE
 #define sl_trace(conn, ...) sl_log(SL_LOG_TRACE, (conn), __VA_ARGS__)
 #else
-#define sl_trace(conn, ...)                                                                        \
-    do {                                                                                           \
+#define sl_trace(conn, ...) \
+    do {                    \
     } while (0)
 #endif
 

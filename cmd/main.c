@@ -65,8 +65,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < SL_ARRAY_LEN(not_built); i++) {
         if (strcmp(cmd, not_built[i].name) == 0) {
-            sl_eprintf("'%s' is not built yet (it arrives with issue %s)", cmd,
-                    not_built[i].issue);
+            sl_eprintf("'%s' is not built yet (it arrives with issue %s)", cmd, not_built[i].issue);
             return SL_CMD_USAGE;
         }
     }

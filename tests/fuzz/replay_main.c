@@ -62,7 +62,7 @@ int main(int argc, char **argv)
             int n = snprintf(path, sizeof(path), "%s/%s", argv[i], e->d_name);
 
             if (n < 0 || (size_t)n >= sizeof(path) || stat(path, &st) != 0
-                    || !S_ISREG(st.st_mode)) {
+                || !S_ISREG(st.st_mode)) {
                 continue;
             }
             if (replay_file(path) != 0) {

@@ -1,0 +1,178 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tests/unit/test_base.c - the capped buffer, the arena, the allocation hook and error names.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <uv.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/err.h"
+#include "base/log.h"
+#include "base/mem.h"
+
+static void buf_appends_and_stays_terminated(void **state)
+{
+    struct sl_buf b;
+
+    (void)state;
+    sl_buf_init(&b, 1024);
+    assert_string_equal(sl_buf_cstr(&b), "");
+    assert_int_equal(sl_buf_append_str(&b, "hello"), 0);
+    assert_int_equal(sl_buf_printf(&b, " %s %d", "world", 42), 0);
+    assert_string_equal(sl_buf_cstr(&b), "hello world 42");
+    assert_int_equal(b.len, 14);
+    assert_true(sl_buf_is_valid(&b));
+    sl_buf_consume(&b, 6);
+    assert_string_equal(sl_buf_cstr(&b), "world 42");
+    sl_buf_consume(&b, 100);
+    assert_int_equal(b.len, 0);
+    assert_true(sl_buf_is_valid(&b));
+    sl_buf_finish(&b);
+    assert_null(b.p);
+}
+
+static void buf_refuses_to_grow_past_its_cap(void **state)
+{
+    struct sl_buf b;
+    char big[100];
+
+    (void)state;
+    memset(big, 'x', sizeof(big));
+    sl_buf_init(&b, 100);
+    assert_int_equal(sl_buf_append(&b, big, 60), 0);
+    assert_int_equal(sl_buf_append(&b, big, 41), SL_ETOOBIG);
+    assert_int_equal(b.len, 60);
+    assert_int_equal(sl_buf_append(&b, big, 40), 0);
+    assert_int_equal(b.len, 100);
+    assert_int_equal(sl_buf_append(&b, big, 1), SL_ETOOBIG);
+    assert_int_equal(sl_buf_printf(&b, "%s", "y"), SL_ETOOBIG);
+    assert_int_equal(sl_buf_append(&b, big, SIZE_MAX), SL_ETOOBIG);
+    assert_true(sl_buf_is_valid(&b));
+    sl_buf_finish(&b);
+}
+
+static void buf_survives_allocation_failure_unchanged(void **state)
+{
+    struct sl_buf b;
+
+    (void)state;
+    sl_buf_init(&b, 1 << 20);
+    assert_int_equal(sl_buf_append_str(&b, "keep"), 0);
+    sl_mem_fail_after(1);
+    assert_int_equal(sl_buf_append(&b, NULL, 0), 0);
+    char chunk[4096] = { 0 };
+    assert_int_equal(sl_buf_append(&b, chunk, sizeof(chunk)), SL_ENOMEM);
+    sl_mem_fail_after(0);
+    assert_int_equal(sl_mem_failures(), 0);
+    assert_string_equal(sl_buf_cstr(&b), "keep");
+    sl_buf_finish(&b);
+}
+
+static void arena_aligns_and_respects_its_cap(void **state)
+{
+    struct sl_arena a;
+    char *s;
+
+    (void)state;
+    sl_arena_init(&a, 256, 4096);
+    for (int i = 0; i < 10; i++) {
+        void *p = sl_arena_alloc(&a, (size_t)i * 3 + 1);
+
+        assert_non_null(p);
+        assert_int_equal((uintptr_t)p % _Alignof(max_align_t), 0);
+    }
+    s = sl_arena_strndup(&a, "abcdef", 3);
+    assert_string_equal(s, "abc");
+    assert_null(sl_arena_alloc(&a, 8192));
+    assert_true(sl_arena_held_bytes(&a) <= 4096);
+    /* A large allocation gets its own chunk when it fits under the cap. */
+    assert_non_null(sl_arena_alloc(&a, 1000));
+    assert_true(sl_arena_held_bytes(&a) <= 4096);
+    sl_arena_reset(&a);
+    assert_true(sl_arena_held_bytes(&a) > 0);
+    assert_non_null(sl_arena_alloc(&a, 16));
+    sl_arena_finish(&a);
+    assert_int_equal(sl_arena_held_bytes(&a), 0);
+    sl_arena_finish(&a);
+}
+
+static void arena_fails_cleanly_when_memory_is_short(void **state)
+{
+    struct sl_arena a;
+
+    (void)state;
+    sl_arena_init(&a, 128, 1 << 20);
+    sl_mem_fail_after(1);
+    assert_null(sl_arena_alloc(&a, 10));
+    assert_int_equal(sl_mem_failures(), 1);
+    sl_mem_fail_after(0);
+    assert_non_null(sl_arena_alloc(&a, 10));
+    sl_arena_finish(&a);
+}
+
+static void mem_hook_fails_the_nth_allocation(void **state)
+{
+    void *p1;
+    void *p2;
+    void *p3;
+
+    (void)state;
+    sl_mem_fail_after(3);
+    p1 = sl_malloc(8);
+    p2 = sl_calloc(2, 8);
+    p3 = sl_strdup("x");
+    assert_non_null(p1);
+    assert_non_null(p2);
+    assert_null(p3);
+    assert_int_equal(sl_mem_failures(), 1);
+    sl_mem_fail_after(0);
+    sl_free(p1);
+    sl_free(p2);
+    sl_free(NULL);
+}
+
+static void strerror_names_ours_and_libuv_codes(void **state)
+{
+    (void)state;
+    assert_string_equal(sl_strerror(0), "success");
+    assert_string_equal(sl_strerror(SL_ETOOBIG), "limit exceeded");
+    assert_string_equal(sl_strerror(UV_ECONNRESET), uv_strerror(UV_ECONNRESET));
+    assert_string_equal(sl_strerror(-4999), "unknown error");
+}
+
+static void log_levels_parse_by_name(void **state)
+{
+    enum sl_log_level level;
+
+    (void)state;
+    assert_int_equal(sl_log_level_parse("debug", &level), 0);
+    assert_int_equal(level, SL_LOG_DEBUG);
+    assert_int_equal(sl_log_level_parse("verbose", &level), SL_EINVAL);
+    sl_log_set_level(SL_LOG_WARN);
+    assert_false(sl_log_enabled(SL_LOG_INFO));
+    assert_true(sl_log_enabled(SL_LOG_ERROR));
+    sl_log_set_level(SL_LOG_INFO);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(buf_appends_and_stays_terminated),
+        cmocka_unit_test(buf_refuses_to_grow_past_its_cap),
+        cmocka_unit_test(buf_survives_allocation_failure_unchanged),
+        cmocka_unit_test(arena_aligns_and_respects_its_cap),
+        cmocka_unit_test(arena_fails_cleanly_when_memory_is_short),
+        cmocka_unit_test(mem_hook_fails_the_nth_allocation),
+        cmocka_unit_test(strerror_names_ours_and_libuv_codes),
+        cmocka_unit_test(log_levels_parse_by_name),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
