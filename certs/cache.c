@@ -8,6 +8,7 @@
 
 #include <openssl/rand.h>
 
+#include "base/hash.h"
 #include "base/mem.h"
 #include "certs/certs_int.h"
 
@@ -84,67 +85,6 @@ struct sl_leaf_cache {
     /* LEAF_READY entries in the table; changed under the lock only. */
     atomic_size_t entries;
 };
-
-static uint64_t rotl64(uint64_t x, int b)
-{
-    return (x << b) | (x >> (64 - b));
-}
-
-static uint64_t load_le64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 7; i >= 0; i--) {
-        v = (v << 8) | p[i];
-    }
-    return v;
-}
-
-static void sip_round(uint64_t v[4])
-{
-    v[0] += v[1];
-    v[1] = rotl64(v[1], 13) ^ v[0];
-    v[0] = rotl64(v[0], 32);
-    v[2] += v[3];
-    v[3] = rotl64(v[3], 16) ^ v[2];
-    v[0] += v[3];
-    v[3] = rotl64(v[3], 21) ^ v[0];
-    v[2] += v[1];
-    v[1] = rotl64(v[1], 17) ^ v[2];
-    v[2] = rotl64(v[2], 32);
-}
-
-uint64_t sl__siphash24(const uint8_t key[16], const void *data, size_t n)
-{
-    const uint8_t *p = data;
-    uint64_t k0 = load_le64(key);
-    uint64_t k1 = load_le64(key + 8);
-    uint64_t v[4] = { k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
-                      k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL };
-    uint64_t last = (uint64_t)n << 56;
-    size_t i = 0;
-
-    for (; n - i >= 8; i += 8) {
-        uint64_t m = load_le64(p + i);
-
-        v[3] ^= m;
-        sip_round(v);
-        sip_round(v);
-        v[0] ^= m;
-    }
-    for (size_t j = 0; i + j < n; j++) {
-        last |= (uint64_t)p[i + j] << (8 * j);
-    }
-    v[3] ^= last;
-    sip_round(v);
-    sip_round(v);
-    v[0] ^= last;
-    v[2] ^= 0xff;
-    for (int r = 0; r < 4; r++) {
-        sip_round(v);
-    }
-    return v[0] ^ v[1] ^ v[2] ^ v[3];
-}
 
 static void copy_err(char *err, size_t errlen, const char *msg)
 {
@@ -539,7 +479,7 @@ int sl_leaf_cache_get(struct sl_leaf_cache *c, const char *host, struct sl_leaf 
                          SL_MINT_HOST_MAX);
         return SL_EINVAL;
     }
-    hash = sl__siphash24(c->hash_key, host, n);
+    hash = sl_siphash24(c->hash_key, host, n);
     pthread_mutex_lock(&c->lock);
     e = table_find(c, host, n, hash);
     if (e != NULL) {
@@ -575,7 +515,7 @@ struct sl_leaf *sl_leaf_cache_lookup(struct sl_leaf_cache *c, const char *host)
     if (n == 0 || n > SL_MINT_HOST_MAX) {
         return NULL;
     }
-    hash = sl__siphash24(c->hash_key, host, n);
+    hash = sl_siphash24(c->hash_key, host, n);
     pthread_mutex_lock(&c->lock);
     e = table_find(c, host, n, hash);
     if (e != NULL && e->state == LEAF_READY) {

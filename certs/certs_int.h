@@ -34,8 +34,5 @@ SL_MUST_CHECK int sl__certs_set_serial(X509 *x);
  * Borrows both certificates. Returns 0 or SL_ECRYPTO. */
 SL_MUST_CHECK int sl__certs_add_ext(X509 *issuer, X509 *x, int nid, const char *value);
 
-/* SipHash-2-4 (Aumasson & Bernstein, 2012) of `n` bytes at `data` under the 16-byte `key`: a
- * keyed hash, so that clients choosing host names cannot pile them into one hash chain. */
-uint64_t sl__siphash24(const uint8_t key[16], const void *data, size_t n);
 
 #endif

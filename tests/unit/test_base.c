@@ -14,6 +14,7 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/hash.h"
 #include "base/log.h"
 #include "base/mem.h"
 
@@ -161,6 +162,28 @@ static void log_levels_parse_by_name(void **state)
     sl_log_set_level(SL_LOG_INFO);
 }
 
+static void siphash_matches_the_reference_vectors(void **state)
+{
+    uint8_t key[SL_HASH_KEY_BYTES];
+    uint8_t msg[15];
+    uint8_t k1[SL_HASH_KEY_BYTES];
+    uint8_t k2[SL_HASH_KEY_BYTES];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(key); i++) {
+        key[i] = (uint8_t)i;
+    }
+    for (size_t i = 0; i < sizeof(msg); i++) {
+        msg[i] = (uint8_t)i;
+    }
+    /* The vectors of the SipHash paper's reference implementation. */
+    assert_true(sl_siphash24(key, msg, sizeof(msg)) == 0xa129ca6149be45e5ULL);
+    assert_true(sl_siphash24(key, msg, 0) == 0x726fdb47dd0e0e31ULL);
+    assert_int_equal(sl_hash_key_random(k1), 0);
+    assert_int_equal(sl_hash_key_random(k2), 0);
+    assert_memory_not_equal(k1, k2, sizeof(k1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -172,6 +195,7 @@ int main(void)
         cmocka_unit_test(mem_hook_fails_the_nth_allocation),
         cmocka_unit_test(strerror_names_ours_and_libuv_codes),
         cmocka_unit_test(log_levels_parse_by_name),
+        cmocka_unit_test(siphash_matches_the_reference_vectors),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
