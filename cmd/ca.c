@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd/ca.c - `sluice ca init|show`: create the interception CA, print its certificate.
+ * cmd/ca.c - `sluice ca init|show|mint`: create the interception CA, print its certificate,
+ * print a leaf exactly as the proxy would mint it (to check a client's trust by hand).
  *
  * Options are parsed by hand rather than with getopt_long(): GNU getopt accepts abbreviations
  * (`--fo` for `--force`), permutes argv and keeps global state between calls, none of which a
@@ -13,9 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/pem.h>
+
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/slice.h"
+#include "certs/mint.h"
 #include "cmd/cmd.h"
+#include "policy/host.h"
 
 #define DEFAULT_DATA_DIR "./var"
 #define ERR_BYTES        512
@@ -28,6 +34,7 @@ static const char ca_usage[] =
         "commands:\n"
         "  init [--out DIR] [--force]   create a new CA: DIR/ca.pem (0644) and DIR/ca.key (0600)\n"
         "  show [--data DIR]            print the CA certificate (PEM) for clients to trust\n"
+        "  mint HOST [--data DIR]       print a leaf for HOST as the proxy would mint it\n"
         "\n"
         "DIR defaults to $SLUICE_DATA, or ./var when it is unset.\n"
         "`sluice ca COMMAND --help` describes a command.\n";
@@ -50,6 +57,19 @@ static const char show_usage[] =
         "\n"
         "Checks the CA certificate DIR/ca.pem and prints it (PEM) on standard output, for\n"
         "containers and clients to trust. The private key is not read.\n"
+        "\n"
+        "options:\n"
+        "  --data DIR  the data directory (default: $SLUICE_DATA, or ./var)\n"
+        "  --help      print this help\n";
+
+static const char mint_usage[] =
+        "usage: sluice ca mint HOST [--data DIR]\n"
+        "\n"
+        "Mints a leaf certificate for HOST (a DNS name or an IP address) with the CA in DIR,\n"
+        "exactly as the proxy does for an intercepted host, and prints it (PEM). Use it to check\n"
+        "that a client trusts the CA:\n"
+        "  openssl verify -CAfile DIR/ca.pem -verify_hostname HOST leaf.pem\n"
+        "The leaf's private key is made afresh for this command and never printed.\n"
         "\n"
         "options:\n"
         "  --data DIR  the data directory (default: $SLUICE_DATA, or ./var)\n"
@@ -233,12 +253,98 @@ static int cmd_show(int argc, char **argv)
     return finish_output("ca show");
 }
 
+/* Writes `cert` as PEM on standard output. */
+static int print_cert(X509 *cert)
+{
+    BIO *bio = BIO_new(BIO_s_mem());
+    char *data = NULL;
+    long n;
+
+    if (bio == NULL || PEM_write_bio_X509(bio, cert) != 1) {
+        BIO_free(bio);
+        return SL_ECRYPTO;
+    }
+    n = BIO_get_mem_data(bio, &data);
+    if (n > 0) {
+        (void)fwrite(data, 1, (size_t)n, stdout);
+    }
+    BIO_free(bio);
+    return 0;
+}
+
+static int cmd_mint(int argc, char **argv)
+{
+    const char *data = NULL;
+    bool help = false;
+    const struct option_spec specs[] = {
+        { "--data", NULL, &data },
+    };
+    char err[ERR_BYTES] = "";
+    struct sl_ca *ca = NULL;
+    struct sl_minter *minter = NULL;
+    X509 *leaf = NULL;
+    struct sl_host host;
+    const char *why = NULL;
+    const char *name;
+    int rc;
+
+    if (argc >= 2 && argv[1][0] != '-') {
+        name = argv[1];
+        argc--;
+        argv++;
+    } else {
+        name = NULL;
+    }
+    rc = parse_options("ca mint", argc, argv, specs, SL_ARRAY_LEN(specs), &help);
+    if (rc != 0) {
+        return rc;
+    }
+    if (help) {
+        (void)fputs(mint_usage, stdout);
+        return finish_output("ca mint");
+    }
+    if (name == NULL) {
+        sl_eprintf("ca mint: missing HOST (see sluice ca mint --help)");
+        return SL_CMD_USAGE;
+    }
+    if (sl_host_normalize(sl_slice_str(name), 0, &host, &why) < 0) {
+        sl_eprintf("ca mint: bad host '%s': %s", name, why != NULL ? why : "invalid");
+        return SL_CMD_USAGE;
+    }
+    if (host.kind == SL_HOST_IPV6) {
+        /* The normal form brackets IPv6; a certificate names the bare address. */
+        memmove(host.name, host.name + 1, host.len - 2);
+        host.name[host.len - 2] = '\0';
+    }
+    rc = sl_ca_load_dir(data_dir(data), true, &ca, err, sizeof(err));
+    if (rc == 0) {
+        rc = sl_minter_create(ca, &minter, err, sizeof(err));
+    }
+    if (rc == 0) {
+        rc = sl_minter_mint(minter, host.name, &leaf, err, sizeof(err));
+    }
+    if (rc == 0) {
+        rc = print_cert(leaf);
+        if (rc < 0) {
+            (void)snprintf(err, sizeof(err), "cannot encode the certificate");
+        }
+    }
+    X509_free(leaf);
+    sl_minter_destroy(minter);
+    sl_ca_destroy(ca);
+    if (rc < 0) {
+        sl_eprintf("ca mint: %s", err);
+        return SL_CMD_FAIL;
+    }
+    return finish_output("ca mint");
+}
+
 int sl_cmd_ca(int argc, char **argv)
 {
     const char *sub;
 
     if (argc < 2) {
-        sl_eprintf("ca: missing command: init or show (see sluice ca --help)");
+        sl_eprintf("ca: missing command: init, show or mint (see sluice ca --help)");
         return SL_CMD_USAGE;
     }
     sub = argv[1];
@@ -251,6 +357,9 @@ int sl_cmd_ca(int argc, char **argv)
     }
     if (strcmp(sub, "show") == 0) {
         return cmd_show(argc - 1, argv + 1);
+    }
+    if (strcmp(sub, "mint") == 0) {
+        return cmd_mint(argc - 1, argv + 1);
     }
     if (sub[0] == '-') {
         sl_eprintf("ca: unknown option '%s' (see sluice ca --help)", sub);

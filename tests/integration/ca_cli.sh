@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/ca_cli.sh - `sluice ca init|show` as a user runs them: files and modes,
+# tests/integration/ca_cli.sh - `sluice ca init|show|mint` as a user runs them: files and modes,
 # refusal to overwrite, --force, the PEM that `ca show` prints, usage errors and exit codes.
 set -euo pipefail
 
@@ -79,7 +79,7 @@ check "SLUICE_DATA is the default directory" \
 check "./var is the default without SLUICE_DATA" \
   bash -c "cd '$work' && env -u SLUICE_DATA '$bin' ca init >/dev/null && test -f var/ca.pem"
 
-for args in "ca --help" "ca init --help" "ca show --help" "ca init -h"; do
+for args in "ca --help" "ca init --help" "ca show --help" "ca mint --help" "ca init -h"; do
   # shellcheck disable=SC2086
   check "sluice $args prints usage and exits 0" run 0 $args
   check "sluice $args output starts with usage" grep -q '^usage: sluice ca' "$work/out"
@@ -105,6 +105,24 @@ echo "not a certificate" >"$work/bad.pem"
 mkdir "$work/bad" && cp "$work/bad.pem" "$work/bad/ca.pem"
 check "ca show of a malformed ca.pem exits 1" run 1 ca show --data "$work/bad"
 check "that failure names the file" grep -qF "$work/bad/ca.pem" "$work/err"
+
+# ca mint: the leaf the proxy would show, verified the way a client verifies it.
+check "ca mint HOST prints a leaf" run 0 ca mint api.sluice.test --data "$dir"
+cp "$work/out" "$work/leaf.pem"
+check "openssl verify accepts the leaf for its host" \
+  bash -c "openssl verify -CAfile '$dir/ca.pem' -verify_hostname api.sluice.test '$work/leaf.pem' >/dev/null"
+check "openssl verify refuses the leaf for another host" \
+  bash -c "! openssl verify -CAfile '$dir/ca.pem' -verify_hostname other.sluice.test '$work/leaf.pem' >/dev/null 2>&1"
+check "ca mint normalises the host (API.Sluice.TEST.)" run 0 ca mint API.Sluice.TEST. --data "$dir"
+check "the normalised leaf names api.sluice.test" \
+  bash -c "openssl x509 -noout -ext subjectAltName -in '$work/out' | grep -q 'DNS:api.sluice.test'"
+check "ca mint of an IPv6 literal names the address" run 0 ca mint '[::1]' --data "$dir"
+check "the IPv6 leaf verifies for ::1" \
+  bash -c "openssl verify -CAfile '$dir/ca.pem' -verify_ip ::1 '$work/out' >/dev/null"
+check "ca mint never prints a private key" bash -c "! grep -q PRIVATE '$work/out'"
+check "ca mint of a bad host exits 2" run 2 ca mint 'a b.example' --data "$dir"
+check "ca mint without HOST exits 2" run 2 ca mint --data "$dir"
+check "ca mint without the CA key exits 1" run 1 ca mint x.sluice.test --data "$work/bad"
 
 if [ "$failures" -ne 0 ]; then
   echo "# $failures check(s) failed"
