@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy/clients.c - validation of the `clients` array (SPEC.md §3 clients).
+ *
+ * A token is a secret: messages say what is wrong with it, never what it is.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "policy/snapshot_int.h"
+
+/* Room for a quoted value in a message (sl__quote cuts at 64 bytes, escapes take 4). */
+#define QUOTED_MAX (64 * 4 + 8)
+/* Longest RFC 3339 text we read: `YYYY-MM-DDTHH:MM:SS` + 32 fraction digits + `+HH:MM`. */
+#define RFC3339_MAX 64
+
+static const char *const client_keys[] = {
+    "id", "environment", "token", "ip", "cidr", "expires_at", "rules",
+};
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+/* `n` decimal digits at `s`, or -1. */
+static int digits(const char *s, size_t n)
+{
+    int v = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (!is_digit(s[i])) {
+            return -1;
+        }
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
+
+/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's
+ * days_from_civil), so no timegm() and no time zone database are needed. */
+static int64_t days_from_civil(int64_t y, int m, int d)
+{
+    int64_t era;
+    int64_t yoe;
+    int64_t doy;
+    int64_t doe;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + doe - 719468;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+
+    return m == 2 && leap ? 29 : days[m - 1];
+}
+
+/* `+HH:MM`, `-HH:MM`, `Z` or `z` at s[0 .. n); seconds east of UTC. */
+static int parse_offset(const char *s, size_t n, int64_t *out)
+{
+    int hh;
+    int mm;
+
+    if (n == 1 && (s[0] == 'Z' || s[0] == 'z')) {
+        *out = 0;
+        return 0;
+    }
+    if (n != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':') {
+        return SL_EINVAL;
+    }
+    hh = digits(s + 1, 2);
+    mm = digits(s + 4, 2);
+    if (hh < 0 || hh > 23 || mm < 0 || mm > 59) {
+        return SL_EINVAL;
+    }
+    *out = (s[0] == '-' ? -1 : 1) * (int64_t)(hh * 3600 + mm * 60);
+    return 0;
+}
+
+int sl__parse_rfc3339(const char *s, size_t n, int64_t *out)
+{
+    int y;
+    int mo;
+    int d;
+    int h;
+    int mi;
+    int sec;
+    size_t pos = 19;
+    int64_t offset;
+
+    /* RFC 3339 §5.6: full-date "T" full-time; §5.6 NOTE allows 't' and 'z'. */
+    if (n < 20 || n > RFC3339_MAX || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't')
+        || s[13] != ':' || s[16] != ':') {
+        return SL_EINVAL;
+    }
+    y = digits(s, 4);
+    mo = digits(s + 5, 2);
+    d = digits(s + 8, 2);
+    h = digits(s + 11, 2);
+    mi = digits(s + 14, 2);
+    sec = digits(s + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h < 0 || h > 23 || mi < 0
+        || mi > 59 || sec < 0 || sec > 60) {
+        return SL_EINVAL;
+    }
+    if (s[pos] == '.') {
+        size_t start = ++pos;
+
+        while (pos < n && is_digit(s[pos])) {
+            pos++;
+        }
+        if (pos == start) {
+            return SL_EINVAL;
+        }
+    }
+    SL_TRY(parse_offset(s + pos, n - pos, &offset));
+    *out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset;
+    return 0;
+}
+
+/* An IPv4-mapped IPv6 address (::ffff:a.b.c.d) is kept as the IPv4 address: sources arrive
+ * mapped on dual-stack sockets, and the identity must not depend on the socket. */
+static void set_addr(struct sl__addr_key *k, int family, const uint8_t *a, unsigned prefix)
+{
+    static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+
+    if (family == 6 && prefix >= 96 && memcmp(a, mapped, sizeof(mapped)) == 0) {
+        sl__addr_key_set(k, 4, a + 12, prefix - 96);
+        return;
+    }
+    sl__addr_key_set(k, family, a, prefix);
+}
+
+/* inet_pton() of `s` as IPv4, else IPv6; the family (4 or 6) or 0. */
+static int parse_ip(const char *s, uint8_t addr[16])
+{
+    if (inet_pton(AF_INET, s, addr) == 1) {
+        return 4;
+    }
+    if (inet_pton(AF_INET6, s, addr) == 1) {
+        return 6;
+    }
+    return 0;
+}
+
+static void parse_client_ip(struct sl__parse *p, const char *s, size_t n, struct sl_client *c)
+{
+    char quoted[QUOTED_MAX];
+    uint8_t addr[16];
+    int family = parse_ip(s, addr);
+
+    if (family == 0) {
+        sl__quote(quoted, sizeof(quoted), s, n);
+        sl__error(p, "%s is not an IPv4 or IPv6 address%s", quoted,
+                  (n > 0 && s[0] == '[') ? " (write IPv6 without brackets)" : "");
+        return;
+    }
+    set_addr(&c->ip, family, addr, family == 4 ? 32 : 128);
+    c->has_ip = true;
+}
+
+static void parse_client_cidr(struct sl__parse *p, const char *s, size_t n, struct sl_client *c)
+{
+    char quoted[QUOTED_MAX];
+    char text[INET6_ADDRSTRLEN];
+    char net[INET6_ADDRSTRLEN];
+    const char *slash = memchr(s, '/', n);
+    size_t an = slash != NULL ? (size_t)(slash - s) : 0;
+    size_t pn = slash != NULL ? n - an - 1 : 0;
+    uint8_t addr[16];
+    int family = 0;
+    int prefix = -1;
+    struct sl__addr_key k;
+
+    sl__quote(quoted, sizeof(quoted), s, n);
+    if (an > 0 && an < sizeof(text) && pn >= 1 && pn <= 3 && (pn == 1 || slash[1] != '0')) {
+        memcpy(text, s, an);
+        text[an] = '\0';
+        family = parse_ip(text, addr);
+        prefix = digits(slash + 1, pn);
+    }
+    if (family == 0 || prefix < 0 || prefix > (family == 4 ? 32 : 128)) {
+        sl__error(p, "%s is not a CIDR range (like 10.0.0.0/8 or fd00::/8)", quoted);
+        return;
+    }
+    sl__addr_key_set(&k, family, addr, (unsigned)prefix);
+    if (memcmp(k.b + 2, addr, family == 4 ? 4 : 16) != 0) {
+        if (inet_ntop(family == 4 ? AF_INET : AF_INET6, k.b + 2, net, sizeof(net)) == NULL) {
+            net[0] = '\0';
+        }
+        sl__error(p, "%s has host bits set; did you mean \"%s/%d\"?", quoted, net, prefix);
+        return;
+    }
+    set_addr(&c->cidr, family, addr, (unsigned)prefix);
+    c->has_cidr = true;
+}
+
+static void parse_client_token(struct sl__parse *p, const char *s, size_t n, struct sl_client *c)
+{
+    bool ok = n >= 1 && n <= 256;
+
+    for (size_t i = 0; i < n && ok; i++) {
+        ok = s[i] > 0x20 && s[i] < 0x7f;
+    }
+    if (!ok) {
+        sl__error(p, "a token is 1-256 visible ASCII characters (no spaces)");
+        return;
+    }
+    c->token = sl_arena_strndup(&p->s->arena, s, n);
+    c->token_len = (uint32_t)n;
+    if (c->token == NULL) {
+        p->rc = SL_ENOMEM;
+    }
+}
+
+static void parse_client_id(struct sl__parse *p, const char *s, size_t n, struct sl_client *c,
+                            uint32_t index)
+{
+    char quoted[QUOTED_MAX];
+    bool ok = n >= 1 && n <= SL_POLICY_NAME_MAX;
+    uint32_t first;
+
+    for (size_t i = 0; i < n && ok; i++) {
+        ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || is_digit(s[i])
+             || s[i] == '.' || s[i] == '_' || s[i] == '-';
+    }
+    sl__quote(quoted, sizeof(quoted), s, n);
+    if (!ok) {
+        sl__error(p, "%s: client ids are 1-128 characters of A-Z a-z 0-9 . _ -", quoted);
+        return;
+    }
+    c->id = sl_arena_strndup(&p->s->arena, s, n);
+    if (c->id == NULL) {
+        p->rc = SL_ENOMEM;
+        return;
+    }
+    if (!sl__table_add(&p->s->client_by_id, c->id, n, index, &first)) {
+        sl__error(p, "duplicate id %s (first used at $.clients[%u])", quoted, first);
+    }
+}
+
+static void parse_client_env(struct sl__parse *p, const char *s, size_t n, struct sl_client *c)
+{
+    char quoted[QUOTED_MAX];
+    const struct sl__slot *slot;
+
+    if (!p->envs_ok) {
+        return; /* `environments` itself is broken; that error says enough */
+    }
+    slot = sl__table_find(&p->s->env_by_name, sl__hash(s, n), s, n);
+    if (slot == NULL) {
+        sl__quote(quoted, sizeof(quoted), s, n);
+        sl__error(p, "unknown environment %s", quoted);
+        return;
+    }
+    c->env = &p->s->envs[slot->first];
+}
+
+typedef void field_fn(struct sl__parse *p, const char *s, size_t n, struct sl_client *c);
+
+/* Runs `fn` on the string member `key` of `json`, if present, with the path pointing at it.
+ * Returns whether the member was present. */
+static bool with_field(struct sl__parse *p, json_t *json, const char *key, bool required,
+                       field_fn *fn, struct sl_client *c)
+{
+    size_t n = 0;
+    const char *s = sl__get_string(p, json, key, required, &n);
+
+    if (s != NULL) {
+        size_t mark = sl__path_key(p, key);
+
+        fn(p, s, n, c);
+        sl__path_pop(p, mark);
+    }
+    return json_object_get(json, key) != NULL;
+}
+
+static void parse_client_expiry(struct sl__parse *p, const char *s, size_t n, struct sl_client *c)
+{
+    char quoted[QUOTED_MAX];
+
+    if (sl__parse_rfc3339(s, n, &c->expires_at) != 0) {
+        sl__quote(quoted, sizeof(quoted), s, n);
+        sl__error(p, "%s is not an RFC 3339 date-time (like 2026-11-30T23:00:00Z)", quoted);
+        return;
+    }
+    c->has_expiry = true;
+}
+
+static void parse_client(struct sl__parse *p, json_t *json, struct sl_client *c, uint32_t index)
+{
+    size_t n = 0;
+    const char *id;
+    bool identified = false;
+
+    if (!json_is_object(json)) {
+        sl__error(p, "a client must be an object");
+        return;
+    }
+    sl__check_keys(p, json, client_keys, SL_ARRAY_LEN(client_keys));
+    id = sl__get_string(p, json, "id", true, &n);
+    if (id != NULL) {
+        size_t mark = sl__path_key(p, "id");
+
+        parse_client_id(p, id, n, c, index);
+        sl__path_pop(p, mark);
+    }
+    (void)with_field(p, json, "environment", true, parse_client_env, c);
+    identified |= with_field(p, json, "token", false, parse_client_token, c);
+    identified |= with_field(p, json, "ip", false, parse_client_ip, c);
+    identified |= with_field(p, json, "cidr", false, parse_client_cidr, c);
+    (void)with_field(p, json, "expires_at", false, parse_client_expiry, c);
+    if (!identified) {
+        sl__error(p, "a client needs at least one of \"token\", \"ip\" and \"cidr\"");
+    }
+    sl__parse_rules(p, json_object_get(json, "rules"), &c->rules);
+}
+
+void sl__parse_clients(struct sl__parse *p, json_t *json)
+{
+    struct sl_snapshot *s = p->s;
+    size_t n = json_array_size(json);
+    size_t mark;
+
+    if (json == NULL) {
+        return;
+    }
+    mark = sl__path_key(p, "clients");
+    if (!json_is_array(json)) {
+        sl__error(p, "must be an array of clients");
+    } else if (n > SL_POLICY_CLIENTS_MAX) {
+        sl__error(p, "too many clients (%zu; at most %d)", n, SL_POLICY_CLIENTS_MAX);
+    } else if ((s->clients = sl_arena_alloc(&s->arena, (n + 1) * sizeof(*s->clients))) == NULL
+               || sl__table_init(&s->client_by_id, &s->arena, n) != 0) {
+        p->rc = SL_ENOMEM;
+    } else {
+        memset(s->clients, 0, (n + 1) * sizeof(*s->clients));
+        for (size_t i = 0; i < n && p->rc == 0; i++) {
+            size_t m = sl__path_index(p, i);
+
+            parse_client(p, json_array_get(json, i), &s->clients[i], (uint32_t)i);
+            sl__path_pop(p, m);
+        }
+        s->n_clients = (uint32_t)n;
+    }
+    sl__path_pop(p, mark);
+}

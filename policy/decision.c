@@ -1,0 +1,307 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "policy/decision.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy/snapshot_int.h"
+
+const char *sl_reason_code(enum sl_reason r)
+{
+    switch (r) {
+    case SL_REASON_NONE:
+        return "none";
+    case SL_REASON_NO_POLICY:
+        return "no-policy";
+    case SL_REASON_NO_IDENTITY:
+        return "no-identity";
+    case SL_REASON_EXPIRED:
+        return "expired";
+    case SL_REASON_BAD_REQUEST:
+        return "bad-request";
+    case SL_REASON_BAD_HOST:
+        return "bad-host";
+    case SL_REASON_HOST_NOT_ALLOWED:
+        return "host-not-allowed";
+    case SL_REASON_PORT_NOT_ALLOWED:
+        return "port-not-allowed";
+    case SL_REASON_METHOD_NOT_ALLOWED:
+        return "method-not-allowed";
+    case SL_REASON_CREDENTIAL_NEEDS_TLS:
+        return "credential-needs-tls";
+    case SL_REASON_HOST_MISMATCH:
+        return "host-mismatch";
+    case SL_REASON_PRIVATE_ADDRESS:
+        return "private-address";
+    case SL_REASON_NOT_TLS:
+        return "not-tls";
+    case SL_REASON_DNS:
+        return "dns";
+    case SL_REASON_UPSTREAM_UNREACHABLE:
+        return "upstream-unreachable";
+    case SL_REASON_UPSTREAM_TLS:
+        return "upstream-tls";
+    case SL_REASON_UPSTREAM_TIMEOUT:
+        return "upstream-timeout";
+    case SL_REASON_TOO_LARGE:
+        return "too-large";
+    case SL_REASON_OVERLOADED:
+        return "overloaded";
+    }
+    return "unknown";
+}
+
+int sl_reason_status(enum sl_reason r)
+{
+    switch (r) {
+    case SL_REASON_NONE:
+        return 200;
+    case SL_REASON_NO_IDENTITY:
+        return 407;
+    case SL_REASON_EXPIRED:
+    case SL_REASON_HOST_NOT_ALLOWED:
+    case SL_REASON_PORT_NOT_ALLOWED:
+    case SL_REASON_METHOD_NOT_ALLOWED:
+    case SL_REASON_CREDENTIAL_NEEDS_TLS:
+    case SL_REASON_PRIVATE_ADDRESS:
+        return 403;
+    case SL_REASON_BAD_REQUEST:
+    case SL_REASON_BAD_HOST:
+    case SL_REASON_NOT_TLS:
+        return 400;
+    case SL_REASON_HOST_MISMATCH:
+        return 421;
+    case SL_REASON_TOO_LARGE:
+        return 431;
+    case SL_REASON_DNS:
+    case SL_REASON_UPSTREAM_UNREACHABLE:
+    case SL_REASON_UPSTREAM_TLS:
+        return 502;
+    case SL_REASON_UPSTREAM_TIMEOUT:
+        return 504;
+    case SL_REASON_NO_POLICY:
+    case SL_REASON_OVERLOADED:
+        return 503;
+    }
+    return 500;
+}
+
+static void deny(struct sl_decision *out, enum sl_reason r)
+{
+    out->allow = false;
+    out->reason = r;
+}
+
+static bool method_allowed(const struct sl__rule *r, const char *method)
+{
+    if (r->n_methods == 0) {
+        return true;
+    }
+    for (uint32_t i = 0; i < r->n_methods; i++) {
+        if (strcmp(r->methods[i], method) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The winner decides alone: a less specific rule never rescues what it refused. */
+static void decide_by_rule(const struct sl__match *m, const struct sl_request_view *req,
+                           struct sl_decision *out)
+{
+    const struct sl__rule *r = m->rule;
+
+    out->rule = r->text;
+    out->rule_has_credential = r->credential != NULL;
+    out->_rule_exact = r->cls == SL__RULE_EXACT;
+    out->_rule_of_client = m->of_client;
+    out->_rule_methods = r->methods;
+    out->_rule_n_methods = r->n_methods;
+    if (!method_allowed(r, req->method)) {
+        deny(out, SL_REASON_METHOD_NOT_ALLOWED);
+        return;
+    }
+    if (r->credential == NULL) {
+        return;
+    }
+    /* TRACE echoes the request, injected secret included, back to the client. */
+    if (strcmp(req->method, "TRACE") == 0) {
+        deny(out, SL_REASON_METHOD_NOT_ALLOWED);
+        return;
+    }
+    if (!req->tls) {
+        deny(out, SL_REASON_CREDENTIAL_NEEDS_TLS);
+        return;
+    }
+    out->credential_header = r->credential->header;
+    out->credential_value = r->credential->value;
+}
+
+void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
+                      const struct sl_request_view *req, int64_t now_s, struct sl_decision *out)
+{
+    struct sl__match m = { NULL, false, false };
+
+    *out = (struct sl_decision){ .allow = true, .reason = SL_REASON_NONE };
+    if (s == NULL) {
+        deny(out, SL_REASON_NO_POLICY);
+        return;
+    }
+    if (c == NULL) {
+        deny(out, SL_REASON_NO_IDENTITY);
+        return;
+    }
+    out->client = c->id;
+    out->environment = c->env->name;
+    if (c->has_expiry && c->expires_at <= now_s) {
+        deny(out, SL_REASON_EXPIRED);
+        return;
+    }
+    if (req->host == NULL || req->host->len == 0 || req->method == NULL) {
+        deny(out, SL_REASON_BAD_REQUEST);
+        return;
+    }
+    /* Client rules first: on equal specificity they win (SPEC §3). */
+    sl__ruleset_match(&c->rules, req->host, req->port, true, &m);
+    sl__ruleset_match(&c->env->rules, req->host, req->port, false, &m);
+    if (m.rule != NULL) {
+        decide_by_rule(&m, req, out);
+    } else if (!c->env->default_allow) {
+        deny(out, m.host_seen ? SL_REASON_PORT_NOT_ALLOWED : SL_REASON_HOST_NOT_ALLOWED);
+    }
+}
+
+/* Is `s` an RFC 9110 token, so that it can go between JSON quotes as it is? */
+static bool is_token(const char *s)
+{
+    if (*s == '\0') {
+        return false;
+    }
+    for (; *s != '\0'; s++) {
+        uint8_t c = (uint8_t)*s;
+
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+              || (strchr("!#$%&'*+-.^_`|~", c) != NULL))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A bounded appender for hints. */
+struct hint {
+    char *buf;
+    size_t cap;
+    size_t len;
+    bool overflow;
+};
+
+static void put(struct hint *h, const char *fmt, ...) SL_PRINTF(2, 3);
+
+static void put(struct hint *h, const char *fmt, ...)
+{
+    va_list ap;
+    int w;
+
+    if (h->overflow) {
+        return;
+    }
+    va_start(ap, fmt);
+    w = vsnprintf(h->buf + h->len, h->cap - h->len, fmt, ap);
+    va_end(ap);
+    if (w < 0 || (size_t)w >= h->cap - h->len) {
+        h->overflow = true;
+        return;
+    }
+    h->len += (size_t)w;
+}
+
+/* `{"host":"api.github.com","methods":["GET","POST"]}`: the winner's methods (a wildcard rule
+ * that refused the method) plus the request's, so that the new, more specific rule keeps
+ * allowing what the old one did for this host. */
+static void put_rule(struct hint *h, const struct sl_decision *d, const struct sl_request_view *req,
+                     bool keep_methods)
+{
+    put(h, "{\"host\":\"%s", req->host->name);
+    if (req->port != 443 && req->port != 80) {
+        put(h, ":%u", (unsigned)req->port);
+    }
+    put(h, "\",\"methods\":[");
+    for (uint32_t i = 0; keep_methods && i < d->_rule_n_methods; i++) {
+        put(h, "\"%s\",", d->_rule_methods[i]);
+    }
+    put(h, "\"%s\"]}", req->method);
+}
+
+static void put_place(struct hint *h, const struct sl_decision *d)
+{
+    if (d->_rule_of_client) {
+        put(h, "the runtime rules of client %s", d->client);
+    } else {
+        put(h, "environment %s", d->environment);
+    }
+}
+
+int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *req, char *buf,
+                   size_t cap)
+{
+    struct hint h = { buf, cap, 0, cap == 0 };
+
+    if (cap > 0) {
+        buf[0] = '\0';
+    }
+    if (d->allow || d->environment == NULL || req->host == NULL || req->method == NULL
+        || !is_token(req->method)) {
+        return 0;
+    }
+    switch (d->reason) {
+    case SL_REASON_METHOD_NOT_ALLOWED:
+        if (d->rule_has_credential && strcmp(req->method, "TRACE") == 0) {
+            put(&h, "TRACE is never allowed through a rule with a credential (it would echo "
+                    "the secret)");
+        } else if (d->_rule_exact) {
+            /* A new rule for the same host would tie and lose on order: extend the winner. */
+            put(&h, "to allow it, add \"%s\" to the methods of {\"host\":\"%s\"} in ", req->method,
+                d->rule);
+            put_place(&h, d);
+        } else {
+            put(&h, "to allow it, add ");
+            put_rule(&h, d, req, true);
+            put(&h, " to environment %s", d->environment);
+        }
+        break;
+    case SL_REASON_HOST_NOT_ALLOWED:
+    case SL_REASON_PORT_NOT_ALLOWED:
+        put(&h, "to allow it, add ");
+        put_rule(&h, d, req, false);
+        put(&h, " to environment %s", d->environment);
+        break;
+    case SL_REASON_CREDENTIAL_NEEDS_TLS:
+        put(&h, "to allow it, use https: credentials are only injected over TLS");
+        break;
+    case SL_REASON_NONE:
+    case SL_REASON_NO_POLICY:
+    case SL_REASON_NO_IDENTITY:
+    case SL_REASON_EXPIRED:
+    case SL_REASON_BAD_REQUEST:
+    case SL_REASON_BAD_HOST:
+    case SL_REASON_HOST_MISMATCH:
+    case SL_REASON_PRIVATE_ADDRESS:
+    case SL_REASON_NOT_TLS:
+    case SL_REASON_DNS:
+    case SL_REASON_UPSTREAM_UNREACHABLE:
+    case SL_REASON_UPSTREAM_TLS:
+    case SL_REASON_UPSTREAM_TIMEOUT:
+    case SL_REASON_TOO_LARGE:
+    case SL_REASON_OVERLOADED:
+        return 0;
+    }
+    if (h.overflow) {
+        if (cap > 0) {
+            buf[0] = '\0';
+        }
+        return SL_ETOOBIG;
+    }
+    return (int)h.len;
+}

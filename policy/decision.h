@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy/decision.h - who is asking (identity) and may this request leave (decision).
+ *
+ * Both functions are the proxy's hot path: they read an immutable snapshot, take no locks,
+ * allocate nothing and do no I/O. Their cost does not grow with the number of environments,
+ * clients or rules, except for the short list of general glob patterns (`api-*.example.com`,
+ * `*`) of the one environment and client concerned; exact hosts and `*.suffix` patterns are
+ * found through hash tables, the latter by walking the request host's label boundaries.
+ *
+ * Rule choice (SPEC.md §3): among the rules whose host pattern matches the request host and
+ * whose port covers the request port (a rule without a port covers 443 and 80; with a port,
+ * that port only), the most specific wins:
+ *   1. an exact host (or IP literal) beats every pattern with a '*';
+ *   2. among patterns, the longer literal suffix (the text after the last '*') wins
+ *      (`*.api.github.com` beats `*.github.com`, which ties with `x-*.github.com`);
+ *   3. then the longer pattern (`x-*.github.com` beats `*.github.com`);
+ *   4. then the earlier rule, a client's runtime rules coming before its environment's.
+ * The request is allowed when the winning rule's methods include the method (no methods = all).
+ * A less specific rule never rescues a method the winner refused. IP-literal request hosts only
+ * ever match IP-literal rules, literally; DNS names never match IP rules.
+ */
+#ifndef SL_POLICY_DECISION_H
+#define SL_POLICY_DECISION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "base/err.h"
+#include "policy/host.h"
+#include "policy/snapshot.h"
+
+/* Why a request was refused: every reason code of SPEC.md §4.5 (the proxy uses the ones the
+ * policy does not decide itself). SL_REASON_NONE is the reason of an allowed request. */
+enum sl_reason {
+    SL_REASON_NONE = 0,
+    SL_REASON_NO_POLICY,
+    SL_REASON_NO_IDENTITY,
+    SL_REASON_EXPIRED,
+    SL_REASON_BAD_REQUEST,
+    SL_REASON_BAD_HOST,
+    SL_REASON_HOST_NOT_ALLOWED,
+    SL_REASON_PORT_NOT_ALLOWED,
+    SL_REASON_METHOD_NOT_ALLOWED,
+    SL_REASON_CREDENTIAL_NEEDS_TLS,
+    SL_REASON_HOST_MISMATCH,
+    SL_REASON_PRIVATE_ADDRESS,
+    SL_REASON_NOT_TLS,
+    SL_REASON_DNS,
+    SL_REASON_UPSTREAM_UNREACHABLE,
+    SL_REASON_UPSTREAM_TLS,
+    SL_REASON_UPSTREAM_TIMEOUT,
+    SL_REASON_TOO_LARGE,
+    SL_REASON_OVERLOADED,
+};
+
+/* The code of SPEC.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the audit log
+ * writes null for it). Static, never NULL. */
+const char *sl_reason_code(enum sl_reason r);
+
+/* The HTTP status of SPEC.md §4.5 for a refusal with this reason: 407 identity, 403 policy,
+ * 400 malformed (not-tls too, should a response be possible at all), 421 mismatch, 431 too
+ * large, 502/504 upstream, 503 no policy or overloaded; 200 for SL_REASON_NONE. */
+int sl_reason_status(enum sl_reason r);
+
+/* A buffer of this size holds every hint of sl_policy_hint(). */
+#define SL_POLICY_HINT_MAX 2048
+
+/* What the decision looks at. Everything borrowed for the duration of the call. */
+struct sl_request_view {
+    /* The request host in normal form (sl_host_normalize(), sl_host_parse_authority() or
+     * sl_url_parse() made it). */
+    const struct sl_host *host;
+    /* The port the request goes to, 1-65535. */
+    uint16_t port;
+    /* The method, NUL-terminated, compared case-sensitively ("GET"). */
+    const char *method;
+    /* True for a request inside an intercepted TLS tunnel, false for plain HTTP. */
+    bool tls;
+};
+
+/* The verdict. Every pointer is borrowed from the snapshot passed to sl_policy_decide() and
+ * valid while the caller holds a reference to it. */
+struct sl_decision {
+    bool allow;
+    /* SL_REASON_NONE when allowed. */
+    enum sl_reason reason;
+    /* The winning rule's host as normalised, with `:port` when it has one; NULL when no rule
+     * matched (host-not-allowed, port-not-allowed, an allow by default, or no identity). */
+    const char *rule;
+    /* The header to inject and its value: set only when the request is allowed through a rule
+     * with a credential, NULL otherwise. The value is a secret: never log or print it. */
+    const char *credential_header;
+    const char *credential_value;
+    /* True when the winning rule has a credential, allowed or not (for explanations). */
+    bool rule_has_credential;
+    /* The client's id and environment's name; NULL when there is no client. */
+    const char *client;
+    const char *environment;
+    /* For sl_policy_hint(): the winner is an exact-host rule / a client's runtime rule, and
+     * its methods. */
+    bool _rule_exact;
+    bool _rule_of_client;
+    const char *const *_rule_methods;
+    uint32_t _rule_n_methods;
+};
+
+/* Which client is this (SPEC.md §3 clients, §4.2)? `id` and `token` are the parts of the
+ * request's Proxy-Authorization (sl_auth_parse_basic()), both NULL when it had none; `src` is
+ * the source address (AF_INET or AF_INET6; an IPv4-mapped IPv6 address counts as the IPv4
+ * address; NULL when unknown, the port is ignored).
+ *   - With credentials: the client with that id, if it has a token, the token is equal
+ *     (compared in constant time) and its ip/cidr, when given, hold for `src`. Anything else
+ *     gives NULL: a wrong or unknown token never falls back to address matching (it is a 407).
+ *   - Without credentials: among the clients without a token, the first (in document order)
+ *     whose `ip` equals `src` (and whose `cidr`, when also given, holds); else the one with the
+ *     longest `cidr` that holds, ties by order.
+ * Returns the client, borrowed from `s`, or NULL for none. The expiry is not looked at here
+ * (it is per request: sl_policy_decide()). Allocates nothing. */
+const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const char *id,
+                                           const char *token, const struct sockaddr *src);
+
+/* Decides `req` for client `c` (from sl_policy_identify() on the same snapshot) at `now_s`
+ * (seconds since the epoch) and fills `*out` completely. In order:
+ *   no snapshot -> no-policy; no client -> no-identity; expires_at <= now -> expired;
+ *   winning rule (see top of file): method not in its methods -> method-not-allowed; TRACE on
+ *   a rule with a credential -> method-not-allowed; a credential over plain HTTP ->
+ *   credential-needs-tls; else allowed (with the credential to inject, if any);
+ *   no winner: the environment's default `allow` -> allowed without credential; else
+ *   port-not-allowed when some rule's host pattern matched, else host-not-allowed.
+ * Allocates nothing; never fails. */
+void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
+                      const struct sl_request_view *req, int64_t now_s, struct sl_decision *out);
+
+/* Writes what would let a refused request through (SPEC.md §4.5) into `buf`, NUL-terminated:
+ *   to allow it, add {"host":"api.github.com","methods":["POST"]} to environment ci-python
+ * The suggested rule is the narrowest that works: the request's exact host (with its port
+ * unless 80/443) and method. When a wildcard rule refused the method, its methods are kept in
+ * the suggestion (`["GET","HEAD","POST"]`), since the new exact rule will outrank it for this
+ * host. When an exact-host rule refused the method, a new rule would tie and lose on order, so
+ * the hint says to add the method to that rule instead. Only host-, port-, method-not-allowed
+ * and credential-needs-tls have hints. Returns the length written, 0 when there is no hint (buf is
+ * then ""), or SL_ETOOBIG when `cap` is too small (buf then holds "" if cap > 0).
+ * SL_POLICY_HINT_MAX is always enough. */
+SL_MUST_CHECK int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *req,
+                                 char *buf, size_t cap);
+
+#endif

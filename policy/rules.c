@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * policy/rules.c - validation of environments and rules (SPEC.md §3), and the error list.
+ *
+ * Validation never stops at the first error: a person fixing a policy wants every problem at
+ * once. Each error carries the JSON path of the value at fault. Nothing secret (credential
+ * values, tokens) is ever quoted in a message.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/mem.h"
+#include "policy/snapshot_int.h"
+
+/* Quoted strings in messages and path keys are cut after this many bytes. */
+#define QUOTE_MAX 64
+
+static const char *const env_keys[] = { "default", "rules" };
+static const char *const rule_keys[] = { "host", "methods", "credential" };
+static const char *const credential_keys[] = { "header", "value" };
+
+/* Headers that frame, route or end a hop (RFC 9110 §7.6.1, RFC 9112 §6-§7, SPEC.md §4.6): a
+ * credential under one of these names would let the policy rewrite the request's framing or
+ * its destination. */
+static const char *const forbidden_headers[] = {
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "proxy-connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+};
+
+void sl_policy_errors_finish(struct sl_policy_errors *e)
+{
+    sl_free(e->items);
+    *e = (struct sl_policy_errors){ NULL, 0, false };
+}
+
+void sl__error(struct sl__parse *p, const char *fmt, ...)
+{
+    struct sl_policy_errors *e = p->errs;
+    struct sl_policy_error *items;
+    va_list ap;
+
+    p->n_errors++;
+    if (e == NULL) {
+        return;
+    }
+    if (e->count == SL_POLICY_ERRORS_MAX) {
+        e->truncated = true;
+        return;
+    }
+    items = sl_realloc(e->items, (e->count + 1) * sizeof(*items));
+    if (items == NULL) {
+        p->rc = SL_ENOMEM;
+        return;
+    }
+    e->items = items;
+    memcpy(items[e->count].path, p->path, p->path_len + 1);
+    va_start(ap, fmt);
+    if (vsnprintf(items[e->count].message, sizeof(items[e->count].message), fmt, ap) < 0) {
+        items[e->count].message[0] = '\0';
+    }
+    va_end(ap);
+    e->count++;
+}
+
+static bool is_tchar(uint8_t c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+           || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* Appends `s` to the path as far as it fits (the path is cut, never overrun). */
+static void path_append(struct sl__parse *p, const char *s, size_t n)
+{
+    size_t room = sizeof(p->path) - 1 - p->path_len;
+
+    if (n > room) {
+        n = room;
+    }
+    memcpy(p->path + p->path_len, s, n);
+    p->path_len += n;
+    p->path[p->path_len] = '\0';
+}
+
+void sl__quote(char *dst, size_t cap, const char *s, size_t n)
+{
+    size_t len = 0;
+
+    if (cap < 8) {
+        if (cap > 0) {
+            dst[0] = '\0';
+        }
+        return;
+    }
+    dst[len++] = '"';
+    for (size_t i = 0; i < n && i < QUOTE_MAX && len + 8 < cap; i++) {
+        uint8_t c = (uint8_t)s[i];
+
+        if (c == '"' || c == '\\') {
+            dst[len++] = '\\';
+            dst[len++] = (char)c;
+        } else if (c >= 0x20 && c < 0x7f) {
+            dst[len++] = (char)c;
+        } else {
+            len += (size_t)snprintf(dst + len, cap - len, "\\x%02x", c);
+        }
+    }
+    if (n > QUOTE_MAX) {
+        memcpy(dst + len, "...", 3);
+        len += 3;
+    }
+    dst[len++] = '"';
+    dst[len] = '\0';
+}
+
+size_t sl__path_key(struct sl__parse *p, const char *key)
+{
+    size_t mark = p->path_len;
+    size_t n = strlen(key);
+    bool plain = n > 0 && n <= QUOTE_MAX;
+    char quoted[QUOTE_MAX * 4 + 8];
+
+    for (size_t i = 0; i < n && plain; i++) {
+        uint8_t c = (uint8_t)key[i];
+
+        plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+                || c == '_' || c == '-';
+    }
+    if (plain) {
+        path_append(p, ".", 1);
+        path_append(p, key, n);
+        return mark;
+    }
+    sl__quote(quoted, sizeof(quoted), key, n);
+    path_append(p, "[", 1);
+    path_append(p, quoted, strlen(quoted));
+    path_append(p, "]", 1);
+    return mark;
+}
+
+size_t sl__path_index(struct sl__parse *p, size_t i)
+{
+    size_t mark = p->path_len;
+    char text[32];
+    int n = snprintf(text, sizeof(text), "[%zu]", i);
+
+    path_append(p, text, n > 0 ? (size_t)n : 0);
+    return mark;
+}
+
+void sl__path_pop(struct sl__parse *p, size_t mark)
+{
+    p->path_len = mark;
+    p->path[mark] = '\0';
+}
+
+void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed, size_t n)
+{
+    const char *key;
+    json_t *value;
+    char expected[160];
+    size_t len = 0;
+
+    expected[0] = '\0';
+    for (size_t i = 0; i < n && len < sizeof(expected); i++) {
+        int w = snprintf(expected + len, sizeof(expected) - len, "%s%s", i > 0 ? ", " : "",
+                         allowed[i]);
+
+        len += w > 0 ? (size_t)w : 0;
+    }
+    json_object_foreach(obj, key, value)
+    {
+        bool known = false;
+
+        for (size_t i = 0; i < n && !known; i++) {
+            known = strcmp(key, allowed[i]) == 0;
+        }
+        if (!known) {
+            size_t mark = sl__path_key(p, key);
+
+            sl__error(p, "unknown field (expected %s)", expected);
+            sl__path_pop(p, mark);
+        }
+    }
+}
+
+const char *sl__get_string(struct sl__parse *p, json_t *obj, const char *key, bool required,
+                           size_t *len)
+{
+    json_t *v = json_object_get(obj, key);
+    const char *s = NULL;
+    size_t mark;
+
+    if (v == NULL && !required) {
+        return NULL;
+    }
+    mark = sl__path_key(p, key);
+    if (v == NULL) {
+        sl__error(p, "required field missing");
+    } else if (!json_is_string(v)) {
+        sl__error(p, "must be a string");
+    } else {
+        s = json_string_value(v);
+        *len = json_string_length(v);
+        if (strlen(s) != *len) {
+            sl__error(p, "must not contain NUL characters");
+            s = NULL;
+        }
+    }
+    sl__path_pop(p, mark);
+    return s;
+}
+
+/* The arena copy of `n` bytes of `s`; records SL_ENOMEM on failure. */
+static char *keep(struct sl__parse *p, const char *s, size_t n)
+{
+    char *d = sl_arena_strndup(&p->s->arena, s, n);
+
+    if (d == NULL) {
+        p->rc = SL_ENOMEM;
+    }
+    return d;
+}
+
+static void parse_host(struct sl__parse *p, const char *s, size_t n, struct sl__rule *r)
+{
+    struct sl_host h;
+    const char *why = "";
+    char quoted[QUOTE_MAX * 4 + 8];
+    char text[SL_HOST_NAME_MAX + 8];
+    int w;
+
+    if (sl_host_parse_authority(sl_slice_of(s, n), SL_HOST_GLOB, &h, &r->port, &why) != 0) {
+        sl__quote(quoted, sizeof(quoted), s, n);
+        sl__error(p, "bad host pattern %s: %s", quoted, why);
+        return;
+    }
+    if (r->port != 0) {
+        w = snprintf(text, sizeof(text), "%s:%u", h.name, (unsigned)r->port);
+    } else {
+        w = snprintf(text, sizeof(text), "%s", h.name);
+    }
+    r->pattern = keep(p, h.name, h.len);
+    r->pattern_len = (uint32_t)h.len;
+    r->host_kind = h.kind;
+    r->text = keep(p, text, w > 0 ? (size_t)w : 0);
+}
+
+/* One entry of `methods`; returns its arena copy or NULL after recording the error. */
+static const char *parse_method(struct sl__parse *p, json_t *v)
+{
+    char quoted[QUOTE_MAX * 4 + 8];
+    char upper[SL_POLICY_METHOD_LEN_MAX + 1];
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    bool lower = false;
+
+    if (!json_is_string(v)) {
+        sl__error(p, "must be a string");
+        return NULL;
+    }
+    sl__quote(quoted, sizeof(quoted), s, n);
+    if (n == 0 || n > SL_POLICY_METHOD_LEN_MAX) {
+        sl__error(p, "%s is not a method name (1-%d characters)", quoted, SL_POLICY_METHOD_LEN_MAX);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!is_tchar((uint8_t)s[i])) {
+            sl__error(p, "%s is not a method name (RFC 9110 token characters only)", quoted);
+            return NULL;
+        }
+        lower = lower || (s[i] >= 'a' && s[i] <= 'z');
+        upper[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 'a' + 'A') : s[i];
+    }
+    upper[n] = '\0';
+    if (lower) {
+        sl__error(p, "methods are case-sensitive: %s would never match; did you mean \"%s\"?",
+                  quoted, upper);
+        return NULL;
+    }
+    return keep(p, s, n);
+}
+
+static void parse_methods(struct sl__parse *p, json_t *json, struct sl__rule *r)
+{
+    size_t n = json_array_size(json);
+    const char **methods;
+    size_t mark;
+
+    if (json == NULL) {
+        return;
+    }
+    mark = sl__path_key(p, "methods");
+    if (!json_is_array(json)) {
+        sl__error(p, "must be an array of method names");
+    } else if (n > SL_POLICY_METHODS_MAX) {
+        sl__error(p, "too many methods (%zu; at most %d)", n, SL_POLICY_METHODS_MAX);
+    } else if (n > 0 && (methods = sl_arena_alloc(&p->s->arena, n * sizeof(*methods))) == NULL) {
+        p->rc = SL_ENOMEM;
+    } else {
+        for (size_t i = 0; i < n && p->rc == 0; i++) {
+            size_t m = sl__path_index(p, i);
+
+            methods[i] = parse_method(p, json_array_get(json, i));
+            for (size_t j = 0; j < i && methods[i] != NULL; j++) {
+                if (methods[j] != NULL && strcmp(methods[i], methods[j]) == 0) {
+                    sl__error(p, "duplicate method \"%s\"", methods[i]);
+                    break;
+                }
+            }
+            sl__path_pop(p, m);
+        }
+        r->methods = n > 0 ? methods : NULL;
+        r->n_methods = (uint32_t)n;
+    }
+    sl__path_pop(p, mark);
+}
+
+static bool header_ok(struct sl__parse *p, const char *s, size_t n)
+{
+    char quoted[QUOTE_MAX * 4 + 8];
+
+    sl__quote(quoted, sizeof(quoted), s, n);
+    if (n == 0 || n > SL_POLICY_HEADER_MAX) {
+        sl__error(p, "%s is not a header name (1-%d characters)", quoted, SL_POLICY_HEADER_MAX);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!is_tchar((uint8_t)s[i])) {
+            sl__error(p, "%s is not a header name (RFC 9110 token characters only)", quoted);
+            return false;
+        }
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(forbidden_headers); i++) {
+        if (strlen(forbidden_headers[i]) == n && strncasecmp(s, forbidden_headers[i], n) == 0) {
+            sl__error(p,
+                      "%s cannot carry a credential: it is a framing, hop-by-hop or "
+                      "routing header",
+                      quoted);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* RFC 9110 §5.5 field-value, minus obs-text leniency about controls. The value is secret:
+ * messages say what is wrong, never what it is. */
+static bool value_ok(struct sl__parse *p, const char *s, size_t n)
+{
+    const char *what = NULL;
+
+    if (n == 0) {
+        what = "must not be empty";
+    } else if (n > SL_POLICY_VALUE_MAX) {
+        what = "longer than 8192 bytes";
+    } else if (memchr(s, '\r', n) != NULL) {
+        what = "contains a carriage return (CR), which would split the header";
+    } else if (memchr(s, '\n', n) != NULL) {
+        what = "contains a line feed (LF), which would split the header";
+    } else if (s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t') {
+        what = "must not start or end with a space or tab";
+    } else {
+        for (size_t i = 0; i < n && what == NULL; i++) {
+            uint8_t c = (uint8_t)s[i];
+
+            if ((c < 0x20 && c != '\t') || c == 0x7f) {
+                what = "contains a control character";
+            }
+        }
+    }
+    if (what != NULL) {
+        sl__error(p, "%s", what);
+    }
+    return what == NULL;
+}
+
+static void parse_credential(struct sl__parse *p, json_t *json, struct sl__rule *r)
+{
+    struct sl__credential *c;
+    const char *header;
+    const char *value;
+    size_t hn = 0;
+    size_t vn = 0;
+    size_t mark = sl__path_key(p, "credential");
+    bool ok;
+
+    if (!json_is_object(json)) {
+        sl__error(p, "must be an object with \"header\" and \"value\"");
+        sl__path_pop(p, mark);
+        return;
+    }
+    sl__check_keys(p, json, credential_keys, SL_ARRAY_LEN(credential_keys));
+    header = sl__get_string(p, json, "header", true, &hn);
+    value = sl__get_string(p, json, "value", true, &vn);
+    if (header != NULL) {
+        size_t m = sl__path_key(p, "header");
+
+        ok = header_ok(p, header, hn);
+        sl__path_pop(p, m);
+        header = ok ? header : NULL;
+    }
+    if (value != NULL) {
+        size_t m = sl__path_key(p, "value");
+
+        ok = value_ok(p, value, vn);
+        sl__path_pop(p, m);
+        value = ok ? value : NULL;
+    }
+    sl__path_pop(p, mark);
+    if (header == NULL || value == NULL) {
+        return;
+    }
+    c = sl_arena_alloc(&p->s->arena, sizeof(*c));
+    if (c == NULL) {
+        p->rc = SL_ENOMEM;
+        return;
+    }
+    c->header = keep(p, header, hn);
+    c->value = keep(p, value, vn);
+    r->credential = c;
+}
+
+static void parse_rule(struct sl__parse *p, json_t *json, struct sl__rule *r)
+{
+    json_t *credential;
+    const char *host;
+    size_t n = 0;
+
+    if (!json_is_object(json)) {
+        sl__error(p, "a rule must be an object");
+        return;
+    }
+    sl__check_keys(p, json, rule_keys, SL_ARRAY_LEN(rule_keys));
+    host = sl__get_string(p, json, "host", true, &n);
+    if (host != NULL) {
+        size_t mark = sl__path_key(p, "host");
+
+        parse_host(p, host, n, r);
+        sl__path_pop(p, mark);
+    }
+    parse_methods(p, json_object_get(json, "methods"), r);
+    credential = json_object_get(json, "credential");
+    if (credential != NULL) {
+        parse_credential(p, credential, r);
+    }
+}
+
+void sl__parse_rules(struct sl__parse *p, json_t *json, struct sl__ruleset *rs)
+{
+    size_t n = json_array_size(json);
+    size_t creds = 0;
+    size_t mark;
+
+    *rs = (struct sl__ruleset){ 0 };
+    if (json == NULL) {
+        return;
+    }
+    mark = sl__path_key(p, "rules");
+    if (!json_is_array(json)) {
+        sl__error(p, "must be an array of rules");
+        sl__path_pop(p, mark);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        creds += json_object_get(json_array_get(json, i), "credential") != NULL;
+    }
+    if (n > SL_POLICY_RULES_MAX) {
+        sl__error(p, "too many rules (%zu; at most %d)", n, SL_POLICY_RULES_MAX);
+    }
+    if (creds > SL_POLICY_CREDENTIALS_MAX) {
+        sl__error(p, "too many credentials (%zu; at most %d)", creds, SL_POLICY_CREDENTIALS_MAX);
+    }
+    if (n > 0 && n <= SL_POLICY_RULES_MAX && creds <= SL_POLICY_CREDENTIALS_MAX) {
+        rs->rules = sl_arena_alloc(&p->s->arena, n * sizeof(*rs->rules));
+        if (rs->rules == NULL) {
+            p->rc = SL_ENOMEM;
+        } else {
+            memset(rs->rules, 0, n * sizeof(*rs->rules));
+            for (size_t i = 0; i < n && p->rc == 0; i++) {
+                size_t m = sl__path_index(p, i);
+
+                parse_rule(p, json_array_get(json, i), &rs->rules[i]);
+                sl__path_pop(p, m);
+            }
+            rs->n = (uint32_t)n;
+            rs->n_credentials = (uint32_t)creds;
+            p->s->n_rules += n;
+            p->s->n_credentials += creds;
+        }
+    }
+    sl__path_pop(p, mark);
+}
+
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.'
+           || c == '_' || c == '-';
+}
+
+static void parse_env(struct sl__parse *p, const char *name, json_t *json, struct sl_env *env)
+{
+    size_t n = strlen(name);
+    bool name_ok = n >= 1 && n <= SL_POLICY_NAME_MAX;
+    const char *def;
+    size_t dn = 0;
+
+    for (size_t i = 0; i < n && name_ok; i++) {
+        name_ok = is_name_char(name[i]);
+    }
+    if (!name_ok) {
+        sl__error(p, "environment names are 1-128 characters of A-Z a-z 0-9 . _ -");
+    }
+    env->name = keep(p, name, n);
+    if (!json_is_object(json)) {
+        sl__error(p, "an environment must be an object");
+        return;
+    }
+    sl__check_keys(p, json, env_keys, SL_ARRAY_LEN(env_keys));
+    def = sl__get_string(p, json, "default", true, &dn);
+    if (def != NULL) {
+        size_t mark = sl__path_key(p, "default");
+
+        if (strcmp(def, "allow") == 0 || strcmp(def, "deny") == 0) {
+            env->default_allow = def[0] == 'a';
+        } else {
+            sl__error(p, "must be \"deny\" or \"allow\"");
+        }
+        sl__path_pop(p, mark);
+    }
+    sl__parse_rules(p, json_object_get(json, "rules"), &env->rules);
+}
+
+void sl__parse_envs(struct sl__parse *p, json_t *json)
+{
+    struct sl_snapshot *s = p->s;
+    size_t n = json_object_size(json);
+    size_t mark = sl__path_key(p, "environments");
+    const char *name;
+    json_t *value;
+    uint32_t i = 0;
+
+    if (json == NULL) {
+        sl__error(p, "required field missing");
+    } else if (!json_is_object(json)) {
+        sl__error(p, "must be an object of environments by name");
+    } else if (n > SL_POLICY_ENVS_MAX) {
+        sl__error(p, "too many environments (%zu; at most %d)", n, SL_POLICY_ENVS_MAX);
+    } else if ((s->envs = sl_arena_alloc(&s->arena, (n + 1) * sizeof(*s->envs))) == NULL
+               || sl__table_init(&s->env_by_name, &s->arena, n) != 0) {
+        p->rc = SL_ENOMEM;
+    } else {
+        memset(s->envs, 0, (n + 1) * sizeof(*s->envs));
+        json_object_foreach(json, name, value)
+        {
+            size_t m = sl__path_key(p, name);
+            uint32_t first;
+
+            parse_env(p, name, value, &s->envs[i]);
+            sl__path_pop(p, m);
+            if (p->rc != 0) {
+                break;
+            }
+            /* Names are unique: jansson refused duplicate keys. */
+            (void)sl__table_add(&s->env_by_name, s->envs[i].name, strlen(s->envs[i].name), i,
+                                &first);
+            i++;
+        }
+        s->n_envs = i;
+        p->envs_ok = p->rc == 0;
+    }
+    sl__path_pop(p, mark);
+}
