@@ -1,0 +1,1062 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proxy/tls.h"
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <uv.h>
+
+#include "base/mem.h"
+
+/*
+ * Room the output ring keeps beyond the cap: one full record of SL_TLS_WRITE_MAX plaintext plus
+ * its expansion (at most 85 bytes for TLS 1.2 CBC-SHA384, 22 for TLS 1.3) and a few small
+ * post-handshake messages OpenSSL may have left unsent (an alert, a KeyUpdate). Because
+ * sl_tls_write() only writes while less than the cap is pending, SSL_write never finds the ring
+ * full, so it never leaves a half-written record behind that would have to be retried with the
+ * same arguments.
+ */
+#define RING_SLACK_BYTES 1024u
+/* Largest session cache a client context accepts (lookups scan the table). */
+#define SESSION_CACHE_MAX 4096u
+/* "[" host "]:" port NUL. */
+#define SESS_KEY_MAX (SL_TLS_HOST_MAX + 10u)
+/* Longest method token sl_tls_sniff() waits for (the longest registered method has 17). */
+#define SNIFF_METHOD_MAX 24u
+/* Largest TLSPlaintext fragment (RFC 8446 §5.1). */
+#define TLS_PLAINTEXT_MAX 16384u
+
+/* The ALPN list a client offers, in wire format (RFC 7301 §3.1). */
+static const unsigned char alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+
+/* Where a server engine stands with its SNI callback. */
+enum sni_state {
+    /* The ClientHello has not been seen yet. */
+    SNI_IDLE = 0,
+    /* The callback asked to retry; no certificate has been set since. */
+    SNI_WAITING,
+    /* The callback has run and a certificate is settled. */
+    SNI_DONE,
+};
+
+struct sl_tls {
+    /* The OpenSSL connection; owned. It owns the SSL end of the BIO pair. */
+    SSL *ssl;
+    /* Our end of the BIO pair: writes fill the input ring, reads drain the output ring. Owned. */
+    BIO *net;
+    /* Most output ciphertext, in bytes, that may be pending before sl_tls_write() accepts 0. */
+    size_t out_cap;
+    /* 0 while healthy; otherwise the failure code every call returns. */
+    int failed;
+    /* Fixed at creation: the proxy's side of a client connection (accept state). */
+    bool is_server;
+    /* sl_tls_handshake() has returned SL_TLS_HS_DONE. */
+    bool hs_done;
+    /* sl_tls_feed_eof() was called. */
+    bool eof_fed;
+    /* close_notify was received. */
+    bool peer_closed;
+    /* sl_tls_shutdown() was called (writes are over), and whether close_notify is queued. */
+    bool closing;
+    bool close_queued;
+    /* Server: progress of the SNI callback; only on_client_hello() and the certificate setters
+     * change it. */
+    enum sni_state sni_state;
+    /* Server: the SNI callback and its argument (borrowed); NULL for none. */
+    sl_tls_sni_fn *sni_fn;
+    void *sni_arg;
+    /* Server: the SNI the client sent, NUL-terminated; empty when none. */
+    char sni[256];
+    /* The negotiated ALPN protocol, NUL-terminated; empty when none. */
+    char alpn[256];
+    /* Client: the session cache key "host:port" ("[v6]:port"); empty for server engines. */
+    char sess_key[SESS_KEY_MAX];
+    /* OpenSSL's text for the last failure; empty when none. */
+    char err_text[256];
+};
+
+/*
+ * The session cache of a client context. It hangs off the SSL_CTX as ex_data, so it lives and
+ * dies with the context; worker threads share it, hence the mutex.
+ */
+struct sess_entry {
+    /* The cached session, one reference owned by the cache; NULL for a free slot. */
+    SSL_SESSION *sess;
+    /* Value of the cache clock at the last store or use (LRU order). */
+    uint64_t used;
+    /* FNV-1a hash of `key`, compared first. */
+    uint64_t hash;
+    /* "host:port", NUL-terminated. */
+    char key[SESS_KEY_MAX];
+};
+
+struct sess_cache {
+    /* Guards everything below but `cap`; held for table scans only, never across OpenSSL
+     * calls that may block. */
+    uv_mutex_t lock;
+    /* Ticks on every store or use. Guarded by `lock`. */
+    uint64_t clock;
+    /* Slots in `entries`. */
+    size_t cap;
+    /* `cap` slots, owned. Guarded by `lock`. */
+    struct sess_entry *entries;
+};
+
+static uv_once_t ex_once = UV_ONCE_INIT;
+/* The SSL_CTX ex_data index of the session cache; -1 when OpenSSL refused one. */
+static int ex_index = -1;
+
+static size_t be16(const uint8_t *p)
+{
+    return ((size_t)p[0] << 8) | p[1];
+}
+
+static void set_text(char *buf, size_t len, const char *what)
+{
+    unsigned long e = ERR_peek_error();
+
+    if (buf == NULL || len == 0) {
+        ERR_clear_error();
+        return;
+    }
+    if (e != 0) {
+        char detail[200];
+
+        ERR_error_string_n(e, detail, sizeof(detail));
+        (void)snprintf(buf, len, "%s: %s", what, detail);
+    } else {
+        (void)snprintf(buf, len, "%s", what);
+    }
+    ERR_clear_error();
+}
+
+static uint64_t hash_key(const char *s)
+{
+    uint64_t h = 14695981039346656037u;
+
+    for (; *s != '\0'; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211u;
+    }
+    return h;
+}
+
+static void cache_free(struct sess_cache *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < c->cap; i++) {
+        SSL_SESSION_free(c->entries[i].sess);
+    }
+    uv_mutex_destroy(&c->lock);
+    sl_free(c->entries);
+    sl_free(c);
+}
+
+static void on_ctx_ex_free(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl,
+                           void *argp)
+{
+    (void)parent;
+    (void)ad;
+    (void)idx;
+    (void)argl;
+    (void)argp;
+    cache_free(ptr);
+}
+
+static void init_ex_index(void)
+{
+    ex_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, on_ctx_ex_free);
+}
+
+static int cache_create(size_t cap, struct sess_cache **out)
+{
+    struct sess_cache *c = sl_calloc(1, sizeof(*c));
+
+    if (c == NULL) {
+        return SL_ENOMEM;
+    }
+    c->entries = sl_calloc(cap, sizeof(*c->entries));
+    if (c->entries == NULL) {
+        sl_free(c);
+        return SL_ENOMEM;
+    }
+    c->cap = cap;
+    if (uv_mutex_init(&c->lock) != 0) {
+        sl_free(c->entries);
+        sl_free(c);
+        return SL_ENOMEM;
+    }
+    *out = c;
+    return 0;
+}
+
+static struct sess_cache *cache_of(SSL_CTX *ctx)
+{
+    if (ex_index < 0 || ctx == NULL) {
+        return NULL;
+    }
+    return SSL_CTX_get_ex_data(ctx, ex_index);
+}
+
+/* The slot holding `key`, or NULL. Call with the lock held. */
+static struct sess_entry *cache_find(struct sess_cache *c, const char *key, uint64_t h)
+{
+    for (size_t i = 0; i < c->cap; i++) {
+        struct sess_entry *e = &c->entries[i];
+
+        if (e->sess != NULL && e->hash == h && strcmp(e->key, key) == 0) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
+/* Stores a new reference to `sess` under `key`, replacing the key's old session or, when the
+ * table is full, the least recently used one. */
+static void cache_put(struct sess_cache *c, const char *key, SSL_SESSION *sess)
+{
+    uint64_t h = hash_key(key);
+    SSL_SESSION *old = NULL;
+    struct sess_entry *e;
+
+    if (SSL_SESSION_up_ref(sess) != 1) {
+        return;
+    }
+    uv_mutex_lock(&c->lock);
+    e = cache_find(c, key, h);
+    if (e == NULL) {
+        e = &c->entries[0];
+        for (size_t i = 0; i < c->cap && e->sess != NULL; i++) {
+            if (c->entries[i].sess == NULL || c->entries[i].used < e->used) {
+                e = &c->entries[i];
+            }
+        }
+    }
+    old = e->sess;
+    e->sess = sess;
+    e->used = ++c->clock;
+    e->hash = h;
+    (void)snprintf(e->key, sizeof(e->key), "%s", key);
+    uv_mutex_unlock(&c->lock);
+    SSL_SESSION_free(old);
+}
+
+static bool session_is_expired(const SSL_SESSION *s)
+{
+    long long born = SSL_SESSION_get_time(s);
+    long long ttl = SSL_SESSION_get_timeout(s);
+
+    return (long long)time(NULL) >= born + ttl;
+}
+
+/* Returns a new reference to the session cached for `key`, or NULL. A TLS 1.3 session leaves
+ * the cache as it is taken: tickets are for one use (RFC 8446 §C.4), and the connection that
+ * uses it receives fresh ones. */
+static SSL_SESSION *cache_take(struct sess_cache *c, const char *key)
+{
+    uint64_t h = hash_key(key);
+    SSL_SESSION *drop = NULL;
+    SSL_SESSION *got = NULL;
+    struct sess_entry *e;
+
+    uv_mutex_lock(&c->lock);
+    e = cache_find(c, key, h);
+    if (e != NULL) {
+        if (session_is_expired(e->sess) || !SSL_SESSION_is_resumable(e->sess)) {
+            drop = e->sess;
+            e->sess = NULL;
+        } else if (SSL_SESSION_get_protocol_version(e->sess) >= TLS1_3_VERSION) {
+            got = e->sess;
+            e->sess = NULL;
+        } else if (SSL_SESSION_up_ref(e->sess) == 1) {
+            got = e->sess;
+            e->used = ++c->clock;
+        }
+    }
+    uv_mutex_unlock(&c->lock);
+    SSL_SESSION_free(drop);
+    return got;
+}
+
+static void cache_remove(struct sess_cache *c, const char *key)
+{
+    uint64_t h = hash_key(key);
+    SSL_SESSION *drop = NULL;
+    struct sess_entry *e;
+
+    uv_mutex_lock(&c->lock);
+    e = cache_find(c, key, h);
+    if (e != NULL) {
+        drop = e->sess;
+        e->sess = NULL;
+    }
+    uv_mutex_unlock(&c->lock);
+    SSL_SESSION_free(drop);
+}
+
+/* Runs on the client's thread when a session (TLS 1.2: at the end of a full handshake; TLS 1.3:
+ * for each NewSessionTicket) becomes resumable. */
+static int on_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+    struct sl_tls *t = SSL_get_app_data(ssl);
+    struct sess_cache *c = cache_of(SSL_get_SSL_CTX(ssl));
+
+    if (t != NULL && c != NULL && t->sess_key[0] != '\0' && t->failed == 0) {
+        cache_put(c, t->sess_key, sess);
+    }
+    /* 0: OpenSSL drops the reference it lent us; cache_put() took its own. */
+    return 0;
+}
+
+int sl_tls_client_ctx_new(const char *extra_ca_file, size_t session_cache_max, SSL_CTX **out,
+                          char *err, size_t errlen)
+{
+    struct sess_cache *cache = NULL;
+    SSL_CTX *ctx = NULL;
+    int rc = SL_ECRYPTO;
+
+    if (session_cache_max == 0) {
+        session_cache_max = SL_TLS_SESSION_CACHE_DEFAULT;
+    }
+    if (session_cache_max > SESSION_CACHE_MAX) {
+        (void)snprintf(err, errlen, "session cache of %zu entries is over the limit of %u",
+                       session_cache_max, SESSION_CACHE_MAX);
+        return SL_EINVAL;
+    }
+    uv_once(&ex_once, init_ex_index);
+    if (ex_index < 0) {
+        set_text(err, errlen, "cannot get an SSL_CTX ex_data index");
+        return SL_ECRYPTO;
+    }
+    ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL) {
+        set_text(err, errlen, "cannot create the upstream TLS context");
+        return SL_ECRYPTO;
+    }
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1
+        || SSL_CTX_set_alpn_protos(ctx, alpn_http11, sizeof(alpn_http11)) != 0) {
+        set_text(err, errlen, "cannot configure the upstream TLS context");
+        goto fail_ctx;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        set_text(err, errlen, "cannot use the system trust store");
+        goto fail_ctx;
+    }
+    if (extra_ca_file != NULL && SSL_CTX_load_verify_file(ctx, extra_ca_file) != 1) {
+        char what[300];
+
+        (void)snprintf(what, sizeof(what), "cannot load CA certificates from %s", extra_ca_file);
+        set_text(err, errlen, what);
+        rc = SL_EIO;
+        goto fail_ctx;
+    }
+    rc = cache_create(session_cache_max, &cache);
+    if (rc < 0) {
+        (void)snprintf(err, errlen, "cannot allocate the TLS session cache");
+        goto fail_ctx;
+    }
+    if (SSL_CTX_set_ex_data(ctx, ex_index, cache) != 1) {
+        set_text(err, errlen, "cannot attach the TLS session cache");
+        rc = SL_ECRYPTO;
+        goto fail_cache;
+    }
+    /* From here the context owns the cache (on_ctx_ex_free). */
+    SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+    SSL_CTX_sess_set_new_cb(ctx, on_new_session);
+    *out = ctx;
+    return 0;
+
+fail_cache:
+    cache_free(cache);
+fail_ctx:
+    SSL_CTX_free(ctx);
+    return rc;
+}
+
+/* RFC 7301 §3.2: pick http/1.1 when the client offers it; a client that offers only protocols
+ * we do not speak gets a fatal no_application_protocol alert rather than an HTTP/1.1 peer it
+ * did not ask for. OpenSSL does not call this when the client sent no ALPN at all. */
+static int on_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                          const unsigned char *in, unsigned int inlen, void *arg)
+{
+    (void)ssl;
+    (void)arg;
+    for (unsigned int i = 0; i < inlen;) {
+        unsigned int n = in[i];
+
+        if (n == 0 || n > inlen - i - 1) {
+            return SSL_TLSEXT_ERR_ALERT_FATAL;
+        }
+        if (n == sizeof(alpn_http11) - 1 && memcmp(in + i + 1, alpn_http11 + 1, n) == 0) {
+            *out = in + i + 1;
+            *outlen = (unsigned char)n;
+            return SSL_TLSEXT_ERR_OK;
+        }
+        i += 1 + n;
+    }
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+}
+
+/* Copies the host_name of the server_name extension (RFC 6066 §3) into t->sni. Like OpenSSL's
+ * own parser, exactly one entry of type host_name is accepted. The name must be printable
+ * ASCII: it ends up in logs and in policy lookups. Returns 0 (also when there is no SNI) or -1
+ * with the alert in *al. */
+static int read_sni(SSL *ssl, struct sl_tls *t, int *al)
+{
+    const unsigned char *p = NULL;
+    size_t n = 0;
+    size_t len;
+
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &n) != 1) {
+        return 0;
+    }
+    if (n < 5 || be16(p) != n - 2 || p[2] != TLSEXT_NAMETYPE_host_name) {
+        goto malformed;
+    }
+    len = be16(p + 3);
+    if (len == 0 || len != n - 5 || len >= sizeof(t->sni)) {
+        goto malformed;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (p[5 + i] < 0x21 || p[5 + i] > 0x7e) {
+            (void)snprintf(t->err_text, sizeof(t->err_text), "SNI holds a non-printable byte");
+            *al = SSL_AD_UNRECOGNIZED_NAME;
+            return -1;
+        }
+    }
+    memcpy(t->sni, p + 5, len);
+    t->sni[len] = '\0';
+    return 0;
+
+malformed:
+    (void)snprintf(t->err_text, sizeof(t->err_text), "malformed server_name extension");
+    *al = SSL_AD_DECODE_ERROR;
+    return -1;
+}
+
+/* The ClientHello hook: runs before OpenSSL picks a certificate, and again each time the
+ * handshake resumes after SSL_CLIENT_HELLO_RETRY. */
+static int on_client_hello(SSL *ssl, int *al, void *arg)
+{
+    struct sl_tls *t = SSL_get_app_data(ssl);
+
+    (void)arg;
+    if (t == NULL) {
+        *al = SSL_AD_INTERNAL_ERROR;
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    switch (t->sni_state) {
+    case SNI_IDLE:
+        break;
+    case SNI_WAITING:
+        return SSL_CLIENT_HELLO_RETRY;
+    case SNI_DONE:
+        return SSL_CLIENT_HELLO_SUCCESS;
+    }
+    if (read_sni(ssl, t, al) < 0) {
+        return SSL_CLIENT_HELLO_ERROR;
+    }
+    if (t->sni_fn == NULL) {
+        t->sni_state = SNI_DONE;
+        return SSL_CLIENT_HELLO_SUCCESS;
+    }
+    switch (t->sni_fn(t, t->sni[0] != '\0' ? t->sni : NULL, t->sni_arg)) {
+    case SL_TLS_SNI_OK:
+        t->sni_state = SNI_DONE;
+        return SSL_CLIENT_HELLO_SUCCESS;
+    case SL_TLS_SNI_RETRY:
+        t->sni_state = SNI_WAITING;
+        return SSL_CLIENT_HELLO_RETRY;
+    case SL_TLS_SNI_REFUSE:
+        break;
+    }
+    (void)snprintf(t->err_text, sizeof(t->err_text), "server name refused");
+    *al = SSL_AD_UNRECOGNIZED_NAME;
+    return SSL_CLIENT_HELLO_ERROR;
+}
+
+int sl_tls_server_ctx_configure(SSL_CTX *ctx)
+{
+    SL_ENSURE(ctx != NULL, SL_EINVAL);
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) {
+        ERR_clear_error();
+        return SL_ECRYPTO;
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION
+                                     | SSL_OP_CIPHER_SERVER_PREFERENCE);
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    SSL_CTX_set_alpn_select_cb(ctx, on_alpn_select, NULL);
+    SSL_CTX_set_client_hello_cb(ctx, on_client_hello, NULL);
+    return 0;
+}
+
+int sl_tls_server_ctx_new(SSL_CTX **out, char *err, size_t errlen)
+{
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+    if (ctx == NULL) {
+        set_text(err, errlen, "cannot create the client-facing TLS context");
+        return SL_ECRYPTO;
+    }
+    if (sl_tls_server_ctx_configure(ctx) < 0) {
+        set_text(err, errlen, "cannot configure the client-facing TLS context");
+        SSL_CTX_free(ctx);
+        return SL_ECRYPTO;
+    }
+    *out = ctx;
+    return 0;
+}
+
+static int engine_create(SSL_CTX *ctx, bool is_server, size_t out_cap, struct sl_tls **out)
+{
+    BIO *ssl_bio = NULL;
+    BIO *net = NULL;
+    struct sl_tls *t;
+
+    if (out_cap == 0) {
+        out_cap = SL_TLS_OUT_CAP_DEFAULT;
+    }
+    SL_ENSURE(ctx != NULL && out_cap <= SL_TLS_OUT_CAP_MAX, SL_EINVAL);
+    t = sl_calloc(1, sizeof(*t));
+    if (t == NULL) {
+        return SL_ENOMEM;
+    }
+    t->is_server = is_server;
+    t->out_cap = out_cap;
+    t->ssl = SSL_new(ctx);
+    if (t->ssl == NULL) {
+        goto fail_free;
+    }
+    /* The SSL end's own buffer is the output ring, ours is the input ring. */
+    if (BIO_new_bio_pair(&ssl_bio, out_cap + SL_TLS_WRITE_MAX + RING_SLACK_BYTES, &net,
+                         SL_TLS_IN_RING_BYTES)
+        != 1) {
+        goto fail_ssl;
+    }
+    SSL_set_bio(t->ssl, ssl_bio, ssl_bio);
+    t->net = net;
+    if (SSL_set_app_data(t->ssl, t) != 1) {
+        goto fail_ssl;
+    }
+    if (is_server) {
+        SSL_set_accept_state(t->ssl);
+    } else {
+        SSL_set_connect_state(t->ssl);
+    }
+    *out = t;
+    return 0;
+
+fail_ssl:
+    SSL_free(t->ssl);
+    BIO_free(net);
+fail_free:
+    sl_free(t);
+    ERR_clear_error();
+    return SL_ECRYPTO;
+}
+
+int sl_tls_create_server(SSL_CTX *ctx, size_t out_cap_bytes, struct sl_tls **out)
+{
+    return engine_create(ctx, true, out_cap_bytes, out);
+}
+
+/* True when `host` is a literal of the family that `host_is_ip` claims, or a plausible name. */
+static bool host_is_consistent(const char *host, bool host_is_ip)
+{
+    unsigned char addr[16];
+    size_t n = strlen(host);
+    bool is_ip;
+
+    if (n == 0 || n > SL_TLS_HOST_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (host[i] < 0x21 || host[i] > 0x7e) {
+            return false;
+        }
+    }
+    is_ip = inet_pton(AF_INET, host, addr) == 1 || inet_pton(AF_INET6, host, addr) == 1;
+    return is_ip == host_is_ip;
+}
+
+int sl_tls_create_client(SSL_CTX *ctx, const char *host, bool host_is_ip, uint16_t port,
+                         size_t out_cap_bytes, struct sl_tls **out)
+{
+    struct sess_cache *cache;
+    SSL_SESSION *sess = NULL;
+    struct sl_tls *t = NULL;
+    int rc;
+
+    SL_ENSURE(host != NULL && port != 0 && host_is_consistent(host, host_is_ip), SL_EINVAL);
+    SL_TRY(engine_create(ctx, false, out_cap_bytes, &t));
+    if (strchr(host, ':') != NULL) {
+        (void)snprintf(t->sess_key, sizeof(t->sess_key), "[%s]:%u", host, (unsigned)port);
+    } else {
+        (void)snprintf(t->sess_key, sizeof(t->sess_key), "%s:%u", host, (unsigned)port);
+    }
+    SSL_set_verify(t->ssl, SSL_VERIFY_PEER, NULL);
+    if (host_is_ip) {
+        /* RFC 6066 §3: literal IPv4 and IPv6 addresses are not permitted in SNI. */
+        if (X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), host) != 1) {
+            goto fail_engine;
+        }
+    } else {
+        /* A mutable copy: the SSL_set_tlsext_host_name() macro casts its argument to void *. */
+        char name[SL_TLS_HOST_MAX + 1];
+
+        (void)snprintf(name, sizeof(name), "%s", host);
+        if (SSL_set_tlsext_host_name(t->ssl, name) != 1 || SSL_set1_host(t->ssl, host) != 1) {
+            goto fail_engine;
+        }
+        SSL_set_hostflags(t->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    }
+    cache = cache_of(ctx);
+    if (cache != NULL) {
+        sess = cache_take(cache, t->sess_key);
+    }
+    if (sess != NULL) {
+        rc = SSL_set_session(t->ssl, sess);
+        SSL_SESSION_free(sess);
+        if (rc != 1) {
+            /* Not fatal: the handshake simply runs in full. */
+            ERR_clear_error();
+        }
+    }
+    *out = t;
+    return 0;
+
+fail_engine:
+    sl_tls_destroy(t);
+    ERR_clear_error();
+    return SL_ECRYPTO;
+}
+
+void sl_tls_destroy(struct sl_tls *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    /* SSL_free() marks the session of a connection that was not shut down as not resumable,
+     * an SSL 3.0 rule that TLS 1.1 dropped (RFC 5246 §7.2.1). Keep healthy sessions usable. */
+    if (t->hs_done && t->failed == 0) {
+        SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
+    }
+    SSL_free(t->ssl);
+    BIO_free(t->net);
+    sl_free(t);
+}
+
+void sl_tls_set_sni_fn(struct sl_tls *t, sl_tls_sni_fn *fn, void *arg)
+{
+    t->sni_fn = fn;
+    t->sni_arg = arg;
+}
+
+int sl_tls_set_certificate(struct sl_tls *t, X509 *leaf, EVP_PKEY *key)
+{
+    SL_ENSURE(t != NULL && leaf != NULL && key != NULL, SL_EINVAL);
+    SL_ENSURE(t->is_server && t->failed == 0 && !t->hs_done, SL_EINVAL);
+    ERR_clear_error();
+    if (SSL_use_certificate(t->ssl, leaf) != 1 || SSL_use_PrivateKey(t->ssl, key) != 1
+        || SSL_check_private_key(t->ssl) != 1) {
+        set_text(t->err_text, sizeof(t->err_text), "cannot use the certificate");
+        return SL_ECRYPTO;
+    }
+    if (t->sni_state == SNI_WAITING) {
+        t->sni_state = SNI_DONE;
+    }
+    return 0;
+}
+
+int sl_tls_set_ctx(struct sl_tls *t, SSL_CTX *ctx)
+{
+    SL_ENSURE(t != NULL && ctx != NULL, SL_EINVAL);
+    SL_ENSURE(t->is_server && t->failed == 0 && !t->hs_done, SL_EINVAL);
+    ERR_clear_error();
+    if (SSL_set_SSL_CTX(t->ssl, ctx) != ctx) {
+        set_text(t->err_text, sizeof(t->err_text), "cannot switch the TLS context");
+        return SL_ECRYPTO;
+    }
+    if (t->sni_state == SNI_WAITING) {
+        t->sni_state = SNI_DONE;
+    }
+    return 0;
+}
+
+/* Records the failure behind `ssl_err` and returns its code: UV_ECONNRESET when the transport
+ * ended without close_notify, SL_ECRYPTO for everything else. */
+static int fail(struct sl_tls *t, int ssl_err)
+{
+    unsigned long e = ERR_peek_error();
+    int rc = SL_ECRYPTO;
+
+    if ((ssl_err == SSL_ERROR_SYSCALL && e == 0)
+        || (ssl_err == SSL_ERROR_SSL && ERR_GET_LIB(e) == ERR_LIB_SSL
+            && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
+        rc = UV_ECONNRESET;
+    }
+    if (t->err_text[0] == '\0') {
+        if (e != 0) {
+            ERR_error_string_n(e, t->err_text, sizeof(t->err_text));
+        } else if (rc == UV_ECONNRESET) {
+            (void)snprintf(t->err_text, sizeof(t->err_text),
+                           "the peer closed the connection without close_notify");
+        } else {
+            (void)snprintf(t->err_text, sizeof(t->err_text), "TLS failure (SSL_get_error %d)",
+                           ssl_err);
+        }
+    }
+    ERR_clear_error();
+    t->failed = rc;
+    if (!t->is_server) {
+        struct sess_cache *c = cache_of(SSL_get_SSL_CTX(t->ssl));
+
+        if (c != NULL) {
+            cache_remove(c, t->sess_key);
+        }
+    }
+    return rc;
+}
+
+static void on_handshake_done(struct sl_tls *t)
+{
+    const unsigned char *p = NULL;
+    unsigned int n = 0;
+
+    t->hs_done = true;
+    SSL_get0_alpn_selected(t->ssl, &p, &n);
+    if (p != NULL && n > 0 && n < sizeof(t->alpn)) {
+        memcpy(t->alpn, p, n);
+        t->alpn[n] = '\0';
+    }
+}
+
+int sl_tls_handshake(struct sl_tls *t)
+{
+    int r;
+    int e;
+
+    if (t->failed != 0) {
+        return t->failed;
+    }
+    if (t->hs_done) {
+        return SL_TLS_HS_DONE;
+    }
+    if (t->sni_state == SNI_WAITING) {
+        return SL_TLS_HS_WANT_CERT;
+    }
+    ERR_clear_error();
+    r = SSL_do_handshake(t->ssl);
+    if (r == 1) {
+        on_handshake_done(t);
+        return SL_TLS_HS_DONE;
+    }
+    e = SSL_get_error(t->ssl, r);
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        return SL_TLS_HS_WANT_IO;
+    case SSL_ERROR_WANT_CLIENT_HELLO_CB:
+        return SL_TLS_HS_WANT_CERT;
+    case SSL_ERROR_ZERO_RETURN:
+        (void)snprintf(t->err_text, sizeof(t->err_text), "close_notify during the handshake");
+        return fail(t, e);
+    case SSL_ERROR_SYSCALL:
+    case SSL_ERROR_SSL:
+    default:
+        return fail(t, e);
+    }
+}
+
+int sl_tls_feed(struct sl_tls *t, const uint8_t *p, size_t n)
+{
+    int r;
+
+    if (t->failed != 0) {
+        return t->failed;
+    }
+    SL_ENSURE(!t->eof_fed, SL_EINVAL);
+    if (n == 0) {
+        return 0;
+    }
+    r = BIO_write(t->net, p, n > INT_MAX ? INT_MAX : (int)n);
+    if (r > 0) {
+        return r;
+    }
+    if (BIO_should_retry(t->net)) {
+        return 0; /* The input ring is full. */
+    }
+    ERR_clear_error();
+    return SL_EINVAL;
+}
+
+void sl_tls_feed_eof(struct sl_tls *t)
+{
+    if (!t->eof_fed) {
+        t->eof_fed = true;
+        (void)BIO_shutdown_wr(t->net);
+    }
+}
+
+struct sl_slice sl_tls_out_peek(struct sl_tls *t)
+{
+    char *p = NULL;
+    int n = BIO_nread0(t->net, &p);
+
+    if (n <= 0 || p == NULL) {
+        return (struct sl_slice){ NULL, 0 };
+    }
+    return sl_slice_of(p, (size_t)n);
+}
+
+void sl_tls_out_ack(struct sl_tls *t, size_t n)
+{
+    /* Acknowledging bytes that were never peeked would drop ciphertext from the stream. */
+    SL_BUG_ON(n > sl_tls_out_pending(t));
+    while (n > 0) {
+        char *p = NULL;
+        int r = BIO_nread(t->net, &p, n > INT_MAX ? INT_MAX : (int)n);
+
+        if (r <= 0) {
+            break;
+        }
+        n -= (size_t)r;
+    }
+}
+
+size_t sl_tls_out_copy(struct sl_tls *t, uint8_t *buf, size_t cap)
+{
+    size_t done = 0;
+
+    while (done < cap) {
+        struct sl_slice s = sl_tls_out_peek(t);
+        size_t n = s.n < cap - done ? s.n : cap - done;
+
+        if (n == 0) {
+            break;
+        }
+        memcpy(buf + done, s.p, n);
+        sl_tls_out_ack(t, n);
+        done += n;
+    }
+    return done;
+}
+
+size_t sl_tls_out_pending(const struct sl_tls *t)
+{
+    return BIO_ctrl_pending(t->net);
+}
+
+int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
+{
+    size_t got = 0;
+    int r;
+    int e;
+
+    if (t->failed != 0) {
+        return t->failed;
+    }
+    if (t->peer_closed) {
+        return UV_EOF;
+    }
+    SL_ENSURE(t->hs_done && buf != NULL && cap > 0, SL_EINVAL);
+    ERR_clear_error();
+    r = SSL_read_ex(t->ssl, buf, cap > INT_MAX ? INT_MAX : cap, &got);
+    if (r == 1) {
+        return (int)got;
+    }
+    e = SSL_get_error(t->ssl, r);
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        return 0;
+    case SSL_ERROR_ZERO_RETURN:
+        t->peer_closed = true;
+        return UV_EOF;
+    case SSL_ERROR_SYSCALL:
+    case SSL_ERROR_SSL:
+    default:
+        return fail(t, e);
+    }
+}
+
+int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n)
+{
+    size_t pending;
+    size_t room;
+    size_t written = 0;
+    int r;
+    int e;
+
+    if (t->failed != 0) {
+        return t->failed;
+    }
+    SL_ENSURE(t->hs_done && !t->closing, SL_EINVAL);
+    pending = sl_tls_out_pending(t);
+    room = BIO_ctrl_get_write_guarantee(SSL_get_wbio(t->ssl));
+    if (n == 0 || pending >= t->out_cap || room <= RING_SLACK_BYTES) {
+        return 0;
+    }
+    if (n > SL_TLS_WRITE_MAX) {
+        n = SL_TLS_WRITE_MAX;
+    }
+    if (n > t->out_cap - pending) {
+        n = t->out_cap - pending;
+    }
+    if (n > room - RING_SLACK_BYTES) {
+        n = room - RING_SLACK_BYTES;
+    }
+    ERR_clear_error();
+    r = SSL_write_ex(t->ssl, p, n, &written);
+    if (r == 1) {
+        return (int)written;
+    }
+    e = SSL_get_error(t->ssl, r);
+    switch (e) {
+    case SSL_ERROR_WANT_WRITE:
+    case SSL_ERROR_WANT_READ:
+        /* The ring is sized so that this cannot happen (RING_SLACK_BYTES); if it does, OpenSSL
+         * holds a half-written record, and the stream cannot go on safely. */
+        (void)snprintf(t->err_text, sizeof(t->err_text), "TLS output ring overflow");
+        return fail(t, e);
+    case SSL_ERROR_ZERO_RETURN:
+    case SSL_ERROR_SYSCALL:
+    case SSL_ERROR_SSL:
+    default:
+        return fail(t, e);
+    }
+}
+
+int sl_tls_shutdown(struct sl_tls *t)
+{
+    int r;
+    int e;
+
+    if (t->failed != 0) {
+        return t->failed;
+    }
+    SL_ENSURE(t->hs_done, SL_EINVAL);
+    if (t->close_queued) {
+        return 1;
+    }
+    t->closing = true;
+    ERR_clear_error();
+    r = SSL_shutdown(t->ssl);
+    if (r >= 0) {
+        t->close_queued = true;
+        return 1;
+    }
+    e = SSL_get_error(t->ssl, r);
+    switch (e) {
+    case SSL_ERROR_WANT_WRITE:
+        return 0;
+    case SSL_ERROR_WANT_READ:
+        /* Sent; OpenSSL would now wait for the peer's close_notify, which sl_tls_read() sees. */
+        t->close_queued = true;
+        return 1;
+    case SSL_ERROR_SYSCALL:
+    case SSL_ERROR_SSL:
+    default:
+        return fail(t, e);
+    }
+}
+
+bool sl_tls_is_server(const struct sl_tls *t)
+{
+    return t->is_server;
+}
+
+bool sl_tls_is_handshake_done(const struct sl_tls *t)
+{
+    return t->hs_done;
+}
+
+bool sl_tls_is_session_reused(const struct sl_tls *t)
+{
+    return t->hs_done && SSL_session_reused(t->ssl) == 1;
+}
+
+const char *sl_tls_alpn(const struct sl_tls *t)
+{
+    return t->alpn[0] != '\0' ? t->alpn : NULL;
+}
+
+const char *sl_tls_sni(const struct sl_tls *t)
+{
+    return t->sni[0] != '\0' ? t->sni : NULL;
+}
+
+const char *sl_tls_verify_error(const struct sl_tls *t)
+{
+    return X509_verify_cert_error_string(SSL_get_verify_result(t->ssl));
+}
+
+const char *sl_tls_error_text(const struct sl_tls *t)
+{
+    return t->err_text;
+}
+
+static bool is_tchar(uint8_t c)
+{
+    /* RFC 9110 §5.6.2: tchar. */
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+        return true;
+    }
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+enum sl_tls_sniff_result sl_tls_sniff(const uint8_t *p, size_t n)
+{
+    if (n == 0) {
+        return SL_TLS_SNIFF_NEED_MORE;
+    }
+    if (p[0] == 0x16) {
+        /* RFC 8446 §5.1: handshake(22), legacy_record_version 3.x, a length that fits one
+         * plaintext fragment and holds a handshake header, then msg_type client_hello(1). */
+        if (n < 2) {
+            return SL_TLS_SNIFF_NEED_MORE;
+        }
+        if (p[1] != 3) {
+            return SL_TLS_SNIFF_OTHER;
+        }
+        if (n < 3) {
+            return SL_TLS_SNIFF_NEED_MORE;
+        }
+        if (p[2] > 4) {
+            return SL_TLS_SNIFF_OTHER;
+        }
+        if (n < 5) {
+            return SL_TLS_SNIFF_NEED_MORE;
+        }
+        if (be16(p + 3) < 4 || be16(p + 3) > TLS_PLAINTEXT_MAX) {
+            return SL_TLS_SNIFF_OTHER;
+        }
+        if (n < 6) {
+            return SL_TLS_SNIFF_NEED_MORE;
+        }
+        return p[5] == 1 ? SL_TLS_SNIFF_TLS : SL_TLS_SNIFF_OTHER;
+    }
+    for (size_t i = 0; i <= SNIFF_METHOD_MAX; i++) {
+        if (i == n) {
+            return SL_TLS_SNIFF_NEED_MORE;
+        }
+        if (p[i] == ' ') {
+            return i > 0 ? SL_TLS_SNIFF_HTTP : SL_TLS_SNIFF_OTHER;
+        }
+        if (!is_tchar(p[i])) {
+            return SL_TLS_SNIFF_OTHER;
+        }
+    }
+    return SL_TLS_SNIFF_OTHER;
+}
