@@ -8,7 +8,7 @@
  *                 the decision the proxy would take, as `key: value` lines on stdout, and on a
  *                 refusal the "to allow it" hint; exit 0 allow, 1 deny. A credential's value is
  *                 never printed, only its header name.
- * Usage errors print one line on stderr and exit 2; an unreadable file exits 1. FILE may be
+ * Usage errors print one line on standard error and exit 2; an unreadable file exits 1. FILE may be
  * `-` for standard input.
  */
 #include <arpa/inet.h>
@@ -88,7 +88,8 @@ static int read_file(const char *path, struct sl_buf *b)
         sl_eprintf("cannot read %s: %s", path, strerror(errno));
         return SL_EIO;
     }
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > SL_SNAPSHOT_MAX_BYTES) {
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+        && (uint64_t)st.st_size > SL_SNAPSHOT_MAX_BYTES) {
         sl_eprintf("cannot read %s: larger than 64 MiB", path);
         rc = SL_ETOOBIG;
     }
@@ -205,7 +206,7 @@ static int cmd_check(int argc, char **argv)
     optind = 0; /* glibc: 0 re-initialises the scanner completely */
     while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
         if (c == 'h') {
-            fputs(usage_check, stdout);
+            (void)fputs(usage_check, stdout);
             return SL_CMD_OK;
         }
         return option_error("check", c, argv);
@@ -255,7 +256,7 @@ static int parse_explain_args(int argc, char **argv, struct explain_args *a)
             rc = set_once(&a->method, "--method");
             break;
         case 'h':
-            fputs(usage_explain, stdout);
+            (void)fputs(usage_explain, stdout);
             return 1;
         default:
             return option_error("explain", c, argv);
@@ -413,7 +414,7 @@ int sl_cmd_policy(int argc, char **argv)
         return SL_CMD_USAGE;
     }
     if (is_help(argv[1])) {
-        fputs(usage_policy, stdout);
+        (void)fputs(usage_policy, stdout);
         return SL_CMD_OK;
     }
     if (strcmp(argv[1], "check") == 0) {

@@ -6,7 +6,7 @@
 
 /* The decoded `id:token` is at most 128 + 1 + 256 bytes; its base64 at most 4 * ceil(385 / 3). */
 #define DECODED_MAX (SL_AUTH_ID_MAX + 1 + SL_AUTH_TOKEN_MAX)
-#define ENCODED_MAX (4 * ((DECODED_MAX + 2) / 3))
+#define ENCODED_MAX ((size_t)4 * ((DECODED_MAX + 2) / 3))
 
 static bool is_ows(uint8_t c)
 {

@@ -124,7 +124,7 @@ int sl__parse_rfc3339(const char *s, size_t n, int64_t *out)
         }
     }
     SL_TRY(parse_offset(s + pos, n - pos, &offset));
-    *out = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset;
+    *out = days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec - offset;
     return 0;
 }
 

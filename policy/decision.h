@@ -125,6 +125,7 @@ const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const ch
 /* Decides `req` for client `c` (from sl_policy_identify() on the same snapshot) at `now_s`
  * (seconds since the epoch) and fills `*out` completely. In order:
  *   no snapshot -> no-policy; no client -> no-identity; expires_at <= now -> expired;
+ *   no host or no method in `req` -> bad-request (the caller's bug, but never an allow);
  *   winning rule (see top of file): method not in its methods -> method-not-allowed; TRACE on
  *   a rule with a credential -> method-not-allowed; a credential over plain HTTP ->
  *   credential-needs-tls; else allowed (with the credential to inject, if any);

@@ -279,8 +279,11 @@ static const char *parse_method(struct sl__parse *p, json_t *v)
             sl__error(p, "%s is not a method name (RFC 9110 token characters only)", quoted);
             return NULL;
         }
-        lower = lower || (s[i] >= 'a' && s[i] <= 'z');
-        upper[i] = (s[i] >= 'a' && s[i] <= 'z') ? (char)(s[i] - 'a' + 'A') : s[i];
+        upper[i] = s[i];
+        if (s[i] >= 'a' && s[i] <= 'z') {
+            lower = true;
+            upper[i] = (char)(s[i] - 'a' + 'A');
+        }
     }
     upper[n] = '\0';
     if (lower) {

@@ -11,7 +11,7 @@
 
 /* Arena chunks: big enough that a typical snapshot takes a handful of them. The cap bounds
  * what a 64 MiB document can compile into. */
-#define ARENA_CHUNK_BYTES (64u * 1024)
+#define ARENA_CHUNK_BYTES ((size_t)64 << 10)
 #define ARENA_MAX_BYTES   ((size_t)1 << 30)
 
 #define NO_NEXT UINT32_MAX

@@ -60,7 +60,7 @@
 #include "base/err.h"
 
 /* Limits of SPEC.md §3, and the ones this implementation adds. */
-#define SL_SNAPSHOT_MAX_BYTES     (64u * 1024 * 1024)
+#define SL_SNAPSHOT_MAX_BYTES     ((size_t)64 << 20)
 #define SL_SNAPSHOT_MAX_DEPTH     16
 #define SL_POLICY_ENVS_MAX        4096
 #define SL_POLICY_CLIENTS_MAX     65536

@@ -278,6 +278,18 @@ static const struct row rows[] = {
     { NULL, "pkgs.example.org", 443, "GET", true, SL_REASON_NO_IDENTITY, NULL, NULL },
 };
 
+/* Field by field: the struct has padding, so memcmp() would compare garbage. */
+static bool same_decision(const struct sl_decision *a, const struct sl_decision *b)
+{
+    return a->allow == b->allow && a->reason == b->reason && a->rule == b->rule
+           && a->credential_header == b->credential_header
+           && a->credential_value == b->credential_value
+           && a->rule_has_credential == b->rule_has_credential && a->client == b->client
+           && a->environment == b->environment && a->_rule_exact == b->_rule_exact
+           && a->_rule_of_client == b->_rule_of_client && a->_rule_methods == b->_rule_methods
+           && a->_rule_n_methods == b->_rule_n_methods;
+}
+
 static void decide_row(const struct sl_snapshot *s, const struct row *r, struct sl_decision *d)
 {
     struct sl_host h;
@@ -329,7 +341,7 @@ static void decides_every_row_of_the_table(void **state)
         }
         /* Deterministic: the same question gets the same answer. */
         decide_row(s, r, &again);
-        assert_memory_equal(&d, &again, sizeof(d));
+        assert_true(same_decision(&d, &again));
     }
 }
 
