@@ -118,6 +118,10 @@ static void decide_by_rule(const struct sl__match *m, const struct sl_request_vi
     out->_rule_of_client = m->of_client;
     out->_rule_methods = r->methods;
     out->_rule_n_methods = r->n_methods;
+    if (req->method == NULL) {
+        /* A tunnel: its requests are decided one by one, credential included. */
+        return;
+    }
     if (!method_allowed(r, req->method)) {
         deny(out, SL_REASON_METHOD_NOT_ALLOWED);
         return;
@@ -158,7 +162,7 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
         deny(out, SL_REASON_EXPIRED);
         return;
     }
-    if (req->host == NULL || req->host->len == 0 || req->method == NULL) {
+    if (req->host == NULL || req->host->len == 0) {
         deny(out, SL_REASON_BAD_REQUEST);
         return;
     }
@@ -227,6 +231,11 @@ static void put_rule(struct hint *h, const struct sl_decision *d, const struct s
     if (req->port != 443 && req->port != 80) {
         put(h, ":%u", (unsigned)req->port);
     }
+    if (req->method == NULL) {
+        /* A tunnel: a rule for the host, any method. */
+        put(h, "\"}");
+        return;
+    }
     put(h, "\",\"methods\":[");
     for (uint32_t i = 0; keep_methods && i < d->_rule_n_methods; i++) {
         put(h, "\"%s\",", d->_rule_methods[i]);
@@ -251,8 +260,12 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     if (cap > 0) {
         buf[0] = '\0';
     }
-    if (d->allow || d->environment == NULL || req->host == NULL || req->method == NULL
-        || !is_token(req->method)) {
+    if (d->allow || d->environment == NULL || req->host == NULL
+        || (req->method != NULL && !is_token(req->method))) {
+        return 0;
+    }
+    if (req->method == NULL && d->reason != SL_REASON_HOST_NOT_ALLOWED
+        && d->reason != SL_REASON_PORT_NOT_ALLOWED) {
         return 0;
     }
     switch (d->reason) {

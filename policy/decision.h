@@ -75,7 +75,10 @@ struct sl_request_view {
     const struct sl_host *host;
     /* The port the request goes to, 1-65535. */
     uint16_t port;
-    /* The method, NUL-terminated, compared case-sensitively ("GET"). */
+    /* The method, NUL-terminated, compared case-sensitively ("GET"); NULL for a CONNECT
+     * tunnel, which is decided on host and port alone (its requests are each decided with
+     * their method later): allowed when a rule matches whatever its methods, and never
+     * with a credential. */
     const char *method;
     /* True for a request inside an intercepted TLS tunnel, false for plain HTTP. */
     bool tls;
@@ -125,10 +128,12 @@ const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const ch
 /* Decides `req` for client `c` (from sl_policy_identify() on the same snapshot) at `now_s`
  * (seconds since the epoch) and fills `*out` completely. In order:
  *   no snapshot -> no-policy; no client -> no-identity; expires_at <= now -> expired;
- *   no host or no method in `req` -> bad-request (the caller's bug, but never an allow);
+ *   no host in `req` -> bad-request (the caller's bug, but never an allow);
  *   winning rule (see top of file): method not in its methods -> method-not-allowed; TRACE on
  *   a rule with a credential -> method-not-allowed; a credential over plain HTTP ->
- *   credential-needs-tls; else allowed (with the credential to inject, if any);
+ *   credential-needs-tls; else allowed (with the credential to inject, if any). With no
+ *   method (a CONNECT) the winner's methods and credential are not looked at: allowed,
+ *   never with a credential;
  *   no winner: the environment's default `allow` -> allowed without credential; else
  *   port-not-allowed when some rule's host pattern matched, else host-not-allowed.
  * Allocates nothing; never fails. */

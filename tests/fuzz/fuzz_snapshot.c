@@ -79,7 +79,8 @@ static void check_decision(const struct sl_decision *d, const struct sl_client *
     SL_BUG_ON((d->credential_header == NULL) != (d->credential_value == NULL));
     SL_BUG_ON(d->credential_header != NULL && (!d->allow || !req->tls || d->rule == NULL));
     SL_BUG_ON(d->credential_header != NULL && !d->rule_has_credential);
-    SL_BUG_ON(d->credential_header != NULL && strcmp(req->method, "TRACE") == 0);
+    SL_BUG_ON(d->credential_header != NULL
+              && (req->method == NULL || strcmp(req->method, "TRACE") == 0));
     SL_BUG_ON(c == NULL && d->reason != SL_REASON_NO_IDENTITY);
     SL_BUG_ON(c != NULL && (d->client == NULL || strcmp(d->client, sl_client_id(c)) != 0));
     SL_BUG_ON(c != NULL && strcmp(d->environment, sl_env_name(sl_client_env(c))) != 0);
@@ -104,7 +105,7 @@ static void decide_all(const struct sl_snapshot *s, const struct sl_host *h,
                        const struct sl_client *const *clients, size_t n_clients)
 {
     static const uint16_t ports[] = { 443, 80, 8443 };
-    static const char *const methods[] = { "GET", "TRACE" };
+    static const char *const methods[] = { "GET", "TRACE", NULL };
 
     for (size_t c = 0; c <= n_clients; c++) {
         const struct sl_client *client = c < n_clients ? clients[c] : NULL;

@@ -274,6 +274,17 @@ static const struct row rows[] = {
     { "c-now", "pkgs.example.org", 443, "GET", true, SL_REASON_EXPIRED, NULL, NULL },
     { "c-new", "pkgs.example.org", 443, "GET", true, ALLOW, "pkgs.example.org", NULL },
     { "c-new", "evil.example.org", 443, "GET", true, HOST, NULL, NULL },
+    /* A CONNECT (no method) is decided on host and port alone: any winning rule opens the
+     * tunnel, whatever its methods, and nothing is injected into a tunnel. */
+    { "c-ci", "api.github.com", 443, NULL, true, ALLOW, "api.github.com", NULL },
+    { "c-ci", "a.b.github.com", 443, NULL, true, ALLOW, "*.github.com", NULL },
+    { "c-ci", "api.example.com", 8443, NULL, false, ALLOW, "api.example.com:8443", NULL },
+    { "c-ci", "dup.example.com", 443, NULL, true, ALLOW, "dup.example.com", NULL },
+    { "c-ci", "github.com", 443, NULL, true, HOST, NULL, NULL },
+    { "c-ci", "pkgs.example.org", 8080, NULL, false, PORT, NULL, NULL },
+    { "c-rt", "api.github.com", 443, NULL, true, ALLOW, "api.github.com", NULL },
+    { "c-glob", "anything.org", 443, NULL, true, ALLOW, "*", NULL },
+    { "c-old", "pkgs.example.org", 443, NULL, true, SL_REASON_EXPIRED, NULL, NULL },
     /* No client: no identity, whatever the request. */
     { NULL, "pkgs.example.org", 443, "GET", true, SL_REASON_NO_IDENTITY, NULL, NULL },
 };
@@ -327,14 +338,15 @@ static void decides_every_row_of_the_table(void **state)
         if (!ok) {
             fail_msg("row %zu: %s %s %s:%u (%s): got %s %s rule=%s header=%s, want %s rule=%s "
                      "header=%s",
-                     i, r->client ? r->client : "-", r->method, r->host, r->port,
-                     r->tls ? "tls" : "plain", d.allow ? "allow" : "deny", sl_reason_code(d.reason),
-                     d.rule ? d.rule : "-", d.credential_header ? d.credential_header : "-",
-                     sl_reason_code(r->reason), r->rule ? r->rule : "-",
-                     r->header ? r->header : "-");
+                     i, r->client ? r->client : "-", r->method ? r->method : "CONNECT", r->host,
+                     r->port, r->tls ? "tls" : "plain", d.allow ? "allow" : "deny",
+                     sl_reason_code(d.reason), d.rule ? d.rule : "-",
+                     d.credential_header ? d.credential_header : "-", sl_reason_code(r->reason),
+                     r->rule ? r->rule : "-", r->header ? r->header : "-");
         }
         /* Credential value comes with the header, and only then. */
         assert_true((d.credential_header == NULL) == (d.credential_value == NULL));
+        assert_true(r->method != NULL || d.credential_header == NULL);
         if (r->client != NULL && d.reason != BAD) {
             assert_string_equal(d.client, r->client);
             assert_non_null(d.environment);
@@ -447,6 +459,10 @@ static void says_what_would_allow_a_refusal(void **state)
              "to allow it, use https: credentials are only injected over TLS");
     hint_for(s, "c-ci", "secret.example.com", 443, "TRACE", true,
              "TRACE is never allowed through a rule with a credential (it would echo the secret)");
+    hint_for(s, "c-ci", "evil.example.org", 443, NULL, true,
+             "to allow it, add {\"host\":\"evil.example.org\"} to environment ci");
+    hint_for(s, "c-ci", "pkgs.example.org", 8080, NULL, false,
+             "to allow it, add {\"host\":\"pkgs.example.org:8080\"} to environment ci");
     hint_for(s, "c-old", "pkgs.example.org", 443, "GET", true, "");
     hint_for(s, "c-ci", "pkgs.example.org", 443, "GET", true, "");
 }
