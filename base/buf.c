@@ -47,7 +47,7 @@ static int reserve(struct sl_buf *b, size_t n)
     while (cap < want) {
         cap = cap > SIZE_MAX / 2 ? want : cap * 2;
     }
-    if (cap > b->_max + 1) {
+    if (b->_max < SIZE_MAX && cap > b->_max + 1) {
         cap = b->_max + 1;
     }
     p = sl_realloc(b->p, cap);

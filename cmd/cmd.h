@@ -22,4 +22,7 @@ int sl_cmd_ca(int argc, char **argv);
 /* `sluice policy check|explain ...` */
 int sl_cmd_policy(int argc, char **argv);
 
+/* `sluice proxy [flags]` */
+int sl_cmd_proxy(int argc, char **argv);
+
 #endif

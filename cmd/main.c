@@ -2,6 +2,7 @@
 /*
  * cmd/main.c - `sluice`: one binary, one subcommand per role (SPEC.md §1).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,10 +20,10 @@ static const char usage[] =
         "  policy check FILE                 validate a policy snapshot file\n"
         "  policy explain FILE --client ID-OR-IP --url URL [--method M]\n"
         "                                    print the decision the proxy would take\n"
+        "  proxy [flags]                     the data plane (sluice proxy --help)\n"
         "\n"
         "not built yet (each answers so and exits 2):\n"
         "  up        the single-machine install (proxy + control plane + container network)\n"
-        "  proxy     the data plane\n"
         "  control   the control plane\n"
         "  user add  create a control plane user\n"
         "\n"
@@ -35,7 +36,6 @@ struct not_built {
 
 static const struct not_built not_built[] = {
     { "up", "[7/8] `sluice up`" },
-    { "proxy", "[2/8] the proxy" },
     { "control", "[3/8] the control plane" },
     { "user", "[3/8] the control plane" },
 };
@@ -44,6 +44,8 @@ int main(int argc, char **argv)
 {
     const char *cmd;
 
+    /* A peer that closes while we write must cost a write error, not the process. */
+    (void)signal(SIGPIPE, SIG_IGN);
     if (argc < 2) {
         fputs(usage, stdout);
         return SL_CMD_USAGE;
@@ -62,6 +64,9 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "policy") == 0) {
         return sl_cmd_policy(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "proxy") == 0) {
+        return sl_cmd_proxy(argc - 1, argv + 1);
     }
     for (size_t i = 0; i < SL_ARRAY_LEN(not_built); i++) {
         if (strcmp(cmd, not_built[i].name) == 0) {

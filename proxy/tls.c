@@ -384,12 +384,16 @@ fail_ctx:
     return rc;
 }
 
-/* RFC 7301 §3.2: pick http/1.1 when the client offers it; a client that offers only protocols
- * we do not speak gets a fatal no_application_protocol alert rather than an HTTP/1.1 peer it
- * did not ask for. OpenSSL does not call this when the client sent no ALPN at all. */
+/* RFC 7301 §3.2: pick http/1.1 when the client offers it, else http/1.0 (the proxy speaks
+ * both); a client that offers only protocols we do not speak (h2 alone) gets a fatal
+ * no_application_protocol alert rather than a peer it did not ask for. OpenSSL does not call
+ * this when the client sent no ALPN at all. */
 static int on_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                           const unsigned char *in, unsigned int inlen, void *arg)
 {
+    static const char http10[] = "http/1.0";
+    const unsigned char *found10 = NULL;
+
     (void)ssl;
     (void)arg;
     for (unsigned int i = 0; i < inlen;) {
@@ -403,7 +407,15 @@ static int on_alpn_select(SSL *ssl, const unsigned char **out, unsigned char *ou
             *outlen = (unsigned char)n;
             return SSL_TLSEXT_ERR_OK;
         }
+        if (n == sizeof(http10) - 1 && memcmp(in + i + 1, http10, n) == 0) {
+            found10 = in + i + 1;
+        }
         i += 1 + n;
+    }
+    if (found10 != NULL) {
+        *out = found10;
+        *outlen = (unsigned char)(sizeof(http10) - 1);
+        return SSL_TLSEXT_ERR_OK;
     }
     return SSL_TLSEXT_ERR_ALERT_FATAL;
 }

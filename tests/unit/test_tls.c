@@ -571,6 +571,20 @@ static void alpn_picks_http11_when_h2_is_offered_too(void **state)
     SSL_CTX_free(cctx);
 }
 
+static void alpn_picks_http10_when_it_is_all_the_client_speaks(void **state)
+{
+    SSL_CTX *cctx = client_ctx();
+    struct pair p;
+
+    (void)state;
+    offer_alpn(cctx, "\x02h2\x08http/1.0", 12);
+    pair_open(&p, cctx, "a.sluice.test", false, 443);
+    handshake_ok(&p);
+    assert_string_equal(sl_tls_alpn(p.s), "http/1.0");
+    pair_close(&p);
+    SSL_CTX_free(cctx);
+}
+
 static void alpn_h2_only_fails_with_an_alert(void **state)
 {
     SSL_CTX *cctx = client_ctx();
@@ -1062,6 +1076,7 @@ int main(void)
         cmocka_unit_test(client_to_an_ip_sends_no_sni_and_checks_the_ip),
         cmocka_unit_test(client_ctx_loads_an_extra_ca_file),
         cmocka_unit_test(alpn_picks_http11_when_h2_is_offered_too),
+        cmocka_unit_test(alpn_picks_http10_when_it_is_all_the_client_speaks),
         cmocka_unit_test(alpn_h2_only_fails_with_an_alert),
         cmocka_unit_test(alpn_absent_is_served),
         cmocka_unit_test(sni_callback_can_defer_the_certificate),

@@ -1,0 +1,158 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cmd/proxy.c - `sluice proxy`: the flags of SPEC.md §4.8, then proxy/proxy.c runs.
+ */
+#include "proxy/proxy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cmd/cmd.h"
+#include "cmd/opts.h"
+
+static const char usage[] =
+        "usage: sluice proxy [flags]\n"
+        "\n"
+        "The data plane: an HTTP(S) forward proxy that intercepts TLS with certificates from its\n"
+        "own CA, decides every request against the policy, injects credentials on the way out\n"
+        "and logs every decision. Without a policy it refuses everything (503 no-policy).\n"
+        "\n"
+        "flags:\n"
+        "  --listen ADDR:PORT        listen here (repeatable; default 127.0.0.1:3128;\n"
+        "                            IPv6 as [::1]:3128)\n"
+        "  --workers N               worker threads (default: one per core)\n"
+        "  --data DIR                data directory with ca.pem and ca.key (default:\n"
+        "                            $SLUICE_DATA, or ./var); the admin socket defaults to\n"
+        "                            DIR/proxy.sock\n"
+        "  --ca-cert FILE --ca-key FILE   the CA, instead of --data\n"
+        "  --policy FILE             the policy snapshot (reloaded on SIGHUP and on change)\n"
+        "  --admin-socket PATH       the admin socket (unix, mode 0600)\n"
+        "  --upstream-ca FILE        also trust these CAs for upstream servers\n"
+        "  --resolve HOST:PORT:ADDR  pin a name to an address (repeatable)\n"
+        "  --allow-upstream CIDR     let the proxy dial private addresses in CIDR (repeatable)\n"
+        "  --deny-upstream ADDR[:PORT]  never dial this address (repeatable; wins over allows)\n"
+        "  --audit-log FILE|-        one JSON line per decision (- for standard output)\n"
+        "  --max-connections N       beyond it new clients get 503 overloaded (default 10000)\n"
+        "  --header-timeout S        seconds for a request head to arrive (default 10)\n"
+        "  --idle-timeout S          seconds a kept-alive connection may idle (default 60)\n"
+        "  --upstream-timeout S      seconds for an upstream to answer (default 60)\n"
+        "  --log-level LEVEL         error, warn, info (default), debug or trace\n"
+        "\n"
+        "SIGHUP reloads --policy; SIGTERM stops accepting, lets requests in flight finish and\n"
+        "exits 0.\n";
+
+/* The option strings, before they are checked and converted. */
+struct raw {
+    const char *listen[SL_PROXY_LISTEN_MAX];
+    size_t n_listen;
+    const char *resolve[SL_PROXY_LIST_MAX];
+    size_t n_resolve;
+    const char *workers;
+    const char *max_connections;
+    const char *header_timeout;
+    const char *idle_timeout;
+    const char *upstream_timeout;
+    const char *log_level;
+    const char *data;
+};
+
+static int convert(const struct raw *r, struct sl_proxy_config *cfg)
+{
+    static const char cmd[] = "proxy";
+    char err[256];
+
+    for (size_t i = 0; i < r->n_listen; i++) {
+        cfg->listen[i] = r->listen[i];
+    }
+    cfg->n_listen = r->n_listen;
+    for (size_t i = 0; i < r->n_resolve; i++) {
+        if (sl_resolve_pin_parse(r->resolve[i], &cfg->pins[i], err, sizeof(err)) < 0) {
+            sl_eprintf("%s: %s", cmd, err);
+            return SL_CMD_USAGE;
+        }
+    }
+    cfg->n_pins = r->n_resolve;
+    if ((r->workers != NULL && sl_opts_uint(cmd, "--workers", r->workers, 1, 64, &cfg->workers))
+        || (r->max_connections != NULL
+            && sl_opts_uint(cmd, "--max-connections", r->max_connections, 1, 1000000,
+                            &cfg->max_connections))
+        || (r->header_timeout != NULL
+            && sl_opts_uint(cmd, "--header-timeout", r->header_timeout, 1, 86400,
+                            &cfg->header_timeout_s))
+        || (r->idle_timeout != NULL
+            && sl_opts_uint(cmd, "--idle-timeout", r->idle_timeout, 1, 86400, &cfg->idle_timeout_s))
+        || (r->upstream_timeout != NULL
+            && sl_opts_uint(cmd, "--upstream-timeout", r->upstream_timeout, 1, 86400,
+                            &cfg->upstream_timeout_s))) {
+        return SL_CMD_USAGE;
+    }
+    if (r->log_level != NULL && sl_log_level_parse(r->log_level, &cfg->log_level) < 0) {
+        sl_eprintf("%s: option '--log-level' needs error, warn, info, debug or trace, not '%s'",
+                   cmd, r->log_level);
+        return SL_CMD_USAGE;
+    }
+    if ((cfg->ca_cert == NULL) != (cfg->ca_key == NULL)) {
+        sl_eprintf("%s: --ca-cert and --ca-key go together", cmd);
+        return SL_CMD_USAGE;
+    }
+    if (cfg->ca_cert == NULL || r->data != NULL) {
+        cfg->data_dir = sl_opts_data_dir(r->data);
+    }
+    return SL_CMD_OK;
+}
+
+int sl_cmd_proxy(int argc, char **argv)
+{
+    struct sl_proxy_config cfg;
+    struct raw r;
+    const char *pos[1];
+    size_t n_pos = 0;
+    bool help = false;
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    sl_proxy_config_init(&cfg);
+    {
+        const struct sl_opt opts[] = {
+            { "--listen", SL_OPT_LIST, NULL, NULL, r.listen, &r.n_listen, SL_PROXY_LISTEN_MAX },
+            { "--workers", SL_OPT_VALUE, NULL, &r.workers, NULL, NULL, 0 },
+            { "--ca-cert", SL_OPT_VALUE, NULL, &cfg.ca_cert, NULL, NULL, 0 },
+            { "--ca-key", SL_OPT_VALUE, NULL, &cfg.ca_key, NULL, NULL, 0 },
+            { "--data", SL_OPT_VALUE, NULL, &r.data, NULL, NULL, 0 },
+            { "--policy", SL_OPT_VALUE, NULL, &cfg.policy_file, NULL, NULL, 0 },
+            { "--admin-socket", SL_OPT_VALUE, NULL, &cfg.admin_socket, NULL, NULL, 0 },
+            { "--upstream-ca", SL_OPT_VALUE, NULL, &cfg.upstream_ca, NULL, NULL, 0 },
+            { "--resolve", SL_OPT_LIST, NULL, NULL, r.resolve, &r.n_resolve, SL_PROXY_LIST_MAX },
+            { "--allow-upstream", SL_OPT_LIST, NULL, NULL, cfg.allow_upstream,
+              &cfg.n_allow_upstream, SL_PROXY_LIST_MAX },
+            { "--deny-upstream", SL_OPT_LIST, NULL, NULL, cfg.deny_upstream, &cfg.n_deny_upstream,
+              SL_PROXY_LIST_MAX },
+            { "--audit-log", SL_OPT_VALUE, NULL, &cfg.audit_log, NULL, NULL, 0 },
+            { "--max-connections", SL_OPT_VALUE, NULL, &r.max_connections, NULL, NULL, 0 },
+            { "--header-timeout", SL_OPT_VALUE, NULL, &r.header_timeout, NULL, NULL, 0 },
+            { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
+            { "--upstream-timeout", SL_OPT_VALUE, NULL, &r.upstream_timeout, NULL, NULL, 0 },
+            { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
+        };
+
+        rc = sl_opts_parse("proxy", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0, &n_pos, &help);
+    }
+    if (rc != SL_CMD_OK) {
+        return rc;
+    }
+    if (help) {
+        (void)fputs(usage, stdout);
+        return SL_CMD_OK;
+    }
+    rc = convert(&r, &cfg);
+    if (rc != SL_CMD_OK) {
+        return rc;
+    }
+    rc = sl_proxy_run(&cfg);
+    if (rc < 0) {
+        sl_eprintf("proxy: could not start (%s); see the log lines above", sl_strerror(rc));
+        return SL_CMD_FAIL;
+    }
+    return SL_CMD_OK;
+}

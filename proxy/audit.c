@@ -1,0 +1,352 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proxy/audit.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+
+/* Strings are cut to these many bytes in a line. Escaping can make a byte six, and the sum of
+ * six times every cap plus the fixed text stays under SL_AUDIT_LINE_MAX, so a line is never
+ * dropped for its size. */
+#define PATH_MAX_BYTES 1024
+#define HOST_MAX_BYTES 512
+#define NAME_MAX_BYTES 256
+
+struct sl_audit {
+    int fd;
+    /* We opened fd (not stdout). */
+    bool own_fd;
+    pthread_t writer;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    /* Lines waiting for the writer, at most `max_pending` bytes; guarded by `lock`. */
+    struct sl_buf pending;
+    size_t max_pending;
+    /* The writer is asked to finish; guarded by `lock`. */
+    bool stopping;
+    /* Lines dropped because `pending` was full; guarded by `lock`. */
+    uint64_t dropped;
+    /* Dropped count the writer last reported; writer thread only. */
+    uint64_t dropped_reported;
+};
+
+/* A line being formatted into fixed storage: no allocation per line. */
+struct line {
+    char *p;
+    size_t len;
+    size_t cap;
+};
+
+static int put(struct line *l, const char *s, size_t n)
+{
+    if (n >= l->cap - l->len) {
+        return SL_ETOOBIG;
+    }
+    memcpy(l->p + l->len, s, n);
+    l->len += n;
+    l->p[l->len] = '\0';
+    return 0;
+}
+
+static int put_cstr(struct line *l, const char *s)
+{
+    return put(l, s, strlen(s));
+}
+
+static int putf(struct line *l, const char *fmt, ...) SL_PRINTF(2, 3);
+
+static int putf(struct line *l, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(l->p + l->len, l->cap - l->len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= l->cap - l->len) {
+        l->p[l->len] = '\0';
+        return SL_ETOOBIG;
+    }
+    l->len += (size_t)n;
+    return 0;
+}
+
+/* Appends `s` as a JSON string (quoted, escaped, cut at `max` bytes). Bytes outside printable
+ * ASCII are written as \u00XX, so a line is always valid JSON whatever the request carried. */
+static int put_str(struct line *b, const char *s, size_t max)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n;
+
+    if (s == NULL) {
+        return put_cstr(b, "null");
+    }
+    n = strnlen(s, max + 1);
+    SL_TRY(put(b, "\"", 1));
+    for (size_t i = 0; i < n && i < max; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c == '"' || c == '\\') {
+            char esc[2] = { '\\', (char)c };
+
+            SL_TRY(put(b, esc, 2));
+        } else if (c < 0x20 || c >= 0x7f) {
+            char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
+
+            SL_TRY(put(b, esc, sizeof(esc)));
+        } else {
+            SL_TRY(put(b, &s[i], 1));
+        }
+    }
+    if (n > max) {
+        SL_TRY(put_cstr(b, "..."));
+    }
+    return put(b, "\"", 1);
+}
+
+static int put_src(struct line *b, const struct sockaddr *sa)
+{
+    char addr[INET6_ADDRSTRLEN];
+
+    if (sa == NULL) {
+        return put_cstr(b, "null");
+    }
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+
+        if (inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr)) == NULL) {
+            return put_cstr(b, "null");
+        }
+        return putf(b, "\"%s:%u\"", addr, (unsigned)ntohs(in->sin_port));
+    }
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+
+        if (inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr)) == NULL) {
+            return put_cstr(b, "null");
+        }
+        return putf(b, "\"[%s]:%u\"", addr, (unsigned)ntohs(in6->sin6_port));
+    }
+    return put_cstr(b, "null");
+}
+
+static int format_into(const struct sl_audit_record *r, struct line *b)
+{
+    char ts[40];
+    char path[PATH_MAX_BYTES + 1];
+    struct timespec now;
+    struct tm tm;
+    size_t n;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    gmtime_r(&now.tv_sec, &tm);
+    n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+    if (snprintf(ts + n, sizeof(ts) - n, ".%03ldZ", now.tv_nsec / 1000000L) < 0) {
+        return SL_EINVAL;
+    }
+    if (r->path != NULL) {
+        size_t len = strcspn(r->path, "?#");
+
+        if (len > PATH_MAX_BYTES) {
+            len = PATH_MAX_BYTES;
+        }
+        memcpy(path, r->path, len);
+        path[len] = '\0';
+    }
+    SL_TRY(putf(b, "{\"ts\":\"%s\",\"client\":", ts));
+    SL_TRY(put_str(b, r->client, NAME_MAX_BYTES));
+    SL_TRY(put_cstr(b, ",\"environment\":"));
+    SL_TRY(put_str(b, r->environment, NAME_MAX_BYTES));
+    SL_TRY(put_cstr(b, ",\"src\":"));
+    SL_TRY(put_src(b, r->src));
+    SL_TRY(put_cstr(b, ",\"method\":"));
+    SL_TRY(put_str(b, r->method, 64));
+    SL_TRY(put_cstr(b, ",\"scheme\":"));
+    SL_TRY(put_str(b, r->scheme, 16));
+    SL_TRY(put_cstr(b, ",\"host\":"));
+    SL_TRY(put_str(b, r->host, HOST_MAX_BYTES));
+    SL_TRY(putf(b, ",\"port\":%u,\"path\":", (unsigned)r->port));
+    SL_TRY(put_str(b, r->path != NULL ? path : NULL, PATH_MAX_BYTES));
+    SL_TRY(putf(b, ",\"decision\":\"%s\",\"reason\":", r->allow ? "allow" : "deny"));
+    SL_TRY(put_str(b, r->reason == SL_REASON_NONE ? NULL : sl_reason_code(r->reason), 64));
+    SL_TRY(put_cstr(b, ",\"rule\":"));
+    SL_TRY(put_str(b, r->rule, HOST_MAX_BYTES));
+    return putf(b,
+                ",\"credential\":%s,\"status\":%d,\"bytes_up\":%llu,\"bytes_down\":%llu,"
+                "\"ms\":%.1f,\"policy_version\":%lld}\n",
+                r->credential ? "true" : "false", r->status, (unsigned long long)r->bytes_up,
+                (unsigned long long)r->bytes_down, r->ms, (long long)r->policy_version);
+}
+
+int sl_audit_format(const struct sl_audit_record *r, char *buf, size_t cap)
+{
+    struct line l = { buf, 0, cap };
+    int rc;
+
+    if (cap == 0) {
+        return SL_ETOOBIG;
+    }
+    buf[0] = '\0';
+    rc = format_into(r, &l);
+    if (rc < 0) {
+        buf[0] = '\0';
+        return rc;
+    }
+    return (int)l.len;
+}
+
+static void write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+
+        if (w == -1) {
+            if (errno == EINTR) {
+                continue;
+            }
+            sl_log(SL_LOG_ERROR, 0, "msg=\"audit log write failed\" err=\"%s\"", strerror(errno));
+            return;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void *writer_main(void *arg)
+{
+    struct sl_audit *a = arg;
+    struct sl_buf out;
+    bool stop = false;
+
+    sl_buf_init(&out, a->max_pending);
+    while (!stop) {
+        uint64_t dropped;
+        struct sl_buf tmp;
+
+        pthread_mutex_lock(&a->lock);
+        while (a->pending.len == 0 && !a->stopping) {
+            pthread_cond_wait(&a->wake, &a->lock);
+        }
+        stop = a->stopping;
+        /* Swap the blocks: the workers keep appending into the (empty) other one. */
+        tmp = a->pending;
+        a->pending = out;
+        out = tmp;
+        dropped = a->dropped;
+        pthread_mutex_unlock(&a->lock);
+        if (out.len > 0) {
+            write_all(a->fd, out.p, out.len);
+            sl_buf_reset(&out);
+        }
+        if (dropped != a->dropped_reported) {
+            sl_log(SL_LOG_WARN, 0, "msg=\"audit log could not keep up; lines dropped\" total=%llu",
+                   (unsigned long long)dropped);
+            a->dropped_reported = dropped;
+        }
+    }
+    sl_buf_finish(&out);
+    return NULL;
+}
+
+int sl_audit_open(const char *path, size_t max_pending_bytes, struct sl_audit **out, char *err,
+                  size_t errlen)
+{
+    struct sl_audit *a;
+    int rc;
+
+    a = sl_calloc(1, sizeof(*a));
+    if (a == NULL) {
+        (void)snprintf(err, errlen, "out of memory");
+        return SL_ENOMEM;
+    }
+    if (strcmp(path, "-") == 0) {
+        a->fd = STDOUT_FILENO;
+    } else {
+        a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+        if (a->fd == -1) {
+            (void)snprintf(err, errlen, "cannot open audit log %s: %s", path, strerror(errno));
+            sl_free(a);
+            return SL_EIO;
+        }
+        a->own_fd = true;
+    }
+    a->max_pending = max_pending_bytes != 0 ? max_pending_bytes : 16u << 20;
+    sl_buf_init(&a->pending, a->max_pending);
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->wake, NULL);
+    rc = pthread_create(&a->writer, NULL, writer_main, a);
+    if (rc != 0) {
+        (void)snprintf(err, errlen, "cannot start the audit writer: %s", strerror(rc));
+        pthread_cond_destroy(&a->wake);
+        pthread_mutex_destroy(&a->lock);
+        if (a->own_fd) {
+            close(a->fd);
+        }
+        sl_free(a);
+        return -rc;
+    }
+    *out = a;
+    return 0;
+}
+
+void sl_audit_write(struct sl_audit *a, const struct sl_audit_record *r)
+{
+    char line[SL_AUDIT_LINE_MAX];
+    int n;
+
+    if (a == NULL) {
+        return;
+    }
+    n = sl_audit_format(r, line, sizeof(line));
+    pthread_mutex_lock(&a->lock);
+    if (n < 0 || sl_buf_append(&a->pending, line, (size_t)n) < 0) {
+        a->dropped++;
+    }
+    pthread_cond_signal(&a->wake);
+    pthread_mutex_unlock(&a->lock);
+}
+
+uint64_t sl_audit_dropped(struct sl_audit *a)
+{
+    uint64_t n;
+
+    pthread_mutex_lock(&a->lock);
+    n = a->dropped;
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+void sl_audit_close(struct sl_audit *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&a->lock);
+    a->stopping = true;
+    pthread_cond_signal(&a->wake);
+    pthread_mutex_unlock(&a->lock);
+    pthread_join(a->writer, NULL);
+    /* The writer took the last block when it saw `stopping`; anything appended after that
+     * (nothing should be: workers stop first) is written here. */
+    if (a->pending.len > 0) {
+        write_all(a->fd, a->pending.p, a->pending.len);
+    }
+    sl_buf_finish(&a->pending);
+    pthread_cond_destroy(&a->wake);
+    pthread_mutex_destroy(&a->lock);
+    if (a->own_fd) {
+        close(a->fd);
+    }
+    sl_free(a);
+}

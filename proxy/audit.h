@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proxy/audit.h - the audit log of SPEC.md §4.7: one JSON object per line per request or
+ * refusal, written without blocking the workers.
+ *
+ * A worker formats its line on its own thread into a stack buffer and appends it, under a
+ * mutex held only for a memcpy, to the pending block; a writer thread swaps the block out and
+ * writes it with write(2). The workers never wait for the disk. Pending bytes are capped: when
+ * the disk cannot keep up and the cap is reached, lines are dropped and counted, and the count
+ * is reported in the log (and in sl_audit_dropped()) rather than growing memory without bound.
+ *
+ * Lines never contain a credential value, a token or a query string: the record has no field
+ * that could carry one, and the path is cut at its '?'.
+ *
+ * Lifecycle: sl_audit_open() -> sl_audit_write() from any thread -> sl_audit_close() (flushes
+ * what is pending, then joins the writer).
+ */
+#ifndef SL_PROXY_AUDIT_H
+#define SL_PROXY_AUDIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "base/err.h"
+#include "policy/decision.h"
+
+struct sl_audit; /* opaque */
+
+/* One decision. Strings are borrowed for the duration of sl_audit_write(); NULL is written as
+ * JSON null. */
+struct sl_audit_record {
+    /* Client id and environment name, NULL when unknown. */
+    const char *client;
+    const char *environment;
+    /* The client's address (AF_INET/AF_INET6), NULL when unknown. */
+    const struct sockaddr *src;
+    /* Request method ("CONNECT" for a tunnel decision), scheme ("https"/"http"), host, port. */
+    const char *method;
+    const char *scheme;
+    const char *host;
+    uint16_t port;
+    /* The request target's path; everything from '?' on is dropped. NULL for CONNECT. */
+    const char *path;
+    bool allow;
+    /* SL_REASON_NONE for an allowed request (written as null). */
+    enum sl_reason reason;
+    /* The rule that decided, NULL when none did. */
+    const char *rule;
+    /* True when a credential was injected. */
+    bool credential;
+    /* Status sent to the client (0 when none was sent: the connection was closed). */
+    int status;
+    uint64_t bytes_up;
+    uint64_t bytes_down;
+    /* Duration of the request in milliseconds. */
+    double ms;
+    /* Version of the snapshot that decided, 0 when there was none. */
+    int64_t policy_version;
+};
+
+/* Opens the log: `path` is a file (created 0600 if missing, appended to), or "-" for standard
+ * output. `max_pending_bytes` caps the memory for lines not yet written (0: 16 MiB). On
+ * failure writes a message naming the file into `err`. */
+SL_MUST_CHECK int sl_audit_open(const char *path, size_t max_pending_bytes, struct sl_audit **out,
+                                char *err, size_t errlen);
+
+/* Formats `r` and queues the line. Never blocks on I/O. Any thread. NULL `a` is a no-op. */
+void sl_audit_write(struct sl_audit *a, const struct sl_audit_record *r);
+
+/* Lines dropped so far because the writer could not keep up. */
+uint64_t sl_audit_dropped(struct sl_audit *a);
+
+/* Writes what is pending, stops the writer and frees everything. NULL is a no-op. */
+void sl_audit_close(struct sl_audit *a);
+
+/* Formats `r` as one JSON line (with its '\n') into `buf`. Returns the length, or SL_ETOOBIG
+ * when `cap` is too small. Exposed for tests. */
+SL_MUST_CHECK int sl_audit_format(const struct sl_audit_record *r, char *buf, size_t cap);
+
+/* Longest line sl_audit_write() produces; longer strings are cut (marked with "..."). */
+#define SL_AUDIT_LINE_MAX 16384
+
+#endif

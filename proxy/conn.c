@@ -1,0 +1,1804 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proxy/conn.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "http/h1.h"
+#include "policy/auth.h"
+#include "policy/decision.h"
+#include "policy/host.h"
+#include "policy/url.h"
+#include "proxy/stream.h"
+#include "proxy/tls.h"
+#include "proxy/upstream.h"
+
+/* After the last response, how long a closing connection still reads (and discards) what the
+ * client sends, so that its unread bytes do not turn our FIN into a RST that destroys the
+ * response in flight. */
+#define LINGER_MS 2000u
+/* A head we write: the largest head we accept plus our own additions. */
+#define HEAD_OUT_MAX (SL_STREAM_OUT_HIGH + 4096u)
+#define ARENA_CHUNK  4096u
+#define ARENA_MAX    (256u * 1024u)
+#define TLS_OUT_CAP  (64u * 1024u)
+/* Longest request target quoted back in a refusal. */
+#define QUOTE_MAX 200
+
+enum sl_conn_state {
+    /* Waiting for a request head: a proxy request (CONNECT or absolute-form) outside a
+     * tunnel, an origin-form request inside one. */
+    SL_CONN_REQUEST_HEAD = 0,
+    /* CONNECT answered 200; waiting for the tunnel's first bytes. */
+    SL_CONN_TUNNEL_SNIFF,
+    /* Intercepting: the client's TLS handshake. */
+    SL_CONN_TLS_HANDSHAKE,
+    /* The handshake waits for a leaf minted on the thread pool. */
+    SL_CONN_MINTING,
+    /* The request is allowed; the upstream is being dialled. */
+    SL_CONN_DIALING,
+    /* Request body and response in flight. */
+    SL_CONN_FORWARDING,
+    /* After a 101: bytes relayed both ways until either side closes. */
+    SL_CONN_RELAY,
+    /* The last response is being flushed; input is discarded; then close. */
+    SL_CONN_CLOSING,
+};
+
+static const char *const state_names[] = { "request-head", "tunnel-sniff", "tls-handshake",
+                                           "minting",      "dialing",      "forwarding",
+                                           "relay",        "closing" };
+
+/* A body event not yet passed on: `len` bytes at `off` from the start of the source stream's
+ * window, which stays put until `used` bytes are consumed at the end. */
+struct pending {
+    bool active;
+    size_t off;
+    size_t len;
+    size_t used;
+    /* Chunked re-framing: the chunk header was written. */
+    bool framed;
+};
+
+/* What the audit line and a refusal say about the current request. */
+struct req_info {
+    const char *method;
+    const char *scheme;
+    struct sl_host host;
+    bool has_host;
+    uint16_t port;
+    /* Origin-form target (path and query), arena-owned; NULL for CONNECT. */
+    const char *target;
+    uint64_t start_ns;
+    uint64_t bytes_up;
+    uint64_t bytes_down;
+    int status;
+    bool allow;
+    enum sl_reason reason;
+    bool credential;
+};
+
+struct sl__conn {
+    struct sl_stream client;
+    uv_timer_t timer;
+    struct sl__worker *w;
+    struct sl__conn *next;
+    struct sl__conn *prev;
+    uint64_t id;
+    enum sl_conn_state state;
+    struct sockaddr_storage peer;
+    /* Credentials from Proxy-Authorization (of the CONNECT, for a tunnel). */
+    bool has_auth;
+    char auth_id[SL_AUTH_ID_MAX + 1];
+    char auth_token[SL_AUTH_TOKEN_MAX + 1];
+    /* The tunnel, once a CONNECT was allowed. */
+    bool tunnel;
+    bool tls;
+    struct sl_host thost;
+    uint16_t tport;
+    /* The SNI differed from the CONNECT host. */
+    bool sni_mismatch;
+    /* Minting off the loop. */
+    uv_work_t work;
+    bool work_pending;
+    struct sl_leaf *leaf;
+    int mint_rc;
+    /* Request parsing (client side) and response parsing (upstream side). */
+    struct sl_arena arena;
+    struct sl_h1 req;
+    struct sl_arena resp_arena;
+    struct sl_h1 resp;
+    bool resp_live;
+    /* A head to write; `head_to` says where (the client when false). */
+    struct sl_buf head;
+    bool head_pending;
+    bool head_to_upstream;
+    struct sl_upstream *up;
+    /* The snapshot deciding the current request (a reference) and its decision. */
+    struct sl_snapshot *snap;
+    struct sl_decision dec;
+    struct req_info r;
+    /* Exchange state. */
+    bool head_started;
+    bool req_done;
+    bool req_chunked;
+    bool req_end_owed;
+    struct pending req_pend;
+    bool resp_head_sent;
+    bool resp_done;
+    bool resp_chunked_out;
+    bool resp_close_out;
+    bool resp_end_owed;
+    /* Interim (1xx) responses seen; the final one is still to come. */
+    struct pending resp_pend;
+    bool client_http10;
+    bool client_keep_alive;
+    bool is_head;
+    bool websocket;
+    bool relay_up_eof;
+    bool relay_down_eof;
+    bool retried;
+    bool close_after;
+    bool closing;
+    int pending_closes;
+};
+
+static void conn_step(struct sl__conn *c);
+static void conn_close(struct sl__conn *c);
+
+static uint64_t next_conn_id(void)
+{
+    static atomic_uint_fast64_t ids;
+
+    return atomic_fetch_add(&ids, 1) + 1;
+}
+
+static const struct sl__shared *shared(const struct sl__conn *c)
+{
+    return c->w->shared;
+}
+
+static const struct sl_proxy_config *cfg(const struct sl__conn *c)
+{
+    return c->w->shared->cfg;
+}
+
+static void set_state(struct sl__conn *c, enum sl_conn_state s)
+{
+    sl_trace(c->id, "state=%s next=%s", state_names[c->state], state_names[s]);
+    c->state = s;
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm(struct sl__conn *c, uint64_t ms)
+{
+    (void)uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+static uint64_t secs_ms(unsigned s)
+{
+    return (uint64_t)s * 1000u;
+}
+
+/*
+ * Requests: bookkeeping, audit, refusals.
+ */
+
+static void begin_request(struct sl__conn *c, const char *method)
+{
+    c->r = (struct req_info){ .method = method,
+                              .scheme = c->tunnel && c->tls ? "https" : "http",
+                              .start_ns = uv_hrtime(),
+                              .allow = true,
+                              .reason = SL_REASON_NONE };
+    c->dec = (struct sl_decision){ .allow = false };
+    sl_snapshot_unref(c->snap);
+    c->snap = c->w->snapshot != NULL ? sl_snapshot_ref(c->w->snapshot) : NULL;
+}
+
+static void audit(struct sl__conn *c)
+{
+    const struct sl__shared *sh = shared(c);
+    struct sl_audit_record a = {
+        .client = c->dec.client,
+        .environment = c->dec.environment,
+        .src = (const struct sockaddr *)&c->peer,
+        .method = c->r.method,
+        .scheme = c->r.scheme,
+        .host = c->r.has_host ? c->r.host.name : NULL,
+        .port = c->r.port,
+        .path = c->r.target,
+        .allow = c->r.allow,
+        .reason = c->r.reason,
+        .rule = c->dec.rule,
+        .credential = c->r.credential,
+        .status = c->r.status,
+        .bytes_up = c->r.bytes_up,
+        .bytes_down = c->r.bytes_down,
+        .ms = (double)(uv_hrtime() - c->r.start_ns) / 1e6,
+        .policy_version = c->snap != NULL ? sl_snapshot_version(c->snap) : 0,
+    };
+
+    if (c->r.allow) {
+        sl__count(&c->w->counters.requests_allowed, 1);
+    } else {
+        sl__count(&c->w->counters.requests_denied, 1);
+        sl__count(&c->w->counters.denied_by_reason[c->r.reason], 1);
+    }
+    sl__count(&c->w->counters.bytes_up, c->r.bytes_up);
+    sl__count(&c->w->counters.bytes_down, c->r.bytes_down);
+    sl_audit_write(sh->audit, &a);
+    if (sl_log_enabled(SL_LOG_DEBUG)) {
+        sl_log(SL_LOG_DEBUG, c->id,
+               "msg=request method=%s host=%s port=%u decision=%s reason=%s "
+               "status=%d",
+               c->r.method != NULL ? c->r.method : "-", a.host != NULL ? a.host : "-",
+               (unsigned)c->r.port, c->r.allow ? "allow" : "deny", sl_reason_code(c->r.reason),
+               c->r.status);
+    }
+}
+
+/* Appends `s` for a human: printable ASCII only, at most `max` bytes, cut at a '?' (a query
+ * may carry secrets) when `cut_query`. */
+static int put_quoted(struct sl_buf *b, const char *s, size_t max, bool cut_query)
+{
+    for (size_t i = 0; s[i] != '\0' && !(cut_query && s[i] == '?') && i < max; i++) {
+        char ch = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+
+        SL_TRY(sl_buf_append(b, &ch, 1));
+    }
+    return 0;
+}
+
+/* "https://host[:port]/path" or "host:port" (CONNECT) for messages. */
+static int put_request_url(struct sl__conn *c, struct sl_buf *b)
+{
+    const struct req_info *r = &c->r;
+
+    if (!r->has_host) {
+        return sl_buf_append_str(b, "(unparsed target)");
+    }
+    if (r->target == NULL) {
+        return sl_buf_printf(b, "%s:%u", r->host.name, (unsigned)r->port);
+    }
+    SL_TRY(sl_buf_printf(b, "%s://%s", r->scheme, r->host.name));
+    if (r->port != (strcmp(r->scheme, "https") == 0 ? 443 : 80)) {
+        SL_TRY(sl_buf_printf(b, ":%u", (unsigned)r->port));
+    }
+    return put_quoted(b, r->target, QUOTE_MAX, true);
+}
+
+static bool is_policy_reason(enum sl_reason reason)
+{
+    switch (reason) {
+    case SL_REASON_HOST_NOT_ALLOWED:
+    case SL_REASON_PORT_NOT_ALLOWED:
+    case SL_REASON_METHOD_NOT_ALLOWED:
+    case SL_REASON_CREDENTIAL_NEEDS_TLS:
+    case SL_REASON_EXPIRED:
+    case SL_REASON_NO_IDENTITY:
+    case SL_REASON_NO_POLICY:
+    case SL_REASON_PRIVATE_ADDRESS:
+        return true;
+    case SL_REASON_NONE:
+    case SL_REASON_BAD_REQUEST:
+    case SL_REASON_BAD_HOST:
+    case SL_REASON_HOST_MISMATCH:
+    case SL_REASON_NOT_TLS:
+    case SL_REASON_DNS:
+    case SL_REASON_UPSTREAM_UNREACHABLE:
+    case SL_REASON_UPSTREAM_TLS:
+    case SL_REASON_UPSTREAM_TIMEOUT:
+    case SL_REASON_TOO_LARGE:
+    case SL_REASON_OVERLOADED:
+        return false;
+    }
+    return false;
+}
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 407:
+        return "Proxy Authentication Required";
+    case 408:
+        return "Request Timeout";
+    case 421:
+        return "Misdirected Request";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Error";
+    }
+}
+
+static void begin_closing(struct sl__conn *c);
+static void end_exchange(struct sl__conn *c);
+
+/* The one-line body of a refusal (SPEC.md §4.5): what was refused and why, the detail, and for
+ * a policy refusal what would allow it. */
+static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *detail,
+                        struct sl_buf *b)
+{
+    const char *method = c->r.method != NULL ? c->r.method : "request";
+    char hint[SL_POLICY_HINT_MAX];
+
+    SL_TRY(sl_buf_printf(b, "sluice: %s ", method));
+    SL_TRY(put_request_url(c, b));
+    SL_TRY(sl_buf_printf(b, " %s: %s", is_policy_reason(reason) ? "denied" : "failed",
+                         sl_reason_code(reason)));
+    if (c->dec.client != NULL) {
+        SL_TRY(sl_buf_printf(b, " (client %s, environment %s)", c->dec.client, c->dec.environment));
+    }
+    if (detail != NULL && detail[0] != '\0') {
+        SL_TRY(sl_buf_append_str(b, ": "));
+        SL_TRY(put_quoted(b, detail, 400, false));
+    }
+    if (c->r.has_host && c->dec.environment != NULL) {
+        struct sl_request_view v = { &c->r.host, c->r.port,
+                                     c->r.target != NULL ? c->r.method : NULL,
+                                     c->tunnel ? c->tls : false };
+
+        if (sl_policy_hint(&c->dec, &v, hint, sizeof(hint)) > 0) {
+            SL_TRY(sl_buf_printf(b, "; %s", hint));
+        }
+    }
+    return sl_buf_append_str(b, "\n");
+}
+
+/* Answers the current request with a refusal of the proxy's own and ends it. `keep` allows
+ * the connection to go on (the request had no body left unread). */
+static void refuse(struct sl__conn *c, enum sl_reason reason, int status, const char *detail,
+                   bool keep)
+{
+    struct sl_buf body;
+    bool go_on = keep && c->client_keep_alive && !c->close_after && !c->w->draining;
+    int rc;
+
+    c->r.allow = false;
+    c->r.reason = reason;
+    c->r.status = status;
+    sl_buf_init(&body, 4096);
+    sl_buf_reset(&c->head);
+    rc = refusal_body(c, reason, detail, &body);
+    if (rc == 0) {
+        rc = sl_buf_printf(&c->head,
+                           "HTTP/1.1 %d %s\r\nX-Sluice-Reason: %s\r\nContent-Type: text/plain; "
+                           "charset=utf-8\r\nContent-Length: %zu\r\n%s%s\r\n",
+                           status, status_text(status), sl_reason_code(reason), body.len,
+                           status == 407 ? "Proxy-Authenticate: Basic realm=\"sluice\"\r\n" : "",
+                           go_on ? "" : "Connection: close\r\n");
+    }
+    if (rc == 0 && !c->is_head) {
+        rc = sl_buf_append(&c->head, body.p, body.len);
+    }
+    sl_buf_finish(&body);
+    if (rc == 0) {
+        rc = sl_stream_write_all(&c->client, c->head.p, c->head.len);
+    }
+    if (rc < 0) {
+        c->r.status = 0;
+    }
+    audit(c);
+    if (c->up != NULL) {
+        sl_upstream_close(c->up);
+        c->up = NULL;
+    }
+    if (rc < 0 || !go_on) {
+        begin_closing(c);
+        return;
+    }
+    end_exchange(c);
+}
+
+/* Refuses with the status SPEC.md §4.5 gives the reason. */
+static void refuse_reason(struct sl__conn *c, enum sl_reason reason, const char *detail, bool keep)
+{
+    refuse(c, reason, sl_reason_status(reason), detail, keep);
+}
+
+/* A refusal that cannot be answered (TLS failed, not TLS, the client left): audit and close. */
+static void drop(struct sl__conn *c, enum sl_reason reason)
+{
+    c->r.allow = false;
+    c->r.reason = reason;
+    c->r.status = 0;
+    audit(c);
+    conn_close(c);
+}
+
+/*
+ * Closing.
+ */
+
+static void on_work_done_closed(struct sl__conn *c);
+
+static void free_conn(struct sl__conn *c)
+{
+    struct sl__worker *w = c->w;
+
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        w->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
+    }
+    w->n_conns--;
+    atomic_fetch_sub(&w->shared->connections, 1);
+    sl__count(&w->counters.connections_open, (uint64_t)-1);
+    sl_h1_finish(&c->req);
+    sl_h1_finish(&c->resp);
+    sl_arena_finish(&c->arena);
+    sl_arena_finish(&c->resp_arena);
+    sl_buf_finish(&c->head);
+    sl_snapshot_unref(c->snap);
+    sl_leaf_unref(c->leaf);
+    /* The client's own token: not ours to keep in freed memory. */
+    memset(c->auth_token, 0, sizeof(c->auth_token));
+    sl_free(c);
+}
+
+static void on_handle_closed(struct sl__conn *c)
+{
+    if (--c->pending_closes == 0 && !c->work_pending) {
+        free_conn(c);
+    }
+}
+
+static void on_client_closed(struct sl_stream *s, void *arg)
+{
+    (void)s;
+    on_handle_closed(arg);
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    on_handle_closed(h->data);
+}
+
+static void conn_close(struct sl__conn *c)
+{
+    if (c->closing) {
+        return;
+    }
+    c->closing = true;
+    if (c->up != NULL) {
+        sl_upstream_close(c->up);
+        c->up = NULL;
+    }
+    (void)uv_timer_stop(&c->timer);
+    c->pending_closes = 2;
+    uv_close((uv_handle_t *)&c->timer, on_timer_closed);
+    sl_stream_close(&c->client, on_client_closed);
+}
+
+static void begin_closing(struct sl__conn *c)
+{
+    if (c->up != NULL) {
+        sl_upstream_close(c->up);
+        c->up = NULL;
+    }
+    set_state(c, SL_CONN_CLOSING);
+    sl_stream_end(&c->client);
+    sl_stream_want_read(&c->client, true);
+    arm(c, LINGER_MS);
+}
+
+/*
+ * Exchange lifecycle.
+ */
+
+static void reset_exchange(struct sl__conn *c)
+{
+    c->head_started = false;
+    c->req_done = false;
+    c->req_chunked = false;
+    c->req_end_owed = false;
+    c->resp_end_owed = false;
+    c->req_pend = (struct pending){ false, 0, 0, 0, false };
+    c->resp_head_sent = false;
+    c->resp_done = false;
+    c->resp_chunked_out = false;
+    c->resp_close_out = false;
+    c->resp_pend = (struct pending){ false, 0, 0, 0, false };
+    c->is_head = false;
+    c->websocket = false;
+    c->retried = false;
+    c->head_pending = false;
+    sl_buf_reset(&c->head);
+    if (c->resp_live) {
+        sl_h1_finish(&c->resp);
+        c->resp_live = false;
+    }
+    sl_arena_reset(&c->resp_arena);
+}
+
+/* The exchange is over and the connection goes on: wait for the next request. */
+static void end_exchange(struct sl__conn *c)
+{
+    sl_snapshot_unref(c->snap);
+    c->snap = NULL;
+    reset_exchange(c);
+    sl_arena_reset(&c->arena);
+    if (c->w->draining) {
+        begin_closing(c);
+        return;
+    }
+    set_state(c, SL_CONN_REQUEST_HEAD);
+    sl_stream_want_read(&c->client, true);
+    arm(c, secs_ms(cfg(c)->idle_timeout_s));
+}
+
+/*
+ * Identity.
+ */
+
+/* Reads the Proxy-Authorization of `h` into the connection. Returns false when it is
+ * present but malformed. */
+static bool take_credentials(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "proxy-authorization");
+
+    c->has_auth = false;
+    if (f == NULL) {
+        return true;
+    }
+    if (sl_auth_parse_basic(f->value, c->auth_id, sizeof(c->auth_id), c->auth_token,
+                            sizeof(c->auth_token))
+        < 0) {
+        return false;
+    }
+    c->has_auth = true;
+    return true;
+}
+
+static const struct sl_client *identify(struct sl__conn *c)
+{
+    if (c->snap == NULL) {
+        return NULL;
+    }
+    return sl_policy_identify(c->snap, c->has_auth ? c->auth_id : NULL,
+                              c->has_auth ? c->auth_token : NULL,
+                              (const struct sockaddr *)&c->peer);
+}
+
+/* Decides the current request (`method` NULL: a CONNECT, host and port only). Returns true
+ * when allowed; otherwise answers the refusal. */
+static bool decide(struct sl__conn *c, const char *method, bool tls, bool keep)
+{
+    struct sl_request_view v = { &c->r.host, c->r.port, method, tls };
+    const struct sl_client *client = identify(c);
+
+    sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
+    if (!c->dec.allow) {
+        refuse_reason(c, c->dec.reason, NULL, keep);
+        return false;
+    }
+    c->r.credential = c->dec.credential_header != NULL;
+    return true;
+}
+
+/*
+ * TLS interception.
+ */
+
+/* The name a leaf for the tunnel's host carries: the DNS name, or the bare IP. */
+static void cert_name(const struct sl__conn *c, char *out)
+{
+    if (c->thost.kind == SL_HOST_IPV6) {
+        memcpy(out, c->thost.name + 1, c->thost.len - 2);
+        out[c->thost.len - 2] = '\0';
+    } else {
+        memcpy(out, c->thost.name, c->thost.len + 1);
+    }
+}
+
+static enum sl_tls_sni_verdict on_sni(struct sl_tls *t, const char *sni, void *arg)
+{
+    struct sl__conn *c = arg;
+    char name[SL_HOST_NAME_MAX + 1];
+    struct sl_leaf *leaf;
+
+    if (sni != NULL) {
+        struct sl_host h;
+
+        /* SPEC §4.3: the SNI, when present, must name the CONNECT host. */
+        if (sl_host_normalize(sl_slice_str(sni), 0, &h, NULL) < 0 || h.len != c->thost.len
+            || memcmp(h.name, c->thost.name, h.len) != 0) {
+            c->sni_mismatch = true;
+            return SL_TLS_SNI_REFUSE;
+        }
+    }
+    cert_name(c, name);
+    leaf = sl_leaf_cache_lookup(shared(c)->leaves, name);
+    if (leaf == NULL) {
+        return SL_TLS_SNI_RETRY;
+    }
+    if (sl_tls_set_ctx(t, sl_leaf_ctx(leaf)) < 0) {
+        sl_leaf_unref(leaf);
+        return SL_TLS_SNI_REFUSE;
+    }
+    sl_leaf_unref(leaf);
+    return SL_TLS_SNI_OK;
+}
+
+static void mint_work(uv_work_t *req)
+{
+    struct sl__conn *c = req->data;
+    char name[SL_HOST_NAME_MAX + 1];
+    char err[256];
+
+    cert_name(c, name);
+    c->mint_rc = sl_leaf_cache_get(shared(c)->leaves, name, &c->leaf, err, sizeof(err));
+    if (c->mint_rc < 0) {
+        sl_log(SL_LOG_ERROR, c->id, "msg=\"cannot mint a certificate\" host=%s err=\"%s\"", name,
+               err);
+    }
+}
+
+static void mint_done(uv_work_t *req, int status)
+{
+    struct sl__conn *c = req->data;
+
+    c->work_pending = false;
+    if (c->closing) {
+        on_work_done_closed(c);
+        return;
+    }
+    if (status < 0 || c->mint_rc < 0
+        || sl_tls_set_ctx(sl_stream_tls(&c->client), sl_leaf_ctx(c->leaf)) < 0) {
+        drop(c, SL_REASON_BAD_REQUEST);
+        return;
+    }
+    sl_leaf_unref(c->leaf);
+    c->leaf = NULL;
+    set_state(c, SL_CONN_TLS_HANDSHAKE);
+    conn_step(c);
+}
+
+static void on_work_done_closed(struct sl__conn *c)
+{
+    if (c->pending_closes == 0) {
+        free_conn(c);
+    }
+}
+
+/*
+ * Heads we write.
+ */
+
+static bool is_hop_by_hop(struct sl_slice name)
+{
+    static const char *const names[] = { "connection",
+                                         "proxy-connection",
+                                         "keep-alive",
+                                         "proxy-authorization",
+                                         "proxy-authenticate",
+                                         "te",
+                                         "trailer",
+                                         "transfer-encoding",
+                                         "upgrade",
+                                         "content-length",
+                                         "host" };
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
+        if (sl_h1_name_is(name, names[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* True when `name` is listed in any Connection header of `h` (RFC 9110 §7.6.1). */
+static bool is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice name)
+{
+    char token[64];
+
+    if (name.n >= sizeof(token)) {
+        return false;
+    }
+    memcpy(token, name.p, name.n);
+    token[name.n] = '\0';
+    for (size_t i = 0; i < h->n_headers; i++) {
+        if (sl_h1_name_is(h->headers[i].name, "connection")
+            && sl_h1_list_has(h->headers[i].value, token)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Copies the end-to-end headers of `h`, minus `skip` (the credential's name, or NULL). */
+static int put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip)
+{
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const struct sl_h1_header *f = &h->headers[i];
+
+        if (is_hop_by_hop(f->name) || is_listed_in_connection(h, f->name)
+            || (skip != NULL && sl_h1_name_is(f->name, skip))) {
+            continue;
+        }
+        SL_TRY(sl_buf_append(b, f->name.p, f->name.n));
+        SL_TRY(sl_buf_append(b, ": ", 2));
+        SL_TRY(sl_buf_append(b, f->value.p, f->value.n));
+        SL_TRY(sl_buf_append(b, "\r\n", 2));
+    }
+    return 0;
+}
+
+static int build_request_head(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    struct sl_buf *b = &c->head;
+    uint16_t default_port = c->tunnel && c->tls ? 443 : 80;
+
+    sl_buf_reset(b);
+    SL_TRY(sl_buf_printf(b, "%s %s HTTP/1.1\r\nHost: %s", h->method, c->r.target, c->r.host.name));
+    if (c->r.port != default_port) {
+        SL_TRY(sl_buf_printf(b, ":%u", (unsigned)c->r.port));
+    }
+    SL_TRY(sl_buf_append_str(b, "\r\n"));
+    SL_TRY(put_headers(b, h, c->dec.credential_header));
+    if (c->dec.credential_header != NULL) {
+        SL_TRY(sl_buf_printf(b, "%s: %s\r\n", c->dec.credential_header, c->dec.credential_value));
+    }
+    if (c->websocket) {
+        SL_TRY(sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n"));
+    }
+    switch (h->body) {
+    case SL_H1_BODY_LENGTH:
+        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
+        break;
+    case SL_H1_BODY_CHUNKED:
+        c->req_chunked = true;
+        SL_TRY(sl_buf_append_str(b, "Transfer-Encoding: chunked\r\n"));
+        break;
+    case SL_H1_BODY_NONE:
+    case SL_H1_BODY_CLOSE:
+        break;
+    }
+    return sl_buf_append_str(b, "\r\n");
+}
+
+static int build_response_head(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    struct sl_buf *b = &c->head;
+    bool bodyless = c->is_head || h->status < 200 || h->status == 204 || h->status == 304;
+
+    sl_buf_reset(b);
+    SL_TRY(sl_buf_printf(b, "HTTP/1.1 %d %s\r\n", h->status, h->reason));
+    SL_TRY(put_headers(b, h, NULL));
+    if (h->status == 101) {
+        return sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    }
+    if (h->status < 200) {
+        return sl_buf_append_str(b, "\r\n");
+    }
+    if (bodyless) {
+        /* A response to HEAD, and 304, describe the representation: keep its length. */
+        const struct sl_h1_header *cl = sl_h1_find(h, "content-length");
+
+        if (cl != NULL && h->status != 204) {
+            SL_TRY(sl_buf_append_str(b, "Content-Length: "));
+            SL_TRY(sl_buf_append(b, cl->value.p, cl->value.n));
+            SL_TRY(sl_buf_append_str(b, "\r\n"));
+        }
+    } else if (h->body == SL_H1_BODY_LENGTH) {
+        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
+    } else if (h->body == SL_H1_BODY_NONE) {
+        SL_TRY(sl_buf_append_str(b, "Content-Length: 0\r\n"));
+    } else if (c->client_http10) {
+        /* Chunked or close-delimited upstream: an HTTP/1.0 client gets a close-delimited
+         * body. */
+        c->resp_close_out = true;
+    } else {
+        c->resp_chunked_out = true;
+        SL_TRY(sl_buf_append_str(b, "Transfer-Encoding: chunked\r\n"));
+    }
+    if (c->resp_close_out || c->close_after || !c->client_keep_alive || c->w->draining) {
+        c->close_after = true;
+        SL_TRY(sl_buf_append_str(b, "Connection: close\r\n"));
+    } else if (c->client_http10) {
+        SL_TRY(sl_buf_append_str(b, "Connection: keep-alive\r\n"));
+    }
+    return sl_buf_append_str(b, "\r\n");
+}
+
+/*
+ * The request head: CONNECT, absolute-form, or origin-form inside a tunnel.
+ */
+
+static void start_dialing(struct sl__conn *c);
+
+static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+    const char *why = NULL;
+    struct sl_h1_event ev;
+
+    c->r.target = NULL;
+    c->r.scheme = "https";
+    if (sl_host_parse_authority(sl_slice_str(h->target), 0, &c->r.host, &c->r.port, &why) < 0
+        || c->r.port == 0) {
+        refuse_reason(c, SL_REASON_BAD_HOST, why != NULL ? why : "CONNECT needs host:port", false);
+        return;
+    }
+    c->r.has_host = true;
+    if (!take_credentials(c, h)) {
+        refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization", false);
+        return;
+    }
+    if (!decide(c, NULL, true, false)) {
+        return;
+    }
+    /* The CONNECT head ends the proxy protocol: what follows belongs to the tunnel. */
+    if (sl_h1_feed(&c->req, NULL, 0, &ev) < 0 || ev.type != SL_H1_EV_UPGRADE) {
+        refuse_reason(c, SL_REASON_BAD_REQUEST, "a CONNECT request has no body", false);
+        return;
+    }
+    if (sl_stream_write_all(&c->client, established, sizeof(established) - 1) < 0) {
+        drop(c, SL_REASON_BAD_REQUEST);
+        return;
+    }
+    c->r.status = 200;
+    audit(c);
+    c->tunnel = true;
+    c->thost = c->r.host;
+    c->tport = c->r.port;
+    sl_snapshot_unref(c->snap);
+    c->snap = NULL;
+    sl_h1_finish(&c->req);
+    sl_arena_reset(&c->arena);
+    sl_h1_init(&c->req, SL_H1_REQUEST, NULL, &c->arena);
+    set_state(c, SL_CONN_TUNNEL_SNIFF);
+    arm(c, secs_ms(cfg(c)->tls_handshake_timeout_s));
+}
+
+/* Sets c->r.host/port/target from the request target and Host of an absolute-form proxy
+ * request. Returns false after refusing. */
+static bool target_absolute(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    struct sl_url url;
+    const char *why = NULL;
+    size_t n;
+    char *t;
+
+    if (h->target[0] == '/' || strcmp(h->target, "*") == 0) {
+        refuse_reason(c, SL_REASON_BAD_REQUEST,
+                      "this is a proxy: send absolute-form requests (http://host/path) or CONNECT",
+                      false);
+        return false;
+    }
+    if (sl_url_parse(sl_slice_str(h->target), &url, &why) < 0) {
+        refuse_reason(c, SL_REASON_BAD_HOST, why, false);
+        return false;
+    }
+    if (url.scheme != SL_URL_HTTP) {
+        refuse_reason(c, SL_REASON_BAD_REQUEST, "https:// URLs go through CONNECT", false);
+        return false;
+    }
+    c->r.scheme = "http";
+    c->r.host = url.host;
+    c->r.port = url.port;
+    c->r.has_host = true;
+    n = url.path.n + url.query.n;
+    t = sl_arena_alloc(&c->arena, n + 1);
+    if (t == NULL) {
+        refuse_reason(c, SL_REASON_TOO_LARGE, NULL, false);
+        return false;
+    }
+    memcpy(t, url.path.p, url.path.n);
+    if (url.query.n > 0) {
+        memcpy(t + url.path.n, url.query.p, url.query.n);
+    }
+    t[n] = '\0';
+    c->r.target = t;
+    return true;
+}
+
+/* Checks that the Host header (if any, required on HTTP/1.1 in a tunnel) names the request's
+ * host and port (SPEC §4.3). Returns false after refusing. */
+static bool host_header_matches(struct sl__conn *c, const struct sl_h1_head *h, bool required)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "host");
+    uint16_t default_port = strcmp(c->r.scheme, "https") == 0 ? 443 : 80;
+    struct sl_host host;
+    uint16_t port = 0;
+
+    if (f == NULL) {
+        if (required) {
+            refuse_reason(c, SL_REASON_BAD_REQUEST, "an HTTP/1.1 request needs a Host header",
+                          false);
+            return false;
+        }
+        return true;
+    }
+    if (sl_host_parse_authority(f->value, 0, &host, &port, NULL) < 0) {
+        refuse_reason(c, SL_REASON_BAD_HOST, "malformed Host header", false);
+        return false;
+    }
+    if (port == 0) {
+        port = default_port;
+    }
+    if (host.len != c->r.host.len || memcmp(host.name, c->r.host.name, host.len) != 0
+        || port != c->r.port) {
+        refuse_reason(c, SL_REASON_HOST_MISMATCH,
+                      "the Host header names another host than the request", false);
+        return false;
+    }
+    return true;
+}
+
+/* Inside a tunnel: the target must be origin-form (or absolute-form naming the tunnel). */
+static bool target_in_tunnel(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    c->r.host = c->thost;
+    c->r.port = c->tport;
+    c->r.has_host = true;
+    if (h->target[0] == '/') {
+        c->r.target = h->target;
+    } else if (strcmp(h->target, "*") == 0 && strcmp(h->method, "OPTIONS") == 0) {
+        c->r.target = h->target;
+    } else {
+        struct sl_url url;
+
+        if (sl_url_parse(sl_slice_str(h->target), &url, NULL) < 0 || url.host.len != c->thost.len
+            || memcmp(url.host.name, c->thost.name, url.host.len) != 0 || url.port != c->tport) {
+            refuse_reason(c, SL_REASON_HOST_MISMATCH,
+                          "the request names another host than the tunnel", false);
+            return false;
+        }
+        c->r.target = (const char *)url.path.p;
+    }
+    return host_header_matches(c, h, h->version_minor == 1);
+}
+
+static void on_request_head(struct sl__conn *c)
+{
+    const struct sl_h1_head *h = sl_h1_head(&c->req);
+    bool has_body = h->body != SL_H1_BODY_NONE;
+
+    begin_request(c, h->method);
+    c->client_http10 = h->version_minor == 0;
+    c->client_keep_alive = h->keep_alive;
+    c->is_head = strcmp(h->method, "HEAD") == 0;
+    (void)uv_timer_stop(&c->timer);
+    if (!c->tunnel && strcmp(h->method, "CONNECT") == 0) {
+        on_connect_head(c, h);
+        return;
+    }
+    if (strcmp(h->method, "CONNECT") == 0) {
+        refuse_reason(c, SL_REASON_BAD_REQUEST, "CONNECT inside a tunnel", false);
+        return;
+    }
+    if (c->tunnel ? !target_in_tunnel(c, h) : !target_absolute(c, h)) {
+        return;
+    }
+    if (!c->tunnel) {
+        if (!host_header_matches(c, h, false)) {
+            return;
+        }
+        if (!take_credentials(c, h)) {
+            refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization", false);
+            return;
+        }
+    }
+    if (h->upgrade) {
+        const struct sl_h1_header *u = sl_h1_find(h, "upgrade");
+
+        if (u == NULL || !sl_h1_list_has(u->value, "websocket") || has_body) {
+            refuse_reason(c, SL_REASON_BAD_REQUEST,
+                          "only Upgrade: websocket is relayed (h2c and others are not)", false);
+            return;
+        }
+        c->websocket = true;
+    }
+    if (!decide(c, h->method, c->tunnel && c->tls, !has_body)) {
+        return;
+    }
+    if (build_request_head(c, h) < 0) {
+        refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
+        return;
+    }
+    start_dialing(c);
+}
+
+/*
+ * Upstream.
+ */
+
+static void on_upstream_event(struct sl_upstream *u, void *arg)
+{
+    struct sl__conn *c = arg;
+
+    (void)u;
+    conn_step(c);
+}
+
+static void start_dialing(struct sl__conn *c)
+{
+    bool tls = c->tunnel && c->tls;
+    int rc = sl_upstream_open(c->w, &c->r.host, c->r.port, tls, on_upstream_event, c, &c->up);
+
+    if (rc < 0) {
+        c->up = NULL;
+        refuse_reason(c, SL_REASON_UPSTREAM_UNREACHABLE, sl_strerror(rc), false);
+        return;
+    }
+    /* No more request bytes are parsed until the upstream is there. */
+    set_state(c, SL_CONN_DIALING);
+    arm(c, secs_ms(cfg(c)->upstream_timeout_s) + 1000u);
+}
+
+static void start_forwarding(struct sl__conn *c)
+{
+    struct sl_stream *us = sl_upstream_stream(c->up);
+
+    sl_arena_reset(&c->resp_arena);
+    sl_h1_init(&c->resp, SL_H1_RESPONSE, NULL, &c->resp_arena);
+    c->resp_live = true;
+    if (c->is_head) {
+        sl_h1_expect_no_body(&c->resp);
+    }
+    c->head_pending = true;
+    c->head_to_upstream = true;
+    sl_stream_want_read(us, true);
+    set_state(c, SL_CONN_FORWARDING);
+    arm(c, secs_ms(cfg(c)->upstream_timeout_s));
+}
+
+/*
+ * Moving body bytes.
+ */
+
+/* Writes the pending body event of `src` into `dst`, framing it as a chunk when `chunked`.
+ * Returns 1 when it is all written (and consumed from `src`), 0 when `dst` is full, -1 when
+ * `dst` failed. */
+static int write_pending(struct sl_stream *src, struct sl_stream *dst, struct pending *p,
+                         bool chunked, uint64_t *count)
+{
+    struct sl_slice in = sl_stream_peek(src);
+
+    while (p->len > 0) {
+        int n;
+
+        if (chunked && !p->framed) {
+            char frame[24];
+            int fn = snprintf(frame, sizeof(frame), "%zx\r\n", p->len);
+
+            int rc = sl_stream_write_all(dst, frame, (size_t)fn);
+
+            if (rc != 0) {
+                return rc == SL_EAGAIN ? 0 : -1;
+            }
+            p->framed = true;
+        }
+        n = sl_stream_write(dst, in.p + p->off, p->len);
+        if (n <= 0) {
+            return n == 0 ? 0 : -1;
+        }
+        p->off += (size_t)n;
+        p->len -= (size_t)n;
+        *count += (uint64_t)n;
+    }
+    if (chunked && p->framed) {
+        int rc = sl_stream_write_all(dst, "\r\n", 2);
+
+        if (rc != 0) {
+            return rc == SL_EAGAIN ? 0 : -1;
+        }
+        p->framed = false;
+    }
+    sl_stream_consume(src, p->used);
+    p->active = false;
+    return 1;
+}
+
+/* Runs `p`'s parser over `src` until an event worth acting on. Returns the event type, or
+ * SL_H1_EV_NONE when more input is needed, or a negative parse error. Body events are left
+ * pending (not consumed); other bytes are consumed. */
+static int pull(struct sl_h1 *parser, struct sl_stream *src, struct pending *p)
+{
+    for (;;) {
+        struct sl_slice in = sl_stream_peek(src);
+        struct sl_h1_event ev;
+        int n = sl_h1_feed(parser, in.p, in.n, &ev);
+
+        if (n < 0) {
+            return n;
+        }
+        if (ev.type == SL_H1_EV_BODY) {
+            *p = (struct pending){ true, (size_t)(ev.body.p - in.p), ev.body.n, (size_t)n, false };
+            return SL_H1_EV_BODY;
+        }
+        sl_stream_consume(src, (size_t)n);
+        if (ev.type != SL_H1_EV_NONE) {
+            return (int)ev.type;
+        }
+        if (n == 0 || (size_t)n == in.n) {
+            return SL_H1_EV_NONE;
+        }
+    }
+}
+
+/* Request side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 after closing. */
+static int forward_request(struct sl__conn *c)
+{
+    struct sl_stream *us = sl_upstream_stream(c->up);
+    int ev;
+
+    if (c->head_pending && c->head_to_upstream) {
+        int rc = sl_stream_write_all(us, c->head.p, c->head.len);
+
+        if (rc == SL_EAGAIN) {
+            return 0;
+        }
+        if (rc < 0) {
+            return -1;
+        }
+        c->head_pending = false;
+        sl_buf_reset(&c->head);
+        return 1;
+    }
+    if (c->req_done) {
+        return 0;
+    }
+    if (c->req_end_owed) {
+        int rc = c->req_chunked ? sl_stream_write_all(us, "0\r\n\r\n", 5) : 0;
+
+        if (rc != 0) {
+            return rc == SL_EAGAIN ? 0 : -1;
+        }
+        c->req_end_owed = false;
+        c->req_done = true;
+        return 1;
+    }
+    if (c->req_pend.active) {
+        return write_pending(&c->client, us, &c->req_pend, c->req_chunked, &c->r.bytes_up);
+    }
+    ev = pull(&c->req, &c->client, &c->req_pend);
+    switch (ev) {
+    case SL_H1_EV_BODY:
+        return 1;
+    case SL_H1_EV_END:
+    case SL_H1_EV_UPGRADE:
+        c->req_end_owed = true;
+        return 1;
+    case SL_H1_EV_NONE:
+        if (sl_stream_in_status(&c->client) != 0) {
+            /* The client left in the middle of its request. */
+            return -1;
+        }
+        return 0;
+    case SL_H1_EV_HEAD:
+        return -1;
+    default:
+        return -1;
+    }
+}
+
+/* The response head arrived: relay it (interim ones too), or refuse a malformed situation.
+ * Returns 1 on progress, 0 when the client has no room yet, -1 after closing. */
+static int on_response_head(struct sl__conn *c)
+{
+    const struct sl_h1_head *h = sl_h1_head(&c->resp);
+
+    if (h->status == 101 && !c->websocket) {
+        refuse(c, SL_REASON_BAD_REQUEST, 502, "the upstream switched protocols unasked", false);
+        return -1;
+    }
+    if (h->status < 200 && h->status != 101 && c->client_http10) {
+        /* HTTP/1.0 has no interim responses (RFC 9110 §15.2): drop it. */
+        return 1;
+    }
+    if (build_response_head(c, h) < 0) {
+        refuse(c, SL_REASON_TOO_LARGE, 502, "the upstream's response head is too large", false);
+        return -1;
+    }
+    c->head_pending = true;
+    c->head_to_upstream = false;
+    if (h->status >= 200 || h->status == 101) {
+        c->r.status = h->status;
+        c->resp_head_sent = true;
+    }
+    return 1;
+}
+
+/* Response side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 after closing. */
+static int forward_response(struct sl__conn *c)
+{
+    struct sl_stream *us = sl_upstream_stream(c->up);
+    int ev;
+
+    if (c->head_pending && !c->head_to_upstream) {
+        int rc = sl_stream_write_all(&c->client, c->head.p, c->head.len);
+
+        if (rc == SL_EAGAIN) {
+            return 0;
+        }
+        if (rc < 0) {
+            return -1;
+        }
+        c->head_pending = false;
+        sl_buf_reset(&c->head);
+        /* The next timeout is for a stalled body, not for the head. */
+        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+        return 1;
+    }
+    if (c->head_pending || c->resp_done) {
+        return 0;
+    }
+    if (c->resp_end_owed) {
+        int rc = c->resp_chunked_out ? sl_stream_write_all(&c->client, "0\r\n\r\n", 5) : 0;
+
+        if (rc != 0) {
+            return rc == SL_EAGAIN ? 0 : -1;
+        }
+        c->resp_end_owed = false;
+        c->resp_done = true;
+        return 1;
+    }
+    if (c->resp_pend.active) {
+        int rc =
+                write_pending(us, &c->client, &c->resp_pend, c->resp_chunked_out, &c->r.bytes_down);
+
+        if (rc > 0) {
+            arm(c, secs_ms(cfg(c)->idle_timeout_s));
+        }
+        return rc;
+    }
+    ev = pull(&c->resp, us, &c->resp_pend);
+    if (ev == SL_H1_EV_NONE && sl_stream_in_status(us) != 0) {
+        struct sl_h1_event end;
+
+        /* The upstream closed: the end of a close-delimited body, or a cut response. */
+        if (sl_h1_eof(&c->resp, &end) < 0 || end.type != SL_H1_EV_END) {
+            ev = SL_EINVAL;
+        } else {
+            ev = SL_H1_EV_END;
+        }
+    }
+    switch (ev) {
+    case SL_H1_EV_NONE:
+        return 0;
+    case SL_H1_EV_HEAD:
+        return on_response_head(c);
+    case SL_H1_EV_BODY:
+        return 1;
+    case SL_H1_EV_END:
+        if (!c->resp_head_sent) {
+            /* An interim response ended; the final one follows on the same parser. */
+            return 1;
+        }
+        c->resp_end_owed = true;
+        return 1;
+    case SL_H1_EV_UPGRADE:
+        c->resp_done = true;
+        set_state(c, SL_CONN_RELAY);
+        return 1;
+    default:
+        break;
+    }
+    if (!c->resp_head_sent && c->r.bytes_down == 0) {
+        const char *why = ev == SL_EINVAL && c->resp_live ? sl_h1_error(&c->resp) : "";
+        char detail[160];
+
+        (void)snprintf(detail, sizeof(detail), "the upstream's response was malformed: %s", why);
+        refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 502, detail,
+               false);
+        return -1;
+    }
+    /* Mid-body: the client can only learn it from the connection closing. */
+    c->r.status = c->r.status != 0 ? c->r.status : 502;
+    audit(c);
+    conn_close(c);
+    return -1;
+}
+
+/* Both sides of an exchange are complete: log, pool the upstream, go on or close. */
+static void finish_exchange(struct sl__conn *c)
+{
+    const struct sl_h1_head *h = sl_h1_head(&c->resp);
+    bool reusable = h->keep_alive && h->body != SL_H1_BODY_CLOSE && c->req_done;
+
+    audit(c);
+    sl_upstream_release(c->up, reusable);
+    c->up = NULL;
+    if (c->close_after || !c->client_keep_alive || c->resp_close_out) {
+        begin_closing(c);
+        return;
+    }
+    end_exchange(c);
+}
+
+/* Before any response byte, a pooled connection that the upstream had closed meanwhile gets
+ * the request again on a fresh connection (once). */
+static bool retry_stale(struct sl__conn *c)
+{
+    struct sl_stream *us = sl_upstream_stream(c->up);
+
+    if (c->retried || !sl_upstream_is_reused(c->up) || c->resp_head_sent || c->r.bytes_up > 0
+        || c->req_pend.active || (sl_stream_in_status(us) == 0 && sl_stream_error(us) == 0)
+        || sl_stream_peek(us).n > 0) {
+        return false;
+    }
+    c->retried = true;
+    sl_upstream_close(c->up);
+    c->up = NULL;
+    if (c->resp_live) {
+        sl_h1_finish(&c->resp);
+        c->resp_live = false;
+    }
+    if (build_request_head(c, sl_h1_head(&c->req)) < 0) {
+        return false;
+    }
+    start_dialing(c);
+    return true;
+}
+
+/* The exchange cannot go on (a side failed, the client left): log what happened, close. */
+static void abort_exchange(struct sl__conn *c)
+{
+    if (!c->closing && c->state == SL_CONN_FORWARDING) {
+        audit(c);
+        conn_close(c);
+    }
+}
+
+static int step_forwarding(struct sl__conn *c)
+{
+    int a;
+    int b;
+
+    if (retry_stale(c)) {
+        return 1;
+    }
+    /* A client that hangs up while its response is on the way gets no more of it, and the
+     * upstream is not left streaming into a buffer nobody reads (nginx does the same). */
+    if (sl_stream_error(&c->client) != 0 || (c->req_done && sl_stream_peer_closed(&c->client))) {
+        abort_exchange(c);
+        return -1;
+    }
+    a = forward_request(c);
+    b = a < 0 ? -1 : forward_response(c);
+    if (a < 0 || b < 0) {
+        abort_exchange(c);
+        return -1;
+    }
+    if (c->state != SL_CONN_FORWARDING) {
+        return 1;
+    }
+    if (c->resp_done && !c->head_pending) {
+        if (!c->req_done) {
+            /* The response came before the whole request: the rest of the request can
+             * neither be skipped safely nor reused; finish this exchange and close. */
+            c->close_after = true;
+        }
+        finish_exchange(c);
+        return 1;
+    }
+    return a > 0 || b > 0;
+}
+
+/* After a 101: bytes both ways, unparsed. */
+static int step_relay(struct sl__conn *c)
+{
+    struct sl_stream *us = sl_upstream_stream(c->up);
+    struct sl_stream *ends[2][2] = { { &c->client, us }, { us, &c->client } };
+    bool *eofs[2] = { &c->relay_up_eof, &c->relay_down_eof };
+    uint64_t *counts[2] = { &c->r.bytes_up, &c->r.bytes_down };
+    int progress = 0;
+
+    if (c->head_pending) {
+        int rc = sl_stream_write_all(&c->client, c->head.p, c->head.len);
+
+        if (rc == SL_EAGAIN) {
+            return 0;
+        }
+        if (rc < 0) {
+            drop(c, SL_REASON_NONE);
+            return -1;
+        }
+        c->head_pending = false;
+        sl_stream_want_read(&c->client, true);
+        sl_stream_want_read(us, true);
+        progress = 1;
+    }
+    for (int i = 0; i < 2; i++) {
+        struct sl_stream *from = ends[i][0];
+        struct sl_stream *to = ends[i][1];
+        struct sl_slice in = sl_stream_peek(from);
+
+        if (in.n > 0) {
+            int n = sl_stream_write(to, in.p, in.n);
+
+            if (n < 0) {
+                audit(c);
+                conn_close(c);
+                return -1;
+            }
+            if (n > 0) {
+                sl_stream_consume(from, (size_t)n);
+                *counts[i] += (uint64_t)n;
+                progress = 1;
+            }
+        } else if (!*eofs[i] && sl_stream_in_status(from) != 0) {
+            *eofs[i] = true;
+            sl_stream_end(to);
+            progress = 1;
+        }
+    }
+    if ((c->relay_up_eof && c->relay_down_eof) || sl_stream_error(&c->client) != 0
+        || sl_stream_error(us) != 0) {
+        audit(c);
+        conn_close(c);
+        return -1;
+    }
+    if (progress) {
+        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+    }
+    return progress;
+}
+
+/*
+ * The stepper.
+ */
+
+static int step_request_head(struct sl__conn *c)
+{
+    struct sl_slice in = sl_stream_peek(&c->client);
+    struct sl_h1_event ev;
+    int n;
+
+    if (in.n == 0) {
+        if (sl_stream_in_status(&c->client) != 0) {
+            /* The client went away between requests, or mid-head. */
+            conn_close(c);
+            return -1;
+        }
+        return 0;
+    }
+    if (!c->head_started) {
+        c->head_started = true;
+        arm(c, secs_ms(cfg(c)->header_timeout_s));
+    }
+    n = sl_h1_feed(&c->req, in.p, in.n, &ev);
+    if (n < 0) {
+        begin_request(c, NULL);
+        if (n == SL_ETOOBIG) {
+            refuse(c, SL_REASON_TOO_LARGE, 431, sl_h1_error(&c->req), false);
+        } else {
+            refuse_reason(c, SL_REASON_BAD_REQUEST, sl_h1_error(&c->req), false);
+        }
+        return -1;
+    }
+    sl_stream_consume(&c->client, (size_t)n);
+    if (ev.type == SL_H1_EV_HEAD) {
+        on_request_head(c);
+        return 1;
+    }
+    return n > 0;
+}
+
+static int step_tunnel_sniff(struct sl__conn *c)
+{
+    struct sl_slice in = sl_stream_peek(&c->client);
+    struct sl_tls *t = NULL;
+
+    if (in.n == 0) {
+        if (sl_stream_in_status(&c->client) != 0) {
+            conn_close(c);
+            return -1;
+        }
+        return 0;
+    }
+    begin_request(c, "CONNECT");
+    c->r.host = c->thost;
+    c->r.port = c->tport;
+    c->r.has_host = true;
+    switch (sl_tls_sniff(in.p, in.n)) {
+    case SL_TLS_SNIFF_NEED_MORE:
+        return 0;
+    case SL_TLS_SNIFF_TLS:
+        if (sl_tls_create_server(shared(c)->server_ctx, TLS_OUT_CAP, &t) < 0) {
+            drop(c, SL_REASON_BAD_REQUEST);
+            return -1;
+        }
+        sl_tls_set_sni_fn(t, on_sni, c);
+        if (sl_stream_set_tls(&c->client, t) < 0) {
+            drop(c, SL_REASON_BAD_REQUEST);
+            return -1;
+        }
+        c->tls = true;
+        set_state(c, SL_CONN_TLS_HANDSHAKE);
+        return 1;
+    case SL_TLS_SNIFF_HTTP:
+        if (c->tport == 80) {
+            c->tls = false;
+            sl_snapshot_unref(c->snap);
+            c->snap = NULL;
+            set_state(c, SL_CONN_REQUEST_HEAD);
+            arm(c, secs_ms(cfg(c)->header_timeout_s));
+            return 1;
+        }
+        break;
+    case SL_TLS_SNIFF_OTHER:
+        break;
+    }
+    drop(c, SL_REASON_NOT_TLS);
+    return -1;
+}
+
+static int step_tls_handshake(struct sl__conn *c)
+{
+    int rc = sl_stream_handshake(&c->client);
+
+    switch (rc) {
+    case SL_TLS_HS_DONE:
+        sl__count(&c->w->counters.tls_handshakes, 1);
+        sl_snapshot_unref(c->snap);
+        c->snap = NULL;
+        set_state(c, SL_CONN_REQUEST_HEAD);
+        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+        return 1;
+    case SL_TLS_HS_WANT_IO:
+        if (sl_stream_in_status(&c->client) != 0 || sl_stream_error(&c->client) != 0) {
+            break;
+        }
+        return 0;
+    case SL_TLS_HS_WANT_CERT:
+        c->work.data = c;
+        if (uv_queue_work(&c->w->loop, &c->work, mint_work, mint_done) < 0) {
+            break;
+        }
+        c->work_pending = true;
+        set_state(c, SL_CONN_MINTING);
+        return 0;
+    default:
+        break;
+    }
+    sl__count(&c->w->counters.tls_handshake_failures, 1);
+    if (c->sni_mismatch) {
+        drop(c, SL_REASON_HOST_MISMATCH);
+    } else {
+        /* Not a policy decision: a client that gave up, or spoke TLS we refuse (h2 only). */
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"client TLS handshake failed\" err=\"%s\"",
+               sl_stream_tls(&c->client) != NULL ? sl_tls_error_text(sl_stream_tls(&c->client))
+                                                 : "");
+        sl_snapshot_unref(c->snap);
+        c->snap = NULL;
+        conn_close(c);
+    }
+    return -1;
+}
+
+static int step_dialing(struct sl__conn *c)
+{
+    const char *detail = NULL;
+    enum sl_reason reason;
+
+    switch (sl_upstream_state(c->up)) {
+    case SL_UPSTREAM_DIALING:
+        return 0;
+    case SL_UPSTREAM_READY:
+        start_forwarding(c);
+        return 1;
+    case SL_UPSTREAM_FAILED:
+        break;
+    }
+    reason = sl_upstream_failure(c->up, &detail);
+    if (reason == SL_REASON_UPSTREAM_TLS || reason == SL_REASON_PRIVATE_ADDRESS) {
+        sl_log(SL_LOG_INFO, c->id, "msg=\"upstream refused\" host=%s reason=%s detail=\"%s\"",
+               c->r.host.name, sl_reason_code(reason), detail);
+    }
+    refuse_reason(c, reason, detail, sl_h1_head(&c->req)->body == SL_H1_BODY_NONE);
+    return -1;
+}
+
+static int step_closing(struct sl__conn *c)
+{
+    struct sl_slice in = sl_stream_peek(&c->client);
+
+    if (in.n > 0) {
+        sl_stream_consume(&c->client, in.n);
+        return 1;
+    }
+    if (sl_stream_error(&c->client) != 0
+        || (sl_stream_in_status(&c->client) != 0 && sl_stream_is_flushed(&c->client))) {
+        conn_close(c);
+        return -1;
+    }
+    return 0;
+}
+
+static void conn_step(struct sl__conn *c)
+{
+    for (int rounds = 0; rounds < 64 && !c->closing; rounds++) {
+        int rc = 0;
+
+        switch (c->state) {
+        case SL_CONN_REQUEST_HEAD:
+            rc = step_request_head(c);
+            break;
+        case SL_CONN_TUNNEL_SNIFF:
+            rc = step_tunnel_sniff(c);
+            break;
+        case SL_CONN_TLS_HANDSHAKE:
+            rc = step_tls_handshake(c);
+            break;
+        case SL_CONN_MINTING:
+            rc = 0;
+            break;
+        case SL_CONN_DIALING:
+            rc = step_dialing(c);
+            break;
+        case SL_CONN_FORWARDING:
+            rc = step_forwarding(c);
+            break;
+        case SL_CONN_RELAY:
+            rc = step_relay(c);
+            break;
+        case SL_CONN_CLOSING:
+            rc = step_closing(c);
+            break;
+        }
+        if (rc <= 0) {
+            break;
+        }
+    }
+    /* Reading follows the state: a connection waiting on its upstream reads nothing more
+     * from the client (pipelined requests wait in the kernel). */
+    if (!c->closing) {
+        /* In FORWARDING the client is read even after its request is complete: a hang-up
+         * must be noticed; pipelined bytes just wait in the (bounded) buffer. */
+        bool want = c->state != SL_CONN_DIALING && c->state != SL_CONN_MINTING;
+
+        sl_stream_want_read(&c->client, want);
+        if (c->up != NULL && c->state == SL_CONN_FORWARDING) {
+            sl_stream_want_read(sl_upstream_stream(c->up), !c->resp_pend.active && !c->resp_done);
+        }
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct sl__conn *c = t->data;
+
+    sl_log(SL_LOG_DEBUG, c->id, "msg=timeout state=%s", state_names[c->state]);
+    switch (c->state) {
+    case SL_CONN_REQUEST_HEAD:
+        if (c->head_started) {
+            begin_request(c, NULL);
+            refuse(c, SL_REASON_BAD_REQUEST, 408, "the request head did not arrive in time", false);
+            return;
+        }
+        conn_close(c);
+        return;
+    case SL_CONN_DIALING:
+    case SL_CONN_FORWARDING:
+        if (!c->resp_head_sent) {
+            refuse_reason(c, SL_REASON_UPSTREAM_TIMEOUT, "the upstream did not answer in time",
+                          false);
+            return;
+        }
+        audit(c);
+        conn_close(c);
+        return;
+    case SL_CONN_TUNNEL_SNIFF:
+    case SL_CONN_TLS_HANDSHAKE:
+    case SL_CONN_MINTING:
+    case SL_CONN_RELAY:
+    case SL_CONN_CLOSING:
+        conn_close(c);
+        return;
+    }
+}
+
+static void on_client_event(struct sl_stream *s, void *arg)
+{
+    (void)s;
+    conn_step(arg);
+}
+
+/*
+ * Accepting.
+ */
+
+static void refuse_overloaded(struct sl__conn *c)
+{
+    begin_request(c, NULL);
+    c->client_keep_alive = false;
+    refuse_reason(c, SL_REASON_OVERLOADED, "the proxy has too many connections", false);
+}
+
+void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener)
+{
+    struct sl__shared *sh = w->shared;
+    struct sl__conn *c = sl_calloc(1, sizeof(*c));
+    int namelen = (int)sizeof(c->peer);
+    unsigned open;
+    int rc;
+
+    if (c == NULL) {
+        return;
+    }
+    c->w = w;
+    c->id = next_conn_id();
+    if (sl_stream_init(&w->loop, &c->client, on_client_event, c) < 0) {
+        sl_free(c);
+        return;
+    }
+    rc = uv_timer_init(&w->loop, &c->timer);
+    SL_BUG_ON(rc != 0);
+    c->timer.data = c;
+    sl_arena_init(&c->arena, ARENA_CHUNK, ARENA_MAX);
+    sl_arena_init(&c->resp_arena, ARENA_CHUNK, ARENA_MAX);
+    sl_buf_init(&c->head, HEAD_OUT_MAX);
+    sl_h1_init(&c->req, SL_H1_REQUEST, NULL, &c->arena);
+    c->next = w->conns;
+    if (w->conns != NULL) {
+        w->conns->prev = c;
+    }
+    w->conns = c;
+    w->n_conns++;
+    open = atomic_fetch_add(&sh->connections, 1) + 1;
+    sl__count(&w->counters.connections_accepted, 1);
+    sl__count(&w->counters.connections_open, 1);
+    rc = uv_accept(listener, (uv_stream_t *)sl_stream_tcp(&c->client));
+    if (rc == 0) {
+        rc = uv_tcp_getpeername(sl_stream_tcp(&c->client), (struct sockaddr *)&c->peer, &namelen);
+    }
+    if (rc == 0) {
+        rc = sl_stream_start(&c->client);
+    }
+    if (rc < 0) {
+        conn_close(c);
+        return;
+    }
+    c->client_keep_alive = true;
+    if (open > sh->cfg->max_connections) {
+        sl__count(&w->counters.connections_refused, 1);
+        refuse_overloaded(c);
+        return;
+    }
+    set_state(c, SL_CONN_REQUEST_HEAD);
+    sl_stream_want_read(&c->client, true);
+    arm(c, secs_ms(sh->cfg->header_timeout_s));
+}
+
+void sl__conn_drain_all(struct sl__worker *w)
+{
+    for (struct sl__conn *c = w->conns; c != NULL; c = c->next) {
+        if (c->state == SL_CONN_REQUEST_HEAD && !c->head_started) {
+            conn_close(c);
+        } else {
+            c->close_after = true;
+        }
+    }
+}
+
+void sl__conn_close_all(struct sl__worker *w)
+{
+    for (struct sl__conn *c = w->conns; c != NULL; c = c->next) {
+        conn_close(c);
+    }
+}

@@ -1,0 +1,705 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proxy/proxy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/ssl.h>
+#include <uv.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "certs/ca.h"
+#include "certs/cache.h"
+#include "certs/mint.h"
+#include "http/server.h"
+#include "policy/snapshot.h"
+#include "proxy/addr.h"
+#include "proxy/audit.h"
+#include "proxy/proxy_int.h"
+#include "proxy/tls.h"
+#include "proxy/worker.h"
+
+#define ERR_BYTES         512
+#define POLL_POLICY_MS    1000
+#define DRAIN_CHECK_MS    100
+#define WORKERS_MAX       64
+#define DEFAULT_LISTEN    "127.0.0.1:3128"
+#define UPSTREAM_SESSIONS 1024
+
+void sl_proxy_config_init(struct sl_proxy_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->max_connections = 10000;
+    cfg->header_timeout_s = 10;
+    cfg->idle_timeout_s = 60;
+    cfg->upstream_timeout_s = 60;
+    cfg->tls_handshake_timeout_s = 10;
+    cfg->drain_s = 30;
+    cfg->log_level = SL_LOG_INFO;
+}
+
+/* The main thread's state. */
+struct proxy {
+    const struct sl_proxy_config *cfg;
+    uv_loop_t loop;
+    struct sl__shared shared;
+    struct sl_ca *ca;
+    struct sl_minter *minter;
+    struct sl__worker *workers;
+    unsigned n_workers;
+    unsigned n_started;
+    /* The loaded snapshot (a reference), NULL before the first. */
+    struct sl_snapshot *snapshot;
+    uv_signal_t sig_hup;
+    uv_signal_t sig_term;
+    uv_signal_t sig_int;
+    uv_fs_poll_t policy_poll;
+    bool policy_polling;
+    uv_timer_t drain_timer;
+    uint64_t drain_started_ms;
+    struct sl_http_server *admin;
+    bool stopping;
+    /* The signal handlers and timer above are initialised. */
+    bool handles_live;
+    uint64_t started_ns;
+    char admin_path[4096];
+};
+
+/*
+ * Snapshots.
+ */
+
+static void publish(struct proxy *p, struct sl_snapshot *s)
+{
+    sl_snapshot_unref(p->snapshot);
+    p->snapshot = s;
+    for (unsigned i = 0; i < p->n_started; i++) {
+        sl__worker_post_snapshot(&p->workers[i], sl_snapshot_ref(s));
+    }
+    sl_log(SL_LOG_INFO, 0, "msg=\"policy loaded\" version=%lld environments=%zu clients=%zu",
+           (long long)sl_snapshot_version(s), sl_snapshot_env_count(s),
+           sl_snapshot_client_count(s));
+}
+
+static void log_errors(const char *origin, const struct sl_policy_errors *errs)
+{
+    for (size_t i = 0; i < errs->count; i++) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"invalid policy\" source=%s path=%s error=\"%s\"", origin,
+               errs->items[i].path, errs->items[i].message);
+    }
+    if (errs->truncated) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"invalid policy: more errors not shown\" source=%s", origin);
+    }
+}
+
+/* Reads a whole file (at most SL_SNAPSHOT_MAX_BYTES) into `out`. */
+static int read_file(const char *path, struct sl_buf *out, char *err, size_t errlen)
+{
+    char chunk[65536];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = 0;
+
+    if (fd == -1) {
+        (void)snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return SL_EIO;
+    }
+    for (;;) {
+        ssize_t n = read(fd, chunk, sizeof(chunk));
+
+        if (n == -1 && errno == EINTR) {
+            continue;
+        }
+        if (n == -1) {
+            (void)snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+            rc = SL_EIO;
+            break;
+        }
+        if (n == 0) {
+            break;
+        }
+        rc = sl_buf_append(out, chunk, (size_t)n);
+        if (rc < 0) {
+            (void)snprintf(err, errlen, "%s is larger than %u bytes", path,
+                           (unsigned)SL_SNAPSHOT_MAX_BYTES);
+            break;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+/* Loads --policy. At start a bad file stops the proxy; later it keeps the loaded policy. */
+static int load_policy_file(struct proxy *p, bool at_start)
+{
+    char err[ERR_BYTES] = "";
+    struct sl_policy_errors errs = { NULL, 0, false };
+    struct sl_snapshot *s = NULL;
+    struct sl_buf json;
+    int rc;
+
+    sl_buf_init(&json, SL_SNAPSHOT_MAX_BYTES);
+    rc = read_file(p->cfg->policy_file, &json, err, sizeof(err));
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"%s\" %s", err,
+               at_start ? "" : "action=\"keeping the loaded policy\"");
+        sl_buf_finish(&json);
+        return rc;
+    }
+    if (p->snapshot != NULL && sl_snapshot_is_identical(p->snapshot, json.p, json.len)) {
+        sl_buf_finish(&json);
+        return 0;
+    }
+    rc = sl_snapshot_parse(json.p, json.len, &s, &errs);
+    sl_buf_finish(&json);
+    if (rc < 0) {
+        log_errors(p->cfg->policy_file, &errs);
+        sl_policy_errors_finish(&errs);
+        if (!at_start) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"policy file rejected; keeping version %lld\" file=%s",
+                   p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL,
+                   p->cfg->policy_file);
+        }
+        return rc;
+    }
+    sl_policy_errors_finish(&errs);
+    /* A file edit may keep its version; it may not go back behind what a push loaded. */
+    if (p->snapshot != NULL && sl_snapshot_version(s) < sl_snapshot_version(p->snapshot)) {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"policy file rejected: version %lld is older than the loaded %lld\" file=%s",
+               (long long)sl_snapshot_version(s), (long long)sl_snapshot_version(p->snapshot),
+               p->cfg->policy_file);
+        sl_snapshot_unref(s);
+        return SL_EEXIST;
+    }
+    publish(p, s);
+    return 0;
+}
+
+/*
+ * The admin socket (SPEC.md §4.9).
+ */
+
+static uint64_t sum(struct proxy *p, size_t offset)
+{
+    uint64_t total = 0;
+
+    for (unsigned i = 0; i < p->n_started; i++) {
+        const atomic_uint_fast64_t *c =
+                (const atomic_uint_fast64_t *)(const void *)((const char *)&p->workers[i].counters
+                                                             + offset);
+
+        total += atomic_load_explicit(c, memory_order_relaxed);
+    }
+    return total;
+}
+
+#define SUM(p, field) sum((p), offsetof(struct sl__counters, field))
+
+static void admin_status(struct proxy *p, struct sl_http_exchange *x)
+{
+    struct sl_leaf_cache_stats cs;
+    struct sl_buf b;
+    int rc;
+
+    sl_leaf_cache_stats(p->shared.leaves, &cs);
+    sl_buf_init(&b, 4096);
+    rc = sl_buf_append_str(&b, "{\"version\":");
+    if (rc == 0 && p->snapshot != NULL) {
+        rc = sl_buf_printf(&b, "%lld", (long long)sl_snapshot_version(p->snapshot));
+    } else if (rc == 0) {
+        rc = sl_buf_append_str(&b, "null");
+    }
+    if (rc == 0) {
+        rc = sl_buf_printf(
+                &b,
+                ",\"workers\":%u,\"connections\":%llu,\"uptime_s\":%.0f,"
+                "\"requests\":{\"allowed\":%llu,\"denied\":%llu},"
+                "\"tls_handshakes\":%llu,\"certificates\":{\"hits\":%llu,\"misses\":%llu,"
+                "\"mints\":%llu,\"entries\":%zu},\"upstream\":{\"connects\":%llu,\"reused\":%llu}}",
+                p->n_started, (unsigned long long)SUM(p, connections_open),
+                (double)(uv_hrtime() - p->started_ns) / 1e9,
+                (unsigned long long)SUM(p, requests_allowed),
+                (unsigned long long)SUM(p, requests_denied),
+                (unsigned long long)SUM(p, tls_handshakes), (unsigned long long)cs.hits,
+                (unsigned long long)cs.misses, (unsigned long long)cs.mints, cs.entries,
+                (unsigned long long)SUM(p, upstream_connects),
+                (unsigned long long)SUM(p, upstream_reused));
+    }
+    if (rc < 0) {
+        sl_http_respond_error(x, 500, "cannot build the status");
+    } else {
+        sl_http_respond(x, 200, "application/json", b.p, b.len);
+    }
+    sl_buf_finish(&b);
+}
+
+static void admin_snapshot(struct proxy *p, struct sl_http_exchange *x,
+                           const struct sl_http_request *req)
+{
+    struct sl_policy_errors errs = { NULL, 0, false };
+    struct sl_snapshot *s = NULL;
+    struct sl_buf b;
+    int rc;
+
+    if (p->snapshot != NULL && sl_snapshot_is_identical(p->snapshot, req->body.p, req->body.n)) {
+        char ok[64];
+        int n = snprintf(ok, sizeof(ok), "{\"version\":%lld}",
+                         (long long)sl_snapshot_version(p->snapshot));
+
+        sl_http_respond(x, 200, "application/json", ok, (size_t)n);
+        return;
+    }
+    rc = sl_snapshot_parse(req->body.p, req->body.n, &s, &errs);
+    if (rc < 0) {
+        sl_buf_init(&b, 8192);
+        if (errs.count > 0) {
+            if (sl_buf_append_str(&b, "{\"error\":") < 0
+                || sl_http_json_append_string(&b, errs.items[0].message,
+                                              strlen(errs.items[0].message))
+                           < 0
+                || sl_buf_append_str(&b, ",\"path\":") < 0
+                || sl_http_json_append_string(&b, errs.items[0].path, strlen(errs.items[0].path))
+                           < 0
+                || sl_buf_append_str(&b, "}") < 0) {
+                sl_buf_reset(&b);
+            }
+        }
+        log_errors("admin socket", &errs);
+        if (b.len > 0) {
+            sl_http_respond(x, rc == SL_ENOMEM ? 503 : 400, "application/json", b.p, b.len);
+        } else {
+            sl_http_respond_error(x, rc == SL_ENOMEM ? 503 : 400, sl_strerror(rc));
+        }
+        sl_buf_finish(&b);
+        sl_policy_errors_finish(&errs);
+        return;
+    }
+    sl_policy_errors_finish(&errs);
+    if (p->snapshot != NULL && sl_snapshot_version(s) <= sl_snapshot_version(p->snapshot)) {
+        char msg[160];
+
+        (void)snprintf(msg, sizeof(msg), "version %lld is not newer than the loaded version %lld",
+                       (long long)sl_snapshot_version(s),
+                       (long long)sl_snapshot_version(p->snapshot));
+        sl_snapshot_unref(s);
+        sl_http_respond_error(x, 409, msg);
+        return;
+    }
+    publish(p, s);
+    {
+        char ok[64];
+        int n = snprintf(ok, sizeof(ok), "{\"version\":%lld}", (long long)sl_snapshot_version(s));
+
+        sl_http_respond(x, 200, "application/json", ok, (size_t)n);
+    }
+}
+
+static void on_admin_request(struct sl_http_exchange *x, const struct sl_http_request *req,
+                             void *arg)
+{
+    struct proxy *p = arg;
+    bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+
+    if (strcmp(req->path, "/v1/snapshot") == 0) {
+        if (strcmp(req->method, "PUT") != 0) {
+            sl_http_respond_error(x, 405, "use PUT with the snapshot as the body");
+            return;
+        }
+        admin_snapshot(p, x, req);
+        return;
+    }
+    if (strcmp(req->path, "/v1/status") == 0) {
+        if (!get) {
+            sl_http_respond_error(x, 405, "use GET");
+            return;
+        }
+        admin_status(p, x);
+        return;
+    }
+    sl_http_respond_error(x, 404, "no such endpoint (try /v1/status or PUT /v1/snapshot)");
+}
+
+/*
+ * Startup and shutdown.
+ */
+
+static int make_leaf_ctx(X509 *cert, EVP_PKEY *key, void *arg, void **out)
+{
+    SSL_CTX *ctx = NULL;
+    char err[256];
+
+    (void)arg;
+    if (sl_tls_server_ctx_new(&ctx, err, sizeof(err)) < 0) {
+        return SL_ECRYPTO;
+    }
+    if (SSL_CTX_use_certificate(ctx, cert) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+        SSL_CTX_free(ctx);
+        return SL_ECRYPTO;
+    }
+    *out = ctx;
+    return 0;
+}
+
+static void free_leaf_ctx(void *ctx, void *arg)
+{
+    (void)arg;
+    SSL_CTX_free(ctx);
+}
+
+static int join_path(char *out, size_t cap, const char *dir, const char *file)
+{
+    int n = snprintf(out, cap, "%s/%s", dir, file);
+
+    return n < 0 || (size_t)n >= cap ? SL_ETOOBIG : 0;
+}
+
+static int setup_tls(struct proxy *p)
+{
+    const struct sl_proxy_config *cfg = p->cfg;
+    struct sl_leaf_cache_config cc = { 0, make_leaf_ctx, free_leaf_ctx, NULL };
+    char cert[4096];
+    char key[4096];
+    char err[ERR_BYTES] = "";
+    int rc;
+
+    if (cfg->ca_cert != NULL || cfg->ca_key != NULL) {
+        if (cfg->ca_cert == NULL || cfg->ca_key == NULL) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"--ca-cert and --ca-key go together\"");
+            return SL_EINVAL;
+        }
+        rc = snprintf(cert, sizeof(cert), "%s", cfg->ca_cert) < 0 ? SL_EINVAL : 0;
+        rc = rc == 0 && snprintf(key, sizeof(key), "%s", cfg->ca_key) < 0 ? SL_EINVAL : rc;
+    } else if (cfg->data_dir != NULL) {
+        rc = join_path(cert, sizeof(cert), cfg->data_dir, SL_CA_CERT_FILE);
+        if (rc == 0) {
+            rc = join_path(key, sizeof(key), cfg->data_dir, SL_CA_KEY_FILE);
+        }
+    } else {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"no CA: give --data DIR (with ca.pem and ca.key, see "
+               "sluice ca init) or --ca-cert FILE --ca-key FILE\"");
+        return SL_EINVAL;
+    }
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"CA path too long\"");
+        return rc;
+    }
+    rc = sl_ca_load(cert, key, &p->ca, err, sizeof(err));
+    if (rc == 0) {
+        rc = sl_minter_create(p->ca, &p->minter, err, sizeof(err));
+    }
+    if (rc == 0) {
+        rc = sl_leaf_cache_create(p->minter, &cc, &p->shared.leaves);
+        if (rc < 0) {
+            (void)snprintf(err, sizeof(err), "cannot create the certificate cache: %s",
+                           sl_strerror(rc));
+        }
+    }
+    if (rc == 0) {
+        rc = sl_tls_server_ctx_new(&p->shared.server_ctx, err, sizeof(err));
+    }
+    if (rc == 0) {
+        rc = sl_tls_client_ctx_new(cfg->upstream_ca, UPSTREAM_SESSIONS, &p->shared.client_ctx, err,
+                                   sizeof(err));
+    }
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err);
+    }
+    return rc;
+}
+
+static int setup_addresses(struct proxy *p, struct sockaddr_storage *addrs, size_t *n_addrs)
+{
+    const struct sl_proxy_config *cfg = p->cfg;
+    char err[ERR_BYTES] = "";
+    int rc = sl_addr_policy_create(&p->shared.addrs);
+
+    for (size_t i = 0; rc == 0 && i < cfg->n_allow_upstream; i++) {
+        rc = sl_addr_policy_add_allow(p->shared.addrs, cfg->allow_upstream[i], err, sizeof(err));
+    }
+    for (size_t i = 0; rc == 0 && i < cfg->n_deny_upstream; i++) {
+        rc = sl_addr_policy_add_deny(p->shared.addrs, cfg->deny_upstream[i], err, sizeof(err));
+    }
+    *n_addrs = 0;
+    for (size_t i = 0; rc == 0 && i < (cfg->n_listen > 0 ? cfg->n_listen : 1); i++) {
+        const char *l = cfg->n_listen > 0 ? cfg->listen[i] : DEFAULT_LISTEN;
+
+        rc = sl__listen_addr_parse(l, &addrs[i], err, sizeof(err));
+        /* The proxy never dials itself (SPEC §4.4): its own listen addresses are denied. */
+        if (rc == 0) {
+            rc = sl_addr_policy_add_deny(p->shared.addrs, l, err, sizeof(err));
+        }
+        if (rc == 0) {
+            (*n_addrs)++;
+        }
+    }
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err[0] != '\0' ? err : sl_strerror(rc));
+    }
+    return rc;
+}
+
+static void on_policy_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev,
+                              const uv_stat_t *curr)
+{
+    struct proxy *p = h->data;
+
+    (void)prev;
+    (void)curr;
+    if (status < 0) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"cannot watch the policy file\" file=%s err=%s",
+               p->cfg->policy_file, uv_strerror(status));
+        return;
+    }
+    (void)load_policy_file(p, false);
+}
+
+static void close_main_handles(struct proxy *p)
+{
+    if (!p->handles_live) {
+        return;
+    }
+    p->handles_live = false;
+    uv_close((uv_handle_t *)&p->sig_hup, NULL);
+    uv_close((uv_handle_t *)&p->sig_term, NULL);
+    uv_close((uv_handle_t *)&p->sig_int, NULL);
+    if (p->policy_polling) {
+        uv_close((uv_handle_t *)&p->policy_poll, NULL);
+    }
+    uv_close((uv_handle_t *)&p->drain_timer, NULL);
+    if (p->admin != NULL) {
+        sl_http_server_close(p->admin, NULL, NULL);
+        p->admin = NULL;
+    }
+}
+
+static void on_drain_tick(uv_timer_t *t)
+{
+    struct proxy *p = t->data;
+    uint64_t open = 0;
+
+    for (unsigned i = 0; i < p->n_started; i++) {
+        open += sl__worker_open_connections(&p->workers[i]);
+    }
+    if (open > 0 && uv_now(&p->loop) - p->drain_started_ms < (uint64_t)p->cfg->drain_s * 1000u) {
+        return;
+    }
+    if (open > 0) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"drain time over; closing connections\" open=%llu",
+               (unsigned long long)open);
+    }
+    (void)uv_timer_stop(t);
+    for (unsigned i = 0; i < p->n_started; i++) {
+        sl__worker_post_stop(&p->workers[i]);
+    }
+    close_main_handles(p);
+}
+
+static void begin_stop(struct proxy *p, const char *why)
+{
+    if (p->stopping) {
+        return;
+    }
+    p->stopping = true;
+    sl_log(SL_LOG_INFO, 0,
+           "msg=\"stopping: no new connections; finishing requests in flight\" "
+           "signal=%s drain_s=%u",
+           why, p->cfg->drain_s);
+    for (unsigned i = 0; i < p->n_started; i++) {
+        sl__worker_post_drain(&p->workers[i]);
+    }
+    if (p->policy_polling) {
+        (void)uv_fs_poll_stop(&p->policy_poll);
+    }
+    p->drain_started_ms = uv_now(&p->loop);
+    (void)uv_timer_start(&p->drain_timer, on_drain_tick, DRAIN_CHECK_MS, DRAIN_CHECK_MS);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct proxy *p = h->data;
+
+    if (signum == SIGHUP) {
+        if (p->cfg->policy_file != NULL) {
+            sl_log(SL_LOG_INFO, 0, "msg=\"SIGHUP: reloading the policy\" file=%s",
+                   p->cfg->policy_file);
+            (void)load_policy_file(p, false);
+        }
+        return;
+    }
+    begin_stop(p, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static int start_main_handles(struct proxy *p)
+{
+    const struct sl_proxy_config *cfg = p->cfg;
+    struct sl_http_server_config ac = { .error_key = "error" };
+    char err[ERR_BYTES] = "";
+    int rc;
+
+    /* These fail only on invalid arguments. */
+    SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_hup) != 0);
+    SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_term) != 0);
+    SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_int) != 0);
+    SL_BUG_ON(uv_timer_init(&p->loop, &p->drain_timer) != 0);
+    p->handles_live = true;
+    p->sig_hup.data = p;
+    p->sig_term.data = p;
+    p->sig_int.data = p;
+    p->drain_timer.data = p;
+    (void)uv_signal_start(&p->sig_hup, on_signal, SIGHUP);
+    (void)uv_signal_start(&p->sig_term, on_signal, SIGTERM);
+    (void)uv_signal_start(&p->sig_int, on_signal, SIGINT);
+    if (cfg->policy_file != NULL) {
+        rc = uv_fs_poll_init(&p->loop, &p->policy_poll);
+        if (rc == 0) {
+            p->policy_poll.data = p;
+            p->policy_polling = true;
+            rc = uv_fs_poll_start(&p->policy_poll, on_policy_changed, cfg->policy_file,
+                                  POLL_POLICY_MS);
+        }
+        if (rc < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"cannot watch the policy file\" file=%s err=%s",
+                   cfg->policy_file, uv_strerror(rc));
+            return rc;
+        }
+    }
+    if (cfg->admin_socket != NULL) {
+        rc = snprintf(p->admin_path, sizeof(p->admin_path), "%s", cfg->admin_socket) < 0 ? SL_EINVAL
+                                                                                         : 0;
+    } else if (cfg->data_dir != NULL) {
+        rc = join_path(p->admin_path, sizeof(p->admin_path), cfg->data_dir, "proxy.sock");
+    } else {
+        return 0;
+    }
+    if (rc == 0) {
+        rc = sl_http_server_create(&p->loop, &ac, on_admin_request, p, &p->admin);
+    }
+    if (rc == 0) {
+        rc = sl_http_server_listen_unix(p->admin, p->admin_path, 0600, err, sizeof(err));
+        if (rc < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"cannot open the admin socket: %s\"", err);
+        }
+    }
+    return rc;
+}
+
+static unsigned worker_count(const struct sl_proxy_config *cfg)
+{
+    unsigned n = cfg->workers;
+
+    if (n == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
+        n = cores > 0 ? (unsigned)cores : 1;
+    }
+    return n > WORKERS_MAX ? WORKERS_MAX : n;
+}
+
+static void teardown(struct proxy *p)
+{
+    for (unsigned i = 0; i < p->n_started; i++) {
+        sl__worker_join(&p->workers[i]);
+    }
+    sl_free(p->workers);
+    sl_snapshot_unref(p->snapshot);
+    sl_audit_close(p->shared.audit);
+    sl_leaf_cache_destroy(p->shared.leaves);
+    sl_minter_destroy(p->minter);
+    sl_ca_destroy(p->ca);
+    SSL_CTX_free(p->shared.server_ctx);
+    SSL_CTX_free(p->shared.client_ctx);
+    sl_addr_policy_destroy(p->shared.addrs);
+    (void)uv_run(&p->loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&p->loop) != 0) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"main loop closed with handles open\"");
+    }
+}
+
+int sl_proxy_run(const struct sl_proxy_config *cfg)
+{
+    struct sockaddr_storage addrs[SL_PROXY_LISTEN_MAX];
+    struct proxy *p;
+    size_t n_addrs = 0;
+    char err[ERR_BYTES] = "";
+    int rc;
+
+    sl_log_set_level(cfg->log_level);
+    p = sl_calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return SL_ENOMEM;
+    }
+    p->cfg = cfg;
+    p->shared.cfg = cfg;
+    p->started_ns = uv_hrtime();
+    rc = uv_loop_init(&p->loop);
+    if (rc < 0) {
+        sl_free(p);
+        return rc;
+    }
+    rc = setup_tls(p);
+    if (rc == 0) {
+        rc = setup_addresses(p, addrs, &n_addrs);
+    }
+    if (rc == 0 && cfg->audit_log != NULL) {
+        rc = sl_audit_open(cfg->audit_log, 0, &p->shared.audit, err, sizeof(err));
+        if (rc < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err);
+        }
+    }
+    if (rc == 0 && cfg->policy_file != NULL) {
+        rc = load_policy_file(p, true);
+    }
+    if (rc == 0) {
+        p->n_workers = worker_count(cfg);
+        p->workers = sl_calloc(p->n_workers, sizeof(*p->workers));
+        rc = p->workers == NULL ? SL_ENOMEM : 0;
+    }
+    for (unsigned i = 0; rc == 0 && i < p->n_workers; i++) {
+        rc = sl__worker_init(&p->workers[i], i, &p->shared, addrs, n_addrs, err, sizeof(err));
+        if (rc < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err);
+            break;
+        }
+        if (p->snapshot != NULL) {
+            p->workers[i].snapshot = sl_snapshot_ref(p->snapshot);
+        }
+        rc = sl__worker_start(&p->workers[i]);
+        if (rc < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"cannot start a worker thread: %s\"", uv_strerror(rc));
+            break;
+        }
+        p->n_started++;
+    }
+    if (rc == 0) {
+        rc = start_main_handles(p);
+    }
+    if (rc < 0) {
+        for (unsigned i = 0; i < p->n_started; i++) {
+            sl__worker_post_stop(&p->workers[i]);
+        }
+        if (!p->stopping) {
+            p->stopping = true;
+            close_main_handles(p);
+        }
+        teardown(p);
+        sl_free(p);
+        return rc;
+    }
+    sl_log(SL_LOG_INFO, 0, "msg=\"proxy started\" listen=%s workers=%u policy=%s admin=%s",
+           cfg->n_listen > 0 ? cfg->listen[0] : DEFAULT_LISTEN, p->n_started,
+           p->snapshot != NULL ? "loaded" : "none (every request gets 503 no-policy)",
+           p->admin != NULL ? p->admin_path : "none");
+    (void)uv_run(&p->loop, UV_RUN_DEFAULT);
+    teardown(p);
+    sl_free(p);
+    sl_log(SL_LOG_INFO, 0, "msg=\"proxy stopped\"");
+    return 0;
+}

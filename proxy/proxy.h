@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proxy/proxy.h - the data plane daemon (`sluice proxy`, SPEC.md §4).
+ *
+ * The main thread loads the CA, the upstream trust and the first policy, starts `workers`
+ * threads (each with its own libuv loop and its own SO_REUSEPORT listener per address), and
+ * then serves the admin socket, SIGHUP reloads and policy-file changes. New snapshots are
+ * handed to every worker; each request is decided against the newest one.
+ *
+ * SIGTERM or SIGINT: the listeners close, requests in flight get `drain_s` seconds to finish,
+ * then everything closes and sl_proxy_run() returns 0.
+ */
+#ifndef SL_PROXY_PROXY_H
+#define SL_PROXY_PROXY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/log.h"
+#include "proxy/resolve.h"
+
+#define SL_PROXY_LISTEN_MAX 16
+#define SL_PROXY_LIST_MAX   256
+
+/* Everything `sluice proxy` is told on its command line. Strings are borrowed (argv). */
+struct sl_proxy_config {
+    /* `--listen ADDR:PORT` (repeatable); default 127.0.0.1:3128. */
+    const char *listen[SL_PROXY_LISTEN_MAX];
+    size_t n_listen;
+    /* Worker threads; 0 means one per core. */
+    unsigned workers;
+    /* CA files (`--ca-cert/--ca-key`, or `--data DIR` with ca.pem/ca.key). */
+    const char *ca_cert;
+    const char *ca_key;
+    const char *data_dir;
+    /* `--policy FILE`, or NULL (then only the admin socket can load one). */
+    const char *policy_file;
+    /* `--admin-socket PATH`, or NULL (default DATA/proxy.sock when --data is given). */
+    const char *admin_socket;
+    /* `--upstream-ca FILE`, or NULL. */
+    const char *upstream_ca;
+    /* `--resolve HOST:PORT:ADDR`, parsed. */
+    struct sl_resolve_pin pins[SL_PROXY_LIST_MAX];
+    size_t n_pins;
+    /* `--allow-upstream CIDR` and `--deny-upstream ADDR[:PORT]`. */
+    const char *allow_upstream[SL_PROXY_LIST_MAX];
+    size_t n_allow_upstream;
+    const char *deny_upstream[SL_PROXY_LIST_MAX];
+    size_t n_deny_upstream;
+    /* `--audit-log FILE|-`, or NULL for none. */
+    const char *audit_log;
+    /* `--max-connections N` (default 10 000), timeouts in seconds (defaults SPEC §4.10). */
+    unsigned max_connections;
+    unsigned header_timeout_s;
+    unsigned idle_timeout_s;
+    unsigned upstream_timeout_s;
+    unsigned tls_handshake_timeout_s;
+    /* Seconds requests in flight get after SIGTERM. */
+    unsigned drain_s;
+    enum sl_log_level log_level;
+};
+
+/* Fills in the defaults of SPEC.md §4.8 and §4.10. */
+void sl_proxy_config_init(struct sl_proxy_config *cfg);
+
+/* Runs the proxy until SIGTERM/SIGINT. Returns 0 after a clean stop, or a negative code when
+ * it could not start (the reason is logged, naming the file or address at fault). */
+SL_MUST_CHECK int sl_proxy_run(const struct sl_proxy_config *cfg);
+
+#endif

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proxy/proxy_int.h - what the files of proxy/ share: the read-only state every worker uses,
+ * the worker itself, and the counters.
+ *
+ * Threading: `struct sl_proxy_shared` is built by the main thread before the workers start
+ * and never changes afterwards (its OpenSSL contexts and the leaf cache are thread-safe).
+ * A `struct sl_worker` belongs to its thread: only that thread touches it, except the mailbox
+ * (`mail_*`, under `mail_lock`) and the counters (atomics, written by the worker, read by the
+ * main thread).
+ */
+#ifndef SL_PROXY_PROXY_INT_H
+#define SL_PROXY_PROXY_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <openssl/ssl.h>
+#include <uv.h>
+
+#include "certs/cache.h"
+#include "policy/decision.h"
+#include "policy/snapshot.h"
+#include "proxy/addr.h"
+#include "proxy/audit.h"
+#include "proxy/proxy.h"
+#include "proxy/resolve.h"
+
+/* Counters of one worker. Written by that worker only (relaxed), read by anyone. */
+struct sl__counters {
+    atomic_uint_fast64_t connections_accepted;
+    atomic_uint_fast64_t connections_open;
+    atomic_uint_fast64_t connections_refused;
+    atomic_uint_fast64_t requests_allowed;
+    atomic_uint_fast64_t requests_denied;
+    /* Refusals by reason (index: enum sl_reason). */
+    atomic_uint_fast64_t denied_by_reason[SL_REASON_OVERLOADED + 1];
+    atomic_uint_fast64_t tls_handshakes;
+    atomic_uint_fast64_t tls_handshake_failures;
+    atomic_uint_fast64_t upstream_connects;
+    atomic_uint_fast64_t upstream_reused;
+    atomic_uint_fast64_t bytes_up;
+    atomic_uint_fast64_t bytes_down;
+};
+
+static inline void sl__count(atomic_uint_fast64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+struct sl__shared {
+    const struct sl_proxy_config *cfg;
+    /* Client-facing TLS (no certificate: engines get one per host) and upstream TLS. */
+    SSL_CTX *server_ctx;
+    SSL_CTX *client_ctx;
+    struct sl_leaf_cache *leaves;
+    struct sl_addr_policy *addrs;
+    /* NULL when no audit log was asked for. */
+    struct sl_audit *audit;
+    /* Connections over all workers, against cfg->max_connections. */
+    atomic_uint connections;
+};
+
+struct sl__conn;
+struct sl_upstream;
+
+struct sl__worker {
+    uv_loop_t loop;
+    uv_thread_t thread;
+    unsigned index;
+    struct sl__shared *shared;
+    /* One listener per --listen address. */
+    uv_tcp_t listeners[SL_PROXY_LISTEN_MAX];
+    size_t n_listeners;
+    /* Wakes the loop for mail. */
+    uv_async_t wake;
+    /* The newest snapshot this worker has (a reference), or NULL before the first. */
+    struct sl_snapshot *snapshot;
+    struct sl_resolver *resolver;
+    /* Open client connections, for draining at shutdown. */
+    struct sl__conn *conns;
+    size_t n_conns;
+    /* Idle upstream connections, newest first, and their number. */
+    struct sl_upstream *idle;
+    size_t n_idle;
+    /* Draining: listeners closed, connections finish their request and close. */
+    bool draining;
+    struct sl__counters counters;
+    /* Mailbox from the main thread, under mail_lock: a newer snapshot (a reference), and a
+     * request to drain or to stop. */
+    pthread_mutex_t mail_lock;
+    struct sl_snapshot *mail_snapshot;
+    bool mail_drain;
+    bool mail_stop;
+};
+
+/* Client connections (conn.c). */
+void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener);
+/* Asks every connection of `w` to finish its current request and close. */
+void sl__conn_drain_all(struct sl__worker *w);
+/* Closes every connection of `w` now. */
+void sl__conn_close_all(struct sl__worker *w);
+
+#endif

@@ -1,0 +1,529 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proxy/stream.h"
+
+#include <string.h>
+
+#include "base/mem.h"
+
+/* Output blocks may exceed SL_STREAM_OUT_HIGH by one head or one TLS record's worth. */
+#define OUT_MAX (2 * SL_STREAM_OUT_HIGH + 4096)
+
+static void update_reading(struct sl_stream *s);
+static void flush(struct sl_stream *s);
+
+static void notify(struct sl_stream *s)
+{
+    if (!s->_closing && s->_on_event != NULL) {
+        s->_on_event(s, s->_arg);
+    }
+}
+
+static void fail(struct sl_stream *s, int rc)
+{
+    if (s->_error == 0) {
+        s->_error = rc;
+    }
+}
+
+int sl_stream_init(uv_loop_t *loop, struct sl_stream *s, sl_stream_event_fn *on_event, void *arg)
+{
+    int rc;
+
+    memset(s, 0, sizeof(*s));
+    s->_raw = sl_malloc(SL_STREAM_RAW_BYTES);
+    if (s->_raw == NULL) {
+        return SL_ENOMEM;
+    }
+    rc = uv_tcp_init(loop, &s->_tcp);
+    if (rc < 0) {
+        sl_free(s->_raw);
+        s->_raw = NULL;
+        return rc;
+    }
+    s->_tcp.data = s;
+    s->_on_event = on_event;
+    s->_arg = arg;
+    sl_buf_init(&s->_out, OUT_MAX);
+    sl_buf_init(&s->_flight, OUT_MAX);
+    return 0;
+}
+
+uv_tcp_t *sl_stream_tcp(struct sl_stream *s)
+{
+    return &s->_tcp;
+}
+
+int sl_stream_start(struct sl_stream *s)
+{
+    /* Heads and small responses go out at once; libuv already coalesces what we queue. */
+    int rc = uv_tcp_nodelay(&s->_tcp, 1);
+
+    if (rc < 0) {
+        return rc;
+    }
+    update_reading(s);
+    return s->_error;
+}
+
+int sl_stream_set_tls(struct sl_stream *s, struct sl_tls *tls)
+{
+    s->_plain = sl_malloc(SL_STREAM_PLAIN_BYTES);
+    if (s->_plain == NULL) {
+        sl_tls_destroy(tls);
+        return SL_ENOMEM;
+    }
+    s->_tls = tls;
+    s->_plain_off = 0;
+    s->_plain_len = 0;
+    return 0;
+}
+
+struct sl_tls *sl_stream_tls(struct sl_stream *s)
+{
+    return s->_tls;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    struct sl_stream *s = h->data;
+
+    (void)suggested;
+    if (s->_raw_off > 0) {
+        memmove(s->_raw, s->_raw + s->_raw_off, s->_raw_len - s->_raw_off);
+        s->_raw_len -= s->_raw_off;
+        s->_raw_off = 0;
+    }
+    buf->base = (char *)s->_raw + s->_raw_len;
+    buf->len = SL_STREAM_RAW_BYTES - s->_raw_len;
+}
+
+static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf)
+{
+    struct sl_stream *s = h->data;
+
+    (void)buf;
+    if (nread > 0) {
+        s->_raw_len += (size_t)nread;
+        s->bytes_in += (uint64_t)nread;
+    } else if (nread == UV_EOF) {
+        s->_eof = true;
+    } else if (nread == UV_ENOBUFS) {
+        /* The buffer is full: reading pauses until the owner consumes. */
+    } else if (nread < 0) {
+        fail(s, (int)nread);
+    } else {
+        return;
+    }
+    update_reading(s);
+    notify(s);
+}
+
+static bool raw_has_room(const struct sl_stream *s)
+{
+    return s->_raw_len < SL_STREAM_RAW_BYTES || s->_raw_off > 0;
+}
+
+static void update_reading(struct sl_stream *s)
+{
+    bool should = s->_want_read && !s->_eof && s->_error == 0 && !s->_closing && raw_has_room(s);
+
+    if (should && !s->_reading) {
+        int rc = uv_read_start((uv_stream_t *)&s->_tcp, on_alloc, on_read);
+
+        if (rc < 0) {
+            fail(s, rc);
+            return;
+        }
+        s->_reading = true;
+    } else if (!should && s->_reading) {
+        (void)uv_read_stop((uv_stream_t *)&s->_tcp);
+        s->_reading = false;
+    }
+}
+
+void sl_stream_want_read(struct sl_stream *s, bool want)
+{
+    s->_want_read = want;
+    update_reading(s);
+}
+
+/* Moves the engine's pending ciphertext into the output block. */
+static void move_tls_out(struct sl_stream *s)
+{
+    while (s->_out.len < SL_STREAM_OUT_HIGH) {
+        struct sl_slice run = sl_tls_out_peek(s->_tls);
+        int rc;
+
+        if (run.n == 0) {
+            return;
+        }
+        rc = sl_buf_append(&s->_out, run.p, run.n);
+        if (rc < 0) {
+            fail(s, rc);
+            return;
+        }
+        sl_tls_out_ack(s->_tls, run.n);
+    }
+}
+
+/* Feeds the engine the ciphertext that arrived. */
+static void feed_tls(struct sl_stream *s)
+{
+    while (s->_raw_off < s->_raw_len) {
+        int n = sl_tls_feed(s->_tls, s->_raw + s->_raw_off, s->_raw_len - s->_raw_off);
+
+        if (n < 0) {
+            fail(s, n);
+            return;
+        }
+        if (n == 0) {
+            break;
+        }
+        s->_raw_off += (size_t)n;
+    }
+    if (s->_raw_off == s->_raw_len) {
+        s->_raw_off = 0;
+        s->_raw_len = 0;
+        if (s->_eof) {
+            sl_tls_feed_eof(s->_tls);
+        }
+    }
+}
+
+int sl_stream_handshake(struct sl_stream *s)
+{
+    int rc = SL_TLS_HS_WANT_IO;
+
+    if (s->_error != 0) {
+        return s->_error;
+    }
+    /* The input ring may not take everything that arrived at once; feed, step, repeat while
+     * feeding still gets somewhere (bounded: a ring's worth per round). */
+    for (int round = 0; round < 16; round++) {
+        size_t before = s->_raw_len - s->_raw_off;
+
+        feed_tls(s);
+        rc = sl_tls_handshake(s->_tls);
+        move_tls_out(s);
+        flush(s);
+        if (rc != SL_TLS_HS_WANT_IO || s->_raw_off == s->_raw_len
+            || s->_raw_len - s->_raw_off == before) {
+            break;
+        }
+    }
+    if (rc < 0) {
+        fail(s, rc);
+    }
+    update_reading(s);
+    return rc;
+}
+
+struct sl_slice sl_stream_peek(struct sl_stream *s)
+{
+    if (s->_closing) {
+        return sl_slice_of(NULL, 0);
+    }
+    if (s->_tls == NULL) {
+        return sl_slice_of(s->_raw + s->_raw_off, s->_raw_len - s->_raw_off);
+    }
+    if (s->_plain_off < s->_plain_len) {
+        return sl_slice_of(s->_plain + s->_plain_off, s->_plain_len - s->_plain_off);
+    }
+    if (!sl_tls_is_handshake_done(s->_tls)) {
+        /* Until the handshake is done there is no plaintext (sl_stream_handshake()). */
+        return sl_slice_of(NULL, 0);
+    }
+    s->_plain_off = 0;
+    s->_plain_len = 0;
+    while (s->_in_status == 0 && s->_error == 0) {
+        size_t unfed;
+        int n;
+
+        feed_tls(s);
+        unfed = s->_raw_len - s->_raw_off;
+        n = sl_tls_read(s->_tls, s->_plain, SL_STREAM_PLAIN_BYTES);
+        if (n > 0) {
+            s->_plain_len = (size_t)n;
+            break;
+        }
+        if (n < 0) {
+            s->_in_status = n;
+            if (n != UV_EOF) {
+                fail(s, n);
+            }
+            break;
+        }
+        /* Nothing decrypted: go on only if the ring took more ciphertext just now. */
+        if (unfed == 0 || unfed == s->_raw_len - s->_raw_off) {
+            break;
+        }
+    }
+    /* Reading may have produced output (alerts, KeyUpdate replies). */
+    move_tls_out(s);
+    flush(s);
+    update_reading(s);
+    return sl_slice_of(s->_plain + s->_plain_off, s->_plain_len - s->_plain_off);
+}
+
+void sl_stream_consume(struct sl_stream *s, size_t n)
+{
+    if (s->_tls != NULL) {
+        s->_plain_off += n;
+        SL_BUG_ON(s->_plain_off > s->_plain_len);
+    } else {
+        s->_raw_off += n;
+        SL_BUG_ON(s->_raw_off > s->_raw_len);
+        if (s->_raw_off == s->_raw_len) {
+            s->_raw_off = 0;
+            s->_raw_len = 0;
+        }
+    }
+    update_reading(s);
+}
+
+int sl_stream_in_status(struct sl_stream *s)
+{
+    if (s->_tls == NULL) {
+        if (s->_raw_off < s->_raw_len) {
+            return 0;
+        }
+        if (s->_error != 0) {
+            return s->_error;
+        }
+        return s->_eof ? UV_EOF : 0;
+    }
+    if (!sl_tls_is_handshake_done(s->_tls)) {
+        if (s->_error != 0) {
+            return s->_error;
+        }
+        return s->_eof && s->_raw_off == s->_raw_len ? UV_EOF : 0;
+    }
+    if (sl_stream_peek(s).n > 0) {
+        return 0;
+    }
+    if (s->_in_status != 0) {
+        return s->_in_status;
+    }
+    return s->_error;
+}
+
+static void on_shutdown(uv_shutdown_t *req, int status)
+{
+    struct sl_stream *s = req->data;
+
+    if (status < 0 && status != UV_ECANCELED) {
+        fail(s, status);
+    }
+    notify(s);
+}
+
+static void maybe_shutdown(struct sl_stream *s)
+{
+    int rc;
+
+    if (!s->_shut || s->_closing || !sl_stream_is_flushed(s) || s->_sreq.handle != NULL) {
+        return;
+    }
+    s->_sreq.data = s;
+    rc = uv_shutdown(&s->_sreq, (uv_stream_t *)&s->_tcp, on_shutdown);
+    if (rc < 0) {
+        fail(s, rc);
+    }
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    struct sl_stream *s = req->data;
+
+    s->_writing = false;
+    if (status < 0) {
+        if (status != UV_ECANCELED) {
+            fail(s, status);
+            notify(s);
+        }
+        return;
+    }
+    s->bytes_out += s->_flight.len;
+    sl_buf_reset(&s->_flight);
+    if (s->_tls != NULL) {
+        move_tls_out(s);
+    }
+    flush(s);
+    maybe_shutdown(s);
+    notify(s);
+}
+
+static void flush(struct sl_stream *s)
+{
+    struct sl_buf tmp;
+    uv_buf_t b;
+    int rc;
+
+    if (s->_writing || s->_out.len == 0 || s->_closing || s->_error != 0) {
+        return;
+    }
+    tmp = s->_flight;
+    s->_flight = s->_out;
+    s->_out = tmp;
+    b = uv_buf_init((char *)s->_flight.p, (unsigned int)s->_flight.len);
+    s->_wreq.data = s;
+    rc = uv_write(&s->_wreq, (uv_stream_t *)&s->_tcp, &b, 1, on_write);
+    if (rc < 0) {
+        fail(s, rc);
+        return;
+    }
+    s->_writing = true;
+}
+
+bool sl_stream_has_room(const struct sl_stream *s, size_t n)
+{
+    if (s->_error != 0 || s->_closing || s->_shut) {
+        return false;
+    }
+    /* An empty block takes anything up to its maximum (a whole head at once). */
+    if (s->_out.len == 0) {
+        return n <= SL_STREAM_OUT_HIGH + 4096;
+    }
+    return s->_out.len + n <= SL_STREAM_OUT_HIGH;
+}
+
+int sl_stream_write(struct sl_stream *s, const void *p, size_t n)
+{
+    size_t take;
+    int rc;
+
+    if (s->_error != 0) {
+        return s->_error;
+    }
+    if (s->_closing || s->_shut) {
+        return SL_EINVAL;
+    }
+    if (n == 0 || s->_out.len >= SL_STREAM_OUT_HIGH) {
+        return 0;
+    }
+    if (s->_tls == NULL) {
+        take = SL_STREAM_OUT_HIGH - s->_out.len;
+        if (take > n) {
+            take = n;
+        }
+        rc = sl_buf_append(&s->_out, p, take);
+        if (rc < 0) {
+            fail(s, rc);
+            return rc;
+        }
+        flush(s);
+        return (int)take;
+    }
+    rc = sl_tls_write(s->_tls, p, n > SL_TLS_WRITE_MAX ? SL_TLS_WRITE_MAX : n);
+    if (rc < 0) {
+        fail(s, rc);
+        return rc;
+    }
+    move_tls_out(s);
+    flush(s);
+    return rc;
+}
+
+int sl_stream_write_all(struct sl_stream *s, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    size_t done = 0;
+
+    if (s->_error != 0) {
+        return s->_error;
+    }
+    if (!sl_stream_has_room(s, n)) {
+        return SL_EAGAIN;
+    }
+    if (s->_tls == NULL) {
+        int rc = sl_buf_append(&s->_out, p, n);
+
+        if (rc < 0) {
+            fail(s, rc);
+            return rc;
+        }
+        flush(s);
+        return 0;
+    }
+    while (done < n) {
+        size_t chunk = n - done > SL_TLS_WRITE_MAX ? SL_TLS_WRITE_MAX : n - done;
+        int rc = sl_tls_write(s->_tls, b + done, chunk);
+
+        if (rc < 0) {
+            fail(s, rc);
+            return rc;
+        }
+        /* The output block has room (checked above), so the engine's is drained each round. */
+        move_tls_out(s);
+        if (rc == 0) {
+            fail(s, SL_ETOOBIG);
+            return SL_ETOOBIG;
+        }
+        done += (size_t)rc;
+    }
+    flush(s);
+    return 0;
+}
+
+bool sl_stream_is_flushed(const struct sl_stream *s)
+{
+    return !s->_writing && s->_out.len == 0
+           && (s->_tls == NULL || sl_tls_out_pending(s->_tls) == 0);
+}
+
+void sl_stream_end(struct sl_stream *s)
+{
+    if (s->_shut || s->_closing) {
+        return;
+    }
+    if (s->_tls != NULL && sl_tls_is_handshake_done(s->_tls) && s->_error == 0) {
+        /* close_notify lets the peer tell a complete close-delimited body from a cut one. */
+        if (sl_tls_shutdown(s->_tls) > 0) {
+            move_tls_out(s);
+            flush(s);
+        }
+    }
+    s->_shut = true;
+    maybe_shutdown(s);
+}
+
+bool sl_stream_peer_closed(const struct sl_stream *s)
+{
+    return s->_eof || s->_error != 0;
+}
+
+int sl_stream_error(const struct sl_stream *s)
+{
+    return s->_error;
+}
+
+static void on_close(uv_handle_t *h)
+{
+    struct sl_stream *s = h->data;
+
+    sl_free(s->_raw);
+    sl_free(s->_plain);
+    s->_raw = NULL;
+    s->_plain = NULL;
+    sl_buf_finish(&s->_out);
+    sl_buf_finish(&s->_flight);
+    sl_tls_destroy(s->_tls);
+    s->_tls = NULL;
+    if (s->_on_closed != NULL) {
+        s->_on_closed(s, s->_arg);
+    }
+}
+
+void sl_stream_close(struct sl_stream *s, sl_stream_closed_fn *on_closed)
+{
+    if (s->_closing) {
+        return;
+    }
+    s->_closing = true;
+    s->_on_closed = on_closed;
+    if (s->_reading) {
+        (void)uv_read_stop((uv_stream_t *)&s->_tcp);
+        s->_reading = false;
+    }
+    uv_close((uv_handle_t *)&s->_tcp, on_close);
+}

@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proxy/upstream.h"
+
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "proxy/addr.h"
+#include "proxy/proxy_int.h"
+#include "proxy/resolve.h"
+
+/* Idle connections one worker keeps, and for how long at most. */
+#define IDLE_MAX      128
+#define IDLE_LIMIT_MS 30000u
+/* Ciphertext an upstream engine may hold before writes wait. */
+#define TLS_OUT_CAP (64u * 1024u)
+
+enum phase {
+    PHASE_RESOLVE = 0,
+    PHASE_CONNECT,
+    PHASE_HANDSHAKE,
+    PHASE_DONE,
+};
+
+struct sl_upstream {
+    struct sl_stream stream;
+    /* Dial timeout while dialing, idle timeout while pooled. */
+    uv_timer_t timer;
+    struct sl__worker *w;
+    enum sl_upstream_state state;
+    enum phase phase;
+    struct sl_host host;
+    uint16_t port;
+    bool tls;
+    /* The owner's callback; NULL while pooled. */
+    sl_upstream_event_fn *fn;
+    void *arg;
+    struct sl_resolve_req *rreq;
+    struct sl_addrs addrs;
+    /* Next address to try. */
+    size_t next;
+    uv_connect_t creq;
+    /* The last connect error and the last refused address class, for the failure detail. */
+    int connect_error;
+    enum sl_addr_verdict refused;
+    enum sl_reason reason;
+    const char *detail;
+    char detail_buf[512];
+    bool reused;
+    bool idle;
+    struct sl_upstream *idle_next;
+    struct sl_upstream *idle_prev;
+    /* The stream is initialised (its handle must be closed). */
+    bool stream_live;
+    /* Inside sl_upstream_open(): no callbacks. */
+    bool opening;
+    bool closing;
+    int pending_closes;
+};
+
+static void try_next(struct sl_upstream *u);
+
+static void notify(struct sl_upstream *u)
+{
+    if (u->fn != NULL && !u->opening && !u->closing) {
+        u->fn(u, u->arg);
+    }
+}
+
+static void fail(struct sl_upstream *u, enum sl_reason reason, const char *detail)
+{
+    if (u->state == SL_UPSTREAM_FAILED) {
+        return;
+    }
+    u->state = SL_UPSTREAM_FAILED;
+    u->reason = reason;
+    u->detail = detail;
+    (void)uv_timer_stop(&u->timer);
+    if (u->rreq != NULL) {
+        sl_resolve_cancel(u->rreq);
+        u->rreq = NULL;
+    }
+    notify(u);
+}
+
+static void ready(struct sl_upstream *u)
+{
+    u->phase = PHASE_DONE;
+    u->state = SL_UPSTREAM_READY;
+    (void)uv_timer_stop(&u->timer);
+    notify(u);
+}
+
+static void pool_remove(struct sl_upstream *u)
+{
+    struct sl__worker *w = u->w;
+
+    if (!u->idle) {
+        return;
+    }
+    if (u->idle_prev != NULL) {
+        u->idle_prev->idle_next = u->idle_next;
+    } else {
+        w->idle = u->idle_next;
+    }
+    if (u->idle_next != NULL) {
+        u->idle_next->idle_prev = u->idle_prev;
+    }
+    u->idle_next = NULL;
+    u->idle_prev = NULL;
+    u->idle = false;
+    w->n_idle--;
+}
+
+static void on_handle_closed(struct sl_upstream *u)
+{
+    if (--u->pending_closes == 0) {
+        sl_free(u);
+    }
+}
+
+static void on_timer_closed(uv_handle_t *h)
+{
+    on_handle_closed(h->data);
+}
+
+static void on_stream_closed(struct sl_stream *s, void *arg)
+{
+    struct sl_upstream *u = arg;
+
+    (void)s;
+    u->stream_live = false;
+    if (u->closing) {
+        on_handle_closed(u);
+        return;
+    }
+    /* A failed connect attempt was closed: try the next address on a fresh handle. */
+    u->pending_closes--;
+    try_next(u);
+}
+
+void sl_upstream_close(struct sl_upstream *u)
+{
+    if (u == NULL || u->closing) {
+        return;
+    }
+    u->closing = true;
+    pool_remove(u);
+    if (u->rreq != NULL) {
+        sl_resolve_cancel(u->rreq);
+        u->rreq = NULL;
+    }
+    (void)uv_timer_stop(&u->timer);
+    uv_close((uv_handle_t *)&u->timer, on_timer_closed);
+    if (u->stream_live) {
+        sl_stream_close(&u->stream, on_stream_closed);
+    } else if (u->pending_closes == 2) {
+        /* Only the timer was open (the stream's slot was counted for it). */
+        u->pending_closes--;
+    }
+}
+
+static void on_stream_event(struct sl_stream *s, void *arg)
+{
+    struct sl_upstream *u = arg;
+    int rc;
+
+    (void)s;
+    if (u->closing) {
+        return;
+    }
+    if (u->idle) {
+        /* An idle upstream has nothing to say: a close, an error or unasked bytes end it. */
+        if (sl_stream_peek(&u->stream).n > 0 || sl_stream_in_status(&u->stream) != 0
+            || sl_stream_error(&u->stream) != 0) {
+            sl_upstream_close(u);
+        }
+        return;
+    }
+    if (u->phase != PHASE_HANDSHAKE) {
+        notify(u);
+        return;
+    }
+    rc = sl_stream_handshake(&u->stream);
+    if (rc == SL_TLS_HS_DONE) {
+        sl__count(&u->w->counters.upstream_connects, 1);
+        ready(u);
+    } else if (rc < 0) {
+        struct sl_tls *t = sl_stream_tls(&u->stream);
+        const char *verify = t != NULL ? sl_tls_verify_error(t) : NULL;
+        const char *why = t != NULL ? sl_tls_error_text(t) : "";
+
+        if (verify != NULL && strcmp(verify, "ok") != 0) {
+            (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "certificate verify failed: %s",
+                           verify);
+        } else if (rc == UV_ECONNRESET || rc == UV_EOF) {
+            (void)snprintf(u->detail_buf, sizeof(u->detail_buf),
+                           "the upstream closed the connection during the TLS handshake");
+        } else {
+            (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "TLS handshake failed: %s",
+                           why[0] != '\0' ? why : sl_strerror(rc));
+        }
+        fail(u, SL_REASON_UPSTREAM_TLS, u->detail_buf);
+    }
+}
+
+static void on_connect(uv_connect_t *req, int status)
+{
+    struct sl_upstream *u = req->data;
+    const struct sl__shared *sh = u->w->shared;
+    struct sl_tls *t = NULL;
+    char name[SL_HOST_NAME_MAX + 1];
+    int rc;
+
+    if (u->closing || u->state == SL_UPSTREAM_FAILED) {
+        return;
+    }
+    if (status < 0) {
+        u->connect_error = status;
+        u->next++;
+        /* The handle of a failed connect cannot be reused: close it, then try the next. */
+        u->pending_closes++;
+        sl_stream_close(&u->stream, on_stream_closed);
+        return;
+    }
+    rc = sl_stream_start(&u->stream);
+    if (rc < 0) {
+        u->connect_error = rc;
+        fail(u, SL_REASON_UPSTREAM_UNREACHABLE, uv_strerror(rc));
+        return;
+    }
+    if (!u->tls) {
+        sl__count(&u->w->counters.upstream_connects, 1);
+        ready(u);
+        return;
+    }
+    /* Certificates name IPv6 addresses without brackets. */
+    if (u->host.kind == SL_HOST_IPV6) {
+        memcpy(name, u->host.name + 1, u->host.len - 2);
+        name[u->host.len - 2] = '\0';
+    } else {
+        memcpy(name, u->host.name, u->host.len + 1);
+    }
+    rc = sl_tls_create_client(sh->client_ctx, name, u->host.kind != SL_HOST_DNS, u->port,
+                              TLS_OUT_CAP, &t);
+    if (rc == 0) {
+        rc = sl_stream_set_tls(&u->stream, t);
+    }
+    if (rc < 0) {
+        fail(u, SL_REASON_UPSTREAM_TLS, "cannot start TLS");
+        return;
+    }
+    u->phase = PHASE_HANDSHAKE;
+    sl_stream_want_read(&u->stream, true);
+    on_stream_event(&u->stream, u);
+}
+
+/* Connects to the next allowed address, or fails when none is left. */
+static void try_next(struct sl_upstream *u)
+{
+    const struct sl__shared *sh = u->w->shared;
+    int rc;
+
+    if (u->closing || u->state == SL_UPSTREAM_FAILED) {
+        return;
+    }
+    u->phase = PHASE_CONNECT;
+    while (u->next < u->addrs.n) {
+        const struct sockaddr *sa = (const struct sockaddr *)&u->addrs.a[u->next];
+        enum sl_addr_verdict v = sl_addr_check(sh->addrs, sa);
+
+        if (v != SL_ADDR_ALLOWED) {
+            u->refused = v;
+            u->next++;
+            continue;
+        }
+        rc = sl_stream_init(&u->w->loop, &u->stream, on_stream_event, u);
+        if (rc < 0) {
+            fail(u, SL_REASON_UPSTREAM_UNREACHABLE, sl_strerror(rc));
+            return;
+        }
+        u->stream_live = true;
+        u->creq.data = u;
+        rc = uv_tcp_connect(&u->creq, sl_stream_tcp(&u->stream), sa, on_connect);
+        if (rc == 0) {
+            return;
+        }
+        u->connect_error = rc;
+        u->next++;
+        u->pending_closes++;
+        sl_stream_close(&u->stream, on_stream_closed);
+        return;
+    }
+    if (u->connect_error != 0) {
+        (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "connect failed: %s",
+                       uv_strerror(u->connect_error));
+        fail(u, SL_REASON_UPSTREAM_UNREACHABLE, u->detail_buf);
+    } else if (u->refused != SL_ADDR_ALLOWED) {
+        (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "the address is %s",
+                       sl_addr_verdict_name(u->refused));
+        fail(u, SL_REASON_PRIVATE_ADDRESS, u->detail_buf);
+    } else {
+        fail(u, SL_REASON_DNS, "no address");
+    }
+}
+
+static void on_resolved(void *arg, int status, const struct sl_addrs *addrs)
+{
+    struct sl_upstream *u = arg;
+
+    u->rreq = NULL;
+    if (status < 0) {
+        (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "cannot resolve %s: %s", u->host.name,
+                       sl_strerror(status));
+        fail(u, SL_REASON_DNS, u->detail_buf);
+        return;
+    }
+    u->addrs = *addrs;
+    try_next(u);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    struct sl_upstream *u = t->data;
+
+    if (u->idle) {
+        sl_upstream_close(u);
+        return;
+    }
+    fail(u, SL_REASON_UPSTREAM_TIMEOUT, "the upstream did not answer in time");
+}
+
+/* An idle connection to the same place, taken out of the pool; NULL when there is none. */
+static struct sl_upstream *pool_take(struct sl__worker *w, const struct sl_host *host,
+                                     uint16_t port, bool tls)
+{
+    for (struct sl_upstream *u = w->idle; u != NULL; u = u->idle_next) {
+        if (u->port == port && u->tls == tls && u->host.len == host->len
+            && memcmp(u->host.name, host->name, host->len) == 0) {
+            pool_remove(u);
+            (void)uv_timer_stop(&u->timer);
+            return u;
+        }
+    }
+    return NULL;
+}
+
+static void set_literal(struct sl_upstream *u)
+{
+    struct sockaddr_storage *ss = &u->addrs.a[0];
+
+    memset(ss, 0, sizeof(*ss));
+    if (u->host.kind == SL_HOST_IPV4) {
+        struct sockaddr_in *in = (struct sockaddr_in *)(void *)ss;
+
+        in->sin_family = AF_INET;
+        in->sin_port = htons(u->port);
+        memcpy(&in->sin_addr, u->host.addr, 4);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)ss;
+
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(u->port);
+        memcpy(&in6->sin6_addr, u->host.addr, 16);
+    }
+    u->addrs.n = 1;
+}
+
+int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
+                     sl_upstream_event_fn *fn, void *arg, struct sl_upstream **out)
+{
+    struct sl_upstream *u = pool_take(w, host, port, tls);
+    int rc;
+
+    if (u != NULL) {
+        u->fn = fn;
+        u->arg = arg;
+        u->reused = true;
+        sl__count(&w->counters.upstream_reused, 1);
+        *out = u;
+        return 0;
+    }
+    u = sl_calloc(1, sizeof(*u));
+    if (u == NULL) {
+        return SL_ENOMEM;
+    }
+    u->w = w;
+    u->host = *host;
+    u->port = port;
+    u->tls = tls;
+    u->fn = fn;
+    u->arg = arg;
+    u->refused = SL_ADDR_ALLOWED;
+    rc = uv_timer_init(&w->loop, &u->timer);
+    if (rc < 0) {
+        sl_free(u);
+        return rc;
+    }
+    u->timer.data = u;
+    /* One slot for the timer, one for the stream (released if it never opens). */
+    u->pending_closes = 2;
+    u->opening = true;
+    (void)uv_timer_start(&u->timer, on_timer, (uint64_t)w->shared->cfg->upstream_timeout_s * 1000u,
+                         0);
+    if (host->kind != SL_HOST_DNS) {
+        set_literal(u);
+        try_next(u);
+    } else {
+        rc = sl_resolver_lookup(w->resolver, host->name, port, &u->addrs, on_resolved, u, &u->rreq);
+        if (rc == 1) {
+            try_next(u);
+        } else if (rc < 0) {
+            (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "cannot resolve %s: %s",
+                           host->name, sl_strerror(rc));
+            fail(u, SL_REASON_DNS, u->detail_buf);
+        }
+    }
+    u->opening = false;
+    *out = u;
+    return 0;
+}
+
+enum sl_upstream_state sl_upstream_state(const struct sl_upstream *u)
+{
+    return u->state;
+}
+
+enum sl_reason sl_upstream_failure(const struct sl_upstream *u, const char **detail)
+{
+    *detail = u->detail != NULL ? u->detail : "";
+    return u->reason;
+}
+
+bool sl_upstream_is_reused(const struct sl_upstream *u)
+{
+    return u->reused;
+}
+
+struct sl_stream *sl_upstream_stream(struct sl_upstream *u)
+{
+    return &u->stream;
+}
+
+void sl_upstream_release(struct sl_upstream *u, bool reusable)
+{
+    struct sl__worker *w;
+    uint64_t idle_ms;
+
+    if (u == NULL) {
+        return;
+    }
+    w = u->w;
+    if (!reusable || u->state != SL_UPSTREAM_READY || w->draining || w->n_idle >= IDLE_MAX
+        || !sl_stream_is_flushed(&u->stream) || sl_stream_peek(&u->stream).n > 0
+        || sl_stream_in_status(&u->stream) != 0) {
+        sl_upstream_close(u);
+        return;
+    }
+    u->fn = NULL;
+    u->arg = NULL;
+    u->idle = true;
+    u->idle_prev = NULL;
+    u->idle_next = w->idle;
+    if (w->idle != NULL) {
+        w->idle->idle_prev = u;
+    }
+    w->idle = u;
+    w->n_idle++;
+    sl_stream_want_read(&u->stream, true);
+    idle_ms = (uint64_t)w->shared->cfg->idle_timeout_s * 1000u;
+    if (idle_ms > IDLE_LIMIT_MS) {
+        idle_ms = IDLE_LIMIT_MS;
+    }
+    (void)uv_timer_start(&u->timer, on_timer, idle_ms, 0);
+}
+
+void sl_upstream_pool_close(struct sl__worker *w)
+{
+    while (w->idle != NULL) {
+        sl_upstream_close(w->idle);
+    }
+}

@@ -1,0 +1,261 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* SO_REUSEPORT is a Linux/BSD extension that _POSIX_C_SOURCE alone hides. */
+#define _DEFAULT_SOURCE 1
+
+#include "proxy/worker.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/log.h"
+#include "policy/host.h"
+#include "proxy/upstream.h"
+
+#define BACKLOG 1024
+
+int sl__listen_addr_parse(const char *s, struct sockaddr_storage *out, char *err, size_t errlen)
+{
+    struct sl_host host;
+    uint16_t port = 0;
+    const char *why = NULL;
+
+    memset(out, 0, sizeof(*out));
+    if (sl_host_parse_authority(sl_slice_str(s), 0, &host, &port, &why) < 0 || port == 0
+        || host.kind == SL_HOST_DNS) {
+        (void)snprintf(err, errlen, "--listen %s: expected IPv4:PORT or [IPv6]:PORT%s%s", s,
+                       why != NULL ? ": " : "", why != NULL ? why : "");
+        return SL_EINVAL;
+    }
+    if (host.kind == SL_HOST_IPV4) {
+        struct sockaddr_in *in = (struct sockaddr_in *)(void *)out;
+
+        in->sin_family = AF_INET;
+        in->sin_port = htons(port);
+        memcpy(&in->sin_addr, host.addr, 4);
+    } else {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)(void *)out;
+
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons(port);
+        memcpy(&in6->sin6_addr, host.addr, 16);
+    }
+    return 0;
+}
+
+/* A listening socket of our own: libuv 1.44 cannot set SO_REUSEPORT itself. */
+static int open_listener(const struct sockaddr_storage *ss, char *err, size_t errlen)
+{
+    int one = 1;
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    socklen_t len =
+            ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+    char text[INET6_ADDRSTRLEN] = "";
+    int e;
+
+    if (fd == -1) {
+        e = errno;
+        (void)snprintf(err, errlen, "cannot create a socket: %s", strerror(e));
+        return -e;
+    }
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == -1
+        || setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) == -1
+        || (ss->ss_family == AF_INET6
+            && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one)) == -1)
+        || bind(fd, (const struct sockaddr *)ss, len) == -1 || listen(fd, BACKLOG) == -1) {
+        e = errno;
+        if (ss->ss_family == AF_INET) {
+            (void)inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)ss)->sin_addr,
+                            text, sizeof(text));
+        } else {
+            (void)inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr,
+                            text, sizeof(text));
+        }
+        (void)snprintf(err, errlen, "cannot listen on %s port %u: %s", text,
+                       (unsigned)ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port),
+                       strerror(e));
+        close(fd);
+        return -e;
+    }
+    return fd;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct sl__worker *w = server->data;
+
+    if (status < 0) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"accept failed\" err=%s", uv_strerror(status));
+        return;
+    }
+    sl__conn_accept(w, server);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void close_listeners(struct sl__worker *w)
+{
+    for (size_t i = 0; i < w->n_listeners; i++) {
+        if (!uv_is_closing((uv_handle_t *)&w->listeners[i])) {
+            uv_close((uv_handle_t *)&w->listeners[i], on_listener_closed);
+        }
+    }
+}
+
+static void on_wake(uv_async_t *a)
+{
+    struct sl__worker *w = a->data;
+    struct sl_snapshot *snap;
+    bool drain;
+    bool stop;
+
+    pthread_mutex_lock(&w->mail_lock);
+    snap = w->mail_snapshot;
+    w->mail_snapshot = NULL;
+    drain = w->mail_drain;
+    stop = w->mail_stop;
+    pthread_mutex_unlock(&w->mail_lock);
+    if (snap != NULL) {
+        sl_snapshot_unref(w->snapshot);
+        w->snapshot = snap;
+    }
+    if ((drain || stop) && !w->draining) {
+        w->draining = true;
+        close_listeners(w);
+        sl_upstream_pool_close(w);
+        sl__conn_drain_all(w);
+    }
+    if (stop) {
+        sl__conn_close_all(w);
+        sl_upstream_pool_close(w);
+        sl_resolver_close(w->resolver);
+        w->resolver = NULL;
+        uv_close((uv_handle_t *)&w->wake, NULL);
+    }
+}
+
+int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
+                    const struct sockaddr_storage *addrs, size_t n_addrs, char *err, size_t errlen)
+{
+    const struct sl_proxy_config *cfg = sh->cfg;
+    struct sl_resolver_config rc_cfg = { cfg->pins, cfg->n_pins, 0, 0, 0 };
+    int rc;
+
+    memset(w, 0, sizeof(*w));
+    w->index = index;
+    w->shared = sh;
+    rc = uv_loop_init(&w->loop);
+    if (rc < 0) {
+        (void)snprintf(err, errlen, "cannot create an event loop: %s", uv_strerror(rc));
+        return rc;
+    }
+    pthread_mutex_init(&w->mail_lock, NULL);
+    rc = uv_async_init(&w->loop, &w->wake, on_wake);
+    if (rc == 0) {
+        w->wake.data = w;
+        rc = sl_resolver_create(&w->loop, &rc_cfg, &w->resolver);
+    }
+    for (size_t i = 0; rc == 0 && i < n_addrs; i++) {
+        int fd = open_listener(&addrs[i], err, errlen);
+
+        if (fd < 0) {
+            rc = fd;
+            break;
+        }
+        rc = uv_tcp_init(&w->loop, &w->listeners[i]);
+        if (rc < 0) {
+            close(fd);
+            break;
+        }
+        w->listeners[i].data = w;
+        w->n_listeners++;
+        rc = uv_tcp_open(&w->listeners[i], fd);
+        if (rc == 0) {
+            rc = uv_listen((uv_stream_t *)&w->listeners[i], BACKLOG, on_connection);
+        }
+        if (rc < 0) {
+            (void)snprintf(err, errlen, "cannot listen: %s", uv_strerror(rc));
+        }
+    }
+    if (rc < 0) {
+        close_listeners(w);
+        sl_resolver_close(w->resolver);
+        w->resolver = NULL;
+        if (!uv_is_closing((uv_handle_t *)&w->wake) && w->wake.loop != NULL) {
+            uv_close((uv_handle_t *)&w->wake, NULL);
+        }
+        (void)uv_run(&w->loop, UV_RUN_DEFAULT);
+        (void)uv_loop_close(&w->loop);
+        pthread_mutex_destroy(&w->mail_lock);
+        if (err[0] == '\0') {
+            (void)snprintf(err, errlen, "cannot start a worker: %s", sl_strerror(rc));
+        }
+        return rc;
+    }
+    return 0;
+}
+
+static void worker_main(void *arg)
+{
+    struct sl__worker *w = arg;
+
+    (void)uv_run(&w->loop, UV_RUN_DEFAULT);
+}
+
+int sl__worker_start(struct sl__worker *w)
+{
+    return uv_thread_create(&w->thread, worker_main, w);
+}
+
+void sl__worker_post_snapshot(struct sl__worker *w, struct sl_snapshot *s)
+{
+    pthread_mutex_lock(&w->mail_lock);
+    sl_snapshot_unref(w->mail_snapshot);
+    w->mail_snapshot = s;
+    pthread_mutex_unlock(&w->mail_lock);
+    (void)uv_async_send(&w->wake);
+}
+
+void sl__worker_post_drain(struct sl__worker *w)
+{
+    pthread_mutex_lock(&w->mail_lock);
+    w->mail_drain = true;
+    pthread_mutex_unlock(&w->mail_lock);
+    (void)uv_async_send(&w->wake);
+}
+
+void sl__worker_post_stop(struct sl__worker *w)
+{
+    pthread_mutex_lock(&w->mail_lock);
+    w->mail_stop = true;
+    pthread_mutex_unlock(&w->mail_lock);
+    (void)uv_async_send(&w->wake);
+}
+
+void sl__worker_join(struct sl__worker *w)
+{
+    int rc;
+
+    (void)uv_thread_join(&w->thread);
+    rc = uv_loop_close(&w->loop);
+    if (rc != 0) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"worker loop closed with handles open\" worker=%u", w->index);
+    }
+    sl_snapshot_unref(w->snapshot);
+    sl_snapshot_unref(w->mail_snapshot);
+    w->snapshot = NULL;
+    w->mail_snapshot = NULL;
+    pthread_mutex_destroy(&w->mail_lock);
+}
+
+uint64_t sl__worker_open_connections(struct sl__worker *w)
+{
+    return atomic_load_explicit(&w->counters.connections_open, memory_order_relaxed);
+}

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proxy/worker.h - the worker threads: one libuv loop each, one SO_REUSEPORT listener per
+ * --listen address each, so the kernel spreads connections and no connection ever moves
+ * between threads.
+ *
+ * The main thread creates the listening sockets (so that a bad address fails the start with
+ * a clear message), then starts the workers. Afterwards it talks to them only through their
+ * mailboxes: a newer snapshot, "drain" (stop accepting, finish the requests in flight) and
+ * "stop" (close everything, end the thread).
+ */
+#ifndef SL_PROXY_WORKER_H
+#define SL_PROXY_WORKER_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "proxy/proxy_int.h"
+
+/* Parses "ADDR:PORT" ("127.0.0.1:3128", "[::1]:3128") into `out`. Writes a message naming
+ * the problem into `err` on failure. */
+SL_MUST_CHECK int sl__listen_addr_parse(const char *s, struct sockaddr_storage *out, char *err,
+                                        size_t errlen);
+
+/* Prepares worker `index` (its loop and one listener per address in `addrs`) without
+ * starting its thread. On failure writes a message into `err`; nothing is left open. */
+SL_MUST_CHECK int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
+                                  const struct sockaddr_storage *addrs, size_t n_addrs, char *err,
+                                  size_t errlen);
+
+/* Starts the thread. */
+SL_MUST_CHECK int sl__worker_start(struct sl__worker *w);
+
+/* Hands `s` (a new reference, taken over) to the worker; it uses it for the next request. */
+void sl__worker_post_snapshot(struct sl__worker *w, struct sl_snapshot *s);
+
+/* Asks the worker to drain, or to stop. */
+void sl__worker_post_drain(struct sl__worker *w);
+void sl__worker_post_stop(struct sl__worker *w);
+
+/* Joins the thread (after stop) and frees what the worker held. */
+void sl__worker_join(struct sl__worker *w);
+
+/* Connections open on the worker now (any thread). */
+uint64_t sl__worker_open_connections(struct sl__worker *w);
+
+#endif
