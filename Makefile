@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 #
-# make run    dependencies + release build, then what `sluice up` will start (see README.md)
+# make run    dependencies + release build, then the proxy on 127.0.0.1:3128 (see README.md)
 # make test   dependencies + every test in the release and the ASan+UBSan configurations
 # make build  dependencies + release build; the binary is build/sluice
 # make fuzz   each libFuzzer target for FUZZ_SECONDS (default 60)
@@ -31,15 +31,19 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Until `sluice up` (proxy + control plane) exists, make run starts the proxy alone: a CA in
+# var/ (made once), the example policy copied to var/policy.json (edited there; reloaded on
+# change), listening on 127.0.0.1:3128.
 run: build
-	@$(BUILD)/sluice --version
+	@test -f var/ca.pem || $(BUILD)/sluice ca init --out var
+	@test -f var/policy.json || cp examples/policy.json var/policy.json
 	@echo
-	@echo "make run will start 'sluice up' (proxy, control plane, container network and dashboard)"
-	@echo "once those daemons are built; today 'sluice up' is not built yet (see README.md, Status)."
-	@echo "What works now:"
-	@echo "  $(BUILD)/sluice ca init --out var      # create the interception CA"
-	@echo "  $(BUILD)/sluice policy check FILE      # validate a policy snapshot"
-	@echo "  $(BUILD)/sluice policy explain FILE --client ID --url URL"
+	@echo "sluice proxy on 127.0.0.1:3128 with the policy in var/policy.json (Ctrl-C stops it)."
+	@echo "Try:  curl --proxy http://127.0.0.1:3128 --cacert var/ca.pem https://pypi.org/simple/"
+	@echo "      curl --proxy http://127.0.0.1:3128 --cacert var/ca.pem https://example.org/  (403)"
+	@echo "'sluice up' (proxy + control plane + containers) is not built yet; see README.md."
+	@echo
+	$(BUILD)/sluice proxy --data var --policy var/policy.json --audit-log var/audit.log
 
 # Release first, then ThreadSanitizer on the multi-threaded certificate cache, then ASan+UBSan
 # with the fuzzers last, so the final CTest summary is the largest run.

@@ -240,6 +240,72 @@ static void admin_status(struct proxy *p, struct sl_http_exchange *x)
     sl_buf_finish(&b);
 }
 
+/* Prometheus text format 0.0.4. Counters only for now (no latency histogram yet). */
+static int metrics_text(struct proxy *p, struct sl_buf *b)
+{
+    struct sl_leaf_cache_stats cs;
+
+    sl_leaf_cache_stats(p->shared.leaves, &cs);
+    SL_TRY(sl_buf_append_str(b, "# HELP sluice_requests_total Requests and refusals decided.\n"
+                                "# TYPE sluice_requests_total counter\n"));
+    SL_TRY(sl_buf_printf(b, "sluice_requests_total{decision=\"allow\",reason=\"\"} %llu\n",
+                         (unsigned long long)SUM(p, requests_allowed)));
+    for (int r = SL_REASON_NO_POLICY; r <= SL_REASON_OVERLOADED; r++) {
+        SL_TRY(sl_buf_printf(
+                b, "sluice_requests_total{decision=\"deny\",reason=\"%s\"} %llu\n",
+                sl_reason_code((enum sl_reason)r),
+                (unsigned long long)sum(p, offsetof(struct sl__counters, denied_by_reason)
+                                                   + (size_t)r * sizeof(atomic_uint_fast64_t))));
+    }
+    SL_TRY(sl_buf_printf(
+            b,
+            "# TYPE sluice_connections_open gauge\nsluice_connections_open %llu\n"
+            "# TYPE sluice_connections_total counter\nsluice_connections_total %llu\n"
+            "# TYPE sluice_connections_refused_total counter\n"
+            "sluice_connections_refused_total %llu\n"
+            "# TYPE sluice_tls_handshakes_total counter\nsluice_tls_handshakes_total %llu\n"
+            "# TYPE sluice_tls_handshake_failures_total counter\n"
+            "sluice_tls_handshake_failures_total %llu\n"
+            "# TYPE sluice_certificate_cache_hits_total counter\n"
+            "sluice_certificate_cache_hits_total %llu\n"
+            "# TYPE sluice_certificate_cache_misses_total counter\n"
+            "sluice_certificate_cache_misses_total %llu\n"
+            "# TYPE sluice_certificates_minted_total counter\n"
+            "sluice_certificates_minted_total %llu\n"
+            "# TYPE sluice_upstream_connections_total counter\n"
+            "sluice_upstream_connections_total %llu\n"
+            "# TYPE sluice_upstream_reused_total counter\nsluice_upstream_reused_total %llu\n"
+            "# TYPE sluice_bytes_total counter\nsluice_bytes_total{direction=\"up\"} %llu\n"
+            "sluice_bytes_total{direction=\"down\"} %llu\n"
+            "# TYPE sluice_audit_dropped_total counter\nsluice_audit_dropped_total %llu\n"
+            "# TYPE sluice_policy_version gauge\nsluice_policy_version %lld\n",
+            (unsigned long long)SUM(p, connections_open),
+            (unsigned long long)SUM(p, connections_accepted),
+            (unsigned long long)SUM(p, connections_refused),
+            (unsigned long long)SUM(p, tls_handshakes),
+            (unsigned long long)SUM(p, tls_handshake_failures), (unsigned long long)cs.hits,
+            (unsigned long long)cs.misses, (unsigned long long)cs.mints,
+            (unsigned long long)SUM(p, upstream_connects),
+            (unsigned long long)SUM(p, upstream_reused), (unsigned long long)SUM(p, bytes_up),
+            (unsigned long long)SUM(p, bytes_down),
+            (unsigned long long)(p->shared.audit != NULL ? sl_audit_dropped(p->shared.audit) : 0),
+            p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
+    return 0;
+}
+
+static void admin_metrics(struct proxy *p, struct sl_http_exchange *x)
+{
+    struct sl_buf b;
+
+    sl_buf_init(&b, 1 << 20);
+    if (metrics_text(p, &b) < 0) {
+        sl_http_respond_error(x, 500, "cannot build the metrics");
+    } else {
+        sl_http_respond(x, 200, "text/plain; version=0.0.4", b.p, b.len);
+    }
+    sl_buf_finish(&b);
+}
+
 static void admin_snapshot(struct proxy *p, struct sl_http_exchange *x,
                            const struct sl_http_request *req)
 {
@@ -323,7 +389,16 @@ static void on_admin_request(struct sl_http_exchange *x, const struct sl_http_re
         admin_status(p, x);
         return;
     }
-    sl_http_respond_error(x, 404, "no such endpoint (try /v1/status or PUT /v1/snapshot)");
+    if (strcmp(req->path, "/metrics") == 0) {
+        if (!get) {
+            sl_http_respond_error(x, 405, "use GET");
+            return;
+        }
+        admin_metrics(p, x);
+        return;
+    }
+    sl_http_respond_error(
+            x, 404, "no such endpoint (try GET /v1/status, GET /metrics or PUT /v1/snapshot)");
 }
 
 /*

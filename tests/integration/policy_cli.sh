@@ -215,5 +215,10 @@ usage "port out of range" policy explain valid-spec.json --client bench --url ht
 usage "bad --url 'http://a..example.com/': empty label" policy explain valid-spec.json --client bench --url "http://a..example.com/"
 usage "bad --method" policy explain valid-spec.json --client bench --url https://a.example.com/ --method "G T"
 
+# The example policy that `make run` starts the proxy with must stay valid.
+run 0 policy check "${SLUICE_SRC:?}/examples/policy.json"
+grep -q "valid, version 1" "$work/out" || fail "examples/policy.json: summary"
+ok "examples/policy.json is valid"
+
 echo "policy_cli: $checks checks"
 echo "$checks passed, 0 failed"
