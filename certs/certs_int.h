@@ -34,5 +34,4 @@ SL_MUST_CHECK int sl__certs_set_serial(X509 *x);
  * Borrows both certificates. Returns 0 or SL_ECRYPTO. */
 SL_MUST_CHECK int sl__certs_add_ext(X509 *issuer, X509 *x, int nid, const char *value);
 
-
 #endif

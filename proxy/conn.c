@@ -1173,7 +1173,13 @@ static int forward_request(struct sl__conn *c)
         return 1;
     }
     if (c->req_pend.active) {
-        return write_pending(&c->client, us, &c->req_pend, c->req_chunked, &c->r.bytes_up);
+        int rc = write_pending(&c->client, us, &c->req_pend, c->req_chunked, &c->r.bytes_up);
+
+        if (rc > 0 && !c->resp_head_sent) {
+            /* A long upload is progress: the upstream answers after it. */
+            arm(c, secs_ms(cfg(c)->upstream_timeout_s));
+        }
+        return rc;
     }
     ev = pull(&c->req, &c->client, &c->req_pend);
     switch (ev) {
@@ -1205,6 +1211,11 @@ static int on_response_head(struct sl__conn *c)
     if (h->status == 101 && !c->websocket) {
         refuse(c, SL_REASON_BAD_REQUEST, 502, "the upstream switched protocols unasked", false);
         return -1;
+    }
+    if (c->websocket && h->status != 101) {
+        /* The upgrade was refused; the request parser already treated it as granted, so
+         * this connection ends with this response. */
+        c->close_after = true;
     }
     if (h->status < 200 && h->status != 101 && c->client_http10) {
         /* HTTP/1.0 has no interim responses (RFC 9110 §15.2): drop it. */
