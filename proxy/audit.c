@@ -144,7 +144,7 @@ static int put_src(struct line *b, const struct sockaddr *sa)
 static int format_into(const struct sl_audit_record *r, struct line *b)
 {
     char ts[40];
-    char path[PATH_MAX_BYTES + 1];
+    char path[PATH_MAX_BYTES + 2];
     struct timespec now;
     struct tm tm;
     size_t n;
@@ -158,8 +158,9 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     if (r->path != NULL) {
         size_t len = strcspn(r->path, "?#");
 
-        if (len > PATH_MAX_BYTES) {
-            len = PATH_MAX_BYTES;
+        /* One byte over the cap is kept so that put_str() marks the cut. */
+        if (len > PATH_MAX_BYTES + 1) {
+            len = PATH_MAX_BYTES + 1;
         }
         memcpy(path, r->path, len);
         path[len] = '\0';
