@@ -3,15 +3,12 @@
  * cmd/ca.c - `sluice ca init|show|mint`: create the interception CA, print its certificate,
  * print a leaf exactly as the proxy would mint it (to check a client's trust by hand).
  *
- * Options are parsed by hand rather than with getopt_long(): GNU getopt accepts abbreviations
- * (`--fo` for `--force`), permutes argv and keeps global state between calls, none of which a
- * two-option command wants.
+ * Options go through cmd/opts.h (no abbreviations, no global state).
  */
 #include "certs/ca.h"
 
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include <openssl/pem.h>
@@ -21,10 +18,10 @@
 #include "base/slice.h"
 #include "certs/mint.h"
 #include "cmd/cmd.h"
+#include "cmd/opts.h"
 #include "policy/host.h"
 
-#define DEFAULT_DATA_DIR "./var"
-#define ERR_BYTES        512
+#define ERR_BYTES 512
 
 static const char ca_usage[] =
         "usage: sluice ca COMMAND [ARGS]\n"
@@ -75,81 +72,6 @@ static const char mint_usage[] =
         "  --data DIR  the data directory (default: $SLUICE_DATA, or ./var)\n"
         "  --help      print this help\n";
 
-/* One option of a subcommand: a flag (`flag` set) or an option with a value (`value` set). */
-struct option_spec {
-    /* "--name", as typed. */
-    const char *name;
-    /* Set to true when the flag is given; NULL for an option with a value. */
-    bool *flag;
-    /* Receives the value, borrowed from argv; NULL for a flag. */
-    const char **value;
-};
-
-/* Parses `argv[1]...` against `specs`. Returns 0 and sets `*help` when --help or -h came first
- * among the problems; otherwise prints one line naming the problem and returns SL_CMD_USAGE. */
-static int parse_options(const char *cmd, int argc, char **argv, const struct option_spec *specs,
-                         size_t nspecs, bool *help)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        const struct option_spec *spec = NULL;
-        const char *eq;
-        size_t len;
-
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            *help = true;
-            return 0;
-        }
-        if (arg[0] != '-') {
-            sl_eprintf("%s: unexpected argument '%s' (see sluice %s --help)", cmd, arg, cmd);
-            return SL_CMD_USAGE;
-        }
-        eq = strchr(arg, '=');
-        len = eq != NULL ? (size_t)(eq - arg) : strlen(arg);
-        for (size_t k = 0; k < nspecs; k++) {
-            if (strlen(specs[k].name) == len && memcmp(specs[k].name, arg, len) == 0) {
-                spec = &specs[k];
-            }
-        }
-        if (spec == NULL) {
-            sl_eprintf("%s: unknown option '%.*s' (see sluice %s --help)", cmd, (int)len, arg, cmd);
-            return SL_CMD_USAGE;
-        }
-        if (spec->flag != NULL) {
-            if (eq != NULL) {
-                sl_eprintf("%s: option '%s' takes no value", cmd, spec->name);
-                return SL_CMD_USAGE;
-            }
-            *spec->flag = true;
-            continue;
-        }
-        if (eq != NULL) {
-            *spec->value = eq + 1;
-        } else if (i + 1 < argc && argv[i + 1][0] != '-') {
-            *spec->value = argv[++i];
-        } else {
-            *spec->value = "";
-        }
-        if ((*spec->value)[0] == '\0') {
-            sl_eprintf("%s: option '%s' needs a value", cmd, spec->name);
-            return SL_CMD_USAGE;
-        }
-    }
-    return 0;
-}
-
-/* --out/--data, else $SLUICE_DATA, else ./var (SPEC.md §1). */
-static const char *data_dir(const char *flag)
-{
-    const char *env;
-
-    if (flag != NULL) {
-        return flag;
-    }
-    env = getenv("SLUICE_DATA");
-    return env != NULL && env[0] != '\0' ? env : DEFAULT_DATA_DIR;
-}
-
 static const char *dir_sep(const char *dir)
 {
     size_t n = strlen(dir);
@@ -171,17 +93,19 @@ static int cmd_init(int argc, char **argv)
     const char *out = NULL;
     bool force = false;
     bool help = false;
-    const struct option_spec specs[] = {
-        { "--out", NULL, &out },
-        { "--force", &force, NULL },
+    const struct sl_opt specs[] = {
+        { "--out", SL_OPT_VALUE, NULL, &out, NULL, NULL, 0 },
+        { "--force", SL_OPT_FLAG, &force, NULL, NULL, NULL, 0 },
     };
+    const char *pos[1];
+    size_t n_pos = 0;
     char err[ERR_BYTES] = "";
     struct sl_ca *ca = NULL;
     struct sl_buf subject;
     const char *dir;
     int rc;
 
-    rc = parse_options("ca init", argc, argv, specs, SL_ARRAY_LEN(specs), &help);
+    rc = sl_opts_parse("ca init", argc, argv, specs, SL_ARRAY_LEN(specs), pos, 0, &n_pos, &help);
     if (rc != 0) {
         return rc;
     }
@@ -189,7 +113,7 @@ static int cmd_init(int argc, char **argv)
         (void)fputs(init_usage, stdout);
         return finish_output("ca init");
     }
-    dir = data_dir(out);
+    dir = sl_opts_data_dir(out);
     rc = sl_ca_create(&ca, err, sizeof(err));
     if (rc < 0) {
         sl_eprintf("ca init: %s", err);
@@ -219,15 +143,17 @@ static int cmd_show(int argc, char **argv)
 {
     const char *data = NULL;
     bool help = false;
-    const struct option_spec specs[] = {
-        { "--data", NULL, &data },
+    const struct sl_opt specs[] = {
+        { "--data", SL_OPT_VALUE, NULL, &data, NULL, NULL, 0 },
     };
+    const char *pos[1];
+    size_t n_pos = 0;
     char err[ERR_BYTES] = "";
     struct sl_ca *ca = NULL;
     struct sl_buf pem;
     int rc;
 
-    rc = parse_options("ca show", argc, argv, specs, SL_ARRAY_LEN(specs), &help);
+    rc = sl_opts_parse("ca show", argc, argv, specs, SL_ARRAY_LEN(specs), pos, 0, &n_pos, &help);
     if (rc != 0) {
         return rc;
     }
@@ -235,7 +161,7 @@ static int cmd_show(int argc, char **argv)
         (void)fputs(show_usage, stdout);
         return finish_output("ca show");
     }
-    rc = sl_ca_load_dir(data_dir(data), false, &ca, err, sizeof(err));
+    rc = sl_ca_load_dir(sl_opts_data_dir(data), false, &ca, err, sizeof(err));
     if (rc < 0) {
         sl_eprintf("ca show: %s", err);
         return SL_CMD_FAIL;
@@ -276,9 +202,11 @@ static int cmd_mint(int argc, char **argv)
 {
     const char *data = NULL;
     bool help = false;
-    const struct option_spec specs[] = {
-        { "--data", NULL, &data },
+    const struct sl_opt specs[] = {
+        { "--data", SL_OPT_VALUE, NULL, &data, NULL, NULL, 0 },
     };
+    const char *pos[1];
+    size_t n_pos = 0;
     char err[ERR_BYTES] = "";
     struct sl_ca *ca = NULL;
     struct sl_minter *minter = NULL;
@@ -288,14 +216,7 @@ static int cmd_mint(int argc, char **argv)
     const char *name;
     int rc;
 
-    if (argc >= 2 && argv[1][0] != '-') {
-        name = argv[1];
-        argc--;
-        argv++;
-    } else {
-        name = NULL;
-    }
-    rc = parse_options("ca mint", argc, argv, specs, SL_ARRAY_LEN(specs), &help);
+    rc = sl_opts_parse("ca mint", argc, argv, specs, SL_ARRAY_LEN(specs), pos, 1, &n_pos, &help);
     if (rc != 0) {
         return rc;
     }
@@ -303,10 +224,11 @@ static int cmd_mint(int argc, char **argv)
         (void)fputs(mint_usage, stdout);
         return finish_output("ca mint");
     }
-    if (name == NULL) {
+    if (n_pos == 0) {
         sl_eprintf("ca mint: missing HOST (see sluice ca mint --help)");
         return SL_CMD_USAGE;
     }
+    name = pos[0];
     if (sl_host_normalize(sl_slice_str(name), 0, &host, &why) < 0) {
         sl_eprintf("ca mint: bad host '%s': %s", name, why != NULL ? why : "invalid");
         return SL_CMD_USAGE;
@@ -316,7 +238,7 @@ static int cmd_mint(int argc, char **argv)
         memmove(host.name, host.name + 1, host.len - 2);
         host.name[host.len - 2] = '\0';
     }
-    rc = sl_ca_load_dir(data_dir(data), true, &ca, err, sizeof(err));
+    rc = sl_ca_load_dir(sl_opts_data_dir(data), true, &ca, err, sizeof(err));
     if (rc == 0) {
         rc = sl_minter_create(ca, &minter, err, sizeof(err));
     }

@@ -64,12 +64,14 @@ int sl_opts_parse(const char *cmd, int argc, char **argv, const struct sl_opt *o
             value = "";
         }
         if (value[0] == '\0') {
-            sl_eprintf("%s: option '%s' needs a value", cmd, o->name);
+            sl_eprintf("%s: missing value for option '%s' (see sluice %s --help)", cmd, o->name,
+                       cmd);
             return SL_CMD_USAGE;
         }
         if (o->kind == SL_OPT_VALUE) {
             if (*o->value != NULL) {
-                sl_eprintf("%s: option '%s' given twice", cmd, o->name);
+                sl_eprintf("%s: option given twice: '%s' (see sluice %s --help)", cmd, o->name,
+                           cmd);
                 return SL_CMD_USAGE;
             }
             *o->value = value;

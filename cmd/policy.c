@@ -14,7 +14,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +24,7 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/opts.h"
 #include "policy/decision.h"
 #include "policy/snapshot.h"
 #include "policy/url.h"
@@ -183,95 +183,56 @@ static int usage_error(const char *cmd, const char *what, const char *arg)
     return SL_CMD_USAGE;
 }
 
-/* getopt_long's verdict on a bad option, as one line. */
-static int option_error(const char *cmd, int c, char **argv)
-{
-    const char *arg = argv[optind - 1];
-
-    if (c == ':') {
-        return usage_error(cmd, "missing value for option", arg);
-    }
-    return usage_error(cmd, "unknown option", arg);
-}
-
 static int cmd_check(int argc, char **argv)
 {
-    static const struct option options[] = {
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
-    };
-    int c;
+    const char *pos[2];
+    size_t n_pos = 0;
+    bool help = false;
+    int rc = sl_opts_parse("policy check", argc, argv, NULL, 0, pos, 2, &n_pos, &help);
 
-    opterr = 0;
-    optind = 0; /* glibc: 0 re-initialises the scanner completely */
-    while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        if (c == 'h') {
-            (void)fputs(usage_check, stdout);
-            return SL_CMD_OK;
-        }
-        return option_error("check", c, argv);
+    if (rc != SL_CMD_OK) {
+        return rc;
     }
-    if (optind >= argc) {
+    if (help) {
+        (void)fputs(usage_check, stdout);
+        return SL_CMD_OK;
+    }
+    if (n_pos == 0) {
         return usage_error("check", "missing FILE", NULL);
     }
-    if (optind + 1 < argc) {
-        return usage_error("check", "unexpected argument", argv[optind + 1]);
+    if (n_pos > 1) {
+        return usage_error("check", "unexpected argument", pos[1]);
     }
-    return check(argv[optind]);
-}
-
-/* Sets `*slot` once; a flag given twice is a usage error. */
-static int set_once(const char **slot, const char *flag)
-{
-    if (*slot != NULL) {
-        return usage_error("explain", "option given twice:", flag);
-    }
-    *slot = optarg;
-    return 0;
+    return check(pos[0]);
 }
 
 static int parse_explain_args(int argc, char **argv, struct explain_args *a)
 {
-    static const struct option options[] = {
-        { "client", required_argument, NULL, 'c' },
-        { "url", required_argument, NULL, 'u' },
-        { "method", required_argument, NULL, 'm' },
-        { "help", no_argument, NULL, 'h' },
-        { NULL, 0, NULL, 0 },
+    const struct sl_opt options[] = {
+        { "--client", SL_OPT_VALUE, NULL, &a->client, NULL, NULL, 0 },
+        { "--url", SL_OPT_VALUE, NULL, &a->url, NULL, NULL, 0 },
+        { "--method", SL_OPT_VALUE, NULL, &a->method, NULL, NULL, 0 },
     };
-    int c;
-    int rc = 0;
+    const char *pos[2];
+    size_t n_pos = 0;
+    bool help = false;
+    int rc = sl_opts_parse("policy explain", argc, argv, options, SL_ARRAY_LEN(options), pos, 2,
+                           &n_pos, &help);
 
-    opterr = 0;
-    optind = 0;
-    while (rc == 0 && (c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            rc = set_once(&a->client, "--client");
-            break;
-        case 'u':
-            rc = set_once(&a->url, "--url");
-            break;
-        case 'm':
-            rc = set_once(&a->method, "--method");
-            break;
-        case 'h':
-            (void)fputs(usage_explain, stdout);
-            return 1;
-        default:
-            return option_error("explain", c, argv);
-        }
-    }
-    if (rc != 0) {
+    if (rc != SL_CMD_OK) {
         return rc;
     }
-    if (optind >= argc) {
+    if (help) {
+        (void)fputs(usage_explain, stdout);
+        return 1;
+    }
+    if (n_pos == 0) {
         return usage_error("explain", "missing FILE", NULL);
     }
-    if (optind + 1 < argc) {
-        return usage_error("explain", "unexpected argument", argv[optind + 1]);
+    if (n_pos > 1) {
+        return usage_error("explain", "unexpected argument", pos[1]);
     }
-    a->file = argv[optind];
+    a->file = pos[0];
     if (a->client == NULL || a->client[0] == '\0') {
         return usage_error("explain", "--client ID-OR-IP is required", NULL);
     }
