@@ -27,8 +27,8 @@
 /* A head we write: the largest head we accept plus our own additions. */
 #define HEAD_OUT_MAX (SL_STREAM_OUT_HIGH + 4096u)
 #define ARENA_CHUNK  4096u
-#define ARENA_MAX    (256u * 1024u)
-#define TLS_OUT_CAP  (64u * 1024u)
+#define ARENA_MAX    ((size_t)256 * 1024)
+#define TLS_OUT_CAP  ((size_t)64 * 1024)
 /* Longest request target quoted back in a refusal. */
 #define QUOTE_MAX 200
 

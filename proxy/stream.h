@@ -39,9 +39,9 @@
 #include "base/slice.h"
 #include "proxy/tls.h"
 
-#define SL_STREAM_RAW_BYTES   (16u * 1024u)
-#define SL_STREAM_PLAIN_BYTES (16u * 1024u)
-#define SL_STREAM_OUT_HIGH    (64u * 1024u)
+#define SL_STREAM_RAW_BYTES   ((size_t)16 * 1024)
+#define SL_STREAM_PLAIN_BYTES ((size_t)16 * 1024)
+#define SL_STREAM_OUT_HIGH    ((size_t)64 * 1024)
 
 struct sl_stream;
 

@@ -15,7 +15,7 @@
 #define IDLE_MAX      128
 #define IDLE_LIMIT_MS 30000u
 /* Ciphertext an upstream engine may hold before writes wait. */
-#define TLS_OUT_CAP (64u * 1024u)
+#define TLS_OUT_CAP ((size_t)64 * 1024)
 
 enum phase {
     PHASE_RESOLVE = 0,
