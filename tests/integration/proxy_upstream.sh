@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/proxy_upstream.sh - what `sluice proxy` dials and how (SPEC.md §4.4): the
+# upstream certificate is verified (wrong name, expired, untrusted CA -> 502 upstream-tls, every
+# time, also after a session with the same address was cached), unreachable and silent
+# upstreams (502/504), and addresses it must never dial: loopback without --allow-upstream,
+# IP literals in any spelling, [::1], 169.254.169.254, --deny-upstream over --allow-upstream.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+fx_init
+
+fx_nginx_start || fx_bail "nginx starts"
+fx_origin_start || fx_bail "origin.py starts"
+dead_port=$(fx_free_port) # nothing listens there
+tls6_port=${FX_TLS6_PORT:-$FX_TLS_PORT}
+
+# rules HOST PORT... : JSON rule objects for HOST on each PORT.
+rules() {
+  local h=$1 p sep=""
+  shift
+  for p in "$@"; do
+    printf '%s{ "host": "%s:%s" }' "$sep" "$h" "$p"
+    sep=", "
+  done
+}
+
+policy=$FX_WORK/policy.json
+fx_policy "$policy" "{
+  \"version\": 1,
+  \"environments\": { \"up\": { \"default\": \"deny\", \"rules\": [
+    $(rules a.sluice.test "$FX_TLS_PORT" "$FX_WRONG_PORT" "$FX_EXPIRED_PORT" \
+  "$FX_UNTRUSTED_PORT" "$FX_HTTP_PORT" "$FX_PY_TLS_PORT" "$dead_port"),
+    $(rules other.example "$FX_TLS_PORT"),
+    $(rules 127.0.0.1 "$FX_TLS_PORT" "$FX_HTTP_PORT"),
+    $(rules '[::1]' "$tls6_port"),
+    { \"host\": \"169.254.169.254\" } ] } },
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"up\" } ]
+}"
+check "the test policy is valid (sluice policy check)" \
+  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_resolve a.sluice.test other.example
+resolve=("${FX_RESOLVE[@]}" --resolve "a.sluice.test:$dead_port:127.0.0.1")
+fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
+  --upstream-timeout 3 "${resolve[@]}" || fx_bail "sluice proxy starts"
+ok "sluice proxy starts"
+
+# --- (5) upstream TLS verification ------------------------------------------------------------
+fx_curl "https://a.sluice.test:$FX_TLS_PORT/hello"
+check_status "a verified upstream (test CA via --upstream-ca): 200" 200 -
+check_eq "... with nginx's body" "$(cat "$FX_BODY")" "hello from nginx"
+
+bad_tls() { # bad_tls NAME PORT
+  local name=$1 port=$2 try fails=0
+  for try in 1 2 3; do
+    fx_curl -H "X-Probe: $name-$try" "https://a.sluice.test:$port/hello"
+    check_status "$name upstream certificate, try $try: 502 upstream-tls" 502 upstream-tls
+    if [ "$FX_LAST" = 0 ] && [ ! -s "$FX_BODY" ]; then fails=1; fi
+  done
+  check_eq "$name: the 502 carries a body (the verification error)" "$fails" 0
+  check_eq "$name: no request was ever sent to that upstream" \
+    "$(fx_jsonl_count "$FX_NGINX_LOG" port="$port")" 0
+  check_audit "$name: audit line with reason upstream-tls" \
+    decision=deny reason=upstream-tls host=a.sluice.test port="$port"
+}
+bad_tls "wrong-name" "$FX_WRONG_PORT"
+bad_tls "expired" "$FX_EXPIRED_PORT"
+bad_tls "untrusted-CA" "$FX_UNTRUSTED_PORT"
+
+# The same address and port under another name: a TLS session cached for a.sluice.test must not
+# let other.example skip the host name check (good.pem names *.sluice.test only).
+for try in 1 2 3; do
+  fx_curl "https://a.sluice.test:$FX_TLS_PORT/hello?try=$try"
+  check_status "session cache, try $try: a.sluice.test still 200" 200 -
+  fx_curl -H "X-Probe: other-$try" "https://other.example:$FX_TLS_PORT/hello"
+  check_status "session cache, try $try: other.example on the same address gets 502 upstream-tls" \
+    502 upstream-tls
+done
+check_eq "session cache: nothing was sent for other.example" \
+  "$(fx_jsonl_count "$FX_NGINX_LOG" probe~other-)" 0
+
+fx_curl "https://a.sluice.test:$dead_port/hello"
+check_status "nothing listening upstream: 502 upstream-unreachable" 502 upstream-unreachable
+fx_curl --max-time 15 "https://a.sluice.test:$FX_PY_TLS_PORT/stall?ms=8000"
+check_status "an upstream silent past --upstream-timeout 3: 504 upstream-timeout" \
+  504 upstream-timeout
+
+check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
+
+# --- (6) addresses that are never dialled without --allow-upstream -----------------------------
+apolicy=$FX_WORK/allow-all.json
+fx_policy "$apolicy" "{
+  \"version\": 1,
+  \"environments\": { \"open\": { \"default\": \"allow\", \"rules\": [] } },
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"open\" } ]
+}"
+fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" "${resolve[@]}" ||
+  fx_bail "sluice proxy starts without --allow-upstream"
+
+refused() { # refused DESCRIPTION URL [curl args]: private-address, answered within 5 s
+  local what=$1 url=$2
+  shift 2
+  fx_curl --max-time 5 "$@" "$url"
+  check_refused "$what" private-address
+}
+refused "loopback origin by name, no --allow-upstream: private-address" \
+  "https://a.sluice.test:$FX_TLS_PORT/hello" -H 'X-Probe: priv-name'
+refused "plain HTTP to a loopback origin by name: private-address" \
+  "http://a.sluice.test:$FX_HTTP_PORT/hello" -H 'X-Probe: priv-plain'
+refused "https://127.0.0.1:PORT/ as a literal target: private-address" \
+  "https://127.0.0.1:$FX_TLS_PORT/hello" -H 'X-Probe: priv-literal'
+refused "https://[::1]:PORT/ as a literal target: private-address" \
+  "https://[::1]:$tls6_port/hello" -H 'X-Probe: priv-v6'
+check_eq "none of those reached nginx" "$(fx_jsonl_count "$FX_NGINX_LOG" probe~priv-)" 0
+check_audit "audit line with reason private-address" decision=deny reason=private-address
+refused "http://169.254.169.254/ (metadata address): private-address" \
+  "http://169.254.169.254/latest/meta-data/"
+refused "https://169.254.169.254/ (metadata address): private-address" \
+  "https://169.254.169.254/latest/meta-data/"
+
+check "SIGTERM stops that proxy with exit 0" fx_proxy_stop
+
+# IP literals in other spellings, under a policy that allows every host: only the address
+# check stands between them and the loopback. Sent raw (curl would normalise them).
+fx_proxy_start --policy "$apolicy" --upstream-ca "$FX_TEST_CA" ||
+  fx_bail "sluice proxy starts with a default-allow policy"
+for host in 127.0.0.1 2130706433 0x7f.1 0177.0.0.1 127.1 '[::ffff:127.0.0.1]' '[::ffff:7f00:1]' \
+  '[::1]'; do
+  out=$(fx_pyclient --absolute "http://$host:$FX_HTTP_PORT/hello" --header "X-Probe: spell" \
+    --timeout 5 2>&1 | head -n 1) || true
+  check_match "http://$host:PORT/ (sent raw) is refused: private-address" "$out" \
+    "^status=[45][0-9][0-9] reason=private-address "
+done
+check_eq "no spelling reached nginx" "$(fx_jsonl_count "$FX_NGINX_LOG" probe=spell)" 0
+check "SIGTERM stops the default-allow proxy with exit 0" fx_proxy_stop
+
+# --- --deny-upstream wins over --allow-upstream ------------------------------------------------
+fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
+  --deny-upstream "127.0.0.1:$FX_PY_TLS_PORT" "${resolve[@]}" ||
+  fx_bail "sluice proxy starts with --deny-upstream"
+fx_curl "https://a.sluice.test:$FX_TLS_PORT/hello"
+check_status "--deny-upstream ADDR:PORT leaves other ports alone: 200" 200 -
+fx_curl --max-time 5 "https://a.sluice.test:$FX_PY_TLS_PORT/hello?probe=denyup"
+check_refused "--deny-upstream 127.0.0.1:PORT refuses that port despite --allow-upstream" \
+  private-address
+check_eq "the denied upstream never saw the request" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=denyup)" 0
+check "SIGTERM stops the --deny-upstream proxy with exit 0" fx_proxy_stop
+
+fx_done
