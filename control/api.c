@@ -1,0 +1,1035 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/api.c - routes, authentication and JSON errors of the REST API (SPEC.md §5).
+ *
+ * Each request is one thread-pool job: the job owns copies of what it needs from the request
+ * and a result (status and body text); the loop only queues jobs and answers exchanges.
+ */
+#include "control/api.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "control/environment.h"
+#include "control/model.h"
+#include "control/resolve.h"
+
+#define ENVS_PREFIX    "/api/v1/environments"
+#define CLIENTS_PREFIX "/api/v1/clients"
+/* Longest path segment or query value we decode (names are at most 128 code points). */
+#define SEGMENT_MAX 1024
+/* Longest static client id. */
+#define CLIENT_ID_MAX 128
+
+/* The answer a job builds. */
+struct result {
+    int status;
+    /* JSON text (sl_malloc'd via jansson) or NULL for no body. */
+    char *body;
+    /* The job committed a change. */
+    bool changed;
+};
+
+struct job {
+    uv_work_t work;
+    struct sl_api *api;
+    struct sl_http_exchange *x;
+    /* Borrowed from the exchange, which stays valid until it is answered. */
+    const struct sl_http_request *req;
+    /* The Authorization header's value, copied (NULL when absent). */
+    char *auth;
+    struct result res;
+};
+
+/* What a job knows about its caller and its store. */
+struct call {
+    struct sl_api *api;
+    const struct sl_http_request *req;
+    struct sl_user user;
+    struct sl_env_sealer sealer;
+    struct result *res;
+};
+
+/* ---- results ------------------------------------------------------------------------------ */
+
+/* Takes ownership of `doc`. */
+static void set_json(struct result *res, int status, json_t *doc)
+{
+    res->status = status;
+    sl_free(res->body);
+    res->body = NULL;
+    if (doc == NULL) {
+        res->status = 500;
+        return;
+    }
+    res->body = json_dumps(doc, SL_ENV_JSON_FLAGS);
+    json_decref(doc);
+    if (res->body == NULL) {
+        res->status = 500;
+    }
+}
+
+static void set_error(struct result *res, int status, const char *message)
+{
+    set_json(res, status, json_pack("{s:s}", "message", message));
+}
+
+static void set_errorf(struct result *res, int status, const char *fmt, ...) SL_PRINTF(3, 4);
+
+static void set_errorf(struct result *res, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    set_error(res, status, msg);
+}
+
+static void set_internal(struct result *res, const char *what, int rc)
+{
+    sl_log(SL_LOG_ERROR, 0, "msg=\"API request failed\" during=\"%s\" err=%s", what,
+           sl_strerror(rc));
+    set_error(res, rc == SL_ENOMEM ? 503 : 500, "internal error; see the control plane's log");
+}
+
+static void set_env_errors(struct result *res, const struct sl_env_errors *errs)
+{
+    json_t *doc = NULL;
+
+    if (sl_env_errors_render(errs, &doc) < 0) {
+        set_internal(res, "rendering errors", SL_ENOMEM);
+        return;
+    }
+    set_json(res, errs->status != 0 ? errs->status : 422, doc);
+}
+
+/* ---- sealing through control/secrets ------------------------------------------------------ */
+
+static int seal_value(void *arg, const void *p, size_t n, struct sl_buf *out)
+{
+    return sl_secrets_seal(arg, p, n, out);
+}
+
+static int open_value(void *arg, const char *sealed, size_t n, struct sl_buf *out)
+{
+    return sl_secrets_open(arg, sealed, n, out);
+}
+
+/* ---- small parsers ------------------------------------------------------------------------ */
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* Percent-decodes `n` bytes of `s` into `out` (`cap` bytes); '+' is a space when `plus`.
+ * Returns 0, or SL_EINVAL for a bad escape, a NUL byte or a value too long. */
+static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+
+        if (c == '%') {
+            int hi;
+            int lo;
+
+            if (i + 2 >= n) {
+                return SL_EINVAL;
+            }
+            hi = hex_value(s[i + 1]);
+            lo = hex_value(s[i + 2]);
+            if (hi < 0 || lo < 0) {
+                return SL_EINVAL;
+            }
+            c = hi * 16 + lo;
+            i += 2;
+        } else if (c == '+' && plus) {
+            c = ' ';
+        }
+        if (c == 0 || o + 1 >= cap) {
+            return SL_EINVAL;
+        }
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* Finds `key` in the query string and decodes its value into `out`. Returns 0, SL_ENOTFOUND
+ * or SL_EINVAL. */
+static int query_get(const char *query, const char *key, char *out, size_t cap)
+{
+    size_t klen = strlen(key);
+    const char *p = query;
+
+    while (*p != '\0') {
+        const char *end = strchr(p, '&');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+
+        if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            return decode(p + klen + 1, len - klen - 1, true, out, cap);
+        }
+        p += len;
+        if (*p == '&') {
+            p++;
+        }
+    }
+    return SL_ENOTFOUND;
+}
+
+/* Splits the part of a path after a prefix: "" (nothing), "/SEG" or "/SEG/REST". Returns
+ * false when the path has another shape. */
+static bool split_tail(const char *tail, char *seg, size_t cap, const char **rest)
+{
+    const char *slash;
+
+    *rest = NULL;
+    seg[0] = '\0';
+    if (*tail == '\0') {
+        return true;
+    }
+    if (*tail != '/' || tail[1] == '\0') {
+        return false;
+    }
+    tail++;
+    slash = strchr(tail, '/');
+    if (decode(tail, slash != NULL ? (size_t)(slash - tail) : strlen(tail), false, seg, cap) < 0
+        || seg[0] == '\0') {
+        return false;
+    }
+    if (slash != NULL) {
+        *rest = slash + 1;
+    }
+    return true;
+}
+
+static bool is_uuid_shaped(const char *s)
+{
+    if (strlen(s) != SL_UUID_LEN) {
+        return false;
+    }
+    for (size_t i = 0; i < SL_UUID_LEN; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+        if (dash ? s[i] != '-' : hex_value(s[i]) < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- environments ------------------------------------------------------------------------- */
+
+static bool can_see(const struct call *c, const struct sl_env_row *r)
+{
+    return r->scope == SL_SCOPE_GLOBAL || strcmp(r->owner_id, c->user.id) == 0;
+}
+
+/* Looks up the environment `key` (an id or a name) among those the caller sees: by id, or by
+ * name among the caller's own first, then the global ones. Returns 0, SL_ENOTFOUND or an
+ * error. */
+static int find_visible(struct call *c, const char *key, struct sl_env_row *out)
+{
+    int rc;
+
+    if (is_uuid_shaped(key)) {
+        rc = sl_store_env_get(c->api->store, key, out);
+        if (rc == 0 && !can_see(c, out)) {
+            sl_env_row_finish(out);
+            rc = SL_ENOTFOUND;
+        }
+        return rc;
+    }
+    rc = sl_store_env_get_by_name(c->api->store, SL_SCOPE_USER, c->user.id, key, out);
+    if (rc == SL_ENOTFOUND) {
+        rc = sl_store_env_get_by_name(c->api->store, SL_SCOPE_GLOBAL, NULL, key, out);
+    }
+    return rc;
+}
+
+static const char *owner_name(const struct call *c, const struct sl_env_row *r)
+{
+    return r->scope == SL_SCOPE_USER ? c->user.name : NULL;
+}
+
+static void set_env(struct call *c, int status, const struct sl_env_row *r)
+{
+    json_t *doc = NULL;
+    int rc = sl_env_render(r, owner_name(c, r), &c->sealer, &doc);
+
+    if (rc < 0) {
+        set_internal(c->res, "rendering an environment", rc);
+        return;
+    }
+    set_json(c->res, status, doc);
+}
+
+/* Answers a refusal of the store with its conflict. */
+static void set_conflict(struct call *c, int rc, const struct sl_store_conflict_info *ci,
+                         const char *what)
+{
+    switch (ci->kind) {
+    case SL_STORE_CONFLICT_NAME:
+        set_errorf(c->res, 409, "an environment named '%s' exists already in this scope",
+                   ci->env_name != NULL ? ci->env_name : "");
+        return;
+    case SL_STORE_CONFLICT_REPO:
+        set_errorf(c->res, 409, "repository '%s' is bound by environment '%s' (%s)",
+                   ci->repo != NULL ? ci->repo : "", ci->env_name != NULL ? ci->env_name : "",
+                   ci->env_id);
+        return;
+    case SL_STORE_CONFLICT_ID:
+        set_error(c->res, 409, "an environment with this id exists already");
+        return;
+    case SL_STORE_CONFLICT_REPO_TWICE:
+        set_errorf(c->res, 422, "repository '%s' is listed twice",
+                   ci->repo != NULL ? ci->repo : "");
+        return;
+    case SL_STORE_CONFLICT_IS_DEFAULT:
+        set_error(c->res, 409,
+                  "this is the default environment; promote another first (set-default)");
+        return;
+    case SL_STORE_CONFLICT_NOT_GLOBAL:
+        set_error(c->res, 422, "only a global environment can be the default");
+        return;
+    case SL_STORE_CONFLICT_IN_USE:
+        set_error(c->res, 409, "static clients use this environment; delete them first");
+        return;
+    case SL_STORE_CONFLICT_NONE:
+        break;
+    }
+    if (rc == SL_ENOTFOUND) {
+        set_error(c->res, 404, "no such environment");
+        return;
+    }
+    set_internal(c->res, what, rc);
+}
+
+static void env_list(struct call *c)
+{
+    struct sl_env_row *rows = NULL;
+    size_t n = 0;
+    json_t *arr;
+    int rc = sl_store_env_list_visible(c->api->store, c->user.id, &rows, &n);
+
+    if (rc < 0) {
+        set_internal(c->res, "listing environments", rc);
+        return;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        json_t *item = NULL;
+
+        rc = sl_env_render_item(&rows[i], owner_name(c, &rows[i]), &item);
+        if (rc < 0 || json_array_append_new(arr, item) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    sl_store_free_envs(rows, n);
+    if (arr == NULL) {
+        set_internal(c->res, "rendering environments", rc < 0 ? rc : SL_ENOMEM);
+        return;
+    }
+    set_json(c->res, 200, json_pack("{s:o}", "environments", arr));
+}
+
+/* Parses the body and builds the row for a POST (prev NULL) or PUT. Returns true with `row`
+ * filled, or false with the answer set. */
+static bool build_row(struct call *c, const struct sl_env_row *prev, struct sl_env_row *row)
+{
+    struct sl_env_spec spec;
+    struct sl_env_errors errs;
+    int rc;
+
+    memset(&spec, 0, sizeof(spec));
+    memset(&errs, 0, sizeof(errs));
+    rc = sl_env_spec_parse(c->req->body.p, c->req->body.n, &spec, &errs);
+    if (rc == 0 && !c->user.is_admin
+        && (spec.scope == SL_SCOPE_GLOBAL || (prev != NULL && prev->scope == SL_SCOPE_GLOBAL))) {
+        set_error(c->res, 403, "only admins may create or change global environments");
+        sl_env_spec_finish(&spec);
+        return false;
+    }
+    if (rc == 0) {
+        rc = sl_env_spec_to_row(&spec, prev, &c->sealer, row, &errs);
+    }
+    sl_env_spec_finish(&spec);
+    if (rc == SL_EPOLICY) {
+        set_env_errors(c->res, &errs);
+    } else if (rc < 0) {
+        set_internal(c->res, "building an environment", rc);
+    }
+    sl_env_errors_finish(&errs);
+    if (rc < 0) {
+        sl_env_row_finish(row);
+        return false;
+    }
+    (void)snprintf(row->owner_id, sizeof(row->owner_id), "%s",
+                   row->scope == SL_SCOPE_USER ? c->user.id : "");
+    return true;
+}
+
+static void env_create(struct call *c)
+{
+    struct sl_env_row row;
+    struct sl_store_conflict_info ci;
+    int rc;
+
+    memset(&row, 0, sizeof(row));
+    memset(&ci, 0, sizeof(ci));
+    if (!build_row(c, NULL, &row)) {
+        return;
+    }
+    rc = sl_store_env_insert(c->api->store, &row, &ci);
+    if (rc == 0) {
+        c->res->changed = true;
+        set_env(c, 201, &row);
+    } else {
+        set_conflict(c, rc, &ci, "creating an environment");
+    }
+    sl_store_conflict_finish(&ci);
+    sl_env_row_finish(&row);
+}
+
+static void env_replace(struct call *c, const struct sl_env_row *prev)
+{
+    struct sl_env_row row;
+    struct sl_store_conflict_info ci;
+    int rc;
+
+    memset(&row, 0, sizeof(row));
+    memset(&ci, 0, sizeof(ci));
+    if (!build_row(c, prev, &row)) {
+        return;
+    }
+    (void)snprintf(row.id, sizeof(row.id), "%s", prev->id);
+    rc = sl_store_env_replace(c->api->store, &row, &ci);
+    if (rc == 0) {
+        c->res->changed = true;
+        set_env(c, 200, &row);
+    } else {
+        set_conflict(c, rc, &ci, "replacing an environment");
+    }
+    sl_store_conflict_finish(&ci);
+    sl_env_row_finish(&row);
+}
+
+static void env_delete(struct call *c, const struct sl_env_row *r)
+{
+    struct sl_store_conflict_info ci;
+    int rc;
+
+    if (r->scope == SL_SCOPE_GLOBAL && !c->user.is_admin) {
+        set_error(c->res, 403, "only admins may delete global environments");
+        return;
+    }
+    memset(&ci, 0, sizeof(ci));
+    rc = sl_store_env_delete(c->api->store, r->id, &ci);
+    if (rc == 0) {
+        c->res->changed = true;
+        c->res->status = 204;
+    } else {
+        set_conflict(c, rc, &ci, "deleting an environment");
+    }
+    sl_store_conflict_finish(&ci);
+}
+
+static void env_set_default(struct call *c, const struct sl_env_row *r)
+{
+    struct sl_store_conflict_info ci;
+    struct sl_env_row now;
+    int rc;
+
+    if (!c->user.is_admin) {
+        set_error(c->res, 403, "only admins may choose the default environment");
+        return;
+    }
+    if (r->scope != SL_SCOPE_GLOBAL) {
+        set_error(c->res, 422, "only a global environment can be the default");
+        return;
+    }
+    memset(&ci, 0, sizeof(ci));
+    memset(&now, 0, sizeof(now));
+    rc = sl_store_env_set_default(c->api->store, r->id, &ci);
+    if (rc == 0) {
+        c->res->changed = true;
+        rc = sl_store_env_get(c->api->store, r->id, &now);
+        if (rc == 0) {
+            set_env(c, 200, &now);
+        } else {
+            set_conflict(c, rc, &ci, "reading the new default");
+        }
+    } else {
+        set_conflict(c, rc, &ci, "setting the default");
+    }
+    sl_env_row_finish(&now);
+    sl_store_conflict_finish(&ci);
+}
+
+static void route_envs(struct call *c, const char *tail)
+{
+    const char *m = c->req->method;
+    char seg[SEGMENT_MAX];
+    const char *rest;
+    struct sl_env_row r;
+    int rc;
+
+    if (!split_tail(tail, seg, sizeof(seg), &rest)) {
+        set_error(c->res, 404, "no such resource");
+        return;
+    }
+    if (seg[0] == '\0') {
+        if (strcmp(m, "GET") == 0) {
+            env_list(c);
+        } else if (strcmp(m, "POST") == 0) {
+            env_create(c);
+        } else {
+            set_error(c->res, 405, "use GET or POST");
+        }
+        return;
+    }
+    if (rest != NULL && strcmp(rest, "set-default") != 0) {
+        set_error(c->res, 404, "no such resource");
+        return;
+    }
+    memset(&r, 0, sizeof(r));
+    rc = find_visible(c, seg, &r);
+    if (rc == SL_ENOTFOUND) {
+        set_errorf(c->res, 404, "no environment '%s'", seg);
+        return;
+    }
+    if (rc < 0) {
+        set_internal(c->res, "reading an environment", rc);
+        return;
+    }
+    if (rest == NULL && r.scope == SL_SCOPE_GLOBAL && !c->user.is_admin
+        && (strcmp(m, "PUT") == 0 || strcmp(m, "DELETE") == 0)) {
+        set_error(c->res, 403, "only admins may change or delete global environments");
+    } else if (rest != NULL) {
+        if (strcmp(m, "POST") == 0) {
+            env_set_default(c, &r);
+        } else {
+            set_error(c->res, 405, "use POST");
+        }
+    } else if (strcmp(m, "GET") == 0) {
+        set_env(c, 200, &r);
+    } else if (strcmp(m, "PUT") == 0) {
+        env_replace(c, &r);
+    } else if (strcmp(m, "DELETE") == 0) {
+        env_delete(c, &r);
+    } else {
+        set_error(c->res, 405, "use GET, PUT or DELETE");
+    }
+    sl_env_row_finish(&r);
+}
+
+/* ---- static clients (§5.1b) --------------------------------------------------------------- */
+
+static bool is_ip(const char *s)
+{
+    unsigned char buf[16];
+
+    return uv_inet_pton(AF_INET, s, buf) == 0 || uv_inet_pton(AF_INET6, s, buf) == 0;
+}
+
+static bool is_cidr(const char *s)
+{
+    char addr[64];
+    const char *slash = strchr(s, '/');
+    unsigned char buf[16];
+    unsigned long bits = 0;
+    size_t alen;
+    unsigned max;
+
+    if (slash == NULL || slash[1] == '\0' || strlen(slash + 1) > 3) {
+        return false;
+    }
+    alen = (size_t)(slash - s);
+    if (alen == 0 || alen >= sizeof(addr)) {
+        return false;
+    }
+    memcpy(addr, s, alen);
+    addr[alen] = '\0';
+    if (uv_inet_pton(AF_INET, addr, buf) == 0) {
+        max = 32;
+    } else if (uv_inet_pton(AF_INET6, addr, buf) == 0) {
+        max = 128;
+    } else {
+        return false;
+    }
+    for (const char *p = slash + 1; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            return false;
+        }
+        bits = bits * 10 + (unsigned long)(*p - '0');
+    }
+    return bits <= max;
+}
+
+static bool is_client_id(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > CLIENT_ID_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')
+              || ch == '-' || ch == '_' || ch == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static json_t *client_json(const struct sl_store_client *cl)
+{
+    json_t *o = json_pack("{s:s,s:s,s:s?,s:s?,s:b,s:s}", "id", cl->id, "environment_id", cl->env_id,
+                          "ip", cl->ip, "cidr", cl->cidr, "has_token", cl->token_sealed != NULL,
+                          "created_at", cl->created_at);
+
+    if (o != NULL && cl->env_name != NULL
+        && json_object_set_new(o, "environment", json_string(cl->env_name)) < 0) {
+        json_decref(o);
+        o = NULL;
+    }
+    return o;
+}
+
+/* Reads and checks the POST body; answers 400/422 itself. Returns true when valid. */
+static bool parse_client(struct call *c, json_t *root, const char **id, const char **ip,
+                         const char **cidr, bool *token, const char **env)
+{
+    json_t *v;
+    const char *key;
+    json_t *tok;
+
+    json_object_foreach(root, key, v)
+    {
+        if (strcmp(key, "id") != 0 && strcmp(key, "ip") != 0 && strcmp(key, "cidr") != 0
+            && strcmp(key, "token") != 0 && strcmp(key, "environment") != 0) {
+            set_errorf(c->res, 422, "unknown field '%.64s'", key);
+            return false;
+        }
+    }
+    *id = json_string_value(json_object_get(root, "id"));
+    *ip = json_string_value(json_object_get(root, "ip"));
+    *cidr = json_string_value(json_object_get(root, "cidr"));
+    *env = json_string_value(json_object_get(root, "environment"));
+    tok = json_object_get(root, "token");
+    *token = json_is_true(tok);
+    if (*id == NULL || !is_client_id(*id)) {
+        set_error(c->res, 422, "id: 1-128 letters, digits, '-', '_' or '.' required");
+    } else if (*env == NULL || (*env)[0] == '\0') {
+        set_error(c->res, 422, "environment: an environment id or name is required");
+    } else if (tok != NULL && !json_is_boolean(tok)) {
+        set_error(c->res, 422, "token: true or false");
+    } else if (json_object_get(root, "ip") != NULL && (*ip == NULL || !is_ip(*ip))) {
+        set_error(c->res, 422, "ip: an IPv4 or IPv6 address");
+    } else if (json_object_get(root, "cidr") != NULL && (*cidr == NULL || !is_cidr(*cidr))) {
+        set_error(c->res, 422, "cidr: an address block like 10.20.0.0/16");
+    } else if ((*ip != NULL) + (*cidr != NULL) + *token != 1) {
+        set_error(c->res, 422, "give exactly one of ip, cidr and \"token\": true");
+    } else {
+        return true;
+    }
+    return false;
+}
+
+static void client_create(struct call *c)
+{
+    struct sl_store_client cl;
+    struct sl_env_row env;
+    struct sl_buf sealed;
+    char token[SL_TOKEN_SIZE] = "";
+    const char *id, *ip, *cidr, *envname;
+    bool want_token = false;
+    json_error_t jerr;
+    json_t *root =
+            json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *doc;
+    int rc;
+
+    memset(&cl, 0, sizeof(cl));
+    memset(&env, 0, sizeof(env));
+    sl_buf_init(&sealed, 4096);
+    if (root == NULL || !json_is_object(root)) {
+        set_error(c->res, 400, "the body must be a JSON object");
+        goto out;
+    }
+    if (!parse_client(c, root, &id, &ip, &cidr, &want_token, &envname)) {
+        goto out;
+    }
+    rc = find_visible(c, envname, &env);
+    if (rc == SL_ENOTFOUND) {
+        set_errorf(c->res, 422, "environment: no environment '%.200s'", envname);
+        goto out;
+    }
+    if (rc == 0 && want_token) {
+        rc = sl_token_new(token);
+        if (rc == 0) {
+            rc = sl_secrets_seal(c->api->secrets, token, strlen(token), &sealed);
+        }
+    }
+    if (rc < 0) {
+        set_internal(c->res, "creating a static client", rc);
+        goto out;
+    }
+    cl.id = (char *)(uintptr_t)id;
+    cl.ip = (char *)(uintptr_t)ip;
+    cl.cidr = (char *)(uintptr_t)cidr;
+    cl.token_sealed = want_token ? (char *)(uintptr_t)sl_buf_cstr(&sealed) : NULL;
+    (void)snprintf(cl.env_id, sizeof(cl.env_id), "%s", env.id);
+    rc = sl_store_client_create(c->api->store, &cl);
+    cl.id = cl.ip = cl.cidr = cl.token_sealed = NULL;
+    if (rc == SL_EEXIST) {
+        set_errorf(c->res, 409, "a static client '%s' exists already", id);
+        goto out;
+    }
+    if (rc < 0) {
+        set_internal(c->res, "creating a static client", rc);
+        goto out;
+    }
+    c->res->changed = true;
+    cl.id = (char *)(uintptr_t)id;
+    cl.ip = (char *)(uintptr_t)ip;
+    cl.cidr = (char *)(uintptr_t)cidr;
+    cl.token_sealed = want_token ? token : NULL;
+    cl.env_name = env.name;
+    doc = client_json(&cl);
+    if (doc != NULL && want_token && json_object_set_new(doc, "token", json_string(token)) < 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    memset(&cl, 0, sizeof(cl));
+    set_json(c->res, 201, doc);
+out:
+    sl_env_row_finish(&env);
+    sl_buf_finish(&sealed);
+    sodium_memzero(token, sizeof(token));
+    json_decref(root);
+}
+
+static void client_list(struct call *c)
+{
+    struct sl_store_client *v = NULL;
+    size_t n = 0;
+    json_t *arr;
+    int rc = sl_store_client_list(c->api->store, &v, &n);
+
+    if (rc < 0) {
+        set_internal(c->res, "listing static clients", rc);
+        return;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, client_json(&v[i])) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    sl_store_free_clients(v, n);
+    set_json(c->res, 200, arr != NULL ? json_pack("{s:o}", "clients", arr) : NULL);
+}
+
+static void route_clients(struct call *c, const char *tail)
+{
+    const char *m = c->req->method;
+    char seg[SEGMENT_MAX];
+    const char *rest;
+    int rc;
+
+    if (!split_tail(tail, seg, sizeof(seg), &rest) || rest != NULL) {
+        set_error(c->res, 404, "no such resource");
+        return;
+    }
+    if (!c->user.is_admin) {
+        set_error(c->res, 403, "static clients are for admins only");
+        return;
+    }
+    if (seg[0] == '\0') {
+        if (strcmp(m, "GET") == 0) {
+            client_list(c);
+        } else if (strcmp(m, "POST") == 0) {
+            client_create(c);
+        } else {
+            set_error(c->res, 405, "use GET or POST");
+        }
+        return;
+    }
+    if (strcmp(m, "DELETE") != 0) {
+        set_error(c->res, 405, "use DELETE");
+        return;
+    }
+    rc = sl_store_client_delete(c->api->store, seg);
+    if (rc == SL_ENOTFOUND) {
+        set_errorf(c->res, 404, "no static client '%s'", seg);
+    } else if (rc < 0) {
+        set_internal(c->res, "deleting a static client", rc);
+    } else {
+        c->res->changed = true;
+        c->res->status = 204;
+    }
+}
+
+/* ---- resolution (§5.2) -------------------------------------------------------------------- */
+
+/* Loads one candidate; a missing one is fine. */
+static int load_candidate(int rc, struct sl_env_row *row, const struct sl_env_row **cands,
+                          size_t *n)
+{
+    if (rc == SL_ENOTFOUND) {
+        return 0;
+    }
+    if (rc == 0) {
+        cands[(*n)++] = row;
+    }
+    return rc;
+}
+
+static void resolve(struct call *c)
+{
+    char repo[SEGMENT_MAX], envkey[SEGMENT_MAX], trigger[32];
+    struct sl_env_row rows[4];
+    const struct sl_env_row *cands[3];
+    struct sl_resolve_request rq;
+    struct sl_resolve_result out;
+    size_t n = 0;
+    json_t *doc = NULL;
+    int rc;
+
+    memset(rows, 0, sizeof(rows));
+    memset(&rq, 0, sizeof(rq));
+    memset(&out, 0, sizeof(out));
+    if (query_get(c->req->query, "repo", repo, sizeof(repo)) < 0
+        || !sl_env_repo_is_valid(repo, strlen(repo))) {
+        set_error(c->res, 400, "repo: a repository path like owner/name is required");
+        return;
+    }
+    rc = query_get(c->req->query, "trigger", trigger, sizeof(trigger));
+    if (rc == 0 && strcmp(trigger, "webhook") != 0) {
+        set_error(c->res, 400, "trigger: only 'webhook' is known");
+        return;
+    }
+    rq.webhook = rc == 0;
+    rc = query_get(c->req->query, "environment", envkey, sizeof(envkey));
+    if (rc == SL_EINVAL) {
+        set_error(c->res, 400, "environment: malformed");
+        return;
+    }
+    if (rc == 0) {
+        rc = find_visible(c, envkey, &rows[3]);
+        if (rc == SL_ENOTFOUND) {
+            set_errorf(c->res, 404, "no environment '%s'", envkey);
+            return;
+        }
+        rq.explicit_env = &rows[3];
+    } else {
+        rc = 0;
+    }
+    if (rc == 0) {
+        rc = load_candidate(
+                sl_store_env_find_by_repo(c->api->store, SL_SCOPE_USER, c->user.id, repo, &rows[0]),
+                &rows[0], cands, &n);
+    }
+    if (rc == 0) {
+        rc = load_candidate(
+                sl_store_env_find_by_repo(c->api->store, SL_SCOPE_GLOBAL, NULL, repo, &rows[1]),
+                &rows[1], cands, &n);
+    }
+    if (rc == 0) {
+        rc = load_candidate(sl_store_env_get_default(c->api->store, &rows[2]), &rows[2], cands, &n);
+    }
+    rq.user_id = c->user.id;
+    rq.is_admin = c->user.is_admin;
+    rq.repo = repo;
+    rq.candidates = cands;
+    rq.n_candidates = n;
+    rq.default_image = c->api->default_image;
+    if (rc == 0) {
+        rc = sl_resolve_run(&rq, &out);
+    }
+    if (rc == 0) {
+        rc = sl_resolve_render(&out, repo, &c->sealer, &doc);
+    }
+    if (rc == 0) {
+        set_json(c->res, 200, doc);
+    } else if (rc == SL_ENOTFOUND) {
+        set_errorf(c->res, 404, "no environment '%s'", envkey);
+    } else if (rc == SL_EINVAL) {
+        set_error(c->res, 400, "repo: a repository path like owner/name is required");
+    } else {
+        set_internal(c->res, "resolving", rc);
+    }
+    sl_resolve_finish(&out);
+    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
+        sl_env_row_finish(&rows[i]);
+    }
+}
+
+/* ---- the job ------------------------------------------------------------------------------ */
+
+/* Finds the caller. Returns true with c->user filled, or false with the answer set. */
+static bool authenticate(struct call *c, const char *auth)
+{
+    uint8_t hash[SL_TOKEN_HASH_BYTES];
+    int rc;
+
+    if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
+        set_error(c->res, 401, "an API token is required: Authorization: Bearer TOKEN");
+        return false;
+    }
+    rc = sl_token_hash(auth + 7, hash);
+    if (rc == 0) {
+        rc = sl_store_token_find_user(c->api->store, hash, &c->user, NULL);
+    }
+    if (rc == SL_ENOTFOUND) {
+        set_error(c->res, 401, "unknown API token");
+        return false;
+    }
+    if (rc < 0) {
+        set_internal(c->res, "checking a token", rc);
+        return false;
+    }
+    return true;
+}
+
+static void route(struct call *c)
+{
+    const char *path = c->req->path;
+    const char *m = c->req->method;
+
+    if (strncmp(path, ENVS_PREFIX, strlen(ENVS_PREFIX)) == 0) {
+        route_envs(c, path + strlen(ENVS_PREFIX));
+    } else if (strncmp(path, CLIENTS_PREFIX, strlen(CLIENTS_PREFIX)) == 0) {
+        route_clients(c, path + strlen(CLIENTS_PREFIX));
+    } else if (strcmp(path, "/api/v1/resolve") == 0) {
+        if (strcmp(m, "GET") == 0) {
+            resolve(c);
+        } else {
+            set_error(c->res, 405, "use GET");
+        }
+    } else if (strcmp(path, "/api/v1/status") == 0) {
+        set_json(c->res, 200,
+                 json_pack("{s:s,s:s,s:n}", "version", SLUICE_VERSION, "user", c->user.name,
+                           "snapshot"));
+    } else {
+        set_error(c->res, 404, "no such resource");
+    }
+}
+
+static void on_work(uv_work_t *w)
+{
+    struct job *j = SL_CONTAINER_OF(w, struct job, work);
+    struct call c;
+
+    memset(&c, 0, sizeof(c));
+    c.api = j->api;
+    c.req = j->req;
+    c.res = &j->res;
+    c.sealer.seal = seal_value;
+    c.sealer.open = open_value;
+    c.sealer.arg = (void *)(uintptr_t)j->api->secrets;
+    if (authenticate(&c, j->auth)) {
+        route(&c);
+    }
+    sl_user_finish(&c.user);
+}
+
+static void on_work_done(uv_work_t *w, int status)
+{
+    struct job *j = SL_CONTAINER_OF(w, struct job, work);
+    struct sl_api *api = j->api;
+    bool changed = j->res.changed;
+
+    (void)status;
+    if (j->res.body != NULL) {
+        sl_http_respond(j->x, j->res.status, "application/json", j->res.body, strlen(j->res.body));
+    } else if (j->res.status == 204) {
+        sl_http_respond(j->x, 204, NULL, NULL, 0);
+    } else {
+        sl_http_respond_error(j->x, 500, "internal error");
+    }
+    sl_free(j->res.body);
+    if (j->auth != NULL) {
+        sodium_memzero(j->auth, strlen(j->auth));
+        sl_free(j->auth);
+    }
+    sl_free(j);
+    api->_pending--;
+    if (changed && api->changed != NULL) {
+        api->changed(api->hook_arg);
+    }
+}
+
+void sl_api_init(struct sl_api *api)
+{
+    api->_pending = 0;
+}
+
+size_t sl_api_pending(const struct sl_api *api)
+{
+    return api->_pending;
+}
+
+void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+{
+    static const char healthy[] = "{\"ok\":true}";
+    struct sl_api *api = arg;
+    const struct sl_h1_header *h;
+    struct job *j;
+    int rc;
+
+    if (strcmp(req->path, "/healthz") == 0 && strcmp(req->method, "GET") == 0) {
+        sl_http_respond(x, 200, "application/json", healthy, sizeof(healthy) - 1);
+        return;
+    }
+    j = sl_calloc(1, sizeof(*j));
+    if (j == NULL) {
+        sl_http_respond_error(x, 503, "out of memory");
+        return;
+    }
+    j->api = api;
+    j->x = x;
+    j->req = req;
+    h = sl_h1_find(req->head, "authorization");
+    if (h != NULL) {
+        j->auth = sl_strndup((const char *)h->value.p, h->value.n);
+        if (j->auth == NULL) {
+            sl_free(j);
+            sl_http_respond_error(x, 503, "out of memory");
+            return;
+        }
+    }
+    rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
+    if (rc < 0) {
+        sl_free(j->auth);
+        sl_free(j);
+        sl_http_respond_error(x, 503, "cannot queue the request");
+        return;
+    }
+    api->_pending++;
+}

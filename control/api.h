@@ -1,0 +1,57 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/api.h - the REST API of the control plane (SPEC.md §5 intro, §5.1, §5.1b, §5.2):
+ * routes, bearer-token authentication, roles and JSON errors, on top of http/server.
+ *
+ * sl_api_handle() is an sl_http_handler_fn. GET /healthz is answered on the loop; every other
+ * request becomes one uv_queue_work job that authenticates the caller, runs the whole request
+ * against the store (SQLite never runs on the loop) and builds the response body; the
+ * after-work callback on the loop answers the exchange and, when the job committed a change,
+ * calls the `changed` callback (the daemon pushes a new snapshot from there).
+ *
+ * Lifecycle: fill a struct sl_api (caller storage) -> sl_api_init() -> pass sl_api_handle and
+ * the struct to sl_http_server_create() -> on stop, close the server and let the loop run until
+ * sl_api_pending() is 0 (every job has answered its exchange) -> release the store and key.
+ */
+#ifndef SL_CONTROL_API_H
+#define SL_CONTROL_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "base/err.h"
+#include "control/secrets.h"
+#include "control/store.h"
+#include "http/server.h"
+
+/* Called on the loop after a job committed a change to the database. */
+typedef void sl_api_changed_fn(void *arg);
+
+struct sl_api {
+    /* The loop the server runs on. Borrowed. */
+    uv_loop_t *loop;
+    /* The database and the key; borrowed, used from thread-pool jobs (both are thread-safe). */
+    struct sl_store *store;
+    const struct sl_secrets *secrets;
+    /* The built-in base image for resolution (`--image`); NULL for the default. Borrowed. */
+    const char *default_image;
+    /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */
+    sl_api_changed_fn *changed;
+    void *hook_arg;
+    /* Jobs queued and not yet answered; only the module writes it. */
+    size_t _pending;
+};
+
+/* Prepares `api` after the caller set the public members. */
+void sl_api_init(struct sl_api *api);
+
+/* The request handler (an sl_http_handler_fn); `arg` is the struct sl_api. */
+void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg);
+
+/* Jobs still running; the store must stay open until this is 0. */
+size_t sl_api_pending(const struct sl_api *api);
+
+#endif

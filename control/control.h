@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/control.h - the control plane daemon (`sluice control`, SPEC.md §5): opens the data
+ * directory, the encryption key and sluice.db, serves the REST API (control/api) on --listen
+ * and runs until SIGTERM or SIGINT, then stops gracefully (no new requests; requests in flight
+ * finish their database work; the database is closed).
+ *
+ * Lifecycle: sl_control_config_init() -> set fields -> sl_control_run() (blocks until stopped).
+ */
+#ifndef SL_CONTROL_CONTROL_H
+#define SL_CONTROL_CONTROL_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "base/log.h"
+
+/* Most --proxy-admin-socket flags. */
+#define SL_CONTROL_SOCKETS_MAX 16
+/* Defaults of SPEC.md §1 and §5. */
+#define SL_CONTROL_DEFAULT_LISTEN        "127.0.0.1:8080"
+#define SL_CONTROL_DEFAULT_DOCKER_SOCKET "/var/run/docker.sock"
+#define SL_CONTROL_DEFAULT_NETWORK       "sluice0"
+
+/* Every string is borrowed (from argv) and must outlive sl_control_run(). */
+struct sl_control_config {
+    /* ADDR:PORT of the REST API. */
+    const char *listen;
+    /* The data directory (created 0700 when missing): sluice.db, encryption.key. */
+    const char *data_dir;
+    /* Proxy admin sockets to push snapshots to. */
+    const char *proxy_admin_sockets[SL_CONTROL_SOCKETS_MAX];
+    size_t n_proxy_admin_sockets;
+    /* Used once sandboxes exist (SPEC §5.3-5.4); validated and kept until then. NULL or 0
+     * when not given. */
+    const char *docker_socket;
+    const char *network;
+    unsigned proxy_port;
+    const char *subnet;
+    /* The default sandbox image; also the built-in base image of resolution (§5.2). */
+    const char *image;
+    const char *git_url;
+    const char *git_token;
+    unsigned idle_timeout_s;
+    unsigned sandbox_lifetime_s;
+    enum sl_log_level log_level;
+};
+
+/* Fills the defaults. */
+void sl_control_config_init(struct sl_control_config *cfg);
+
+/* Runs the daemon until SIGTERM/SIGINT. Returns 0 after a clean stop, or a negative code when
+ * it could not start; the reason was printed with sl_eprintf() (one line for a person). */
+SL_MUST_CHECK int sl_control_run(const struct sl_control_config *cfg);
+
+#endif
