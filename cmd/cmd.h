@@ -19,10 +19,16 @@ enum sl_cmd_exit {
 /* `sluice ca init|show ...` */
 int sl_cmd_ca(int argc, char **argv);
 
+/* `sluice control [flags]` */
+int sl_cmd_control(int argc, char **argv);
+
 /* `sluice policy check|explain ...` */
 int sl_cmd_policy(int argc, char **argv);
 
 /* `sluice proxy [flags]` */
 int sl_cmd_proxy(int argc, char **argv);
+
+/* `sluice user add NAME [--admin] [--data DIR]` */
+int sl_cmd_user(int argc, char **argv);
 
 #endif

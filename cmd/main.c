@@ -21,11 +21,12 @@ static const char usage[] =
         "  policy explain FILE --client ID-OR-IP --url URL [--method M]\n"
         "                                    print the decision the proxy would take\n"
         "  proxy [flags]                     the data plane (sluice proxy --help)\n"
+        "  control [flags]                   the control plane (sluice control --help)\n"
+        "  user add NAME [--admin] [--data DIR]\n"
+        "                                    create a control plane user; prints its token\n"
         "\n"
         "not built yet (each answers so and exits 2):\n"
         "  up        the single-machine install (proxy + control plane + container network)\n"
-        "  control   the control plane\n"
-        "  user add  create a control plane user\n"
         "\n"
         "`sluice COMMAND --help` describes a command.\n";
 
@@ -36,8 +37,6 @@ struct not_built {
 
 static const struct not_built not_built[] = {
     { "up", "[7/8] `sluice up`" },
-    { "control", "[3/8] the control plane" },
-    { "user", "[3/8] the control plane" },
 };
 
 int main(int argc, char **argv)
@@ -67,6 +66,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "proxy") == 0) {
         return sl_cmd_proxy(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "control") == 0) {
+        return sl_cmd_control(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "user") == 0) {
+        return sl_cmd_user(argc - 1, argv + 1);
     }
     for (size_t i = 0; i < SL_ARRAY_LEN(not_built); i++) {
         if (strcmp(cmd, not_built[i].name) == 0) {

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * cmd/control.c - `sluice control`: the flags of SPEC.md §5, then control/control.c runs.
+ */
+#include "control/control.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "cmd/cmd.h"
+#include "cmd/opts.h"
+
+static const char usage[] =
+        "usage: sluice control [flags]\n"
+        "\n"
+        "The control plane: the REST API of environments, static clients and resolution\n"
+        "(HTTP/1.1 JSON, bearer tokens from `sluice user add`), over the database DIR/sluice.db.\n"
+        "The encryption key comes from $SLUICE_ENCRYPTION_KEY, else DIR/encryption.key.\n"
+        "\n"
+        "flags:\n"
+        "  --listen ADDR:PORT          the API address (default 127.0.0.1:8080)\n"
+        "  --data DIR                  data directory (default: $SLUICE_DATA, or ./var)\n"
+        "  --proxy-admin-socket PATH   a proxy's admin socket to push snapshots to (repeatable)\n"
+        "  --log-level LEVEL           error, warn, info (default), debug or trace\n"
+        "\n"
+        "used once sandboxes exist (accepted and checked now):\n"
+        "  --docker-socket PATH        the Docker API socket (default /var/run/docker.sock)\n"
+        "  --network NAME              the container network (default sluice0)\n"
+        "  --proxy-port PORT           the proxy's port on the network's gateway\n"
+        "  --subnet CIDR               the container network's subnet\n"
+        "  --image NAME                the default sandbox image (also the built-in base image\n"
+        "                              of resolution, used now)\n"
+        "  --git-url URL               the git server sandboxes clone from\n"
+        "  --git-token TOKEN           its token\n"
+        "  --idle-timeout S            stop a sandbox idle this long\n"
+        "  --sandbox-lifetime S        stop a sandbox after this long\n"
+        "\n"
+        "SIGTERM or SIGINT stops it gracefully (exit 0).\n";
+
+struct raw {
+    const char *proxy_port;
+    const char *idle_timeout;
+    const char *sandbox_lifetime;
+    const char *log_level;
+    const char *data;
+    const char *listen;
+};
+
+static bool is_cidr_text(const char *s)
+{
+    const char *slash = strchr(s, '/');
+
+    return slash != NULL && slash != s && slash[1] != '\0'
+           && strspn(slash + 1, "0123456789") == strlen(slash + 1);
+}
+
+static int convert(const struct raw *r, struct sl_control_config *cfg)
+{
+    static const char cmd[] = "control";
+
+    if ((r->proxy_port != NULL
+         && sl_opts_uint(cmd, "--proxy-port", r->proxy_port, 1, 65535, &cfg->proxy_port))
+        || (r->idle_timeout != NULL
+            && sl_opts_uint(cmd, "--idle-timeout", r->idle_timeout, 1, 31536000,
+                            &cfg->idle_timeout_s))
+        || (r->sandbox_lifetime != NULL
+            && sl_opts_uint(cmd, "--sandbox-lifetime", r->sandbox_lifetime, 1, 31536000,
+                            &cfg->sandbox_lifetime_s))) {
+        return SL_CMD_USAGE;
+    }
+    if (r->log_level != NULL && sl_log_level_parse(r->log_level, &cfg->log_level) < 0) {
+        sl_eprintf("%s: option '--log-level' needs error, warn, info, debug or trace, not '%s'",
+                   cmd, r->log_level);
+        return SL_CMD_USAGE;
+    }
+    if (cfg->subnet != NULL && !is_cidr_text(cfg->subnet)) {
+        sl_eprintf("%s: option '--subnet' needs a CIDR block like 10.77.0.0/16, not '%s'", cmd,
+                   cfg->subnet);
+        return SL_CMD_USAGE;
+    }
+    if (r->listen != NULL) {
+        if (r->listen[0] == '\0' || strrchr(r->listen, ':') == NULL) {
+            sl_eprintf("%s: option '--listen' needs ADDR:PORT, not '%s'", cmd, r->listen);
+            return SL_CMD_USAGE;
+        }
+        cfg->listen = r->listen;
+    }
+    if ((cfg->network != NULL && cfg->network[0] == '\0')
+        || (cfg->image != NULL && cfg->image[0] == '\0')
+        || (cfg->docker_socket != NULL && cfg->docker_socket[0] == '\0')) {
+        sl_eprintf("%s: --network, --image and --docker-socket need a value", cmd);
+        return SL_CMD_USAGE;
+    }
+    cfg->data_dir = sl_opts_data_dir(r->data);
+    return SL_CMD_OK;
+}
+
+int sl_cmd_control(int argc, char **argv)
+{
+    struct sl_control_config cfg;
+    struct raw r;
+    const char *pos[1];
+    size_t n_pos = 0;
+    bool help = false;
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    sl_control_config_init(&cfg);
+    {
+        const struct sl_opt opts[] = {
+            { "--listen", SL_OPT_VALUE, NULL, &r.listen, NULL, NULL, 0 },
+            { "--data", SL_OPT_VALUE, NULL, &r.data, NULL, NULL, 0 },
+            { "--proxy-admin-socket", SL_OPT_LIST, NULL, NULL, cfg.proxy_admin_sockets,
+              &cfg.n_proxy_admin_sockets, SL_CONTROL_SOCKETS_MAX },
+            { "--docker-socket", SL_OPT_VALUE, NULL, &cfg.docker_socket, NULL, NULL, 0 },
+            { "--network", SL_OPT_VALUE, NULL, &cfg.network, NULL, NULL, 0 },
+            { "--proxy-port", SL_OPT_VALUE, NULL, &r.proxy_port, NULL, NULL, 0 },
+            { "--subnet", SL_OPT_VALUE, NULL, &cfg.subnet, NULL, NULL, 0 },
+            { "--image", SL_OPT_VALUE, NULL, &cfg.image, NULL, NULL, 0 },
+            { "--git-url", SL_OPT_VALUE, NULL, &cfg.git_url, NULL, NULL, 0 },
+            { "--git-token", SL_OPT_VALUE, NULL, &cfg.git_token, NULL, NULL, 0 },
+            { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
+            { "--sandbox-lifetime", SL_OPT_VALUE, NULL, &r.sandbox_lifetime, NULL, NULL, 0 },
+            { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
+        };
+
+        rc = sl_opts_parse("control", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0, &n_pos, &help);
+    }
+    if (rc != SL_CMD_OK) {
+        return rc;
+    }
+    if (help) {
+        (void)fputs(usage, stdout);
+        return SL_CMD_OK;
+    }
+    rc = convert(&r, &cfg);
+    if (rc != SL_CMD_OK) {
+        return rc;
+    }
+    return sl_control_run(&cfg) < 0 ? SL_CMD_FAIL : SL_CMD_OK;
+}
