@@ -1,0 +1,454 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/control_api.py - the REST API of environments, static clients and
+# resolution (SPEC.md §5 intro, §5.1, §5.1b, §5.2) against a real `sluice control` on loopback,
+# with users made by `sluice user add`. One function per rule; stdlib only.
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+
+BIN = os.environ.get("SLUICE_BIN") or sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="sluice-control-api-")
+DATA = os.path.join(WORK, "data")
+ENV = dict(os.environ, SLUICE_ENCRYPTION_KEY=base64.b64encode(os.urandom(32)).decode())
+ENV.pop("SLUICE_DATA", None)
+
+state = {"proc": None, "port": 0}
+tokens = {}
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def start():
+    port = free_port()
+    log = open(os.path.join(WORK, "control.log"), "ab")
+    proc = subprocess.Popen([BIN, "control", "--listen", "127.0.0.1:%d" % port, "--data", DATA],
+                            env=ENV, stdout=log, stderr=log)
+    state["proc"], state["port"] = proc, port
+    for _ in range(200):
+        try:
+            if call("GET", "/healthz")[0] == 200:
+                return
+        except OSError:
+            pass
+        if proc.poll() is not None:
+            raise AssertionError("sluice control exited with %d" % proc.returncode)
+        time.sleep(0.05)
+    raise AssertionError("sluice control did not start")
+
+
+def stop():
+    proc = state["proc"]
+    proc.send_signal(signal.SIGTERM)
+    rc = proc.wait(timeout=10)
+    assert rc == 0, "sluice control exited %d after SIGTERM" % rc
+
+
+def call(method, path, body=None, who=None, raw=None):
+    conn = http.client.HTTPConnection("127.0.0.1", state["port"], timeout=10)
+    headers = {}
+    if who is not None:
+        headers["Authorization"] = "Bearer " + tokens.get(who, who)
+    data = raw
+    if body is not None:
+        data = json.dumps(body).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    conn.request(method, path, body=data, headers=headers)
+    resp = conn.getresponse()
+    text = resp.read()
+    conn.close()
+    doc = json.loads(text) if text else None
+    return resp.status, doc
+
+
+def expect(got, status, what):
+    assert got[0] == status, "%s: want %d, got %d %s" % (what, status, got[0], got[1])
+    return got[1]
+
+
+def user_add(name, admin=False):
+    args = [BIN, "user", "add", name, "--data", DATA] + (["--admin"] if admin else [])
+    out = subprocess.run(args, env=ENV, capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sl_"), out
+    tokens[name] = lines[0]
+
+
+def env_doc(name, **kw):
+    doc = {"name": name, "base_image": "python:3.12-slim", "network": "off"}
+    doc.update(kw)
+    return doc
+
+
+def create(who, name, **kw):
+    return expect(call("POST", "/api/v1/environments", env_doc(name, **kw), who), 201,
+                  "create " + name)
+
+
+E = "/api/v1/environments"
+
+
+# ---- the rules -----------------------------------------------------------------------------
+
+def test_user_add_prints_one_token_and_refuses_a_taken_name():
+    r = subprocess.run([BIN, "user", "add", "alice", "--data", DATA], env=ENV,
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == "" and "alice" in r.stderr, r
+
+
+def test_health_needs_no_token():
+    assert expect(call("GET", "/healthz"), 200, "healthz") == {"ok": True}
+
+
+def test_no_token_or_unknown_token_is_401():
+    doc = expect(call("GET", E), 401, "no token")
+    assert "message" in doc
+    expect(call("GET", E, who="sl_" + "A" * 43), 401, "unknown token")
+    expect(call("GET", "/api/v1/status", who="nonsense"), 401, "garbage token")
+
+
+def test_status_reports_the_version():
+    doc = expect(call("GET", "/api/v1/status", who="alice"), 200, "status")
+    assert doc["version"]
+
+
+def test_user_cannot_write_global_environments():
+    expect(call("POST", E, env_doc("g-by-user", scope="global"), "alice"), 403, "create global")
+    g = create("root", "g-guarded", scope="global")
+    expect(call("PUT", E + "/" + g["id"], env_doc("g-guarded", scope="global"), "alice"), 403,
+           "put global")
+    expect(call("PUT", E + "/" + g["id"], {"bad": 1}, "alice"), 403, "put global, bad body")
+    expect(call("DELETE", E + "/" + g["id"], who="alice"), 403, "delete global")
+    expect(call("POST", E + "/" + g["id"] + "/set-default", who="alice"), 403, "set-default")
+    # Everyone reads global environments.
+    expect(call("GET", E + "/" + g["id"], who="alice"), 200, "read global")
+
+
+def test_user_cannot_see_another_users_environment():
+    mine = create("alice", "alice-private")
+    expect(call("GET", E + "/" + mine["id"], who="bob"), 404, "bob reads alice's")
+    expect(call("PUT", E + "/" + mine["id"], env_doc("x"), "bob"), 404, "bob puts alice's")
+    expect(call("DELETE", E + "/" + mine["id"], who="bob"), 404, "bob deletes alice's")
+    names = [e["name"] for e in expect(call("GET", E, who="bob"), 200, "list")["environments"]]
+    assert "alice-private" not in names
+
+
+def test_admin_can_do_everything():
+    g = create("root", "admin-global", scope="global")
+    u = create("root", "admin-own")
+    assert u["owner"] == "root" and g["owner"] is None
+    expect(call("PUT", E + "/" + g["id"], env_doc("admin-global", scope="global",
+                                                   description="d"), "root"), 200, "put")
+    expect(call("POST", E + "/" + g["id"] + "/set-default", who="root"), 200, "set-default")
+    h = create("root", "admin-global-2", scope="global")
+    expect(call("POST", E + "/" + h["id"] + "/set-default", who="root"), 200, "promote")
+    expect(call("DELETE", E + "/" + g["id"], who="root"), 204, "delete")
+    expect(call("DELETE", E + "/" + u["id"], who="root"), 204, "delete own")
+
+
+def test_create_get_list_put_delete():
+    e = create("alice", "crud", cpus=1.5, memory="2GiB", description="first",
+               repositories=["acme/crud"])
+    assert e["scope"] == "user" and e["cpus"] == 1.5 and e["memory"] == "2GiB"
+    got = expect(call("GET", E + "/" + e["id"], who="alice"), 200, "get by id")
+    assert got == e
+    by_name = expect(call("GET", E + "/crud", who="alice"), 200, "get by name")
+    assert by_name["id"] == e["id"]
+    lst = expect(call("GET", E, who="alice"), 200, "list")["environments"]
+    assert e["id"] in [x["id"] for x in lst]
+    put = expect(call("PUT", E + "/" + e["id"], env_doc("crud2", description="second"),
+                      "alice"), 200, "put")
+    assert put["name"] == "crud2" and put["description"] == "second" and put["cpus"] is None
+    assert put["created_at"] == e["created_at"]
+    expect(call("DELETE", E + "/" + e["id"], who="alice"), 204, "delete")
+    expect(call("GET", E + "/" + e["id"], who="alice"), 404, "gone")
+
+
+def test_names_are_unique_per_scope_and_owner():
+    create("alice", "same-name")
+    doc = expect(call("POST", E, env_doc("same-name"), "alice"), 409, "twice for alice")
+    assert "same-name" in doc["message"]
+    create("bob", "same-name")
+    create("root", "same-name", scope="global")
+    expect(call("POST", E, env_doc("same-name", scope="global"), "root"), 409, "twice global")
+
+
+def test_one_global_default_and_delete_default_is_409():
+    a = create("root", "def-a", scope="global")
+    b = create("root", "def-b", scope="global")
+    expect(call("POST", E + "/" + a["id"] + "/set-default", who="root"), 200, "a default")
+    expect(call("POST", E + "/" + b["id"] + "/set-default", who="root"), 200, "b default")
+    lst = expect(call("GET", E, who="root"), 200, "list")["environments"]
+    defaults = [x["name"] for x in lst if x["is_default"]]
+    assert defaults == ["def-b"], defaults
+    doc = expect(call("DELETE", E + "/" + b["id"], who="root"), 409, "delete default")
+    assert "promote another" in doc["message"]
+    u = create("root", "def-user")
+    expect(call("POST", E + "/" + u["id"] + "/set-default", who="root"), 422, "user default")
+
+
+def test_network_on_deny_without_rules_is_422():
+    doc = expect(call("POST", E, env_doc("closed", network="on",
+                                         egress={"default": "deny", "rules": []}), "alice"),
+                 422, "deny no rules")
+    assert doc["errors"] and doc["message"]
+
+
+def test_network_off_stores_no_egress():
+    e = create("alice", "offline", egress={"default": "allow",
+                                           "rules": [{"host": "x.example.com"}]})
+    assert e["network"] == "off" and e["egress"] is None
+    got = expect(call("GET", E + "/" + e["id"], who="alice"), 200, "get")
+    assert got["egress"] is None
+
+
+def test_env_var_names_and_100_entries():
+    bad = expect(call("POST", E, env_doc("badvar", env=[{"name": "A", "value": "1"},
+                                                         {"name": "1X", "value": "2"}]),
+                      "alice"), 422, "bad name")
+    assert any(x["field"].startswith("env[1]") for x in bad["errors"]), bad
+    many = [{"name": "V%d" % i, "value": "x"} for i in range(101)]
+    doc = expect(call("POST", E, env_doc("toomany", env=many), "alice"), 422, "101 vars")
+    assert any(x["field"].startswith("env") for x in doc["errors"]), doc
+    create("alice", "hundred", env=many[:100])
+
+
+def test_at_most_100_rules():
+    rules = [{"host": "h%d.example.com" % i} for i in range(101)]
+    doc = expect(call("POST", E, env_doc("rules101", network="on",
+                                         egress={"default": "deny", "rules": rules}), "alice"),
+                 422, "101 rules")
+    assert any(x["field"].startswith("egress.rules") for x in doc["errors"]), doc
+    create("alice", "rules100", network="on", egress={"default": "deny", "rules": rules[:100]})
+
+
+def test_secrets_are_masked_and_kept_on_resave():
+    e = create("alice", "secretive", env=[{"name": "TOKEN", "value": "s3cr3t", "secret": True},
+                                          {"name": "PLAIN", "value": "p"}])
+    vals = {v["name"]: v["value"] for v in e["env"]}
+    assert vals == {"TOKEN": "******", "PLAIN": "p"}, vals
+    got = expect(call("GET", E + "/" + e["id"], who="alice"), 200, "get")
+    got["description"] = "resaved"
+    put = expect(call("PUT", E + "/" + e["id"], got, "alice"), 200, "resave masked")
+    assert [v["value"] for v in put["env"]] == ["******", "p"]
+    # The kept value is the stored one: resolve with the environment shows it still masked,
+    # and a masked value for an unknown name is refused.
+    got["env"].append({"name": "NEW", "value": "******", "secret": True})
+    expect(call("PUT", E + "/" + e["id"], got, "alice"), 422, "mask without a stored value")
+    assert "s3cr3t" not in json.dumps(expect(call("GET", E, who="alice"), 200, "list"))
+
+
+def test_credentials_are_never_returned():
+    rules = [{"host": "api.example.com", "methods": ["GET"],
+              "credential": {"header": "Authorization", "value": "Bearer topsecret"}}]
+    e = create("alice", "creds", network="on", egress={"default": "deny", "rules": rules})
+    cred = e["egress"]["rules"][0]["credential"]
+    assert cred == {"header": "Authorization", "has_value": True}, cred
+    got = expect(call("GET", E + "/" + e["id"], who="alice"), 200, "get")
+    assert "topsecret" not in json.dumps(got)
+    put = expect(call("PUT", E + "/" + e["id"], got, "alice"), 200, "resave without value")
+    assert put["egress"]["rules"][0]["credential"]["has_value"] is True
+
+
+def test_repository_conflict_names_the_other_environment():
+    create("alice", "repo-one", repositories=["acme/shared"])
+    doc = expect(call("POST", E, env_doc("repo-two", repositories=["acme/shared"]), "alice"),
+                 409, "repo bound")
+    assert "repo-one" in doc["message"], doc
+
+
+def test_same_repo_in_user_and_global_environment():
+    create("alice", "repo-user", repositories=["acme/both"])
+    create("root", "repo-global", scope="global", repositories=["acme/both"])
+    create("bob", "repo-bob", repositories=["acme/both"])
+
+
+def test_invalid_json_400_unknown_field_422():
+    expect(call("POST", E, who="alice", raw=b"{not json"), 400, "invalid json")
+    doc = expect(call("POST", E, env_doc("unknown", colour="blue"), "alice"), 422, "unknown")
+    assert any("colour" in x["field"] for x in doc["errors"]), doc
+
+
+def test_sql_metacharacters_are_stored_verbatim():
+    name = "x'); DROP TABLE environments; --"
+    e = create("alice", name, description="\"quoted\" % _ \\ ;")
+    got = expect(call("GET", E + "/" + urllib.parse.quote(name, safe=""), who="alice"), 200,
+                 "get by odd name")
+    assert got["name"] == name and got["description"] == "\"quoted\" % _ \\ ;"
+    assert got["id"] == e["id"]
+
+
+def resolve(who, query):
+    return call("GET", "/api/v1/resolve?" + urllib.parse.urlencode(query), who=who)
+
+
+def test_resolve_every_matched_by():
+    # No default yet for a repo nobody binds: after the default tests the default is def-b.
+    create("carol", "carol-bound", repositories=["res/user"])
+    create("root", "res-global", scope="global", repositories=["res/global"])
+    x = create("carol", "carol-explicit")
+    doc = expect(resolve("carol", {"repo": "res/user"}), 200, "user-binding")
+    assert doc["matched_by"] == "user-binding" and doc["environment"]["name"] == "carol-bound"
+    doc = expect(resolve("carol", {"repo": "res/global"}), 200, "global-binding")
+    assert doc["matched_by"] == "global-binding"
+    doc = expect(resolve("carol", {"repo": "res/nothing", "environment": x["id"]}), 200,
+                 "explicit")
+    assert doc["matched_by"] == "explicit"
+    doc = expect(resolve("carol", {"repo": "res/nothing", "environment": "carol-explicit"}),
+                 200, "explicit by name")
+    assert doc["matched_by"] == "explicit"
+    doc = expect(resolve("carol", {"repo": "res/nothing"}), 200, "global-default")
+    assert doc["matched_by"] == "global-default" and doc["environment"]["name"] == "def-b"
+    # Webhook runs skip user bindings.
+    doc = expect(resolve("carol", {"repo": "res/user", "trigger": "webhook"}), 200, "webhook")
+    assert doc["matched_by"] == "global-default", doc
+    expect(resolve("carol", {"repo": "not a repo"}), 400, "bad repo")
+    expect(resolve("carol", {"repo": "res/user", "environment": "alice-private"}), 404,
+           "another user's env")
+
+
+def test_static_clients_admin_only_token_shown_once():
+    expect(call("GET", "/api/v1/clients", who="alice"), 403, "user lists")
+    expect(call("POST", "/api/v1/clients", {"id": "x", "ip": "10.0.0.1", "environment": "def-b"},
+                "alice"), 403, "user creates")
+    doc = expect(call("POST", "/api/v1/clients", {"id": "ci-runners", "cidr": "10.20.0.0/16",
+                                                  "environment": "def-b"}, "root"), 201, "cidr")
+    assert doc["cidr"] == "10.20.0.0/16" and "token" not in doc
+    doc = expect(call("POST", "/api/v1/clients", {"id": "builder", "token": True,
+                                                  "environment": "def-b"}, "root"), 201, "token")
+    token = doc["token"]
+    assert token.startswith("sl_")
+    expect(call("POST", "/api/v1/clients", {"id": "builder", "ip": "10.0.0.2",
+                                            "environment": "def-b"}, "root"), 409, "taken")
+    expect(call("POST", "/api/v1/clients", {"id": "bad", "cidr": "10.0.0.0/99",
+                                            "environment": "def-b"}, "root"), 422, "bad cidr")
+    expect(call("POST", "/api/v1/clients", {"id": "nowhere", "ip": "10.0.0.3",
+                                            "environment": "no-such"}, "root"), 422, "no env")
+    lst = expect(call("GET", "/api/v1/clients", who="root"), 200, "list")
+    assert token not in json.dumps(lst)
+    assert {c["id"] for c in lst["clients"]} == {"ci-runners", "builder"}
+    expect(call("DELETE", "/api/v1/clients/ci-runners", who="root"), 204, "delete")
+    expect(call("DELETE", "/api/v1/clients/ci-runners", who="root"), 404, "delete twice")
+
+
+def test_restart_keeps_everything():
+    before = expect(call("GET", E, who="alice"), 200, "list")
+    stop()
+    start()
+    after = expect(call("GET", E, who="alice"), 200, "list after restart")
+    assert before == after
+    secret = [e for e in after["environments"] if e["name"] == "secretive"][0]
+    got = expect(call("GET", E + "/" + secret["id"], who="alice"), 200, "get after restart")
+    assert "undecryptable" not in got
+
+
+def test_corrupt_database_refuses_to_start():
+    d = os.path.join(WORK, "corrupt")
+    os.makedirs(d)
+    db = os.path.join(d, "sluice.db")
+    junk = os.urandom(8192)
+    with open(db, "wb") as f:
+        f.write(junk)
+    r = subprocess.run([BIN, "control", "--listen", "127.0.0.1:%d" % free_port(), "--data", d],
+                       env=ENV, capture_output=True, text=True, timeout=10)
+    assert r.returncode != 0 and "sluice.db" in r.stderr, r
+    with open(db, "rb") as f:
+        assert f.read() == junk
+
+
+def test_missing_key_is_a_clear_error():
+    env = dict(ENV)
+    del env["SLUICE_ENCRYPTION_KEY"]
+    d = os.path.join(WORK, "nokey")
+    r = subprocess.run([BIN, "control", "--listen", "127.0.0.1:%d" % free_port(), "--data", d],
+                       env=env, capture_output=True, text=True, timeout=10)
+    assert r.returncode == 1 and "SLUICE_ENCRYPTION_KEY" in r.stderr, r
+
+
+def test_resolve_none_on_a_fresh_database():
+    d = os.path.join(WORK, "fresh")
+    global DATA
+    saved, DATA = DATA, d
+    try:
+        user_add("dave")
+        stop()
+        start()
+        doc = expect(resolve("dave", {"repo": "any/thing"}), 200, "none")
+        assert doc["matched_by"] == "none" and doc["network"] == "off", doc
+    finally:
+        DATA = saved
+
+
+TESTS = [
+    test_user_add_prints_one_token_and_refuses_a_taken_name,
+    test_health_needs_no_token,
+    test_no_token_or_unknown_token_is_401,
+    test_status_reports_the_version,
+    test_user_cannot_write_global_environments,
+    test_user_cannot_see_another_users_environment,
+    test_admin_can_do_everything,
+    test_create_get_list_put_delete,
+    test_names_are_unique_per_scope_and_owner,
+    test_one_global_default_and_delete_default_is_409,
+    test_network_on_deny_without_rules_is_422,
+    test_network_off_stores_no_egress,
+    test_env_var_names_and_100_entries,
+    test_at_most_100_rules,
+    test_secrets_are_masked_and_kept_on_resave,
+    test_credentials_are_never_returned,
+    test_repository_conflict_names_the_other_environment,
+    test_same_repo_in_user_and_global_environment,
+    test_invalid_json_400_unknown_field_422,
+    test_sql_metacharacters_are_stored_verbatim,
+    test_resolve_every_matched_by,
+    test_static_clients_admin_only_token_shown_once,
+    test_restart_keeps_everything,
+    test_corrupt_database_refuses_to_start,
+    test_missing_key_is_a_clear_error,
+    test_resolve_none_on_a_fresh_database,
+]
+
+
+def main():
+    failed = 0
+    try:
+        for name, admin in (("alice", False), ("bob", False), ("carol", False), ("root", True)):
+            user_add(name, admin)
+        start()
+        for t in TESTS:
+            try:
+                t()
+                print("ok - " + t.__name__)
+            except Exception as e:  # one failure must not hide the others
+                failed += 1
+                print("not ok - %s: %r" % (t.__name__, e))
+        stop()
+    finally:
+        if state["proc"] is not None and state["proc"].poll() is None:
+            state["proc"].kill()
+        if failed:
+            with open(os.path.join(WORK, "control.log"), "rb") as f:
+                sys.stdout.write(f.read().decode(errors="replace")[-4000:])
+        shutil.rmtree(WORK, ignore_errors=True)
+    print("%d checks, %d failed" % (len(TESTS), failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
