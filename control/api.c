@@ -35,6 +35,8 @@ struct result {
     char *body;
     /* The job committed a change. */
     bool changed;
+    /* A document the loop completes (status) before it becomes `body`; owned. */
+    json_t *doc;
 };
 
 struct job {
@@ -933,9 +935,8 @@ static void route(struct call *c)
             set_error(c->res, 405, "use GET");
         }
     } else if (strcmp(path, "/api/v1/status") == 0) {
-        set_json(c->res, 200,
-                 json_pack("{s:s,s:s,s:n}", "version", SLUICE_VERSION, "user", c->user.name,
-                           "snapshot"));
+        c->res->doc = json_pack("{s:s,s:s}", "version", SLUICE_VERSION, "user", c->user.name);
+        c->res->status = c->res->doc != NULL ? 200 : 500;
     } else {
         set_error(c->res, 404, "no such resource");
     }
@@ -966,6 +967,13 @@ static void on_work_done(uv_work_t *w, int status)
     bool changed = j->res.changed;
 
     (void)status;
+    if (j->res.doc != NULL) {
+        if (api->status != NULL) {
+            api->status(api->hook_arg, j->res.doc);
+        }
+        set_json(&j->res, 200, j->res.doc);
+        j->res.doc = NULL;
+    }
     if (j->res.body != NULL) {
         sl_http_respond(j->x, j->res.status, "application/json", j->res.body, strlen(j->res.body));
     } else if (j->res.status == 204) {

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
 #include <uv.h>
 
 #include "base/err.h"
@@ -29,6 +30,10 @@
 
 /* Called on the loop after a job committed a change to the database. */
 typedef void sl_api_changed_fn(void *arg);
+
+/* Called on the loop to add members to the document of GET /api/v1/status (`doc`, borrowed):
+ * what only the loop knows, such as the pusher's state. */
+typedef void sl_api_status_fn(void *arg, json_t *doc);
 
 struct sl_api {
     /* The loop the server runs on. Borrowed. */
@@ -40,6 +45,7 @@ struct sl_api {
     const char *default_image;
     /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */
     sl_api_changed_fn *changed;
+    sl_api_status_fn *status;
     void *hook_arg;
     /* Jobs queued and not yet answered; only the module writes it. */
     size_t _pending;

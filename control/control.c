@@ -13,17 +13,32 @@
 #include <sys/stat.h>
 
 #include <jansson.h>
+#include <sodium.h>
 #include <uv.h>
 
+#include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "control/api.h"
+#include "control/pusher.h"
 #include "control/secrets.h"
+#include "control/snapshot.h"
 #include "control/store.h"
 #include "http/server.h"
+#include "policy/snapshot.h"
 
 #define ERR_BYTES  512
 #define PATH_BYTES 4096
+
+/* One snapshot build on the thread pool. */
+struct build {
+    uv_work_t work;
+    struct daemon *d;
+    /* The new version and document, or rc < 0. */
+    int64_t version;
+    struct sl_buf doc;
+    int rc;
+};
 
 struct daemon {
     uv_loop_t loop;
@@ -31,6 +46,12 @@ struct daemon {
     uv_signal_t sig_int;
     struct sl_http_server *server;
     struct sl_api api;
+    /* NULL without --proxy-admin-socket: then no snapshot is built. */
+    struct sl_pusher *pusher;
+    /* A build is on the thread pool; `dirty`: a change committed since it started, so
+     * another build follows (changes coalesce; the newest state always gets pushed). */
+    bool building;
+    bool dirty;
     bool stopping;
 };
 
@@ -74,6 +95,112 @@ static int load_key(const char *dir, struct sl_secrets **out)
     return rc;
 }
 
+/* ---- snapshots: build on the pool, push from the loop ---- */
+
+static void start_build(struct daemon *d);
+
+static void on_build(uv_work_t *w)
+{
+    struct build *b = SL_CONTAINER_OF(w, struct build, work);
+
+    b->rc = sl_store_next_snapshot_version(b->d->api.store, &b->version);
+    if (b->rc == 0) {
+        b->rc = sl_control_snapshot_build(b->d->api.store, b->d->api.secrets, b->version, &b->doc,
+                                          NULL);
+    }
+}
+
+static void on_build_done(uv_work_t *w, int status)
+{
+    struct build *b = SL_CONTAINER_OF(w, struct build, work);
+    struct daemon *d = b->d;
+    int rc = b->rc;
+
+    (void)status;
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot build the policy snapshot\" err=%s", sl_strerror(rc));
+    } else if (d->pusher != NULL) {
+        rc = sl_pusher_push(d->pusher, b->version, b->doc.p, b->doc.len);
+        if (rc < 0) {
+            sl_log(SL_LOG_ERROR, 0,
+                   "msg=\"cannot hand the snapshot to the pusher\" version=%lld "
+                   "err=%s",
+                   (long long)b->version, sl_strerror(rc));
+        } else {
+            sl_log(SL_LOG_DEBUG, 0, "msg=\"snapshot built\" version=%lld bytes=%zu",
+                   (long long)b->version, b->doc.len);
+        }
+    }
+    /* The document holds credentials in plaintext. */
+    if (b->doc.p != NULL) {
+        sodium_memzero(b->doc.p, b->doc.len);
+    }
+    sl_buf_finish(&b->doc);
+    sl_free(b);
+    d->building = false;
+    if (d->dirty) {
+        start_build(d);
+    }
+}
+
+static void start_build(struct daemon *d)
+{
+    struct build *b;
+
+    if (d->pusher == NULL || d->stopping) {
+        return;
+    }
+    if (d->building) {
+        d->dirty = true;
+        return;
+    }
+    d->dirty = false;
+    b = sl_calloc(1, sizeof(*b));
+    if (b == NULL) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot build the policy snapshot\" err=%s",
+               sl_strerror(SL_ENOMEM));
+        return;
+    }
+    b->d = d;
+    sl_buf_init(&b->doc, SL_SNAPSHOT_MAX_BYTES);
+    if (uv_queue_work(&d->loop, &b->work, on_build, on_build_done) < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot queue the snapshot build\"");
+        sl_free(b);
+        return;
+    }
+    d->building = true;
+}
+
+static void on_api_changed(void *arg)
+{
+    start_build(arg);
+}
+
+static void on_api_status(void *arg, json_t *doc)
+{
+    struct daemon *d = arg;
+    json_t *proxies;
+    json_t *snap;
+
+    if (d->pusher == NULL) {
+        (void)json_object_set_new(doc, "snapshot", json_null());
+        return;
+    }
+    proxies = json_array();
+    for (size_t i = 0; proxies != NULL && i < sl_pusher_targets(d->pusher); i++) {
+        struct sl_pusher_target_status t;
+
+        sl_pusher_target(d->pusher, i, &t);
+        (void)json_array_append_new(
+                proxies, json_pack("{s:s,s:I,s:b,s:s}", "socket", t.socket, "acknowledged_version",
+                                   (json_int_t)t.acked_version, "unreachable", t.unreachable,
+                                   "last_error", t.last_error != NULL ? t.last_error : ""));
+    }
+    snap = json_pack("{s:I,s:o*}", "version", (json_int_t)sl_pusher_version(d->pusher), "proxies",
+                     proxies);
+    (void)json_object_set_new(doc, "snapshot", snap != NULL ? snap : json_null());
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
@@ -88,6 +215,10 @@ static void on_signal(uv_signal_t *h, int signum)
      * ends once the last job and handle are done. */
     sl_http_server_close(d->server, NULL, NULL);
     d->server = NULL;
+    if (d->pusher != NULL) {
+        sl_pusher_close(d->pusher, NULL, NULL);
+        d->pusher = NULL;
+    }
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
 }
@@ -105,6 +236,17 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     rc = sl_http_server_listen_tcp(d->server, cfg->listen, err, sizeof(err));
     if (rc < 0) {
         sl_eprintf("control: --listen %s: %s", cfg->listen, err);
+    }
+    if (rc == 0 && cfg->n_proxy_admin_sockets > 0) {
+        struct sl_pusher_config pc = { .sockets = cfg->proxy_admin_sockets,
+                                       .n_sockets = cfg->n_proxy_admin_sockets };
+
+        rc = sl_pusher_create(&d->loop, &pc, &d->pusher);
+        if (rc < 0) {
+            sl_eprintf("control: cannot start the snapshot pusher: %s", sl_strerror(rc));
+        }
+    }
+    if (rc < 0) {
         sl_http_server_close(d->server, NULL, NULL);
         d->server = NULL;
         (void)uv_run(&d->loop, UV_RUN_DEFAULT);
@@ -118,13 +260,7 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     (void)uv_signal_start(&d->sig_int, on_signal, SIGINT);
     sl_log(SL_LOG_INFO, 0, "msg=\"control plane listening\" listen=%s data=%s", cfg->listen,
            cfg->data_dir);
-    if (cfg->n_proxy_admin_sockets > 0) {
-        /* The snapshot compiler (control/snapshot) is not in the tree yet: nothing to push. */
-        sl_log(SL_LOG_WARN, 0,
-               "msg=\"snapshot push is not built yet; proxies keep their own policy\" "
-               "proxies=%zu",
-               cfg->n_proxy_admin_sockets);
-    }
+    start_build(d);
     (void)uv_run(&d->loop, UV_RUN_DEFAULT);
     return 0;
 }
@@ -168,6 +304,9 @@ int sl_control_run(const struct sl_control_config *cfg)
     d.api.store = store;
     d.api.secrets = secrets;
     d.api.default_image = cfg->image;
+    d.api.changed = on_api_changed;
+    d.api.status = on_api_status;
+    d.api.hook_arg = &d;
     sl_api_init(&d.api);
     rc = serve(&d, cfg);
     SL_BUG_ON(sl_api_pending(&d.api) != 0);

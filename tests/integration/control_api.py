@@ -34,11 +34,11 @@ def free_port():
     return port
 
 
-def start():
+def start(extra=()):
     port = free_port()
     log = open(os.path.join(WORK, "control.log"), "ab")
-    proc = subprocess.Popen([BIN, "control", "--listen", "127.0.0.1:%d" % port, "--data", DATA],
-                            env=ENV, stdout=log, stderr=log)
+    proc = subprocess.Popen([BIN, "control", "--listen", "127.0.0.1:%d" % port, "--data", DATA]
+                            + list(extra), env=ENV, stdout=log, stderr=log)
     state["proc"], state["port"] = proc, port
     for _ in range(200):
         try:
@@ -395,6 +395,55 @@ def test_resolve_none_on_a_fresh_database():
         DATA = saved
 
 
+def unix_get(path, target):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(5)
+    s.connect(path)
+    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % target).encode())
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
+def test_snapshots_reach_the_proxy():
+    global DATA
+    d = os.path.join(WORK, "push")
+    sock = os.path.join(WORK, "push-proxy.sock")
+    subprocess.run([BIN, "ca", "init", "--out", d], env=ENV, capture_output=True, check=True)
+    proxy = subprocess.Popen([BIN, "proxy", "--data", d, "--listen", "127.0.0.1:%d" % free_port(),
+                              "--admin-socket", sock], env=ENV, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    saved, DATA = DATA, d
+    try:
+        user_add("erin", admin=True)
+        stop()
+        start(["--proxy-admin-socket", sock])
+
+        def acked(want):
+            for _ in range(100):
+                snap = expect(call("GET", "/api/v1/status", who="erin"), 200, "status")["snapshot"]
+                if snap["version"] >= want and snap["proxies"][0]["acknowledged_version"] \
+                        == snap["version"]:
+                    return snap["version"]
+                time.sleep(0.05)
+            raise AssertionError("the proxy did not acknowledge: %r" % snap)
+
+        first = acked(1)
+        create("erin", "pushed", scope="global", network="on",
+               egress={"default": "deny", "rules": [{"host": "pkgs.example.org"}]})
+        second = acked(first + 1)
+        assert unix_get(sock, "/v1/status")["version"] == second
+    finally:
+        DATA = saved
+        proxy.send_signal(signal.SIGTERM)
+        proxy.wait(timeout=10)
+
+
 TESTS = [
     test_user_add_prints_one_token_and_refuses_a_taken_name,
     test_health_needs_no_token,
@@ -422,6 +471,7 @@ TESTS = [
     test_corrupt_database_refuses_to_start,
     test_missing_key_is_a_clear_error,
     test_resolve_none_on_a_fresh_database,
+    test_snapshots_reach_the_proxy,
 ]
 
 
