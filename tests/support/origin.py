@@ -6,9 +6,10 @@ Standard library only (Python 3.11). It parses requests itself, strictly, becaus
 what the tests look at: Content-Length and chunked request bodies, Expect: 100-continue,
 keep-alive, responses delimited by close, HEAD/204/304 without bodies.
 
-    origin.py serve --ports-file F --log F [--cert F --key F] [--host 127.0.0.1]
-        Listens on plain HTTP and (with --cert/--key) TLS, both on ports the kernel picks, and
-        writes "http=PORT tls=PORT" into --ports-file once both accept connections.
+    origin.py serve --ports-file F --log F [--cert F --key F] [--host 127.0.0.1] [--http-port N]
+        Listens on plain HTTP and (with --cert/--key) TLS, both on ports the kernel picks (the
+        plain one on N with --http-port), and writes "http=PORT tls=PORT" into --ports-file once
+        both accept connections.
     origin.py pattern N
         Writes the first N bytes of the test pattern to stdout (see below).
 
@@ -28,6 +29,11 @@ Endpoints (any method unless noted; HEAD gets the GET head without a body):
     /slow?bytes=N&ms=M   N pattern bytes with Content-Length, dribbled out over about M ms.
     /stall?ms=M          waits M ms before sending any response head, then a short body.
     /status?code=C       a response with status C (no body for 1xx/204/304, else a short one).
+    /ws                  WebSocket handshake (GET with Upgrade: websocket, Connection: Upgrade and
+                         Sec-WebSocket-Key -> 101 with Sec-WebSocket-Accept per RFC 6455 §4.2.2;
+                         anything else -> 426), then a raw echo: every byte received is sent back
+                         as is (no frame parsing). Once the bytes received contain "BYE", the
+                         origin closes the connection after echoing them.
     anything else        404.
 
 Log: one JSON object per request, appended to --log as it arrives (before the response):
@@ -36,6 +42,7 @@ on that connection (1-based), "method", "target", "path", "authorization": value
 "headers": [[name, value], ...]}. A test counts distinct upstream connections by "conn"/"port".
 """
 
+import base64
 import hashlib
 import json
 import os
@@ -52,6 +59,7 @@ BLOCK = 65536
 MAX_HEAD = 64 * 1024
 MAX_LINE = 8192
 IDLE_TIMEOUT_S = 120
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 
 def pattern_block(k):
@@ -279,6 +287,8 @@ def handle_request(origin, c, head, conn_id, port, tls, seq):
                       body, head_only)
         return keep
 
+    if path == "/ws":
+        return websocket(c, method, headers, reply)
     if path == "/echo":
         doc = {"method": method, "target": target, "version": version, "headers": headers,
                "framing": framing, "body_sha256": h.hexdigest(), "body_length": n[0]}
@@ -331,6 +341,35 @@ def handle_request(origin, c, head, conn_id, port, tls, seq):
     return reply(404, "Not Found", b"not found\n")
 
 
+def websocket(c, method, headers, reply):
+    """/ws: the RFC 6455 opening handshake, then every byte received is echoed back (no frame
+    parsing). Closes once the bytes received so far contain b"BYE"."""
+    upgrade = ",".join(header_values(headers, "upgrade")).lower()
+    conn_tokens = [t.strip() for t in ",".join(header_values(headers, "connection")).lower()
+                   .split(",")]
+    key = header_values(headers, "sec-websocket-key")
+    if (method != "GET" or "websocket" not in upgrade or "upgrade" not in conn_tokens
+            or len(key) != 1):
+        return reply(426, "Upgrade Required", b"websocket handshake expected\n",
+                     extra=[("Upgrade", "websocket")])
+    accept = base64.b64encode(hashlib.sha1((key[0] + WS_GUID).encode()).digest()).decode()
+    send_response(c.sock, "HTTP/1.1", 101, "Switching Protocols",
+                  [("Upgrade", "websocket"), ("Connection", "Upgrade"),
+                   ("Sec-WebSocket-Accept", accept)])
+    seen = b""
+    while True:
+        if not c.buf:
+            try:
+                c.fill()
+            except Closed:
+                return False
+        data, c.buf = c.buf, b""
+        c.sock.sendall(data)
+        seen = (seen + data)[-64:]
+        if b"BYE" in seen:
+            return False
+
+
 class Handler(socketserver.BaseRequestHandler):
     def handle(self):
         srv = self.server
@@ -367,7 +406,7 @@ def serve(args):
     opts = {}
     it = iter(args)
     for a in it:
-        if a in ("--ports-file", "--log", "--cert", "--key", "--host"):
+        if a in ("--ports-file", "--log", "--cert", "--key", "--host", "--http-port"):
             opts[a] = next(it)
         else:
             sys.exit(f"origin.py: unknown option {a}")
@@ -375,7 +414,7 @@ def serve(args):
     origin = Origin(opts["--log"])
     open(opts["--log"], "a").close()
     servers = []
-    plain = Server((host, 0), Handler, bind_and_activate=True)
+    plain = Server((host, int(opts.get("--http-port", "0"))), Handler, bind_and_activate=True)
     plain.origin, plain.tls_ctx = origin, None
     servers.append(plain)
     ports = f"http={plain.server_address[1]}"
@@ -414,8 +453,8 @@ def main():
         except BrokenPipeError:
             sys.exit(1)
     else:
-        sys.exit("usage: origin.py serve --ports-file F --log F [--cert F --key F] | "
-                 "origin.py pattern N")
+        sys.exit("usage: origin.py serve --ports-file F --log F [--cert F --key F] "
+                 "[--host H] [--http-port N] | origin.py pattern N")
 
 
 if __name__ == "__main__":

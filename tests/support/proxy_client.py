@@ -32,10 +32,29 @@ Output, one line per event, flushed at once:
 --dump FILE appends every byte received (after TLS) to FILE, heads included.
 --stall-after N --stall-seconds S: after N body bytes of the first response, stop reading for S
 seconds (print "stalled bytes=N"), then close without reading the rest.
+
+--pipeline: all requests (the --request list, --count times) are sent in one write, then the
+responses are read in order. In plain mode a request line may name its own target
+('GET http://host:port/path'; '-' or nothing means --absolute).
+
+Raw mode (--raw BYTES, Python escapes such as \\r\\n and \\x00 allowed): BYTES are sent as they
+are, instead of built requests: straight to the proxy without --connect, else inside the tunnel
+(after TLS, or in the clear with --no-tls). Then --responses N responses (default 1) are read
+and reported, then --recv N bytes are read (default 0), then each --then BYTES is sent and as
+many bytes are read back (a relay after a 101), then --eof-wait S waits up to S seconds for the
+peer to close. Extra lines:
+    recv=ESCAPED                             what came back for --recv or one --then
+    eof | eof reset | eof data=ESCAPED       the peer closed (cleanly, with a reset, after
+                                             sending more bytes)
+    open                                     still open after --eof-wait seconds
+ESCAPED is Python's bytes repr without b'...'. With --show-body each response line is followed
+by body=ESCAPED (its first 400 bytes), with --show-header NAME by header NAME=VALUE (empty when
+absent).
 """
 
 import argparse
 import base64
+import codecs
 import hashlib
 import socket
 import ssl
@@ -123,7 +142,17 @@ class Stall(Exception):
     pass
 
 
-def read_response(r, method, stall=None):
+def esc(b):
+    """bytes -> their Python repr without b'...' (printable, one line)."""
+    return repr(bytes(b))[2:-1]
+
+
+def unesc(text):
+    """A command-line argument with Python escapes (\\r\\n, \\x00) -> bytes."""
+    return codecs.escape_decode(text.encode("latin-1"))[0]
+
+
+def read_response(r, method, stall=None, keep=None):
     """Reads one response (skipping 1xx). Returns (status, headers, length, sha256, closed,
     framing), framing being none, chunked, length or close."""
     while True:
@@ -134,6 +163,8 @@ def read_response(r, method, stall=None):
     n = [0]
 
     def sink(b):
+        if keep is not None and len(keep) < 400:
+            keep.extend(b[:400 - len(keep)])
         if stall and n[0] + len(b) >= stall[0]:
             h.update(b)
             n[0] += len(b)
@@ -171,9 +202,75 @@ def read_response(r, method, stall=None):
     return status, headers, n[0], h.hexdigest(), closed, framing
 
 
-def report(status, headers, length, digest, framing):
+def report(status, headers, length, digest, framing, body=None, show=()):
     reason = get(headers, "x-sluice-reason") or "-"
     out(f"status={status} reason={reason} length={length} sha256={digest} framing={framing}")
+    if body is not None:
+        out(f"body={esc(body)}")
+    for name in show:
+        out(f"header {name.lower()}={get(headers, name.lower()) or ''}")
+
+
+def wait_eof(sock, r, seconds):
+    """After the exchange: does the peer close within `seconds`? Prints eof/open."""
+    extra = bytearray(r.buf)
+    r.buf = b""
+    sock.settimeout(seconds)
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            data = sock.recv(65536)
+        except (socket.timeout, TimeoutError):
+            out(f"open data={esc(extra)}" if extra else "open")
+            return
+        except (ssl.SSLError, OSError):
+            out(f"eof reset data={esc(extra)}" if extra else "eof reset")
+            return
+        if not data:
+            out(f"eof data={esc(extra)}" if extra else "eof")
+            return
+        extra += data
+        left = deadline - time.monotonic()
+        if left <= 0:
+            out(f"open data={esc(extra)}")
+            return
+        sock.settimeout(left)
+
+
+def raw_exchange(sock, r, a):
+    """Raw mode, after the tunnel (if any) is up: --raw, --responses, --then, --eof-wait."""
+    sock.sendall(unesc(a.raw))
+    for _ in range(a.responses):
+        keep = bytearray() if a.show_body else None
+        status, headers, n, digest, closed, framing = read_response(r, "GET", keep=keep)
+        report(status, headers, n, digest, framing, keep, a.show_header)
+    for data in ([None] if a.recv else []) + [unesc(t) for t in a.then]:
+        if data is not None:
+            sock.sendall(data)
+        got = bytearray()
+        try:
+            r.take(a.recv if data is None else len(data), got.extend)
+        except Broken:
+            out(f"recv={esc(got)}")
+            raise
+        out(f"recv={esc(got)}")
+    if a.eof_wait is not None:
+        wait_eof(sock, r, a.eof_wait)
+    return 0
+
+
+def pipelined(sock, r, batch, methods, a):
+    """--pipeline: sends every request of `batch` in one write, then reads and reports the
+    responses (to `methods`) in order."""
+    sock.sendall(batch)
+    for method in methods:
+        keep = bytearray() if a.show_body else None
+        status, headers, n, digest, closed, framing = read_response(r, method, keep=keep)
+        report(status, headers, n, digest, framing, keep, a.show_header)
+        if closed:
+            out("closed")
+            return 0
+    return 0
 
 
 def build_request(method, target, host, extra, body, version="HTTP/1.1"):
@@ -204,6 +301,16 @@ def main():
     ap.add_argument("--stall-seconds", type=float, default=5)
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--dump")
+    ap.add_argument("--pipeline", action="store_true", help="send all requests in one write")
+    ap.add_argument("--raw", help="bytes to send as they are (Python escapes)")
+    ap.add_argument("--no-tls", action="store_true", help="raw mode: no TLS inside the tunnel")
+    ap.add_argument("--responses", type=int, default=1, help="raw mode: responses to read")
+    ap.add_argument("--recv", type=int, default=0, help="raw mode: bytes to read after them")
+    ap.add_argument("--then", action="append", default=[],
+                    help="raw mode: after the responses, send these bytes and read as many back")
+    ap.add_argument("--eof-wait", type=float, help="wait up to S seconds for the peer to close")
+    ap.add_argument("--show-body", action="store_true")
+    ap.add_argument("--show-header", action="append", default=[])
     a = ap.parse_args()
 
     dump = open(a.dump, "ab") if a.dump else None
@@ -221,10 +328,25 @@ def main():
     r = Reader(sock, dump)
 
     try:
+        if a.raw is not None and not a.connect:
+            return raw_exchange(sock, r, a)
         if a.absolute:
             u = urllib.parse.urlsplit(a.absolute)
             host = a.host_header or u.netloc
             reqs = a.request or ["GET -"]
+            if a.pipeline:
+                batch, methods = b"", []
+                for _ in range(a.count):
+                    for line in reqs:
+                        method, _, target = line.strip().partition(" ")
+                        target = target.strip()
+                        if target in ("", "-"):
+                            target = a.absolute
+                        thost = a.host_header or urllib.parse.urlsplit(target).netloc or host
+                        batch += build_request(method, target, thost, auth + a.header, body,
+                                               a.http_version)
+                        methods.append(method)
+                return pipelined(sock, r, batch, methods, a)
             for _ in range(a.count):
                 for line in reqs:
                     method = line.split()[0]
@@ -254,6 +376,9 @@ def main():
             out("error bytes after the CONNECT response")
             return 5
         host = a.connect.rsplit(":", 1)[0].strip("[]")
+        if a.no_tls:
+            out("tls=none")
+            return raw_exchange(sock, r, a) if a.raw is not None else 0
         ctx = ssl.create_default_context(cafile=a.cafile)
         ctx.set_alpn_protocols(a.alpn.split(","))
         try:
@@ -264,6 +389,17 @@ def main():
         out(f"tls=ok version={tls.version()} alpn={tls.selected_alpn_protocol()}")
         r = Reader(tls, dump)
         hosthdr = a.host_header or a.connect
+        if a.raw is not None:
+            return raw_exchange(tls, r, a)
+        if a.pipeline:
+            batch, methods = b"", []
+            for _ in range(a.count):
+                for line in a.request or ["GET /"]:
+                    method, _, target = line.strip().partition(" ")
+                    batch += build_request(method, target or "/", hosthdr, a.header, body,
+                                           a.http_version)
+                    methods.append(method)
+            return pipelined(tls, r, batch, methods, a)
 
         def one(line, stall=None):
             method, _, target = line.strip().partition(" ")

@@ -1,0 +1,492 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/proxy_edges.sh - the edges of `sluice proxy` against real peers (SPEC.md
+# §4.1, §4.3, §4.5, §4.6, §4.7, §4.10): a tunnel that does not carry TLS (not-tls), plain HTTP
+# in a tunnel to port 80 (in a private network namespace), host-mismatch (SNI, Host header,
+# absolute-form targets, plain HTTP), bad-host, request heads over 64 KiB, overloaded,
+# pipelining (in a tunnel and on plain HTTP), WebSocket relayed both ways and h2c refused,
+# CONNECT inside a tunnel, Proxy-Authorization inside a tunnel, a client that expires while its
+# tunnel is open, and the client and environment on every refusal line inside a tunnel.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+fx_init
+
+fx_nginx_start || fx_bail "nginx starts"
+fx_origin_start || fx_bail "origin.py starts"
+
+A=a.sluice.test
+B=b.sluice.test
+policy=$FX_WORK/policy.json
+fx_policy "$policy" "{
+  \"version\": 1,
+  \"environments\": { \"edges\": { \"default\": \"deny\", \"rules\": [
+    { \"host\": \"$A:$FX_TLS_PORT\" },
+    { \"host\": \"$A:$FX_PY_TLS_PORT\" },
+    { \"host\": \"$A:$FX_PY_HTTP_PORT\" },
+    { \"host\": \"$B:$FX_TLS_PORT\" },
+    { \"host\": \"$B:$FX_PY_TLS_PORT\" },
+    { \"host\": \"$B:$FX_PY_HTTP_PORT\" },
+    { \"host\": \"m.sluice.test:$FX_PY_TLS_PORT\", \"methods\": [\"GET\", \"HEAD\"] } ] } },
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"edges\" } ]
+}"
+check "the test policy is valid (sluice policy check)" \
+  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_resolve "$A" "$B" m.sluice.test
+common=(--upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}")
+fx_proxy_start --policy "$policy" --workers 2 "${common[@]}" || fx_bail "sluice proxy starts"
+ok "sluice proxy starts"
+
+PYT=$A:$FX_PY_TLS_PORT  # origin.py over TLS (allowed; so is $B on the same port)
+PYH=$A:$FX_PY_HTTP_PORT # origin.py in the clear (allowed)
+
+# req METHOD TARGET HOST [HEADER...] : a request head for proxy_client.py --raw, CRLFs written
+# as the escapes \r\n (proxy_client.py decodes them, and \xNN).
+req() {
+  local out="$1 $2 HTTP/1.1\\r\\nHost: $3\\r\\n" h
+  for h in "${@:4}"; do out+="$h\\r\\n"; done
+  printf '%s\\r\\n' "$out"
+}
+
+# pc ARGS... : proxy_client.py through the proxy (10 s per socket operation), its output lines
+# joined by spaces, status lines cut to "status=N reason=R", "tls=ok ..." to "tls=ok".
+pc() {
+  { fx_pyclient --timeout 10 "$@" 2>&1 || true; } |
+    sed -E 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/; s/^tls=ok .*/tls=ok/' | paste -sd' ' -
+}
+
+# seen TEXT : how many requests origin.py logged whose target contains TEXT.
+seen() { fx_jsonl_count "$FX_ORIGIN_LOG" target~"$1"; }
+
+# origin_headers TEXT NAME... : "name=value" (sorted, space-separated) of the headers NAME of
+# the first request origin.py logged whose target contains TEXT.
+origin_headers() {
+  "$FX_PYTHON" - "$FX_ORIGIN_LOG" "$@" <<'EOF'
+import json, sys
+path, text, names = sys.argv[1], sys.argv[2], [n.lower() for n in sys.argv[3:]]
+with open(path, encoding="utf-8") as f:
+    for line in f:
+        d = json.loads(line)
+        if text in d["target"]:
+            print(" ".join(sorted(n.lower() + "=" + v for n, v in d["headers"]
+                                  if n.lower() in names)))
+            break
+EOF
+}
+
+# audit_at_least N COND... : at least N lines of FX_AUDIT satisfy every COND.
+# shellcheck disable=SC2317 # called through fx_wait
+audit_at_least() { [ "$(fx_jsonl_count "$FX_AUDIT" "${@:2}")" -ge "$1" ]; }
+
+# --- (1) not-tls: a tunnel whose first bytes are not a TLS ClientHello is closed --------------
+out=$(pc --connect "$A:$FX_TLS_PORT" --no-tls --raw '\x00\x01\x02 hello' --responses 0 \
+  --eof-wait 5)
+check_eq "not-tls: garbage in a tunnel to a TLS port: the proxy closes it, answering nothing" \
+  "$out" "connect=200 tls=none eof"
+check_audit "not-tls: audit line (deny, reason not-tls, host, port)" \
+  decision=deny reason=not-tls host="$A" port="$FX_TLS_PORT"
+
+out=$(pc --connect "$PYH" --no-tls --raw "$(req GET /echo?probe=nt-http "$PYH")" \
+  --responses 0 --eof-wait 5)
+check_eq "not-tls: plain HTTP in a tunnel to a port other than 80 is closed unanswered" \
+  "$out" "connect=200 tls=none eof"
+check_eq "not-tls: ... and that request never reached the origin" "$(seen probe=nt-http)" 0
+check_audit "not-tls: audit line for the plain-HTTP tunnel" \
+  decision=deny reason=not-tls host="$A" port="$FX_PY_HTTP_PORT"
+
+# A TLS record header (handshake, 3.1) whose message is a ServerHello, not a ClientHello.
+out=$(pc --connect "$A:$FX_TLS_PORT" --no-tls --responses 0 --eof-wait 5 \
+  --raw '\x16\x03\x01\x00\x08\x02\x00\x00\x04\x03\x03\x00\x00')
+check_eq "not-tls: a TLS record that is not a ClientHello is closed too" \
+  "$out" "connect=200 tls=none eof"
+
+# --- (2) plain HTTP inside a tunnel to port 80 is handled as HTTP -----------------------------
+# The port is fixed (80), and binding it on this machine's loopback could collide with whatever
+# else runs here. So this part runs in a private network namespace (unshare --net; root only):
+# its own loopback, where port 80 is free by construction. An origin.py on 127.0.0.1:80, a
+# proxy and the clients all run inside it; the EXIT trap kills them like the rest.
+
+# ns CMD... : runs CMD in the namespace. nsenter --no-fork execs CMD, so `nsenter ... &` puts
+# CMD's own pid in $! (not through this function, which would put a subshell in between).
+ns() { nsenter --no-fork --target "$ns_pid" --net -- "$@"; }
+# shellcheck disable=SC2317 # called through fx_wait
+ns_ready() { # the holder process has its own network namespace
+  local mine theirs
+  mine=$(readlink /proc/self/ns/net)
+  theirs=$(readlink "/proc/$ns_pid/ns/net" 2>/dev/null) || return 1
+  [ -n "$theirs" ] && [ "$theirs" != "$mine" ]
+}
+# shellcheck disable=SC2317 # called through fx_wait
+ns_port_open() { # ns_port_open PORT : something accepts on 127.0.0.1:PORT in the namespace
+  ns "$FX_PYTHON" -c '
+import socket, sys
+try:
+    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
+except OSError:
+    sys.exit(1)
+' "$1"
+}
+ns_pid=
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v nsenter >/dev/null &&
+  command -v ip >/dev/null; then
+  unshare --net sleep 600 2>/dev/null &
+  ns_pid=$!
+  FX_PIDS+=("$ns_pid")
+  if ! fx_wait 5 ns_ready || ! ns ip link set lo up 2>/dev/null; then
+    ns_pid=
+  fi
+fi
+p80_ok=0
+if [ -n "$ns_pid" ]; then
+  nsd=$FX_WORK/ns
+  mkdir -p "$nsd"
+  nsenter --no-fork --target "$ns_pid" --net -- "$FX_PYTHON" "$FX_SUPPORT/origin.py" serve \
+    --ports-file "$nsd/ports" --log "$nsd/origin.log" --http-port 80 2>"$nsd/origin.stderr" &
+  FX_PIDS+=("$!")
+  p80_secret=sl-$(fx_random_hex 24)
+  fx_policy "$nsd/policy.json" "{
+    \"version\": 1,
+    \"environments\": { \"edges\": { \"default\": \"deny\", \"rules\": [
+      { \"host\": \"p80.sluice.test\" },
+      { \"host\": \"cred80.sluice.test\",
+        \"credential\": { \"header\": \"Authorization\", \"value\": \"Bearer $p80_secret\" } }
+    ] } },
+    \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"edges\" } ]
+  }"
+  p80_port=$(ns "$FX_PYTHON" -c '
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+  nsenter --no-fork --target "$ns_pid" --net -- "$SLUICE_BIN" proxy \
+    --listen "127.0.0.1:$p80_port" --data "$FX_WORK/sluice-data" --audit-log "$nsd/audit.log" \
+    --admin-socket "$nsd/proxy.sock" --log-level debug --policy "$nsd/policy.json" \
+    --allow-upstream 127.0.0.0/8 --resolve p80.sluice.test:80:127.0.0.1 \
+    --resolve cred80.sluice.test:80:127.0.0.1 >"$nsd/proxy.stdout" 2>"$FX_WORK/proxy-ns80.log" &
+  p80_pid=$!
+  FX_PIDS+=("$p80_pid")
+  if fx_wait 10 ns_port_open 80 && fx_wait 10 ns_port_open "$p80_port"; then
+    p80_ok=1
+  else
+    not_ok "port 80: origin.py and a proxy start in a private network namespace"
+    fx__dump "$nsd/origin.stderr" "$FX_WORK/proxy-ns80.log"
+  fi
+fi
+if [ "$p80_ok" = 1 ]; then
+  # nspc ARGS... : pc, inside the namespace, through the proxy there.
+  nspc() {
+    { ns timeout 60 "$FX_PYTHON" "$FX_SUPPORT/proxy_client.py" --proxy "127.0.0.1:$p80_port" \
+      --timeout 10 "$@" 2>&1 || true; } |
+      sed -E 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/' | paste -sd' ' -
+  }
+  ns_seen() { fx_jsonl_count "$nsd/origin.log" target~"$1"; }
+  two="$(req GET /echo?probe=p80-1 p80.sluice.test)$(req GET /hello?probe=p80-2 p80.sluice.test:80)"
+  out=$(nspc --connect p80.sluice.test:80 --no-tls --responses 2 --raw "$two")
+  check_eq "port 80: plain HTTP in a tunnel to port 80 is served (two requests, keep-alive)" \
+    "$out" "connect=200 tls=none status=200 reason=- status=200 reason=-"
+  check_eq "port 80: the origin on port 80 got both, in the clear, with Host p80.sluice.test" \
+    "$(fx_jsonl_count "$nsd/origin.log" target~probe=p80- tls=false \
+      headers~'["Host", "p80.sluice.test"]')" 2
+  FX_AUDIT=$nsd/audit.log check_audit "port 80: audit line (allow, scheme http, port 80, path)" \
+    decision=allow method=GET scheme=http host=p80.sluice.test port=80 path=/echo status=200
+  rc=0
+  got=$(ns curl -q -sS --max-time 10 --proxytunnel --proxy "http://127.0.0.1:$p80_port" \
+    "http://p80.sluice.test/hello?probe=p80-curl" 2>"$nsd/curl.err") || rc=$?
+  check_eq "port 80: curl --proxytunnel http://p80.sluice.test/ (CONNECT :80, then HTTP)" \
+    "$rc $got" "0 hello from origin.py"
+  out=$(nspc --connect p80.sluice.test:80 --no-tls \
+    --raw "$(req GET /echo?probe=p80-hm other.sluice.test)")
+  check_eq "port 80: a Host naming another host on that tunnel -> 421 host-mismatch" \
+    "$out" "connect=200 tls=none status=421 reason=host-mismatch"
+  out=$(nspc --connect cred80.sluice.test:80 --no-tls \
+    --raw "$(req GET /echo?probe=p80-cred cred80.sluice.test)")
+  check_eq "port 80: HTTP in a tunnel to a rule with a credential -> 403 credential-needs-tls" \
+    "$out" "connect=200 tls=none status=403 reason=credential-needs-tls"
+  check_eq "port 80: the origin never saw the mismatched nor the credential request" \
+    "$(ns_seen probe=p80-hm) $(ns_seen probe=p80-cred)" "0 0"
+  check "port 80: the credential is nowhere in the origin's log" \
+    fx_absent "$p80_secret" "$nsd/origin.log"
+  out=$(nspc --connect p80.sluice.test:80 --no-tls --raw '\x00\x01\x02 hello' --responses 0 \
+    --eof-wait 5)
+  check_eq "port 80: garbage (neither TLS nor HTTP) on that tunnel is still closed (not-tls)" \
+    "$out" "connect=200 tls=none eof"
+  FX_AUDIT=$nsd/audit.log check_audit "port 80: audit line with reason not-tls" \
+    decision=deny reason=not-tls host=p80.sluice.test port=80
+  check "port 80: SIGTERM stops the namespaced proxy with exit 0" fx_proxy_stop "$p80_pid"
+elif [ -z "$ns_pid" ]; then
+  fx_skip "port 80: plain HTTP inside a tunnel to port 80 is handled as HTTP" \
+    "needs a private network namespace (root, unshare --net, nsenter, ip) to own port 80 safely"
+fi
+
+# --- (3) host-mismatch ------------------------------------------------------------------------
+# (a) TLS SNI naming another host than the CONNECT: the handshake fails.
+rc=0
+timeout 20 openssl s_client -proxy "127.0.0.1:$FX_PROXY_PORT" -connect "$A:$FX_TLS_PORT" \
+  -servername "$B" -CAfile "$FX_SLUICE_CA" </dev/null >"$FX_WORK/sni.out" 2>&1 || rc=$?
+check "host-mismatch: SNI $B in a tunnel to $A: the handshake fails, no certificate" \
+  bash -c "[ $rc -ne 0 ] && grep -q 'Cipher is (NONE)' '$FX_WORK/sni.out' &&
+    grep -q 'no peer certificate available' '$FX_WORK/sni.out'"
+check_audit "host-mismatch: SNI: audit line with reason host-mismatch" \
+  decision=deny reason=host-mismatch host="$A" port="$FX_TLS_PORT"
+timeout 20 openssl s_client -proxy "127.0.0.1:$FX_PROXY_PORT" -connect "$A:$FX_TLS_PORT" \
+  -servername A.Sluice.TEST -CAfile "$FX_SLUICE_CA" -verify_hostname "$A" \
+  </dev/null >"$FX_WORK/sni-case.out" 2>&1 || true
+check "an SNI differing only in letter case (A.Sluice.TEST) names the same host: handshake ok" \
+  bash -c "grep -q 'Verify return code: 0 (ok)' '$FX_WORK/sni-case.out' &&
+    ! grep -q 'Cipher is (NONE)' '$FX_WORK/sni-case.out'"
+
+# (b) a Host header naming another host inside the tunnel: 421, never reaches the origin.
+out=$(pc --connect "$PYT" --host-header "$B:$FX_PY_TLS_PORT" --request 'GET /echo?probe=hm-b')
+check_match "host-mismatch: Host: $B in a tunnel to $A -> 421 (though $B is allowed)" \
+  "$out" "^connect=200 tls=ok status=421 reason=host-mismatch( closed)?\$"
+check_eq "host-mismatch: ... the origin never saw it" "$(seen probe=hm-b)" 0
+check_audit "host-mismatch: audit line for the Host header" \
+  decision=deny reason=host-mismatch host="$A" port="$FX_PY_TLS_PORT" method=GET
+out=$(pc --connect "$PYT" --host-header "$A" --request 'GET /echo?probe=hm-port')
+check_match "host-mismatch: Host without a port (so 443) in a tunnel to another port -> 421" \
+  "$out" "^connect=200 tls=ok status=421 reason=host-mismatch( closed)?\$"
+check_eq "host-mismatch: ... the origin never saw it" "$(seen probe=hm-port)" 0
+out=$(pc --connect "$PYT" --host-header "A.Sluice.Test.:$FX_PY_TLS_PORT" \
+  --request 'GET /echo?probe=hm-norm')
+check_eq "Host: A.Sluice.Test.:PORT (letter case, trailing dot) is the tunnel's host: 200" \
+  "$out" "connect=200 tls=ok status=200 reason=-"
+
+# (c) an absolute-form target naming another host inside the tunnel.
+out=$(pc --connect "$PYT" \
+  --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?probe=hm-c1" "$B:$FX_PY_TLS_PORT")")
+check_eq "host-mismatch: absolute-form https://$B/... in a tunnel to $A -> 421" \
+  "$out" "connect=200 tls=ok status=421 reason=host-mismatch"
+out=$(pc --connect "$PYT" --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?probe=hm-c2" "$PYT")")
+check_eq "host-mismatch: ... also when its Host header names the tunnel's host" \
+  "$out" "connect=200 tls=ok status=421 reason=host-mismatch"
+check_eq "host-mismatch: ... the origin saw neither" "$(seen probe=hm-c)" 0
+out=$(pc --connect "$PYT" --raw "$(req GET "https://$PYT/echo?probe=abs-ok" "$PYT")")
+check_eq "absolute-form naming the tunnel's own host inside the tunnel: 200" \
+  "$out" "connect=200 tls=ok status=200 reason=-"
+check_eq "absolute-form naming the tunnel's own host: the origin got it in origin-form" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" target=/echo?probe=abs-ok)" 1
+
+# (d) plain HTTP in absolute-form whose Host header names another host.
+out=$(pc --absolute "http://$PYH/echo?probe=hm-d" --host-header "$B:$FX_PY_HTTP_PORT")
+check_eq "host-mismatch: plain http://$A/ with Host: $B -> 421" \
+  "$out" "status=421 reason=host-mismatch"
+check_eq "host-mismatch: ... the origin never saw it" "$(seen probe=hm-d)" 0
+
+# --- (4) bad-host (SPEC §4.3) -----------------------------------------------------------------
+badhost() { # badhost DESCRIPTION METHOD TARGET : a raw proxy request -> 400 bad-host
+  local o
+  o=$(pc --raw "$(req "$2" "$3" x)")
+  check_eq "bad-host: $1 -> 400 bad-host" "$o" "status=400 reason=bad-host"
+}
+badhost "CONNECT bad_host.example:443" CONNECT bad_host.example:443
+badhost "CONNECT a%00b.example:443" CONNECT a%00b.example:443
+badhost "CONNECT with a 64-character label" CONNECT "$(printf 'a%.0s' {1..64}).example:443"
+badhost "CONNECT -lead.example:443 (a label starting with -)" CONNECT -lead.example:443
+badhost "GET http://bad_host.example/" GET http://bad_host.example/
+badhost "GET http://a%00b.example/" GET http://a%00b.example/
+# Non-ASCII (UTF-8 bytes; IDNs must arrive as xn-- A-labels): bad-host per SPEC §4.3.
+badhost "CONNECT ex\\xc3\\xa4mple.com:443 (UTF-8 name)" CONNECT 'ex\xc3\xa4mple.com:443'
+# A space splits the request line itself: malformed either way, 400.
+out=$(pc --raw "$(req GET 'http://exa mple.com/' 'exa mple.com')")
+check_match "GET http://exa mple.com/ (a space splits the request line) -> 400" \
+  "$out" '^status=400 reason=(bad-request|bad-host)$'
+for h in bad_host 'exa mple.com' 'ex\xc3\xa4mple.com'; do
+  out=$(pc --connect "$PYT" --raw "$(req GET /echo?probe=bh-hdr "$h")")
+  check_eq "bad-host: Host: $h inside a tunnel -> 400 bad-host" \
+    "$out" "connect=200 tls=ok status=400 reason=bad-host"
+done
+out=$(pc --raw "$(req GET "http://$PYH/echo?probe=bh-hdr" 'exa mple.com')")
+check_eq "bad-host: plain http://$A/ with Host: exa mple.com -> 400 bad-host" \
+  "$out" "status=400 reason=bad-host"
+check_eq "bad-host: ... the origin never saw any of them" "$(seen probe=bh-hdr)" 0
+check_audit "bad-host: audit line with reason bad-host" decision=deny reason=bad-host
+
+# --- (5) too-large: a request head over 64 KiB -> 431 (SPEC §4.10) ----------------------------
+big="X-Big: $(head -c 70000 /dev/zero | tr '\0' a)"
+out=$(pc --raw "$(req GET "http://$PYH/echo?probe=big-plain" "$PYH" "$big")")
+check_eq "too-large: a 70 kB plain proxy request head -> 431 too-large" \
+  "$out" "status=431 reason=too-large"
+out=$(pc --raw "$(req CONNECT "$PYT" "$PYT" "$big")")
+check_eq "too-large: a 70 kB CONNECT head -> 431 too-large" "$out" "status=431 reason=too-large"
+out=$(pc --connect "$PYT" --raw "$(req GET /echo?probe=big-tunnel "$PYT" "$big")")
+check_eq "too-large: a 70 kB head inside a tunnel -> 431 too-large" \
+  "$out" "connect=200 tls=ok status=431 reason=too-large"
+check_eq "too-large: the origin saw none of them" "$(seen probe=big-)" 0
+check_audit "too-large: audit line with reason too-large" decision=deny reason=too-large
+fine=$(head -c 60000 /dev/zero | tr '\0' b)
+out=$(pc --connect "$PYT" --header "X-Fine: $fine" --request 'GET /echo?probe=fine-60k')
+check_eq "a 60 kB head (under the bound) inside a tunnel is forwarded: 200" \
+  "$out" "connect=200 tls=ok status=200 reason=-"
+check_eq "... and the origin got the 60 kB header" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=fine-60k headers~"$fine")" 1
+
+# --- (7) pipelining (SPEC §4.1) ---------------------------------------------------------------
+# bodies < OUT : the status and body lines of a --show-body run, joined by |.
+bodies() { grep -oE '^(status=[0-9]+ reason=[^ ]+|body=.*)' | paste -sd'|' -; }
+want_bodies='status=200 reason=-|body=hello from origin.py\n|status=202 reason=-|body=status 202\n'
+want_bodies+='|status=203 reason=-|body=status 203\n'
+fx_pyclient --timeout 10 --connect "$PYT" --pipeline --show-body \
+  --request 'GET /hello?probe=pipe-1' --request 'GET /status?code=202&probe=pipe-2' \
+  --request 'GET /status?code=203&probe=pipe-3' >"$FX_WORK/pipe.out" 2>&1 || true
+check_eq "pipelining in a tunnel: three requests in one write, three responses in order" \
+  "$(bodies <"$FX_WORK/pipe.out")" "$want_bodies"
+check_eq "pipelining in a tunnel: the origin got the three on one connection" \
+  "$(fx_jsonl_distinct "$FX_ORIGIN_LOG" conn target~probe=pipe-) $(seen probe=pipe-)" "1 3"
+fx_pyclient --timeout 10 --connect "m.sluice.test:$FX_PY_TLS_PORT" --pipeline \
+  --request 'GET /hello?probe=pipm-1' --request 'DELETE /echo?probe=pipm-2' \
+  --request 'GET /status?code=202&probe=pipm-3' >"$FX_WORK/pipe-m.out" 2>&1 || true
+check_eq "pipelining: a refused request in the middle (DELETE, GET-only rule) -> 200, 403, 202" \
+  "$(grep -oE '^status=[0-9]+ reason=[^ ]+' "$FX_WORK/pipe-m.out" | paste -sd' ' -)" \
+  "status=200 reason=- status=403 reason=method-not-allowed status=202 reason=-"
+check_eq "pipelining: ... the origin never saw the DELETE" "$(seen probe=pipm-2)" 0
+fx_pyclient --timeout 10 --absolute "http://$PYH/hello?probe=pp-1" --pipeline --show-body \
+  --request 'GET' --request "GET http://$PYH/status?code=202&probe=pp-2" \
+  --request "GET http://$PYH/status?code=203&probe=pp-3" >"$FX_WORK/pipe-plain.out" 2>&1 || true
+check_eq "pipelining on plain HTTP: three absolute-form requests in one write, in order" \
+  "$(bodies <"$FX_WORK/pipe-plain.out")" "$want_bodies"
+check_eq "pipelining on plain HTTP: the origin got all three" "$(seen probe=pp-)" 3
+
+# --- (8) WebSocket relayed both ways; h2c refused (SPEC §4.1) ---------------------------------
+ws_key=dGhlIHNhbXBsZSBub25jZQ== # RFC 6455 §1.3: its accept value is s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
+ws() { # ws PROBE : a WebSocket opening handshake for origin.py's /ws
+  req GET "/ws?probe=$1" "$PYT" 'Upgrade: websocket' 'Connection: Upgrade' \
+    "Sec-WebSocket-Key: $ws_key" 'Sec-WebSocket-Version: 13'
+}
+out=$(pc --connect "$PYT" --raw "$(ws ws-1)" --show-header Sec-WebSocket-Accept \
+  --then 'hello ws\x00\xff\r\n' --then 'more bytes, then BYE' --eof-wait 5)
+check_eq "websocket: 101, the accept value, bytes echoed both ways, the origin's close relayed" \
+  "$out" "connect=200 tls=ok status=101 reason=- \
+header sec-websocket-accept=s3pPLMBiTxaQ9kYGzzhZRbK+xOo= recv=hello ws\\x00\\xff\\r\\n \
+recv=more bytes, then BYE eof"
+check_eq "websocket: the origin got Upgrade: websocket, Connection: Upgrade and the key" \
+  "$(origin_headers probe=ws-1 upgrade connection sec-websocket-key)" \
+  "connection=Upgrade sec-websocket-key=$ws_key upgrade=websocket"
+check_audit "websocket: audit line (allow, 101) once the relay ended" \
+  decision=allow method=GET host="$A" path=/ws status=101
+# Bytes sent in the same write as the upgrade request; then the client closes first.
+out=$(pc --connect "$PYT" --raw "$(ws ws-2)early bytes" --recv 11 --then 'late')
+check_eq "websocket: bytes sent right behind the upgrade request are relayed after the 101" \
+  "$out" "connect=200 tls=ok status=101 reason=- recv=early bytes recv=late"
+check "websocket: the client closing ends the relay (its audit line within 5 s)" \
+  fx_wait 5 audit_at_least 2 method=GET path=/ws status=101
+out=$(pc --connect "$PYT" --raw "$(req GET /hello?probe=ws-no "$PYT" 'Upgrade: websocket' \
+  'Connection: Upgrade' "Sec-WebSocket-Key: $ws_key" 'Sec-WebSocket-Version: 13')" --show-body)
+check_eq "websocket: an origin that does not upgrade: its own answer reaches the client" \
+  "$out" "connect=200 tls=ok status=200 reason=- body=hello from origin.py\\n"
+out=$(pc --connect "$PYT" --raw "$(req GET /echo?probe=h2c "$PYT" \
+  'Connection: Upgrade, HTTP2-Settings' 'Upgrade: h2c' 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA')")
+check_eq "Upgrade: h2c inside a tunnel -> 400 bad-request" \
+  "$out" "connect=200 tls=ok status=400 reason=bad-request"
+check_eq "Upgrade: h2c: the origin never saw it" "$(seen probe=h2c)" 0
+
+# --- (9) CONNECT inside a tunnel -> 400 -------------------------------------------------------
+out=$(pc --connect "$PYT" --raw "$(req CONNECT "$B:$FX_PY_TLS_PORT" "$B:$FX_PY_TLS_PORT")")
+check_eq "CONNECT inside a tunnel -> 400 bad-request" \
+  "$out" "connect=200 tls=ok status=400 reason=bad-request"
+fx_skip "an origin-form request sent straight to the proxy -> 400" "covered by proxy_http.sh"
+
+# --- (10) Proxy-Authorization inside a tunnel is not forwarded (SPEC §4.6) --------------------
+pa=$(printf 'local:pt-inner-%s' "$(fx_random_hex 8)" | base64 -w0)
+out=$(pc --connect "$PYT" --header "Proxy-Authorization: Basic $pa" \
+  --request 'GET /echo?probe=pa-tunnel')
+check_eq "Proxy-Authorization inside a tunnel: the request passes" \
+  "$out" "connect=200 tls=ok status=200 reason=-"
+check_eq "Proxy-Authorization inside a tunnel: it never reaches the origin" \
+  "$(seen probe=pa-tunnel) $(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=pa-tunnel \
+    headers~"$pa")" "1 0"
+fx_skip "Proxy-Authorization of a plain HTTP request is not forwarded" "covered by proxy_basic.sh"
+
+# --- SPEC §4.7 over the refusals above: inside a tunnel the client is known (its CONNECT was
+# allowed, and identity is per connection), so every refusal line there names the client and
+# the environment; prints REASON:COUNT for the lines that do not.
+sleep 1 # let the audit writer catch up
+tunnel_refusals_without_env() {
+  "$FX_PYTHON" - "$FX_AUDIT" <<'EOF'
+import json, sys
+allowed, bad = set(), {}
+with open(sys.argv[1], encoding="utf-8") as f:
+    for line in f:
+        d = json.loads(line)
+        if d["method"] == "CONNECT" and d["decision"] == "allow":
+            allowed.add(d["src"])
+        elif d["decision"] == "deny" and d["src"] in allowed:
+            if not (d.get("client") and d.get("environment")):
+                bad[d["reason"]] = bad.get(d["reason"], 0) + 1
+print(" ".join(f"{k}:{v}" for k, v in sorted(bad.items())))
+EOF
+}
+check_eq "audit: every refusal inside an allowed tunnel names client and environment" \
+  "$(tunnel_refusals_without_env)" ""
+
+check "SIGTERM stops the main proxy with exit 0" fx_proxy_stop
+
+# --- (6) overloaded: --max-connections 2 -> 503 (SPEC §4.10) ----------------------------------
+fx_proxy_start --policy "$policy" --max-connections 2 "${common[@]}" ||
+  fx_bail "sluice proxy starts with --max-connections 2"
+hold_out=$FX_WORK/hold.out
+"$FX_PYTHON" - "$FX_PROXY_PORT" >"$hold_out" 2>&1 <<'EOF' &
+import socket, sys, time
+socks = [socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) for _ in range(2)]
+print("held", flush=True)
+time.sleep(8)  # under the 10 s header timeout
+EOF
+hold_pid=$!
+FX_PIDS+=("$hold_pid")
+fx_wait 10 grep -q held "$hold_out" || true
+# shellcheck disable=SC2317 # called through check and fx_wait
+conns_are() { # conns_are N : GET /v1/status says N connections
+  fx_admin GET /v1/status && [ "$(fx_json "$FX_ADMIN_BODY" 'str(d["connections"])')" = "$1" ]
+}
+check "overloaded: the proxy counts the two idle connections" fx_wait 5 conns_are 2
+out=$(pc --raw "$(req GET "http://$PYH/hello?probe=over" "$PYH")" --eof-wait 5)
+check_eq "overloaded: a third connection gets 503 overloaded, then the proxy closes it" \
+  "$out" "status=503 reason=overloaded eof"
+check_eq "overloaded: ... the origin never saw it" "$(seen probe=over)" 0
+check_audit "overloaded: audit line with reason overloaded" decision=deny reason=overloaded
+kill "$hold_pid" 2>/dev/null || true
+wait "$hold_pid" 2>/dev/null || true
+check "overloaded: the held connections are released (0 connections within 5 s)" \
+  fx_wait 5 conns_are 0
+out=$(pc --absolute "http://$PYH/hello?probe=after-over")
+check_eq "overloaded: once they are gone, a new connection is served" "$out" "status=200 reason=-"
+check "SIGTERM stops the --max-connections proxy with exit 0" fx_proxy_stop
+
+# --- (11) a client that expires while its tunnel is open (SPEC §3, §4.2) ----------------------
+exp_epoch=$(($(date +%s) + 6))
+exp_at=$(date -u -d "@$exp_epoch" +%Y-%m-%dT%H:%M:%SZ)
+epolicy=$FX_WORK/expiry-policy.json
+fx_policy "$epolicy" "{
+  \"version\": 1,
+  \"environments\": { \"edges\": { \"default\": \"deny\", \"rules\": [
+    { \"host\": \"$A:$FX_PY_TLS_PORT\" } ] } },
+  \"clients\": [ { \"id\": \"soon\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"edges\",
+                   \"expires_at\": \"$exp_at\" } ]
+}"
+fx_proxy_start --policy "$epolicy" "${common[@]}" || fx_bail "sluice proxy starts (expiry policy)"
+if fx_client_open exp --connect "$PYT" --timeout 20; then
+  r1=$(fx_client_send exp 'GET /hello?probe=exp-1')
+  if [ "$(date +%s)" -lt "$exp_epoch" ]; then
+    check_match "expiry: before expires_at a request in the tunnel passes" \
+      "$r1" '^status=200 reason=- '
+  else
+    fx_skip "expiry: before expires_at a request in the tunnel passes" \
+      "this machine took until expires_at ($exp_at) to get there"
+  fi
+  while [ "$(date +%s)" -le "$exp_epoch" ]; do sleep 0.2; done # at most ~6 s
+  r2=$(fx_client_send exp 'GET /hello?probe=exp-2')
+  check_match "expiry: after expires_at the next request on the same tunnel -> 403 expired" \
+    "$r2" '^status=403 reason=expired '
+  check_eq "expiry: ... the origin never saw it" "$(seen probe=exp-2)" 0
+  check_audit "expiry: audit line with reason expired for that client" \
+    decision=deny reason=expired client=soon host="$A"
+  fx_client_close exp
+else
+  not_ok "expiry: a tunnel opens before expires_at"
+  fx__dump "$FX_WORK/client-exp.out" "$FX_WORK/client-exp.err"
+fi
+check "SIGTERM stops the expiry proxy with exit 0" fx_proxy_stop
+
+fx_done
