@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 #include <sodium.h>
@@ -492,7 +493,7 @@ static void env_set_default(struct call *c, const struct sl_env_row *r)
 static void route_envs(struct call *c, const char *tail)
 {
     const char *m = c->req->method;
-    char seg[SEGMENT_MAX];
+    char seg[SEGMENT_MAX] = "";
     const char *rest;
     struct sl_env_row r;
     int rc;
@@ -760,7 +761,7 @@ static void client_list(struct call *c)
 static void route_clients(struct call *c, const char *tail)
 {
     const char *m = c->req->method;
-    char seg[SEGMENT_MAX];
+    char seg[SEGMENT_MAX] = "";
     const char *rest;
     int rc;
 
@@ -814,7 +815,9 @@ static int load_candidate(int rc, struct sl_env_row *row, const struct sl_env_ro
 
 static void resolve(struct call *c)
 {
-    char repo[SEGMENT_MAX], envkey[SEGMENT_MAX], trigger[32];
+    char repo[SEGMENT_MAX] = "";
+    char envkey[SEGMENT_MAX] = "";
+    char trigger[32] = "";
     struct sl_env_row rows[4];
     const struct sl_env_row *cands[3];
     struct sl_resolve_request rq;
@@ -900,7 +903,8 @@ static bool authenticate(struct call *c, const char *auth)
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     int rc;
 
-    if (auth == NULL || strncmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
+    /* The scheme is case-insensitive (RFC 9110 §11.1). */
+    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
         set_error(c->res, 401, "an API token is required: Authorization: Bearer TOKEN");
         return false;
     }

@@ -285,6 +285,23 @@ def test_invalid_json_400_unknown_field_422():
     assert any("colour" in x["field"] for x in doc["errors"]), doc
 
 
+def test_body_over_64_mib_is_413():
+    s = socket.create_connection(("127.0.0.1", state["port"]), timeout=10)
+    s.sendall(("POST /api/v1/environments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"
+               "Content-Type: application/json\r\nContent-Length: %d\r\n\r\n{"
+               % (tokens["alice"], 64 * 1024 * 1024 + 1)).encode())
+    head = s.recv(4096)
+    s.close()
+    assert head.startswith(b"HTTP/1.1 413 "), head[:100]
+
+
+def test_bearer_scheme_is_case_insensitive():
+    conn = http.client.HTTPConnection("127.0.0.1", state["port"], timeout=10)
+    conn.request("GET", E, headers={"Authorization": "bearer " + tokens["alice"]})
+    assert conn.getresponse().status == 200
+    conn.close()
+
+
 def test_sql_metacharacters_are_stored_verbatim():
     name = "x'); DROP TABLE environments; --"
     e = create("alice", name, description="\"quoted\" % _ \\ ;")
@@ -464,6 +481,8 @@ TESTS = [
     test_repository_conflict_names_the_other_environment,
     test_same_repo_in_user_and_global_environment,
     test_invalid_json_400_unknown_field_422,
+    test_body_over_64_mib_is_413,
+    test_bearer_scheme_is_case_insensitive,
     test_sql_metacharacters_are_stored_verbatim,
     test_resolve_every_matched_by,
     test_static_clients_admin_only_token_shown_once,
