@@ -608,18 +608,12 @@ static bool is_client_id(const char *s)
     return true;
 }
 
-static json_t *client_json(const struct sl_store_client *cl)
+/* The API form of a static client, never with its token. `env_name` may be NULL. */
+static json_t *client_json(const struct sl_store_client *cl, const char *env_name)
 {
-    json_t *o = json_pack("{s:s,s:s,s:s?,s:s?,s:b,s:s}", "id", cl->id, "environment_id", cl->env_id,
-                          "ip", cl->ip, "cidr", cl->cidr, "has_token", cl->token_sealed != NULL,
-                          "created_at", cl->created_at);
-
-    if (o != NULL && cl->env_name != NULL
-        && json_object_set_new(o, "environment", json_string(cl->env_name)) < 0) {
-        json_decref(o);
-        o = NULL;
-    }
-    return o;
+    return json_pack("{s:s,s:s,s:s?,s:s?,s:s?,s:b,s:s}", "id", cl->id, "environment_id", cl->env_id,
+                     "environment", env_name, "ip", cl->ip, "cidr", cl->cidr, "has_token",
+                     cl->token_sealed != NULL, "created_at", cl->created_at);
 }
 
 /* Reads and checks the POST body; answers 400/422 itself. Returns true when valid. */
@@ -662,6 +656,22 @@ static bool parse_client(struct call *c, json_t *root, const char **id, const ch
     return false;
 }
 
+/* Copies the fields of a new client into `cl` (owned strings; `sealed` may be NULL). Returns 0
+ * or SL_ENOMEM. */
+static int fill_client(struct sl_store_client *cl, const char *id, const char *ip, const char *cidr,
+                       const char *sealed)
+{
+    cl->id = sl_strdup(id);
+    cl->ip = ip != NULL ? sl_strdup(ip) : NULL;
+    cl->cidr = cidr != NULL ? sl_strdup(cidr) : NULL;
+    cl->token_sealed = sealed != NULL ? sl_strdup(sealed) : NULL;
+    if (cl->id == NULL || (ip != NULL && cl->ip == NULL) || (cidr != NULL && cl->cidr == NULL)
+        || (sealed != NULL && cl->token_sealed == NULL)) {
+        return SL_ENOMEM;
+    }
+    return 0;
+}
+
 static void client_create(struct call *c)
 {
     struct sl_store_client cl;
@@ -697,17 +707,13 @@ static void client_create(struct call *c)
             rc = sl_secrets_seal(c->api->secrets, token, strlen(token), &sealed);
         }
     }
-    if (rc < 0) {
-        set_internal(c->res, "creating a static client", rc);
-        goto out;
+    if (rc == 0) {
+        rc = fill_client(&cl, id, ip, cidr, want_token ? sl_buf_cstr(&sealed) : NULL);
     }
-    cl.id = (char *)(uintptr_t)id;
-    cl.ip = (char *)(uintptr_t)ip;
-    cl.cidr = (char *)(uintptr_t)cidr;
-    cl.token_sealed = want_token ? (char *)(uintptr_t)sl_buf_cstr(&sealed) : NULL;
-    (void)snprintf(cl.env_id, sizeof(cl.env_id), "%s", env.id);
-    rc = sl_store_client_create(c->api->store, &cl);
-    cl.id = cl.ip = cl.cidr = cl.token_sealed = NULL;
+    if (rc == 0) {
+        (void)snprintf(cl.env_id, sizeof(cl.env_id), "%s", env.id);
+        rc = sl_store_client_create(c->api->store, &cl);
+    }
     if (rc == SL_EEXIST) {
         set_errorf(c->res, 409, "a static client '%s' exists already", id);
         goto out;
@@ -717,19 +723,15 @@ static void client_create(struct call *c)
         goto out;
     }
     c->res->changed = true;
-    cl.id = (char *)(uintptr_t)id;
-    cl.ip = (char *)(uintptr_t)ip;
-    cl.cidr = (char *)(uintptr_t)cidr;
-    cl.token_sealed = want_token ? token : NULL;
-    cl.env_name = env.name;
-    doc = client_json(&cl);
+    /* The token is shown here once; only its sealed form is kept. */
+    doc = client_json(&cl, env.name);
     if (doc != NULL && want_token && json_object_set_new(doc, "token", json_string(token)) < 0) {
         json_decref(doc);
         doc = NULL;
     }
-    memset(&cl, 0, sizeof(cl));
     set_json(c->res, 201, doc);
 out:
+    sl_store_client_finish(&cl);
     sl_env_row_finish(&env);
     sl_buf_finish(&sealed);
     sodium_memzero(token, sizeof(token));
@@ -749,7 +751,7 @@ static void client_list(struct call *c)
     }
     arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (json_array_append_new(arr, client_json(&v[i])) < 0) {
+        if (json_array_append_new(arr, client_json(&v[i], v[i].env_name)) < 0) {
             json_decref(arr);
             arr = NULL;
         }
@@ -957,7 +959,7 @@ static void on_work(uv_work_t *w)
     c.res = &j->res;
     c.sealer.seal = seal_value;
     c.sealer.open = open_value;
-    c.sealer.arg = (void *)(uintptr_t)j->api->secrets;
+    c.sealer.arg = j->api->secrets;
     if (authenticate(&c, j->auth)) {
         route(&c);
     }

@@ -40,7 +40,7 @@ struct sl_api {
     uv_loop_t *loop;
     /* The database and the key; borrowed, used from thread-pool jobs (both are thread-safe). */
     struct sl_store *store;
-    const struct sl_secrets *secrets;
+    struct sl_secrets *secrets;
     /* The built-in base image for resolution (`--image`); NULL for the default. Borrowed. */
     const char *default_image;
     /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */
