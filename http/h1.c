@@ -425,6 +425,11 @@ int sl_h1_eof(struct sl_h1 *p, struct sl_h1_event *ev)
     return 0;
 }
 
+bool sl_h1_error_in_target(const struct sl_h1 *p)
+{
+    return p->_failed && p->_error == NULL && llhttp_get_errno(&p->_llhttp) == HPE_INVALID_URL;
+}
+
 bool sl_h1_name_is(struct sl_slice name, const char *s)
 {
     return slice_eq_ci(name, s);

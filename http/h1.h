@@ -176,6 +176,9 @@ const struct sl_h1_head *sl_h1_head(const struct sl_h1 *p);
 /* A static, human-readable reason for the last error. Never NULL. */
 const char *sl_h1_error(const struct sl_h1 *p);
 
+/* True when the last error was in the request target (the URL grammar refused a byte). */
+bool sl_h1_error_in_target(const struct sl_h1 *p);
+
 /* The first header named `name` (case-insensitive), or NULL. */
 const struct sl_h1_header *sl_h1_find(const struct sl_h1_head *h, const char *name);
 

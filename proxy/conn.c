@@ -192,6 +192,8 @@ static uint64_t secs_ms(unsigned s)
  * Requests: bookkeeping, audit, refusals.
  */
 
+static void note_identity(struct sl__conn *c);
+
 static void begin_request(struct sl__conn *c, const char *method)
 {
     c->r = (struct req_info){ .method = method,
@@ -202,6 +204,9 @@ static void begin_request(struct sl__conn *c, const char *method)
     c->dec = (struct sl_decision){ .allow = false };
     sl_snapshot_unref(c->snap);
     c->snap = c->w->snapshot != NULL ? sl_snapshot_ref(c->w->snapshot) : NULL;
+    if (c->tunnel) {
+        note_identity(c);
+    }
 }
 
 static void audit(struct sl__conn *c)
@@ -582,6 +587,18 @@ static const struct sl_client *identify(struct sl__conn *c)
                               (const struct sockaddr *)&c->peer);
 }
 
+/* Names the client and environment in the lines of refusals that come before the decision
+ * (a malformed request inside a tunnel still belongs to someone, SPEC §4.7). */
+static void note_identity(struct sl__conn *c)
+{
+    const struct sl_client *client = identify(c);
+
+    if (client != NULL) {
+        c->dec.client = sl_client_id(client);
+        c->dec.environment = sl_env_name(sl_client_env(client));
+    }
+}
+
 /* Decides the current request (`method` NULL: a CONNECT, host and port only). Returns true
  * when allowed; otherwise answers the refusal. */
 static bool decide(struct sl__conn *c, const char *method, bool tls, bool keep)
@@ -837,16 +854,17 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
 
     c->r.target = NULL;
     c->r.scheme = "https";
+    if (!take_credentials(c, h)) {
+        refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization", false);
+        return;
+    }
+    note_identity(c);
     if (sl_host_parse_authority(sl_slice_str(h->target), 0, &c->r.host, &c->r.port, &why) < 0
         || c->r.port == 0) {
         refuse_reason(c, SL_REASON_BAD_HOST, why != NULL ? why : "CONNECT needs host:port", false);
         return;
     }
     c->r.has_host = true;
-    if (!take_credentials(c, h)) {
-        refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization", false);
-        return;
-    }
     if (!decide(c, NULL, true, false)) {
         return;
     }
@@ -990,17 +1008,18 @@ static void on_request_head(struct sl__conn *c)
         refuse_reason(c, SL_REASON_BAD_REQUEST, "CONNECT inside a tunnel", false);
         return;
     }
-    if (c->tunnel ? !target_in_tunnel(c, h) : !target_absolute(c, h)) {
-        return;
-    }
     if (!c->tunnel) {
-        if (!host_header_matches(c, h, false)) {
-            return;
-        }
         if (!take_credentials(c, h)) {
             refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization", false);
             return;
         }
+        note_identity(c);
+    }
+    if (c->tunnel ? !target_in_tunnel(c, h) : !target_absolute(c, h)) {
+        return;
+    }
+    if (!c->tunnel && !host_header_matches(c, h, false)) {
+        return;
     }
     if (h->upgrade) {
         const struct sl_h1_header *u = sl_h1_find(h, "upgrade");
@@ -1497,6 +1516,10 @@ static int step_request_head(struct sl__conn *c)
         begin_request(c, NULL);
         if (n == SL_ETOOBIG) {
             refuse(c, SL_REASON_TOO_LARGE, 431, sl_h1_error(&c->req), false);
+        } else if (sl_h1_error_in_target(&c->req)) {
+            /* Bytes the URL grammar refuses (non-ASCII, controls) are a host problem for a
+             * proxy request: its target is where the host is (SPEC §4.3). */
+            refuse_reason(c, SL_REASON_BAD_HOST, sl_h1_error(&c->req), false);
         } else {
             refuse_reason(c, SL_REASON_BAD_REQUEST, sl_h1_error(&c->req), false);
         }
@@ -1523,6 +1546,7 @@ static int step_tunnel_sniff(struct sl__conn *c)
         return 0;
     }
     begin_request(c, "CONNECT");
+    c->r.scheme = c->tport == 80 ? "http" : "https";
     c->r.host = c->thost;
     c->r.port = c->tport;
     c->r.has_host = true;

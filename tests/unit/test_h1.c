@@ -458,6 +458,25 @@ static void survives_every_allocation_failure(void **state)
     fail_msg("parse never succeeded");
 }
 
+static void says_when_the_target_was_the_problem(void **state)
+{
+    static const char bad_target[] = "CONNECT ex\xc3\xa4mple.com:443 HTTP/1.1\r\n\r\n";
+    static const char bad_header[] = "GET / HTTP/1.1\r\nX: 1\r\n 2\r\n\r\n";
+    struct run r;
+
+    (void)state;
+    run_start(&r, SL_H1_REQUEST, NULL);
+    run_feed(&r, bad_target, sizeof(bad_target) - 1, 7, 0);
+    assert_int_equal(r.rc, SL_EINVAL);
+    assert_true(sl_h1_error_in_target(&r.p));
+    run_end(&r);
+    run_start(&r, SL_H1_REQUEST, NULL);
+    run_feed(&r, bad_header, sizeof(bad_header) - 1, 7, 0);
+    assert_int_equal(r.rc, SL_EINVAL);
+    assert_false(sl_h1_error_in_target(&r.p));
+    run_end(&r);
+}
+
 static void finds_tokens_in_lists(void **state)
 {
     (void)state;
@@ -484,6 +503,7 @@ int main(void)
         cmocka_unit_test(reports_a_truncated_body_at_eof),
         cmocka_unit_test(refuses_bytes_after_an_upgrade),
         cmocka_unit_test(survives_every_allocation_failure),
+        cmocka_unit_test(says_when_the_target_was_the_problem),
         cmocka_unit_test(finds_tokens_in_lists),
     };
 
