@@ -209,9 +209,29 @@ static void begin_request(struct sl__conn *c, const char *method)
     }
 }
 
+const uint64_t sl__latency_bounds_us[SL__LATENCY_BUCKETS - 1] = {
+    1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
+};
+
+/* Counts one request of `elapsed_us` in the latency histogram (SPEC.md §4.9). */
+static void count_latency(struct sl__counters *k, uint64_t elapsed_us)
+{
+    size_t i = 0;
+
+    while (i < SL__LATENCY_BUCKETS - 1 && elapsed_us > sl__latency_bounds_us[i]) {
+        i++;
+    }
+    sl__count(&k->latency[i], 1);
+    sl__count(&k->latency_sum_us, elapsed_us);
+}
+
 static void audit(struct sl__conn *c)
 {
     const struct sl__shared *sh = shared(c);
+    const uint64_t elapsed_ns = uv_hrtime() - c->r.start_ns;
+    /* The CONNECT line of an opened tunnel: its requests are timed one by one instead. */
+    const bool opens_tunnel =
+            c->r.allow && c->r.method != NULL && strcmp(c->r.method, "CONNECT") == 0;
     struct sl_audit_record a = {
         .client = c->dec.client,
         .environment = c->dec.environment,
@@ -228,7 +248,7 @@ static void audit(struct sl__conn *c)
         .status = c->r.status,
         .bytes_up = c->r.bytes_up,
         .bytes_down = c->r.bytes_down,
-        .ms = (double)(uv_hrtime() - c->r.start_ns) / 1e6,
+        .ms = (double)elapsed_ns / 1e6,
         .policy_version = c->snap != NULL ? sl_snapshot_version(c->snap) : 0,
     };
 
@@ -240,6 +260,9 @@ static void audit(struct sl__conn *c)
     }
     sl__count(&c->w->counters.bytes_up, c->r.bytes_up);
     sl__count(&c->w->counters.bytes_down, c->r.bytes_down);
+    if (!opens_tunnel) {
+        count_latency(&c->w->counters, elapsed_ns / 1000u);
+    }
     sl_audit_write(sh->audit, &a);
     if (sl_log_enabled(SL_LOG_DEBUG)) {
         sl_log(SL_LOG_DEBUG, c->id,

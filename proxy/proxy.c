@@ -240,7 +240,36 @@ static void admin_status(struct proxy *p, struct sl_http_exchange *x)
     sl_buf_finish(&b);
 }
 
-/* Prometheus text format 0.0.4. Counters only for now (no latency histogram yet). */
+/* The request latency histogram: buckets summed over the workers, then cumulated. */
+static int metrics_latency(struct proxy *p, struct sl_buf *b)
+{
+    uint64_t total = 0;
+    uint64_t sum_us = SUM(p, latency_sum_us);
+
+    SL_TRY(sl_buf_append_str(b, "# HELP sluice_request_duration_seconds Time from a request's "
+                                "head to its audit line (CONNECTs that open a tunnel "
+                                "excluded).\n"
+                                "# TYPE sluice_request_duration_seconds histogram\n"));
+    for (size_t i = 0; i < SL__LATENCY_BUCKETS; i++) {
+        total += sum(p, offsetof(struct sl__counters, latency) + i * sizeof(atomic_uint_fast64_t));
+        if (i < SL__LATENCY_BUCKETS - 1) {
+            /* %g spells the bounds as Prometheus clients do: "0.001", "2.5", "10". */
+            SL_TRY(sl_buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"%g\"} %llu\n",
+                                 (double)sl__latency_bounds_us[i] / 1e6,
+                                 (unsigned long long)total));
+        } else {
+            SL_TRY(sl_buf_printf(b, "sluice_request_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+                                 (unsigned long long)total));
+        }
+    }
+    return sl_buf_printf(b,
+                         "sluice_request_duration_seconds_sum %llu.%06llu\n"
+                         "sluice_request_duration_seconds_count %llu\n",
+                         (unsigned long long)(sum_us / 1000000u),
+                         (unsigned long long)(sum_us % 1000000u), (unsigned long long)total);
+}
+
+/* Prometheus text format 0.0.4. */
 static int metrics_text(struct proxy *p, struct sl_buf *b)
 {
     struct sl_leaf_cache_stats cs;
@@ -290,7 +319,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, bytes_down),
             (unsigned long long)(p->shared.audit != NULL ? sl_audit_dropped(p->shared.audit) : 0),
             p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
-    return 0;
+    return metrics_latency(p, b);
 }
 
 static void admin_metrics(struct proxy *p, struct sl_http_exchange *x)

@@ -28,6 +28,9 @@
 #include "proxy/proxy.h"
 #include "proxy/resolve.h"
 
+/* Buckets of the request latency histogram, +Inf included. */
+#define SL__LATENCY_BUCKETS 13
+
 /* Counters of one worker. Written by that worker only (relaxed), read by anyone. */
 struct sl__counters {
     atomic_uint_fast64_t connections_accepted;
@@ -43,7 +46,20 @@ struct sl__counters {
     atomic_uint_fast64_t upstream_reused;
     atomic_uint_fast64_t bytes_up;
     atomic_uint_fast64_t bytes_down;
+    /* Request latency histogram (SPEC.md §4.9): audited requests and refusals by duration, one
+     * count per bucket (not cumulative; the renderer cumulates), bucket i holding the durations
+     * in (sl__latency_bounds_us[i - 1], sl__latency_bounds_us[i]] and the last one the rest
+     * (+Inf). A CONNECT that opens a tunnel is not counted: its duration is the tunnel's life,
+     * not a request latency. The histogram's count is the sum of the buckets, so a scrape
+     * always shows +Inf equal to the count. */
+    atomic_uint_fast64_t latency[SL__LATENCY_BUCKETS];
+    /* The durations of the requests counted in `latency`, in microseconds. */
+    atomic_uint_fast64_t latency_sum_us;
 };
+
+/* Upper bounds of the latency buckets but the last (+Inf), in microseconds, ascending:
+ * 0.001 s to 10 s, the Prometheus client defaults plus 0.001. */
+extern const uint64_t sl__latency_bounds_us[SL__LATENCY_BUCKETS - 1];
 
 static inline void sl__count(atomic_uint_fast64_t *c, uint64_t n)
 {

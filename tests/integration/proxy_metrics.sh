@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/proxy_metrics.sh - GET /metrics on the admin socket of `sluice proxy`
+# (SPEC.md §4.9) after known traffic: the Prometheus text parses; requests by decision and
+# reason, connections, handshakes and certificate cache misses count what happened; the request
+# latency histogram counts every audited request except the CONNECTs that open a tunnel, with
+# cumulative buckets; no credential value appears.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+fx_init
+
+fx_nginx_start || fx_bail "nginx starts"
+
+secret="Bearer sl-$(fx_random_hex 24)"
+secret_token=${secret#Bearer }
+policy=$FX_WORK/policy.json
+fx_policy "$policy" "{
+  \"version\": 1,
+  \"environments\": { \"metrics\": { \"default\": \"deny\", \"rules\": [
+    { \"host\": \"a.sluice.test:$FX_TLS_PORT\",
+      \"credential\": { \"header\": \"Authorization\", \"value\": \"$secret\" } } ] } },
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"metrics\" } ]
+}"
+check "the test policy is valid (sluice policy check)" \
+  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+
+fx_resolve a.sluice.test deny.sluice.test
+fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
+  "${FX_RESOLVE[@]}" || fx_bail "sluice proxy starts with a policy"
+ok "sluice proxy starts with a policy"
+
+# Known traffic: each allowed request is a fresh curl, so a CONNECT (allow, not timed) and a GET
+# (allow, timed); each denied one is a CONNECT refused with 403 (deny, timed).
+allowed=5
+denied=3
+n_ok=0
+for ((i = 1; i <= allowed; i++)); do
+  fx_curl "https://a.sluice.test:$FX_TLS_PORT/hello"
+  if [ "$FX_CODE" = 200 ]; then n_ok=$((n_ok + 1)); fi
+done
+check_eq "$allowed requests to a.sluice.test: all 200" "$n_ok" "$allowed"
+n_ok=0
+for ((i = 1; i <= denied; i++)); do
+  fx_curl "https://deny.sluice.test:$FX_TLS_PORT/hello"
+  if [ "$FX_CODE" = 403 ] && [ "$(fx_reason)" = host-not-allowed ]; then n_ok=$((n_ok + 1)); fi
+done
+check_eq "$denied requests to deny.sluice.test: all 403 host-not-allowed" "$n_ok" "$denied"
+
+# parse_metrics FILE : checks the Prometheus text format 0.0.4 of FILE (every sample line
+# `name{labels} number` or `name number`, comments `# HELP name ...` or `# TYPE name type`) and
+# writes `series value` lines to FILE.parsed; prints what is wrong and fails when anything is.
+# shellcheck disable=SC2317 # called through check or fx_wait
+parse_metrics() {
+  "$FX_PYTHON" - "$1" <<'EOF'
+import re, sys
+name = r'[a-zA-Z_:][a-zA-Z0-9_:]*'
+label = r'[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*"'
+number = r'[-+]?(?:[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?|Inf)|NaN'
+sample = re.compile(r'^(%s)(\{(?:%s(?:,%s)*)?\})? (%s)$' % (name, label, label, number))
+comment = re.compile(r'^# (?:HELP %s .*|TYPE %s (?:counter|gauge|histogram|summary|untyped))$'
+                     % (name, name))
+bad = []
+out = []
+with open(sys.argv[1], encoding='utf-8') as f:
+    for n, line in enumerate(f.read().split('\n'), 1):
+        if line == '' or (line.startswith('#') and not line.startswith('# HELP ')
+                          and not line.startswith('# TYPE ')):
+            continue
+        if line.startswith('#'):
+            if not comment.match(line):
+                bad.append('%d: %s' % (n, line))
+            continue
+        m = sample.match(line)
+        if not m:
+            bad.append('%d: %s' % (n, line))
+            continue
+        out.append('%s%s %s' % (m.group(1), m.group(2) or '', m.group(3)))
+for b in bad:
+    print('#   not Prometheus text: ' + b)
+with open(sys.argv[1] + '.parsed', 'w', encoding='utf-8') as f:
+    f.write('\n'.join(out) + '\n')
+sys.exit(1 if bad or not out else 0)
+EOF
+}
+
+# metric SERIES : the value of SERIES (`name` or `name{labels}` exactly as rendered) in the last
+# parsed scrape; empty when absent.
+metric() {
+  awk -v s="$1" '$1 == s { print $2; exit }' "$FX_ADMIN_BODY.parsed"
+}
+
+# scrape : GET /metrics into FX_ADMIN_BODY and parse it (FX_CODE as fx_admin sets it).
+# shellcheck disable=SC2317 # called through check or fx_wait
+scrape() {
+  fx_admin GET /metrics
+  [ "$FX_CODE" = 200 ] && parse_metrics "$FX_ADMIN_BODY" >/dev/null
+}
+
+# The audit line of an exchange is written as its response ends: give the last one a moment.
+counted=$((allowed + denied))
+# shellcheck disable=SC2317 # called through check or fx_wait
+counted_now() { scrape && [ "$(metric sluice_request_duration_seconds_count)" = "$counted" ]; }
+fx_wait 5 counted_now || true
+
+fx_admin GET /metrics
+check_eq "GET /metrics: 200" "$FX_CODE" 200
+check "GET /metrics: every line is Prometheus text (name{labels} number, # HELP, # TYPE)" \
+  parse_metrics "$FX_ADMIN_BODY"
+
+# --- requests by decision and reason ----------------------------------------------------------
+# audit() counts every audit line in requests_total, the CONNECT lines that open tunnels too:
+# each allowed curl is two lines (CONNECT + GET).
+check_eq "requests_total allow = $((2 * allowed)) ($allowed CONNECTs + $allowed GETs)" \
+  "$(metric 'sluice_requests_total{decision="allow",reason=""}')" "$((2 * allowed))"
+check_eq "requests_total deny host-not-allowed = $denied" \
+  "$(metric 'sluice_requests_total{decision="deny",reason="host-not-allowed"}')" "$denied"
+other_denials=$(awk '$1 ~ /^sluice_requests_total\{decision="deny",/ &&
+  $1 !~ /reason="host-not-allowed"/ { s += $2 } END { print s + 0 }' "$FX_ADMIN_BODY.parsed")
+check_eq "requests_total: no other refusal" "$other_denials" 0
+
+# --- connections, handshakes, certificates, pool ---------------------------------------------
+# gt0 SERIES : SERIES is present and > 0.   ge SERIES N : SERIES is present and >= N.
+# shellcheck disable=SC2317 # called through check or fx_wait
+ge() {
+  local v
+  v=$(metric "$1")
+  [ -n "$v" ] && "$FX_PYTHON" -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$v" "$2"
+}
+# shellcheck disable=SC2317 # called through check or fx_wait
+gt0() {
+  local v
+  v=$(metric "$1")
+  [ -n "$v" ] && "$FX_PYTHON" -c 'import sys; sys.exit(0 if float(sys.argv[1]) > 0 else 1)' "$v"
+}
+check "sluice_connections_total >= $counted" ge sluice_connections_total "$counted"
+check "sluice_tls_handshakes_total > 0" gt0 sluice_tls_handshakes_total
+check "sluice_certificate_cache_misses_total >= 1" ge sluice_certificate_cache_misses_total 1
+check "sluice_upstream_connections_total > 0" gt0 sluice_upstream_connections_total
+check "sluice_upstream_reused_total is reported" test -n "$(metric sluice_upstream_reused_total)"
+check "sluice_bytes_total{direction=\"down\"} > 0" gt0 'sluice_bytes_total{direction="down"}'
+
+# --- the latency histogram --------------------------------------------------------------------
+check "# TYPE sluice_request_duration_seconds histogram" \
+  grep -qx '# TYPE sluice_request_duration_seconds histogram' "$FX_ADMIN_BODY"
+check "# HELP sluice_request_duration_seconds" \
+  grep -q '^# HELP sluice_request_duration_seconds ' "$FX_ADMIN_BODY"
+buckets=$(awk '$1 ~ /^sluice_request_duration_seconds_bucket\{/ {
+  sub(/^sluice_request_duration_seconds_bucket\{le="/, "", $1); sub(/"\}$/, "", $1); print $1 }' \
+  "$FX_ADMIN_BODY.parsed" | paste -sd ' ')
+check_eq "the buckets, in order" "$buckets" \
+  "0.001 0.005 0.01 0.025 0.05 0.1 0.25 0.5 1 2.5 5 10 +Inf"
+count=$(metric sluice_request_duration_seconds_count)
+check_eq "count = $counted ($allowed GETs + $denied refusals; tunnel-opening CONNECTs not timed)" \
+  "$count" "$counted"
+check_eq "bucket +Inf = count" "$(metric 'sluice_request_duration_seconds_bucket{le="+Inf"}')" \
+  "$count"
+# shellcheck disable=SC2317 # called through check
+cumulative() {
+  awk '$1 ~ /^sluice_request_duration_seconds_bucket\{/ {
+    if (n++ && $2 + 0 < last) bad = 1; last = $2 + 0 } END { exit !(n == 13 && !bad) }' \
+    "$FX_ADMIN_BODY.parsed"
+}
+check "the buckets are non-decreasing (cumulative)" cumulative
+check "sum > 0" gt0 sluice_request_duration_seconds_sum
+
+# --- no secret --------------------------------------------------------------------------------
+check "the credential appears nowhere in /metrics" fx_absent "$secret_token" "$FX_ADMIN_BODY"
+
+check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
+fx_done
