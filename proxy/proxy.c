@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "proxy/proxy.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -519,6 +521,59 @@ static int setup_tls(struct proxy *p)
     return rc;
 }
 
+static bool is_unspecified(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        return ((const struct sockaddr_in *)(const void *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+    }
+    return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr);
+}
+
+/* Denies one listen address to the dialler. A wildcard (0.0.0.0, ::) listens on every
+ * interface, so every address of that family the host has now is denied with the port. */
+static int deny_own_address(struct proxy *p, const struct sockaddr_storage *ss, const char *text,
+                            char *err, size_t errlen)
+{
+    uv_interface_address_t *ifs = NULL;
+    uint16_t port;
+    int n = 0;
+    int rc;
+
+    if (!is_unspecified(ss)) {
+        return sl_addr_policy_add_deny(p->shared.addrs, text, err, errlen);
+    }
+    port = ss->ss_family == AF_INET
+                   ? ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port)
+                   : ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
+    rc = uv_interface_addresses(&ifs, &n);
+    if (rc < 0) {
+        (void)snprintf(err, errlen, "cannot list the interface addresses for --listen %s: %s", text,
+                       uv_strerror(rc));
+        return rc;
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        char addr[INET6_ADDRSTRLEN];
+        char entry[INET6_ADDRSTRLEN + 16];
+
+        if (ifs[i].address.address4.sin_family != ss->ss_family) {
+            continue;
+        }
+        if (ss->ss_family == AF_INET) {
+            rc = uv_ip4_name(&ifs[i].address.address4, addr, sizeof(addr));
+            (void)snprintf(entry, sizeof(entry), "%s:%u", addr, (unsigned)port);
+        } else {
+            rc = uv_ip6_name(&ifs[i].address.address6, addr, sizeof(addr));
+            /* A link-local address carries no zone here; the class check refuses those. */
+            (void)snprintf(entry, sizeof(entry), "[%s]:%u", addr, (unsigned)port);
+        }
+        if (rc == 0 && strchr(addr, '%') == NULL) {
+            rc = sl_addr_policy_add_deny(p->shared.addrs, entry, err, errlen);
+        }
+    }
+    uv_free_interface_addresses(ifs, n);
+    return rc;
+}
+
 static int setup_addresses(struct proxy *p, struct sockaddr_storage *addrs, size_t *n_addrs)
 {
     const struct sl_proxy_config *cfg = p->cfg;
@@ -538,7 +593,7 @@ static int setup_addresses(struct proxy *p, struct sockaddr_storage *addrs, size
         rc = sl__listen_addr_parse(l, &addrs[i], err, sizeof(err));
         /* The proxy never dials itself (SPEC §4.4): its own listen addresses are denied. */
         if (rc == 0) {
-            rc = sl_addr_policy_add_deny(p->shared.addrs, l, err, sizeof(err));
+            rc = deny_own_address(p, &addrs[i], l, err, sizeof(err));
         }
         if (rc == 0) {
             (*n_addrs)++;

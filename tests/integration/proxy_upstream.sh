@@ -150,4 +150,19 @@ check_eq "the denied upstream never saw the request" \
   "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=denyup)" 0
 check "SIGTERM stops the --deny-upstream proxy with exit 0" fx_proxy_stop
 
+# --- the proxy never dials itself, also through a wildcard listener ------------------------------
+# With --listen 0.0.0.0:P the proxy listens on every interface; 127.0.0.1:P is one of its own
+# addresses and must be refused even though --allow-upstream covers loopback. (Only loopback
+# is targeted: the check is that the proxy refuses, so nothing is ever sent elsewhere.)
+wild_port=$(fx_free_port)
+self_policy="$FX_WORK/self-policy.json"
+fx_policy "$self_policy" '{ "version": 1, "environments": { "all": { "default": "allow" } },
+  "clients": [ { "id": "local", "cidr": "127.0.0.0/8", "environment": "all" } ] }'
+fx_proxy_start --policy "$self_policy" --allow-upstream 127.0.0.0/8 \
+  --listen "0.0.0.0:$wild_port" || fx_bail "sluice proxy starts with a wildcard listener"
+fx_curl --max-time 5 "http://127.0.0.1:$wild_port/self"
+check_status "a wildcard listener's loopback address is the proxy's own: refused" \
+  403 private-address
+check "SIGTERM stops the wildcard-listener proxy with exit 0" fx_proxy_stop
+
 fx_done
