@@ -12,18 +12,17 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include <jansson.h>
 
+#include "base/jpath.h"
 #include "base/mem.h"
 #include "policy/host.h"
 #include "policy/snapshot.h"
+#include "policy/validate.h"
 
-/* Quoted texts in messages and keys in field paths are cut after this many bytes. */
-#define QUOTE_MAX 64
-#define MIB       ((int64_t)1 << 20)
-#define GIB       ((int64_t)1 << 30)
+#define MIB ((int64_t)1 << 20)
+#define GIB ((int64_t)1 << 30)
 
 static const char *const root_keys[] = { "name",   "description", "scope",   "base_image",
                                          "cpus",   "memory",      "network", "env",
@@ -36,23 +35,6 @@ static const char *const egress_keys[] = { "default", "rules" };
 static const char *const rule_keys[] = { "host", "methods", "credential" };
 static const char *const credential_keys[] = { "header", "value" };
 static const char *const credential_readonly[] = { "has_value" };
-
-/* The headers policy/snapshot.h refuses for a credential (framing, hop-by-hop, routing). The
- * lists must agree, or the control plane would store what the proxy refuses to load; the unit
- * test cross-checks them through sl_snapshot_parse(). */
-static const char *const forbidden_headers[] = {
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authorization",
-    "proxy-authenticate",
-};
 
 /* The state of one validation: the path of the field being looked at and the errors so far. */
 struct parse {
@@ -109,95 +91,21 @@ static void add_error(struct parse *p, const char *fmt, ...)
     e->count++;
 }
 
-/* Writes `s` quoted into `dst`, cut after QUOTE_MAX bytes, with bytes outside printable ASCII
- * as \xNN so that a message never carries raw control bytes. */
-static void quote(char *dst, size_t cap, const char *s, size_t n)
-{
-    size_t len = 0;
-
-    if (cap < 8) {
-        dst[0] = '\0';
-        return;
-    }
-    dst[len++] = '"';
-    for (size_t i = 0; i < n && i < QUOTE_MAX && len + 8 < cap; i++) {
-        uint8_t c = (uint8_t)s[i];
-
-        if (c == '"' || c == '\\') {
-            dst[len++] = '\\';
-            dst[len++] = (char)c;
-        } else if (c >= 0x20 && c < 0x7f) {
-            dst[len++] = (char)c;
-        } else {
-            int w = snprintf(dst + len, cap - len, "\\x%02x", c);
-
-            len += w > 0 ? (size_t)w : 0;
-        }
-    }
-    if (n > QUOTE_MAX && len + 5 < cap) {
-        memcpy(dst + len, "...", 3);
-        len += 3;
-    }
-    dst[len++] = '"';
-    dst[len] = '\0';
-}
-
-/* Appends `s` to the path as far as it fits (cut, never overrun). */
-static void path_append(struct parse *p, const char *s, size_t n)
-{
-    size_t room = sizeof(p->path) - 1 - p->path_len;
-
-    if (n > room) {
-        n = room;
-    }
-    memcpy(p->path + p->path_len, s, n);
-    p->path_len += n;
-    p->path[p->path_len] = '\0';
-}
-
 /* Enters member `key`: `.key`, or `["key"]` for a key that is not a plain identifier (it came
  * from the request). Returns the mark for path_pop(). */
 static size_t path_key(struct parse *p, const char *key)
 {
-    size_t mark = p->path_len;
-    size_t n = strlen(key);
-    bool plain = n > 0 && n <= QUOTE_MAX;
-    char quoted[QUOTE_MAX * 4 + 8];
-
-    for (size_t i = 0; i < n && plain; i++) {
-        uint8_t c = (uint8_t)key[i];
-
-        plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-                || c == '_' || c == '-';
-    }
-    if (plain) {
-        if (p->path_len > 0) {
-            path_append(p, ".", 1);
-        }
-        path_append(p, key, n);
-        return mark;
-    }
-    quote(quoted, sizeof(quoted), key, n);
-    path_append(p, "[", 1);
-    path_append(p, quoted, strlen(quoted));
-    path_append(p, "]", 1);
-    return mark;
+    return sl_jpath_key(p->path, sizeof(p->path), &p->path_len, key);
 }
 
 static size_t path_index(struct parse *p, size_t i)
 {
-    size_t mark = p->path_len;
-    char text[32];
-    int n = snprintf(text, sizeof(text), "[%zu]", i);
-
-    path_append(p, text, n > 0 ? (size_t)n : 0);
-    return mark;
+    return sl_jpath_index(p->path, sizeof(p->path), &p->path_len, i);
 }
 
 static void path_pop(struct parse *p, size_t mark)
 {
-    p->path_len = mark;
-    p->path[mark] = '\0';
+    sl_jpath_pop(p->path, &p->path_len, mark);
 }
 
 /* An error on member `key` of the current path. */
@@ -323,12 +231,6 @@ static void free_secret(char *s, size_t n)
 }
 
 /* ---- text checks -------------------------------------------------------------------------- */
-
-static bool is_tchar(uint8_t c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-           || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
 
 static bool is_digit(uint8_t c)
 {
@@ -657,7 +559,7 @@ static void parse_image(struct parse *p, json_t *root, struct sl_env_spec *spec)
     size_t n = 0;
     const char *s = get_string(p, root, "base_image", true, &n);
     const char *why;
-    char quoted[QUOTE_MAX * 4 + 8];
+    char quoted[SL_JPATH_QUOTED_CAP];
 
     if (s == NULL) {
         return;
@@ -666,7 +568,7 @@ static void parse_image(struct parse *p, json_t *root, struct sl_env_spec *spec)
     if (why != NULL) {
         size_t mark = path_key(p, "base_image");
 
-        quote(quoted, sizeof(quoted), s, n);
+        sl_jpath_quote(quoted, sizeof(quoted), s, n);
         add_error(p, "%s is not an image reference: %s", quoted, why);
         path_pop(p, mark);
         return;
@@ -855,7 +757,7 @@ static void parse_host(struct parse *p, json_t *rule, struct sl_env_rule *out)
     size_t n = 0;
     const char *s = get_string(p, rule, "host", true, &n);
     const char *why = "";
-    char quoted[QUOTE_MAX * 4 + 8];
+    char quoted[SL_JPATH_QUOTED_CAP];
     char text[SL_HOST_NAME_MAX + 8];
     struct sl_host h;
     uint16_t port = 0;
@@ -867,7 +769,7 @@ static void parse_host(struct parse *p, json_t *rule, struct sl_env_rule *out)
     if (sl_host_parse_authority(sl_slice_of(s, n), SL_HOST_GLOB, &h, &port, &why) != 0) {
         size_t mark = path_key(p, "host");
 
-        quote(quoted, sizeof(quoted), s, n);
+        sl_jpath_quote(quoted, sizeof(quoted), s, n);
         add_error(p, "bad host pattern %s: %s", quoted, why);
         path_pop(p, mark);
         return;
@@ -883,28 +785,33 @@ static void parse_host(struct parse *p, json_t *rule, struct sl_env_rule *out)
 /* One method at the current path; returns whether it is an uppercase token. */
 static bool method_ok(struct parse *p, json_t *v, const char **s, size_t *n)
 {
-    char quoted[QUOTE_MAX * 4 + 8];
+    char quoted[SL_JPATH_QUOTED_CAP];
+    enum sl_policy_method_fault f;
 
     *s = string_of(p, v, n);
     if (*s == NULL) {
         return false;
     }
-    quote(quoted, sizeof(quoted), *s, *n);
-    if (*n == 0 || *n > SL_POLICY_METHOD_LEN_MAX) {
-        add_error(p, "%s is not a method name (1-%d characters)", quoted, SL_POLICY_METHOD_LEN_MAX);
-        return false;
-    }
-    for (size_t i = 0; i < *n; i++) {
-        if (!is_tchar((uint8_t)(*s)[i])) {
-            add_error(p, "%s is not a method name (RFC 9110 token characters only)", quoted);
-            return false;
+    sl_jpath_quote(quoted, sizeof(quoted), *s, *n);
+    f = sl_policy_method_check(*s, *n);
+    if (f == SL_POLICY_METHOD_NOT_TOKEN) {
+        /* This module names the first offending byte: a lowercase letter before the first
+         * non-token byte makes it a case error (the prefix before that letter is all tchar). */
+        size_t k = 0;
+
+        while (k < *n && !((*s)[k] >= 'a' && (*s)[k] <= 'z')) {
+            k++;
         }
-        if ((*s)[i] >= 'a' && (*s)[i] <= 'z') {
-            add_error(p, "%s: methods are case-sensitive and must be uppercase", quoted);
-            return false;
+        if (k < *n && (k == 0 || sl_policy_method_check(*s, k) == SL_POLICY_METHOD_OK)) {
+            f = SL_POLICY_METHOD_LOWERCASE;
         }
     }
-    return true;
+    if (f == SL_POLICY_METHOD_LOWERCASE) {
+        add_error(p, "%s: methods are case-sensitive and must be uppercase", quoted);
+    } else if (f != SL_POLICY_METHOD_OK) {
+        add_error(p, "%s %s", quoted, sl_policy_method_phrase(f));
+    }
+    return f == SL_POLICY_METHOD_OK;
 }
 
 static void parse_methods(struct parse *p, json_t *rule, struct sl_env_rule *out)
@@ -947,48 +854,16 @@ static void parse_methods(struct parse *p, json_t *rule, struct sl_env_rule *out
     path_pop(p, mark);
 }
 
-static const char *header_why(const char *s, size_t n)
-{
-    if (n == 0 || n > SL_POLICY_HEADER_MAX) {
-        return "is not a header name (1-128 characters)";
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_tchar((uint8_t)s[i])) {
-            return "is not a header name (RFC 9110 token characters only)";
-        }
-    }
-    for (size_t i = 0; i < SL_ARRAY_LEN(forbidden_headers); i++) {
-        if (strlen(forbidden_headers[i]) == n && strncasecmp(s, forbidden_headers[i], n) == 0) {
-            return "cannot carry a credential: it is a framing, hop-by-hop or routing header";
-        }
-    }
-    return NULL;
-}
-
-/* RFC 9110 §5.5 field-value as policy/snapshot.h checks it. The value is secret: the message
- * says what is wrong, never what it is. */
+/* The credential value as policy/validate.h checks it, in this module's words (one phrase for
+ * CR and LF). The value is secret: the message says what is wrong, never what it is. */
 static const char *value_why(const char *s, size_t n)
 {
-    if (n == 0) {
-        return "must not be empty";
-    }
-    if (n > SL_POLICY_VALUE_MAX) {
-        return "longer than 8192 bytes";
-    }
-    if (memchr(s, '\r', n) != NULL || memchr(s, '\n', n) != NULL) {
+    enum sl_policy_value_fault f = sl_policy_credential_value_check(s, n);
+
+    if (f == SL_POLICY_VALUE_CR || f == SL_POLICY_VALUE_LF) {
         return "contains a line break (CR or LF), which would split the header";
     }
-    if (s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t') {
-        return "must not start or end with a space or tab";
-    }
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = (uint8_t)s[i];
-
-        if ((c < 0x20 && c != '\t') || c == 0x7f) {
-            return "contains a control character";
-        }
-    }
-    return NULL;
+    return sl_policy_value_phrase(f);
 }
 
 static void parse_credential(struct parse *p, json_t *c, struct sl_env_rule *out)
@@ -998,7 +873,7 @@ static void parse_credential(struct parse *p, json_t *c, struct sl_env_rule *out
     const char *header;
     const char *value;
     const char *why;
-    char quoted[QUOTE_MAX * 4 + 8];
+    char quoted[SL_JPATH_QUOTED_CAP];
 
     if (!json_is_object(c)) {
         add_error(p, "must be an object with \"header\" and \"value\"");
@@ -1007,10 +882,10 @@ static void parse_credential(struct parse *p, json_t *c, struct sl_env_rule *out
     check_keys(p, c, credential_keys, SL_ARRAY_LEN(credential_keys), credential_readonly,
                SL_ARRAY_LEN(credential_readonly));
     header = get_string(p, c, "header", true, &hn);
-    if (header != NULL && (why = header_why(header, hn)) != NULL) {
+    if (header != NULL && !sl_policy_header_name_ok(header, hn, &why)) {
         size_t mark = path_key(p, "header");
 
-        quote(quoted, sizeof(quoted), header, hn);
+        sl_jpath_quote(quoted, sizeof(quoted), header, hn);
         add_error(p, "%s %s", quoted, why);
         path_pop(p, mark);
         header = NULL;
@@ -1138,11 +1013,11 @@ static void parse_repos(struct parse *p, json_t *root, struct sl_env_spec *spec)
             size_t m = path_index(p, i);
             size_t sn = 0;
             const char *s = string_of(p, json_array_get(repos, i), &sn);
-            char quoted[QUOTE_MAX * 4 + 8];
+            char quoted[SL_JPATH_QUOTED_CAP];
             bool dup = false;
 
             if (s != NULL && !sl_env_repo_is_valid(s, sn)) {
-                quote(quoted, sizeof(quoted), s, sn);
+                sl_jpath_quote(quoted, sizeof(quoted), s, sn);
                 add_error(p,
                           "%s is not a repository path (segments of A-Z a-z 0-9 . _ -, at least "
                           "two, separated by single slashes, at most 255 bytes)",

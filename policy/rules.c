@@ -9,34 +9,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "base/mem.h"
 #include "policy/snapshot_int.h"
-
-/* Quoted strings in messages and path keys are cut after this many bytes. */
-#define QUOTE_MAX 64
+#include "policy/validate.h"
 
 static const char *const env_keys[] = { "default", "rules" };
 static const char *const rule_keys[] = { "host", "methods", "credential" };
 static const char *const credential_keys[] = { "header", "value" };
-
-/* Headers that frame, route or end a hop (RFC 9110 §7.6.1, RFC 9112 §6-§7, SPEC.md §4.6): a
- * credential under one of these names would let the policy rewrite the request's framing or
- * its destination. */
-static const char *const forbidden_headers[] = {
-    "host",
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "proxy-connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authorization",
-    "proxy-authenticate",
-};
 
 void sl_policy_errors_finish(struct sl_policy_errors *e)
 {
@@ -71,97 +51,6 @@ void sl__error(struct sl__parse *p, const char *fmt, ...)
     }
     va_end(ap);
     e->count++;
-}
-
-static bool is_tchar(uint8_t c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-           || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-/* Appends `s` to the path as far as it fits (the path is cut, never overrun). */
-static void path_append(struct sl__parse *p, const char *s, size_t n)
-{
-    size_t room = sizeof(p->path) - 1 - p->path_len;
-
-    if (n > room) {
-        n = room;
-    }
-    memcpy(p->path + p->path_len, s, n);
-    p->path_len += n;
-    p->path[p->path_len] = '\0';
-}
-
-void sl__quote(char *dst, size_t cap, const char *s, size_t n)
-{
-    size_t len = 0;
-
-    if (cap < 8) {
-        if (cap > 0) {
-            dst[0] = '\0';
-        }
-        return;
-    }
-    dst[len++] = '"';
-    for (size_t i = 0; i < n && i < QUOTE_MAX && len + 8 < cap; i++) {
-        uint8_t c = (uint8_t)s[i];
-
-        if (c == '"' || c == '\\') {
-            dst[len++] = '\\';
-            dst[len++] = (char)c;
-        } else if (c >= 0x20 && c < 0x7f) {
-            dst[len++] = (char)c;
-        } else {
-            len += (size_t)snprintf(dst + len, cap - len, "\\x%02x", c);
-        }
-    }
-    if (n > QUOTE_MAX) {
-        memcpy(dst + len, "...", 3);
-        len += 3;
-    }
-    dst[len++] = '"';
-    dst[len] = '\0';
-}
-
-size_t sl__path_key(struct sl__parse *p, const char *key)
-{
-    size_t mark = p->path_len;
-    size_t n = strlen(key);
-    bool plain = n > 0 && n <= QUOTE_MAX;
-    char quoted[QUOTE_MAX * 4 + 8];
-
-    for (size_t i = 0; i < n && plain; i++) {
-        uint8_t c = (uint8_t)key[i];
-
-        plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
-                || c == '_' || c == '-';
-    }
-    if (plain) {
-        path_append(p, ".", 1);
-        path_append(p, key, n);
-        return mark;
-    }
-    sl__quote(quoted, sizeof(quoted), key, n);
-    path_append(p, "[", 1);
-    path_append(p, quoted, strlen(quoted));
-    path_append(p, "]", 1);
-    return mark;
-}
-
-size_t sl__path_index(struct sl__parse *p, size_t i)
-{
-    size_t mark = p->path_len;
-    char text[32];
-    int n = snprintf(text, sizeof(text), "[%zu]", i);
-
-    path_append(p, text, n > 0 ? (size_t)n : 0);
-    return mark;
-}
-
-void sl__path_pop(struct sl__parse *p, size_t mark)
-{
-    p->path_len = mark;
-    p->path[mark] = '\0';
 }
 
 void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed, size_t n)
@@ -236,7 +125,7 @@ static void parse_host(struct sl__parse *p, const char *s, size_t n, struct sl__
 {
     struct sl_host h;
     const char *why = "";
-    char quoted[QUOTE_MAX * 4 + 8];
+    char quoted[SL_JPATH_QUOTED_CAP];
     char text[SL_HOST_NAME_MAX + 8];
     int w;
 
@@ -259,36 +148,29 @@ static void parse_host(struct sl__parse *p, const char *s, size_t n, struct sl__
 /* One entry of `methods`; returns its arena copy or NULL after recording the error. */
 static const char *parse_method(struct sl__parse *p, json_t *v)
 {
-    char quoted[QUOTE_MAX * 4 + 8];
+    char quoted[SL_JPATH_QUOTED_CAP];
     char upper[SL_POLICY_METHOD_LEN_MAX + 1];
     const char *s = json_string_value(v);
     size_t n = json_string_length(v);
-    bool lower = false;
+    enum sl_policy_method_fault f;
 
     if (!json_is_string(v)) {
         sl__error(p, "must be a string");
         return NULL;
     }
     sl__quote(quoted, sizeof(quoted), s, n);
-    if (n == 0 || n > SL_POLICY_METHOD_LEN_MAX) {
-        sl__error(p, "%s is not a method name (1-%d characters)", quoted, SL_POLICY_METHOD_LEN_MAX);
-        return NULL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_tchar((uint8_t)s[i])) {
-            sl__error(p, "%s is not a method name (RFC 9110 token characters only)", quoted);
-            return NULL;
+    f = sl_policy_method_check(s, n);
+    if (f == SL_POLICY_METHOD_LOWERCASE) {
+        for (size_t i = 0; i < n; i++) {
+            upper[i] = s[i] >= 'a' && s[i] <= 'z' ? (char)(s[i] - 'a' + 'A') : s[i];
         }
-        upper[i] = s[i];
-        if (s[i] >= 'a' && s[i] <= 'z') {
-            lower = true;
-            upper[i] = (char)(s[i] - 'a' + 'A');
-        }
-    }
-    upper[n] = '\0';
-    if (lower) {
+        upper[n] = '\0';
         sl__error(p, "methods are case-sensitive: %s would never match; did you mean \"%s\"?",
                   quoted, upper);
+        return NULL;
+    }
+    if (f != SL_POLICY_METHOD_OK) {
+        sl__error(p, "%s %s", quoted, sl_policy_method_phrase(f));
         return NULL;
     }
     return keep(p, s, n);
@@ -331,60 +213,26 @@ static void parse_methods(struct sl__parse *p, json_t *json, struct sl__rule *r)
 
 static bool header_ok(struct sl__parse *p, const char *s, size_t n)
 {
-    char quoted[QUOTE_MAX * 4 + 8];
+    char quoted[SL_JPATH_QUOTED_CAP];
+    const char *why;
 
+    if (sl_policy_header_name_ok(s, n, &why)) {
+        return true;
+    }
     sl__quote(quoted, sizeof(quoted), s, n);
-    if (n == 0 || n > SL_POLICY_HEADER_MAX) {
-        sl__error(p, "%s is not a header name (1-%d characters)", quoted, SL_POLICY_HEADER_MAX);
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_tchar((uint8_t)s[i])) {
-            sl__error(p, "%s is not a header name (RFC 9110 token characters only)", quoted);
-            return false;
-        }
-    }
-    for (size_t i = 0; i < SL_ARRAY_LEN(forbidden_headers); i++) {
-        if (strlen(forbidden_headers[i]) == n && strncasecmp(s, forbidden_headers[i], n) == 0) {
-            sl__error(p,
-                      "%s cannot carry a credential: it is a framing, hop-by-hop or "
-                      "routing header",
-                      quoted);
-            return false;
-        }
-    }
-    return true;
+    sl__error(p, "%s %s", quoted, why);
+    return false;
 }
 
-/* RFC 9110 §5.5 field-value, minus obs-text leniency about controls. The value is secret:
- * messages say what is wrong, never what it is. */
+/* The value is secret: messages say what is wrong, never what it is. */
 static bool value_ok(struct sl__parse *p, const char *s, size_t n)
 {
-    const char *what = NULL;
+    enum sl_policy_value_fault f = sl_policy_credential_value_check(s, n);
 
-    if (n == 0) {
-        what = "must not be empty";
-    } else if (n > SL_POLICY_VALUE_MAX) {
-        what = "longer than 8192 bytes";
-    } else if (memchr(s, '\r', n) != NULL) {
-        what = "contains a carriage return (CR), which would split the header";
-    } else if (memchr(s, '\n', n) != NULL) {
-        what = "contains a line feed (LF), which would split the header";
-    } else if (s[0] == ' ' || s[0] == '\t' || s[n - 1] == ' ' || s[n - 1] == '\t') {
-        what = "must not start or end with a space or tab";
-    } else {
-        for (size_t i = 0; i < n && what == NULL; i++) {
-            uint8_t c = (uint8_t)s[i];
-
-            if ((c < 0x20 && c != '\t') || c == 0x7f) {
-                what = "contains a control character";
-            }
-        }
+    if (f != SL_POLICY_VALUE_OK) {
+        sl__error(p, "%s", sl_policy_value_phrase(f));
     }
-    if (what != NULL) {
-        sl__error(p, "%s", what);
-    }
-    return what == NULL;
+    return f == SL_POLICY_VALUE_OK;
 }
 
 static void parse_credential(struct sl__parse *p, json_t *json, struct sl__rule *r)

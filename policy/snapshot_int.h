@@ -8,6 +8,7 @@
  *
  *   snapshot.c  entry point, errors, refcount, accessors, compile step
  *   rules.c     validation of environments and rules (JSON -> struct sl__rule)
+ *   validate.c  method, header name and credential value checks (public: validate.h)
  *   clients.c   validation of clients (ids, tokens, addresses, RFC 3339)
  *   table.c     the hash tables (string and address keys)
  *   match.c     the compiled matcher of one rule list and its lookup
@@ -26,6 +27,7 @@
 
 #include "base/arena.h"
 #include "base/err.h"
+#include "base/jpath.h"
 #include "policy/host.h"
 #include "policy/snapshot.h"
 
@@ -235,14 +237,28 @@ struct sl__parse {
 void sl__error(struct sl__parse *p, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* Appends `.key` (or `["key"]` when it has other characters) / `[i]` to the path and returns
- * the old length, to be passed to sl__path_pop(). */
-size_t sl__path_key(struct sl__parse *p, const char *key);
-size_t sl__path_index(struct sl__parse *p, size_t i);
-void sl__path_pop(struct sl__parse *p, size_t mark);
+ * the old length, to be passed to sl__path_pop(). See base/jpath.h. */
+static inline size_t sl__path_key(struct sl__parse *p, const char *key)
+{
+    return sl_jpath_key(p->path, sizeof(p->path), &p->path_len, key);
+}
+
+static inline size_t sl__path_index(struct sl__parse *p, size_t i)
+{
+    return sl_jpath_index(p->path, sizeof(p->path), &p->path_len, i);
+}
+
+static inline void sl__path_pop(struct sl__parse *p, size_t mark)
+{
+    sl_jpath_pop(p->path, &p->path_len, mark);
+}
 
 /* Writes `"s"` into `dst`, escaping what is not printable ASCII and cutting after 64 bytes.
  * For messages only; never for secrets. */
-void sl__quote(char *dst, size_t cap, const char *s, size_t n);
+static inline void sl__quote(char *dst, size_t cap, const char *s, size_t n)
+{
+    sl_jpath_quote(dst, cap, s, n);
+}
 
 /* Checks that every key of `obj` is one of `allowed` (`n` names); errors name the strays. */
 void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed, size_t n);
