@@ -34,6 +34,9 @@ Endpoints (any method unless noted; HEAD gets the GET head without a body):
                          anything else -> 426), then a raw echo: every byte received is sent back
                          as is (no frame parsing). Once the bytes received contain "BYE", the
                          origin closes the connection after echoing them.
+    /raw?case=NAME       exact response bytes (RAW_CASES: "ok" and malformed framing), written
+                         before any body is read; the connection then stays open. case=early-413:
+                         413 + Connection: close at once, the body drained (<= 5 s), then close.
     anything else        404.
 
 Log: one JSON object per request, appended to --log as it arrives (before the response):
@@ -264,6 +267,9 @@ def handle_request(origin, c, head, conn_id, port, tls, seq):
     head_only = method == "HEAD"
     ka = [] if keep else [("Connection", "close")]
 
+    if path == "/raw":
+        return raw_case(c, query.get("case", ""), headers)
+
     expect = ",".join(header_values(headers, "expect")).lower()
     if "100-continue" in expect and version != "HTTP/1.0":
         if path == "/echo" and query.get("continue") == "no":
@@ -339,6 +345,60 @@ def handle_request(origin, c, head, conn_id, port, tls, seq):
         time.sleep(int(query.get("ms", "5000")) / 1000.0)
         return reply(200, "OK", b"late\n")
     return reply(404, "Not Found", b"not found\n")
+
+
+# /raw?case=NAME: exact response bytes, for the proxy's framing checks (SPEC §4.6). Each is
+# written as is and the connection is then kept open for another request (so a proxy that
+# wrongly pooled it would be seen reusing it: same "conn" in the log).
+RAW_CASES = {
+    "ok": b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
+    "cl-te": b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\nTransfer-Encoding: chunked\r\n\r\n"
+             b"5\r\nhello\r\n0\r\n\r\n",
+    "dup-cl": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 9\r\n\r\nhello",
+    "te-gzip": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    "te-gzip-chunked": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                       b"5\r\nhello\r\n0\r\n\r\n",
+    "obs-fold": b"HTTP/1.1 200 OK\r\nX-Folded: a\r\n b\r\nContent-Length: 5\r\n\r\nhello",
+    "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"zz\r\nhello\r\n0\r\n\r\n",
+    "chunk-no-crlf": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"5\r\nhelloXX0\r\n\r\n",
+    "http2-status": b"HTTP/2.0 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+    "icy-status": b"ICY 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+    "unsolicited-101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                       b"Connection: Upgrade\r\n\r\nhello after 101",
+    "bare-lf": b"HTTP/1.1 200 OK\nContent-Length: 5\n\nhello",
+    "bare-cr": b"HTTP/1.1 200 OK\r\nX-A: a\rX-B: b\r\nContent-Length: 5\r\n\r\nhello",
+    "dup-cl-same": b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+    "cl-list": b"HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\nhello",
+    "te-chunked-http10": b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"5\r\nhello\r\n0\r\n\r\n",
+    "empty-name": b"HTTP/1.1 200 OK\r\n: x\r\nContent-Length: 5\r\n\r\nhello",
+    "nul-value": b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 5\r\n\r\nhello",
+}
+
+
+def raw_case(c, case, headers):
+    """/raw?case=NAME (before the body is read). NAME is a RAW_CASES key, or early-413: a 413
+    with Connection: close sent after the head of a request whose body has not been read; the
+    body is then drained (at most 5 s) before the close, so the proxy sees no reset."""
+    sock = c.sock
+    if case == "early-413":
+        sock.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\n"
+                     b"Content-Length: 14\r\nConnection: close\r\n\r\nupload refused")
+        deadline = time.monotonic() + 5
+        try:
+            while time.monotonic() < deadline:
+                sock.settimeout(max(0.1, deadline - time.monotonic()))
+                if not sock.recv(65536):
+                    break
+        except (OSError, ssl.SSLError):
+            pass
+        return False
+    if case not in RAW_CASES:
+        raise BadRequest(f"unknown raw case {case!r}")
+    sock.sendall(RAW_CASES[case])
+    return True
 
 
 def websocket(c, method, headers, reply):
