@@ -1240,8 +1240,16 @@ static int forward_request(struct sl__conn *c)
     case SL_H1_EV_HEAD:
         return -1;
     default:
-        return -1;
+        break;
     }
+    /* A malformed body (bad chunk size, chunk data without its CRLF): SPEC §4.6 says 400 and
+     * close. The head already went upstream, so that connection goes too (refuse() closes
+     * it): its request never completes and nothing after it is read from it. */
+    if (!c->resp_head_sent) {
+        refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 400,
+               sl_h1_error(&c->req), false);
+    }
+    return -1;
 }
 
 /* The response head arrived: relay it (interim ones too), or refuse a malformed situation.
@@ -1361,6 +1369,10 @@ static int forward_response(struct sl__conn *c)
         return -1;
     }
     /* Mid-body: the client can only learn it from the connection closing. */
+    sl_log(SL_LOG_WARN, c->id,
+           "msg=\"upstream response malformed after its head was relayed; connection aborted\" "
+           "host=%s err=\"%s\"",
+           c->r.host.name, c->resp_live ? sl_h1_error(&c->resp) : "closed");
     c->r.status = c->r.status != 0 ? c->r.status : 502;
     audit(c);
     conn_close(c);
