@@ -1182,6 +1182,23 @@ static int pull(struct sl_h1 *parser, struct sl_stream *src, struct pending *p)
     }
 }
 
+/* Writes the pending head (request or response) to `dst` whole. Returns 1 once written, 0
+ * when `dst` has no room yet, -1 when `dst` failed. */
+static int write_head(struct sl__conn *c, struct sl_stream *dst)
+{
+    int rc = sl_stream_write_all(dst, c->head.p, c->head.len);
+
+    if (rc == SL_EAGAIN) {
+        return 0;
+    }
+    if (rc < 0) {
+        return -1;
+    }
+    c->head_pending = false;
+    sl_buf_reset(&c->head);
+    return 1;
+}
+
 /* Request side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 after closing. */
 static int forward_request(struct sl__conn *c)
 {
@@ -1189,17 +1206,7 @@ static int forward_request(struct sl__conn *c)
     int ev;
 
     if (c->head_pending && c->head_to_upstream) {
-        int rc = sl_stream_write_all(us, c->head.p, c->head.len);
-
-        if (rc == SL_EAGAIN) {
-            return 0;
-        }
-        if (rc < 0) {
-            return -1;
-        }
-        c->head_pending = false;
-        sl_buf_reset(&c->head);
-        return 1;
+        return write_head(c, us);
     }
     if (c->req_done) {
         return 0;
@@ -1291,19 +1298,13 @@ static int forward_response(struct sl__conn *c)
     int ev;
 
     if (c->head_pending && !c->head_to_upstream) {
-        int rc = sl_stream_write_all(&c->client, c->head.p, c->head.len);
+        int rc = write_head(c, &c->client);
 
-        if (rc == SL_EAGAIN) {
-            return 0;
+        if (rc > 0) {
+            /* The next timeout is for a stalled body, not for the head. */
+            arm(c, secs_ms(cfg(c)->idle_timeout_s));
         }
-        if (rc < 0) {
-            return -1;
-        }
-        c->head_pending = false;
-        sl_buf_reset(&c->head);
-        /* The next timeout is for a stalled body, not for the head. */
-        arm(c, secs_ms(cfg(c)->idle_timeout_s));
-        return 1;
+        return rc;
     }
     if (c->head_pending || c->resp_done) {
         return 0;
@@ -1474,16 +1475,15 @@ static int step_relay(struct sl__conn *c)
     int progress = 0;
 
     if (c->head_pending) {
-        int rc = sl_stream_write_all(&c->client, c->head.p, c->head.len);
+        int rc = write_head(c, &c->client);
 
-        if (rc == SL_EAGAIN) {
+        if (rc == 0) {
             return 0;
         }
         if (rc < 0) {
             drop(c, SL_REASON_NONE);
             return -1;
         }
-        c->head_pending = false;
         sl_stream_want_read(&c->client, true);
         sl_stream_want_read(us, true);
         progress = 1;
