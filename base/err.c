@@ -30,6 +30,12 @@ const char *sl_strerror(int rc)
         return "cryptographic operation failed";
     case SL_EPOLICY:
         return "policy is invalid";
+    case SL_EISDIR:
+        return "is a directory";
+    case SL_ECANCELED:
+        return "canceled";
+    case SL_EUNAVAILABLE:
+        return "unavailable";
     default:
         break;
     }

@@ -45,6 +45,12 @@ enum sl_err {
     SL_ECRYPTO = -5007,
     /* A configuration or policy document failed validation. */
     SL_EPOLICY = -5008,
+    /* A path names a directory where a file was expected. */
+    SL_EISDIR = -5009,
+    /* The operation was abandoned because its owner is closing. */
+    SL_ECANCELED = -5010,
+    /* A peer (a daemon, a runtime) could not be reached or did not answer in time. */
+    SL_EUNAVAILABLE = -5011,
 };
 
 /* Names `rc`: one of enum sl_err, a libuv UV_E* code, or "success" for 0. Never NULL. */
