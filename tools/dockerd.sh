@@ -44,11 +44,11 @@ our_pid() {
 }
 
 clean() {
-  local ids label t
+  local ids label
   for label in sluice.managed=1 sluice.sandbox; do
     ids=$(docker ps -aq --filter "label=$label")
     if [ -n "$ids" ]; then
-      say "removing leftover containers labelled $label: $(echo $ids)"
+      say "removing leftover containers labelled $label: ${ids//$'\n'/ }"
       # shellcheck disable=SC2086 # one id per word
       docker rm -f $ids >/dev/null
     fi
@@ -56,7 +56,7 @@ clean() {
   for label in sluice.managed=1 sluice.sandbox; do
     ids=$(docker network ls -q --filter "label=$label")
     if [ -n "$ids" ]; then
-      say "removing leftover networks labelled $label: $(echo $ids)"
+      say "removing leftover networks labelled $label: ${ids//$'\n'/ }"
       # shellcheck disable=SC2086
       docker network rm $ids >/dev/null
     fi

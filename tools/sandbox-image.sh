@@ -59,6 +59,8 @@ dpkg_opts=(
   'path-exclude=/usr/share/locale/*'
   'path-include=/usr/share/locale/locale.alias'
 )
+# "$1" is the root directory, expanded by mmdebstrap's hook shell, not here.
+# shellcheck disable=SC2016
 hooks=('rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/* "$1"/var/log/*.log')
 changes=(
   'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
