@@ -175,39 +175,51 @@ static bool parse_ms(const char *s, uint64_t max, uint64_t *out)
     return true;
 }
 
-/* The value of option `name` at argv[*i]: either "--name=V" or "--name V". NULL when argv[*i]
- * is another option; `missing` is set when it is this option without a value. */
-static const char *take_value(char **argv, int argc, int *i, const char *name, bool *missing)
+/* Matches argv[*i] against option `name`, given as "--name=V" or "--name V". False when it is
+ * another argument. True when it is this one, with `*value` borrowed from argv (NULL when the
+ * value is missing) and *i moved past a separate value. */
+static bool match_option(char **argv, int argc, int *i, const char *name, const char **value)
 {
+    const char *arg = argv[*i];
     size_t n = strlen(name);
 
-    if (strncmp(argv[*i], name, n) != 0) {
-        return NULL;
+    if (strncmp(arg, name, n) != 0 || (arg[n] != '=' && arg[n] != '\0')) {
+        return false;
     }
-    if (argv[*i][n] == '=') {
-        return argv[*i] + n + 1;
+    *value = NULL;
+    if (arg[n] == '=') {
+        *value = arg + n + 1;
+    } else if (*i + 1 < argc) {
+        *i += 1;
+        *value = argv[*i];
     }
-    if (argv[*i][n] != '\0') {
-        return NULL;
+    return true;
+}
+
+/* Parses the value `v` of option `name` into `*out`, at least `min` milliseconds; false after
+ * saying what is wrong. */
+static bool take_ms(const char *name, const char *v, uint64_t min, uint64_t *out)
+{
+    /* At most a year: far beyond any sandbox limit, far from any overflow. */
+    const uint64_t max_ms = 366ull * 24 * 3600 * 1000;
+
+    if (v == NULL) {
+        say("%s needs a value (" USAGE ")", name);
+        return false;
     }
-    if (*i + 1 >= argc) {
-        *missing = true;
-        return NULL;
+    if (!parse_ms(v, max_ms, out) || *out < min) {
+        say("%s needs a %snumber of milliseconds, got '%s'", name, min > 0 ? "positive " : "", v);
+        return false;
     }
-    *i += 1;
-    return argv[*i];
+    return true;
 }
 
 /* Returns 0 and fills `o`, 1 for --help, or -1 after saying what is wrong. */
 static int parse_args(int argc, char **argv, struct options *o)
 {
-    /* At most a year: far beyond any sandbox limit, far from any overflow. */
-    const uint64_t max_ms = 366ull * 24 * 3600 * 1000;
-
     *o = (struct options){ .timeout_ms = 600000, .grace_ms = 5000, .cmd = NULL };
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        bool missing = false;
         const char *v;
 
         if (o->cmd != NULL) {
@@ -217,19 +229,14 @@ static int parse_args(int argc, char **argv, struct options *o)
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
             return 1;
         }
-        if ((v = take_value(argv, argc, &i, "--timeout-ms", &missing)) != NULL) {
-            if (!parse_ms(v, max_ms, &o->timeout_ms) || o->timeout_ms == 0) {
-                say("--timeout-ms needs a positive number of milliseconds, got '%s'", v);
+        if (match_option(argv, argc, &i, "--timeout-ms", &v)) {
+            if (!take_ms("--timeout-ms", v, 1, &o->timeout_ms)) {
                 return -1;
             }
-        } else if ((v = take_value(argv, argc, &i, "--grace-ms", &missing)) != NULL) {
-            if (!parse_ms(v, max_ms, &o->grace_ms)) {
-                say("--grace-ms needs a number of milliseconds, got '%s'", v);
+        } else if (match_option(argv, argc, &i, "--grace-ms", &v)) {
+            if (!take_ms("--grace-ms", v, 0, &o->grace_ms)) {
                 return -1;
             }
-        } else if (missing) {
-            say("%s needs a value (" USAGE ")", arg);
-            return -1;
         } else if (strcmp(arg, "-c") == 0) {
             if (i + 1 >= argc) {
                 say("-c needs the command (" USAGE ")");
