@@ -24,8 +24,10 @@
  * whose parent exits is re-parented to the runner rather than to PID 1, and every descendant
  * stays in the runner's subtree. The subtree is read from the ppid field of /proc/PID/stat.
  * Killing it: a process that forks in a loop could create children faster than a kill pass
- * finds them, so every descendant is first sent SIGSTOP, again and again until a fresh scan
- * finds no one new; only then does the frozen tree get its SIGTERM and SIGCONT.
+ * finds them, so the tree is frozen first: one SIGSTOP to the command's own process group
+ * stops all that stayed in it at once, then every descendant is sent SIGSTOP, again and again
+ * until scans find no one new and everyone stopped; only then does the frozen tree get its
+ * SIGTERM and SIGCONT.
  *
  * The binary is linked statically and built without sanitizers (it runs inside images we do
  * not control), so it links none of the sluice libraries: no heap at all, its tables are
@@ -57,10 +59,13 @@
 #define EXIT_NOEXEC   126
 #define EXIT_NOTFOUND 127
 
-/* SIGSTOP passes before giving up on a tree that keeps growing, and how long the final SIGKILL
- * passes may take before the runner gives up on processes that cannot die (D state). */
-#define STOP_ROUNDS_MAX 1000
-#define KILL_TRY_MS     30000
+/* How long SIGSTOP passes may go on before the runner stops waiting for a stable tree, and how
+ * long the final SIGKILL passes may take before it gives up on processes that cannot die (D
+ * state). A tree under a pids limit is stable after a pass or two; without one, an exponential
+ * fork bomb on a host with tens of thousands of processes (each pass reads every
+ * /proc/PID/stat) can keep producing newcomers, and the kill passes then chase it. */
+#define FREEZE_MAX_MS 3000
+#define KILL_TRY_MS   30000
 
 /* How often the tree is scanned again while waiting for it to die. */
 #define POLL_MS 20
@@ -89,6 +94,8 @@ struct options {
 struct proc_entry {
     pid_t pid;
     pid_t ppid;
+    /* The state letter of /proc/PID/stat ('T': stopped by a signal). */
+    char state;
 };
 
 /* The last scan of /proc: scan_n entries; after collect_tree() the first tree_n hold the
@@ -258,7 +265,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 /* Reads the ppid and state of one /proc/PID/stat; false if the process is gone, a zombie, or
  * the file does not parse. The command name in parentheses may hold any byte, so parsing
  * starts after its last ')'. */
-static bool read_stat(pid_t pid, pid_t *ppid)
+static bool read_stat(pid_t pid, pid_t *ppid, char *state)
 {
     char path[64];
     char buf[1024];
@@ -286,6 +293,7 @@ static bool read_stat(pid_t pid, pid_t *ppid)
     if (p[2] == 'Z' || p[2] == 'X' || p[2] == 'x') {
         return false;
     }
+    *state = p[2];
     for (p += 4; *p >= '0' && *p <= '9'; p++) {
         v = v * 10 + (*p - '0');
         if (v >= PID_LIMIT) {
@@ -310,6 +318,7 @@ static int scan_proc(void)
         long pid = 0;
         const char *p = e->d_name;
         pid_t ppid;
+        char state;
 
         for (; *p >= '0' && *p <= '9' && pid < PID_LIMIT; p++) {
             pid = pid * 10 + (*p - '0');
@@ -317,16 +326,16 @@ static int scan_proc(void)
         if (*p != '\0' || pid <= 0 || pid >= PID_LIMIT) {
             continue;
         }
-        if (read_stat((pid_t)pid, &ppid)) {
-            scan[scan_n++] = (struct proc_entry){ .pid = (pid_t)pid, .ppid = ppid };
+        if (read_stat((pid_t)pid, &ppid, &state)) {
+            scan[scan_n++] = (struct proc_entry){ .pid = (pid_t)pid, .ppid = ppid, .state = state };
         }
     }
     (void)closedir(d);
     return 0;
 }
 
-/* Scans /proc and returns the number of the runner's live descendants, whose pids are then
- * scan[0..n).pid; -1 if /proc cannot be read. Passes repeat until the subtree stops growing:
+/* Scans /proc and returns the number of the runner's live descendants, which are then
+ * scan[0..n); -1 if /proc cannot be read. Passes repeat until the subtree stops growing:
  * /proc lists in pid order, so one pass usually suffices, but a reused (wrapped) pid can list
  * a child before its parent. */
 static long collect_tree(void)
@@ -350,7 +359,7 @@ static long collect_tree(void)
     } while (grew);
     for (size_t i = 0; i < scan_n; i++) {
         if (scan[i].pid != self && test_bit(in_tree, scan[i].pid)) {
-            scan[n++].pid = scan[i].pid;
+            scan[n++] = scan[i];
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -384,23 +393,39 @@ static int wait_signal(const sigset_t *set, uint64_t ms)
     return sig == -1 ? 0 : sig;
 }
 
-/* Sends SIGSTOP to every descendant, scanning again until a scan finds no one it has not
- * stopped, so that no fork can slip between a scan and the kill. Clears signalled[]. */
+/* 'T' stopped by a signal, 't' stopped by a tracer: either way it runs no more. */
+static bool is_stopped(char state)
+{
+    return state == 'T' || state == 't';
+}
+
+/* Sends SIGSTOP to every descendant, scanning again until two scans in a row find no one new
+ * and everyone stopped (or FREEZE_MAX_MS passes), so that no fork can slip between a scan and
+ * the kill. One clean scan is not enough: a child forked just before its parent stopped may
+ * sit where the directory walk had already passed; the next scan, begun after the parent was
+ * seen stopped, must find it. The state check also catches a pid reused since it was stopped.
+ * Clears signalled[]. */
 static void freeze_tree(void)
 {
-    for (int round = 0; round < STOP_ROUNDS_MAX; round++) {
+    const struct timespec pause = { .tv_sec = 0, .tv_nsec = 1000000 };
+    uint64_t deadline = now_ms() + FREEZE_MAX_MS;
+    int clean = 0;
+
+    while (clean < 2 && now_ms() < deadline) {
         long n = collect_tree();
-        long fresh = 0;
+        bool quiet = true;
 
         for (long i = 0; i < n; i++) {
-            if (!test_bit(signalled, scan[i].pid)) {
+            if (!test_bit(signalled, scan[i].pid) || !is_stopped(scan[i].state)) {
                 (void)kill(scan[i].pid, SIGSTOP);
                 set_bit(signalled, scan[i].pid);
-                fresh++;
+                quiet = false;
             }
         }
-        if (fresh == 0) {
-            break;
+        clean = quiet ? clean + 1 : 0;
+        if (!quiet) {
+            /* Let the stops land before looking again. */
+            (void)nanosleep(&pause, NULL);
         }
     }
     (void)memset(signalled, 0, sizeof(signalled));
@@ -427,6 +452,10 @@ static void stop_tree(int sig, uint64_t grace_ms, const sigset_t *chld)
     uint64_t deadline;
     long n;
 
+    /* One syscall stops everything that stayed in the command's process group, before the
+     * scans (slow on a machine busy with a fork storm) hunt down what left it. The child is
+     * not reaped yet, so its pid and thus the group id cannot belong to anyone else. */
+    (void)kill(-child, SIGSTOP);
     freeze_tree();
     reap();
     n = collect_tree();
@@ -484,6 +513,7 @@ static void exec_shell(const char *cmd, int null_fd)
     }
     (void)sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    (void)setpgid(0, 0);
     if (dup2(null_fd, STDIN_FILENO) == -1) {
         say("cannot redirect stdin: %s", strerror(errno));
         _exit(EXIT_RUNNER);
@@ -517,6 +547,8 @@ static int start_child(const char *cmd, const sigset_t *blocked)
     if (child == 0) {
         exec_shell(cmd, null_fd);
     }
+    /* Its own process group, set on both sides of the fork so that neither order races. */
+    (void)setpgid(child, child);
     (void)close(null_fd);
     return 0;
 }
