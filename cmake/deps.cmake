@@ -9,6 +9,7 @@ pkg_check_modules(CRYPTO REQUIRED IMPORTED_TARGET libcrypto>=3.0 libssl>=3.0)
 pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium>=1.0.18)
 pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3>=3.40)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl>=7.88)
+pkg_check_modules(ARCHIVE REQUIRED IMPORTED_TARGET libarchive>=3.6)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka>=1.1.5)
 find_package(Threads REQUIRED)
 
