@@ -121,6 +121,16 @@ static void on_exec(void *arg, const struct sl_launcher_exec_result *x)
     r->deadline_passed = x->deadline_passed;
 }
 
+/* For the allocation-failure sweep: keeps rc and err only (allocating here would fail too). */
+static void on_exec_rc(void *arg, const struct sl_launcher_exec_result *x)
+{
+    struct result *r = arg;
+
+    assert_false(r->done);
+    keep_err(r, x->rc, x->err);
+    r->exit_code = x->exit_code;
+}
+
 static void on_stat(void *arg, int rc, const char *err, bool is_dir, uint64_t size)
 {
     struct result *r = arg;
@@ -757,6 +767,59 @@ static void close_cancels_operations_in_flight(void **state)
     result_finish(&r2);
 }
 
+/*
+ * The allocation-failure sweep (STYLE §9): the Nth allocation of sluice's own code fails, for
+ * every N until an operation gets through. Each operation still reports exactly once, from the
+ * loop, and nothing leaks (LeakSanitizer in the sanitizer build).
+ */
+static void allocation_failures_report_once_and_leak_nothing(void **state)
+{
+    const char *argv[] = { "true" };
+    struct sl_launcher_exec e = { .argv = argv, .argc = 1, .max_stdout = 16, .max_stderr = 16 };
+
+    (void)state;
+    for (int kind = 0; kind < 4; kind++) {
+        bool passed = false;
+
+        for (long n = 1; n < 200 && !passed; n++) {
+            struct result r = { 0 };
+
+            sl_mem_fail_after(n);
+            switch (kind) {
+            case 0:
+                l->ops->ensure_network(l, &test_net, on_done, &r);
+                break;
+            case 1:
+                l->ops->list(l, LABEL, on_list, &r);
+                break;
+            case 2:
+                l->ops->stat(l, "no-such-container-sl-t", "/etc", on_stat, &r);
+                break;
+            default:
+                l->ops->exec(l, "no-such-container-sl-t", &e, on_exec_rc, &r);
+                break;
+            }
+            assert_false(r.done);
+            while (!r.done) {
+                (void)uv_run(&loop, UV_RUN_ONCE);
+            }
+            passed = sl_mem_failures() == 0;
+            sl_mem_fail_after(0);
+            if (passed) {
+                assert_int_equal(r.rc, kind >= 2 ? SL_ENOTFOUND : 0);
+            } else {
+                if (!(r.rc == 0 || r.rc == SL_ENOMEM || r.rc == SL_ENOTFOUND || r.rc == SL_EIO)) {
+                    print_error("kind %d n %ld: rc %d %s\n", kind, n, r.rc, r.err);
+                }
+                assert_true(r.rc == 0 || r.rc == SL_ENOMEM || r.rc == SL_ENOTFOUND
+                            || r.rc == SL_EIO);
+            }
+            result_finish(&r);
+        }
+        assert_true(passed);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -768,6 +831,7 @@ int main(void)
         cmocka_unit_test(exec_deadline_abandons_the_stream),
         cmocka_unit_test(files_round_trip_and_refusals),
         cmocka_unit_test(invalid_input_fails_asynchronously),
+        cmocka_unit_test(allocation_failures_report_once_and_leak_nothing),
         cmocka_unit_test(list_finds_by_label_and_remove_removes),
         cmocka_unit_test(close_cancels_operations_in_flight),
     };
