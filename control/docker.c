@@ -594,6 +594,8 @@ static int start_request(struct op *o, const char *method, const char *path, con
     sl_buf_init(&o->resp, resp_max);
     o->resp_max = resp_max;
     o->resp_over = false;
+    o->oom = false;
+    o->stream_bad = false;
     o->status = 0;
     o->cc = CURLE_OK;
     o->stat_seen = false;
