@@ -36,6 +36,8 @@ const char *sl_strerror(int rc)
         return "canceled";
     case SL_EUNAVAILABLE:
         return "unavailable";
+    case SL_ENOTFILE:
+        return "not a regular file";
     default:
         break;
     }

@@ -51,6 +51,8 @@ enum sl_err {
     SL_ECANCELED = -5010,
     /* A peer (a daemon, a runtime) could not be reached or did not answer in time. */
     SL_EUNAVAILABLE = -5011,
+    /* A path names something other than a regular file (a device, a FIFO, a socket). */
+    SL_ENOTFILE = -5012,
 };
 
 /* Names `rc`: one of enum sl_err, a libuv UV_E* code, or "success" for 0. Never NULL. */

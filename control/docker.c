@@ -152,10 +152,13 @@ struct op {
     bool deadline_passed;
     int exit_code;
     int polls;
-    /* stat / read_file */
+    /* stat / read_file; a symbolic link's target as the daemon resolved it (absolute, in the
+     * container), and how many links were followed. */
     bool is_dir;
     uint64_t size;
     uint32_t mode;
+    char *link_target;
+    int hops;
     uint8_t *data;
     size_t data_len;
     /* list: ids still to inspect, and what was found. */
@@ -772,6 +775,7 @@ static void on_op_closed(uv_handle_t *h)
     sl_buf_finish(&o->errout);
     sl_free(o->id);
     sl_free(o->path);
+    sl_free(o->link_target);
     sl_free(o->dir);
     sl_free(o->name);
     sl_free(o->body);
@@ -1332,7 +1336,7 @@ static int tar_extract_one(struct op *o)
         goto out;
     }
     if (archive_entry_filetype(e) != AE_IFREG) {
-        set_err(o, SL_EINVAL, "docker: read %s: not a regular file", o->path);
+        set_err(o, SL_ENOTFILE, "docker: read %s: not a regular file", o->path);
         goto out;
     }
     size = archive_entry_size(e);
@@ -1394,11 +1398,41 @@ static int decode_stat(struct op *o)
         set_err(o, SL_EIO, "docker: stat %s: malformed path stat", o->path);
         return o->rc;
     }
+    sl_free(o->link_target);
+    o->link_target = NULL;
+    if (json_is_string(json_object_get(j, "linkTarget"))
+        && json_string_length(json_object_get(j, "linkTarget")) > 0) {
+        o->link_target = sl_strdup(json_string_value(json_object_get(j, "linkTarget")));
+        if (o->link_target == NULL) {
+            json_decref(j);
+            set_err(o, SL_ENOMEM, "docker: out of memory");
+            return o->rc;
+        }
+    }
     json_decref(j);
     o->mode = (uint32_t)mode;
     o->size = (uint64_t)size;
     o->is_dir = (o->mode & GO_MODE_DIR) != 0;
     return 0;
+}
+
+/* When the path just stat'ed is a symbolic link with a target, stats the target instead (the
+ * daemon resolves the whole chain inside the container, so one hop normally suffices; at most
+ * 8). Returns true when a new HEAD is under way (`done` runs again), false to go on with the
+ * result as it is (not a link, a dangling one, too many hops, or the restart failed: o->rc). */
+static int start_stat(struct op *o, void (*done)(struct op *o));
+
+static bool follow_link(struct op *o, void (*done)(struct op *o))
+{
+    if (o->rc < 0 || (o->mode & GO_MODE_SYMLINK) == 0 || o->link_target == NULL || o->hops >= 8
+        || !is_abs_path(o->link_target)) {
+        return false;
+    }
+    o->hops++;
+    sl_free(o->path);
+    o->path = o->link_target;
+    o->link_target = NULL;
+    return start_stat(o, done) == 0;
 }
 
 /* Runs the HEAD; `done` gets the result. */
@@ -1433,7 +1467,9 @@ static int stat_result(struct op *o)
 
 static void on_stat(struct op *o)
 {
-    (void)stat_result(o);
+    if (stat_result(o) == 0 && follow_link(o, on_stat)) {
+        return;
+    }
     op_finish(o);
 }
 
@@ -1488,12 +1524,19 @@ static void on_read_stat(struct op *o)
         op_finish(o);
         return;
     }
+    if (follow_link(o, on_read_stat)) {
+        return;
+    }
+    if (o->rc < 0) {
+        op_finish(o);
+        return;
+    }
     if (o->is_dir) {
         set_err(o, SL_EISDIR, "docker: %s is a directory", o->path);
     } else if ((o->mode & GO_MODE_SYMLINK) != 0) {
-        set_err(o, SL_EINVAL, "docker: %s is a symbolic link (not followed)", o->path);
+        set_err(o, SL_ENOTFOUND, "docker: %s is a symbolic link to nothing", o->path);
     } else if ((o->mode & GO_MODE_TYPE) != 0) {
-        set_err(o, SL_EINVAL, "docker: %s is not a regular file", o->path);
+        set_err(o, SL_ENOTFILE, "docker: %s is not a regular file", o->path);
     } else if (o->size > o->max || o->size > SIZE_MAX - TAR_SLACK) {
         set_err(o, SL_ETOOBIG, "docker: %s is %llu bytes, over the cap of %zu", o->path,
                 (unsigned long long)o->size, o->max);

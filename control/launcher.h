@@ -139,11 +139,14 @@ typedef void sl_launcher_started_fn(void *arg, int rc, const char *err, const ch
                                     const char *ip);
 typedef void sl_launcher_exec_fn(void *arg, const struct sl_launcher_exec_result *r);
 /*
- * A file read. rc: 0 with `data`/`len`; SL_ENOTFOUND (no such path), SL_EISDIR (a directory),
- * SL_ETOOBIG (larger than the cap; `len` is then its size), other < 0 with `err`.
+ * A file read. rc: 0 with `data`/`len`; SL_ENOTFOUND (no such path, or a link to nothing),
+ * SL_EISDIR (a directory), SL_ENOTFILE (a device, FIFO or socket), SL_ETOOBIG (larger than the
+ * cap; `len` is then its size), other < 0 with `err`. Symbolic links are followed (resolved
+ * inside the container).
  */
 typedef void sl_launcher_read_fn(void *arg, int rc, const char *err, const void *data, size_t len);
-/* Path metadata. rc: 0 with is_dir/size; SL_ENOTFOUND; other < 0 with `err`. */
+/* Path metadata (of a symbolic link's target). rc: 0 with is_dir/size; SL_ENOTFOUND; other < 0
+ * with `err`. */
 typedef void sl_launcher_stat_fn(void *arg, int rc, const char *err, bool is_dir, uint64_t size);
 typedef void sl_launcher_list_fn(void *arg, int rc, const char *err,
                                  const struct sl_launcher_entry *entries, size_t n);

@@ -184,6 +184,18 @@ static void random_text(char *out, size_t cap, const char *prefix, size_t bytes,
     sodium_memzero(raw, sizeof(raw));
 }
 
+/* Now plus `lifetime_ms`, rounded up to the second: the proxy compares whole seconds, and a
+ * credential must never expire before its lifetime is over. */
+static int64_t expiry(uint64_t lifetime_ms)
+{
+    struct timespec ts;
+    int64_t now_ms;
+
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (now_ms + (int64_t)lifetime_ms + 999) / 1000;
+}
+
 static void rfc3339(int64_t unix_s, char *out, size_t cap)
 {
     time_t t = (time_t)unix_s;
@@ -278,18 +290,53 @@ static int redact(struct sl_buf *b, char *const *secrets, size_t n_secrets)
     return 0;
 }
 
-/* Output of a command as a JSON string: redacted, valid UTF-8. */
-static json_t *output_json(const struct sl_sandbox_spec *unused, const struct sandbox *s,
-                           const char *p, size_t n)
+/* The longest secret of `s`: the launcher keeps this much more than the cap, so that a secret
+ * crossing the cap is still seen whole by redact(). */
+static size_t longest_secret(const struct sandbox *s)
+{
+    size_t max = 0;
+
+    for (size_t i = 0; i < s->n_secrets; i++) {
+        max = strlen(s->secrets[i]) > max ? strlen(s->secrets[i]) : max;
+    }
+    return max;
+}
+
+/* After the cut: drops a tail that is the start of a secret (the rest of it was cut off). */
+static void drop_secret_prefix(struct sl_buf *b, char *const *secrets, size_t n_secrets)
+{
+    for (size_t k = 0; k < n_secrets; k++) {
+        size_t sn = strlen(secrets[k]);
+
+        for (size_t len = sn - (sn > 0); len > 0; len--) {
+            if (len <= b->len && memcmp(b->p + b->len - len, secrets[k], len) == 0) {
+                b->len -= len;
+                break;
+            }
+        }
+    }
+}
+
+/* Output of a command as a JSON string: redacted, cut to the cap (`*truncated` set when cut
+ * here or by the launcher), valid UTF-8. */
+static json_t *output_json(const struct sandbox *s, const char *p, size_t n, bool *truncated)
 {
     struct sl_buf raw;
     struct sl_buf text;
     json_t *j = NULL;
 
-    (void)unused;
     sl_buf_init(&raw, 2 * SL_SANDBOX_OUTPUT_MAX);
     sl_buf_init(&text, 6 * SL_SANDBOX_OUTPUT_MAX);
-    if (sl_buf_append(&raw, p, n) == 0 && redact(&raw, s->secrets, s->n_secrets) == 0
+    if (sl_buf_append(&raw, p, n) == 0 && redact(&raw, s->secrets, s->n_secrets) == 0) {
+        if (raw.len > SL_SANDBOX_OUTPUT_MAX) {
+            raw.len = SL_SANDBOX_OUTPUT_MAX;
+            *truncated = true;
+        }
+        if (*truncated) {
+            drop_secret_prefix(&raw, s->secrets, s->n_secrets);
+        }
+    }
+    if (raw.len <= SL_SANDBOX_OUTPUT_MAX
         && append_utf8(&text, (const unsigned char *)raw.p, raw.len) == 0) {
         j = json_stringn(text.p != NULL ? (const char *)text.p : "", text.len);
     }
@@ -939,7 +986,7 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
     s->env_id = spec->env_id != NULL ? sl_strdup(spec->env_id) : NULL;
     s->env_name = spec->env_name != NULL ? sl_strdup(spec->env_name) : NULL;
     s->created_unix = now;
-    s->expires_unix = now + (int64_t)(sb->cfg.lifetime_ms / 1000);
+    s->expires_unix = expiry(sb->cfg.lifetime_ms);
     s->start_deadline = uv_now(sb->cfg.loop) + sb->cfg.start_timeout_ms;
     s->secrets = sl_calloc(spec->n_secrets + 3, sizeof(char *));
     s->spec = spec;
@@ -1033,6 +1080,8 @@ static void on_exec_done(void *arg, const struct sl_launcher_exec_result *r)
     json_t *out;
     json_t *err;
     bool timed_out;
+    bool out_cut;
+    bool err_cut;
 
     if (r->rc < 0) {
         reply_launcher_error(c, r->rc, r->err);
@@ -1040,11 +1089,13 @@ static void on_exec_done(void *arg, const struct sl_launcher_exec_result *r)
         return;
     }
     timed_out = r->deadline_passed || (r->exit_code == 124 && took + 50 >= c->timeout_ms);
-    out = output_json(NULL, c->s, r->out, r->out_len);
-    err = output_json(NULL, c->s, r->errout, r->errout_len);
+    out_cut = r->out_truncated;
+    err_cut = r->err_truncated;
+    out = output_json(c->s, r->out, r->out_len, &out_cut);
+    err = output_json(c->s, r->errout, r->errout_len, &err_cut);
     body = json_pack("{s:i, s:o*, s:o*, s:b, s:b, s:I}", "exitCode", timed_out ? 124 : r->exit_code,
                      "stdout", out, "stderr", err, "timedOut", timed_out, "truncated",
-                     r->out_truncated || r->err_truncated, "durationMs", (json_int_t)took);
+                     out_cut || err_cut, "durationMs", (json_int_t)took);
     if (body == NULL) {
         reply_msg(c->reply, c->arg, 500, "the command's result could not be encoded");
     } else {
@@ -1064,8 +1115,8 @@ static void run_exec(struct call *c)
         .env = (const char *const *)c->env,
         .n_env = c->n_env,
         .cwd = c->path,
-        .max_stdout = SL_SANDBOX_OUTPUT_MAX,
-        .max_stderr = SL_SANDBOX_OUTPUT_MAX,
+        .max_stdout = SL_SANDBOX_OUTPUT_MAX + longest_secret(c->s),
+        .max_stderr = SL_SANDBOX_OUTPUT_MAX + longest_secret(c->s),
         .deadline_ms = c->timeout_ms + 5000 + EXEC_SLACK_MS,
     };
 
@@ -1197,6 +1248,9 @@ static void on_read(void *arg, int rc, const char *err, const void *data, size_t
         reply_err(c->reply, c->arg, 400, "path is a directory");
     } else if (rc == SL_ETOOBIG) {
         reply_err(c->reply, c->arg, 413, "file too large");
+    } else if (rc == SL_ENOTFILE) {
+        (void)snprintf(text, sizeof(text), "not a regular file: %s", c->path);
+        reply_err(c->reply, c->arg, 400, text);
     } else if (rc < 0) {
         reply_launcher_error(c, rc, err);
     } else {

@@ -690,14 +690,37 @@ static void files_round_trip_and_refusals(void **state)
     assert_int_equal(r.len, BLOB_BYTES);
     result_finish(&r);
 
-    /* A symbolic link is not followed. */
-    run_sh(&r, "ln -s /etc/hostname /tmp/link", 1024, 0);
+    /* Symbolic links are followed, inside the container: to a file, through a directory link,
+     * to nothing; a device is not a regular file; stat reports the target of a link. */
+    run_sh(&r,
+           "printf linked >/tmp/target && ln -s /tmp/target /tmp/link && ln -s /tmp /tmp/dirlink "
+           "&& ln -s /tmp/nothing /tmp/dangling",
+           1024, 0);
     assert_int_equal(r.exit_code, 0);
     result_finish(&r);
     l->ops->read_file(l, ctr_id, "/tmp/link", 1024, on_read, &r);
     wait_for(&r);
-    assert_int_equal(r.rc, SL_EINVAL);
-    assert_non_null(strstr(r.err, "symbolic link"));
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.len, 6);
+    assert_memory_equal(r.data, "linked", 6);
+    result_finish(&r);
+    l->ops->read_file(l, ctr_id, "/tmp/dirlink/target", 1024, on_read, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.len, 6);
+    result_finish(&r);
+    l->ops->read_file(l, ctr_id, "/tmp/dangling", 1024, on_read, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_ENOTFOUND);
+    result_finish(&r);
+    l->ops->read_file(l, ctr_id, "/dev/zero", 1024, on_read, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_ENOTFILE);
+    result_finish(&r);
+    l->ops->stat(l, ctr_id, "/tmp/dirlink", on_stat, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, 0);
+    assert_true(r.is_dir);
     result_finish(&r);
     sl_free(blob);
 }
