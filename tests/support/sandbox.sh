@@ -290,7 +290,7 @@ sbx_create() {
 # sbx_exec ID CMD [TIMEOUT_MS [CWD [ENV_JSON]]] : POST exec; body in SBX_BODY (not printed).
 sbx_exec() {
   local body
-  body=$(CMD=$2 TMO=${3:-} CWD=${4-__none__} ENVJ=${5:-} "$FX_PYTHON" -c '
+  body=$(CMD=$2 TMO=${3:-} CWD=${4:-__none__} ENVJ=${5:-} "$FX_PYTHON" -c '
 import json, os
 e = os.environ
 d = {"cmd": e["CMD"]}
@@ -406,7 +406,11 @@ check_api() {
     FX_LAST=0
   else
     not_ok "$1"
-    echo "#   want status $2${4+ and $3 = '$4'}${4+ (got '$got')}"
+    if [ $# -ge 4 ]; then
+      echo "#   want status $2 and $3 = \"$4\" (got \"$got\")"
+    else
+      echo "#   want status $2"
+    fi
     sbx_show
     FX_LAST=1
   fi
