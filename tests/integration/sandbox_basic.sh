@@ -95,16 +95,16 @@ check_api "exec printing the environment" 200
 out=$(sbx_field 'd["stdout"]')
 for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy; do
   check_match "$v = http://$id:***@$SBX_GW:$SBX_PPORT (token redacted)" "$out" \
-    "(^|"$'\n'")$v=http://$id:\*\*\*@$SBX_GW:$SBX_PPORT"$'\n'
+    "(^|"$'\n'")$v=http://$id:\*\*\*@$SBX_GW:$SBX_PPORT($|"$'\n'")"
 done
 for v in NO_PROXY no_proxy; do
-  check_match "$v is empty" "$out" "(^|"$'\n'")$v=(<unset>)?"$'\n'
+  check_match "$v is empty" "$out" "(^|"$'\n'")$v=(<unset>)?($|"$'\n'")"
 done
 for v in SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO; do
-  check_match "$v = /etc/sluice/ca-bundle.pem" "$out" "(^|"$'\n'")$v=/etc/sluice/ca-bundle.pem"$'\n'
+  check_match "$v = /etc/sluice/ca-bundle.pem" "$out" "(^|"$'\n'")$v=/etc/sluice/ca-bundle.pem($|"$'\n'")"
 done
 for kv in CI=true SLUICE=true SLUICE_SANDBOX=true SLUICE_REF=main SBX_PLAIN=plain-value; do
-  check_match "$kv" "$out" "(^|"$'\n'")$kv"$'\n'
+  check_match "$kv" "$out" "(^|"$'\n'")$kv($|"$'\n'")"
 done
 sbx_exec "$id" "[ \"\$SBX_SECRET\" = '$SBX_SECRET' ] && echo secret-ok; echo \"\$SBX_SECRET\""
 out=$(sbx_field 'd["stdout"]')

@@ -36,7 +36,7 @@ sbx_exec "$id" 'printf "%s" "$0"; [ -n "$BASH_VERSION" ] && echo " bash"'
 check_match "commands run with bash -c" "$(sbx_field 'd["stdout"]')" "bash$"
 sbx_exec "$id" 'kill -9 $$'
 check_api "a command killed by SIGKILL is a normal result (200, exitCode ≠ 0)" 200 \
-  'd["exitCode"] != 0' True
+  'd["exitCode"] != 0' true
 
 # --- cwd ----------------------------------------------------------------------------------------
 sbx_exec "$id" 'pwd'

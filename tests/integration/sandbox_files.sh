@@ -39,7 +39,7 @@ check_err() { # check_err DESC WANT-REGEX
 head -c 5242880 /dev/urandom >"$FX_WORK/blob.bin"
 sha=$(fx_sha256 "$FX_WORK/blob.bin")
 sbx_write "$id" "data/deep/er/blob.bin" "$FX_WORK/blob.bin"
-check_api "write 5 MiB to data/deep/er/blob.bin (parents missing): 200 ok" 200 'd.get("ok")' True
+check_api "write 5 MiB to data/deep/er/blob.bin (parents missing): 200 ok" 200 'd.get("ok")' true
 check_eq "... size 5242880" "$(sbx_field 'd.get("size")')" 5242880
 check_match "... path names the file" "$(sbx_field 'd.get("path")')" "(^|/workspace/repo/)data/deep/er/blob.bin$"
 sbx_exec "$id" 'sha256sum data/deep/er/blob.bin | cut -d" " -f1; stat -c %s data/deep/er/blob.bin'
@@ -86,7 +86,7 @@ printf 'v2\n' >"$FX_WORK/v2"
 sbx_write "$id" "over.txt" "$FX_WORK/v1"
 sbx_write "$id" "over.txt" "$FX_WORK/v2"
 sbx_exec "$id" 'cat over.txt'
-check_api "a second write replaces the file (no leftover bytes)" 200 'd["stdout"]' "v2"$'\n'
+check_api "a second write replaces the file (no leftover bytes)" 200 'd["stdout"]' "v2"
 : >"$FX_WORK/empty"
 sbx_write "$id" "empty.txt" "$FX_WORK/empty"
 check_api "write an empty file: size 0" 200 'd.get("size")' 0
@@ -95,7 +95,7 @@ check_eq "read an empty file: size 0, content ''" "$(sbx_field '[d.get("size"), 
 sbx_write "$id" "/tmp/abs dir/f.txt" "$FX_WORK/v1"
 check_api "write an absolute path with a space (/tmp/abs dir/f.txt)" 200
 sbx_exec "$id" 'cat "/tmp/abs dir/f.txt"'
-check_api "... it is there" 200 'd["stdout"]' "v1 longer content"$'\n'
+check_api "... it is there" 200 'd["stdout"]' "v1 longer content"
 sbx_exec "$id" 'echo hello > rel.txt'
 sbx_read "$id" "rel.txt"
 check_eq "read a relative path (relative to /workspace/repo)" \

@@ -37,13 +37,13 @@ sbx_api POST "/$s1/close" >/dev/null
 check_api "bob: close → 403 not your sandbox" 403 'd.get("message")' "not your sandbox"
 sbx_api GET "" >/dev/null
 check_eq "bob's list does not show alice's sandbox" \
-  "$(I=$s1 sbx_field 'any(x.get("id") == __import__("os").environ["I"] for x in (d if isinstance(d, list) else d.get("sandboxes", [])))')" False
+  "$(I=$s1 sbx_field 'any(x.get("id") == __import__("os").environ["I"] for x in (d if isinstance(d, list) else d.get("sandboxes", [])))')" false
 SBX_WHO=root
 sbx_exec "$s1" 'echo admin-was-here'
-check_api "admin: exec on alice's sandbox → 200" 200 'd["stdout"]' "admin-was-here"$'\n'
+check_api "admin: exec on alice's sandbox → 200" 200 'd["stdout"]' "admin-was-here"
 SBX_WHO=alice
 sbx_exec "$s1" 'test -e /tmp/bob && echo leaked || echo clean'
-check_api "bob's refused exec never ran" 200 'd["stdout"]' "clean"$'\n'
+check_api "bob's refused exec never ran" 200 'd["stdout"]' "clean"
 
 # --- five per user per repository ----------------------------------------------------------------
 ids=("$s1")

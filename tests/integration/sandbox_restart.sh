@@ -51,7 +51,7 @@ round() {
       check_eq "[$sig] ... in the same container" "$(sbx_cid "$id" || true)" "$cid"
       sbx_api GET "" >/dev/null
       check_eq "[$sig] ... and listed" \
-        "$(I=$id sbx_field 'any(x.get("id") == __import__("os").environ["I"] for x in (d if isinstance(d, list) else d.get("sandboxes", [])))')" True
+        "$(I=$id sbx_field 'any(x.get("id") == __import__("os").environ["I"] for x in (d if isinstance(d, list) else d.get("sandboxes", [])))')" true
       sbx_close "$id" || true
       check_api "[$sig] ... and it can be closed (204)" 204
       check "[$sig] ... which removes its container" fx_wait 10 sbx_container_gone "$id"
