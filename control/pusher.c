@@ -141,6 +141,25 @@ static int64_t status_version(const struct sl_buf *body)
     return version;
 }
 
+int64_t sl_pusher_acked_by_all(const struct sl_pusher *p)
+{
+    int64_t min = INT64_MAX;
+
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->targets[i].acked < min) {
+            min = p->targets[i].acked;
+        }
+    }
+    return p->n == 0 ? 0 : min;
+}
+
+static void notify_acked(struct sl_pusher *p)
+{
+    if (p->cfg.on_acked != NULL && !p->closing) {
+        p->cfg.on_acked(p->cfg.acked_arg, sl_pusher_acked_by_all(p));
+    }
+}
+
 static void record(struct target *t, bool ok)
 {
     struct sl_pusher *p = t->p;
@@ -169,12 +188,14 @@ static void record(struct target *t, bool ok)
     }
     if (t->kind == KIND_STATUS) {
         t->acked = status_version(&t->body);
+        notify_acked(p);
         return;
     }
     if (t->status == 200) {
         t->acked = t->doc->version;
         sl_log(SL_LOG_DEBUG, 0, "msg=\"snapshot delivered\" socket=%s version=%lld", t->path,
                (long long)t->acked);
+        notify_acked(p);
         return;
     }
     /* 409 or another 4xx: resending the same bytes cannot help. */

@@ -34,6 +34,10 @@
 
 struct sl_pusher; /* opaque */
 
+/* Called on the loop whenever the version every proxy has acknowledged (the minimum over the
+ * targets, 0 while one has none) may have grown. */
+typedef void sl_pusher_acked_fn(void *arg, int64_t acked_by_all);
+
 struct sl_pusher_config {
     /* Admin socket paths (borrowed during create; copied). */
     const char *const *sockets;
@@ -42,6 +46,9 @@ struct sl_pusher_config {
     uint64_t check_ms;
     /* Time for one request to complete; 0 means 5 000 ms. */
     uint64_t request_timeout_ms;
+    /* Optional (NULL for none): see sl_pusher_acked_fn. */
+    sl_pusher_acked_fn *on_acked;
+    void *acked_arg;
 };
 
 /* What one proxy has, as far as the pusher knows. */
@@ -67,6 +74,9 @@ int64_t sl_pusher_version(const struct sl_pusher *p);
 
 /* Status of target `i` (0 ... n_sockets-1); strings borrowed until the next loop turn. */
 void sl_pusher_target(const struct sl_pusher *p, size_t i, struct sl_pusher_target_status *out);
+
+/* The newest version every target has acknowledged (their minimum; 0 while one has none). */
+int64_t sl_pusher_acked_by_all(const struct sl_pusher *p);
 
 /* Number of targets. */
 size_t sl_pusher_targets(const struct sl_pusher *p);

@@ -353,10 +353,9 @@ static int check_extra_client(struct build *b, const struct sl_snapshot_build_cl
 {
     const char *why = NULL;
 
+    (void)b;
     if (c->id == NULL || c->env_id == NULL) {
         why = "an extra client without id or environment";
-    } else if (json_object_get(b->envs, c->env_id) == NULL) {
-        why = "an extra client names an environment that does not exist";
     }
     for (size_t i = 0; why == NULL && i < c->n_rules; i++) {
         if (c->rules[i].host == NULL
@@ -372,14 +371,41 @@ static int check_extra_client(struct build *b, const struct sl_snapshot_build_cl
     return SL_EINVAL;
 }
 
+/* The environment an extra client is compiled with: its own, or the offline one (added to the
+ * document on first use) when it names SL_SNAPSHOT_OFFLINE_ENV or an environment that is gone
+ * (deleted while its sandbox runs): that client then reaches nothing but its runtime rules. */
+static int extra_env(struct build *b, const struct sl_snapshot_build_client *c, const char **env)
+{
+    json_t *offline;
+
+    if (strcmp(c->env_id, SL_SNAPSHOT_OFFLINE_ENV) != 0) {
+        if (json_object_get(b->envs, c->env_id) != NULL) {
+            *env = c->env_id;
+            return 0;
+        }
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"an extra client's environment is gone; it gets no egress but its own "
+               "rules\" client=%s env=%s",
+               c->id, c->env_id);
+    }
+    *env = SL_SNAPSHOT_OFFLINE_ENV;
+    if (json_object_get(b->envs, SL_SNAPSHOT_OFFLINE_ENV) != NULL) {
+        return 0;
+    }
+    offline = json_pack("{s:s, s:[]}", "default", "deny", "rules");
+    return offline != NULL ? set_new(b->envs, SL_SNAPSHOT_OFFLINE_ENV, offline) : SL_ENOMEM;
+}
+
 static int compile_extra_client(struct build *b, const struct sl_snapshot_build_client *c)
 {
     json_t *entry;
     json_t *rules = NULL;
+    const char *env = NULL;
     int rc;
 
     SL_TRY(check_extra_client(b, c));
-    entry = json_pack("{s:s, s:s}", "id", c->id, "environment", c->env_id);
+    SL_TRY(extra_env(b, c, &env));
+    entry = json_pack("{s:s, s:s}", "id", c->id, "environment", env);
     rc = entry != NULL ? append_new(b->clients, entry) : SL_ENOMEM;
     if (rc == 0) {
         rc = set_optional(entry, "token", c->token);

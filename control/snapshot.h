@@ -53,6 +53,12 @@
 #include "control/secrets.h"
 #include "control/store.h"
 
+/* The environment key of "no egress at all": an extra client whose env_id is this, or names an
+ * environment that no longer exists, is compiled with {"default":"deny","rules":[]} under this
+ * key (added to the document only when used; it cannot collide with an environment id, which
+ * is a UUID). */
+#define SL_SNAPSHOT_OFFLINE_ENV "sluice.offline"
+
 /* A runtime rule of an extra client (SPEC §3 client `rules`). Every pointer is borrowed. */
 struct sl_snapshot_build_rule {
     /* `pattern[:port]`, in normal form (policy/host.h). Required. */
@@ -147,8 +153,9 @@ SL_MUST_CHECK int sl_control_snapshot_build(struct sl_store *st, const struct sl
 /*
  * The same, with `n_extra` extra client entries (`extra`, borrowed; NULL when n_extra is 0)
  * appended after the static clients: the sandbox clients. Additional result: SL_EINVAL when an
- * entry lacks its id or environment id, names an environment that does not exist, or has a
- * rule with half a credential (logged with the client's id); SL_EPOLICY when an entry breaks
+ * entry lacks its id or environment id, or has a rule with half a credential (logged with the
+ * client's id); an entry naming an environment that does not exist is compiled with
+ * SL_SNAPSHOT_OFFLINE_ENV instead (logged); SL_EPOLICY when an entry breaks
  * another rule of the proxy (a duplicate id, a malformed address).
  */
 SL_MUST_CHECK int

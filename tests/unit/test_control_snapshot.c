@@ -417,26 +417,40 @@ static void extra_clients_are_included_with_their_runtime_rules(void **state)
     assert_int_equal(d.reason, SL_REASON_HOST_NOT_ALLOWED);
 }
 
-static void extra_client_of_an_unknown_environment_fails_the_build(void **state)
+/* A sandbox whose environment was deleted keeps its identity but reaches nothing but its own
+ * runtime rules; the rest of the policy is still built. A client without id or environment
+ * fails the build. */
+static void extra_client_of_an_unknown_environment_gets_no_egress(void **state)
 {
     struct fixture *f = *state;
-    const struct sl_snapshot_build_client ghost = { .id = "sb_1",
-                                                    .env_id = "no-such-environment",
-                                                    .ip = "10.0.0.1" };
+    const struct sl_snapshot_build_rule git = { .host = "git.example.com" };
+    const struct sl_snapshot_build_client extra[] = {
+        { .id = "sb_1",
+          .env_id = "no-such-environment",
+          .ip = "10.0.0.1",
+          .rules = &git,
+          .n_rules = 1 },
+        { .id = "sb_2", .env_id = SL_SNAPSHOT_OFFLINE_ENV, .ip = "10.0.0.2" },
+    };
     const struct sl_snapshot_build_client no_env[] = {
         { .id = "sb_1", .env_id = NULL, .ip = "10.0.0.1" },
     };
+    struct sl_decision d;
     char ci[SL_UUID_LEN + 1];
 
     add_env(f, f->sec, NULL, CI_BODY, ci);
-    assert_int_equal(sl_control_snapshot_build_with_clients(f->st, f->sec, 1, &ghost, 1, &f->out,
+    build_ok(f, 1, extra, SL_ARRAY_LEN(extra));
+    assert_non_null(strstr(sl_buf_cstr(&f->out), "\"" SL_SNAPSHOT_OFFLINE_ENV "\""));
+    decide(f, by_address(f, "10.0.0.1"), "pypi.org", "GET", &d);
+    assert_int_equal(d.reason, SL_REASON_HOST_NOT_ALLOWED);
+    decide(f, by_address(f, "10.0.0.1"), "git.example.com", "GET", &d);
+    assert_true(d.allow);
+    decide(f, by_address(f, "10.0.0.2"), "git.example.com", "GET", &d);
+    assert_false(d.allow);
+    assert_int_equal(sl_control_snapshot_build_with_clients(f->st, f->sec, 2, no_env, 1, &f->out,
                                                             &f->report),
                      SL_EINVAL);
     assert_int_equal(f->out.len, 0);
-    assert_int_equal(f->report.n_envs, 0);
-    assert_int_equal(sl_control_snapshot_build_with_clients(f->st, f->sec, 1, no_env, 1, &f->out,
-                                                            &f->report),
-                     SL_EINVAL);
 }
 
 static void document_the_proxy_would_refuse_is_never_returned(void **state)
@@ -589,7 +603,7 @@ int main(void)
         T(same_name_in_two_scopes_gives_two_environments_keyed_by_id),
         T(credential_under_another_key_drops_its_rule_and_is_reported),
         T(extra_clients_are_included_with_their_runtime_rules),
-        T(extra_client_of_an_unknown_environment_fails_the_build),
+        T(extra_client_of_an_unknown_environment_gets_no_egress),
         T(document_the_proxy_would_refuse_is_never_returned),
         T(damaged_egress_compiles_as_deny_and_is_reported),
         T(database_over_the_proxys_limits_fails_the_build),

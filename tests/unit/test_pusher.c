@@ -85,14 +85,26 @@ struct world {
     char dir[64];
     struct fake fake;
     struct sl_pusher *p;
+    /* What the acked callback reported last, and how often it ran. */
+    int64_t acked_by_all;
+    int acked_calls;
 };
+
+static void on_acked(void *arg, int64_t v)
+{
+    struct world *w = arg;
+
+    w->acked_by_all = v;
+    w->acked_calls++;
+}
 
 static void setup_world(struct world *w)
 {
     const char *sockets[1];
-    struct sl_pusher_config cfg = { sockets, 1, 100, 1000 };
+    struct sl_pusher_config cfg = { sockets, 1, 100, 1000, on_acked, NULL };
 
     memset(w, 0, sizeof(*w));
+    cfg.acked_arg = w;
     assert_int_equal(uv_loop_init(&w->loop), 0);
     (void)snprintf(w->dir, sizeof(w->dir), "/tmp/sluice-push-XXXXXX");
     assert_non_null(mkdtemp(w->dir));
@@ -166,6 +178,9 @@ static void delivers_the_newest_snapshot(void **state)
     run_for(&w, 400);
     assert_int_equal(w.fake.version, 2);
     assert_int_equal(acked(&w), 2);
+    assert_int_equal(sl_pusher_acked_by_all(w.p), 2);
+    assert_int_equal(w.acked_by_all, 2);
+    assert_true(w.acked_calls >= 1);
     assert_int_equal(sl_pusher_version(w.p), 2);
     /* At most one PUT per version: 1 may have gone before 2 replaced it. */
     assert_true(w.fake.puts >= 1 && w.fake.puts <= 2);
