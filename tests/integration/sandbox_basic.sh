@@ -66,7 +66,7 @@ credpart=${SBX_CRED#Bearer sbx-cred-}
 sbx_exec "$id" "{ env; cat /proc/1/environ | tr '\\0' '\\n'; } | grep -cF -- '$credpart'; grep -rlsF -- '$credpart' /workspace /root /etc /tmp 2>/dev/null | wc -l"
 check_api "no credential in the env or in /workspace, /root, /etc, /tmp" 200 'd["stdout"].split()' '["0", "0"]'
 check "the credential is not in the container's Config.Env" \
-  bash -c "! python3 '$FX_SUPPORT/dockerctl.py' env '$cid' | grep -qF -- '$credpart'"
+  bash -c "! '$FX_PYTHON' '$FX_SUPPORT/dockerctl.py' env '$cid' | grep -qF -- '$credpart'"
 
 # --- denied host ---------------------------------------------------------------------------------
 probe3=basic-deny-$(fx_random_hex 8)

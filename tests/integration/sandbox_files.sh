@@ -74,6 +74,7 @@ sbx_exec "$id" 'stat -c %a bin/run.sh; ./bin/run.sh'
 check_eq "stat says 755 and the script runs" "$(sbx_field 'd["stdout"].split()')" '["755", "script-ran"]'
 if [ "$mode_form" = string ]; then m='"0600"'; else m=384; fi
 sbx_write "$id" "secret.txt" "$FX_WORK/script.sh" "$m"
+check_api "write with mode 0600: 200" 200
 sbx_exec "$id" 'stat -c %a secret.txt'
 check_api "mode 0600 honoured" 200 'd["stdout"].strip()' 600
 sbx_write "$id" "plain.txt" "$FX_WORK/script.sh"

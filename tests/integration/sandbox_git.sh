@@ -77,7 +77,7 @@ for secret in "$GIT_TOKEN" "$GIT_BASIC_B64"; do
 done
 cid=$(sbx_cid "$main_id" || true)
 check "the token is not in the container's Config.Env or labels" \
-  bash -c "! python3 '$FX_SUPPORT/dockerctl.py' inspect '$cid' | grep -qF -- '$GIT_TOKEN'"
+  bash -c "! '$FX_PYTHON' '$FX_SUPPORT/dockerctl.py' inspect '$cid' | grep -qF -- '$GIT_TOKEN'"
 
 # --- a git host reachable with network off ------------------------------------------------------------
 sbx_create sbx-off main || true
@@ -87,8 +87,8 @@ if [ -n "$SBX_ID" ]; then
   sbx_exec "$off" 'git rev-parse HEAD; git fetch -q origin && echo fetched'
   check_api "network off: the clone is there and git fetch works" 200 'd["stdout"].split()' \
     "[\"$FX_GIT_MAIN_SHA\", \"fetched\"]"
-  sbx_exec "$off" "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' $(sbx_url_tls /hello) 2>/dev/null; echo"
-  check_api "network off: other hosts are refused (403)" 200 'd["stdout"].strip()' 403
+  sbx_exec "$off" "curl -sS --max-time 10 -o /dev/null -w '%{http_connect}' $(sbx_url_tls /hello) 2>/dev/null; echo"
+  check_api "network off: other hosts are refused (CONNECT 403)" 200 'd["stdout"].strip()' 403
   sbx_exec "$off" "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' $FX_GIT_URL/ 2>/dev/null; echo"
   fx_note "network off: GET / on the git host gives $(sbx_field 'd["stdout"].strip()') (the git server itself answers 404 for /)"
   sbx_close "$off" || true

@@ -36,7 +36,7 @@ round() {
     kill -KILL "$SBX_CONTROL_PID"
     wait "$SBX_CONTROL_PID" 2>/dev/null || true
   fi
-  fx_note "[$sig] containers while the control plane is down: $(sbx_leftovers | head -c 400)"
+  fx_note "[$sig] containers while the control plane is down: $(sbx_leftovers 2>/dev/null | head -c 400)"
   sbx_control_start || fx_bail "[$sig] the control plane starts again"
   sbx_wait_ready || fx_bail "[$sig] sandboxes ready after the restart"
   for i in 0 1; do

@@ -56,6 +56,7 @@ pid $d/nginx.pid;
 error_log $d/error.log info;
 events { worker_connections 256; }
 http {
+  map_hash_bucket_size 256;
   map \$http_authorization \$fx_git_auth {
     default 0;
     "Basic $basic" 1;
