@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # make run    dependencies + release build, then the proxy on 127.0.0.1:3128 (see README.md)
-# make test   dependencies + every test in the release and the ASan+UBSan configurations
+# make test   dependencies + a Docker daemon + the sandbox image + every test in the release and
+#             the ASan+UBSan configurations
 # make build  dependencies + release build; the binary is build/sluice
 # make fuzz   each libFuzzer target for FUZZ_SECONDS (default 60)
 # make bench  the micro-benchmarks (numbers, not pass/fail)
@@ -45,12 +46,17 @@ run: build
 	@echo
 	$(BUILD)/sluice proxy --data var --policy var/policy.json --audit-log var/audit.log
 
-# Release first, then ThreadSanitizer on the multi-threaded certificate cache, then ASan+UBSan
-# with the fuzzers last, so the final CTest summary is the largest run.
+# A Docker daemon (tools/dockerd.sh starts one only when none answers) and the sandbox image
+# (tools/sandbox-image.sh; cached), then release, ThreadSanitizer on the multi-threaded
+# certificate cache, and ASan+UBSan with the fuzzers last, so the final CTest summary is the
+# largest run. The daemon is stopped afterwards, pass or fail, if this run started it; the
+# exit status is the tests'.
 test: test-deps
-	$(MAKE) test-release
-	$(MAKE) test-tsan
-	$(MAKE) test-asan
+	@rc=0; \
+	tools/dockerd.sh start && tools/sandbox-image.sh \
+		&& $(MAKE) test-release && $(MAKE) test-tsan && $(MAKE) test-asan || rc=$$?; \
+	tools/dockerd.sh stop || { [ $$rc -ne 0 ] || rc=1; }; \
+	exit $$rc
 
 test-release: build
 	cd $(BUILD) && $(CTEST)

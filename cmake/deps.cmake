@@ -10,6 +10,7 @@ pkg_check_modules(SODIUM REQUIRED IMPORTED_TARGET libsodium>=1.0.18)
 pkg_check_modules(SQLITE REQUIRED IMPORTED_TARGET sqlite3>=3.40)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl>=7.88)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka>=1.1.5)
+pkg_check_modules(NFTABLES REQUIRED IMPORTED_TARGET libnftables>=1.0)
 find_package(Threads REQUIRED)
 
 set(SLUICE_LLHTTP_ROOT "${SLUICE_DEPS_DIR}/llhttp/usr")

@@ -5,7 +5,7 @@
 #
 #   build  the compiler, CMake and the -dev packages the build links against (default)
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
-#          python3, clang-format)
+#          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2)
 #
 # Missing Debian packages are installed with apt-get when run as root; otherwise the script
 # names them and exits 1. Then llhttp 9.2 is fetched: Debian 13's libllhttp-dev, downloaded with
@@ -23,8 +23,9 @@ llhttp_min=9.2
 
 build_pkgs=(build-essential cmake pkg-config ca-certificates
   libuv1-dev libssl-dev libsqlite3-dev libjansson-dev libsodium-dev libcurl4-openssl-dev
-  libcmocka-dev)
-test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps)
+  libcmocka-dev libnftables-dev libarchive-dev)
+test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps
+  docker.io nftables mmdebstrap fcgiwrap git iproute2)
 
 case "$mode" in
 build) want=("${build_pkgs[@]}") ;;
@@ -56,10 +57,25 @@ if ((${#missing[@]})); then
   fi
   say "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # A package's postinst must not start daemons (docker.io would start dockerd through
+  # /etc/init.d): policy-rc.d answering 101 forbids it. tools/dockerd.sh starts dockerd for the
+  # tests. A policy-rc.d that was already there is left alone.
+  policy_rc=/usr/sbin/policy-rc.d
+  own_policy_rc=0
+  if [ ! -e "$policy_rc" ]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy_rc"
+    chmod 0755 "$policy_rc"
+    own_policy_rc=1
+    trap 'rm -f "$policy_rc"' EXIT
+  fi
   apt-get update -q >/dev/null || { say "apt-get update failed"; exit 1; }
   if ! apt-get install -y -q --no-install-recommends "${missing[@]}"; then
     say "apt-get install failed for: ${missing[*]}"
     exit 1
+  fi
+  if [ "$own_policy_rc" = 1 ]; then
+    rm -f "$policy_rc"
+    trap - EXIT
   fi
 fi
 
@@ -75,68 +91,15 @@ if have_version; then
   exit 0
 fi
 
-# The machine's own Debian mirror: the first "deb" source for this release's main suite, in
-# either the one-line (*.list) or the deb822 (*.sources) format. Only the URI and the keyring
-# are taken from it.
+# The machine's own Debian mirror (tools/lib/mirror.sh): only its URI and keyring are used.
 codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
 [ -n "$codename" ] || { say "cannot tell the Debian release from /etc/os-release"; exit 1; }
-mirror=""
-keyring=""
-find_mirror_list() {
-  local f=$1 line
-  while read -r line; do
-    line=${line%%#*}
-    # deb [options] URI suite components...
-    set -- $line
-    [ "${1:-}" = deb ] || continue
-    shift
-    local opts=""
-    if [[ "${1:-}" == \[* ]]; then
-      while [ $# -gt 0 ]; do opts+=" $1"; [[ "$1" == *\] ]] && { shift; break; }; shift; done
-    fi
-    if [ "${2:-}" = "$codename" ]; then
-      mirror=$1
-      if [[ "$opts" =~ signed-by=([^] ]+) ]]; then keyring=${BASH_REMATCH[1]}; fi
-      return 0
-    fi
-  done <"$f"
-  return 1
-}
-find_mirror_deb822() {
-  local f=$1
-  local out
-  out=$(awk -v want="$codename" '
-    function flush() {
-      if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " want " ") && uris != "" && !found) {
-        split(uris, u, " "); print u[1] "\t" key; found = 1
-      }
-      types = ""; suites = ""; uris = ""; key = ""
-    }
-    /^[ \t]*#/ { next }
-    /^[ \t]*$/ { flush(); next }
-    tolower($1) == "types:"     { $1 = ""; types = $0 }
-    tolower($1) == "suites:"    { $1 = ""; suites = $0 }
-    tolower($1) == "uris:"      { $1 = ""; uris = $0 }
-    tolower($1) == "signed-by:" { $1 = ""; key = $0 }
-    END { flush() }' "$f")
-  [ -n "$out" ] || return 1
-  mirror=$(echo "$out" | cut -f1 | xargs)
-  keyring=$(echo "$out" | cut -f2 | xargs)
-  return 0
-}
-for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-  [ -f "$f" ] && find_mirror_list "$f" && break
-done
-if [ -z "$mirror" ]; then
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -f "$f" ] && find_mirror_deb822 "$f" && break
-  done
-fi
-if [ -z "$mirror" ]; then
+# shellcheck source=tools/lib/mirror.sh
+. "$top/tools/lib/mirror.sh"
+if ! find_debian_mirror "$codename"; then
   say "found no Debian source for '$codename' in /etc/apt; cannot fetch libllhttp-dev"
   exit 1
 fi
-[ -n "$keyring" ] && [ -f "$keyring" ] || keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 
 apt_dir=$deps_dir/apt
 rm -rf "$apt_dir"

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# tools/dockerd.sh start|stop|status|clean - the Docker daemon the tests use (make test, CI).
+#
+#   start   If /var/run/docker.sock answers /_ping, use that daemon and change nothing. Otherwise
+#           start dockerd (overlay2, or vfs when /var/lib/docker sits on overlayfs; log in
+#           build/dockerd.log), wait up to 30 s for /_ping, and record its pid in
+#           build/dockerd.started. A daemon started here first gets `clean`.
+#   stop    Only if start started the daemon: `clean`, then SIGTERM and a wait of up to 30 s
+#           (SIGKILL after that). A daemon that was already running is left alone.
+#   status  Whether the daemon answers, and whether start started it. Exit 0 if it answers.
+#   clean   Remove what earlier test runs left: containers and networks labelled
+#           sluice.managed=1 or sluice.sandbox, and nftables tables named sluice_t_*. Never run
+#           by start against a daemon that was already running: other runs may be using it.
+#
+# Never starts a second daemon next to a running one (a process named dockerd that does not
+# answer is waited for, then reported), and never passes --bridge=none: a dockerd started with
+# it deletes docker0 even when docker0 belongs to another daemon.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+sock=/var/run/docker.sock
+pidfile=/var/run/docker.pid
+state_dir=$top/build
+state=$state_dir/dockerd.started
+log=$state_dir/dockerd.log
+wait_s=30
+
+say() { echo "dockerd: $*" >&2; }
+die() { say "$*"; exit 1; }
+
+ping_ok() {
+  [ -S "$sock" ] && [ "$(curl -s --max-time 2 --unix-socket "$sock" http://localhost/_ping 2>/dev/null)" = OK ]
+}
+
+# The pid recorded by start, if that process is still a dockerd.
+our_pid() {
+  local pid
+  [ -f "$state" ] || return 1
+  pid=$(cat "$state")
+  [[ "$pid" =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
+  echo "$pid"
+}
+
+clean() {
+  local ids label
+  for label in sluice.managed=1 sluice.sandbox; do
+    ids=$(docker ps -aq --filter "label=$label")
+    if [ -n "$ids" ]; then
+      say "removing leftover containers labelled $label: ${ids//$'\n'/ }"
+      # shellcheck disable=SC2086 # one id per word
+      docker rm -f $ids >/dev/null
+    fi
+  done
+  for label in sluice.managed=1 sluice.sandbox; do
+    ids=$(docker network ls -q --filter "label=$label")
+    if [ -n "$ids" ]; then
+      say "removing leftover networks labelled $label: ${ids//$'\n'/ }"
+      # shellcheck disable=SC2086
+      docker network rm $ids >/dev/null
+    fi
+  done
+  if command -v nft >/dev/null 2>&1; then
+    nft list tables 2>/dev/null | while read -r _ family name; do
+      case "$name" in
+      sluice_t_*)
+        say "removing leftover test table $family $name"
+        nft delete table "$family" "$name" || say "could not remove table $family $name"
+        ;;
+      esac
+    done
+  fi
+}
+
+start() {
+  local pid sd i
+  if ping_ok; then
+    if pid=$(our_pid); then
+      # Ours from a run that never reached stop (interrupted): nobody else uses it.
+      say "dockerd (pid $pid, started by an earlier start) answers on $sock"
+      clean
+    else
+      rm -f "$state"
+      say "a dockerd already answers on $sock; using it, and leaving it running at stop"
+    fi
+    return 0
+  fi
+  rm -f "$state"
+  command -v dockerd >/dev/null 2>&1 || die "dockerd is missing (tools/deps.sh test installs docker.io)"
+  [ "$(id -u)" -eq 0 ] || die "starting dockerd needs root"
+  # A dockerd that is still coming up (or wedged): wait for it, never start a second one.
+  if pid=$(pgrep -x dockerd | head -n 1) && [ -n "$pid" ]; then
+    say "a dockerd (pid $pid) runs but $sock does not answer yet; waiting up to $wait_s s"
+    for ((i = 0; i < wait_s * 10; i++)); do
+      ping_ok && { say "it answers now; leaving it running at stop"; return 0; }
+      sleep 0.1
+    done
+    die "dockerd pid $pid never answered on $sock; not starting a second daemon next to it"
+  fi
+
+  # overlay2 needs a backing file system other than overlayfs (docker-engine-notes §6).
+  sd=overlay2
+  if [ "$(stat -f -c %T /var/lib/docker 2>/dev/null || stat -f -c %T /var/lib)" = overlayfs ]; then
+    sd=vfs
+  fi
+  mkdir -p "$state_dir"
+  say "starting dockerd (storage driver $sd, log $log)"
+  # setsid: a Ctrl-C on make must not reach the daemon; stop ends it.
+  setsid dockerd --host="unix://$sock" --pidfile="$pidfile" --storage-driver="$sd" \
+    --log-level=warn </dev/null >"$log" 2>&1 &
+  pid=$!
+  for ((i = 0; i < wait_s * 10; i++)); do
+    if ping_ok; then
+      # The daemon's own pidfile names the process to stop, should setsid have forked.
+      if [ "$(cat "/proc/$(cat "$pidfile" 2>/dev/null)/comm" 2>/dev/null)" = dockerd ]; then
+        pid=$(cat "$pidfile")
+      fi
+      echo "$pid" >"$state"
+      say "dockerd (pid $pid) answers after $((i / 10)).$((i % 10)) s"
+      clean
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  tail -n 30 "$log" >&2 || true
+  kill -TERM "$pid" 2>/dev/null || true
+  die "dockerd did not answer on $sock within $wait_s s (log: $log)"
+}
+
+stop() {
+  local pid i
+  if ! pid=$(our_pid); then
+    rm -f "$state"
+    say "did not start the running dockerd (or none runs); leaving it alone"
+    return 0
+  fi
+  if ping_ok; then
+    clean || say "clean-up failed; stopping anyway"
+  fi
+  say "stopping dockerd (pid $pid)"
+  kill -TERM "$pid"
+  for ((i = 0; i < wait_s * 10; i++)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$state"
+      say "dockerd stopped after $((i / 10)).$((i % 10)) s"
+      return 0
+    fi
+    sleep 0.1
+  done
+  say "dockerd (pid $pid) still runs after $wait_s s; sending SIGKILL"
+  kill -KILL "$pid" 2>/dev/null || true
+  rm -f "$state"
+  return 1
+}
+
+status() {
+  local pid
+  if ping_ok; then
+    if pid=$(our_pid); then
+      say "answers on $sock; started by tools/dockerd.sh (pid $pid)"
+    else
+      say "answers on $sock; not started by tools/dockerd.sh (stop leaves it alone)"
+    fi
+    return 0
+  fi
+  say "nothing answers on $sock"
+  return 1
+}
+
+case "${1:-}" in
+start) start ;;
+stop) stop ;;
+status) status ;;
+clean)
+  ping_ok || die "nothing answers on $sock"
+  clean
+  ;;
+-h | --help)
+  sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'
+  ;;
+*)
+  echo "usage: tools/dockerd.sh start|stop|status|clean" >&2
+  exit 2
+  ;;
+esac
