@@ -8,7 +8,7 @@
 # idle sandbox is closed (calls keep it open), and with `--sandbox-lifetime 5`, a sandbox's
 # credential stops working and the sandbox is closed about 5 s after start. Network
 # sl-t-limits, subnet 10.213.15.0/24.
-# shellcheck disable=SC2016,SC2317 # commands run inside the sandbox are single-quoted on purpose
+# shellcheck disable=SC2016,SC2317,SC2034 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
 
 : "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
@@ -65,6 +65,14 @@ other_id=$SBX_ID
 # --- close: container gone, token refused -----------------------------------------------------------
 token=$(sbx_token "$s1" || true)
 check "sandbox 1's proxy token is known (docker inspect)" test -n "$token"
+SBX_TOK_sandbox=${token:-none}
+SBX_WHO=sandbox sbx_create sbx main || true
+check "a sandbox's proxy token used as an API token cannot create sandboxes (401/403)" \
+  test "$SBX_STATUS" = 401 -o "$SBX_STATUS" = 403
+[ "$FX_LAST" = 0 ] || sbx_show
+SBX_TOK_nobody=
+SBX_WHO=nobody sbx_api GET "" >/dev/null
+check_api "no token → 401" 401
 sbx_host_curl "$s1" "$token" "$(sbx_url_tls /hello)" -H 'X-Probe: limits-before-close'
 check_status "positive control: its token works from the host through the proxy at the gateway" 200
 sbx_close "$s1" || true
