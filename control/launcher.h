@@ -157,15 +157,14 @@ struct sl_launcher_ops {
     void (*ensure_network)(struct sl_launcher *l, const struct sl_launcher_network *net,
                            sl_launcher_done_fn *cb, void *arg);
     /* Is `image` present locally? rc 0 yes, SL_ENOTFOUND no. */
-    void (*has_image)(struct sl_launcher *l, const char *image, sl_launcher_done_fn *cb,
-                      void *arg);
+    void (*has_image)(struct sl_launcher *l, const char *image, sl_launcher_done_fn *cb, void *arg);
     /* Creates the container (hardened per SPEC §5.4: default capabilities minus NET_RAW,
      * no-new-privileges, an init process as PID 1, pids limit, no restart), copies the files
      * in, starts it, and reports its address on the network. On any failure after the create,
      * the container is removed before the callback runs (nothing is left). */
     void (*create_and_start)(struct sl_launcher *l, const struct sl_launcher_container *spec,
                              sl_launcher_started_fn *cb, void *arg);
-    /* Runs one command (no stdin, no TTY), stdout and stderr kept apart. */
+    /* Runs one command (no stdin, no TTY), its output and error streams kept apart. */
     void (*exec)(struct sl_launcher *l, const char *id, const struct sl_launcher_exec *e,
                  sl_launcher_exec_fn *cb, void *arg);
     /* Metadata of an absolute path. */

@@ -1,0 +1,267 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/runner.sh - sluice-run (control/runner/run.c), the helper every sandbox
+# command runs through (SPEC.md §5.3), run directly on this host: no container is needed, the
+# child subreaper works anywhere. Exit codes and output pass through, stdin is empty, a timeout
+# ends the whole process tree (setsid'd, double-forked, TERM-ignoring, forking in a loop) with
+# 124, SIGTERM to the runner does the same with 143, a normal exit leaves background processes
+# alone, bad usage is 125 with one line.
+#
+# Every process a case starts carries SLUICE_RUNNER_MARK=<unique token> in its environment, so
+# survivors are found by that mark and nothing else on the host is ever touched. Every wait is
+# bounded, every runner runs under an outer `timeout -s KILL`, and the EXIT trap kills whatever
+# carries a mark of this run.
+# The commands given to the runner are single-quoted on purpose: its shell expands them.
+# shellcheck disable=SC2016
+set -euo pipefail
+
+runner=${SLUICE_RUNNER:?SLUICE_RUNNER must name the sluice-run binary}
+work=$(mktemp -d)
+run_id="$$-$RANDOM"
+marks=()
+
+cleanup() {
+    local m pid
+    for m in "${marks[@]}"; do
+        for pid in $(marked "$m"); do
+            kill -KILL "$pid" 2>/dev/null || true
+        done
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+checks=0
+fail() {
+    echo "not ok - $*"
+    echo "--- stdout:"; cat "$work/out" 2>/dev/null || true
+    echo "--- stderr:"; cat "$work/err" 2>/dev/null || true
+    exit 1
+}
+ok() {
+    checks=$((checks + 1))
+    echo "ok - $*"
+}
+
+# marked TOKEN: pids of live (non-zombie) processes whose environment carries the mark.
+marked() {
+    local f pid state
+    for f in /proc/[0-9]*/environ; do
+        pid=${f#/proc/}
+        pid=${pid%/environ}
+        grep -qaF "SLUICE_RUNNER_MARK=$1" "$f" 2>/dev/null || continue
+        state=$(sed -E 's/.*\) (.).*/\1/' "/proc/$pid/stat" 2>/dev/null) || continue
+        [ "$state" = Z ] || echo "$pid"
+    done
+}
+
+new_mark() {
+    mark="$run_id-$1"
+    marks+=("$mark")
+}
+
+now_ms() {
+    echo $(($(date +%s%N) / 1000000))
+}
+
+# run WANT_EXIT ARGS...: runs the runner with the current mark, stdin from $work/in (empty
+# unless a case fills it), output in $work/out and $work/err, duration in $elapsed_ms.
+run() {
+    local want=$1 rc=0 t0
+    shift
+    t0=$(now_ms)
+    SLUICE_RUNNER_MARK=$mark timeout -s KILL 60 "$runner" "$@" <"$work/in" >"$work/out" \
+        2>"$work/err" || rc=$?
+    elapsed_ms=$(($(now_ms) - t0))
+    [ "$rc" -eq "$want" ] || fail "sluice-run $* exited $rc, want $want"
+}
+
+# none_left WHAT: nothing of the current mark is alive (waits up to 1 s for exits to settle).
+none_left() {
+    local i left
+    for ((i = 0; i < 20; i++)); do
+        left=$(marked "$mark")
+        [ -n "$left" ] || return 0
+        sleep 0.05
+    done
+    ps -o pid,ppid,stat,args -p "$(echo "$left" | tr '\n' , | sed 's/,$//')" || true
+    fail "$1: processes left: $left"
+}
+
+# usage WANT_SUBSTRING ARGS...: a usage error is exit 125, one line on stderr, no stdout.
+usage() {
+    local want=$1
+    shift
+    run 125 "$@"
+    [ ! -s "$work/out" ] || fail "sluice-run $*: usage error printed on stdout"
+    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "sluice-run $*: usage error is not one line"
+    grep -qF -- "$want" "$work/err" || fail "sluice-run $*: stderr lacks '$want'"
+    ok "usage error exits 125 with one line: sluice-run $*"
+}
+
+: >"$work/in"
+new_mark basic
+
+# ---- the binary ----
+
+if command -v file >/dev/null; then
+    file -L "$runner" | grep -q "statically linked" || fail "$(file -L "$runner")"
+    ok "sluice-run is statically linked"
+fi
+
+# ---- exit codes and output pass through ----
+
+for code in 0 3 255; do
+    run "$code" -c "exit $code"
+    if [ -s "$work/out" ] || [ -s "$work/err" ]; then
+        fail "exit $code printed something"
+    fi
+    ok "exit code $code passes through, nothing printed"
+done
+run 137 -c 'kill -9 $$'
+ok "a command killed by SIGKILL exits 137"
+run 143 -c 'kill -TERM $$'
+ok "a command killed by SIGTERM exits 143"
+
+rc=0
+env --ignore-signal=CHLD "$runner" -c 'exit 5' </dev/null || rc=$?
+[ "$rc" -eq 5 ] || fail "with SIGCHLD ignored by its parent, exit 5 came back as $rc"
+ok "an inherited SIG_IGN for SIGCHLD does not lose the exit code"
+
+run 0 -c 'printf "out\0 \x01\xff\n"; printf "err line\n" >&2; printf "no newline"'
+printf 'out\0 \x01\xff\nno newline' | cmp -s - "$work/out" || fail "stdout changed"
+[ "$(cat "$work/err")" = "err line" ] || fail "stderr changed"
+ok "stdout and stderr pass through byte for byte"
+
+echo "input the command must not see" >"$work/in"
+run 0 -c 'wc -c'
+[ "$(tr -d ' ' <"$work/out")" = 0 ] || fail "stdin was not empty"
+: >"$work/in"
+ok "stdin is empty"
+
+# Signals the test's shell ignores must not reach the command ignored.
+(
+    trap '' INT USR1
+    run 0 -c 'echo "$0"; grep -E "^Sig(Blk|Ign):" /proc/self/status'
+)
+case "$(head -1 "$work/out")" in
+/bin/bash | /bin/sh) ;;
+*) fail "the command ran under $(head -1 "$work/out")" ;;
+esac
+[ "$(sed -n '2,$p' "$work/out" | tr -d ' \t')" = "$(printf 'SigBlk:0000000000000000\nSigIgn:0000000000000000')" ] \
+    || fail "signal mask or dispositions leaked into the command"
+ok "the command runs under $(head -1 "$work/out") -c with no signal blocked or ignored"
+
+none_left "short commands"
+
+# ---- timeouts ----
+
+new_mark tree
+run 124 --timeout-ms 2000 -c 'sleep 30 & setsid sleep 30 & (sleep 31 &) ; sleep 100'
+echo "# tree timeout: ${elapsed_ms} ms"
+if [ "$elapsed_ms" -lt 1900 ] || [ "$elapsed_ms" -ge 2500 ]; then
+    fail "timeout 2000 took ${elapsed_ms} ms"
+fi
+none_left "timeout"
+ok "timeout ends background, setsid'd and double-forked processes, exit 124 in ${elapsed_ms} ms"
+
+new_mark trap
+run 124 --timeout-ms 1000 --grace-ms 1000 -c 'trap "" TERM; sleep 100 & setsid sleep 100 & sleep 100'
+echo "# TERM-ignoring timeout: ${elapsed_ms} ms"
+if [ "$elapsed_ms" -lt 1900 ] || [ "$elapsed_ms" -ge 2500 ]; then
+    fail "timeout 1000 + grace 1000 took ${elapsed_ms} ms"
+fi
+none_left "TERM ignored"
+ok "a tree ignoring SIGTERM gets SIGKILL after the grace period, exit 124 in ${elapsed_ms} ms"
+
+new_mark grace
+run 124 --timeout-ms 500 --grace-ms 0 -c 'sleep 100'
+[ "$elapsed_ms" -lt 1000 ] || fail "grace 0 took ${elapsed_ms} ms"
+none_left "grace 0"
+ok "--grace-ms 0 kills at once (${elapsed_ms} ms)"
+
+# A binary tree of double-forks, depth 7 (at most 255 sleeps plus their short-lived subshells),
+# still growing when the time limit passes: the freeze must catch every branch. Each process
+# also ignores SIGTERM, so the tree keeps growing through the grace period until SIGKILL.
+new_mark forks
+run 124 --timeout-ms 300 --grace-ms 300 -c '
+trap "" TERM
+grow() {
+    if [ "$1" -gt 0 ]; then
+        (grow $(($1 - 1)) &)
+        (grow $(($1 - 1)) &)
+    fi
+    exec sleep 100
+}
+grow 7'
+echo "# fork tree timeout: ${elapsed_ms} ms"
+[ "$elapsed_ms" -lt 5000 ] || fail "fork tree took ${elapsed_ms} ms"
+none_left "fork tree"
+ok "a tree forking through the timeout is ended completely (${elapsed_ms} ms)"
+
+# A flat fork loop: one shell starting short-lived and long-lived children as fast as it can,
+# bounded at 400.
+new_mark loop
+run 124 --timeout-ms 500 --grace-ms 200 -c '
+for i in $(seq 400); do sleep 100 & true & done; wait'
+echo "# fork loop timeout: ${elapsed_ms} ms"
+[ "$elapsed_ms" -lt 5000 ] || fail "fork loop took ${elapsed_ms} ms"
+none_left "fork loop"
+ok "a fork loop is ended completely (${elapsed_ms} ms)"
+
+# ---- signals to the runner ----
+
+new_mark sigterm
+t0=$(now_ms)
+SLUICE_RUNNER_MARK=$mark timeout -s KILL 60 "$runner" --grace-ms 1000 \
+    -c 'setsid sleep 100 & (sleep 100 &); sleep 100' </dev/null >"$work/out" 2>"$work/err" &
+rpid=$!
+for ((i = 0; i < 50; i++)); do
+    [ "$(marked "$mark" | wc -l)" -ge 5 ] && break
+    sleep 0.05
+done
+# Five marked: the outer timeout, the runner and three sleeps (bash execs the last one). $rpid is the outer
+# timeout; the runner is its child.
+kill -TERM "$(pgrep -P "$rpid")"
+rc=0
+wait "$rpid" || rc=$?
+elapsed_ms=$(($(now_ms) - t0))
+[ "$rc" -eq 143 ] || fail "runner given SIGTERM exited $rc, want 143"
+none_left "SIGTERM to the runner"
+ok "SIGTERM to the runner ends the tree, exit 143 (${elapsed_ms} ms)"
+
+# ---- a normal exit leaves background processes running ----
+
+new_mark background
+run 7 -c 'sleep 100 & setsid sleep 100 & exit 7'
+[ "$elapsed_ms" -lt 1000 ] || fail "exit with background children took ${elapsed_ms} ms"
+left=$(marked "$mark" | wc -l)
+[ "$left" -eq 2 ] || fail "$left background processes alive after a normal exit, want 2"
+for pid in $(marked "$mark"); do
+    kill -KILL "$pid"
+done
+none_left "background cleanup"
+ok "a normal exit returns at once (${elapsed_ms} ms) and leaves background processes running"
+
+# ---- usage ----
+
+new_mark usage
+usage "missing -c CMD"
+usage "missing -c CMD" --timeout-ms 10
+usage "-c needs the command" -c
+usage "--timeout-ms needs a positive number" --timeout-ms abc -c true
+usage "--timeout-ms needs a positive number" --timeout-ms 0 -c true
+usage "--timeout-ms needs a positive number" --timeout-ms=-5 -c true
+usage "--grace-ms needs a number" --grace-ms 1x -c true
+usage "--timeout-ms needs a value" --timeout-ms
+usage "unknown argument '--bogus'" --bogus -c true
+usage "unexpected argument after -c CMD" -c true extra
+run 0 --timeout-ms=1000 --grace-ms=0 -c 'echo hi'
+[ "$(cat "$work/out")" = hi ] || fail "--opt=value form"
+ok "--timeout-ms=N and --grace-ms=N are accepted"
+run 0 --help
+grep -q "^usage: sluice-run" "$work/out" || fail "--help prints no usage"
+[ ! -s "$work/err" ] || fail "--help wrote to stderr"
+ok "--help prints the usage on stdout"
+
+echo "# $checks checks passed"
