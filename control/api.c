@@ -21,13 +21,35 @@
 #include "control/environment.h"
 #include "control/model.h"
 #include "control/resolve.h"
+#include "control/sandbox.h"
 
 #define ENVS_PREFIX    "/api/v1/environments"
 #define CLIENTS_PREFIX "/api/v1/clients"
+#define REPOS_PREFIX   "/api/v1/repos/"
 /* Longest path segment or query value we decode (names are at most 128 code points). */
 #define SEGMENT_MAX 1024
 /* Longest static client id. */
 #define CLIENT_ID_MAX 128
+
+enum defer_kind {
+    DEFER_NONE = 0,
+    DEFER_CREATE,
+    DEFER_CALL,
+    DEFER_LIST,
+};
+
+struct defer {
+    enum defer_kind kind;
+    /* DEFER_CREATE: the prepared create (owned). */
+    struct sl_sandbox_spec *spec;
+    char user_id[SL_UUID_LEN + 1];
+    bool is_admin;
+    char repo[SEGMENT_MAX];
+    char id[SEGMENT_MAX];
+    char action[16];
+    /* DEFER_CALL: the parsed body (owned; NULL when empty). */
+    json_t *body;
+};
 
 /* The answer a job builds. */
 struct result {
@@ -38,6 +60,9 @@ struct result {
     bool changed;
     /* A document the loop completes (status) before it becomes `body`; owned. */
     json_t *doc;
+    /* Sandbox work the loop finishes (the manager lives there); the exchange is answered by
+     * the manager's reply. */
+    struct defer defer;
 };
 
 struct job {
@@ -815,53 +840,30 @@ static int load_candidate(int rc, struct sl_env_row *row, const struct sl_env_ro
     return rc;
 }
 
-static void resolve(struct call *c)
+/* Loads the candidates for `repo` (and the explicit choice `envkey`, NULL for none) into
+ * `rows` (4, zeroed; the caller finishes them) and resolves. Returns 0 with `*out` filled,
+ * SL_ENOTFOUND (the explicit environment is not visible), SL_EINVAL (bad repo) or another
+ * failure. */
+static int resolve_for(struct call *c, const char *repo, const char *envkey, bool webhook,
+                       struct sl_env_row rows[4], struct sl_resolve_result *out)
 {
-    char repo[SEGMENT_MAX] = "";
-    char envkey[SEGMENT_MAX] = "";
-    char trigger[32] = "";
-    struct sl_env_row rows[4];
     const struct sl_env_row *cands[3];
     struct sl_resolve_request rq;
-    struct sl_resolve_result out;
     size_t n = 0;
-    json_t *doc = NULL;
-    int rc;
+    int rc = 0;
 
-    memset(rows, 0, sizeof(rows));
     memset(&rq, 0, sizeof(rq));
-    memset(&out, 0, sizeof(out));
-    if (query_get(c->req->query, "repo", repo, sizeof(repo)) < 0
-        || !sl_env_repo_is_valid(repo, strlen(repo))) {
-        set_error(c->res, 400, "repo: a repository path like owner/name is required");
-        return;
-    }
-    rc = query_get(c->req->query, "trigger", trigger, sizeof(trigger));
-    if (rc == 0 && strcmp(trigger, "webhook") != 0) {
-        set_error(c->res, 400, "trigger: only 'webhook' is known");
-        return;
-    }
-    rq.webhook = rc == 0;
-    rc = query_get(c->req->query, "environment", envkey, sizeof(envkey));
-    if (rc == SL_EINVAL) {
-        set_error(c->res, 400, "environment: malformed");
-        return;
-    }
-    if (rc == 0) {
+    rq.webhook = webhook;
+    if (envkey != NULL) {
         rc = find_visible(c, envkey, &rows[3]);
-        if (rc == SL_ENOTFOUND) {
-            set_errorf(c->res, 404, "no environment '%s'", envkey);
-            return;
+        if (rc < 0) {
+            return rc;
         }
         rq.explicit_env = &rows[3];
-    } else {
-        rc = 0;
     }
-    if (rc == 0) {
-        rc = load_candidate(
-                sl_store_env_find_by_repo(c->api->store, SL_SCOPE_USER, c->user.id, repo, &rows[0]),
-                &rows[0], cands, &n);
-    }
+    rc = load_candidate(
+            sl_store_env_find_by_repo(c->api->store, SL_SCOPE_USER, c->user.id, repo, &rows[0]),
+            &rows[0], cands, &n);
     if (rc == 0) {
         rc = load_candidate(
                 sl_store_env_find_by_repo(c->api->store, SL_SCOPE_GLOBAL, NULL, repo, &rows[1]),
@@ -877,8 +879,43 @@ static void resolve(struct call *c)
     rq.n_candidates = n;
     rq.default_image = c->api->default_image;
     if (rc == 0) {
-        rc = sl_resolve_run(&rq, &out);
+        rc = sl_resolve_run(&rq, out);
     }
+    return rc;
+}
+
+static void resolve(struct call *c)
+{
+    char repo[SEGMENT_MAX] = "";
+    char envkey[SEGMENT_MAX] = "";
+    char trigger[32] = "";
+    struct sl_env_row rows[4];
+    struct sl_resolve_result out;
+    bool webhook;
+    bool named;
+    json_t *doc = NULL;
+    int rc;
+
+    memset(rows, 0, sizeof(rows));
+    memset(&out, 0, sizeof(out));
+    if (query_get(c->req->query, "repo", repo, sizeof(repo)) < 0
+        || !sl_env_repo_is_valid(repo, strlen(repo))) {
+        set_error(c->res, 400, "repo: a repository path like owner/name is required");
+        return;
+    }
+    rc = query_get(c->req->query, "trigger", trigger, sizeof(trigger));
+    if (rc == 0 && strcmp(trigger, "webhook") != 0) {
+        set_error(c->res, 400, "trigger: only 'webhook' is known");
+        return;
+    }
+    webhook = rc == 0;
+    rc = query_get(c->req->query, "environment", envkey, sizeof(envkey));
+    if (rc == SL_EINVAL) {
+        set_error(c->res, 400, "environment: malformed");
+        return;
+    }
+    named = rc == 0;
+    rc = resolve_for(c, repo, named ? envkey : NULL, webhook, rows, &out);
     if (rc == 0) {
         rc = sl_resolve_render(&out, repo, &c->sealer, &doc);
     }
@@ -895,6 +932,247 @@ static void resolve(struct call *c)
     for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
         sl_env_row_finish(&rows[i]);
     }
+}
+
+/* ---- sandboxes (§5.3): prepared here, finished by control/sandbox on the loop -------------- */
+
+/* Opens one sealed value into a new string (NULL when it does not open). */
+static char *open_string(struct call *c, const char *sealed)
+{
+    struct sl_buf plain;
+    char *s = NULL;
+
+    sl_buf_init(&plain, 64 * 1024);
+    if (c->sealer.open(c->sealer.arg, sealed, strlen(sealed), &plain) == 0) {
+        s = sl_strndup(plain.p != NULL ? (const char *)plain.p : "", plain.len);
+    }
+    if (plain.p != NULL) {
+        sodium_memzero(plain.p, plain.len);
+    }
+    sl_buf_finish(&plain);
+    return s;
+}
+
+static int push_str(char ***v, size_t *n, char *s)
+{
+    char **grown;
+
+    if (s == NULL) {
+        return SL_ENOMEM;
+    }
+    grown = sl_realloc(*v, (*n + 1) * sizeof(char *));
+    if (grown == NULL) {
+        sodium_memzero(s, strlen(s));
+        sl_free(s);
+        return SL_ENOMEM;
+    }
+    grown[(*n)++] = s;
+    *v = grown;
+    return 0;
+}
+
+/* The variables (opened; values that do not open are dropped with a warning, SPEC §5.1) and
+ * the secrets to redact (secret variables and the chosen environment's credentials). */
+static int fill_values(struct call *c, const struct sl_resolve_result *r,
+                       struct sl_sandbox_spec *spec)
+{
+    json_t *egress = NULL;
+    json_t *rule;
+    size_t i;
+    int rc = 0;
+
+    for (i = 0; rc == 0 && i < r->n_vars; i++) {
+        char *value = open_string(c, r->vars[i].sealed);
+        char *kv;
+        size_t n;
+
+        if (value == NULL) {
+            sl_log(SL_LOG_WARN, 0,
+                   "msg=\"a variable does not open (encryption key changed?); the sandbox starts "
+                   "without it\" name=%s",
+                   r->vars[i].name);
+            continue;
+        }
+        n = strlen(r->vars[i].name) + 1 + strlen(value) + 1;
+        kv = sl_malloc(n);
+        if (kv != NULL) {
+            (void)snprintf(kv, n, "%s=%s", r->vars[i].name, value);
+        }
+        rc = push_str(&spec->env, &spec->n_env, kv);
+        if (rc == 0 && r->vars[i].secret) {
+            rc = push_str(&spec->secrets, &spec->n_secrets, value);
+            value = NULL;
+        }
+        if (value != NULL) {
+            sodium_memzero(value, strlen(value));
+            sl_free(value);
+        }
+    }
+    if (rc == 0 && r->egress_json != NULL) {
+        egress = json_loads(r->egress_json, 0, NULL);
+    }
+    json_array_foreach (json_object_get(egress, "rules"), i, rule) {
+        const json_t *sealed = json_object_get(json_object_get(rule, "credential"), "sealed");
+        char *value;
+
+        if (rc < 0 || !json_is_string(sealed)) {
+            continue;
+        }
+        value = open_string(c, json_string_value(sealed));
+        if (value != NULL) {
+            rc = push_str(&spec->secrets, &spec->n_secrets, value);
+        }
+    }
+    json_decref(egress);
+    return rc;
+}
+
+static void sandbox_create(struct call *c, const char *repo)
+{
+    json_error_t jerr;
+    json_t *body = NULL;
+    const json_t *ref;
+    const json_t *env;
+    struct sl_env_row rows[4];
+    struct sl_resolve_result out;
+    struct sl_sandbox_spec *spec = NULL;
+    int rc;
+
+    if (c->req->body.n > 0) {
+        body = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
+                          &jerr);
+        if (!json_is_object(body)) {
+            json_decref(body);
+            set_error(c->res, 400, "the body must be a JSON object");
+            return;
+        }
+    }
+    ref = json_object_get(body, "ref");
+    env = json_object_get(body, "environment");
+    if ((ref != NULL && !json_is_null(ref) && !json_is_string(ref))
+        || (env != NULL && !json_is_null(env) && !json_is_string(env))) {
+        json_decref(body);
+        set_error(c->res, 400, "ref and environment must be strings");
+        return;
+    }
+    memset(rows, 0, sizeof(rows));
+    memset(&out, 0, sizeof(out));
+    rc = resolve_for(c, repo, json_is_string(env) ? json_string_value(env) : NULL, false, rows,
+                     &out);
+    if (rc == SL_ENOTFOUND) {
+        set_errorf(c->res, 404, "no environment '%s'", json_string_value(env));
+        goto out;
+    }
+    if (rc < 0) {
+        set_internal(c->res, "resolving the environment", rc);
+        goto out;
+    }
+    spec = sl_calloc(1, sizeof(*spec));
+    rc = spec != NULL ? 0 : SL_ENOMEM;
+    if (rc == 0) {
+        spec->owner_id = sl_strdup(c->user.id);
+        spec->owner_name = sl_strdup(c->user.name);
+        spec->owner_is_admin = c->user.is_admin;
+        spec->repo = sl_strdup(repo);
+        spec->ref = json_is_string(ref) ? sl_strdup(json_string_value(ref)) : NULL;
+        spec->env_id = out.chosen != NULL ? sl_strdup(out.chosen->id) : NULL;
+        spec->env_name = out.chosen != NULL ? sl_strdup(out.chosen->name) : NULL;
+        spec->image = sl_strdup(out.base_image);
+        spec->cpus_centi = out.cpus_centi;
+        spec->memory_bytes = out.memory_bytes;
+        if (spec->owner_id == NULL || spec->owner_name == NULL || spec->repo == NULL
+            || (json_is_string(ref) && spec->ref == NULL) || spec->image == NULL
+            || (out.chosen != NULL && (spec->env_id == NULL || spec->env_name == NULL))) {
+            rc = SL_ENOMEM;
+        }
+    }
+    if (rc == 0) {
+        rc = fill_values(c, &out, spec);
+    }
+    if (rc < 0) {
+        sl_sandbox_spec_free(spec);
+        set_internal(c->res, "preparing the sandbox", rc);
+        goto out;
+    }
+    c->res->defer.kind = DEFER_CREATE;
+    c->res->defer.spec = spec;
+out:
+    json_decref(body);
+    sl_resolve_finish(&out);
+    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
+        sl_env_row_finish(&rows[i]);
+    }
+}
+
+/* /api/v1/repos/{owner}/{repo}/sandboxes[/{id}[/{action}]] */
+static void route_repos(struct call *c, const char *tail)
+{
+    const char *m = c->req->method;
+    struct defer *d = &c->res->defer;
+    char owner[SEGMENT_MAX];
+    char name[SEGMENT_MAX];
+    char kind[SEGMENT_MAX];
+    const char *rest = NULL;
+    char tailbuf[SEGMENT_MAX + 2];
+
+    (void)snprintf(tailbuf, sizeof(tailbuf), "/%s", tail);
+    if (!split_tail(tailbuf, owner, sizeof(owner), &rest) || owner[0] == '\0' || rest == NULL
+        || snprintf(tailbuf, sizeof(tailbuf), "/%s", rest) >= (int)sizeof(tailbuf)
+        || !split_tail(tailbuf, name, sizeof(name), &rest) || name[0] == '\0' || rest == NULL
+        || snprintf(tailbuf, sizeof(tailbuf), "/%s", rest) >= (int)sizeof(tailbuf)
+        || !split_tail(tailbuf, kind, sizeof(kind), &rest) || strcmp(kind, "sandboxes") != 0) {
+        set_error(c->res, 404, "no such resource");
+        return;
+    }
+    if (snprintf(d->repo, sizeof(d->repo), "%s/%s", owner, name) >= (int)sizeof(d->repo)
+        || !sl_env_repo_is_valid(d->repo, strlen(d->repo)) || strchr(name, '/') != NULL
+        || strchr(owner, '/') != NULL) {
+        set_error(c->res, 400, "the repository must be owner/name");
+        return;
+    }
+    if (c->api->sandboxes == NULL) {
+        set_error(c->res, 503,
+                  "sandboxes are not enabled: the control plane needs --proxy-admin-socket and a "
+                  "reachable container runtime (--docker-socket)");
+        return;
+    }
+    (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
+    d->is_admin = c->user.is_admin;
+    if (rest == NULL) {
+        if (strcmp(m, "GET") == 0) {
+            d->kind = DEFER_LIST;
+        } else if (strcmp(m, "POST") == 0) {
+            sandbox_create(c, d->repo);
+        } else {
+            set_error(c->res, 405, "use GET or POST");
+        }
+        return;
+    }
+    (void)snprintf(tailbuf, sizeof(tailbuf), "/%s", rest);
+    if (!split_tail(tailbuf, d->id, sizeof(d->id), &rest) || d->id[0] == '\0') {
+        set_error(c->res, 404, "sandbox not found");
+        return;
+    }
+    if (rest == NULL || strchr(rest, '/') != NULL || strlen(rest) >= sizeof(d->action)) {
+        set_error(c->res, 404, "unknown sandbox action");
+        return;
+    }
+    if (strcmp(m, "POST") != 0) {
+        set_error(c->res, 405, "use POST");
+        return;
+    }
+    (void)snprintf(d->action, sizeof(d->action), "%s", rest);
+    if (c->req->body.n > 0) {
+        json_error_t jerr;
+
+        d->body = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
+                             &jerr);
+        if (d->body == NULL) {
+            set_errorf(c->res, 400, "the body is not JSON: %s", jerr.text);
+            return;
+        }
+    }
+    d->kind = DEFER_CALL;
 }
 
 /* ---- the job ------------------------------------------------------------------------------ */
@@ -934,6 +1212,8 @@ static void route(struct call *c)
         route_envs(c, path + strlen(ENVS_PREFIX));
     } else if (strncmp(path, CLIENTS_PREFIX, strlen(CLIENTS_PREFIX)) == 0) {
         route_clients(c, path + strlen(CLIENTS_PREFIX));
+    } else if (strncmp(path, REPOS_PREFIX, strlen(REPOS_PREFIX)) == 0) {
+        route_repos(c, path + strlen(REPOS_PREFIX));
     } else if (strcmp(path, "/api/v1/resolve") == 0) {
         if (strcmp(m, "GET") == 0) {
             resolve(c);
@@ -966,6 +1246,68 @@ static void on_work(uv_work_t *w)
     sl_user_finish(&c.user);
 }
 
+static void free_job(struct job *j)
+{
+    sl_free(j->res.body);
+    json_decref(j->res.defer.body);
+    sl_sandbox_spec_free(j->res.defer.spec);
+    if (j->auth != NULL) {
+        sodium_memzero(j->auth, strlen(j->auth));
+        sl_free(j->auth);
+    }
+    j->api->_pending--;
+    sl_free(j);
+}
+
+/* The manager's answer to a sandbox request. */
+static void on_sandbox_reply(void *arg, int status, json_t *body)
+{
+    struct sl_http_exchange *x = arg;
+    char *text;
+
+    if (status == 204 || body == NULL || json_is_null(body)) {
+        json_decref(body);
+        if (status == 204) {
+            sl_http_respond(x, 204, NULL, NULL, 0);
+        } else {
+            sl_http_respond_error(x, 500, "internal error");
+        }
+        return;
+    }
+    text = json_dumps(body, SL_ENV_JSON_FLAGS);
+    json_decref(body);
+    if (text == NULL) {
+        sl_http_respond_error(x, 500, "the answer could not be encoded");
+        return;
+    }
+    sl_http_respond(x, status, "application/json", text, strlen(text));
+    sodium_memzero(text, strlen(text));
+    sl_free(text);
+}
+
+/* Hands sandbox work to the manager on the loop; it answers the exchange. */
+static void finish_deferred(struct job *j)
+{
+    struct defer *d = &j->res.defer;
+    struct sl_sandbox_caller caller = { d->user_id, d->is_admin };
+    struct sl_sandboxes *sb = j->api->sandboxes;
+    struct sl_http_exchange *x = j->x;
+    json_t *list;
+
+    if (sb == NULL) {
+        sl_http_respond_error(x, 503, "sandboxes are not enabled");
+    } else if (d->kind == DEFER_CREATE) {
+        sl_sandboxes_open(sb, d->spec, on_sandbox_reply, x);
+        d->spec = NULL;
+    } else if (d->kind == DEFER_CALL) {
+        sl_sandboxes_call(sb, &caller, d->repo, d->id, d->action, d->body, on_sandbox_reply, x);
+    } else {
+        list = sl_sandboxes_list(sb, &caller, d->repo);
+        on_sandbox_reply(x, list != NULL ? 200 : 500, list);
+    }
+    free_job(j);
+}
+
 static void on_work_done(uv_work_t *w, int status)
 {
     struct job *j = SL_CONTAINER_OF(w, struct job, work);
@@ -973,6 +1315,10 @@ static void on_work_done(uv_work_t *w, int status)
     bool changed = j->res.changed;
 
     (void)status;
+    if (j->res.defer.kind != DEFER_NONE) {
+        finish_deferred(j);
+        return;
+    }
     if (j->res.doc != NULL) {
         if (api->status != NULL) {
             api->status(api->hook_arg, j->res.doc);
@@ -1020,6 +1366,22 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     if (strcmp(req->path, "/healthz") == 0 && strcmp(req->method, "GET") == 0) {
         sl_http_respond(x, 200, "application/json", healthy, sizeof(healthy) - 1);
         return;
+    }
+    h = sl_h1_find(req->head, "authorization");
+    /* A sandbox's proxy token is not an API token; say so rather than "unknown token". */
+    if (h != NULL && api->sandboxes != NULL && h->value.n > 7 && h->value.n < 200) {
+        char token[200];
+
+        memcpy(token, h->value.p + 7, h->value.n - 7);
+        token[h->value.n - 7] = '\0';
+        if (strncasecmp((const char *)h->value.p, "Bearer ", 7) == 0
+            && sl_sandboxes_is_token(api->sandboxes, token)) {
+            sodium_memzero(token, sizeof(token));
+            sl_http_respond_error(x, 403,
+                                  "sandbox tokens cannot use the API nor start sandboxes");
+            return;
+        }
+        sodium_memzero(token, sizeof(token));
     }
     j = sl_calloc(1, sizeof(*j));
     if (j == NULL) {

@@ -24,6 +24,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "control/sandbox.h"
 #include "control/secrets.h"
 #include "control/store.h"
 #include "http/server.h"
@@ -41,6 +42,8 @@ struct sl_api {
     /* The database and the key; borrowed, used from thread-pool jobs (both are thread-safe). */
     struct sl_store *store;
     struct sl_secrets *secrets;
+    /* The sandbox manager (loop side), NULL when sandboxes are off. Borrowed. */
+    struct sl_sandboxes *sandboxes;
     /* The built-in base image for resolution (`--image`); NULL for the default. Borrowed. */
     const char *default_image;
     /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */

@@ -17,10 +17,15 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "control/api.h"
+#include "control/docker.h"
+#include "control/firewall.h"
 #include "control/pusher.h"
+#include "control/runner_blob.h"
+#include "control/sandbox.h"
 #include "control/secrets.h"
 #include "control/snapshot.h"
 #include "control/store.h"
@@ -34,6 +39,8 @@
 struct build {
     uv_work_t work;
     struct daemon *d;
+    /* The sandbox entries to include (a copy made on the loop). */
+    struct sl_sandbox_clients clients;
     /* The new version and document, or rc < 0. */
     int64_t version;
     struct sl_buf doc;
@@ -48,6 +55,11 @@ struct daemon {
     struct sl_api api;
     /* NULL without --proxy-admin-socket: then no snapshot is built. */
     struct sl_pusher *pusher;
+    /* Sandboxes, their runtime and the firewall table (NULL / "" when off). */
+    struct sl_sandboxes *sandboxes;
+    struct sl_launcher *launcher;
+    char fw_table[80];
+    bool fw_installed;
     /* A build is on the thread pool; `dirty`: a change committed since it started, so
      * another build follows (changes coalesce; the newest state always gets pushed). */
     bool building;
@@ -61,6 +73,8 @@ void sl_control_config_init(struct sl_control_config *cfg)
     cfg->listen = SL_CONTROL_DEFAULT_LISTEN;
     cfg->docker_socket = SL_CONTROL_DEFAULT_DOCKER_SOCKET;
     cfg->network = SL_CONTROL_DEFAULT_NETWORK;
+    cfg->subnet = SL_CONTROL_DEFAULT_SUBNET;
+    cfg->proxy_port = SL_CONTROL_DEFAULT_PROXY_PORT;
     cfg->log_level = SL_LOG_INFO;
 }
 
@@ -105,8 +119,9 @@ static void on_build(uv_work_t *w)
 
     b->rc = sl_store_next_snapshot_version(b->d->api.store, &b->version);
     if (b->rc == 0) {
-        b->rc = sl_control_snapshot_build(b->d->api.store, b->d->api.secrets, b->version, &b->doc,
-                                          NULL);
+        b->rc = sl_control_snapshot_build_with_clients(b->d->api.store, b->d->api.secrets,
+                                                       b->version, b->clients.items,
+                                                       b->clients.n, &b->doc, NULL);
     }
 }
 
@@ -129,8 +144,12 @@ static void on_build_done(uv_work_t *w, int status)
         } else {
             sl_log(SL_LOG_DEBUG, 0, "msg=\"snapshot built\" version=%lld bytes=%zu",
                    (long long)b->version, b->doc.len);
+            if (d->sandboxes != NULL) {
+                sl_sandboxes_built(d->sandboxes, b->clients.generation, b->version);
+            }
         }
     }
+    sl_sandbox_clients_free(&b->clients);
     /* The document holds credentials in plaintext. */
     if (b->doc.p != NULL) {
         sodium_memzero(b->doc.p, b->doc.len);
@@ -163,8 +182,15 @@ static void start_build(struct daemon *d)
     }
     b->d = d;
     sl_buf_init(&b->doc, SL_SNAPSHOT_MAX_BYTES);
+    if (d->sandboxes != NULL && sl_sandboxes_clients(d->sandboxes, &b->clients) < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot build the policy snapshot\" err=%s",
+               sl_strerror(SL_ENOMEM));
+        sl_free(b);
+        return;
+    }
     if (uv_queue_work(&d->loop, &b->work, on_build, on_build_done) < 0) {
         sl_log(SL_LOG_ERROR, 0, "msg=\"cannot queue the snapshot build\"");
+        sl_sandbox_clients_free(&b->clients);
         sl_free(b);
         return;
     }
@@ -176,11 +202,33 @@ static void on_api_changed(void *arg)
     start_build(arg);
 }
 
+static void on_sandboxes_changed(void *arg)
+{
+    start_build(arg);
+}
+
+static void on_acked(void *arg, int64_t version)
+{
+    struct daemon *d = arg;
+
+    if (d->sandboxes != NULL) {
+        sl_sandboxes_acked(d->sandboxes, version);
+    }
+}
+
 static void on_api_status(void *arg, json_t *doc)
 {
     struct daemon *d = arg;
     json_t *proxies;
     json_t *snap;
+
+    if (d->sandboxes != NULL) {
+        sl_sandboxes_status(d->sandboxes, doc);
+    } else {
+        (void)json_object_set_new(doc, "sandboxes",
+                                  json_pack("{s:b, s:s}", "ready", 0, "error",
+                                            "sandboxes are off: no --proxy-admin-socket"));
+    }
 
     if (d->pusher == NULL) {
         (void)json_object_set_new(doc, "snapshot", json_null());
@@ -201,6 +249,19 @@ static void on_api_status(void *arg, json_t *doc)
     (void)json_object_set_new(doc, "snapshot", snap != NULL ? snap : json_null());
 }
 
+static void on_sandboxes_closed(void *arg)
+{
+    struct daemon *d = arg;
+
+    d->sandboxes = NULL;
+    d->api.sandboxes = NULL;
+    d->launcher = NULL;
+    if (d->pusher != NULL) {
+        sl_pusher_close(d->pusher, NULL, NULL);
+        d->pusher = NULL;
+    }
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
@@ -215,12 +276,141 @@ static void on_signal(uv_signal_t *h, int signum)
      * ends once the last job and handle are done. */
     sl_http_server_close(d->server, NULL, NULL);
     d->server = NULL;
-    if (d->pusher != NULL) {
+    if (d->sandboxes != NULL) {
+        /* Containers go first; the pusher stays until they are gone (their entries leave the
+         * proxies' snapshot), see on_sandboxes_closed. */
+        sl_sandboxes_close(d->sandboxes, on_sandboxes_closed, d);
+    } else if (d->pusher != NULL) {
         sl_pusher_close(d->pusher, NULL, NULL);
         d->pusher = NULL;
     }
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
+}
+
+/* The containers' CA bundle: the system's CAs, then the sluice CA of the data directory. */
+static int read_ca_bundle(const char *dir, struct sl_buf *out, char *err, size_t errlen)
+{
+    char path[PATH_BYTES];
+    int rc = sl_file_read(SL_CONTROL_SYSTEM_CA_BUNDLE, out, err, errlen);
+
+    if (rc == SL_ENOTFOUND) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"no system CA bundle; containers trust the sluice CA only\" "
+                               "path=%s",
+               SL_CONTROL_SYSTEM_CA_BUNDLE);
+        rc = 0;
+    }
+    if (rc == 0 && out->len > 0 && out->p[out->len - 1] != '\n') {
+        rc = sl_buf_append(out, "\n", 1);
+    }
+    if (rc == 0 && snprintf(path, sizeof(path), "%s/ca.pem", dir) >= (int)sizeof(path)) {
+        rc = SL_EINVAL;
+    }
+    if (rc == 0) {
+        rc = sl_file_read(path, out, err, errlen);
+        if (rc == SL_ENOTFOUND) {
+            (void)snprintf(err, errlen,
+                           "no CA in %s (the proxy's CA, which containers must trust): run "
+                           "`sluice ca init --out %s` or `sluice up`",
+                           dir, dir);
+        }
+    }
+    return rc;
+}
+
+/* Writes the resolv.conf bound into containers: no resolver (they need none behind an
+ * explicit proxy, and cannot learn their siblings' names). */
+static int write_resolv_conf(const char *path, char *err, size_t errlen)
+{
+    static const char text[] = "# sluice: sandboxes reach the network only through the proxy\n"
+                               "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
+    FILE *f = fopen(path, "w");
+
+    if (f == NULL || fputs(text, f) == EOF || fclose(f) != 0) {
+        (void)snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        return SL_EIO;
+    }
+    (void)chmod(path, 0644);
+    return 0;
+}
+
+/* Sandboxes need a proxy to push to; everything else is checked here, and what fails is
+ * reported rather than fatal: the API serves environments without containers. */
+static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cfg)
+{
+    struct sl_sandboxes_config sc;
+    struct sl_firewall_config fw;
+    struct sl_buf bundle;
+    char resolv[PATH_BYTES];
+    char err[ERR_BYTES] = "";
+    int rc;
+
+    if (cfg->n_proxy_admin_sockets == 0) {
+        sl_log(SL_LOG_INFO, 0, "msg=\"sandboxes are off: no --proxy-admin-socket\"");
+        return;
+    }
+    memset(&sc, 0, sizeof(sc));
+    sl_buf_init(&bundle, 8u << 20);
+    rc = read_ca_bundle(cfg->data_dir, &bundle, err, sizeof(err));
+    if (rc == 0 && snprintf(resolv, sizeof(resolv), "%s/sandbox-resolv.conf", cfg->data_dir)
+                           >= (int)sizeof(resolv)) {
+        rc = SL_EINVAL;
+        (void)snprintf(err, sizeof(err), "the data directory's path is too long");
+    }
+    if (rc == 0) {
+        rc = write_resolv_conf(resolv, err, sizeof(err));
+    }
+    if (rc == 0) {
+        rc = sl_docker_launcher_create(&d->loop, cfg->docker_socket, &d->launcher);
+        if (rc < 0) {
+            (void)snprintf(err, sizeof(err), "cannot create the Docker client: %s",
+                           sl_strerror(rc));
+        }
+    }
+    if (rc == 0) {
+        sc.loop = &d->loop;
+        sc.launcher = d->launcher;
+        sc.network = cfg->network;
+        sc.subnet = cfg->subnet;
+        sc.proxy_port = cfg->proxy_port;
+        sc.ca_bundle = bundle.p;
+        sc.ca_bundle_len = bundle.len;
+        sc.resolv_conf = resolv;
+        sc.runner = sl_runner_blob;
+        sc.runner_len = sl_runner_blob_len;
+        sc.git_url = cfg->git_url;
+        sc.git_token = cfg->git_token;
+        sc.idle_timeout_ms = (uint64_t)cfg->idle_timeout_s * 1000;
+        sc.lifetime_ms = (uint64_t)cfg->sandbox_lifetime_s * 1000;
+        sc.changed = on_sandboxes_changed;
+        sc.changed_arg = d;
+        rc = sl_sandboxes_create(&sc, &d->sandboxes, err, sizeof(err));
+    }
+    if (rc == 0) {
+        /* Before any container exists: from the bridge only the proxy port is reachable. */
+        sl_firewall_table_name(cfg->network, d->fw_table, sizeof(d->fw_table));
+        fw.table = d->fw_table;
+        fw.bridge = cfg->network;
+        fw.gateway = sl_sandboxes_gateway(d->sandboxes);
+        fw.proxy_port = cfg->proxy_port;
+        rc = sl_firewall_install(&fw, err, sizeof(err));
+        d->fw_installed = rc == 0;
+    }
+    sl_buf_finish(&bundle);
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"sandboxes are off\" err=\"%s\"", err);
+        if (d->sandboxes != NULL) {
+            /* Nothing started yet: closing only releases memory. */
+            sl_sandboxes_close(d->sandboxes, NULL, NULL);
+            d->sandboxes = NULL;
+        } else if (d->launcher != NULL) {
+            d->launcher->ops->close(d->launcher, NULL, NULL);
+        }
+        d->launcher = NULL;
+        return;
+    }
+    d->api.sandboxes = d->sandboxes;
+    sl_sandboxes_start(d->sandboxes);
 }
 
 static int serve(struct daemon *d, const struct sl_control_config *cfg)
@@ -239,7 +429,9 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     }
     if (rc == 0 && cfg->n_proxy_admin_sockets > 0) {
         struct sl_pusher_config pc = { .sockets = cfg->proxy_admin_sockets,
-                                       .n_sockets = cfg->n_proxy_admin_sockets };
+                                       .n_sockets = cfg->n_proxy_admin_sockets,
+                                       .on_acked = on_acked,
+                                       .acked_arg = d };
 
         rc = sl_pusher_create(&d->loop, &pc, &d->pusher);
         if (rc < 0) {
@@ -260,8 +452,18 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     (void)uv_signal_start(&d->sig_int, on_signal, SIGINT);
     sl_log(SL_LOG_INFO, 0, "msg=\"control plane listening\" listen=%s data=%s", cfg->listen,
            cfg->data_dir);
+    setup_sandboxes(d, cfg);
     start_build(d);
     (void)uv_run(&d->loop, UV_RUN_DEFAULT);
+    if (d->fw_installed) {
+        char err[ERR_BYTES] = "";
+
+        /* Every container of the network is gone by now (sl_sandboxes_close). */
+        if (sl_firewall_remove(d->fw_table, err, sizeof(err)) < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"cannot remove the firewall table\" table=%s err=\"%s\"",
+                   d->fw_table, err);
+        }
+    }
     return 0;
 }
 

@@ -21,6 +21,10 @@
 #define SL_CONTROL_DEFAULT_LISTEN        "127.0.0.1:8080"
 #define SL_CONTROL_DEFAULT_DOCKER_SOCKET "/var/run/docker.sock"
 #define SL_CONTROL_DEFAULT_NETWORK       "sluice0"
+#define SL_CONTROL_DEFAULT_SUBNET        "10.213.0.0/24"
+#define SL_CONTROL_DEFAULT_PROXY_PORT    3128u
+/* Where the system's CA bundle is read from for the containers' bundle (SPEC §5.4). */
+#define SL_CONTROL_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 /* Every string is borrowed (from argv) and must outlive sl_control_run(). */
 struct sl_control_config {
@@ -31,8 +35,10 @@ struct sl_control_config {
     /* Proxy admin sockets to push snapshots to. */
     const char *proxy_admin_sockets[SL_CONTROL_SOCKETS_MAX];
     size_t n_proxy_admin_sockets;
-    /* Used once sandboxes exist (SPEC §5.3-5.4); validated and kept until then. NULL or 0
-     * when not given. */
+    /* Sandboxes (SPEC §5.3-5.4): enabled when at least one proxy admin socket is given; the
+     * container runtime, network and firewall are set up at start (a failure there is logged
+     * and reported by GET /api/v1/status; the API still serves everything else). 0 takes the
+     * defaults. */
     const char *docker_socket;
     const char *network;
     unsigned proxy_port;
