@@ -45,6 +45,10 @@ SBX_WHO=alice
 sbx_exec "$s1" 'test -e /tmp/bob && echo leaked || echo clean'
 check_api "bob's refused exec never ran" 200 'd["stdout"]' "clean"
 
+SBX_REPO=acme/other sbx_exec "$s1" 'true'
+check_api "alice's sandbox under another repository's URL → 404 sandbox not found" 404 \
+  'd.get("message")' "sandbox not found"
+
 # --- five per user per repository ----------------------------------------------------------------
 ids=("$s1")
 for i in 2 3 4 5; do
@@ -73,13 +77,19 @@ check "a sandbox's proxy token used as an API token cannot create sandboxes (401
 SBX_TOK_nobody=
 SBX_WHO=nobody sbx_api GET "" >/dev/null
 check_api "no token → 401" 401
-sbx_host_curl "$s1" "$token" "$(sbx_url_tls /hello)" -H 'X-Probe: limits-before-close'
-check_status "positive control: its token works from the host through the proxy at the gateway" 200
+s1ip=$(sbx_ip "$s1" || true)
+sbx_exec "$s1" "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy 'http://$s1:$token@$SBX_GW:$SBX_PPORT' -H 'X-Probe: limits-before-close' $(sbx_url_http /hello)"
+check_api "positive control: its id and token work from its address (explicit --proxy, 200)" \
+  200 'd["stdout"]' 200
 sbx_close "$s1" || true
 check_api "alice closes sandbox 1 (204)" 204
 check "its container is gone" fx_wait 10 sbx_container_gone "$s1"
-sbx_host_curl "$s1" "$token" "$(sbx_url_tls /hello)" -H 'X-Probe: limits-after-close'
-check_status "its token now gets 407" 407
+check_eq "its id and token, from its old address ${s1ip:-?} (a helper container), now get 407" \
+  "$(sbx_curl_from "${s1ip:-10.213.15.250}" "$s1" "${token:-none}" limits-after-close)" 407
+check_eq "... and the origin never saw that request" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" "headers~limits-after-close")" 0
+sbx_api POST "/$s1/exec" '{"cmd":"true"}' >/dev/null
+check_api "a closed sandbox: exec → 404 sandbox not found" 404 'd.get("message")' "sandbox not found"
 sbx_create sbx main || true
 check_api "a slot is free again: create → 201" 201
 ids=("${ids[@]:1}" "$SBX_ID")
@@ -99,6 +109,7 @@ sbx_wait_ready || fx_bail "sandboxes ready after the restart"
 sbx_create sbx main || fx_bail "create with --idle-timeout 3: $SBX_STATUS $(head -c 200 "$SBX_BODY")"
 idle=$SBX_ID
 itoken=$(sbx_token "$idle" || true)
+iip=$(sbx_ip "$idle" || true)
 alive=0
 for i in 1 2 3 4 5 6; do
   sleep 1
@@ -111,8 +122,8 @@ check "left idle, its container is removed within 3 s + 10 s" fx_wait 13 sbx_con
 fx_note "idle close took about $(($(date +%s) - t0)) s"
 sbx_exec "$idle" 'true'
 check_api "... and exec answers 404 sandbox not found" 404 'd.get("message")' "sandbox not found"
-sbx_host_curl "$idle" "${itoken:-none}" "$(sbx_url_tls /hello)" -H 'X-Probe: limits-idle'
-check_status "... and its token gets 407" 407
+check_eq "... and its id and token, from its old address, get 407" \
+  "$(sbx_curl_from "${iip:-10.213.15.250}" "$idle" "${itoken:-none}" limits-idle)" 407
 
 # --- lifetime ---------------------------------------------------------------------------------------
 sbx_control_stop || true
@@ -122,6 +133,7 @@ t0=$(date +%s%N)
 sbx_create sbx main || fx_bail "create with --sandbox-lifetime 5: $SBX_STATUS $(head -c 200 "$SBX_BODY")"
 life=$SBX_ID
 ltoken=$(sbx_token "$life" || true)
+lip=$(sbx_ip "$life" || true)
 sbx_exec "$life" "curl -sS --max-time 5 -o /dev/null -w '%{http_code}' -H 'X-Probe: limits-life-early' $(sbx_url_tls /hello)"
 early=$((($(date +%s%N) - t0) / 1000000))
 if [ "$early" -lt 4500 ]; then
@@ -130,14 +142,23 @@ if [ "$early" -lt 4500 ]; then
 else
   fx_skip "within the lifetime the sandbox gets out" "the first exec came ${early} ms after create"
 fi
-refused_now() {
-  sbx_host_curl "$life" "${ltoken:-none}" "$(sbx_url_tls /hello)" -H 'X-Probe: limits-life-late'
-  [ "$FX_CODE" = 407 ] || [ "$FX_CODE" = 403 ]
+# Poll from inside while the sandbox is open; once it is closed, from a helper at its address.
+life_state() {
+  sbx_exec "$life" "curl -sS --max-time 5 -o /dev/null -w '%{http_code}' -H 'X-Probe: limits-life-late' $(sbx_url_http /hello)"
+  if [ "$SBX_STATUS" = 404 ]; then
+    life_refused=$(sbx_curl_from "${lip:-10.213.15.250}" "$life" "${ltoken:-none}" limits-life-after)
+    life_how="closed; its token from its address gets $life_refused"
+    [ "$life_refused" = 407 ] || [ "$life_refused" = 403 ]
+    return
+  fi
+  life_refused=$(sbx_field 'd.get("stdout", "")' || true)
+  life_how="still open; a request from inside gets $life_refused"
+  [ "$life_refused" = 407 ] || [ "$life_refused" = 403 ]
 }
-check "its credential is refused (407 or 403 expired) by 5 s + 10 s" fx_wait 15 refused_now
+check "its credential is refused (407, or 403 expired) by 5 s + 10 s" fx_wait 15 life_state
 el=$((($(date +%s%N) - t0) / 1000000))
 check "... not before 5 s after create ($el ms)" test "$el" -ge 4500
-fx_note "refused with $FX_CODE $(fx_reason) after $el ms"
+fx_note "after $el ms: $life_how"
 check "the sandbox is closed: its container is removed" fx_wait 10 sbx_container_gone "$life"
 sbx_exec "$life" 'true'
 check_api "... and exec answers 404 sandbox not found" 404 'd.get("message")' "sandbox not found"

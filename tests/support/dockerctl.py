@@ -12,6 +12,9 @@
 #   dockerctl.py run NAME NETWORK TAG IMAGE CMD...
 #                                              creates and starts a helper container labelled
 #                                              sluice.test=TAG on NETWORK; prints its id
+#   dockerctl.py oneshot NAME NETWORK IP TAG IMAGE CMD...
+#                                              a helper at a fixed address (or "-"), run to
+#                                              completion; prints its output, removes it
 #   dockerctl.py cid SANDBOX_ID                the container labelled sluice.sandbox=SANDBOX_ID
 #   dockerctl.py env ID                        its Config.Env, one a line
 #   dockerctl.py inspect ID                    the inspect JSON
@@ -129,6 +132,43 @@ def main(argv):
             return 1
         print(d["Id"])
         return 0
+    if cmd == "oneshot":
+        # oneshot NAME NETWORK IP TAG IMAGE CMD... : a helper container at a fixed address on
+        # NETWORK (IP "-" for any), run to completion (at most 60 s), its output printed and
+        # the container removed; exits with the command's status.
+        name, network, ip, tag, image = argv[2:7]
+        epc = {}
+        if ip != "-":
+            epc = {network: {"IPAMConfig": {"IPv4Address": ip}}}
+        body = {"Image": image, "Cmd": argv[7:], "Labels": {"sluice.test": tag},
+                "HostConfig": {"NetworkMode": network, "CapDrop": ["ALL"]},
+                "NetworkingConfig": {"EndpointsConfig": epc}}
+        call("DELETE", "/containers/%s?force=1" % name)
+        s, d = call("POST", "/containers/create?name=%s" % name, body)
+        if s != 201:
+            print("create: %s %r" % (s, d), file=sys.stderr)
+            return 125
+        cid = d["Id"]
+        try:
+            s, e = call("POST", "/containers/%s/start" % cid)
+            if s not in (204, 304):
+                print("start: %s %r" % (s, e), file=sys.stderr)
+                return 125
+            s, w = call("POST", "/containers/%s/wait" % cid, timeout=60)
+            c = Conn(30)
+            c.request("GET", API + "/containers/%s/logs?stdout=1&stderr=1" % cid)
+            raw = c.getresponse().read()
+            c.close()
+            out = b""
+            i = 0
+            while i + 8 <= len(raw):
+                n = int.from_bytes(raw[i + 4:i + 8], "big")
+                out += raw[i + 8:i + 8 + n]
+                i += 8 + n
+            sys.stdout.write(out.decode(errors="replace"))
+            return (w or {}).get("StatusCode", 125) if s == 200 else 125
+        finally:
+            call("DELETE", "/containers/%s?force=1" % cid)
     if cmd == "cid":
         f = {"label": ["sluice.sandbox=" + argv[2]]}
         s, lst = call("GET", "/containers/json?all=1&filters=" + q(f))

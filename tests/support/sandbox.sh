@@ -388,6 +388,19 @@ sbx_host_curl() {
   fi
 }
 
+# sbx_curl_from IP ID TOKEN PROBE : from a helper container at address IP on the sandbox
+# network (the address a closed sandbox had: the proxy binds a sandbox's token to its address),
+# a plain-HTTP request through the proxy at the gateway as ID:TOKEN to origin.py's /hello with
+# X-Probe PROBE. Prints the status (000 when the proxy did not answer).
+sbx_curl_from() {
+  local out
+  out=$(sbx_dockerctl oneshot "$SBX_NET-probe" "$SBX_NET" "$1" "$SBX_NET" "$SBX_IMAGE" \
+    curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -H "X-Probe: $4" \
+    --proxy "http://$2:$3@$SBX_GW:$SBX_PPORT" "$(sbx_url_http /hello)" 2>&1) || true
+  echo "${out:0:3}"
+  [ ${#out} -le 3 ] || echo "#   helper output: ${out:3:300}" >&2
+}
+
 # sbx_origin_count PROBE : origin.py requests whose X-Probe header (in headers) contains PROBE.
 sbx_origin_count() {
   fx_jsonl_count "$FX_ORIGIN_LOG" "headers~$1"
