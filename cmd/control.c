@@ -14,8 +14,9 @@
 static const char usage[] =
         "usage: sluice control [flags]\n"
         "\n"
-        "The control plane: the REST API of environments, static clients and resolution\n"
-        "(HTTP/1.1 JSON, bearer tokens from `sluice user add`), over the database DIR/sluice.db.\n"
+        "The control plane: the REST API of environments, static clients, resolution and\n"
+        "sandboxes (HTTP/1.1 JSON, bearer tokens from `sluice user add`), over the database\n"
+        "DIR/sluice.db.\n"
         "The encryption key comes from $SLUICE_ENCRYPTION_KEY, else DIR/encryption.key.\n"
         "\n"
         "flags:\n"
@@ -24,21 +25,28 @@ static const char usage[] =
         "  --proxy-admin-socket PATH   a proxy's admin socket to push snapshots to (repeatable)\n"
         "  --log-level LEVEL           error, warn, info (default), debug or trace\n"
         "\n"
-        "used once sandboxes exist (accepted and checked now):\n"
+        "sandboxes (on when a --proxy-admin-socket is given; needs root for the firewall, a\n"
+        "Docker daemon and DIR/ca.pem):\n"
         "  --docker-socket PATH        the Docker API socket (default /var/run/docker.sock)\n"
         "  --network NAME              the container network (default sluice0)\n"
-        "  --proxy-port PORT           the proxy's port on the network's gateway\n"
-        "  --subnet CIDR               the container network's subnet\n"
-        "  --image NAME                the default sandbox image (also the built-in base image\n"
-        "                              of resolution, used now)\n"
-        "  --git-url URL               the git server sandboxes clone from\n"
-        "  --git-token TOKEN           its token\n"
-        "  --idle-timeout S            stop a sandbox idle this long\n"
-        "  --sandbox-lifetime S        stop a sandbox after this long\n"
+        "  --proxy-port PORT           the proxy's port on the network's gateway (default 3128)\n"
+        "  --subnet CIDR               the container network's subnet (default 10.213.0.0/24)\n"
+        "  --image NAME                the default sandbox image, when no environment names one\n"
+        "                              (default sluice/sandbox:bookworm)\n"
+        "  --git-url URL               the git platform (https://HOST[:PORT][/PREFIX]) sandboxes\n"
+        "                              clone OWNER/REPO.git from, through the proxy\n"
+        "  --git-token TOKEN           its token, injected by the proxy, never in a sandbox\n"
+        "  --idle-timeout S            close a sandbox idle this long (default 1800)\n"
+        "  --sandbox-lifetime S        close a sandbox this long after its start (default 86400)\n"
         "\n"
         "SIGTERM or SIGINT stops it gracefully (exit 0).\n";
 
+/* Options whose config field has a default are parsed here first (the option parser refuses a
+ * value it finds already set as "given twice"). */
 struct raw {
+    const char *docker_socket;
+    const char *network;
+    const char *subnet;
     const char *proxy_port;
     const char *idle_timeout;
     const char *sandbox_lifetime;
@@ -73,6 +81,15 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
         sl_eprintf("%s: option '--log-level' needs error, warn, info, debug or trace, not '%s'",
                    cmd, r->log_level);
         return SL_CMD_USAGE;
+    }
+    if (r->docker_socket != NULL) {
+        cfg->docker_socket = r->docker_socket;
+    }
+    if (r->network != NULL) {
+        cfg->network = r->network;
+    }
+    if (r->subnet != NULL) {
+        cfg->subnet = r->subnet;
     }
     if (cfg->subnet != NULL && !is_cidr_text(cfg->subnet)) {
         sl_eprintf("%s: option '--subnet' needs a CIDR block like 10.77.0.0/16, not '%s'", cmd,
@@ -113,10 +130,10 @@ int sl_cmd_control(int argc, char **argv)
             { "--data", SL_OPT_VALUE, NULL, &r.data, NULL, NULL, 0 },
             { "--proxy-admin-socket", SL_OPT_LIST, NULL, NULL, cfg.proxy_admin_sockets,
               &cfg.n_proxy_admin_sockets, SL_CONTROL_SOCKETS_MAX },
-            { "--docker-socket", SL_OPT_VALUE, NULL, &cfg.docker_socket, NULL, NULL, 0 },
-            { "--network", SL_OPT_VALUE, NULL, &cfg.network, NULL, NULL, 0 },
+            { "--docker-socket", SL_OPT_VALUE, NULL, &r.docker_socket, NULL, NULL, 0 },
+            { "--network", SL_OPT_VALUE, NULL, &r.network, NULL, NULL, 0 },
             { "--proxy-port", SL_OPT_VALUE, NULL, &r.proxy_port, NULL, NULL, 0 },
-            { "--subnet", SL_OPT_VALUE, NULL, &cfg.subnet, NULL, NULL, 0 },
+            { "--subnet", SL_OPT_VALUE, NULL, &r.subnet, NULL, NULL, 0 },
             { "--image", SL_OPT_VALUE, NULL, &cfg.image, NULL, NULL, 0 },
             { "--git-url", SL_OPT_VALUE, NULL, &cfg.git_url, NULL, NULL, 0 },
             { "--git-token", SL_OPT_VALUE, NULL, &cfg.git_token, NULL, NULL, 0 },

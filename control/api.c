@@ -1011,7 +1011,8 @@ static int fill_values(struct call *c, const struct sl_resolve_result *r,
     if (rc == 0 && r->egress_json != NULL) {
         egress = json_loads(r->egress_json, 0, NULL);
     }
-    json_array_foreach (json_object_get(egress, "rules"), i, rule) {
+    json_array_foreach(json_object_get(egress, "rules"), i, rule)
+    {
         const json_t *sealed = json_object_get(json_object_get(rule, "credential"), "sealed");
         char *value;
 
@@ -1377,8 +1378,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         if (strncasecmp((const char *)h->value.p, "Bearer ", 7) == 0
             && sl_sandboxes_is_token(api->sandboxes, token)) {
             sodium_memzero(token, sizeof(token));
-            sl_http_respond_error(x, 403,
-                                  "sandbox tokens cannot use the API nor start sandboxes");
+            sl_http_respond_error(x, 403, "sandbox tokens cannot use the API nor start sandboxes");
             return;
         }
         sodium_memzero(token, sizeof(token));

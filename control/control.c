@@ -120,8 +120,8 @@ static void on_build(uv_work_t *w)
     b->rc = sl_store_next_snapshot_version(b->d->api.store, &b->version);
     if (b->rc == 0) {
         b->rc = sl_control_snapshot_build_with_clients(b->d->api.store, b->d->api.secrets,
-                                                       b->version, b->clients.items,
-                                                       b->clients.n, &b->doc, NULL);
+                                                       b->version, b->clients.items, b->clients.n,
+                                                       &b->doc, NULL);
     }
 }
 
@@ -295,8 +295,9 @@ static int read_ca_bundle(const char *dir, struct sl_buf *out, char *err, size_t
     int rc = sl_file_read(SL_CONTROL_SYSTEM_CA_BUNDLE, out, err, errlen);
 
     if (rc == SL_ENOTFOUND) {
-        sl_log(SL_LOG_WARN, 0, "msg=\"no system CA bundle; containers trust the sluice CA only\" "
-                               "path=%s",
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"no system CA bundle; containers trust the sluice CA only\" "
+               "path=%s",
                SL_CONTROL_SYSTEM_CA_BUNDLE);
         rc = 0;
     }
@@ -327,7 +328,7 @@ static int write_resolv_conf(const char *path, char *err, size_t errlen)
     FILE *f = fopen(path, "w");
 
     if (f == NULL || fputs(text, f) == EOF || fclose(f) != 0) {
-        (void)snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        (void)snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
         return SL_EIO;
     }
     (void)chmod(path, 0644);
@@ -352,8 +353,9 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     memset(&sc, 0, sizeof(sc));
     sl_buf_init(&bundle, 8u << 20);
     rc = read_ca_bundle(cfg->data_dir, &bundle, err, sizeof(err));
-    if (rc == 0 && snprintf(resolv, sizeof(resolv), "%s/sandbox-resolv.conf", cfg->data_dir)
-                           >= (int)sizeof(resolv)) {
+    if (rc == 0
+        && snprintf(resolv, sizeof(resolv), "%s/sandbox-resolv.conf", cfg->data_dir)
+                   >= (int)sizeof(resolv)) {
         rc = SL_EINVAL;
         (void)snprintf(err, sizeof(err), "the data directory's path is too long");
     }
@@ -455,14 +457,10 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     setup_sandboxes(d, cfg);
     start_build(d);
     (void)uv_run(&d->loop, UV_RUN_DEFAULT);
-    if (d->fw_installed) {
-        char err[ERR_BYTES] = "";
-
-        /* Every container of the network is gone by now (sl_sandboxes_close). */
-        if (sl_firewall_remove(d->fw_table, err, sizeof(err)) < 0) {
-            sl_log(SL_LOG_ERROR, 0, "msg=\"cannot remove the firewall table\" table=%s err=\"%s\"",
-                   d->fw_table, err);
-        }
+    /* Every container of the network is gone by now (sl_sandboxes_close). */
+    if (d->fw_installed && sl_firewall_remove(d->fw_table, err, sizeof(err)) < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot remove the firewall table\" table=%s err=\"%s\"",
+               d->fw_table, err);
     }
     return 0;
 }

@@ -468,6 +468,10 @@ struct removal {
     struct sandbox *s;
     sl_sandbox_reply_fn *reply;
     void *arg;
+    /* The answer to give once the container is gone, instead of 204 (a failed create's); the
+     * removal's own failure is then only logged. */
+    int status;
+    json_t *body;
     struct waiter wait;
     bool removed;
     bool acked;
@@ -484,7 +488,11 @@ static void removal_step(struct removal *r)
     if (--r->pending > 0) {
         return;
     }
-    if (r->reply != NULL) {
+    if (r->reply == NULL) {
+        json_decref(r->body);
+    } else if (r->status != 0) {
+        r->reply(r->arg, r->status, r->body);
+    } else if (r->reply != NULL) {
         if (r->removed) {
             r->reply(r->arg, 204, json_null());
         } else {
@@ -525,9 +533,10 @@ static void on_removal_acked(struct waiter *w, bool acked)
 }
 
 /* Takes `s` out: its entry leaves the snapshot and its container is removed. `reply` (may be
- * NULL) gets 204 once both happened (the proxies' acknowledgement is awaited up to 5 s). */
-static void remove_sandbox(struct sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
-                           void *arg)
+ * NULL) gets `body` with `status` once the container is gone, or, when `body` is NULL, 204 once
+ * both happened (the proxies' acknowledgement is awaited up to 5 s). Takes `body`. */
+static void remove_sandbox_with(struct sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
+                                void *arg, int status, json_t *body)
 {
     struct sl_sandboxes *sb = s->sb;
     struct removal *r = sl_calloc(1, sizeof(*r));
@@ -541,7 +550,11 @@ static void remove_sandbox(struct sandbox *s, const char *why, sl_sandbox_reply_
     if (r == NULL) {
         /* The entry is gone from the next snapshot; the container stays until a restart. */
         sl_log(SL_LOG_ERROR, 0, "msg=\"out of memory removing a sandbox\" sandbox=%s", s->id);
-        if (reply != NULL) {
+        if (reply == NULL) {
+            json_decref(body);
+        } else if (status != 0) {
+            reply(arg, status, body);
+        } else if (reply != NULL) {
             reply_msg(reply, arg, 503, "out of memory");
         }
         sandbox_unref(s);
@@ -551,6 +564,8 @@ static void remove_sandbox(struct sandbox *s, const char *why, sl_sandbox_reply_
     r->s = s;
     r->reply = reply;
     r->arg = arg;
+    r->status = status;
+    r->body = body;
     r->removed = true;
     r->pending = 1;
     sb->pending_removes++;
@@ -558,11 +573,17 @@ static void remove_sandbox(struct sandbox *s, const char *why, sl_sandbox_reply_
         r->pending++;
         sb->cfg.launcher->ops->remove(sb->cfg.launcher, s->container, on_removed, r);
     }
-    if (reply != NULL && !sb->closing) {
+    if (reply != NULL && status == 0 && !sb->closing) {
         r->pending++;
         wait_for_proxies(sb, &r->wait, CLOSE_WAIT_MS, on_removal_acked);
     }
     removal_step(r);
+}
+
+static void remove_sandbox(struct sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
+                           void *arg)
+{
+    remove_sandbox_with(s, why, reply, arg, 0, NULL);
 }
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -585,9 +606,9 @@ static void create_failed(struct sandbox *s, int status, const char *key, const 
         s->wait.linked = false;
     }
     if (s->state != STATE_GONE) {
-        remove_sandbox(s, "creation failed", NULL, NULL);
-    }
-    if (reply != NULL) {
+        /* Answer once the container is gone: nothing is left running when the caller hears. */
+        remove_sandbox_with(s, "creation failed", reply, arg, status, message(key, text));
+    } else if (reply != NULL) {
         reply(arg, status, message(key, text));
     }
 }
@@ -646,7 +667,8 @@ static void clone_repo(struct sandbox *s)
             "if [ -z \"${SLUICE_CLONE_REF:-}\" ]; then git checkout -q || exit 72; exit 0; fi\n"
             "if git rev-parse -q --verify \"refs/remotes/origin/$SLUICE_CLONE_REF^{commit}\" "
             ">/dev/null; then\n"
-            "  git checkout -q -B \"$SLUICE_CLONE_REF\" \"origin/$SLUICE_CLONE_REF\" -- || exit 73\n"
+            "  git checkout -q -B \"$SLUICE_CLONE_REF\" \"origin/$SLUICE_CLONE_REF\" -- || exit "
+            "73\n"
             "elif git rev-parse -q --verify \"$SLUICE_CLONE_REF^{commit}\" >/dev/null; then\n"
             "  git -c advice.detachedHead=false checkout -q \"$SLUICE_CLONE_REF\" -- || exit 74\n"
             "else exit 42; fi\n";
@@ -735,29 +757,30 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
 static int container_env(struct sandbox *s, struct sl_buf *store, size_t *offsets, size_t cap,
                          size_t *n)
 {
-    static const char *const reserved[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
-                                            "https_proxy", "NO_PROXY", "no_proxy",
-                                            "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
+    static const char *const reserved[] = { "HTTP_PROXY",     "HTTPS_PROXY",
+                                            "http_proxy",     "https_proxy",
+                                            "NO_PROXY",       "no_proxy",
+                                            "SSL_CERT_FILE",  "REQUESTS_CA_BUNDLE",
                                             "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-                                            "GIT_SSL_CAINFO", "CI", "SLUICE", "SLUICE_SANDBOX",
+                                            "GIT_SSL_CAINFO", "CI",
+                                            "SLUICE",         "SLUICE_SANDBOX",
                                             "SLUICE_REF" };
-    static const char *const ca_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE",
-                                           "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-                                           "GIT_SSL_CAINFO" };
+    static const char *const ca_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                                           "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO" };
     static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
                                               "https_proxy" };
     struct sl_sandboxes *sb = s->sb;
     const struct sl_sandbox_spec *spec = s->spec;
 
     *n = 0;
-#define PUT(...)                                                 \
-    do {                                                         \
-        if (*n >= cap) {                                         \
-            return SL_ETOOBIG;                                   \
-        }                                                        \
-        offsets[(*n)++] = store->len;                            \
-        SL_TRY(sl_buf_printf(store, __VA_ARGS__));               \
-        SL_TRY(sl_buf_append(store, "", 1));                     \
+#define PUT(...)                                   \
+    do {                                           \
+        if (*n >= cap) {                           \
+            return SL_ETOOBIG;                     \
+        }                                          \
+        offsets[(*n)++] = store->len;              \
+        SL_TRY(sl_buf_printf(store, __VA_ARGS__)); \
+        SL_TRY(sl_buf_append(store, "", 1));       \
     } while (0)
     for (size_t i = 0; i < spec->n_env; i++) {
         const char *eq = strchr(spec->env[i], '=');
@@ -797,7 +820,9 @@ static int container_env(struct sandbox *s, struct sl_buf *store, size_t *offset
 
 static void launch(struct sandbox *s)
 {
-    enum { ENV_MAX = 160 };
+    enum {
+        ENV_MAX = 160
+    };
     struct sl_sandboxes *sb = s->sb;
     struct sl_buf store;
     size_t offsets[ENV_MAX];
@@ -805,11 +830,8 @@ static void launch(struct sandbox *s)
     size_t n_env = 0;
     char name[ID_MAX + 16];
     const struct sl_launcher_label labels[] = {
-        { LABEL_SANDBOX, s->id },
-        { LABEL_NETWORK, sb->network },
-        { "sluice.owner", s->owner_id },
-        { "sluice.repo", s->repo },
-        { "sluice.managed", "1" },
+        { LABEL_SANDBOX, s->id },   { LABEL_NETWORK, sb->network }, { "sluice.owner", s->owner_id },
+        { "sluice.repo", s->repo }, { "sluice.managed", "1" },
     };
     const struct sl_launcher_file files[] = {
         { SL_SANDBOX_CA_PATH, sb->ca_bundle, sb->cfg.ca_bundle_len, 0644 },
@@ -1020,10 +1042,9 @@ static void on_exec_done(void *arg, const struct sl_launcher_exec_result *r)
     timed_out = r->deadline_passed || (r->exit_code == 124 && took + 50 >= c->timeout_ms);
     out = output_json(NULL, c->s, r->out, r->out_len);
     err = output_json(NULL, c->s, r->errout, r->errout_len);
-    body = json_pack("{s:i, s:o*, s:o*, s:b, s:b, s:I}", "exitCode",
-                     timed_out ? 124 : r->exit_code, "stdout", out, "stderr", err, "timedOut",
-                     timed_out, "truncated", r->out_truncated || r->err_truncated, "durationMs",
-                     (json_int_t)took);
+    body = json_pack("{s:i, s:o*, s:o*, s:b, s:b, s:I}", "exitCode", timed_out ? 124 : r->exit_code,
+                     "stdout", out, "stderr", err, "timedOut", timed_out, "truncated",
+                     r->out_truncated || r->err_truncated, "durationMs", (json_int_t)took);
     if (body == NULL) {
         reply_msg(c->reply, c->arg, 500, "the command's result could not be encoded");
     } else {
@@ -1128,7 +1149,8 @@ static void start_exec(struct call *c, json_t *body)
             reply_msg(c->reply, c->arg, 503, "out of memory");
             goto fail;
         }
-        json_object_foreach (env, key, value) {
+        json_object_foreach(env, key, value)
+        {
             char text[200];
             size_t n;
 
@@ -1184,8 +1206,8 @@ static void on_read(void *arg, int rc, const char *err, const void *data, size_t
             reply_msg(c->reply, c->arg, 503, "out of memory");
         } else {
             (void)sodium_bin2base64(b64, cap, data, len, sodium_base64_VARIANT_ORIGINAL);
-            body = json_pack("{s:s, s:I, s:s}", "path", c->path, "size", (json_int_t)len,
-                             "content", b64);
+            body = json_pack("{s:s, s:I, s:s}", "path", c->path, "size", (json_int_t)len, "content",
+                             b64);
             sl_free(b64);
             if (body == NULL) {
                 reply_msg(c->reply, c->arg, 503, "out of memory");
@@ -1406,11 +1428,11 @@ json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox
         }
         rfc3339(s->created_unix, created, sizeof(created));
         rfc3339(s->expires_unix, expires, sizeof(expires));
-        (void)json_array_append_new(
-                arr, json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "id", s->id, "ref", s->ref,
-                               "environment", s->env_name, "status",
-                               s->state == STATE_READY ? "ready" : "starting", "created_at",
-                               created, "expires_at", expires));
+        (void)json_array_append_new(arr,
+                                    json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "id", s->id,
+                                              "ref", s->ref, "environment", s->env_name, "status",
+                                              s->state == STATE_READY ? "ready" : "starting",
+                                              "created_at", created, "expires_at", expires));
     }
     return arr;
 }
@@ -1803,8 +1825,9 @@ static int parse_git(struct sl_sandboxes *sb, const char *url, const char *token
         return SL_EINVAL;
     }
     if (u.scheme != SL_URL_HTTPS || u.query.n > 0) {
-        (void)snprintf(err, errlen, "--git-url: an https:// URL without a query is required "
-                                    "(the proxy injects the token over TLS only)");
+        (void)snprintf(err, errlen,
+                       "--git-url: an https:// URL without a query is required "
+                       "(the proxy injects the token over TLS only)");
         return SL_EINVAL;
     }
     if (token == NULL || token[0] == '\0' || strpbrk(token, "\r\n") != NULL
@@ -1831,14 +1854,14 @@ static int parse_git(struct sl_sandboxes *sb, const char *url, const char *token
         (void)snprintf(sb->git_rule_host, SL_HOST_NAME_MAX + 8, "%s", u.host.name);
     }
     memcpy(sb->git_auth, "Basic ", 6);
-    (void)sodium_bin2base64(sb->git_auth + 6, cap - 6, (const unsigned char *)plain,
-                            strlen(plain), sodium_base64_VARIANT_ORIGINAL);
+    (void)sodium_bin2base64(sb->git_auth + 6, cap - 6, (const unsigned char *)plain, strlen(plain),
+                            sodium_base64_VARIANT_ORIGINAL);
     sodium_memzero(plain, sizeof(plain));
     return 0;
 }
 
-int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandboxes **out,
-                        char *err, size_t errlen)
+int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandboxes **out, char *err,
+                        size_t errlen)
 {
     struct sl_sandboxes *sb;
     int rc = 0;
