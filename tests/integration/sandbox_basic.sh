@@ -124,6 +124,14 @@ out=$(sbx_field 'd["stdout"].split()')
 check "CA bundle holds the system CAs and the sluice CA" \
   "$FX_PYTHON" -c 'import json,sys; a=json.loads(sys.argv[1]); sys.exit(not (int(a[0]) > 1 and int(a[1]) == 1))' "${out:-[0,0]}"
 
+# --- hardening (SPEC §5.4): NET_RAW dropped, no-new-privileges -----------------------------------
+sbx_exec "$id" 'awk "/^(CapEff|NoNewPrivs):/ {print \$2}" /proc/self/status'
+caps=$(sbx_field 'd["stdout"].split()')
+check "CapEff lacks NET_RAW (bit 13) and NoNewPrivs is 1 ($caps)" "$FX_PYTHON" -c '
+import json, sys
+c = json.loads(sys.argv[1])
+sys.exit(not (len(c) == 2 and not (int(c[0], 16) >> 13) & 1 and c[1] == "1"))' "${caps:-[]}"
+
 # --- DNS --------------------------------------------------------------------------------------
 sbx_exec "$id" 'cat /etc/resolv.conf'
 out=$(sbx_field 'd["stdout"]')

@@ -131,6 +131,15 @@ sleep 0.3
 check_eq "the host listener never saw a connection from the sandbox subnet" \
   "$(grep "^tcp 10\.213\.$SBX_N\." "$HLOG" | grep -vcF "tcp $SBX_GW" || true)" 0
 
+# --- identities: no credentials, or another sandbox's, get 407 ------------------------------------
+tok2=$(sbx_token "$s2" || true)
+sbx_exec "$s1" "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy 'http://$SBX_GW:$SBX_PPORT' -H 'X-Probe: contain-noauth' $(sbx_url_http /hello)"
+check_api "sandbox 1 through the proxy without credentials → 407" 200 'd["stdout"]' 407
+sbx_exec "$s1" "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' --proxy 'http://$s2:${tok2:-none}@$SBX_GW:$SBX_PPORT' -H 'X-Probe: contain-spoof' $(sbx_url_http /hello)"
+check_api "sandbox 1 with sandbox 2's id and token → 407" 200 'd["stdout"]' 407
+check_eq "neither reached the origin" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" "headers~contain-noauth") $(fx_jsonl_count "$FX_ORIGIN_LOG" "headers~contain-spoof")" "0 0"
+
 # --- UDP ----------------------------------------------------------------------------------------
 fx_note "UDP listeners: $(grep -E '^(bound|nobind)' "$HLOG" | tr '\n' ' ')"
 # A DNS-shaped datagram on a connected UDP socket; "answer" when a reply came, "error E" when the

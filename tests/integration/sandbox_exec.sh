@@ -145,6 +145,21 @@ check "echo \$HTTP_PROXY shows *** in place of the token (stdout and stderr)" \
 sbx_exec "$id" 'printf "%s" "$HTTP_PROXY" | tr -d x; echo; printf "%s" "$HTTP_PROXY" | rev'
 fx_note "transformed token (not required to be hidden): $(sbx_field 'd["stdout"]' | head -c 200 | tr '\n' ' ')"
 
+# The token right at the 1 MiB cap: no prefix of it may survive the cut.
+sbx_exec "$id" 't=${HTTP_PROXY#http://*:}; t=${t%@*}; head -c $((1048576 - 20)) /dev/zero | tr "\0" a; printf "%s" "$t"; printf "%s" "$t" >&2'
+tail_out=$(sbx_field 'd["stdout"][-20:]')
+check_eq "token cut by the 1 MiB cap: stdout is still capped and truncated" \
+  "$(sbx_field '[len(d["stdout"]) <= 1048576, d["truncated"]]')" '[true, true]'
+check_eq "... and stdout does not end in a prefix (8+ characters) of the token (ends '$tail_out')" \
+  "$(T=$token sbx_field 'any(d["stdout"].endswith(__import__("os").environ["T"][:k]) for k in range(8, len(__import__("os").environ["T"]) + 1))')" false
+check_eq "... stderr holding only the token shows ***" "$(sbx_field 'd["stderr"]')" "***"
+# 4000 tokens at every alignment in 300 kB of output: none survives, each becomes ***.
+sbx_exec "$id" 't=${HTTP_PROXY#http://*:}; t=${t%@*}; for i in $(seq 1 4000); do printf "%*s%s\n" $((i % 61)) "" "$t"; done'
+check_api "4000 tokens at shifting offsets: 200" 200
+check_eq "... none survives in full and every one became ***" \
+  "$(T=$token sbx_field '[__import__("os").environ["T"] in d["stdout"], d["stdout"].count("***"), d["truncated"]]')" \
+  '[false, 4000, false]'
+
 sbx_close "$id" || true
 check_api "close → 204" 204
 sbx_shutdown_checks
