@@ -20,11 +20,13 @@ sbx_setup sl-t-restart 16
 
 # round SIGNAL : two sandboxes, the control plane stopped with SIGNAL and started again.
 round() {
-  local sig=$1 ids=() cids=() i id cid n=0 readopted=0 removed=0
+  local sig=$1 ids=() cids=() ips=() toks=() i id cid n=0 readopted=0 removed=0
   for i in 1 2; do
     sbx_create sbx main || fx_bail "[$sig] create sandbox $i: $SBX_STATUS $(head -c 200 "$SBX_BODY")"
     ids+=("$SBX_ID")
     cids+=("$(sbx_cid "$SBX_ID" || true)")
+    ips+=("$(sbx_ip "$SBX_ID" || true)")
+    toks+=("$(sbx_token "$SBX_ID" || true)")
     sbx_exec "$SBX_ID" "echo marker-$SBX_ID > /workspace/repo/marker; curl -sS --max-time 10 -o /dev/null -w '%{http_code}' -H 'X-Probe: restart-$sig-before-$i' $(sbx_url_tls /hello)"
     check_api "[$sig] sandbox $i works before the restart (marker written, proxy 200)" 200 \
       'd["stdout"]' 200
@@ -61,6 +63,8 @@ round() {
       check_api "[$sig] sandbox $n not re-adopted: exec answers 404 sandbox not found" 404 \
         'd.get("message")' "sandbox not found"
       check "[$sig] ... and its container is removed (not orphaned)" fx_wait 15 sbx_container_gone "$id"
+      check_eq "[$sig] ... and its id and token, from its old address, get 407" \
+        "$(sbx_curl_from "${ips[$i]:-10.213.16.250}" "$id" "${toks[$i]:-none}" "restart-$sig-stale-$n")" 407
     fi
   done
   fx_note "[$sig] re-adopted $readopted, removed $removed"
