@@ -90,6 +90,9 @@ struct op {
     /* Deferred completion, the exec's 50 ms exit-code polls. Freed op after its close. */
     uv_timer_t timer;
     bool finished;
+    /* Set when the transfer in flight cannot go on (a socket could not be watched); the
+     * operation completes from its timer with the error already recorded. */
+    bool failing;
 
     /* The transfer in flight (NULL between transfers) and what it collected. */
     CURL *easy;
@@ -181,6 +184,8 @@ struct sl_docker {
     size_t n_oom;
     struct op *ops;
     struct sock *socks;
+    /* One socket record allocated ahead, so that curl's socket callback need not allocate. */
+    struct sock *spare;
     bool closing;
     bool shut;
     int pending_closes;
@@ -189,6 +194,7 @@ struct sl_docker {
 };
 
 static void op_finish(struct op *o);
+static void on_op_deferred(uv_timer_t *t);
 static void check_transfers(struct sl_docker *d);
 static void shutdown_launcher(struct sl_docker *d);
 
@@ -372,13 +378,31 @@ static void on_poll(uv_poll_t *h, int status, int events)
     check_transfers(d);
 }
 
+/*
+ * The socket callback must not fail: a -1 kills the whole multi handle (every later transfer).
+ * When watching a socket is impossible, the transfer that wanted it is failed from the loop.
+ */
+static void fail_transfer_soon(CURL *easy)
+{
+    char *priv = NULL;
+    struct op *o;
+
+    (void)curl_easy_getinfo(easy, CURLINFO_PRIVATE, &priv);
+    o = (struct op *)(void *)priv;
+    if (o == NULL || o->failing) {
+        return;
+    }
+    o->failing = true;
+    set_err(o, SL_ENOMEM, "docker: cannot watch a socket (out of memory)");
+    (void)uv_timer_start(&o->timer, on_op_deferred, 0, 0);
+}
+
 static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
     struct sl_docker *d = userp;
     struct sock *s = socketp;
     int events = 0;
 
-    (void)easy;
     if (what == CURL_POLL_REMOVE) {
         if (s != NULL) {
             (void)curl_multi_assign(d->multi, fd, NULL);
@@ -387,16 +411,17 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
         return 0;
     }
     if (s == NULL) {
-        s = sl_calloc(1, sizeof(*s));
-        if (s == NULL) {
-            return -1;
-        }
-        if (uv_poll_init_socket(d->loop, &s->poll, fd) < 0) {
-            sl_free(s);
-            return -1;
+        /* start_request() keeps one spare, so this allocation is the rare second socket. */
+        s = d->spare != NULL ? d->spare : sl_calloc(1, sizeof(*s));
+        d->spare = NULL;
+        if (s == NULL || uv_poll_init_socket(d->loop, &s->poll, fd) < 0) {
+            d->spare = s;
+            fail_transfer_soon(easy);
+            return 0;
         }
         s->fd = fd;
         s->d = d;
+        s->prev = NULL;
         s->next = d->socks;
         if (d->socks != NULL) {
             d->socks->prev = s;
@@ -407,7 +432,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
     events |= (what == CURL_POLL_IN || what == CURL_POLL_INOUT) ? UV_READABLE : 0;
     events |= (what == CURL_POLL_OUT || what == CURL_POLL_INOUT) ? UV_WRITABLE : 0;
     if (uv_poll_start(&s->poll, events, on_poll) < 0) {
-        return -1;
+        fail_transfer_soon(easy);
     }
     return 0;
 }
@@ -464,6 +489,10 @@ static void check_transfers(struct sl_docker *d)
         o->cc = m->data.result;
         (void)curl_easy_getinfo(o->easy, CURLINFO_RESPONSE_CODE, &o->status);
         drop_transfer(o);
+        if (o->failing) {
+            op_finish(o);
+            continue;
+        }
         o->on_response(o);
     }
 }
@@ -554,6 +583,7 @@ static int start_request(struct op *o, const char *method, const char *path, con
     uint64_t timeout = CONTROL_DEADLINE_MS;
     char line[160];
     bool ok = true;
+    int rc;
 
     sl_buf_init(&url, URL_MAX);
     if (d->shut) {
@@ -564,6 +594,8 @@ static int start_request(struct op *o, const char *method, const char *path, con
     sl_buf_init(&o->resp, resp_max);
     o->resp_max = resp_max;
     o->resp_over = false;
+    o->oom = false;
+    o->stream_bad = false;
     o->status = 0;
     o->cc = CURLE_OK;
     o->stat_seen = false;
@@ -580,11 +612,17 @@ static int start_request(struct op *o, const char *method, const char *path, con
     } else if (o->stream) {
         timeout = 0;
     }
-    if (sl_buf_append_str(&url, API_BASE) < 0 || sl_buf_append_str(&url, path) < 0) {
-        set_err(o, SL_ETOOBIG, "docker: request URL too long");
+    rc = sl_buf_append_str(&url, API_BASE);
+    rc = rc < 0 ? rc : sl_buf_append_str(&url, path);
+    if (rc < 0) {
+        set_err(o, rc, "%s",
+                rc == SL_ETOOBIG ? "docker: request URL too long" : "docker: out of memory");
         goto fail;
     }
-    e = curl_easy_init();
+    if (d->spare == NULL) {
+        d->spare = sl_calloc(1, sizeof(*d->spare));
+    }
+    e = d->spare != NULL ? curl_easy_init() : NULL;
     if (e == NULL) {
         set_err(o, SL_ENOMEM, "docker: cannot start a request (out of memory)");
         goto fail;
@@ -2273,10 +2311,15 @@ static void docker_list(struct sl_launcher *l, const char *label_key, sl_launche
         return;
     }
     filters = json_pack("{s:[s]}", "label", label_key);
-    text = filters != NULL ? dump_json(filters, &n) : NULL;
+    if (filters == NULL) {
+        reject(o, "docker: the label key is not valid UTF-8");
+        return;
+    }
+    text = dump_json(filters, &n);
     json_decref(filters);
     if (text == NULL) {
-        reject(o, "docker: the label key is not valid UTF-8");
+        set_err(o, SL_ENOMEM, "docker: out of memory");
+        fail_soon(o);
         return;
     }
     sl_buf_init(&path, URL_MAX);
@@ -2313,6 +2356,8 @@ static void shutdown_launcher(struct sl_docker *d)
     while (d->socks != NULL) {
         sock_close(d->socks);
     }
+    sl_free(d->spare);
+    d->spare = NULL;
     (void)uv_timer_stop(&d->timer);
     d->pending_closes += 2;
     uv_close((uv_handle_t *)&d->timer, on_handle_closed);

@@ -18,7 +18,9 @@
  *                    a failure after the create removes the container before the callback
  *   exec             POST /containers/ID/exec, POST /exec/EID/start (attach stream,
  *                    demultiplexed by control/dockerframe), GET /exec/EID/json for the exit code
- *                    (polled every 50 ms, at most 10 times, while it still says Running)
+ *                    (polled every 50 ms, at most 10 times, while it still says Running;
+ *                    still running after that: rc 0 with exit_code -1). The exec runs as the
+ *                    container's user; stdin is not attached
  *   stat             HEAD /containers/ID/archive?path=P (the X-Docker-Container-Path-Stat
  *                    header); the path itself is not followed when it is a symbolic link
  *   read_file        stat, then GET archive; the one regular file in the tar is returned. A
@@ -43,7 +45,11 @@
  *
  * Results: `err` is NULL when rc is 0 (for exec: when r->rc is 0, deadline passed or not),
  * otherwise one line starting "docker: ", carrying the daemon's message when it sent one; it
- * never contains request bodies (environment values, file data).
+ * never contains request bodies (environment values, file data). Codes: no answer, a refused
+ * connection or a timeout is SL_EUNAVAILABLE; HTTP 404 SL_ENOTFOUND, other 4xx SL_EINVAL (a name
+ * conflict at create included), 5xx SL_EIO; a malformed answer SL_EIO; an existing network with
+ * other settings SL_EEXIST. A create call that gets no answer at all (the daemon wedged) leaves
+ * no id to remove: such a container, if it was made, is found by a list by label.
  *
  * Closing: operations in flight complete with SL_ECANCELED (a create_and_start cancelled
  * after its create leaves the container behind: a later list by label finds it), then the

@@ -121,6 +121,16 @@ static void on_exec(void *arg, const struct sl_launcher_exec_result *x)
     r->deadline_passed = x->deadline_passed;
 }
 
+/* For the allocation-failure sweep: keeps rc and err only (allocating here would fail too). */
+static void on_exec_rc(void *arg, const struct sl_launcher_exec_result *x)
+{
+    struct result *r = arg;
+
+    assert_false(r->done);
+    keep_err(r, x->rc, x->err);
+    r->exit_code = x->exit_code;
+}
+
 static void on_stat(void *arg, int rc, const char *err, bool is_dir, uint64_t size)
 {
     struct result *r = arg;
@@ -431,6 +441,7 @@ static void create_and_start_runs_a_hardened_container(void **state)
         { "/etc/sluice-test/deep/ca.pem", ca_text, sizeof(ca_text) - 1, 0644 },
     };
     const char *dirs[] = { "/workspace/repo", "/workspace/other" };
+    const struct sl_launcher_file bad_files[] = { { "/etc/passwd/x", "x", 1, 0644 } };
     struct sl_launcher_container spec = {
         .name = CTR_NAME,
         .image = IMAGE,
@@ -465,12 +476,24 @@ static void create_and_start_runs_a_hardened_container(void **state)
     assert_non_null(strstr(r.err, "docker: "));
     result_finish(&r);
 
-    /* A failure after the create (a missing resolv.conf source) removes the container. */
+    /* The daemon refuses a missing bind source at create: its message, nothing created. */
     spec.name = "sl-t-docker-broken";
     spec.resolv_conf = "/nonexistent/sl-t-docker-resolv";
     l->ops->create_and_start(l, &spec, on_started, &r);
     wait_for(&r);
-    assert_true(r.rc < 0);
+    assert_int_equal(r.rc, SL_EINVAL);
+    assert_non_null(strstr(r.err, "bind source path does not exist"));
+    result_finish(&r);
+    assert_int_equal(raw("GET", "/containers/sl-t-docker-broken/json"), 404);
+
+    /* A failure after the create (copying a file under a file) removes the container. */
+    spec.resolv_conf = NULL;
+    spec.files = bad_files;
+    spec.n_files = 1;
+    l->ops->create_and_start(l, &spec, on_started, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_EIO);
+    assert_non_null(strstr(r.err, "not a directory"));
     result_finish(&r);
     assert_int_equal(raw("GET", "/containers/sl-t-docker-broken/json"), 404);
 }
@@ -527,6 +550,23 @@ static void exec_reports_exit_code_and_split_streams(void **state)
                                "1\n"
                                "NoNewPrivs:1\n"
                                "1024\n");
+    result_finish(&r);
+}
+
+static void exec_runs_in_the_given_directory_with_signal_codes(void **state)
+{
+    struct result r = { 0 };
+    const char *argv[] = { "sh", "-c", "pwd; kill -TERM $$" };
+    struct sl_launcher_exec e = {
+        .argv = argv, .argc = 3, .cwd = "/etc", .max_stdout = 64, .max_stderr = 64
+    };
+
+    (void)state;
+    l->ops->exec(l, ctr_id, &e, on_exec, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.out, "/etc\n");
+    assert_int_equal(r.exit_code, 128 + 15);
     result_finish(&r);
 }
 
@@ -729,6 +769,26 @@ static void list_finds_by_label_and_remove_removes(void **state)
     result_finish(&r);
 }
 
+static void an_unreachable_daemon_is_unavailable(void **state)
+{
+    struct sl_launcher *l2 = NULL;
+    struct result r = { 0 };
+    bool closed = false;
+
+    (void)state;
+    assert_int_equal(sl_docker_launcher_create(&loop, "/nonexistent/sl-t-docker.sock", &l2), 0);
+    l2->ops->ping(l2, on_done, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_EUNAVAILABLE);
+    assert_non_null(strstr(r.err, "/nonexistent/sl-t-docker.sock"));
+    result_finish(&r);
+    l2->ops->close(l2, on_closed, &closed);
+    while (!closed) {
+        (void)uv_run(&loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(sl_docker_launcher_create(&loop, "", &l2), SL_EINVAL);
+}
+
 static void close_cancels_operations_in_flight(void **state)
 {
     struct sl_launcher *l2 = NULL;
@@ -757,6 +817,59 @@ static void close_cancels_operations_in_flight(void **state)
     result_finish(&r2);
 }
 
+/*
+ * The allocation-failure sweep (STYLE §9): the Nth allocation of sluice's own code fails, for
+ * every N until an operation gets through. Each operation still reports exactly once, from the
+ * loop, and nothing leaks (LeakSanitizer in the sanitizer build).
+ */
+static void allocation_failures_report_once_and_leak_nothing(void **state)
+{
+    const char *argv[] = { "true" };
+    struct sl_launcher_exec e = { .argv = argv, .argc = 1, .max_stdout = 16, .max_stderr = 16 };
+
+    (void)state;
+    for (int kind = 0; kind < 4; kind++) {
+        bool passed = false;
+
+        for (long n = 1; n < 200 && !passed; n++) {
+            struct result r = { 0 };
+
+            sl_mem_fail_after(n);
+            switch (kind) {
+            case 0:
+                l->ops->ensure_network(l, &test_net, on_done, &r);
+                break;
+            case 1:
+                l->ops->list(l, LABEL, on_list, &r);
+                break;
+            case 2:
+                l->ops->stat(l, "no-such-container-sl-t", "/etc", on_stat, &r);
+                break;
+            default:
+                l->ops->exec(l, "no-such-container-sl-t", &e, on_exec_rc, &r);
+                break;
+            }
+            assert_false(r.done);
+            while (!r.done) {
+                (void)uv_run(&loop, UV_RUN_ONCE);
+            }
+            passed = sl_mem_failures() == 0;
+            sl_mem_fail_after(0);
+            if (passed) {
+                assert_int_equal(r.rc, kind >= 2 ? SL_ENOTFOUND : 0);
+            } else {
+                if (!(r.rc == 0 || r.rc == SL_ENOMEM || r.rc == SL_ENOTFOUND || r.rc == SL_EIO)) {
+                    print_error("kind %d n %ld: rc %d %s\n", kind, n, r.rc, r.err);
+                }
+                assert_true(r.rc == 0 || r.rc == SL_ENOMEM || r.rc == SL_ENOTFOUND
+                            || r.rc == SL_EIO);
+            }
+            result_finish(&r);
+        }
+        assert_true(passed);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -764,10 +877,13 @@ int main(void)
         cmocka_unit_test(has_image_finds_present_and_missing),
         cmocka_unit_test(create_and_start_runs_a_hardened_container),
         cmocka_unit_test(exec_reports_exit_code_and_split_streams),
+        cmocka_unit_test(exec_runs_in_the_given_directory_with_signal_codes),
         cmocka_unit_test(exec_caps_output_and_marks_truncation),
+        cmocka_unit_test(an_unreachable_daemon_is_unavailable),
         cmocka_unit_test(exec_deadline_abandons_the_stream),
         cmocka_unit_test(files_round_trip_and_refusals),
         cmocka_unit_test(invalid_input_fails_asynchronously),
+        cmocka_unit_test(allocation_failures_report_once_and_leak_nothing),
         cmocka_unit_test(list_finds_by_label_and_remove_removes),
         cmocka_unit_test(close_cancels_operations_in_flight),
     };
