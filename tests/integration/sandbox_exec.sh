@@ -153,6 +153,10 @@ check_eq "token cut by the 1 MiB cap: stdout is still capped and truncated" \
 check_eq "... and stdout does not end in a prefix (8+ characters) of the token (ends '$tail_out')" \
   "$(T=$token sbx_field 'any(d["stdout"].endswith(__import__("os").environ["T"][:k]) for k in range(8, len(__import__("os").environ["T"]) + 1))')" false
 check_eq "... stderr holding only the token shows ***" "$(sbx_field 'd["stderr"]')" "***"
+# The same for a secret variable of the environment.
+sbx_exec "$id" 'head -c $((1048576 - 20)) /dev/zero | tr "\0" a; printf "%s" "$SBX_SECRET"'
+check_eq "a secret value cut by the 1 MiB cap: stdout does not end in a prefix (8+) of it" \
+  "$(T=$SBX_SECRET sbx_field 'any(d["stdout"].endswith(__import__("os").environ["T"][:k]) for k in range(8, len(__import__("os").environ["T"]) + 1))')" false
 # 4000 tokens at every alignment in 300 kB of output: none survives, each becomes ***.
 sbx_exec "$id" 't=${HTTP_PROXY#http://*:}; t=${t%@*}; for i in $(seq 1 4000); do printf "%*s%s\n" $((i % 61)) "" "$t"; done'
 check_api "4000 tokens at shifting offsets: 200" 200

@@ -122,6 +122,26 @@ check_err "read a file of 64 MiB + 1 → 4xx file too large" '^file too large'
 SBX_API_TIMEOUT=120 sbx_read "$id" "edge.bin"
 check_api "read a file of exactly 64 MiB works" 200 'd.get("size")' 67108864
 
+# Symbolic links and special files are conditions inside the sandbox: 4xx {"error"} at worst,
+# never a 5xx "runtime failed" (SPEC §5.3); a link to a regular file reads as that file.
+sbx_exec "$id" 'printf "linked\n" > target.txt && ln -sf target.txt link.txt && mkfifo fifo && ln -sf /nonexistent dangling && echo ok'
+for p in link.txt /etc/os-release; do
+  sbx_read "$id" "$p"
+  if [ "$SBX_STATUS" = 200 ]; then
+    ok "read through the symbolic link $p: 200"
+  else
+    not_ok "read through the symbolic link $p: 200 (the target's content)"
+    sbx_show
+  fi
+done
+sbx_read "$id" link.txt
+check_eq "... link.txt reads as target.txt" \
+  "$(sbx_field '__import__("base64").b64decode(d.get("content", "")).decode()' || true)" "linked"
+for p in dangling /dev/zero fifo; do
+  SBX_API_TIMEOUT=30 sbx_read "$id" "$p"
+  check_err "read $p → 4xx with an error" '.'
+done
+
 sbx_close "$id" || true
 check_api "close → 204" 204
 sbx_shutdown_checks
