@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/sandbox_git.sh - SPEC.md §5.3 with a git platform (`--git-url`,
+# `--git-token`): the ref is checked (unknown → 422 `unknown ref`, nothing left running); a
+# branch, a tag, another branch and a commit SHA are cloned into /workspace/repo and checked out;
+# the clone goes through the proxy, which injects `Authorization: Basic
+# base64(x-access-token:TOKEN)` for the git host (every request the git server saw carried it),
+# also for a sandbox whose environment has network off; the token appears nowhere inside the
+# sandbox (env, /workspace, /root, /etc, git config) nor in its container's Config.Env. The git
+# server is tests/support/gitserver.sh. Network sl-t-git, subnet 10.213.17.0/24.
+# shellcheck disable=SC2016 # commands run inside the sandbox are single-quoted on purpose
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
+source "$SLUICE_SRC/tests/support/gitserver.sh"
+# shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
+source "$SLUICE_SRC/tests/support/sandbox.sh"
+fx_init
+
+GIT_TOKEN=gt-$(fx_random_hex 32)
+GIT_BASIC_B64=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)
+fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
+fx_git_repo acme/widget || fx_bail "fixture repository"
+fx_git_check
+sbx_setup sl-t-git 17 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
+log_start=$(wc -l <"$FX_GIT_LOG")
+
+# --- refs -----------------------------------------------------------------------------------------
+sbx_create sbx no-such-branch || true
+check_api "unknown ref → 422 unknown ref" 422 'd.get("message")' "unknown ref"
+check "... and no container is left for it" sbx_no_leftovers
+
+declare -A want=([main]=$FX_GIT_MAIN_SHA [v1]=$FX_GIT_V1_SHA [feature]=$FX_GIT_FEATURE_SHA
+  [$FX_GIT_V1_SHA]=$FX_GIT_V1_SHA)
+main_id=
+for ref in main v1 feature "$FX_GIT_V1_SHA"; do
+  sbx_create sbx "$ref" || true
+  check_api "create with ref $ref → 201" 201 'd.get("ref")' "$ref"
+  [ -n "$SBX_ID" ] || continue
+  sbx_exec "$SBX_ID" 'git rev-parse HEAD; git status --porcelain | wc -l; test -f feature.txt && echo has-feature || echo no-feature'
+  out=$(sbx_field 'd["stdout"].split()')
+  if [ "$ref" = feature ]; then f=has-feature; else f=no-feature; fi
+  check_eq "ref $ref: /workspace/repo is a clean checkout of ${want[$ref]:0:12}" "$out" \
+    "[\"${want[$ref]}\", \"0\", \"$f\"]"
+  sbx_exec "$SBX_ID" 'printf "%s\n" "$SLUICE_REF"'
+  check_api "ref $ref: SLUICE_REF=$ref" 200 'd["stdout"].strip()' "$ref"
+  if [ "$ref" = main ]; then
+    main_id=$SBX_ID
+  else
+    sbx_close "$SBX_ID" || true
+  fi
+done
+[ -n "$main_id" ] || fx_bail "no sandbox on main"
+
+# --- the clone went through the proxy with the credential injected -----------------------------------
+new_lines() { tail -n +"$((log_start + 1))" "$FX_GIT_LOG"; }
+check "the git server saw the clones" test "$(new_lines | grep -c '"status":200')" -gt 0
+check_eq "every request it saw carried the platform token (auth=1)" \
+  "$(new_lines | grep -c '"auth":0' || true)" 0
+check_audit "audit: git.sluice.test allowed with a credential for the sandbox" client="$main_id" \
+  host=git.sluice.test decision=allow credential=true
+sbx_exec "$main_id" 'git remote get-url origin'
+check_api "origin is {git-url}/acme/widget.git" 200 'd["stdout"].strip()' "$FX_GIT_URL/acme/widget.git"
+sbx_exec "$main_id" 'git fetch -q origin && git ls-remote origin refs/tags/v1 | cut -c1-40'
+check_api "git fetch / ls-remote from inside work (through the proxy)" 200 'd["exitCode"]' 0
+n=$(wc -l <"$FX_GIT_LOG")
+
+# --- the token is nowhere inside ----------------------------------------------------------------------
+for secret in "$GIT_TOKEN" "$GIT_BASIC_B64"; do
+  sbx_exec "$main_id" "{ env; tr '\\0' '\\n' </proc/1/environ; git config --list --show-origin; git -C /workspace/repo config --list --show-origin; } 2>/dev/null | grep -cF -- '$secret'; grep -rlsF -- '$secret' /workspace /root /etc /tmp /home 2>/dev/null | wc -l"
+  check_api "the ${secret:0:4}… value is not in env, git config, /workspace, /root, /etc, /tmp, /home" \
+    200 'd["stdout"].split()' '["0", "0"]'
+done
+cid=$(sbx_cid "$main_id" || true)
+check "the token is not in the container's Config.Env or labels" \
+  bash -c "! '$FX_PYTHON' '$FX_SUPPORT/dockerctl.py' inspect '$cid' | grep -qF -- '$GIT_TOKEN'"
+
+# --- a git host reachable with network off ------------------------------------------------------------
+sbx_create sbx-off main || true
+check_api "network off, ref main → 201" 201
+if [ -n "$SBX_ID" ]; then
+  off=$SBX_ID
+  sbx_exec "$off" 'git rev-parse HEAD; git fetch -q origin && echo fetched'
+  check_api "network off: the clone is there and git fetch works" 200 'd["stdout"].split()' \
+    "[\"$FX_GIT_MAIN_SHA\", \"fetched\"]"
+  sbx_exec "$off" "curl -sS --max-time 10 -o /dev/null -w '%{http_connect}' $(sbx_url_tls /hello) 2>/dev/null; echo"
+  check_api "network off: other hosts are refused (CONNECT 403)" 200 'd["stdout"].strip()' 403
+  sbx_exec "$off" "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' $FX_GIT_URL/ 2>/dev/null; echo"
+  fx_note "network off: GET / on the git host gives $(sbx_field 'd["stdout"].strip()') (the git server itself answers 404 for /)"
+  sbx_close "$off" || true
+fi
+check_eq "the git server still saw no request without the token" \
+  "$(tail -n +"$((n + 1))" "$FX_GIT_LOG" | grep -c '"auth":0' || true)" 0
+
+sbx_close "$main_id" || true
+check_api "close → 204" 204
+sbx_shutdown_checks
+check "no container of this test's network survives" fx_wait 15 sbx_no_leftovers
+fx_done
