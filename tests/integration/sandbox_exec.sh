@@ -148,15 +148,24 @@ fx_note "transformed token (not required to be hidden): $(sbx_field 'd["stdout"]
 # The token right at the 1 MiB cap: no prefix of it may survive the cut.
 sbx_exec "$id" 't=${HTTP_PROXY#http://*:}; t=${t%@*}; head -c $((1048576 - 20)) /dev/zero | tr "\0" a; printf "%s" "$t"; printf "%s" "$t" >&2'
 tail_out=$(sbx_field 'd["stdout"][-20:]')
-check_eq "token cut by the 1 MiB cap: stdout is still capped and truncated" \
-  "$(sbx_field '[len(d["stdout"]) <= 1048576, d["truncated"]]')" '[true, true]'
+# Redaction comes before the cut: the token, whole, becomes *** and the output then fits.
+check_eq "token across the 1 MiB cap: redacted whole, and the output then fits (not truncated)" \
+  "$(sbx_field '[len(d["stdout"]) <= 1048576, d["stdout"].endswith("a***"), d["truncated"]]')" \
+  '[true, true, false]'
 check_eq "... and stdout does not end in a prefix (8+ characters) of the token (ends '$tail_out')" \
   "$(T=$token sbx_field 'any(d["stdout"].endswith(__import__("os").environ["T"][:k]) for k in range(8, len(__import__("os").environ["T"]) + 1))')" false
 check_eq "... stderr holding only the token shows ***" "$(sbx_field 'd["stderr"]')" "***"
 # The same for a secret variable of the environment.
-sbx_exec "$id" 'head -c $((1048576 - 20)) /dev/zero | tr "\0" a; printf "%s" "$SBX_SECRET"'
-check_eq "a secret value cut by the 1 MiB cap: stdout does not end in a prefix (8+) of it" \
+sbx_exec "$id" 'head -c $((1048576 - 20)) /dev/zero | tr "\0" a; printf "%s" "$SBX_SECRET"; head -c 100 /dev/zero'
+check_eq "a secret value across the cap, output longer than the cap: no prefix (8+) of it" \
   "$(T=$SBX_SECRET sbx_field 'any(d["stdout"].endswith(__import__("os").environ["T"][:k]) for k in range(8, len(__import__("os").environ["T"]) + 1))')" false
+check_eq "... the secret became *** and the rest was cut (truncated)" \
+  "$(sbx_field '[len(d["stdout"]) <= 1048576, "a***" in d["stdout"], d["truncated"]]')" '[true, true, true]'
+# A secret that straddles the cut with more output after: the cut may not leave its start.
+sbx_exec "$id" 'head -c $((1048576 - 10)) /dev/zero | tr "\0" a; printf "%s" "$SBX_SECRET"; head -c 3000000 /dev/zero | tr "\0" b'
+check_eq "a secret straddling the cut, 3 MB more after it: no prefix (4+) of it at the end" \
+  "$(T=$SBX_SECRET sbx_field 'any(d["stdout"].endswith(__import__("os").environ["T"][:k]) for k in range(4, len(__import__("os").environ["T"]) + 1))')" false
+check_eq "... capped and truncated" "$(sbx_field '[len(d["stdout"]) <= 1048576, d["truncated"]]')" '[true, true]'
 # 4000 tokens at every alignment in 300 kB of output: none survives, each becomes ***.
 sbx_exec "$id" 't=${HTTP_PROXY#http://*:}; t=${t%@*}; for i in $(seq 1 4000); do printf "%*s%s\n" $((i % 61)) "" "$t"; done'
 check_api "4000 tokens at shifting offsets: 200" 200
