@@ -66,13 +66,27 @@ SBX_REPO=acme/other sbx_create sbx main || true
 check_api "alice may still open one in another repository (201)" 201
 other_id=$SBX_ID
 
+# --- a container that cannot start: 503, nothing left -------------------------------------------
+SBX_WHO=root sbx_api POST /api/v1/environments \
+  '{"name":"sbx-noimage","scope":"global","base_image":"sluice-t/no-such-image:never","network":"off"}' \
+  >/dev/null
+check_api "an environment whose image does not exist (201)" 201
+before=$(sbx_leftovers | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+SBX_REPO=acme/noimage sbx_create sbx-noimage main || true
+check_api "a container that cannot start → 503 with the exact message" 503 'd.get("message")' \
+  "the sandbox container did not start; try again"
+after=$(sbx_leftovers | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
+check_eq "... and nothing of it is left (containers of this network before and after)" "$after" "$before"
+SBX_REPO=acme/noimage sbx_api GET "" >/dev/null
+check_api "... nor listed" 200 'len(d)' 0
+
 # --- close: container gone, token refused -----------------------------------------------------------
 token=$(sbx_token "$s1" || true)
 check "sandbox 1's proxy token is known (docker inspect)" test -n "$token"
 SBX_TOK_sandbox=${token:-none}
 SBX_WHO=sandbox sbx_create sbx main || true
-check "a sandbox's proxy token used as an API token cannot create sandboxes (401/403)" \
-  test "$SBX_STATUS" = 401 -o "$SBX_STATUS" = 403
+check_api "a sandbox's proxy token used as an API token → 403" 403 'd.get("message")' \
+  "sandbox tokens cannot use the API nor start sandboxes"
 [ "$FX_LAST" = 0 ] || sbx_show
 SBX_TOK_nobody=
 SBX_WHO=nobody sbx_api GET "" >/dev/null
