@@ -222,11 +222,17 @@ static int append_utf8(struct sl_buf *b, const unsigned char *p, size_t n)
         if (c < 0x80) {
             len = 1;
         } else if ((c & 0xE0) == 0xC0) {
-            len = 2, cp = c & 0x1F, min = 0x80;
+            len = 2;
+            cp = c & 0x1F;
+            min = 0x80;
         } else if ((c & 0xF0) == 0xE0) {
-            len = 3, cp = c & 0x0F, min = 0x800;
+            len = 3;
+            cp = c & 0x0F;
+            min = 0x800;
         } else if ((c & 0xF8) == 0xF0) {
-            len = 4, cp = c & 0x07, min = 0x10000;
+            len = 4;
+            cp = c & 0x07;
+            min = 0x10000;
         }
         for (size_t k = 1; len > 1 && k < len; k++) {
             if (i + k >= n || (p[i + k] & 0xC0) != 0x80) {
