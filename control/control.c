@@ -6,9 +6,11 @@
 #include "control/control.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -342,7 +344,8 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     struct sl_sandboxes_config sc;
     struct sl_firewall_config fw;
     struct sl_buf bundle;
-    char resolv[PATH_BYTES];
+    char resolv[PATH_BYTES + 32];
+    char dir[PATH_MAX];
     char err[ERR_BYTES] = "";
     int rc;
 
@@ -353,9 +356,13 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     memset(&sc, 0, sizeof(sc));
     sl_buf_init(&bundle, 8u << 20);
     rc = read_ca_bundle(cfg->data_dir, &bundle, err, sizeof(err));
+    /* Docker binds host paths: the file's path must be absolute. */
+    if (rc == 0 && realpath(cfg->data_dir, dir) == NULL) {
+        rc = SL_EIO;
+        (void)snprintf(err, sizeof(err), "cannot resolve the data directory: %s", strerror(errno));
+    }
     if (rc == 0
-        && snprintf(resolv, sizeof(resolv), "%s/sandbox-resolv.conf", cfg->data_dir)
-                   >= (int)sizeof(resolv)) {
+        && snprintf(resolv, sizeof(resolv), "%s/sandbox-resolv.conf", dir) >= (int)sizeof(resolv)) {
         rc = SL_EINVAL;
         (void)snprintf(err, sizeof(err), "the data directory's path is too long");
     }
