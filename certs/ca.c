@@ -17,6 +17,7 @@
 #include <openssl/rand.h>
 #include <openssl/x509v3.h>
 
+#include "base/file.h"
 #include "base/mem.h"
 #include "certs/certs_int.h"
 
@@ -199,48 +200,13 @@ EVP_PKEY *sl_ca_key(const struct sl_ca *ca)
 /* Reads the whole regular file `path` into `b` (capped at SL_CA_FILE_MAX_BYTES). */
 static int read_file(const char *path, struct sl_buf *b, char *err, size_t errlen)
 {
-    unsigned char chunk[4096];
-    struct stat st;
-    int rc = 0;
-    int fd;
+    int rc = sl_file_read(path, b, err, errlen);
 
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd == -1) {
-        sl__certs_seterr(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return SL_EIO;
+    if (rc == SL_ETOOBIG) {
+        sl__certs_seterr(err, errlen, "%s: larger than %zu bytes, not a CA file", path,
+                         SL_CA_FILE_MAX_BYTES);
     }
-    if (fstat(fd, &st) == -1) {
-        sl__certs_seterr(err, errlen, "cannot read %s: %s", path, strerror(errno));
-        rc = SL_EIO;
-    } else if (!S_ISREG(st.st_mode)) {
-        sl__certs_seterr(err, errlen, "cannot read %s: not a regular file", path);
-        rc = SL_EIO;
-    }
-    while (rc == 0) {
-        ssize_t n = read(fd, chunk, sizeof(chunk));
-
-        if (n == -1 && errno == EINTR) {
-            continue;
-        }
-        if (n == -1) {
-            sl__certs_seterr(err, errlen, "cannot read %s: %s", path, strerror(errno));
-            rc = SL_EIO;
-        } else if (n == 0) {
-            break;
-        } else {
-            rc = sl_buf_append(b, chunk, (size_t)n);
-            if (rc == SL_ETOOBIG) {
-                sl__certs_seterr(err, errlen, "%s: larger than %zu bytes, not a CA file", path,
-                                 SL_CA_FILE_MAX_BYTES);
-            } else if (rc < 0) {
-                sl__certs_seterr(err, errlen, "cannot read %s: out of memory", path);
-            }
-        }
-    }
-    /* The chunk may hold key material. */
-    OPENSSL_cleanse(chunk, sizeof(chunk));
-    (void)close(fd);
-    return rc;
+    return rc == SL_ENOTFOUND ? SL_EIO : rc;
 }
 
 /* OpenSSL's default would prompt on the terminal for the password of an encrypted key. */

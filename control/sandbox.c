@@ -1648,10 +1648,15 @@ void sl_sandbox_clients_free(struct sl_sandbox_clients *c)
 
 /* ---- start, status, close ----------------------------------------------------------------- */
 
+static void maybe_closed(struct sl_sandboxes *sb);
+
+/* The start sequence failed: say why (status and log) and end it. */
 static void fail_start(struct sl_sandboxes *sb, const char *what, const char *err)
 {
     (void)snprintf(sb->error, sizeof(sb->error), "%s: %s", what, err != NULL ? err : "failed");
     sl_log(SL_LOG_ERROR, 0, "msg=\"sandboxes are not available\" err=\"%s\"", sb->error);
+    sb->pending_removes--;
+    maybe_closed(sb);
 }
 
 static void on_leftover_removed(void *arg, int rc, const char *err)
@@ -1677,8 +1682,6 @@ static void on_listed(void *arg, int rc, const char *err, const struct sl_launch
 
     if (rc < 0) {
         fail_start(sb, "cannot list containers", err);
-        sb->pending_removes--;
-        maybe_closed(sb);
         return;
     }
     for (size_t i = 0; i < n && !sb->closing; i++) {
@@ -1710,8 +1713,6 @@ static void on_network(void *arg, int rc, const char *err)
 
     if (rc < 0) {
         fail_start(sb, "cannot set up the sandbox network", err);
-        sb->pending_removes--;
-        maybe_closed(sb);
         return;
     }
     sb->cfg.launcher->ops->list(sb->cfg.launcher, LABEL_SANDBOX, on_listed, sb);
@@ -1724,8 +1725,6 @@ static void on_ping(void *arg, int rc, const char *err)
 
     if (rc < 0) {
         fail_start(sb, "the container runtime does not answer", err);
-        sb->pending_removes--;
-        maybe_closed(sb);
         return;
     }
     sb->cfg.launcher->ops->ensure_network(sb->cfg.launcher, &net, on_network, sb);

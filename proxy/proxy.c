@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "base/buf.h"
+#include "base/file.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "certs/ca.h"
@@ -104,37 +105,13 @@ static void log_errors(const char *origin, const struct sl_policy_errors *errs)
 /* Reads a whole file (at most SL_SNAPSHOT_MAX_BYTES) into `out`. */
 static int read_file(const char *path, struct sl_buf *out, char *err, size_t errlen)
 {
-    char chunk[65536];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    int rc = 0;
+    int rc = sl_file_read(path, out, err, errlen);
 
-    if (fd == -1) {
-        (void)snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return SL_EIO;
+    if (rc == SL_ETOOBIG) {
+        (void)snprintf(err, errlen, "%s is larger than %u bytes", path,
+                       (unsigned)SL_SNAPSHOT_MAX_BYTES);
     }
-    for (;;) {
-        ssize_t n = read(fd, chunk, sizeof(chunk));
-
-        if (n == -1 && errno == EINTR) {
-            continue;
-        }
-        if (n == -1) {
-            (void)snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-            rc = SL_EIO;
-            break;
-        }
-        if (n == 0) {
-            break;
-        }
-        rc = sl_buf_append(out, chunk, (size_t)n);
-        if (rc < 0) {
-            (void)snprintf(err, errlen, "%s is larger than %u bytes", path,
-                           (unsigned)SL_SNAPSHOT_MAX_BYTES);
-            break;
-        }
-    }
-    close(fd);
-    return rc;
+    return rc == SL_ENOTFOUND ? SL_EIO : rc;
 }
 
 /* Loads --policy. At start a bad file stops the proxy; later it keeps the loaded policy. */

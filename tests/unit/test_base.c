@@ -6,7 +6,10 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <uv.h>
@@ -14,6 +17,7 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/file.h"
 #include "base/hash.h"
 #include "base/log.h"
 #include "base/mem.h"
@@ -162,6 +166,47 @@ static void log_levels_parse_by_name(void **state)
     sl_log_set_level(SL_LOG_INFO);
 }
 
+static void file_read_takes_regular_files_within_the_cap(void **state)
+{
+    char dir[] = "/tmp/sluice-file-XXXXXX";
+    char path[64];
+    char err[256];
+    struct sl_buf b;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(path, sizeof(path), "%s/f", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs("0123456789", f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+    sl_buf_init(&b, 64);
+    assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), 0);
+    assert_int_equal(b.len, 10);
+    assert_string_equal(sl_buf_cstr(&b), "0123456789");
+    /* Appends, and the cap holds. */
+    sl_buf_finish(&b);
+    sl_buf_init(&b, 15);
+    assert_int_equal(sl_buf_append(&b, "abc", 3), 0);
+    assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), 0);
+    assert_string_equal(sl_buf_cstr(&b), "abc0123456789");
+    assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), SL_ETOOBIG);
+    assert_non_null(strstr(err, path));
+    sl_buf_finish(&b);
+    sl_buf_init(&b, 64);
+    assert_int_equal(sl_file_read(dir, &b, err, sizeof(err)), SL_EIO);
+    assert_non_null(strstr(err, "not a regular file"));
+    (void)snprintf(path, sizeof(path), "%s/missing", dir);
+    assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), SL_ENOTFOUND);
+    assert_non_null(strstr(err, path));
+    assert_int_equal(sl_file_read(path, &b, NULL, 0), SL_ENOTFOUND);
+    sl_buf_finish(&b);
+    (void)snprintf(path, sizeof(path), "%s/f", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void siphash_matches_the_reference_vectors(void **state)
 {
     uint8_t key[SL_HASH_KEY_BYTES];
@@ -196,6 +241,7 @@ int main(void)
         cmocka_unit_test(strerror_names_ours_and_libuv_codes),
         cmocka_unit_test(log_levels_parse_by_name),
         cmocka_unit_test(siphash_matches_the_reference_vectors),
+        cmocka_unit_test(file_read_takes_regular_files_within_the_cap),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
