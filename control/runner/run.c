@@ -33,6 +33,9 @@
  * not control), so it links none of the sluice libraries: no heap at all, its tables are
  * static arrays sized for the kernel's largest pid, paged in only as far as they are used.
  */
+/* syscall(2), for the signals libc will not touch (see reset_signal), is not POSIX. */
+#define _DEFAULT_SOURCE 1
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +46,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -496,6 +500,28 @@ static void stop_tree(int sig, uint64_t grace_ms, const sigset_t *chld)
 
 /* In the child: undo what the runner changed about signals, take stdin from `null_fd`, and
  * exec the shell. Never returns. */
+/* The kernel's struct sigaction for rt_sigaction(2) (x86_64 and aarch64 layouts agree for
+ * SIG_DFL: handler, flags, restorer, mask). */
+struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)(void);
+    uint64_t mask;
+};
+
+/* SIG_DFL for `sig`. libc refuses the signals it reserves for itself (32 and 33 in glibc), yet
+ * a parent may have left them ignored, and an ignored disposition survives exec: those go to
+ * the kernel directly. SIGKILL and SIGSTOP cannot be changed at all. */
+static void reset_signal(int sig, const struct sigaction *dfl)
+{
+    struct kernel_sigaction k = { SIG_DFL, 0, NULL, 0 };
+
+    if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, dfl, NULL) == 0) {
+        return;
+    }
+    (void)syscall(SYS_rt_sigaction, sig, &k, NULL, sizeof(k.mask));
+}
+
 static void exec_shell(const char *cmd, int null_fd)
 {
     const char *shell = access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
@@ -509,7 +535,7 @@ static void exec_shell(const char *cmd, int null_fd)
     dfl.sa_handler = SIG_DFL;
     (void)sigemptyset(&dfl.sa_mask);
     for (int sig = 1; sig <= SIGRTMAX; sig++) {
-        (void)sigaction(sig, &dfl, NULL); /* EINVAL for KILL, STOP and libc's own: fine */
+        reset_signal(sig, &dfl);
     }
     (void)sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
