@@ -6,13 +6,12 @@
 #include "control/control.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <sodium.h>
@@ -344,8 +343,9 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     struct sl_sandboxes_config sc;
     struct sl_firewall_config fw;
     struct sl_buf bundle;
-    char resolv[PATH_BYTES + 32];
-    char dir[PATH_MAX];
+    char resolv[PATH_BYTES * 2 + 32];
+    char cwd[PATH_BYTES];
+    char dir[PATH_BYTES * 2 + 2];
     char err[ERR_BYTES] = "";
     int rc;
 
@@ -357,9 +357,16 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     sl_buf_init(&bundle, 8u << 20);
     rc = read_ca_bundle(cfg->data_dir, &bundle, err, sizeof(err));
     /* Docker binds host paths: the file's path must be absolute. */
-    if (rc == 0 && realpath(cfg->data_dir, dir) == NULL) {
+    if (rc == 0 && cfg->data_dir[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL) {
         rc = SL_EIO;
-        (void)snprintf(err, sizeof(err), "cannot resolve the data directory: %s", strerror(errno));
+        (void)snprintf(err, sizeof(err), "cannot tell the current directory: %s", strerror(errno));
+    }
+    if (rc == 0
+        && snprintf(dir, sizeof(dir), "%s%s%s", cfg->data_dir[0] == '/' ? "" : cwd,
+                    cfg->data_dir[0] == '/' ? "" : "/", cfg->data_dir)
+                   >= (int)sizeof(dir)) {
+        rc = SL_EINVAL;
+        (void)snprintf(err, sizeof(err), "the data directory's path is too long");
     }
     if (rc == 0
         && snprintf(resolv, sizeof(resolv), "%s/sandbox-resolv.conf", dir) >= (int)sizeof(resolv)) {
