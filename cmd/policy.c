@@ -306,6 +306,13 @@ static void print_decision(const struct sl_decision *d, const struct sl_request_
     printf("client: %s\n", d->client != NULL ? d->client : "none");
     printf("environment: %s\n", d->environment != NULL ? d->environment : "none");
     printf("rule: %s\n", d->rule != NULL ? d->rule : "none");
+    if (d->passthrough) {
+        /* The proxy will not see the request: say so rather than pretend to have judged it. */
+        printf("tls: passthrough (the tunnel is relayed uninspected: no method filter, no "
+               "credential, the requests inside are not seen)\n");
+    } else if (req->tls) {
+        printf("tls: intercept\n");
+    }
     if (d->credential_header != NULL) {
         /* The header's name only: the value is a secret (SPEC §4.6). */
         printf("credential: %s header injected (value not shown)\n", d->credential_header);

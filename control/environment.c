@@ -32,7 +32,7 @@ static const char *const root_readonly[] = { "id",         "owner",      "is_def
                                              "created_at", "updated_at", "undecryptable" };
 static const char *const var_keys[] = { "name", "value", "secret" };
 static const char *const egress_keys[] = { "default", "rules" };
-static const char *const rule_keys[] = { "host", "methods", "credential" };
+static const char *const rule_keys[] = { "host", "methods", "credential", "tls" };
 static const char *const credential_keys[] = { "header", "value" };
 static const char *const credential_readonly[] = { "has_value" };
 
@@ -905,6 +905,38 @@ static void parse_credential(struct parse *p, json_t *c, struct sl_env_rule *out
     }
 }
 
+/* `tls`: "intercept" (the default) or "passthrough", whose tunnels the proxy relays without
+ * seeing a request: it can neither filter methods nor inject a credential, so asking for
+ * either is an error rather than a promise the proxy would not keep (policy/snapshot.h). */
+static void parse_tls(struct parse *p, json_t *rule, struct sl_env_rule *out)
+{
+    size_t n = 0;
+    const char *mode = get_string(p, rule, "tls", false, &n);
+
+    if (mode == NULL) {
+        return;
+    }
+    if (strcmp(mode, "passthrough") == 0) {
+        out->passthrough = true;
+    } else if (strcmp(mode, "intercept") != 0) {
+        key_error(p, "tls", "must be \"intercept\" or \"passthrough\"");
+        return;
+    }
+    if (!out->passthrough) {
+        return;
+    }
+    if (json_array_size(member(rule, "methods")) > 0) {
+        key_error(p, "methods",
+                  "a \"tls\": \"passthrough\" rule cannot filter methods: the proxy does not "
+                  "see the requests inside the tunnel");
+    }
+    if (member(rule, "credential") != NULL) {
+        key_error(p, "credential",
+                  "a \"tls\": \"passthrough\" rule cannot carry a credential: the proxy does "
+                  "not see the requests inside the tunnel");
+    }
+}
+
 static void parse_rule(struct parse *p, json_t *rule, struct sl_env_rule *out)
 {
     json_t *c;
@@ -923,6 +955,7 @@ static void parse_rule(struct parse *p, json_t *rule, struct sl_env_rule *out)
         parse_credential(p, c, out);
         path_pop(p, mark);
     }
+    parse_tls(p, rule, out);
 }
 
 static void parse_rules(struct parse *p, json_t *rules, struct sl_env_spec *spec)
@@ -1224,6 +1257,17 @@ fail_damaged:
     return SL_EIO;
 }
 
+/* A stored rule has no `tls` (intercept) or "tls":"passthrough" without methods or credential. */
+static bool stored_tls_ok(json_t *r)
+{
+    json_t *tls = json_object_get(r, "tls");
+
+    return tls == NULL
+           || (json_is_string(tls) && strcmp(json_string_value(tls), "passthrough") == 0
+               && json_array_size(json_object_get(r, "methods")) == 0
+               && json_object_get(r, "credential") == NULL);
+}
+
 static bool stored_rule_ok(json_t *r)
 {
     json_t *methods = json_object_get(r, "methods");
@@ -1239,6 +1283,9 @@ static bool stored_rule_ok(json_t *r)
         if (!json_is_string(m)) {
             return false;
         }
+    }
+    if (!stored_tls_ok(r)) {
+        return false;
     }
     return c == NULL || (is_string_member(c, "header") && is_string_member(c, "sealed"));
 }
@@ -1543,6 +1590,9 @@ static int seal_rule(struct parse *p, const struct sl_env_spec *spec, size_t i, 
             return SL_ENOMEM;
         }
     }
+    if (r->passthrough && json_object_set_new(entry, "tls", json_string("passthrough")) != 0) {
+        return SL_ENOMEM;
+    }
     if (r->header == NULL) {
         return 0;
     }
@@ -1809,6 +1859,10 @@ static int render_rule(json_t *stored, const struct sl_env_sealer *sealer, json_
 
     if (rule == NULL || json_array_append_new(rules, rule) != 0) {
         return SL_ENOMEM;
+    }
+    if (json_object_get(stored, "tls") != NULL) {
+        /* Returned only when set, so that rules stored before the field read back unchanged. */
+        SL_TRY(set_new(rule, "tls", json_string("passthrough")));
     }
     if (c == NULL) {
         return 0;

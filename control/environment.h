@@ -34,12 +34,15 @@
  *                 ([A-Za-z_][A-Za-z0-9_]*, at most 128 bytes), unique (case-sensitive); value
  *                 a string without NUL of at most 32 KiB; secret optional bool (false).
  *   egress        optional {default, rules}; default "deny" (the default) or "allow"; at most
- *                 100 rules and 100 credentials. A rule is {host, methods, credential}: host a
+ *                 100 rules and 100 credentials. A rule is {host, methods, credential, tls}: host a
  *                 pattern with an optional port, normalised by policy/host.h (SL_HOST_GLOB);
  *                 methods 0-32 distinct RFC 9110 tokens, uppercase; credential {header, value}
  *                 with the header and value rules of policy/snapshot.h, so that a stored
  *                 environment always compiles into a valid snapshot. A credential without
  *                 "value" keeps the stored one (see sl_env_spec_to_row()).
+ *                 tls "intercept" (the default) or "passthrough", which no non-empty
+ *                 methods and no credential may accompany (stored, rendered and compiled only
+ *                 when "passthrough").
  *                 `network: "on"` with default deny and no rules is an error (nothing could
  *                 get out). With `network: "off"` the egress member is ignored altogether (not
  *                 validated, not stored), as SPEC says "off stores no egress policy".
@@ -174,6 +177,8 @@ struct sl_env_rule {
      * the stored one). Owned; wiped when freed. */
     char *value;
     size_t value_len;
+    /* `"tls": "passthrough"`: then there are no methods and no credential. */
+    bool passthrough;
 };
 
 /* A request that passed every check that needs no database. Every pointer is owned. */

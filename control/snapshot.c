@@ -112,7 +112,7 @@ static int append_new(json_t *arr, json_t *value)
 }
 
 /* True when `r` is a stored rule as control/environment writes it:
- * {"host", "methods": [strings], "credential"?: {"header", "sealed"}}. */
+ * {"host", "methods": [strings], "credential"?: {"header", "sealed"}, "tls"?: "passthrough"}. */
 static bool stored_rule_ok(json_t *r)
 {
     json_t *methods = json_object_get(r, "methods");
@@ -128,6 +128,12 @@ static bool stored_rule_ok(json_t *r)
         if (!json_is_string(m)) {
             return false;
         }
+    }
+    if (json_object_get(r, "tls") != NULL
+        && (!json_is_string(json_object_get(r, "tls"))
+            || strcmp(json_string_value(json_object_get(r, "tls")), "passthrough") != 0
+            || json_array_size(methods) > 0 || c != NULL)) {
+        return false;
     }
     return c == NULL
            || (json_is_string(json_object_get(c, "header"))
@@ -226,6 +232,9 @@ static int compile_rule(struct build *b, const struct sl_env_row *row, json_t *s
     rc = rule != NULL ? append_new(rules, rule) : SL_ENOMEM;
     if (rc == 0 && json_array_size(methods) > 0) {
         rc = set_new(rule, "methods", json_copy(methods));
+    }
+    if (rc == 0 && json_object_get(stored, "tls") != NULL) {
+        rc = set_new(rule, "tls", json_string("passthrough"));
     }
     if (rc == 0 && value != NULL) {
         rc = set_new(

@@ -114,12 +114,17 @@ static void decide_by_rule(const struct sl__match *m, const struct sl_request_vi
 
     out->rule = r->text;
     out->rule_has_credential = r->credential != NULL;
+    out->passthrough = r->passthrough;
     out->_rule_exact = r->cls == SL__RULE_EXACT;
     out->_rule_of_client = m->of_client;
     out->_rule_methods = r->methods;
     out->_rule_n_methods = r->n_methods;
     if (req->method == NULL) {
         /* A tunnel: its requests are decided one by one, credential included. */
+        return;
+    }
+    if (r->passthrough && !req->tls) {
+        deny(out, SL_REASON_NOT_TLS);
         return;
     }
     if (!method_allowed(r, req->method)) {
@@ -293,6 +298,15 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_CREDENTIAL_NEEDS_TLS:
         put(&h, "to allow it, use https: credentials are only injected over TLS");
         break;
+    case SL_REASON_NOT_TLS:
+        if (!d->passthrough) {
+            return 0;
+        }
+        put(&h,
+            "to allow it, use https: rule {\"host\":\"%s\",\"tls\":\"passthrough\"} only "
+            "relays TLS tunnels, uninspected",
+            d->rule);
+        break;
     case SL_REASON_NONE:
     case SL_REASON_NO_POLICY:
     case SL_REASON_NO_IDENTITY:
@@ -301,7 +315,6 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_BAD_HOST:
     case SL_REASON_HOST_MISMATCH:
     case SL_REASON_PRIVATE_ADDRESS:
-    case SL_REASON_NOT_TLS:
     case SL_REASON_DNS:
     case SL_REASON_UPSTREAM_UNREACHABLE:
     case SL_REASON_UPSTREAM_TLS:

@@ -99,6 +99,9 @@ struct sl_decision {
     const char *credential_value;
     /* True when the winning rule has a credential, allowed or not (for explanations). */
     bool rule_has_credential;
+    /* True when the winning rule says `"tls": "passthrough"`, allowed or not. An allowed
+     * CONNECT with it is relayed uninspected (no interception, no request decided inside). */
+    bool passthrough;
     /* The client's id and environment's name; NULL when there is no client. */
     const char *client;
     const char *environment;
@@ -133,7 +136,12 @@ const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const ch
  *   a rule with a credential -> method-not-allowed; a credential over plain HTTP ->
  *   credential-needs-tls; else allowed (with the credential to inject, if any). With no
  *   method (a CONNECT) the winner's methods and credential are not looked at: allowed,
- *   never with a credential;
+ *   never with a credential (`passthrough` tells the proxy how to carry the tunnel); a plain
+ *   HTTP request (`tls` false) whose winner is a passthrough rule -> not-tls: passthrough is
+ *   for TLS, and relaying plain HTTP uninspected, or inspecting what the rule says must not be
+ *   inspected, would both break the rule's promise (a request inside an intercepted tunnel,
+ *   `tls` true, whose winner is a passthrough rule is allowed like one under a rule without
+ *   methods: only a tunnel opened under an older snapshot gets there);
  *   no winner: the environment's default `allow` -> allowed without credential; else
  *   port-not-allowed when some rule's host pattern matched, else host-not-allowed.
  * Allocates nothing; never fails. */
@@ -146,8 +154,9 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
  * unless 80/443) and method. When a wildcard rule refused the method, its methods are kept in
  * the suggestion (`["GET","HEAD","POST"]`), since the new exact rule will outrank it for this
  * host. When an exact-host rule refused the method, a new rule would tie and lose on order, so
- * the hint says to add the method to that rule instead. Only host-, port-, method-not-allowed
- * and credential-needs-tls have hints. Returns the length written, 0 when there is no hint (buf is
+ * the hint says to add the method to that rule instead. Only host-, port-, method-not-allowed,
+ * credential-needs-tls and the not-tls of a plain HTTP request under a passthrough rule have
+ * hints. Returns the length written, 0 when there is no hint (buf is
  * then ""), or SL_ETOOBIG when `cap` is too small (buf then holds "" if cap > 0).
  * SL_POLICY_HINT_MAX is always enough. */
 SL_MUST_CHECK int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *req,

@@ -15,7 +15,7 @@
 #include "policy/validate.h"
 
 static const char *const env_keys[] = { "default", "rules" };
-static const char *const rule_keys[] = { "host", "methods", "credential" };
+static const char *const rule_keys[] = { "host", "methods", "credential", "tls" };
 static const char *const credential_keys[] = { "header", "value" };
 
 void sl_policy_errors_finish(struct sl_policy_errors *e)
@@ -281,6 +281,49 @@ static void parse_credential(struct sl__parse *p, json_t *json, struct sl__rule 
     r->credential = c;
 }
 
+/* `tls`: "intercept" (the default) or "passthrough". */
+static void parse_tls(struct sl__parse *p, json_t *json, struct sl__rule *r)
+{
+    const char *mode;
+    size_t n = 0;
+    size_t mark;
+
+    mode = sl__get_string(p, json, "tls", false, &n);
+    if (mode == NULL) {
+        return;
+    }
+    mark = sl__path_key(p, "tls");
+    if (strcmp(mode, "passthrough") == 0) {
+        r->passthrough = true;
+    } else if (strcmp(mode, "intercept") != 0) {
+        sl__error(p, "must be \"intercept\" or \"passthrough\"");
+    }
+    sl__path_pop(p, mark);
+}
+
+/* A passthrough tunnel is relayed without being decrypted: the proxy never sees a method, and
+ * has no request to put a credential in. Saying otherwise would promise what is not enforced. */
+static void check_passthrough(struct sl__parse *p, json_t *json, const struct sl__rule *r)
+{
+    size_t mark;
+
+    if (!r->passthrough) {
+        return;
+    }
+    if (json_array_size(json_object_get(json, "methods")) > 0) {
+        mark = sl__path_key(p, "methods");
+        sl__error(p, "a \"tls\": \"passthrough\" rule cannot filter methods: the proxy does not "
+                     "see the requests inside the tunnel");
+        sl__path_pop(p, mark);
+    }
+    if (json_object_get(json, "credential") != NULL) {
+        mark = sl__path_key(p, "credential");
+        sl__error(p, "a \"tls\": \"passthrough\" rule cannot carry a credential: the proxy does "
+                     "not see the requests inside the tunnel");
+        sl__path_pop(p, mark);
+    }
+}
+
 static void parse_rule(struct sl__parse *p, json_t *json, struct sl__rule *r)
 {
     json_t *credential;
@@ -304,6 +347,8 @@ static void parse_rule(struct sl__parse *p, json_t *json, struct sl__rule *r)
     if (credential != NULL) {
         parse_credential(p, credential, r);
     }
+    parse_tls(p, json, r);
+    check_passthrough(p, json, r);
 }
 
 void sl__parse_rules(struct sl__parse *p, json_t *json, struct sl__ruleset *rs)

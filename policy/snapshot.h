@@ -19,7 +19,8 @@
  *     [A-Za-z0-9._-].
  *   - ENV: { "default": "deny"|"allow" (required), "rules": [ RULE, ... ] (optional, absent =
  *     empty) }. At most 100 rules and at most 100 credentials.
- *   - RULE: { "host": required, "methods": optional, "credential": optional }.
+ *   - RULE: { "host": required, "methods": optional, "credential": optional, "tls":
+ *     optional }.
  *       host: `pattern[:port]`. The pattern is normalised as request hosts are (policy/host.h):
  *         lowercased, trailing dot removed, IPv4 spellings canonicalised, IPv6 in brackets; '*'
  *         is allowed in DNS patterns and matches any run of characters, dots included, the
@@ -34,6 +35,11 @@
  *         Keep-Alive, TE, Trailer, Upgrade, Proxy-Authorization, Proxy-Authenticate), compared
  *         case-insensitively. VALUE: 1-8192 bytes, no control characters but HTAB (so never
  *         CR, LF, NUL or DEL), not starting or ending with a space or tab.
+ *       tls: "intercept" (the default: the tunnel's TLS is terminated and every request inside
+ *         is decided) or "passthrough" (for certificate-pinned clients: the tunnel is relayed
+ *         uninspected once its ClientHello's SNI agrees with the CONNECT host). A passthrough
+ *         rule sees no request, so non-empty `methods` or a `credential` with it is an error
+ *         (reported at the path of `methods` / `credential`).
  *   - `clients`: optional array, at most 65536 entries. CLIENT:
  *       id: required, unique, 1-128 characters of [A-Za-z0-9._-] (no ':' because of Basic auth).
  *       environment: required, the name of an environment of this document.

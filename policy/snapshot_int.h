@@ -115,6 +115,9 @@ struct sl__rule {
     uint32_t n_methods;
     /* NULL when the rule injects nothing. Arena. */
     const struct sl__credential *credential;
+    /* `"tls": "passthrough"`: its tunnels are relayed uninspected. Then `methods` is empty and
+     * `credential` NULL (the parser refuses the combination). */
+    bool passthrough;
 };
 
 /* The rules of one environment or one client, compiled. */

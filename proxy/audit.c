@@ -183,6 +183,9 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     SL_TRY(put_str(b, r->reason == SL_REASON_NONE ? NULL : sl_reason_code(r->reason), 64));
     SL_TRY(put_cstr(b, ",\"rule\":"));
     SL_TRY(put_str(b, r->rule, HOST_MAX_BYTES));
+    if (r->passthrough) {
+        SL_TRY(put_cstr(b, ",\"tls\":\"passthrough\""));
+    }
     return putf(b,
                 ",\"credential\":%s,\"status\":%d,\"bytes_up\":%llu,\"bytes_down\":%llu,"
                 "\"ms\":%.1f,\"policy_version\":%lld}\n",

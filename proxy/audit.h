@@ -50,6 +50,10 @@ struct sl_audit_record {
     const char *rule;
     /* True when a credential was injected. */
     bool credential;
+    /* True for a tunnel relayed uninspected under a `"tls": "passthrough"` rule: the line then
+     * carries `"tls":"passthrough"` (after "rule"), and stands for the whole tunnel, since the
+     * requests inside are not seen. Lines of other requests do not have the member. */
+    bool passthrough;
     /* Status sent to the client (0 when none was sent: the connection was closed). */
     int status;
     uint64_t bytes_up;

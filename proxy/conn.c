@@ -31,6 +31,9 @@
 #define TLS_OUT_CAP  ((size_t)64 * 1024)
 /* Longest request target quoted back in a refusal. */
 #define QUOTE_MAX 200
+/* A relay's expiry timer fires this long after the second of `expires_at` has begun, so that
+ * the decision it triggers sees the client expired (time() has ticked over). */
+#define EXPIRY_SLACK_MS 20
 
 enum sl_conn_state {
     /* Waiting for a request head: a proxy request (CONNECT or absolute-form) outside a
@@ -46,7 +49,8 @@ enum sl_conn_state {
     SL_CONN_DIALING,
     /* Request body and response in flight. */
     SL_CONN_FORWARDING,
-    /* After a 101: bytes relayed both ways until either side closes. */
+    /* After a 101, or a passthrough tunnel's upstream connected: bytes relayed both ways
+     * until either side closes, for as long as the decision holds (relay_holds()). */
     SL_CONN_RELAY,
     /* The last response is being flushed; input is discarded; then close. */
     SL_CONN_CLOSING,
@@ -105,6 +109,17 @@ struct sl__conn {
     uint16_t tport;
     /* The SNI differed from the CONNECT host. */
     bool sni_mismatch;
+    /* The tunnel won a `"tls": "passthrough"` rule: relayed uninspected, no request parsed.
+     * `snap` and `dec` then stay those of the CONNECT until the tunnel's one audit line. */
+    bool passthrough;
+    /* A passthrough tunnel's ClientHello reached the SNI callback (peek_hello()). */
+    bool hello_seen;
+    /* RELAY: loop time (ms) at which the relay is idle for too long; pushed back by every
+     * byte moved. The timer fires at this or at the expiry, whichever comes first. */
+    uint64_t relay_idle_at;
+    /* RELAY: the client's expires_at (seconds since the epoch) when `relay_expires`. */
+    bool relay_expires;
+    int64_t relay_expires_at_s;
     /* Minting off the loop. */
     uv_work_t work;
     bool work_pending;
@@ -245,6 +260,7 @@ static void audit(struct sl__conn *c)
         .reason = c->r.reason,
         .rule = c->dec.rule,
         .credential = c->r.credential,
+        .passthrough = c->passthrough,
         .status = c->r.status,
         .bytes_up = c->r.bytes_up,
         .bytes_down = c->r.bytes_down,
@@ -639,6 +655,138 @@ static bool decide(struct sl__conn *c, const char *method, bool tls, bool keep)
 }
 
 /*
+ * Long-lived relays (a websocket after its 101, a passthrough tunnel) and their decision.
+ */
+
+/* Wall-clock milliseconds since the epoch, the clock of `expires_at`. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) == -1) {
+        return (int64_t)time(NULL) * 1000;
+    }
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Arms the relay's timer for its idle deadline or the client's expiry, whichever is first. */
+static void relay_arm(struct sl__conn *c)
+{
+    uint64_t now = uv_now(&c->w->loop);
+    uint64_t ms = c->relay_idle_at > now ? c->relay_idle_at - now : 0;
+
+    if (c->relay_expires) {
+        int64_t left = c->relay_expires_at_s * 1000 - wall_ms() + EXPIRY_SLACK_MS;
+
+        if (left < 0) {
+            left = 0;
+        }
+        if ((uint64_t)left < ms) {
+            ms = (uint64_t)left;
+        }
+    }
+    arm(c, ms);
+}
+
+/* Decides a long-lived relay again, with the worker's newest snapshot at this second: its
+ * client (removed, token changed), the client's expiry, and the rule. A websocket is its
+ * upgrade request again; a passthrough tunnel is its CONNECT, which must still win a
+ * passthrough rule: a tunnel now to be intercepted cannot stay uninspected, and is refused as
+ * host-not-allowed (it may reconnect and be intercepted). When the decision no longer holds,
+ * writes the relay's audit line with the refusal, the rule and the snapshot that refused it,
+ * and closes the connection. Returns whether it holds; then notes the client's expiry. */
+static bool relay_holds(struct sl__conn *c)
+{
+    struct sl_snapshot *snap = c->w->snapshot;
+    const struct sl_client *client = NULL;
+    struct sl_request_view v = { &c->r.host, c->r.port, c->passthrough ? NULL : c->r.method,
+                                 c->passthrough || (c->tunnel && c->tls) };
+    struct sl_decision d;
+    enum sl_reason reason;
+
+    if (snap != NULL) {
+        client = sl_policy_identify(snap, c->has_auth ? c->auth_id : NULL,
+                                    c->has_auth ? c->auth_token : NULL,
+                                    (const struct sockaddr *)&c->peer);
+    }
+    sl_policy_decide(snap, client, &v, (int64_t)time(NULL), &d);
+    reason = d.reason;
+    if (d.allow && c->passthrough && !d.passthrough) {
+        reason = SL_REASON_HOST_NOT_ALLOWED;
+    }
+    if (reason == SL_REASON_NONE) {
+        c->relay_expires = sl_client_expiry(client, &c->relay_expires_at_s);
+        return true;
+    }
+    sl_log(SL_LOG_INFO, c->id,
+           "msg=\"relay closed: its decision no longer holds\" host=%s reason=%s "
+           "policy_version=%lld",
+           c->r.host.name, sl_reason_code(reason),
+           (long long)(snap != NULL ? sl_snapshot_version(snap) : 0));
+    if (snap != c->snap) {
+        sl_snapshot_unref(c->snap);
+        c->snap = snap != NULL ? sl_snapshot_ref(snap) : NULL;
+    }
+    c->dec = d;
+    c->r.allow = false;
+    c->r.reason = reason;
+    audit(c);
+    conn_close(c);
+    return false;
+}
+
+/* The entry action of RELAY. The decision is taken again first (the snapshot may have changed,
+ * or the client expired, since the request or the CONNECT). Returns false when it no longer
+ * holds: the connection is then closing. */
+static bool enter_relay(struct sl__conn *c)
+{
+    set_state(c, SL_CONN_RELAY);
+    if (!relay_holds(c)) {
+        return false;
+    }
+    c->relay_idle_at = uv_now(&c->w->loop) + secs_ms(cfg(c)->idle_timeout_s);
+    sl_stream_want_read(&c->client, true);
+    sl_stream_want_read(sl_upstream_stream(c->up), true);
+    relay_arm(c);
+    return true;
+}
+
+/* The relay's timer: the client's expiry, or the idle deadline (perhaps pushed back since). */
+static void on_relay_timer(struct sl__conn *c)
+{
+    if (!relay_holds(c)) {
+        return;
+    }
+    if (uv_now(&c->w->loop) >= c->relay_idle_at) {
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"relay idle: closed\" host=%s", c->r.host.name);
+        audit(c);
+        conn_close(c);
+        return;
+    }
+    relay_arm(c);
+}
+
+void sl__conn_policy_changed(struct sl__worker *w)
+{
+    for (struct sl__conn *c = w->conns; c != NULL; c = c->next) {
+        if (c->closing) {
+            continue;
+        }
+        if (c->state == SL_CONN_RELAY) {
+            if (relay_holds(c)) {
+                /* The expiry may have moved. */
+                relay_arm(c);
+            }
+        } else if (c->passthrough
+                   && (c->state == SL_CONN_TUNNEL_SNIFF || c->state == SL_CONN_DIALING)) {
+            /* Not relaying yet: its own timeout runs; the decision is checked again when the
+             * relay starts, and now. */
+            (void)relay_holds(c);
+        }
+    }
+}
+
+/*
  * TLS interception.
  */
 
@@ -653,21 +801,24 @@ static void cert_name(const struct sl__conn *c, char *out)
     }
 }
 
+/* SPEC §4.3: the SNI, when present, must name the CONNECT host. */
+static bool sni_names_tunnel(const struct sl__conn *c, const char *sni)
+{
+    struct sl_host h;
+
+    return sl_host_normalize(sl_slice_str(sni), 0, &h, NULL) == 0 && h.len == c->thost.len
+           && memcmp(h.name, c->thost.name, h.len) == 0;
+}
+
 static enum sl_tls_sni_verdict on_sni(struct sl_tls *t, const char *sni, void *arg)
 {
     struct sl__conn *c = arg;
     char name[SL_HOST_NAME_MAX + 1];
     struct sl_leaf *leaf;
 
-    if (sni != NULL) {
-        struct sl_host h;
-
-        /* SPEC §4.3: the SNI, when present, must name the CONNECT host. */
-        if (sl_host_normalize(sl_slice_str(sni), 0, &h, NULL) < 0 || h.len != c->thost.len
-            || memcmp(h.name, c->thost.name, h.len) != 0) {
-            c->sni_mismatch = true;
-            return SL_TLS_SNI_REFUSE;
-        }
+    if (sni != NULL && !sni_names_tunnel(c, sni)) {
+        c->sni_mismatch = true;
+        return SL_TLS_SNI_REFUSE;
     }
     cert_name(c, name);
     leaf = sl_leaf_cache_lookup(shared(c)->leaves, name);
@@ -901,12 +1052,20 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
         return;
     }
     c->r.status = 200;
-    audit(c);
     c->tunnel = true;
     c->thost = c->r.host;
     c->tport = c->r.port;
-    sl_snapshot_unref(c->snap);
-    c->snap = NULL;
+    if (c->dec.passthrough) {
+        /* The tunnel's one audit line is written when it ends or is refused, with its byte
+         * counts; the CONNECT's snapshot and decision are kept for it. The method outlives
+         * the arena that held the head. */
+        c->passthrough = true;
+        c->r.method = "CONNECT";
+    } else {
+        audit(c);
+        sl_snapshot_unref(c->snap);
+        c->snap = NULL;
+    }
     sl_h1_finish(&c->req);
     sl_arena_reset(&c->arena);
     sl_h1_init(&c->req, SL_H1_REQUEST, NULL, &c->arena);
@@ -1355,8 +1514,7 @@ static int forward_response(struct sl__conn *c)
         return 1;
     case SL_H1_EV_UPGRADE:
         c->resp_done = true;
-        set_state(c, SL_CONN_RELAY);
-        return 1;
+        return enter_relay(c) ? 1 : -1;
     default:
         break;
     }
@@ -1519,7 +1677,8 @@ static int step_relay(struct sl__conn *c)
         return -1;
     }
     if (progress) {
-        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+        /* The timer is not re-armed per byte: it finds the later deadline when it fires. */
+        c->relay_idle_at = uv_now(&c->w->loop) + secs_ms(cfg(c)->idle_timeout_s);
     }
     return progress;
 }
@@ -1568,11 +1727,141 @@ static int step_request_head(struct sl__conn *c)
     return n > 0;
 }
 
+/*
+ * Passthrough tunnels.
+ */
+
+/* The SNI callback of peek_hello(): records the verdict and stops the handshake there. */
+static enum sl_tls_sni_verdict on_passthrough_sni(struct sl_tls *t, const char *sni, void *arg)
+{
+    struct sl__conn *c = arg;
+
+    (void)t;
+    c->hello_seen = true;
+    c->sni_mismatch = sni != NULL && !sni_names_tunnel(c, sni);
+    return SL_TLS_SNI_RETRY;
+}
+
+/* Reads the ClientHello at the start of `in` (borrowed, not consumed) with a throwaway server
+ * engine: OpenSSL parses the hostile bytes, not a parser of ours, and the SNI callback stops
+ * the handshake before any answer is made; the engine is destroyed without sending anything.
+ * Returns 1 when the hello was complete (c->sni_mismatch then says whether its SNI names
+ * another host than the CONNECT), 0 when more bytes are needed, or a negative code when the
+ * bytes are no ClientHello OpenSSL accepts, or memory ran out. */
+static int peek_hello(struct sl__conn *c, struct sl_slice in)
+{
+    struct sl_tls *t = NULL;
+    int rc;
+
+    SL_TRY(sl_tls_create_server(shared(c)->server_ctx, 0, &t));
+    sl_tls_set_sni_fn(t, on_passthrough_sni, c);
+    c->hello_seen = false;
+    /* The stream's buffer (SL_STREAM_RAW_BYTES) is smaller than the engine's input ring. */
+    rc = sl_tls_feed(t, in.p, in.n);
+    if (rc >= 0 && (size_t)rc != in.n) {
+        rc = SL_ETOOBIG;
+    }
+    if (rc >= 0) {
+        rc = sl_tls_handshake(t);
+    }
+    sl_tls_destroy(t);
+    if (c->hello_seen) {
+        return 1;
+    }
+    if (rc == SL_TLS_HS_WANT_IO) {
+        return 0;
+    }
+    return rc < 0 ? rc : SL_EINVAL;
+}
+
+/* Dials the CONNECT host for a passthrough tunnel, on a fresh connection: a pooled one has
+ * carried plain HTTP, and a TLS session must start on a clean stream. Taking from the pool
+ * empties it, so the loop ends. The address rules are those of every dial (proxy/upstream.h). */
+static void start_passthrough_dial(struct sl__conn *c)
+{
+    int rc;
+
+    for (;;) {
+        rc = sl_upstream_open(c->w, &c->thost, c->tport, false, on_upstream_event, c, &c->up);
+        if (rc < 0 || !sl_upstream_is_reused(c->up)) {
+            break;
+        }
+        sl_upstream_close(c->up);
+        c->up = NULL;
+    }
+    if (rc < 0) {
+        c->up = NULL;
+        drop(c, SL_REASON_UPSTREAM_UNREACHABLE);
+        return;
+    }
+    set_state(c, SL_CONN_DIALING);
+    arm(c, secs_ms(cfg(c)->upstream_timeout_s) + 1000u);
+}
+
+/* A passthrough tunnel's first bytes: a ClientHello whose SNI, when present, names the CONNECT
+ * host (an absent SNI is allowed: the CONNECT host is what was decided, and what is dialled).
+ * Nothing is consumed: the hello goes upstream byte for byte. A refusal cannot be answered in
+ * HTTP any more (the client speaks TLS): it is audited and the tunnel closed. */
+static int step_passthrough_sniff(struct sl__conn *c)
+{
+    struct sl_slice in = sl_stream_peek(&c->client);
+    int rc = 0;
+
+    if (in.n == 0) {
+        if (sl_stream_in_status(&c->client) != 0) {
+            /* The client left without a byte: the tunnel's line, then close. */
+            audit(c);
+            conn_close(c);
+            return -1;
+        }
+        return 0;
+    }
+    switch (sl_tls_sniff(in.p, in.n)) {
+    case SL_TLS_SNIFF_NEED_MORE:
+        rc = 0;
+        break;
+    case SL_TLS_SNIFF_TLS:
+        rc = peek_hello(c, in);
+        break;
+    case SL_TLS_SNIFF_HTTP:
+    case SL_TLS_SNIFF_OTHER:
+        /* Plain HTTP included, on any port: passthrough is for TLS. */
+        drop(c, SL_REASON_NOT_TLS);
+        return -1;
+    }
+    if (rc == 0) {
+        if (in.n >= SL_STREAM_RAW_BYTES) {
+            drop(c, SL_REASON_TOO_LARGE);
+            return -1;
+        }
+        if (sl_stream_peer_closed(&c->client)) {
+            drop(c, SL_REASON_NOT_TLS);
+            return -1;
+        }
+        return 0;
+    }
+    if (rc < 0) {
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"passthrough: not a ClientHello\" err=%s",
+               sl_strerror(rc));
+        drop(c, rc == SL_ENOMEM ? SL_REASON_BAD_REQUEST : SL_REASON_NOT_TLS);
+        return -1;
+    }
+    if (c->sni_mismatch) {
+        drop(c, SL_REASON_HOST_MISMATCH);
+        return -1;
+    }
+    start_passthrough_dial(c);
+    return c->closing ? -1 : 1;
+}
+
 static int step_tunnel_sniff(struct sl__conn *c)
 {
     struct sl_slice in = sl_stream_peek(&c->client);
     struct sl_tls *t = NULL;
 
+    if (c->passthrough) {
+        return step_passthrough_sniff(c);
+    }
     if (in.n == 0) {
         if (sl_stream_in_status(&c->client) != 0) {
             conn_close(c);
@@ -1670,15 +1959,23 @@ static int step_dialing(struct sl__conn *c)
     case SL_UPSTREAM_DIALING:
         return 0;
     case SL_UPSTREAM_READY:
+        if (c->passthrough) {
+            return enter_relay(c) ? 1 : -1;
+        }
         start_forwarding(c);
         return 1;
     case SL_UPSTREAM_FAILED:
         break;
     }
     reason = sl_upstream_failure(c->up, &detail);
-    if (reason == SL_REASON_UPSTREAM_TLS || reason == SL_REASON_PRIVATE_ADDRESS) {
+    if (reason == SL_REASON_UPSTREAM_TLS || reason == SL_REASON_PRIVATE_ADDRESS || c->passthrough) {
         sl_log(SL_LOG_INFO, c->id, "msg=\"upstream refused\" host=%s reason=%s detail=\"%s\"",
                c->r.host.name, sl_reason_code(reason), detail);
+    }
+    if (c->passthrough) {
+        /* The client is in its TLS handshake: no HTTP answer is possible. */
+        drop(c, reason);
+        return -1;
     }
     refuse_reason(c, reason, detail, sl_h1_head(&c->req)->body == SL_H1_BODY_NONE);
     return -1;
@@ -1765,6 +2062,10 @@ static void on_timer(uv_timer_t *t)
         return;
     case SL_CONN_DIALING:
     case SL_CONN_FORWARDING:
+        if (c->passthrough) {
+            drop(c, SL_REASON_UPSTREAM_TIMEOUT);
+            return;
+        }
         if (!c->resp_head_sent) {
             refuse_reason(c, SL_REASON_UPSTREAM_TIMEOUT, "the upstream did not answer in time",
                           false);
@@ -1773,10 +2074,19 @@ static void on_timer(uv_timer_t *t)
         audit(c);
         conn_close(c);
         return;
+    case SL_CONN_RELAY:
+        on_relay_timer(c);
+        return;
     case SL_CONN_TUNNEL_SNIFF:
+        if (c->passthrough) {
+            /* No complete ClientHello in time: the tunnel's line, then close. */
+            drop(c, SL_REASON_NOT_TLS);
+            return;
+        }
+        conn_close(c);
+        return;
     case SL_CONN_TLS_HANDSHAKE:
     case SL_CONN_MINTING:
-    case SL_CONN_RELAY:
     case SL_CONN_CLOSING:
         conn_close(c);
         return;

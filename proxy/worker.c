@@ -125,6 +125,7 @@ static void on_wake(uv_async_t *a)
     if (snap != NULL) {
         sl_snapshot_unref(w->snapshot);
         w->snapshot = snap;
+        sl__conn_policy_changed(w);
     }
     if ((drain || stop) && !w->draining) {
         w->draining = true;

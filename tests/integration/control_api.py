@@ -266,6 +266,27 @@ def test_credentials_are_never_returned():
     assert put["egress"]["rules"][0]["credential"]["has_value"] is True
 
 
+def test_passthrough_rules_round_trip_and_refuse_methods_or_credentials():
+    pin = {"host": "pinned.example.com", "tls": "passthrough"}
+    e = create("alice", "pinned", network="on", egress={"default": "deny", "rules": [
+        pin, {"host": "pkgs.example.org", "tls": "intercept", "methods": ["GET"]}]})
+    rules = e["egress"]["rules"]
+    assert rules[0] == {"host": "pinned.example.com", "methods": [], "tls": "passthrough"}, rules
+    assert "tls" not in rules[1], rules
+    got = expect(call("GET", E + "/" + e["id"], who="alice"), 200, "get")
+    assert got["egress"]["rules"][0]["tls"] == "passthrough", got
+    expect(call("PUT", E + "/" + e["id"], got, "alice"), 200, "resave as returned")
+    for extra, field in (({"methods": ["GET"]}, "egress.rules[0].methods"),
+                         ({"credential": {"header": "X-K", "value": "v"}},
+                          "egress.rules[0].credential")):
+        doc = expect(call("POST", E, env_doc("pinbad", network="on", egress={
+            "default": "deny", "rules": [dict(pin, **extra)]}), "alice"), 422, field)
+        assert [x["field"] for x in doc["errors"]] == [field], doc
+    doc = expect(call("POST", E, env_doc("pinbad", network="on", egress={
+        "default": "deny", "rules": [dict(pin, tls="bypass")]}), "alice"), 422, "bad tls")
+    assert [x["field"] for x in doc["errors"]] == ["egress.rules[0].tls"], doc
+
+
 def test_repository_conflict_names_the_other_environment():
     create("alice", "repo-one", repositories=["acme/shared"])
     doc = expect(call("POST", E, env_doc("repo-two", repositories=["acme/shared"]), "alice"),
@@ -478,6 +499,7 @@ TESTS = [
     test_at_most_100_rules,
     test_secrets_are_masked_and_kept_on_resave,
     test_credentials_are_never_returned,
+    test_passthrough_rules_round_trip_and_refuse_methods_or_credentials,
     test_repository_conflict_names_the_other_environment,
     test_same_repo_in_user_and_global_environment,
     test_invalid_json_400_unknown_field_422,

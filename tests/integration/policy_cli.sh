@@ -193,6 +193,26 @@ explain 0 --url https://pkgs.example.org/simple/ --method=HEAD --client=bench
 has "request: HEAD https://pkgs.example.org/simple/"
 ok "explain takes flags in any order, with = too"
 
+cat >"$work/pin.json" <<'EOF'
+{ "version": 1,
+  "environments": { "pin": { "default": "deny", "rules": [
+    { "host": "pinned.example.com", "tls": "passthrough" },
+    { "host": "pkgs.example.org" } ] } },
+  "clients": [ { "id": "bench", "cidr": "127.0.0.0/8", "environment": "pin" } ] }
+EOF
+run 0 policy explain "$work/pin.json" --client bench --url https://pinned.example.com/
+has "rule: pinned.example.com"
+grep -q '^tls: passthrough ' "$work/out" || fail "explain does not say passthrough"
+ok "explain shows that the winning rule passes its tunnel through uninspected"
+run 0 policy explain "$work/pin.json" --client bench --url https://pkgs.example.org/
+has "tls: intercept"
+ok "explain shows that other https requests are intercepted"
+run 1 policy explain "$work/pin.json" --client bench --url http://pinned.example.com/
+has "reason: not-tls"
+grep -qF 'to allow it, use https: rule {"host":"pinned.example.com","tls":"passthrough"}' \
+    "$work/out" || fail "explain's hint for plain HTTP under a passthrough rule"
+ok "explain refuses plain HTTP under a passthrough rule (not-tls) and says to use https"
+
 run 1 policy explain invalid-typos.json --client sb_1 --url https://a.example.com/
 [ ! -s "$work/out" ] || fail "invalid policy printed a decision"
 grep -qF "invalid-typos.json: invalid policy, 8 errors" "$work/err" || fail "invalid policy message"

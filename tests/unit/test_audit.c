@@ -118,6 +118,29 @@ static void writes_refusals_with_reason_and_nulls(void **state)
     json_decref(j);
 }
 
+static void marks_a_passthrough_tunnel_and_only_it(void **state)
+{
+    struct sockaddr_in src;
+    struct sl_audit_record r = sample(&src);
+    char line[SL_AUDIT_LINE_MAX];
+    json_t *j;
+
+    (void)state;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_null(json_object_get(j, "tls"));
+    json_decref(j);
+    r.method = "CONNECT";
+    r.path = NULL;
+    r.passthrough = true;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_string_equal(json_string_value(json_object_get(j, "tls")), "passthrough");
+    assert_string_equal(json_string_value(json_object_get(j, "method")), "CONNECT");
+    assert_int_equal(json_integer_value(json_object_get(j, "bytes_down")), 40211);
+    json_decref(j);
+}
+
 static void stays_valid_json_whatever_the_request_carried(void **state)
 {
     static const char hostile[] = "/\"quote\\back\x01\x1f\x7f\xff\xc3\xa9\r\nX-Injected: 1";
@@ -271,6 +294,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(formats_every_field_of_the_spec),
         cmocka_unit_test(writes_refusals_with_reason_and_nulls),
+        cmocka_unit_test(marks_a_passthrough_tunnel_and_only_it),
         cmocka_unit_test(stays_valid_json_whatever_the_request_carried),
         cmocka_unit_test(cuts_long_fields_but_never_drops_the_line),
         cmocka_unit_test(writes_every_line_from_many_threads),

@@ -508,6 +508,42 @@ static void damaged_egress_compiles_as_deny_and_is_reported(void **state)
     assert_false(d.allow);
 }
 
+static void passthrough_rules_compile_into_the_snapshot(void **state)
+{
+    struct fixture *f = *state;
+    char pin[SL_UUID_LEN + 1];
+    char odd[SL_UUID_LEN + 1];
+    struct sl_decision d;
+    const struct sl_client *c;
+
+    add_env(f, f->sec, NULL,
+            "{\"name\":\"pinned\",\"scope\":\"global\",\"base_image\":\"debian:12\","
+            "\"network\":\"on\",\"egress\":{\"default\":\"deny\",\"rules\":["
+            "{\"host\":\"pinned.example.com\",\"tls\":\"passthrough\",\"methods\":[]},"
+            "{\"host\":\"pkgs.example.org\",\"tls\":\"intercept\"}]}}",
+            pin);
+    /* Stored by hand: a passthrough rule with a credential is damaged, never compiled. */
+    add_raw_env(f, "odd",
+                "{\"default\":\"allow\",\"rules\":[{\"host\":\"a.com\",\"methods\":[],"
+                "\"tls\":\"passthrough\",\"credential\":{\"header\":\"X\",\"sealed\":\"x\"}}]}",
+                odd);
+    add_client(f, f->sec, "host", pin, "10.0.0.1", NULL, NULL);
+    build_ok(f, 2, NULL, 0);
+    assert_non_null(strstr(sl_buf_cstr(&f->out),
+                           "{\"host\":\"pinned.example.com\",\"tls\":\"passthrough\"}"));
+    assert_non_null(strstr(sl_buf_cstr(&f->out), "{\"host\":\"pkgs.example.org\"}"));
+    assert_int_equal(f->report.n_drops, 1);
+    assert_int_equal(f->report.drops[0].kind, SL_SNAPSHOT_DROP_EGRESS);
+    c = by_address(f, "10.0.0.1");
+    assert_non_null(c);
+    decide(f, c, "pinned.example.com", NULL, &d);
+    assert_true(d.allow);
+    assert_true(d.passthrough);
+    decide(f, c, "pkgs.example.org", NULL, &d);
+    assert_true(d.allow);
+    assert_false(d.passthrough);
+}
+
 static void database_over_the_proxys_limits_fails_the_build(void **state)
 {
     struct fixture *f = *state;
@@ -606,6 +642,7 @@ int main(void)
         T(extra_client_of_an_unknown_environment_gets_no_egress),
         T(document_the_proxy_would_refuse_is_never_returned),
         T(damaged_egress_compiles_as_deny_and_is_reported),
+        T(passthrough_rules_compile_into_the_snapshot),
         T(database_over_the_proxys_limits_fails_the_build),
         T(output_past_the_buffers_cap_fails_the_build),
         T(version_below_one_is_refused),

@@ -447,7 +447,7 @@ static void reports_unknown_fields_and_ignores_read_only_ones(void **state)
     EXPECT(OFF ",'env':[{'name':'A','value':'1','secrte':true}]}",
            "env[0].secrte: unknown field (expected name, value, secret)");
     EXPECT(RULES("{'host':'a.com','method':['GET']}"),
-           "egress.rules[0].method: unknown field (expected host, methods, credential)");
+           "egress.rules[0].method: unknown field (expected host, methods, credential, tls)");
     EXPECT(ON("{'default':'allow','rule':[]}}"),
            "egress.rule: unknown field (expected default, rules)");
     EXPECT(RULES("{'host':'a.com','credential':{'header':'X-K','value':'v','extra':1}}"),
@@ -1556,6 +1556,48 @@ static void renders_the_api_form_with_secrets_masked(void **state)
     sl_env_row_finish(&row);
 }
 
+static void validates_stores_and_renders_passthrough_rules(void **state)
+{
+    struct sl_env_row row;
+    json_t *egress;
+    json_t *rule;
+    json_t *j = NULL;
+    char *text;
+
+    (void)state;
+    EXPECT_VALID(RULES("{'host':'a.com','tls':'passthrough'}"));
+    EXPECT_VALID(RULES("{'host':'a.com','tls':'passthrough','methods':[]}"));
+    EXPECT_VALID(RULES("{'host':'a.com','tls':'intercept','methods':['GET']}"));
+    EXPECT(RULES("{'host':'a.com','tls':'passthrough','methods':['GET']}"),
+           "egress.rules[0].methods: a \"tls\": \"passthrough\" rule cannot filter methods: the "
+           "proxy does not see the requests inside the tunnel");
+    EXPECT(RULES("{'host':'a.com','tls':'passthrough','credential':{'header':'X-K','value':'v'}}"),
+           "egress.rules[0].credential: a \"tls\": \"passthrough\" rule cannot carry a "
+           "credential: the proxy does not see the requests inside the tunnel");
+    EXPECT(RULES("{'host':'a.com','tls':'pass'}"),
+           "egress.rules[0].tls: must be \"intercept\" or \"passthrough\"");
+    EXPECT(RULES("{'host':'a.com','tls':1}"), "egress.rules[0].tls: must be a string");
+
+    store_ok(RULES("{'host':'Pinned.example.com','tls':'passthrough'},{'host':'b.com',"
+                   "'tls':'intercept'}"),
+             NULL, &row);
+    egress = json_loads(row.egress_json, 0, NULL);
+    assert_non_null(egress);
+    rule = json_array_get(json_object_get(egress, "rules"), 0);
+    assert_string_equal(json_string_value(json_object_get(rule, "tls")), "passthrough");
+    /* The default is not stored: rules from before the field look the same. */
+    assert_null(json_object_get(json_array_get(json_object_get(egress, "rules"), 1), "tls"));
+    json_decref(egress);
+    assert_int_equal(sl_env_render(&row, NULL, &sealer_a, &j), 0);
+    text = dump(j);
+    assert_non_null(strstr(text, "\"egress\":{\"default\":\"deny\",\"rules\":[{\"host\":"
+                                 "\"pinned.example.com\",\"methods\":[],\"tls\":"
+                                 "\"passthrough\"},{\"host\":\"b.com\",\"methods\":[]}]}"));
+    sl_free(text);
+    json_decref(j);
+    sl_env_row_finish(&row);
+}
+
 static void renders_cpus_and_memory_or_null(void **state)
 {
     struct sl_env_row row;
@@ -1868,6 +1910,7 @@ int main(void)
         cmocka_unit_test(refuses_deep_nesting_before_parsing),
         cmocka_unit_test(does_not_quote_a_secret_near_a_syntax_error),
         cmocka_unit_test(reports_unknown_fields_and_ignores_read_only_ones),
+        cmocka_unit_test(validates_stores_and_renders_passthrough_rules),
         cmocka_unit_test(treats_null_as_absent_for_optional_fields),
         cmocka_unit_test(requires_a_name_of_1_to_128_characters),
         cmocka_unit_test(refuses_a_10_mb_name),

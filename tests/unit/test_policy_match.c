@@ -295,10 +295,10 @@ static bool same_decision(const struct sl_decision *a, const struct sl_decision 
     return a->allow == b->allow && a->reason == b->reason && a->rule == b->rule
            && a->credential_header == b->credential_header
            && a->credential_value == b->credential_value
-           && a->rule_has_credential == b->rule_has_credential && a->client == b->client
-           && a->environment == b->environment && a->_rule_exact == b->_rule_exact
-           && a->_rule_of_client == b->_rule_of_client && a->_rule_methods == b->_rule_methods
-           && a->_rule_n_methods == b->_rule_n_methods;
+           && a->rule_has_credential == b->rule_has_credential && a->passthrough == b->passthrough
+           && a->client == b->client && a->environment == b->environment
+           && a->_rule_exact == b->_rule_exact && a->_rule_of_client == b->_rule_of_client
+           && a->_rule_methods == b->_rule_methods && a->_rule_n_methods == b->_rule_n_methods;
 }
 
 static void decide_row(const struct sl_snapshot *s, const struct row *r, struct sl_decision *d)
@@ -430,6 +430,76 @@ static void hint_for(const struct sl_snapshot *s, const char *client, const char
     assert_true(n >= 0);
     assert_int_equal((size_t)n, strlen(buf));
     assert_string_equal(buf, want);
+}
+
+static const char passthrough_policy[] =
+        "{ 'version': 1, 'environments': {"
+        "  'pin': { 'default': 'deny', 'rules': ["
+        "    { 'host': 'pinned.example.com', 'tls': 'passthrough' },"
+        "    { 'host': '*.pin.example.net', 'tls': 'passthrough', 'methods': [] },"
+        "    { 'host': 'api.pin.example.net', 'tls': 'intercept', 'methods': ['GET'] },"
+        "    { 'host': 'port.example.com:8443', 'tls': 'passthrough' },"
+        "    { 'host': 'shared.example.com', 'methods': ['GET'] }"
+        "  ] },"
+        "  'open': { 'default': 'allow' }"
+        "}, 'clients': ["
+        "  { 'id': 'p', 'ip': '10.2.0.1', 'environment': 'pin', 'rules': ["
+        "    { 'host': 'shared.example.com', 'tls': 'passthrough' } ] },"
+        "  { 'id': 'q', 'ip': '10.2.0.2', 'environment': 'pin' },"
+        "  { 'id': 'o', 'ip': '10.2.0.3', 'environment': 'open' }"
+        "] }";
+
+/* Decides one request under passthrough_policy and checks the verdict and the flag. */
+static void expect_passthrough(const struct sl_snapshot *s, const char *client, const char *host,
+                               uint16_t port, const char *method, bool tls, enum sl_reason want,
+                               bool want_passthrough)
+{
+    struct sl_host h;
+    struct sl_request_view req = { &h, port, method, tls };
+    struct sl_decision d;
+
+    assert_int_equal(sl_host_normalize(sl_slice_str(host), 0, &h, NULL), 0);
+    sl_policy_decide(s, sl_snapshot_find_client(s, client), &req, NOW, &d);
+    if (d.reason != want || d.allow != (want == SL_REASON_NONE)
+        || d.passthrough != want_passthrough) {
+        fail_msg("%s %s %s:%u: got %s passthrough=%d, want %s passthrough=%d", client,
+                 method != NULL ? method : "CONNECT", host, port, sl_reason_code(d.reason),
+                 d.passthrough, sl_reason_code(want), want_passthrough);
+    }
+    /* A passthrough rule never hands out a credential. */
+    assert_null(d.credential_header);
+}
+
+static void carries_the_passthrough_flag_of_the_winning_rule(void **state)
+{
+    struct sl_snapshot *s = parse_text(passthrough_policy);
+
+    (void)state;
+    /* A CONNECT: allowed, and the flag says how to carry the tunnel. */
+    expect_passthrough(s, "q", "pinned.example.com", 443, NULL, true, SL_REASON_NONE, true);
+    expect_passthrough(s, "q", "a.pin.example.net", 443, NULL, true, SL_REASON_NONE, true);
+    /* The more specific intercepting rule wins over the passthrough wildcard. */
+    expect_passthrough(s, "q", "api.pin.example.net", 443, NULL, true, SL_REASON_NONE, false);
+    expect_passthrough(s, "q", "api.pin.example.net", 443, "POST", true,
+                       SL_REASON_METHOD_NOT_ALLOWED, false);
+    /* A port the rule does not cover: no winner, no flag. */
+    expect_passthrough(s, "q", "port.example.com", 8443, NULL, true, SL_REASON_NONE, true);
+    expect_passthrough(s, "q", "port.example.com", 443, NULL, true, SL_REASON_PORT_NOT_ALLOWED,
+                       false);
+    /* Plain HTTP under a passthrough rule: refused, not-tls. */
+    expect_passthrough(s, "q", "pinned.example.com", 80, "GET", false, SL_REASON_NOT_TLS, true);
+    expect_passthrough(s, "q", "pinned.example.com", 80, NULL, false, SL_REASON_NONE, true);
+    /* Inside an intercepted tunnel (opened under an older snapshot): any method. */
+    expect_passthrough(s, "q", "pinned.example.com", 443, "DELETE", true, SL_REASON_NONE, true);
+    /* A client's runtime rule wins the tie, and brings its passthrough with it. */
+    expect_passthrough(s, "p", "shared.example.com", 443, NULL, true, SL_REASON_NONE, true);
+    expect_passthrough(s, "q", "shared.example.com", 443, NULL, true, SL_REASON_NONE, false);
+    /* Intercepting by default: no rule, no passthrough. */
+    expect_passthrough(s, "o", "pinned.example.com", 443, NULL, true, SL_REASON_NONE, false);
+    hint_for(s, "q", "pinned.example.com", 80, "GET", false,
+             "to allow it, use https: rule {\"host\":\"pinned.example.com\",\"tls\":"
+             "\"passthrough\"} only relays TLS tunnels, uninspected");
+    sl_snapshot_unref(s);
 }
 
 static void says_what_would_allow_a_refusal(void **state)
@@ -844,6 +914,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test(refuses_everything_without_a_snapshot),
         cmocka_unit_test_setup_teardown(expires_at_the_second, setup, teardown),
+        cmocka_unit_test(carries_the_passthrough_flag_of_the_winning_rule),
         cmocka_unit_test_setup_teardown(says_what_would_allow_a_refusal, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_to_cut_a_hint_short, setup, teardown),
         cmocka_unit_test(names_every_reason_code),

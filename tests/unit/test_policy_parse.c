@@ -190,7 +190,8 @@ static void reports_rule_host_errors(void **state)
     (void)state;
     EXPECT(DOC_RULES("'a.com'"), "$.environments.ci.rules[0]: a rule must be an object");
     EXPECT(DOC_RULES("{'hots':'a.com'}"),
-           "$.environments.ci.rules[0].hots: unknown field (expected host, methods, credential)",
+           "$.environments.ci.rules[0].hots: unknown field (expected host, methods, credential, "
+           "tls)",
            "$.environments.ci.rules[0].host: required field missing");
     EXPECT(DOC_RULES("{'host':12}"), "$.environments.ci.rules[0].host: must be a string");
     EXPECT(DOC_RULES("{'host':'ok.com'},{'host':'a..b'}"),
@@ -298,6 +299,35 @@ static void reports_credential_errors_without_quoting_the_value(void **state)
            "tab");
     EXPECT(DOC_RULES("{'host':'a.com','credential':{'header':'X','value':7}}"),
            "$.environments.ci.rules[0].credential.value: must be a string");
+}
+
+static void reports_passthrough_errors(void **state)
+{
+    (void)state;
+    EXPECT_VALID(DOC_RULES("{'host':'a.com','tls':'passthrough'}"));
+    EXPECT_VALID(DOC_RULES("{'host':'a.com','tls':'passthrough','methods':[]}"));
+    EXPECT_VALID(DOC_RULES("{'host':'a.com','tls':'intercept','methods':['GET'],"
+                           "'credential':{'header':'X-K','value':'v'}}"));
+    EXPECT(DOC_RULES("{'host':'a.com','tls':'passthrough','methods':['GET','HEAD']}"),
+           "$.environments.ci.rules[0].methods: a \"tls\": \"passthrough\" rule cannot filter "
+           "methods: the proxy does not see the requests inside the tunnel");
+    EXPECT(DOC_RULES("{'host':'a.com','tls':'passthrough','credential':{'header':'X-K',"
+                     "'value':'s3cr3t'}}"),
+           "$.environments.ci.rules[0].credential: a \"tls\": \"passthrough\" rule cannot carry "
+           "a credential: the proxy does not see the requests inside the tunnel");
+    /* Both at once, and in a client's runtime rules too. */
+    EXPECT(DOC_CLIENTS("{'id':'a','environment':'ci','ip':'10.0.0.1','rules':[{'host':'a.com',"
+                       "'methods':['GET'],'tls':'passthrough','credential':{'header':'X-K',"
+                       "'value':'v'}}]}"),
+           "$.clients[0].rules[0].methods: a \"tls\": \"passthrough\" rule cannot filter "
+           "methods*",
+           "$.clients[0].rules[0].credential: a \"tls\": \"passthrough\" rule cannot carry*");
+    EXPECT(DOC_RULES("{'host':'a.com','tls':'Passthrough'}"),
+           "$.environments.ci.rules[0].tls: must be \"intercept\" or \"passthrough\"");
+    EXPECT(DOC_RULES("{'host':'a.com','tls':''}"),
+           "$.environments.ci.rules[0].tls: must be \"intercept\" or \"passthrough\"");
+    EXPECT(DOC_RULES("{'host':'a.com','tls':null}"), "$.environments.ci.rules[0].tls: must be a "
+                                                     "string");
 }
 
 static void reports_client_errors(void **state)
@@ -731,7 +761,7 @@ static void accepts_the_valid_example_files(void **state)
 static void reports_the_errors_listed_beside_each_invalid_file(void **state)
 {
     const char *names[] = { "invalid-typos", "invalid-credentials", "invalid-clients",
-                            "invalid-syntax" };
+                            "invalid-syntax", "invalid-passthrough" };
 
     (void)state;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -877,6 +907,7 @@ int main(void)
         cmocka_unit_test(reports_rule_host_errors),
         cmocka_unit_test(reports_method_errors),
         cmocka_unit_test(reports_credential_errors_without_quoting_the_value),
+        cmocka_unit_test(reports_passthrough_errors),
         cmocka_unit_test(reports_client_errors),
         cmocka_unit_test(reports_client_address_and_expiry_errors),
         cmocka_unit_test(reports_rfc3339_errors),

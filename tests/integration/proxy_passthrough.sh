@@ -1,0 +1,257 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/proxy_passthrough.sh - opt-in passthrough rules (`"tls": "passthrough"`,
+# README "Policy") and long-lived relays decided again (SECURITY.md): a passthrough tunnel shows
+# the origin's own certificate and carries the client's bytes untouched, while an intercepted
+# host on the same proxy is still intercepted; SNI naming another host (host-mismatch), bytes
+# that are not TLS (not-tls), plain HTTP under a passthrough rule (not-tls, never forwarded); one
+# audit line per passthrough tunnel; a snapshot combining passthrough with methods or a
+# credential refused with its JSON path (sluice policy check and the admin socket); open
+# websocket relays and passthrough tunnels closed within a second of a snapshot that no longer
+# allows them, and when their client's expires_at passes, while a relay still allowed stays.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+fx_init
+
+fx_origin_start || fx_bail "origin.py starts"
+
+P=pin.sluice.test   # passthrough
+I=int.sluice.test   # intercepted
+W=ws.sluice.test    # intercepted, for a websocket relay revoked later
+PW=pinws.sluice.test # passthrough, for a tunnel turned to interception later
+PT=$FX_PY_TLS_PORT
+PH=$FX_PY_HTTP_PORT
+
+# snapshot VERSION [EXTRA CLIENT MEMBERS] RULES... : a snapshot with one environment `pt`
+# holding RULES (JSON objects) and one client `local` (127.0.0.0/8).
+snapshot() {
+  local version=$1 extra=$2 rules
+  shift 2
+  rules=$(printf '%s,' "$@")
+  printf '{"version":%s,"environments":{"pt":{"default":"deny","rules":[%s]}},"clients":[{"id":"local","cidr":"127.0.0.0/8","environment":"pt"%s}]}\n' \
+    "$version" "${rules%,}" "$extra"
+}
+pass() { printf '{"host":"%s:%s","tls":"passthrough"}' "$1" "$2"; }
+icpt() { printf '{"host":"%s:%s"}' "$1" "$2"; }
+put() { # put FILE : PUT /v1/snapshot with FILE's bytes
+  fx_admin PUT /v1/snapshot --data-binary @"$1" -H 'Content-Type: application/json'
+}
+
+base_rules=("$(pass "$P" "$PT")" "$(pass "$P" "$PH")" "$(icpt "$I" "$PT")" "$(icpt "$W" "$PT")"
+  "$(pass "$PW" "$PT")")
+snapshot 1 "" "${base_rules[@]}" >"$FX_WORK/v1.json"
+check "the test policy is valid (sluice policy check)" \
+  bash -c "'$SLUICE_BIN' policy check '$FX_WORK/v1.json' >/dev/null"
+
+fx_resolve "$P" "$I" "$W" "$PW"
+fx_proxy_start --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" ||
+  fx_bail "sluice proxy starts"
+put "$FX_WORK/v1.json"
+check_eq "PUT version 1 with passthrough rules: 200" "$FX_CODE" 200
+
+pc() { # pc ARGS... : proxy_client.py, its output lines joined by spaces, tls=ok cut short
+  { fx_pyclient --timeout 10 "$@" 2>&1 || true; } |
+    sed -E 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/; s/^tls=ok .*/tls=ok/' | paste -sd' ' -
+}
+seen() { fx_jsonl_count "$FX_ORIGIN_LOG" target~"$1"; }
+# shellcheck disable=SC2317 # called through fx_wait
+audit_count_is() { [ "$(fx_jsonl_count "$FX_AUDIT" "${@:2}")" = "$1" ]; }
+
+# --- (1) the origin's certificate, not sluice's ----------------------------------------------
+sclient() { # sclient OUT CAFILE ARGS... : openssl s_client through the proxy
+  local out=$1 ca=$2
+  shift 2
+  timeout 20 openssl s_client -proxy "127.0.0.1:$FX_PROXY_PORT" -CAfile "$ca" "$@" \
+    </dev/null >"$out" 2>&1 || true
+}
+sclient "$FX_WORK/pt-origin.out" "$FX_TEST_CA" -connect "$P:$PT" -servername "$P" \
+  -verify_hostname "$P"
+check "passthrough: the certificate verifies against the test origin CA" \
+  grep -q 'Verify return code: 0 (ok)' "$FX_WORK/pt-origin.out"
+check "passthrough: ... it is the origin's leaf (issuer: sluice test origin CA)" \
+  grep -q 'issuer=.*sluice test origin CA' "$FX_WORK/pt-origin.out"
+sclient "$FX_WORK/pt-sluice.out" "$FX_SLUICE_CA" -connect "$P:$PT" -servername "$P" \
+  -verify_hostname "$P"
+check "passthrough: ... and not one sluice minted (sluice's CA does not verify it)" \
+  bash -c "! grep -q 'Verify return code: 0 (ok)' '$FX_WORK/pt-sluice.out'"
+sclient "$FX_WORK/int.out" "$FX_SLUICE_CA" -connect "$I:$PT" -servername "$I" \
+  -verify_hostname "$I"
+check "intercept: a host without passthrough on the same proxy gets sluice's certificate" \
+  grep -q 'Verify return code: 0 (ok)' "$FX_WORK/int.out"
+sclient "$FX_WORK/pt-nosni.out" "$FX_TEST_CA" -connect "$P:$PT" -noservername \
+  -verify_hostname "$P"
+check "passthrough: a ClientHello without SNI is allowed (the CONNECT host is what counts)" \
+  grep -q 'Verify return code: 0 (ok)' "$FX_WORK/pt-nosni.out"
+
+# --- (2) curl: the request works with --cacert the test CA -----------------------------------
+rc=0
+got=$(curl -q -sS --max-time 20 --http1.1 --proxy "http://127.0.0.1:$FX_PROXY_PORT" \
+  --cacert "$FX_TEST_CA" "https://$P:$PT/hello?probe=pt-curl" 2>"$FX_WORK/curl.err") || rc=$?
+check_eq "passthrough: curl --cacert <test CA> https://$P/ through the proxy" \
+  "$rc $got" "0 hello from origin.py"
+rc=0
+curl -q -sS --max-time 20 --http1.1 --proxy "http://127.0.0.1:$FX_PROXY_PORT" \
+  --cacert "$FX_SLUICE_CA" "https://$P:$PT/hello?probe=pt-curl-sluice" \
+  >/dev/null 2>"$FX_WORK/curl2.err" || rc=$?
+check "passthrough: ... trusting only sluice's CA fails (curl exit 60, no interception)" \
+  test "$rc" = 60
+check_audit "passthrough: one audit line for the tunnel (CONNECT, allow, tls=passthrough)" \
+  method=CONNECT host="$P" port="$PT" decision=allow status=200 tls=passthrough rule="$P:$PT"
+check_eq "passthrough: ... and none for the requests inside (the proxy does not see them)" \
+  "$(fx_jsonl_count "$FX_AUDIT" host="$P" method!=CONNECT)" 0
+check "passthrough: ... the line counts the bytes both ways" \
+  test "$(fx_jsonl_count "$FX_AUDIT" method=CONNECT host="$P" decision=allow bytes_up!=0 \
+    bytes_down!=0)" -ge 1
+
+# --- (3) the origin sees exactly what the client sent ----------------------------------------
+# Hop-by-hop headers the intercepting proxy removes (SPEC §4.6) pass a passthrough tunnel as
+# they are: the proxy never sees them.
+hop=('Connection: keep-alive, X-Hop' 'X-Hop: 1' 'Proxy-Connection: keep-alive' 'TE: trailers'
+  'Proxy-Authorization: Basic dGVzdDp0ZXN0')
+raw() { # raw HOST PROBE : an exact request head
+  local out="GET /echo?probe=$2 HTTP/1.1\\r\\nHost: $1:$PT\\r\\n" h
+  for h in "${hop[@]}"; do out+="$h\\r\\n"; done
+  printf '%s\\r\\n' "$out"
+}
+# origin_headers PROBE : the headers origin.py logged for PROBE, "Name: value" joined by |.
+origin_headers() {
+  "$FX_PYTHON" - "$FX_ORIGIN_LOG" "$1" <<'EOF'
+import json, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    for line in f:
+        d = json.loads(line)
+        if "probe=" + sys.argv[2] in d["target"]:
+            print("|".join(f"{n}: {v}" for n, v in d["headers"]))
+            break
+EOF
+}
+out=$(pc --connect "$P:$PT" --cafile "$FX_TEST_CA" --raw "$(raw "$P" pt-exact)")
+check_eq "passthrough: a raw request through the tunnel: 200 from the origin" \
+  "$out" "connect=200 tls=ok status=200 reason=-"
+want="Host: $P:$PT|$(printf '%s|' "${hop[@]}")"
+check_eq "passthrough: the origin got the head byte for byte (hop-by-hop headers included)" \
+  "$(origin_headers pt-exact)" "${want%|}"
+out=$(pc --connect "$I:$PT" --raw "$(raw "$I" int-exact)")
+check_eq "intercept: the same request to the intercepted host: 200" \
+  "$out" "connect=200 tls=ok status=200 reason=-"
+check_eq "intercept: ... there the proxy removed the hop-by-hop headers (the contrast)" \
+  "$(origin_headers int-exact)" "Host: $I:$PT"
+
+# --- (4) refusals after the 200 ---------------------------------------------------------------
+sclient "$FX_WORK/pt-mismatch.out" "$FX_TEST_CA" -connect "$P:$PT" -servername "$I"
+check "host-mismatch: SNI $I in a passthrough tunnel to $P: no handshake, no certificate" \
+  bash -c "grep -q 'no peer certificate available' '$FX_WORK/pt-mismatch.out'"
+check_audit "host-mismatch: audit line (deny, host-mismatch, tls=passthrough)" \
+  method=CONNECT host="$P" decision=deny reason=host-mismatch tls=passthrough
+out=$(pc --connect "$P:$PT" --no-tls --raw '\x00\x01\x02 hello' --responses 0 --eof-wait 5)
+check_eq "not-tls: garbage in a passthrough tunnel is closed unanswered" \
+  "$out" "connect=200 tls=none eof"
+check_audit "not-tls: audit line (deny, not-tls, tls=passthrough)" \
+  method=CONNECT host="$P" port="$PT" decision=deny reason=not-tls tls=passthrough
+out=$(pc --connect "$P:$PH" --no-tls --raw "GET /echo?probe=pt-http HTTP/1.1\\r\\nHost: $P\\r\\n\\r\\n" \
+  --responses 0 --eof-wait 5)
+check_eq "not-tls: plain HTTP in a passthrough tunnel is closed unanswered" \
+  "$out" "connect=200 tls=none eof"
+fx_curl "http://$P:$PH/echo?probe=pt-abs"
+check_status "not-tls: an absolute-form http:// request under a passthrough rule -> 400" 400 not-tls
+check "not-tls: ... its body says the rule is passthrough and to use https" \
+  grep -q 'use https: rule {"host":"'"$P:$PH"'","tls":"passthrough"}' "$FX_BODY"
+check_eq "not-tls: the origin saw neither plain request" \
+  "$(seen probe=pt-http) $(seen probe=pt-abs)" "0 0"
+
+# --- (5) passthrough with methods or a credential is refused, with the JSON path --------------
+snapshot 9 "" "$(pass "$P" "$PT")" \
+  "{\"host\":\"a.sluice.test\",\"tls\":\"passthrough\",\"methods\":[\"GET\"]}" \
+  "{\"host\":\"b.sluice.test\",\"tls\":\"passthrough\",\"credential\":{\"header\":\"X-K\",\"value\":\"s3cr3t\"}}" \
+  >"$FX_WORK/bad.json"
+rc=0
+"$SLUICE_BIN" policy check "$FX_WORK/bad.json" >"$FX_WORK/check.out" 2>&1 || rc=$?
+check_eq "policy check: passthrough with methods or a credential: exit 1" "$rc" 1
+check "policy check: ... names \$.environments.pt.rules[1].methods" \
+  grep -q '^\$\.environments\.pt\.rules\[1\]\.methods: a "tls": "passthrough" rule cannot filter methods' \
+  "$FX_WORK/check.out"
+check "policy check: ... and \$.environments.pt.rules[2].credential, never the value" \
+  bash -c "grep -q '^\\\$\\.environments\\.pt\\.rules\\[2\\]\\.credential: a \"tls\": \"passthrough\" rule cannot carry a credential' '$FX_WORK/check.out' && ! grep -q s3cr3t '$FX_WORK/check.out'"
+put "$FX_WORK/bad.json"
+check_match "admin socket: the same snapshot is refused (4xx)" "$FX_CODE" '^4[0-9][0-9]$' 
+check_eq "admin socket: ... with the JSON path of the first error" \
+  "$(fx_json "$FX_ADMIN_BODY" 'd["path"]')" '$.environments.pt.rules[1].methods'
+
+# --- (6) open relays decided again when a snapshot arrives ------------------------------------
+ws_key=dGhlIHNhbXBsZSBub25jZQ==
+ws() { # ws HOST PROBE : a WebSocket opening handshake for origin.py's /ws
+  printf 'GET /ws?probe=%s HTTP/1.1\\r\\nHost: %s:%s\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: %s\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n' \
+    "$2" "$1" "$PT" "$ws_key"
+}
+relay_bg() { # relay_bg NAME HOST [ARGS] : a relay kept open (echo once, then wait for EOF)
+  fx_pyclient_bg "$FX_WORK/relay-$1.out" --timeout 30 --connect "$2:$PT" "${@:3}" \
+    --raw "$(ws "$2" "$1")" --then "ping-$1" --eof-wait 25
+}
+# shellcheck disable=SC2317 # called through fx_wait
+relay_up() { grep -q "^recv=ping-$1" "$FX_WORK/relay-$1.out"; }
+# shellcheck disable=SC2317 # called through fx_wait
+relay_closed() { grep -qE '^(eof|error)' "$FX_WORK/relay-$1.out"; }
+
+relay_bg ws1 "$W"
+relay_bg pw1 "$PW" --cafile "$FX_TEST_CA"
+relay_bg keep "$I"
+for r in ws1 pw1 keep; do
+  fx_wait 10 relay_up "$r" || { not_ok "relay $r opens"; cat "$FX_WORK/relay-$r.out"; }
+done
+check "relays: a websocket, a passthrough tunnel and another websocket are open" \
+  bash -c "! grep -qE '^(eof|error)' '$FX_WORK'/relay-{ws1,pw1,keep}.out"
+# Version 2: $W removed, $PW intercepted from now on, $I unchanged.
+snapshot 2 "" "$(pass "$P" "$PT")" "$(pass "$P" "$PH")" "$(icpt "$I" "$PT")" \
+  "$(icpt "$PW" "$PT")" >"$FX_WORK/v2.json"
+put "$FX_WORK/v2.json"
+check_eq "PUT version 2 (revokes $W, intercepts $PW): 200" "$FX_CODE" 200
+check "revoked: the websocket relay to $W is closed within a second" fx_wait 1 relay_closed ws1
+check "revoked: the passthrough tunnel to $PW (now intercepted) is closed within a second" \
+  fx_wait 1 relay_closed pw1
+check_audit "revoked: the websocket's line (deny, host-not-allowed, 101, version 2)" \
+  method=GET host="$W" path=/ws decision=deny reason=host-not-allowed status=101 \
+  policy_version=2
+check_audit "revoked: the tunnel's line (deny, host-not-allowed, tls=passthrough, version 2)" \
+  method=CONNECT host="$PW" decision=deny reason=host-not-allowed tls=passthrough \
+  policy_version=2
+check "still allowed: the websocket relay to $I stays open" \
+  bash -c "sleep 1; ! grep -qE '^(eof|error)' '$FX_WORK/relay-keep.out'"
+kill "$FX_BG_PID" 2>/dev/null || true
+
+# --- (7) ... and when the client's expires_at passes ------------------------------------------
+exp_epoch=$(($(date +%s) + 5))
+exp_at=$(date -u -d "@$exp_epoch" +%Y-%m-%dT%H:%M:%SZ)
+snapshot 3 ",\"expires_at\":\"$exp_at\"" "${base_rules[@]}" >"$FX_WORK/v3.json"
+put "$FX_WORK/v3.json"
+check_eq "PUT version 3 (the client expires at $exp_at): 200" "$FX_CODE" 200
+relay_bg ws2 "$W"
+relay_bg pw2 "$PW" --cafile "$FX_TEST_CA"
+for r in ws2 pw2; do
+  fx_wait 4 relay_up "$r" || { not_ok "relay $r opens"; cat "$FX_WORK/relay-$r.out"; }
+done
+while [ "$(date +%s)" -lt $((exp_epoch - 1)) ]; do sleep 0.1; done
+if grep -qE '^(eof|error)' "$FX_WORK"/relay-{ws2,pw2}.out; then
+  not_ok "expiry: both relays are still open a second before expires_at"
+else
+  ok "expiry: both relays are still open a second before expires_at"
+fi
+while [ "$(date +%s)" -lt "$exp_epoch" ]; do sleep 0.05; done
+check "expiry: the websocket relay is closed within a second of expires_at" \
+  fx_wait 1 relay_closed ws2
+check "expiry: the passthrough tunnel is closed within a second of expires_at" \
+  fx_wait 1 relay_closed pw2
+check_audit "expiry: the websocket's line (deny, expired, client local)" \
+  method=GET host="$W" path=/ws decision=deny reason=expired client=local
+check_audit "expiry: the tunnel's line (deny, expired, tls=passthrough)" \
+  method=CONNECT host="$PW" decision=deny reason=expired tls=passthrough
+check "expiry: a new tunnel by the expired client is refused (403 expired)" \
+  bash -c "'$FX_PYTHON' '$FX_SUPPORT/proxy_client.py' --proxy 127.0.0.1:$FX_PROXY_PORT \
+    --timeout 10 --connect $P:$PT --cafile '$FX_TEST_CA' --request 'GET /hello' 2>&1 |
+    grep -q '^connect=403 reason=expired'"
+
+check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
+fx_done
