@@ -5,6 +5,8 @@
 #             the ASan+UBSan configurations
 # make build  dependencies + release build; the binary is build/sluice
 # make fuzz   each libFuzzer target for FUZZ_SECONDS (default 60)
+# make fuzz-long  each libFuzzer target for FUZZ_LONG_SECONDS (default 3600), one after the
+#             other, in $(FUZZ_BUILD); new inputs and crashes are kept in $(FUZZ_WORK)/<target>
 # make bench  the micro-benchmarks (numbers, not pass/fail)
 # make lint   clang-format check, tools/checksrc.sh, clang-tidy
 # make format reformat every C file
@@ -14,9 +16,13 @@ ASAN_BUILD ?= build/asan
 TSAN_BUILD ?= build/tsan
 JOBS       ?= $(shell nproc)
 FUZZ_SECONDS ?= 60
+FUZZ_LONG_SECONDS ?= 3600
+FUZZ_BUILD ?= build/fuzz
+FUZZ_WORK  ?= build/fuzz-work
 CTEST      = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps test-deps build run test test-release test-asan test-tsan fuzz bench lint format clean
+.PHONY: all deps test-deps build run test test-release test-asan test-tsan fuzz fuzz-long bench lint \
+	format clean
 
 all: build
 
@@ -77,6 +83,25 @@ fuzz: test-deps
 		-DSLUICE_FUZZ=ON -DSLUICE_FUZZ_SECONDS=$(FUZZ_SECONDS)
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && $(CTEST) -L '^fuzz$$'
+
+# Hours of fuzzing: every target in turn, starting from its committed corpus (read only) and the
+# work directory of earlier runs, which collects what each run finds. A failing target does not
+# stop the others; the exit status says whether any failed. Promote useful inputs from the work
+# directory into tests/fuzz/<target>/corpus by hand (libFuzzer -merge=1 keeps it small).
+fuzz-long: test-deps
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON \
+		-DSLUICE_FUZZ=ON -DSLUICE_FUZZ_SECONDS=$(FUZZ_LONG_SECONDS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	@rc=0; for src in tests/fuzz/fuzz_*.c; do \
+		t=$$(basename $$src .c); t=$${t#fuzz_}; work=$(FUZZ_WORK)/$$t; \
+		dict=tests/fuzz/$$t/$$t.dict; mkdir -p $$work; \
+		echo "fuzz-long: $$t for $(FUZZ_LONG_SECONDS) s (inputs in $$work)"; \
+		ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 $(FUZZ_BUILD)/tests/fuzz_$$t \
+			-max_total_time=$(FUZZ_LONG_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+			-print_final_stats=1 -artifact_prefix=$$work/ \
+			$$(test -f $$dict && echo -dict=$$dict) $$work tests/fuzz/$$t/corpus \
+			|| { echo "fuzz-long: $$t FAILED (see $$work/crash-*)"; rc=1; }; \
+	done; exit $$rc
 
 bench: build
 	$(BUILD)/bench/policy_bench

@@ -214,8 +214,21 @@ static int check_framing(struct sl_h1 *p)
     }
     h->keep_alive = llhttp_should_keep_alive(l) != 0;
     h->upgrade = l->upgrade != 0;
-    if (p->_kind == SL_H1_RESPONSE
-        && (p->_no_body || h->status < 200 || h->status == 204 || h->status == 304)) {
+    if (p->_kind == SL_H1_RESPONSE && h->status == 101 && !h->upgrade) {
+        /* llhttp treats a 101 without `Upgrade` and `Connection: upgrade` as an interim
+         * response and goes on parsing HTTP, while the client it is relayed to switches
+         * protocols: the two ends would disagree about every byte that follows. */
+        return fail(p, "101 Switching Protocols without an upgrade", SL_EINVAL);
+    }
+    if (p->_kind == SL_H1_REQUEST && llhttp_get_method(l) == HTTP_CONNECT
+        && (te > 0 || ((l->flags & F_CONTENT_LENGTH) != 0 && l->content_length > 0))) {
+        /* RFC 9110 §9.3.6: a CONNECT request has no content. llhttp switches protocols right
+         * after the head whatever its framing says, so the "body" would reach the tunnel. */
+        return fail(p, "a CONNECT request has no body", SL_EINVAL);
+    }
+    if ((p->_kind == SL_H1_RESPONSE
+         && (p->_no_body || h->status < 200 || h->status == 204 || h->status == 304))
+        || (p->_kind == SL_H1_REQUEST && llhttp_get_method(l) == HTTP_CONNECT)) {
         h->body = SL_H1_BODY_NONE;
     } else if ((l->flags & F_CHUNKED) != 0) {
         h->body = SL_H1_BODY_CHUNKED;
@@ -234,13 +247,21 @@ static int check_framing(struct sl_h1 *p)
 static int on_headers_complete(llhttp_t *l)
 {
     struct sl_h1 *p = parser_of(l);
-    bool skip_body = p->_kind == SL_H1_RESPONSE && p->_no_body;
+    bool skip_body;
 
     if (check_framing(p) < 0) {
         return -1;
     }
+    /* A response without a body by our rules (HEAD, 1xx, 204, 304) must have none for llhttp
+     * either: llhttp reads a chunked or Content-Length body after a 1xx, which would then be
+     * relayed after an interim head. */
+    skip_body = p->_kind == SL_H1_RESPONSE && p->_head.body == SL_H1_BODY_NONE;
     p->_in_body = true;
-    p->_no_body = false;
+    /* An interim (1xx) response is not the answer: the final response that follows still
+     * answers the HEAD request and has no body (RFC 9110 §15.2). */
+    if (p->_kind == SL_H1_REQUEST || p->_head.status >= 200) {
+        p->_no_body = false;
+    }
     p->_ev = SL_H1_EV_HEAD;
     /* Returning 1 tells llhttp the message has no body; it cannot also pause, so the end of
      * the message is reported on the next call (see on_message_complete). */

@@ -6,7 +6,8 @@
  * It wraps llhttp 9.2 in strict mode (no lenient flag is ever set) and adds what a proxy needs
  * on top: a capped head (SL_ETOOBIG -> 431), a capped header count, the framing rules of
  * SPEC.md §4.6 that llhttp leaves to the application (Transfer-Encoding other than exactly
- * `chunked`, Transfer-Encoding on HTTP/1.0, more than one Host), and a pull-style interface
+ * `chunked`, Transfer-Encoding on HTTP/1.0, more than one Host, a CONNECT request with a body,
+ * a 101 response without an upgrade), and a pull-style interface
  * that hands out one event per call so the caller can stop between any two events (to run
  * policy after the head, or to wait for a slow peer to drain before taking more body bytes).
  *
@@ -167,7 +168,8 @@ SL_MUST_CHECK int sl_h1_eof(struct sl_h1 *p, struct sl_h1_event *ev);
 void sl_h1_finish(struct sl_h1 *p);
 
 /* Response parsers only: the next response answers a HEAD request (or is the answer to a
- * CONNECT) and carries no body whatever its headers say. Call before its first byte. */
+ * CONNECT) and carries no body whatever its headers say. Call before its first byte. Interim
+ * (1xx) responses before the final one do not use it up. */
 void sl_h1_expect_no_body(struct sl_h1 *p);
 
 /* The head of the current message; valid from SL_H1_EV_HEAD until the arena is reset. */

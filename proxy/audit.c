@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -22,6 +23,8 @@
 #define PATH_MAX_BYTES 1024
 #define HOST_MAX_BYTES 512
 #define NAME_MAX_BYTES 256
+/* Longest duration written, in ms (about 31 years). */
+#define AUDIT_MS_MAX 1e12
 
 struct sl_audit {
     int fd;
@@ -141,6 +144,22 @@ static int put_src(struct line *b, const struct sockaddr *sa)
     return put_cstr(b, "null");
 }
 
+/* Appends a duration. JSON has no NaN or infinity (printf would write "nan", and the line would
+ * no longer parse), so those are written as null; and a duration is capped at AUDIT_MS_MAX so
+ * that its text stays short (a double can take 300 digits) and the line within its size. */
+static int put_ms(struct line *b, double ms)
+{
+    if (!isfinite(ms)) {
+        return put_cstr(b, "null");
+    }
+    if (ms > AUDIT_MS_MAX) {
+        ms = AUDIT_MS_MAX;
+    } else if (ms < -AUDIT_MS_MAX) {
+        ms = -AUDIT_MS_MAX;
+    }
+    return putf(b, "%.1f", ms);
+}
+
 static int format_into(const struct sl_audit_record *r, struct line *b)
 {
     char ts[40];
@@ -186,11 +205,11 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     if (r->passthrough) {
         SL_TRY(put_cstr(b, ",\"tls\":\"passthrough\""));
     }
-    return putf(b,
-                ",\"credential\":%s,\"status\":%d,\"bytes_up\":%llu,\"bytes_down\":%llu,"
-                "\"ms\":%.1f,\"policy_version\":%lld}\n",
+    SL_TRY(putf(b, ",\"credential\":%s,\"status\":%d,\"bytes_up\":%llu,\"bytes_down\":%llu,\"ms\":",
                 r->credential ? "true" : "false", r->status, (unsigned long long)r->bytes_up,
-                (unsigned long long)r->bytes_down, r->ms, (long long)r->policy_version);
+                (unsigned long long)r->bytes_down));
+    SL_TRY(put_ms(b, r->ms));
+    return putf(b, ",\"policy_version\":%lld}\n", (long long)r->policy_version);
 }
 
 int sl_audit_format(const struct sl_audit_record *r, char *buf, size_t cap)

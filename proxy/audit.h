@@ -58,7 +58,8 @@ struct sl_audit_record {
     int status;
     uint64_t bytes_up;
     uint64_t bytes_down;
-    /* Duration of the request in milliseconds. */
+    /* Duration of the request in milliseconds; written with one decimal, capped at 1e12 either
+     * way, NaN and infinities as null. */
     double ms;
     /* Version of the snapshot that decided, 0 when there was none. */
     int64_t policy_version;
