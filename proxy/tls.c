@@ -631,7 +631,11 @@ int sl_tls_create_client(SSL_CTX *ctx, const char *host, bool host_is_ip, uint16
         if (SSL_set_tlsext_host_name(t->ssl, name) != 1 || SSL_set1_host(t->ssl, host) != 1) {
             goto fail_engine;
         }
-        SSL_set_hostflags(t->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+        /* RFC 6125 §6.4.4 lets a client fall back to the subject CN when the certificate has
+         * no DNS name; OpenSSL does by default. The CA/Browser Forum rules require SANs, and a
+         * CN is not constrained the way a SAN is, so the CN is never used. */
+        SSL_set_hostflags(t->ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS
+                                          | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
     }
     cache = cache_of(ctx);
     if (cache != NULL) {

@@ -163,7 +163,8 @@ SL_MUST_CHECK int sl_tls_create_server(SSL_CTX *ctx, size_t out_cap_bytes, struc
 /* Creates a client engine (an upstream connection) on `ctx`, built by sl_tls_client_ctx_new(),
  * to `host`:`port`. `host` is a normalised DNS name, or an IP literal (IPv6 without brackets)
  * when `host_is_ip` is true; the two must agree (SL_EINVAL otherwise). A DNS name is sent as SNI
- * and verified against the certificate's DNS names; an IP literal is never sent as SNI and is
+ * and verified against the certificate's DNS names only (never its subject CN; a wildcard
+ * covers one whole label); an IP literal is never sent as SNI and is
  * verified against the certificate's IP addresses. A cached session for "host:port" is offered.
  * `out_cap_bytes` as for sl_tls_create_server(). Borrows `host` (copied); takes its own reference
  * to `ctx`. Returns 0, SL_EINVAL, SL_ENOMEM or SL_ECRYPTO. */

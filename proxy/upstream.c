@@ -54,6 +54,9 @@ struct sl_upstream {
     struct sl_upstream *idle_prev;
     /* The stream is initialised (its handle must be closed). */
     bool stream_live;
+    /* The stream of a failed attempt is closing; it holds one extra count in pending_closes,
+     * and the next address is tried once it has closed (unless the upstream closes first). */
+    bool retrying;
     /* Inside sl_upstream_open(): no callbacks. */
     bool opening;
     bool closing;
@@ -132,13 +135,20 @@ static void on_stream_closed(struct sl_stream *s, void *arg)
 
     (void)s;
     u->stream_live = false;
-    if (u->closing) {
-        on_handle_closed(u);
+    if (u->retrying) {
+        /* A failed connect attempt was closed: its extra count goes, and the stream's own slot
+         * is kept for the next attempt on a fresh handle. If the owner closed the upstream
+         * meanwhile, there is no next attempt and the slot goes too. */
+        u->retrying = false;
+        u->pending_closes--;
+        if (u->closing) {
+            on_handle_closed(u);
+            return;
+        }
+        try_next(u);
         return;
     }
-    /* A failed connect attempt was closed: try the next address on a fresh handle. */
-    u->pending_closes--;
-    try_next(u);
+    on_handle_closed(u);
 }
 
 void sl_upstream_close(struct sl_upstream *u)
@@ -222,6 +232,7 @@ static void on_connect(uv_connect_t *req, int status)
         u->next++;
         /* The handle of a failed connect cannot be reused: close it, then try the next. */
         u->pending_closes++;
+        u->retrying = true;
         sl_stream_close(&u->stream, on_stream_closed);
         return;
     }
@@ -290,6 +301,7 @@ static void try_next(struct sl_upstream *u)
         u->connect_error = rc;
         u->next++;
         u->pending_closes++;
+        u->retrying = true;
         sl_stream_close(&u->stream, on_stream_closed);
         return;
     }

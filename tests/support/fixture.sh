@@ -230,7 +230,6 @@ fx_test_ca() {
     set -e
     cd "$d"
     exec 2>>"$d/openssl.log"
-    ec() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1"; }
     cat >req.cnf <<'EOF'
 [req]
 distinguished_name = dn
@@ -242,38 +241,60 @@ keyUsage = critical, keyCertSign, cRLSign
 subjectKeyIdentifier = hash
 EOF
     mkca() { # mkca NAME CN
-      ec "$1.key"
+      fx__ec "$1.key"
       openssl req -config req.cnf -new -x509 -key "$1.key" -out "$1.pem" -days 30 \
         -subj "/O=sluice tests/CN=$2" -extensions v3_ca -sha256
     }
     mkca ca "sluice test origin CA"
     mkca rogue-ca "sluice test rogue CA"
-    leafext() { # leafext FILE SAN
-      cat >"$1" <<EOF
-[leaf]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid
-subjectAltName = $2
-EOF
-    }
-    local good_san='DNS:*.sluice.test, DNS:sluice.test, IP:127.0.0.1, IP:::1'
-    leaf() { # leaf NAME CA SAN
-      ec "$1.key"
-      openssl req -config req.cnf -new -key "$1.key" -subj "/O=sluice tests/CN=$1" -out "$1.csr"
-      leafext "$1.ext" "$3"
-      openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial \
-        -days 30 -sha256 -extfile "$1.ext" -extensions leaf -out "$1.pem"
-    }
-    leaf good ca "$good_san"
-    leaf wrong ca "DNS:wrong.example"
-    leaf untrusted rogue-ca "$good_san"
+    fx__leaf good ca "$FX_GOOD_SAN"
+    fx__leaf wrong ca "DNS:wrong.example"
+    fx__leaf untrusted rogue-ca "$FX_GOOD_SAN"
     # An expired leaf needs a notAfter in the past: `openssl ca` takes explicit dates.
-    ec expired.key
-    openssl req -config req.cnf -new -key expired.key -subj "/O=sluice tests/CN=expired" -out expired.csr
-    leafext expired.ext "$good_san"
+    fx__leaf_dated expired 20200101000000Z 20200102000000Z "$FX_GOOD_SAN"
+  ) || {
+    echo "# fx_test_ca: openssl failed:"
+    sed 's/^/#   /' "$d/openssl.log"
+    return 1
+  }
+}
+
+# The names and addresses of good.pem (and of the bad leaves that differ from it in one way).
+FX_GOOD_SAN='DNS:*.sluice.test, DNS:sluice.test, IP:127.0.0.1, IP:::1'
+
+# Leaf helpers of fx_test_ca and fx_test_ca_matrix; they run in $FX_PKI with stderr logged.
+fx__ec() {
+  openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1"
+}
+
+# fx__leafext FILE SAN [EKU] : an extension section "leaf"; SAN "-" leaves subjectAltName out.
+fx__leafext() {
+  {
+    printf '[leaf]\nbasicConstraints = critical, CA:FALSE\n'
+    printf 'keyUsage = critical, digitalSignature\nextendedKeyUsage = %s\n' "${3:-serverAuth}"
+    printf 'subjectKeyIdentifier = hash\n'
+    if [ "${4:-}" != self ]; then printf 'authorityKeyIdentifier = keyid\n'; fi
+    if [ "$2" != - ]; then printf 'subjectAltName = %s\n' "$2"; fi
+  } >"$1"
+}
+
+# fx__leaf NAME CA SAN [EKU [CN]] : NAME.pem/NAME.key signed by CA.pem, valid 30 days, subject
+# CN NAME unless CN is given.
+fx__leaf() {
+  fx__ec "$1.key"
+  openssl req -config req.cnf -new -key "$1.key" -subj "/O=sluice tests/CN=${5:-$1}" -out "$1.csr"
+  fx__leafext "$1.ext" "$3" "${4:-serverAuth}"
+  openssl x509 -req -in "$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial \
+    -days 30 -sha256 -extfile "$1.ext" -extensions leaf -out "$1.pem"
+}
+
+# fx__leaf_dated NAME START END SAN : NAME.pem signed by ca.pem with explicit validity dates
+# (YYYYMMDDHHMMSSZ), through `openssl ca` (x509 -req only counts days from now).
+fx__leaf_dated() {
+  fx__ec "$1.key"
+  openssl req -config req.cnf -new -key "$1.key" -subj "/O=sluice tests/CN=$1" -out "$1.csr"
+  fx__leafext "$1.ext" "$4"
+  if [ ! -f ca-db/ca.cnf ]; then
     mkdir -p ca-db
     : >ca-db/index.txt
     echo 1000 >ca-db/serial
@@ -281,7 +302,7 @@ EOF
 [ca]
 default_ca = test_ca
 [test_ca]
-dir = $d/ca-db
+dir = $PWD/ca-db
 database = \$dir/index.txt
 serial = \$dir/serial
 new_certs_dir = \$dir
@@ -294,11 +315,37 @@ copy_extensions = none
 organizationName = optional
 commonName = supplied
 EOF
-    openssl ca -batch -config ca-db/ca.cnf -cert ca.pem -keyfile ca.key -in expired.csr \
-      -out expired.pem -notext -startdate 20200101000000Z -enddate 20200102000000Z \
-      -extfile expired.ext -extensions leaf
+  fi
+  openssl ca -batch -config ca-db/ca.cnf -cert ca.pem -keyfile ca.key -in "$1.csr" \
+    -out "$1.pem" -notext -startdate "$2" -enddate "$3" -extfile "$1.ext" -extensions leaf
+}
+
+# fx_test_ca_matrix : fx_test_ca, plus (once) leaves that each break one rule of upstream
+# verification (SPEC §4.4) and are otherwise like good.pem (signed by ca.pem, valid now, P-256):
+#   notyet.pem       good.pem's names, valid from 2099-01-01 (not yet valid)
+#   cnonly.pem       no subjectAltName at all; subject CN a.sluice.test
+#   sanother.pem     SAN DNS:other.example only; subject CN a.sluice.test
+#   clientauth.pem   good.pem's names, extendedKeyUsage clientAuth only
+#   selfsigned.pem   good.pem's names, subject CN a.sluice.test, self-signed (not ca.pem)
+fx_test_ca_matrix() {
+  fx_test_ca || return 1
+  local d=$FX_PKI
+  if [ -f "$d/selfsigned.pem" ]; then return 0; fi
+  (
+    set -e
+    cd "$d"
+    exec 2>>"$d/openssl.log"
+    fx__leaf_dated notyet 20990101000000Z 20991231000000Z "$FX_GOOD_SAN"
+    fx__leaf cnonly ca - serverAuth a.sluice.test
+    fx__leaf sanother ca "DNS:other.example" serverAuth a.sluice.test
+    fx__leaf clientauth ca "$FX_GOOD_SAN" clientAuth
+    fx__ec selfsigned.key
+    fx__leafext selfsigned.ext "$FX_GOOD_SAN" serverAuth self
+    cat req.cnf selfsigned.ext >selfsigned.cnf
+    openssl req -config selfsigned.cnf -new -x509 -key selfsigned.key -out selfsigned.pem \
+      -days 30 -subj "/O=sluice tests/CN=a.sluice.test" -extensions leaf -sha256
   ) || {
-    echo "# fx_test_ca: openssl failed:"
+    echo "# fx_test_ca_matrix: openssl failed:"
     sed 's/^/#   /' "$d/openssl.log"
     return 1
   }
@@ -322,6 +369,9 @@ EOF
 # Every server serves: / (index.html), /hello ("hello from nginx\n"), /204, /304 (return 304),
 # /static.txt (static, with ETag and Last-Modified), /echo-auth ("auth=<Authorization>\n"),
 # /big (after fx_nginx_big), anything else 404.
+# FX_NGINX_EXTRA, when set, is added inside http { } (more server blocks; they may include
+# $FX_NGINX_DIR/common.conf, which exists by then), and the ports listed in FX_NGINX_EXTRA_PORTS
+# are waited for like the others.
 fx_nginx_start() {
   local d=$FX_WORK/nginx ports user_line="" listen6="" i
   if [ ! -x "$FX_NGINX" ]; then
@@ -422,12 +472,13 @@ http {
     listen 127.0.0.1:$FX_HTTP_PORT;
     include $d/common.conf;
   }
+${FX_NGINX_EXTRA:-}
 }
 EOF
   "$FX_NGINX" -p "$d/" -c "$d/nginx.conf" -e "$d/error.log" >"$d/stdout" 2>&1 &
   FX_NGINX_PID=$!
   FX_PIDS+=("$FX_NGINX_PID")
-  for i in "${ports[@]}"; do
+  for i in "${ports[@]}" ${FX_NGINX_EXTRA_PORTS:-}; do
     if ! fx__wait_listen "$FX_NGINX_PID" "$i" 10; then
       echo "# fx_nginx_start: nginx is not answering on 127.0.0.1:$i"
       fx__dump "$d/stdout" "$d/error.log"
@@ -644,6 +695,7 @@ fx_admin() {
 #   FX_CONNECT_CODE  the CONNECT status (000 for plain http:// requests)
 #   FX_SIZE          body bytes received (curl's size_download; with -I, FX_BODY holds the head)
 # and writes FX_HDRS (every head curl saw, CONNECT answer included), FX_BODY, FX_ERR (stderr).
+# FX_CURL_IN, when set, is a command prefix curl runs under (e.g. nsenter into a namespace).
 fx_curl() {
   local w
   FX_HDRS=$FX_WORK/curl.headers
@@ -652,7 +704,7 @@ fx_curl() {
   : >"$FX_HDRS"
   : >"$FX_BODY"
   FX_RC=0
-  w=$(curl -q -sS --max-time 20 --proxy "http://127.0.0.1:$FX_PROXY_PORT" \
+  w=$(${FX_CURL_IN:-} curl -q -sS --max-time 20 --proxy "http://127.0.0.1:$FX_PROXY_PORT" \
     --cacert "$FX_SLUICE_CA" -D "$FX_HDRS" -o "$FX_BODY" \
     -w '%{http_code} %{http_connect} %{size_download}' "$@" 2>"$FX_ERR") || FX_RC=$?
   read -r FX_CODE FX_CONNECT_CODE FX_SIZE <<<"$w" || true

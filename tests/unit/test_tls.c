@@ -40,6 +40,8 @@ static struct {
     X509 *leaf_unknown;
     /* DNS:a.sluice.test, signed by `ca`, expired yesterday. */
     X509 *leaf_expired;
+    /* No subjectAltName; subject CN a.sluice.test; signed by `ca`. */
+    X509 *leaf_cn_only;
     /* A client-facing context without a certificate. */
     SSL_CTX *server_ctx;
 } pki;
@@ -56,7 +58,8 @@ static void add_ext(X509 *x, X509V3_CTX *v3, int nid, const char *value)
 }
 
 /* Makes a certificate for `key` named `cn`, valid from now+`from_s` to now+`to_s` seconds,
- * signed by `issuer` (NULL: self-signed). */
+ * signed by `issuer` (NULL: self-signed). A NULL `san` makes a CA; an empty one a leaf without
+ * a subjectAltName. */
 static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer_key,
                        const char *san, long from_s, long to_s)
 {
@@ -86,7 +89,9 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *is
     if (!is_ca) {
         add_ext(x, &v3, NID_authority_key_identifier, "keyid:always");
         add_ext(x, &v3, NID_ext_key_usage, "serverAuth");
-        add_ext(x, &v3, NID_subject_alt_name, san);
+        if (san[0] != '\0') {
+            add_ext(x, &v3, NID_subject_alt_name, san);
+        }
     }
     assert_true(X509_sign(x, issuer_key != NULL ? issuer_key : key, EVP_sha256()) > 0);
     return x;
@@ -113,6 +118,8 @@ static int pki_setup(void **state)
                                  "DNS:a.sluice.test", -3600, 86400);
     pki.leaf_expired = make_cert(pki.leaf_key, "a.sluice.test", pki.ca, pki.ca_key,
                                  "DNS:a.sluice.test", -259200L, -86400L);
+    pki.leaf_cn_only =
+            make_cert(pki.leaf_key, "a.sluice.test", pki.ca, pki.ca_key, "", -3600, 86400);
     assert_int_equal(sl_tls_server_ctx_new(&pki.server_ctx, err, sizeof(err)), 0);
     return 0;
 }
@@ -121,6 +128,7 @@ static int pki_teardown(void **state)
 {
     (void)state;
     SSL_CTX_free(pki.server_ctx);
+    X509_free(pki.leaf_cn_only);
     X509_free(pki.leaf_expired);
     X509_free(pki.leaf_unknown);
     X509_free(pki.leaf_b);
@@ -501,6 +509,14 @@ static void client_rejects_an_expired_leaf(void **state)
 {
     (void)state;
     expect_rejected("a.sluice.test", false, pki.leaf_expired, "certificate has expired");
+}
+
+/* RFC 6125 §6.4.4 allows falling back to the subject CN when there is no SAN; OpenSSL does so by
+ * default. The proxy never does. */
+static void client_rejects_a_leaf_named_only_by_its_cn(void **state)
+{
+    (void)state;
+    expect_rejected("a.sluice.test", false, pki.leaf_cn_only, "hostname mismatch");
 }
 
 static void client_to_an_ip_sends_no_sni_and_checks_the_ip(void **state)
@@ -1073,6 +1089,7 @@ int main(void)
         cmocka_unit_test(client_rejects_a_leaf_for_another_ip),
         cmocka_unit_test(client_rejects_a_leaf_from_an_unknown_ca),
         cmocka_unit_test(client_rejects_an_expired_leaf),
+        cmocka_unit_test(client_rejects_a_leaf_named_only_by_its_cn),
         cmocka_unit_test(client_to_an_ip_sends_no_sni_and_checks_the_ip),
         cmocka_unit_test(client_ctx_loads_an_extra_ca_file),
         cmocka_unit_test(alpn_picks_http11_when_h2_is_offered_too),

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/proxy_upstream_tls.sh - the upstream TLS matrix of SPEC.md §4.4: each of
+# these upstreams gets a 502 with X-Sluice-Reason upstream-tls, the verification error in the
+# body, an audit line, and not one request sent to it:
+#   not yet valid; SAN naming another host while the CN names the right one; CN only, no SAN;
+#   extendedKeyUsage clientAuth only; self-signed; a wildcard two labels deep (*.sluice.test for
+#   a.b.sluice.test); a server that speaks only TLS 1.0/1.1.
+# (Expired, untrusted CA, wrong name and a TLS session reused for another name are in
+# proxy_upstream.sh.) Each bad upstream is nginx with a leaf from fx_test_ca_matrix that differs
+# from the good one in that one respect; a positive control (the good leaf, same nginx) shows
+# that the setup itself works.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+fx_init
+
+fx_test_ca_matrix || fx_bail "the test CA makes the matrix leaves"
+ok "the test CA makes the matrix leaves"
+
+# One nginx server per bad leaf, plus one that speaks only TLS 1.0 and 1.1 (good leaf). OpenSSL 3
+# needs security level 0 for those versions (their handshake signatures use SHA-1).
+names=(notyet sanother cnonly clientauth selfsigned old)
+mapfile -t mports < <(fx_free_ports "${#names[@]}")
+declare -A port
+FX_NGINX_EXTRA=
+FX_NGINX_EXTRA_PORTS=
+for i in "${!names[@]}"; do
+  n=${names[$i]}
+  port[$n]=${mports[$i]}
+  leaf=$n
+  extra=
+  if [ "$n" = old ]; then
+    leaf=good
+    extra='ssl_protocols TLSv1 TLSv1.1; ssl_ciphers DEFAULT:@SECLEVEL=0;'
+  fi
+  FX_NGINX_EXTRA+="
+  server {
+    listen 127.0.0.1:${port[$n]} ssl;
+    ssl_certificate $FX_PKI/$leaf.pem;
+    ssl_certificate_key $FX_PKI/$leaf.key;
+    $extra
+    include $FX_WORK/nginx/common.conf;
+  }"
+  FX_NGINX_EXTRA_PORTS+=" ${port[$n]}"
+done
+fx_nginx_start || fx_bail "nginx starts"
+ok "nginx starts (the good upstream and ${#names[@]} bad ones)"
+
+# The TLS 1.0/1.1 server must really be one: it completes a TLS 1.1 handshake and refuses 1.2.
+# Otherwise its 502 below would prove nothing.
+old_tls() { # old_tls VERSION-FLAG : a direct handshake with the old server (no proxy)
+  timeout 10 openssl s_client -connect "127.0.0.1:${port[old]}" "$1" \
+    -cipher 'DEFAULT:@SECLEVEL=0' -CAfile "$FX_TEST_CA" </dev/null 2>&1
+}
+out=$(old_tls -tls1_1 || true)
+old_ok=0
+if grep -qE 'Protocol *: TLSv1\.1' <<<"$out"; then
+  old_ok=1
+  ok "control: the old server completes a TLS 1.1 handshake (direct, no proxy)"
+else
+  not_ok "control: the old server completes a TLS 1.1 handshake (direct, no proxy)"
+  grep -E 'Protocol|error|alert' <<<"$out" | head -n 5 | sed 's/^/#   /'
+fi
+out=$(old_tls -tls1_2 || true)
+check "control: ... and refuses TLS 1.2" grep -q 'Cipher is (NONE)' <<<"$out"
+
+policy=$FX_WORK/policy.json
+rules=""
+for p in "$FX_TLS_PORT" "${port[@]}"; do
+  rules+="{ \"host\": \"a.sluice.test:$p\" }, "
+done
+fx_policy "$policy" "{
+  \"version\": 1,
+  \"environments\": { \"tls\": { \"default\": \"deny\", \"rules\": [
+    $rules { \"host\": \"a.b.sluice.test:$FX_TLS_PORT\" } ] } },
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"tls\" } ]
+}"
+check "the test policy is valid (sluice policy check)" \
+  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+resolve=(--resolve "a.sluice.test:$FX_TLS_PORT:127.0.0.1"
+  --resolve "a.b.sluice.test:$FX_TLS_PORT:127.0.0.1")
+for p in "${port[@]}"; do
+  resolve+=(--resolve "a.sluice.test:$p:127.0.0.1")
+done
+fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
+  "${resolve[@]}" || fx_bail "sluice proxy starts"
+ok "sluice proxy starts"
+
+fx_curl -H "X-Probe: good" "https://a.sluice.test:$FX_TLS_PORT/hello"
+check_status "control: the good upstream (same CA, same nginx): 200" 200 -
+check_eq "control: ... with nginx's body" "$(cat "$FX_BODY")" "hello from nginx"
+
+# bad_tls ID NAME PORT BODY-REGEX [HOST] : three requests (a failure must not be cached as a
+# success, nor a session kept) each get 502 upstream-tls with a body matching BODY-REGEX; none
+# of them (X-Probe: ID-N) reaches nginx; an audit line says upstream-tls.
+bad_tls() {
+  local id=$1 name=$2 p=$3 want=$4 host=${5:-a.sluice.test} try body_ok=1
+  for try in 1 2 3; do
+    fx_curl -H "X-Probe: $id-$try" "https://$host:$p/hello"
+    check_status "$name: try $try: 502 upstream-tls" 502 upstream-tls
+    if ! grep -qE -- "$want" "$FX_BODY"; then body_ok=0; fi
+  done
+  if [ "$body_ok" = 1 ]; then
+    ok "$name: the 502 body names the error (/$want/)"
+  else
+    not_ok "$name: the 502 body names the error (/$want/)"
+    fx_curl_show
+  fi
+  check_eq "$name: no request reached that upstream" \
+    "$(fx_jsonl_count "$FX_NGINX_LOG" probe~"$id-")" 0
+  check_audit "$name: audit line with reason upstream-tls" \
+    decision=deny reason=upstream-tls host="$host" port="$p"
+}
+bad_tls notyet "not yet valid" "${port[notyet]}" 'not yet valid'
+bad_tls sanother "SAN other.example, CN a.sluice.test" "${port[sanother]}" 'hostname mismatch'
+bad_tls cnonly "CN a.sluice.test, no SAN" "${port[cnonly]}" 'hostname mismatch'
+bad_tls clientauth "EKU clientAuth only" "${port[clientauth]}" 'unsuitable certificate purpose'
+bad_tls selfsigned "self-signed" "${port[selfsigned]}" 'self.signed certificate'
+bad_tls wild2 "*.sluice.test for a.b.sluice.test" "$FX_TLS_PORT" 'hostname mismatch' \
+  a.b.sluice.test
+if [ "$old_ok" = 1 ]; then
+  bad_tls old "TLS 1.0/1.1 only" "${port[old]}" 'TLS handshake failed|closed the connection'
+else
+  fx_skip "TLS 1.0/1.1 only upstream: 502 upstream-tls" \
+    "nginx with this OpenSSL cannot serve TLS 1.1 here (see the control above)"
+fi
+
+fx_curl -H "X-Probe: good-after" "https://a.sluice.test:$FX_TLS_PORT/hello"
+check_status "control: the good upstream still works after the failures: 200" 200 -
+check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
+
+fx_done
