@@ -280,6 +280,12 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             "sluice_certificate_cache_misses_total %llu\n"
             "# TYPE sluice_certificates_minted_total counter\n"
             "sluice_certificates_minted_total %llu\n"
+            "# TYPE sluice_certificate_cache_evictions_total counter\n"
+            "sluice_certificate_cache_evictions_total %llu\n"
+            "# TYPE sluice_certificate_cache_entries gauge\n"
+            "sluice_certificate_cache_entries %zu\n"
+            "# TYPE sluice_certificate_cache_capacity gauge\n"
+            "sluice_certificate_cache_capacity %zu\n"
             "# TYPE sluice_upstream_connections_total counter\n"
             "sluice_upstream_connections_total %llu\n"
             "# TYPE sluice_upstream_reused_total counter\nsluice_upstream_reused_total %llu\n"
@@ -293,6 +299,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, tls_handshakes),
             (unsigned long long)SUM(p, tls_handshake_failures), (unsigned long long)cs.hits,
             (unsigned long long)cs.misses, (unsigned long long)cs.mints,
+            (unsigned long long)cs.evictions, cs.entries, cs.capacity,
             (unsigned long long)SUM(p, upstream_connects),
             (unsigned long long)SUM(p, upstream_reused), (unsigned long long)SUM(p, bytes_up),
             (unsigned long long)SUM(p, bytes_down),
@@ -446,7 +453,8 @@ static int join_path(char *out, size_t cap, const char *dir, const char *file)
 static int setup_tls(struct proxy *p)
 {
     const struct sl_proxy_config *cfg = p->cfg;
-    struct sl_leaf_cache_config cc = { 0, make_leaf_ctx, free_leaf_ctx, NULL };
+    struct sl_leaf_cache_config cc = { cfg->cert_cache_entries, make_leaf_ctx, free_leaf_ctx,
+                                       NULL };
     char cert[4096];
     char key[4096];
     char err[ERR_BYTES] = "";
