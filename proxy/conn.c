@@ -1749,11 +1749,45 @@ static void conn_step(struct sl__conn *c)
     }
 }
 
+/* Counts the timeout that fired, by what the connection was waiting for (sluice_timeouts_total).
+ * A closing connection's linger ending is no timeout. */
+static void count_timeout(struct sl__conn *c)
+{
+    enum sl__timeout phase = SL__TIMEOUT_IDLE;
+
+    switch (c->state) {
+    case SL_CONN_REQUEST_HEAD:
+        /* Waiting for a first request, or a head that started: the header timeout; between
+         * requests (after one, or after a tunnel's handshake): the idle timeout. */
+        if (c->head_started || (!c->tunnel && c->r.method == NULL)) {
+            phase = SL__TIMEOUT_HEADER;
+        }
+        break;
+    case SL_CONN_TUNNEL_SNIFF:
+    case SL_CONN_TLS_HANDSHAKE:
+    case SL_CONN_MINTING:
+        phase = SL__TIMEOUT_HANDSHAKE;
+        break;
+    case SL_CONN_DIALING:
+    case SL_CONN_FORWARDING:
+        if (!c->resp_head_sent) {
+            phase = SL__TIMEOUT_UPSTREAM;
+        }
+        break;
+    case SL_CONN_RELAY:
+        break;
+    case SL_CONN_CLOSING:
+        return;
+    }
+    sl__count(&c->w->counters.timeouts[phase], 1);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     struct sl__conn *c = t->data;
 
     sl_log(SL_LOG_DEBUG, c->id, "msg=timeout state=%s", state_names[c->state]);
+    count_timeout(c);
     switch (c->state) {
     case SL_CONN_REQUEST_HEAD:
         if (c->head_started) {

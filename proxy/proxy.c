@@ -248,6 +248,23 @@ static int metrics_latency(struct proxy *p, struct sl_buf *b)
                          (unsigned long long)(sum_us % 1000000u), (unsigned long long)total);
 }
 
+/* Connections and requests cut by a timer, by what they were waiting for. */
+static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
+{
+    static const char *const phases[SL__TIMEOUT_N] = { "header", "handshake", "upstream", "idle" };
+
+    SL_TRY(sl_buf_append_str(b, "# HELP sluice_timeouts_total Connections and requests cut by "
+                                "a timeout (SPEC.md 4.10).\n"
+                                "# TYPE sluice_timeouts_total counter\n"));
+    for (size_t i = 0; i < SL__TIMEOUT_N; i++) {
+        SL_TRY(sl_buf_printf(
+                b, "sluice_timeouts_total{phase=\"%s\"} %llu\n", phases[i],
+                (unsigned long long)sum(p, offsetof(struct sl__counters, timeouts)
+                                                   + i * sizeof(atomic_uint_fast64_t))));
+    }
+    return 0;
+}
+
 /* Prometheus text format 0.0.4. */
 static int metrics_text(struct proxy *p, struct sl_buf *b)
 {
@@ -305,6 +322,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, bytes_down),
             (unsigned long long)(p->shared.audit != NULL ? sl_audit_dropped(p->shared.audit) : 0),
             p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
+    SL_TRY(metrics_timeouts(p, b));
     return metrics_latency(p, b);
 }
 
