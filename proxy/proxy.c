@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,9 @@
 #define WORKERS_MAX       64
 #define DEFAULT_LISTEN    "127.0.0.1:3128"
 #define UPSTREAM_SESSIONS 1024
+/* Descriptors beyond two per connection: listeners, the admin socket and its clients, the
+ * audit log, the resolver, the thread pool's pipes. */
+#define FD_SLACK 256
 
 void sl_proxy_config_init(struct sl_proxy_config *cfg)
 {
@@ -765,6 +769,38 @@ static unsigned worker_count(const struct sl_proxy_config *cfg)
     return n > WORKERS_MAX ? WORKERS_MAX : n;
 }
 
+/* Each connection takes two descriptors (client and upstream). A soft RLIMIT_NOFILE below that
+ * (1024 is a common default) would make accept() fail with EMFILE long before
+ * --max-connections answers 503 overloaded: a few hundred idle clients would lock everyone
+ * else out. So the soft limit is raised as far as needed, up to the hard limit; when even
+ * that is short, the log says so. */
+static void raise_fd_limit(const struct sl_proxy_config *cfg)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)cfg->max_connections * 2u + FD_SLACK;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
+        return;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rlim_t old = rl.rlim_cur;
+
+        rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == -1) {
+            rl.rlim_cur = old;
+        }
+        sl_log(SL_LOG_DEBUG, 0, "msg=\"open files limit raised\" from=%llu to=%llu",
+               (unsigned long long)old, (unsigned long long)rl.rlim_cur);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"the open files limit is lower than --max-connections needs; clients "
+               "beyond it fail to connect instead of getting 503 overloaded\" limit=%llu "
+               "needed=%llu",
+               (unsigned long long)rl.rlim_cur, (unsigned long long)want);
+    }
+}
+
 static void teardown(struct proxy *p)
 {
     for (unsigned i = 0; i < p->n_started; i++) {
@@ -801,6 +837,7 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
     p->cfg = cfg;
     p->shared.cfg = cfg;
     p->started_ns = uv_hrtime();
+    raise_fd_limit(cfg);
     rc = uv_loop_init(&p->loop);
     if (rc < 0) {
         sl_free(p);
