@@ -1389,7 +1389,8 @@ static void finish_exchange(struct sl__conn *c)
     audit(c);
     sl_upstream_release(c->up, reusable);
     c->up = NULL;
-    if (c->close_after || !c->client_keep_alive || c->resp_close_out) {
+    if (c->close_after || !c->client_keep_alive || c->resp_close_out
+        || sl_stream_peer_closed(&c->client)) {
         begin_closing(c);
         return;
     }
@@ -1438,9 +1439,12 @@ static int step_forwarding(struct sl__conn *c)
     if (retry_stale(c)) {
         return 1;
     }
-    /* A client that hangs up while its response is on the way gets no more of it, and the
-     * upstream is not left streaming into a buffer nobody reads (nginx does the same). */
-    if (sl_stream_error(&c->client) != 0 || (c->req_done && sl_stream_peer_closed(&c->client))) {
+    /* A client whose connection failed gets no more of its response, and the upstream is not
+     * left streaming into a buffer nobody reads. A clean end of its input after a complete
+     * request (FIN in the clear, close_notify under TLS) is a half-close: the response still
+     * goes out, then the connection closes (finish_exchange). A client that went away entirely
+     * fails the next write with a reset and ends here. */
+    if (sl_stream_error(&c->client) != 0) {
         abort_exchange(c);
         return -1;
     }
