@@ -147,6 +147,10 @@ struct sl__conn {
     bool retried;
     bool close_after;
     bool closing;
+    /* CLOSING: the last response is flushed and the linger timer runs. Until then, the
+     * client's bytes_out when the idle timer was last armed (progress re-arms it). */
+    bool lingering;
+    uint64_t closing_out;
     int pending_closes;
 };
 
@@ -529,7 +533,12 @@ static void begin_closing(struct sl__conn *c)
     set_state(c, SL_CONN_CLOSING);
     sl_stream_end(&c->client);
     sl_stream_want_read(&c->client, true);
-    arm(c, LINGER_MS);
+    /* The linger starts once the last response has left our buffers: a slow reader still
+     * taking its tail gets the idle timeout (re-armed as it drains, step_closing), not a cut
+     * after LINGER_MS. */
+    c->lingering = sl_stream_is_flushed(&c->client);
+    c->closing_out = c->client.bytes_out;
+    arm(c, c->lingering ? LINGER_MS : secs_ms(cfg(c)->idle_timeout_s));
 }
 
 /*
@@ -1691,6 +1700,15 @@ static int step_dialing(struct sl__conn *c)
 static int step_closing(struct sl__conn *c)
 {
     struct sl_slice in = sl_stream_peek(&c->client);
+
+    if (!c->lingering && sl_stream_is_flushed(&c->client)) {
+        c->lingering = true;
+        arm(c, LINGER_MS);
+    } else if (!c->lingering && c->client.bytes_out != c->closing_out) {
+        /* The client takes the tail of its response: progress (bytes it sends do not count). */
+        c->closing_out = c->client.bytes_out;
+        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+    }
 
     if (in.n > 0) {
         sl_stream_consume(&c->client, in.n);

@@ -46,6 +46,12 @@ load() { "${LOAD[@]}" --proxy "$FX_PROXY_PORT" "$@"; }
 fx_nginx_start || fx_bail "nginx starts"
 truncate -s 64M "$FX_NGINX_DIR/www/big64"
 head -c 1048576 /dev/urandom >"$FX_NGINX_DIR/www/m1"
+# Responses of the kernel's largest send buffer plus 16 KiB ... 512 KiB: whichever of them
+# leaves its tail in the proxy's own buffers while the client is not reading.
+wmem_max=$(awk '{ print $3 }' /proc/sys/net/ipv4/tcp_wmem 2>/dev/null || echo 4194304)
+for ((k = 1; k <= 32; k++)); do
+  truncate -s $((wmem_max + k * 16384)) "$FX_NGINX_DIR/www/tail$k"
+done
 m1_sha=$(fx_sha256 "$FX_NGINX_DIR/www/m1")
 
 # An origin that resets mid-response and one that accepts and never says a word.
@@ -227,6 +233,12 @@ check_eq "half-close (plain HTTP): request, FIN, then the whole 1 MiB response" 
 out=$(load halfclose --connect "$AT" --path /m1 --cafile "$FX_SLUICE_CA")
 check_eq "half-close (tunnel): request, close_notify and FIN, then the whole 1 MiB response" \
   "$out" "status=200 length=1048576 complete=yes"
+# The same path ends every Connection: close exchange: the tail of a response must not be cut
+# while the client has not taken it yet (it was cut LINGER_MS after the upstream finished).
+out=$(load stallread --prefix "http://$A:$FX_HTTP_PORT/tail" --count 32 --stall 3)
+check_eq "Connection: close, 32 responses of 4 MiB or so left unread for 3 s: each one whole" \
+  "$(head -n 1 <<<"$out")" "complete=32 short=0"
+if [ "$FX_LAST" != 0 ]; then echo "$out" | tail -n +2; fi
 fx_curl "https://$AT/m1"
 check_eq "half-close: a normal client gets the same bytes" \
   "$FX_CODE $(fx_body_sha256)" "200 $m1_sha"

@@ -33,6 +33,9 @@ loop bounded in count and in time. Loopback only: --proxy is a port on 127.0.0.1
     halfclose --plain URL | --connect HOST:PORT --path P  --cafile CA
             one request, then the write side is shut (FIN; in a tunnel close_notify first);
             prints `status=NNN length=N complete=yes|no`.
+    stallread --prefix URL --count N --stall S
+            N Connection: close requests for URL1 ... URLN (receive buffer 64 KiB), none read
+            for S seconds, then each read to its end; prints `complete=N short=N`.
     origin  --mode rst|silent --cert C --key K --ports-file F
             a TLS origin on 127.0.0.1: rst answers a request with a 1 MiB Content-Length, sends
             64 KiB of it and resets the connection; silent accepts and never sends a byte.
@@ -582,6 +585,58 @@ def run_halfclose(a):
 
 
 # ---------------------------------------------------------------------------------------------
+# stallread: Connection: close responses left unread for a while, then read to their end
+
+
+def run_stallread(a):
+    raise_nofile()
+    socks = []
+    hostport = a.prefix.split("/")[2]
+    for k in range(1, a.count + 1):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+        s.connect(("127.0.0.1", a.proxy))
+        s.sendall(("GET %s%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+                   % (a.prefix, k, hostport)).encode())
+        socks.append(s)
+    time.sleep(a.stall)
+    complete = short = 0
+    notes = []
+    t_end = time.monotonic() + 20
+    for k, s in enumerate(socks, 1):
+        s.settimeout(max(0.1, t_end - time.monotonic()))
+        buf = b""
+        total = 0
+        try:
+            while True:
+                d = s.recv(1 << 20)
+                if not d:
+                    break
+                if len(buf) < 4096:
+                    buf += d
+                total += len(d)
+        except OSError as e:
+            notes.append("%d: %s" % (k, e))
+        s.close()
+        head = buf.partition(b"\r\n\r\n")[0]
+        length = -1
+        for line in head.split(b"\r\n")[1:]:
+            name, _, v = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(v.strip())
+        body = total - len(head) - 4
+        if head.startswith(b"HTTP/1.1 200") and body == length:
+            complete += 1
+        else:
+            short += 1
+            notes.append("%d: %s, %d of %d body bytes" % (
+                k, head.split(b"\r\n", 1)[0].decode("ascii", "replace"), body, length))
+    out("complete=%d short=%d" % (complete, short))
+    for n in notes[:10]:
+        out("# " + n)
+
+
+# ---------------------------------------------------------------------------------------------
 # origin: an upstream that resets mid-response, or never answers
 
 
@@ -673,6 +728,10 @@ def main():
     s.add_argument("--connect")
     s.add_argument("--path", default="/hello")
     s.add_argument("--cafile")
+    s = sub.add_parser("stallread")
+    s.add_argument("--prefix", required=True)
+    s.add_argument("--count", type=int, required=True)
+    s.add_argument("--stall", type=float, required=True)
     s = sub.add_parser("origin")
     s.add_argument("--mode", choices=["rst", "silent"], required=True)
     s.add_argument("--cert", required=True)
@@ -680,7 +739,8 @@ def main():
     s.add_argument("--ports-file", required=True)
     a = p.parse_args()
     {"slow": run_slow, "normal": run_normal, "flood": run_flood, "noread": run_noread,
-     "rst": run_rst, "halfclose": run_halfclose, "origin": run_origin}[a.cmd](a)
+     "rst": run_rst, "halfclose": run_halfclose, "stallread": run_stallread,
+     "origin": run_origin}[a.cmd](a)
 
 
 if __name__ == "__main__":
