@@ -423,6 +423,7 @@ def run_noread(a):
     for i in range(a.count):
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(10)
         s.connect(("127.0.0.1", a.proxy))
         s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.plain, a.plain.split("/")[2])
                    ).encode())
@@ -433,6 +434,7 @@ def run_noread(a):
     for i in range(a.count):
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.settimeout(10)
         s.connect(("127.0.0.1", a.proxy))
         s.settimeout(10)
         s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.tunnel, a.tunnel)).encode())
@@ -595,7 +597,13 @@ def run_stallread(a):
     for k in range(1, a.count + 1):
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
-        s.connect(("127.0.0.1", a.proxy))
+        s.settimeout(10)
+        try:
+            s.connect(("127.0.0.1", a.proxy))
+        except OSError as e:
+            out("# stallread: connect %d: %s" % (k, e))
+            s.close()
+            continue
         s.sendall(("GET %s%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
                    % (a.prefix, k, hostport)).encode())
         socks.append(s)
