@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "certs/cache.h"
 #include "cmd/cmd.h"
 #include "cmd/opts.h"
 
@@ -37,6 +38,9 @@ static const char usage[] =
         "  --header-timeout S        seconds for a request head to arrive (default 10)\n"
         "  --idle-timeout S          seconds a kept-alive connection may idle (default 60)\n"
         "  --upstream-timeout S      seconds for an upstream to answer (default 60)\n"
+        "  --handshake-timeout S     seconds for a tunnel's TLS handshake (default 10)\n"
+        "  --cert-cache N            minted certificates kept, least recently used dropped\n"
+        "                            first (default 10000)\n"
         "  --log-level LEVEL         error, warn, info (default), debug or trace\n"
         "\n"
         "SIGHUP reloads --policy; SIGTERM stops accepting, lets requests in flight finish and\n"
@@ -53,6 +57,8 @@ struct raw {
     const char *header_timeout;
     const char *idle_timeout;
     const char *upstream_timeout;
+    const char *handshake_timeout;
+    const char *cert_cache;
     const char *log_level;
     const char *data;
 };
@@ -84,7 +90,13 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
             && sl_opts_uint(cmd, "--idle-timeout", r->idle_timeout, 1, 86400, &cfg->idle_timeout_s))
         || (r->upstream_timeout != NULL
             && sl_opts_uint(cmd, "--upstream-timeout", r->upstream_timeout, 1, 86400,
-                            &cfg->upstream_timeout_s))) {
+                            &cfg->upstream_timeout_s))
+        || (r->handshake_timeout != NULL
+            && sl_opts_uint(cmd, "--handshake-timeout", r->handshake_timeout, 1, 86400,
+                            &cfg->tls_handshake_timeout_s))
+        || (r->cert_cache != NULL
+            && sl_opts_uint(cmd, "--cert-cache", r->cert_cache, 1, SL_LEAF_CACHE_MAX_CAPACITY,
+                            &cfg->cert_cache_entries))) {
         return SL_CMD_USAGE;
     }
     if (r->log_level != NULL && sl_log_level_parse(r->log_level, &cfg->log_level) < 0) {
@@ -133,6 +145,8 @@ int sl_cmd_proxy(int argc, char **argv)
             { "--header-timeout", SL_OPT_VALUE, NULL, &r.header_timeout, NULL, NULL, 0 },
             { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
             { "--upstream-timeout", SL_OPT_VALUE, NULL, &r.upstream_timeout, NULL, NULL, 0 },
+            { "--handshake-timeout", SL_OPT_VALUE, NULL, &r.handshake_timeout, NULL, NULL, 0 },
+            { "--cert-cache", SL_OPT_VALUE, NULL, &r.cert_cache, NULL, NULL, 0 },
             { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
         };
 

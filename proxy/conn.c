@@ -162,6 +162,10 @@ struct sl__conn {
     bool retried;
     bool close_after;
     bool closing;
+    /* CLOSING: the last response is flushed and the linger timer runs. Until then, the
+     * client's bytes_out when the idle timer was last armed (progress re-arms it). */
+    bool lingering;
+    uint64_t closing_out;
     int pending_closes;
 };
 
@@ -545,7 +549,12 @@ static void begin_closing(struct sl__conn *c)
     set_state(c, SL_CONN_CLOSING);
     sl_stream_end(&c->client);
     sl_stream_want_read(&c->client, true);
-    arm(c, LINGER_MS);
+    /* The linger starts once the last response has left our buffers: a slow reader still
+     * taking its tail gets the idle timeout (re-armed as it drains, step_closing), not a cut
+     * after LINGER_MS. */
+    c->lingering = sl_stream_is_flushed(&c->client);
+    c->closing_out = c->client.bytes_out;
+    arm(c, c->lingering ? LINGER_MS : secs_ms(cfg(c)->idle_timeout_s));
 }
 
 /*
@@ -1547,7 +1556,8 @@ static void finish_exchange(struct sl__conn *c)
     audit(c);
     sl_upstream_release(c->up, reusable);
     c->up = NULL;
-    if (c->close_after || !c->client_keep_alive || c->resp_close_out) {
+    if (c->close_after || !c->client_keep_alive || c->resp_close_out
+        || sl_stream_peer_closed(&c->client)) {
         begin_closing(c);
         return;
     }
@@ -1596,9 +1606,12 @@ static int step_forwarding(struct sl__conn *c)
     if (retry_stale(c)) {
         return 1;
     }
-    /* A client that hangs up while its response is on the way gets no more of it, and the
-     * upstream is not left streaming into a buffer nobody reads (nginx does the same). */
-    if (sl_stream_error(&c->client) != 0 || (c->req_done && sl_stream_peer_closed(&c->client))) {
+    /* A client whose connection failed gets no more of its response, and the upstream is not
+     * left streaming into a buffer nobody reads. A clean end of its input after a complete
+     * request (FIN in the clear, close_notify under TLS) is a half-close: the response still
+     * goes out, then the connection closes (finish_exchange). A client that went away entirely
+     * fails the next write with a reset and ends here. */
+    if (sl_stream_error(&c->client) != 0) {
         abort_exchange(c);
         return -1;
     }
@@ -1985,6 +1998,15 @@ static int step_closing(struct sl__conn *c)
 {
     struct sl_slice in = sl_stream_peek(&c->client);
 
+    if (!c->lingering && sl_stream_is_flushed(&c->client)) {
+        c->lingering = true;
+        arm(c, LINGER_MS);
+    } else if (!c->lingering && c->client.bytes_out != c->closing_out) {
+        /* The client takes the tail of its response: progress (bytes it sends do not count). */
+        c->closing_out = c->client.bytes_out;
+        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+    }
+
     if (in.n > 0) {
         sl_stream_consume(&c->client, in.n);
         return 1;
@@ -2046,11 +2068,45 @@ static void conn_step(struct sl__conn *c)
     }
 }
 
+/* Counts the timeout that fired, by what the connection was waiting for (sluice_timeouts_total).
+ * A closing connection's linger ending is no timeout. */
+static void count_timeout(struct sl__conn *c)
+{
+    enum sl__timeout phase = SL__TIMEOUT_IDLE;
+
+    switch (c->state) {
+    case SL_CONN_REQUEST_HEAD:
+        /* Waiting for a first request, or a head that started: the header timeout; between
+         * requests (after one, or after a tunnel's handshake): the idle timeout. */
+        if (c->head_started || (!c->tunnel && c->r.method == NULL)) {
+            phase = SL__TIMEOUT_HEADER;
+        }
+        break;
+    case SL_CONN_TUNNEL_SNIFF:
+    case SL_CONN_TLS_HANDSHAKE:
+    case SL_CONN_MINTING:
+        phase = SL__TIMEOUT_HANDSHAKE;
+        break;
+    case SL_CONN_DIALING:
+    case SL_CONN_FORWARDING:
+        if (!c->resp_head_sent) {
+            phase = SL__TIMEOUT_UPSTREAM;
+        }
+        break;
+    case SL_CONN_RELAY:
+        break;
+    case SL_CONN_CLOSING:
+        return;
+    }
+    sl__count(&c->w->counters.timeouts[phase], 1);
+}
+
 static void on_timer(uv_timer_t *t)
 {
     struct sl__conn *c = t->data;
 
     sl_log(SL_LOG_DEBUG, c->id, "msg=timeout state=%s", state_names[c->state]);
+    count_timeout(c);
     switch (c->state) {
     case SL_CONN_REQUEST_HEAD:
         if (c->head_started) {

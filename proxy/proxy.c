@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,9 @@
 #define WORKERS_MAX       64
 #define DEFAULT_LISTEN    "127.0.0.1:3128"
 #define UPSTREAM_SESSIONS 1024
+/* Descriptors beyond two per connection: listeners, the admin socket and its clients, the
+ * audit log, the resolver, the thread pool's pipes. */
+#define FD_SLACK 256
 
 void sl_proxy_config_init(struct sl_proxy_config *cfg)
 {
@@ -248,6 +252,23 @@ static int metrics_latency(struct proxy *p, struct sl_buf *b)
                          (unsigned long long)(sum_us % 1000000u), (unsigned long long)total);
 }
 
+/* Connections and requests cut by a timer, by what they were waiting for. */
+static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
+{
+    static const char *const phases[SL__TIMEOUT_N] = { "header", "handshake", "upstream", "idle" };
+
+    SL_TRY(sl_buf_append_str(b, "# HELP sluice_timeouts_total Connections and requests cut by "
+                                "a timeout (SPEC.md 4.10).\n"
+                                "# TYPE sluice_timeouts_total counter\n"));
+    for (size_t i = 0; i < SL__TIMEOUT_N; i++) {
+        SL_TRY(sl_buf_printf(
+                b, "sluice_timeouts_total{phase=\"%s\"} %llu\n", phases[i],
+                (unsigned long long)sum(p, offsetof(struct sl__counters, timeouts)
+                                                   + i * sizeof(atomic_uint_fast64_t))));
+    }
+    return 0;
+}
+
 /* Prometheus text format 0.0.4. */
 static int metrics_text(struct proxy *p, struct sl_buf *b)
 {
@@ -280,6 +301,12 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             "sluice_certificate_cache_misses_total %llu\n"
             "# TYPE sluice_certificates_minted_total counter\n"
             "sluice_certificates_minted_total %llu\n"
+            "# TYPE sluice_certificate_cache_evictions_total counter\n"
+            "sluice_certificate_cache_evictions_total %llu\n"
+            "# TYPE sluice_certificate_cache_entries gauge\n"
+            "sluice_certificate_cache_entries %zu\n"
+            "# TYPE sluice_certificate_cache_capacity gauge\n"
+            "sluice_certificate_cache_capacity %zu\n"
             "# TYPE sluice_upstream_connections_total counter\n"
             "sluice_upstream_connections_total %llu\n"
             "# TYPE sluice_upstream_reused_total counter\nsluice_upstream_reused_total %llu\n"
@@ -293,11 +320,13 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, tls_handshakes),
             (unsigned long long)SUM(p, tls_handshake_failures), (unsigned long long)cs.hits,
             (unsigned long long)cs.misses, (unsigned long long)cs.mints,
+            (unsigned long long)cs.evictions, cs.entries, cs.capacity,
             (unsigned long long)SUM(p, upstream_connects),
             (unsigned long long)SUM(p, upstream_reused), (unsigned long long)SUM(p, bytes_up),
             (unsigned long long)SUM(p, bytes_down),
             (unsigned long long)(p->shared.audit != NULL ? sl_audit_dropped(p->shared.audit) : 0),
             p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
+    SL_TRY(metrics_timeouts(p, b));
     return metrics_latency(p, b);
 }
 
@@ -446,7 +475,8 @@ static int join_path(char *out, size_t cap, const char *dir, const char *file)
 static int setup_tls(struct proxy *p)
 {
     const struct sl_proxy_config *cfg = p->cfg;
-    struct sl_leaf_cache_config cc = { 0, make_leaf_ctx, free_leaf_ctx, NULL };
+    struct sl_leaf_cache_config cc = { cfg->cert_cache_entries, make_leaf_ctx, free_leaf_ctx,
+                                       NULL };
     char cert[4096];
     char key[4096];
     char err[ERR_BYTES] = "";
@@ -739,6 +769,38 @@ static unsigned worker_count(const struct sl_proxy_config *cfg)
     return n > WORKERS_MAX ? WORKERS_MAX : n;
 }
 
+/* Each connection takes two descriptors (client and upstream). A soft RLIMIT_NOFILE below that
+ * (1024 is a common default) would make accept() fail with EMFILE long before
+ * --max-connections answers 503 overloaded: a few hundred idle clients would lock everyone
+ * else out. So the soft limit is raised as far as needed, up to the hard limit; when even
+ * that is short, the log says so. */
+static void raise_fd_limit(const struct sl_proxy_config *cfg)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)cfg->max_connections * 2u + FD_SLACK;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
+        return;
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        rlim_t old = rl.rlim_cur;
+
+        rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == -1) {
+            rl.rlim_cur = old;
+        }
+        sl_log(SL_LOG_DEBUG, 0, "msg=\"open files limit raised\" from=%llu to=%llu",
+               (unsigned long long)old, (unsigned long long)rl.rlim_cur);
+    }
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"the open files limit is lower than --max-connections needs; clients "
+               "beyond it fail to connect instead of getting 503 overloaded\" limit=%llu "
+               "needed=%llu",
+               (unsigned long long)rl.rlim_cur, (unsigned long long)want);
+    }
+}
+
 static void teardown(struct proxy *p)
 {
     for (unsigned i = 0; i < p->n_started; i++) {
@@ -775,6 +837,7 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
     p->cfg = cfg;
     p->shared.cfg = cfg;
     p->started_ns = uv_hrtime();
+    raise_fd_limit(cfg);
     rc = uv_loop_init(&p->loop);
     if (rc < 0) {
         sl_free(p);

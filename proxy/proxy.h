@@ -56,6 +56,8 @@ struct sl_proxy_config {
     unsigned idle_timeout_s;
     unsigned upstream_timeout_s;
     unsigned tls_handshake_timeout_s;
+    /* `--cert-cache N`: minted leaves kept (certs/cache.h); 0 means the cache's default. */
+    unsigned cert_cache_entries;
     /* Seconds requests in flight get after SIGTERM. */
     unsigned drain_s;
     enum sl_log_level log_level;

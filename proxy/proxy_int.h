@@ -31,6 +31,20 @@
 /* Buckets of the request latency histogram, +Inf included. */
 #define SL__LATENCY_BUCKETS 13
 
+/* What a connection's timer cut short (SPEC.md §4.10), for sluice_timeouts_total. */
+enum sl__timeout {
+    /* A request head that did not arrive in time (408, or a silent connection closed). */
+    SL__TIMEOUT_HEADER = 0,
+    /* A tunnel whose first bytes or TLS handshake did not arrive in time. */
+    SL__TIMEOUT_HANDSHAKE,
+    /* An upstream that did not answer in time (504). */
+    SL__TIMEOUT_UPSTREAM,
+    /* A connection idle too long: kept alive between requests, or a transfer that made no
+     * progress (a client that stopped reading, a relay with no traffic). */
+    SL__TIMEOUT_IDLE,
+    SL__TIMEOUT_N,
+};
+
 /* Counters of one worker. Written by that worker only (relaxed), read by anyone. */
 struct sl__counters {
     atomic_uint_fast64_t connections_accepted;
@@ -46,6 +60,8 @@ struct sl__counters {
     atomic_uint_fast64_t upstream_reused;
     atomic_uint_fast64_t bytes_up;
     atomic_uint_fast64_t bytes_down;
+    /* Connections or requests cut by a timer (index: enum sl__timeout). */
+    atomic_uint_fast64_t timeouts[SL__TIMEOUT_N];
     /* Request latency histogram (SPEC.md §4.9): audited requests and refusals by duration, one
      * count per bucket (not cumulative; the renderer cumulates), bucket i holding the durations
      * in (sl__latency_bounds_us[i - 1], sl__latency_bounds_us[i]] and the last one the rest

@@ -341,6 +341,7 @@ static void on_timer(uv_timer_t *t)
         sl_upstream_close(u);
         return;
     }
+    sl__count(&u->w->counters.timeouts[SL__TIMEOUT_UPSTREAM], 1);
     fail(u, SL_REASON_UPSTREAM_TIMEOUT, "the upstream did not answer in time");
 }
 

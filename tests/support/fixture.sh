@@ -574,7 +574,8 @@ fx_resolve() {
 
 # fx_proxy_start ARGS... : starts `$SLUICE_BIN proxy` on a free 127.0.0.1 port with a CA made by
 # `sluice ca init` (once per test, in $FX_WORK/sluice-data), its own audit log, admin socket and
-# log (debug, stderr), plus ARGS. Waits up to 10 s for the port. Exports
+# log (stderr; level $FX_LOG_LEVEL, default debug), plus ARGS. Waits up to 10 s for the port.
+# Exports
 #   FX_PROXY_PORT, FX_PROXY_PID, FX_SLUICE_CA (ca.pem to trust), FX_AUDIT, FX_PROXY_LOG,
 #   FX_ADMIN_SOCK
 # Each call starts another proxy (proxyN.*); the previous one keeps running until fx_proxy_stop.
@@ -600,7 +601,8 @@ fx_proxy_start() {
   FX_ADMIN_SOCK=$FX_WORK/proxy$n.sock
   FX_PROXY_EXIT=
   "$SLUICE_BIN" proxy --listen "127.0.0.1:$FX_PROXY_PORT" --data "$data" \
-    --audit-log "$FX_AUDIT" --admin-socket "$FX_ADMIN_SOCK" --log-level debug "$@" \
+    --audit-log "$FX_AUDIT" --admin-socket "$FX_ADMIN_SOCK" \
+    --log-level "${FX_LOG_LEVEL:-debug}" "$@" \
     >"$FX_WORK/proxy$n.stdout" 2>"$FX_PROXY_LOG" &
   FX_PROXY_PID=$!
   FX_PIDS+=("$FX_PROXY_PID")

@@ -1,0 +1,321 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/proxy_abuse.sh - `sluice proxy` under hostile load (SPEC.md §4.10, issue 6):
+# 1 000 slowloris clients (request heads and, in tunnels, ClientHellos trickled a byte at a time)
+# while a normal client is served; a flood of 10 000 CONNECTs with distinct SNI names while the
+# proxy's RSS stays flat (bounded by --cert-cache); clients that never read a 64 MiB response;
+# half-closed clients; clients and an upstream that reset mid-response; an upstream that accepts
+# and never answers (504); --max-connections under a flood of connections (503 overloaded, and
+# the slots come back when the header timeout cuts the idle holders); a soft open-files limit
+# far below --max-connections. RSS figures are printed as numbers with their bound. Short
+# timeouts by flag keep the whole script under two minutes; the load comes from
+# tests/support/abuse_load.py, every loop of which is bounded in count and time.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+fx_init
+t_start=$(date +%s)
+
+# 1 000 clients + the proxy's two descriptors per connection: lift the soft limit to the hard one.
+hard_nofile=$(ulimit -Hn)
+if [ "$hard_nofile" != unlimited ] && [ "$hard_nofile" -lt 4096 ]; then
+  echo "1..0 # SKIP the hard open-files limit ($hard_nofile) is below 4096"
+  exit 0
+fi
+ulimit -Sn "$hard_nofile"
+
+# Memory bounds (KiB). Sanitizer builds carry shadow memory and quarantines: their figures are
+# printed, the bounds are looser (ASan keeps freed memory in quarantine, 256 MiB by default).
+if fx_sanitized; then
+  san=1
+  fx_note "sanitizer build: memory bounds are loosened"
+else
+  san=0
+fi
+kib() { echo $(($1 * 1024)); } # kib MiB
+# bound NORMAL_MIB SANITIZED_MIB : the bound that applies to this build, in KiB.
+bound() { if [ "$san" = 1 ]; then kib "$2"; else kib "$1"; fi; }
+
+export FX_LOG_LEVEL=info # 10 000 handshakes at debug level would cost more than the proxy
+LOAD=("$FX_PYTHON" "$FX_SUPPORT/abuse_load.py")
+load() { "${LOAD[@]}" --proxy "$FX_PROXY_PORT" "$@"; }
+
+fx_nginx_start || fx_bail "nginx starts"
+truncate -s 64M "$FX_NGINX_DIR/www/big64"
+head -c 1048576 /dev/urandom >"$FX_NGINX_DIR/www/m1"
+# Responses of the kernel's largest send buffer plus 16 KiB ... 512 KiB: whichever of them
+# leaves its tail in the proxy's own buffers while the client is not reading.
+wmem_max=$(awk '{ print $3 }' /proc/sys/net/ipv4/tcp_wmem 2>/dev/null || echo 4194304)
+for ((k = 1; k <= 32; k++)); do
+  truncate -s $((wmem_max + k * 16384)) "$FX_NGINX_DIR/www/tail$k"
+done
+m1_sha=$(fx_sha256 "$FX_NGINX_DIR/www/m1")
+
+# An origin that resets mid-response and one that accepts and never says a word.
+for mode in rst silent; do
+  "${LOAD[@]}" origin --mode "$mode" --cert "$FX_PKI/good.pem" --key "$FX_PKI/good.key" \
+    --ports-file "$FX_WORK/$mode.port" 2>"$FX_WORK/$mode.err" &
+  FX_PIDS+=("$!")
+done
+fx_wait 10 test -s "$FX_WORK/rst.port" -a -s "$FX_WORK/silent.port" || fx_bail "test origins start"
+RST_PORT=$(cat "$FX_WORK/rst.port")
+SILENT_PORT=$(cat "$FX_WORK/silent.port")
+
+A=a.sluice.test
+AT=$A:$FX_TLS_PORT
+policy=$FX_WORK/policy.json
+fx_policy "$policy" "{
+  \"version\": 1,
+  \"environments\": { \"abuse\": { \"default\": \"deny\", \"rules\": [
+    { \"host\": \"$AT\" }, { \"host\": \"$A:$FX_HTTP_PORT\" },
+    { \"host\": \"$A:$RST_PORT\" }, { \"host\": \"$A:$SILENT_PORT\" },
+    { \"host\": \"*.flood.sluice.test\" } ] } },
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"abuse\" } ]
+}"
+check "the test policy is valid (sluice policy check)" \
+  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_resolve "$A"
+FX_RESOLVE+=(--resolve "$A:$RST_PORT:127.0.0.1" --resolve "$A:$SILENT_PORT:127.0.0.1")
+common=(--policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8
+  "${FX_RESOLVE[@]}")
+# Two workers, so the figures do not depend on this machine's core count; a certificate cache
+# of 1 000 so that 10 000 names go round it ten times.
+fx_proxy_start "${common[@]}" --workers 2 --header-timeout 3 --handshake-timeout 3 \
+  --idle-timeout 3 --upstream-timeout 2 --cert-cache 1000 || fx_bail "sluice proxy starts"
+
+# --- metrics ----------------------------------------------------------------------------------
+# metric SERIES : its value in a fresh GET /metrics (empty when absent).
+metric() {
+  fx_admin GET /metrics
+  awk -v s="$1" '$1 == s { print $2; exit }' "$FX_ADMIN_BODY"
+}
+# shellcheck disable=SC2317 # called through fx_wait
+open_is() { [ "$(metric sluice_connections_open)" = "$1" ]; }
+# shellcheck disable=SC2317 # called through fx_wait
+open_at_least() { [ "$(metric sluice_connections_open)" -ge "$1" ] 2>/dev/null; }
+# check_le DESCRIPTION GOT MAX / check_ge DESCRIPTION GOT MIN : integer comparisons, shown.
+check_le() {
+  if [ "${2:-x}" -le "$3" ] 2>/dev/null; then ok "$1 ($2 <= $3)"; else not_ok "$1 ($2 > $3)"; fi
+}
+check_ge() {
+  if [ "${2:-x}" -ge "$3" ] 2>/dev/null; then ok "$1 ($2 >= $3)"; else not_ok "$1 ($2 < $3)"; fi
+}
+# field LINE KEY : the value of KEY=... in a summary line of abuse_load.py.
+field() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
+# served DESCRIPTION OUTPUT COUNT MAX_MS : a `normal` run served all COUNT requests, none slower.
+served() {
+  local line
+  line=$(head -n 1 <<<"$2")
+  check_eq "$1: all $3 requests 200 ($line)" "$(field "$line" ok)/$(field "$line" fail)" "$3/0"
+  if [ "$FX_LAST" != 0 ]; then while read -r l; do echo "#   $l"; done <<<"$2"; fi
+  check_le "$1: the slowest took at most $4 ms" "$(field "$line" max_ms)" "$4"
+}
+# Latency bound of a normal request while the proxy is under load: far below the 3 s timeouts
+# the slow clients wait for, so a client stuck behind them fails.
+max_ms=$((san == 1 ? 3000 : 1500))
+
+rss0=$(fx_proxy_mem VmRSS)
+fx_note "proxy RSS at start: $rss0 KiB"
+served "warm-up" "$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)" 5 "$max_ms"
+
+# --- (1) slowloris: 1 000 slow clients, a normal client still served ---------------------------
+t0=$(metric 'sluice_timeouts_total{phase="header"}')
+h0=$(metric 'sluice_timeouts_total{phase="handshake"}')
+load slow --plain 900 --tunnel 100 --connect "$AT" --interval 0.5 --duration 15 \
+  >"$FX_WORK/slow.out" 2>&1 &
+slow_pid=$!
+FX_PIDS+=("$slow_pid")
+check "slowloris: the proxy holds the 1 000 slow connections (within 5 s)" \
+  fx_wait 5 open_at_least 1000
+rss_slow=$(fx_proxy_mem VmRSS)
+out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 50 --spacing 0.02 --timeout 10)
+served "slowloris: a normal client during 1 000 slow ones" "$out" 50 "$max_ms"
+wait "$slow_pid" || true
+slow=$(cat "$FX_WORK/slow.out")
+fx_note "slowloris: $slow"
+check_eq "slowloris: every slow request head got 408 (then the close)" \
+  "$(field "$slow" plain)" "status-408:900"
+check_match "slowloris: every slow ClientHello was cut (close or reset, never left open)" \
+  "$(field "$slow" tunnel)" '^(eof:[0-9]+,?|reset:[0-9]+,?)+$'
+tunnel_cut=$(field "$slow" tunnel | tr ',' '\n' | awk -F: '{ s += $2 } END { print s + 0 }')
+check_eq "slowloris: ... all 100 of them" "$tunnel_cut" 100
+# The timers run from the first byte (from the CONNECT's 200 for tunnels): 3 s, plus the
+# granularity of the client's 0.5 s ticks and the load.
+cut_min=$(field "$slow" cut_min)
+cut_max=$(field "$slow" cut_max)
+check "slowloris: cut by the 3 s timeouts (first after $cut_min s, last after $cut_max s)" \
+  awk -v a="$cut_min" -v b="$cut_max" 'BEGIN { exit !(a >= 2.5 && b <= 7) }'
+check_ge "slowloris: sluice_timeouts_total{phase=\"header\"} counts the 900" \
+  "$(($(metric 'sluice_timeouts_total{phase="header"}') - t0))" 900
+check_ge "slowloris: sluice_timeouts_total{phase=\"handshake\"} counts the 100" \
+  "$(($(metric 'sluice_timeouts_total{phase="handshake"}') - h0))" 100
+check "slowloris: every connection is gone afterwards (within 5 s)" fx_wait 5 open_is 0
+fx_note "slowloris: proxy RSS $rss0 KiB before, $rss_slow KiB holding 1 000 slow clients"
+check_le "slowloris: RSS holding 1 000 slow clients (KiB)" "$rss_slow" "$(bound 96 512)"
+
+# --- (2) clients that never read a 64 MiB response -------------------------------------------
+i0=$(metric 'sluice_timeouts_total{phase="idle"}')
+fx_wait 5 open_is 0 || true
+rss_before=$(fx_proxy_mem VmRSS)
+load noread --plain "http://$A:$FX_HTTP_PORT/big64" --tunnel "$AT" --path /big64 --count 10 \
+  --hold 8 --pid "$FX_PROXY_PID" >"$FX_WORK/noread.out" 2>&1 &
+noread_pid=$!
+FX_PIDS+=("$noread_pid")
+check "never-reading clients: the proxy holds the 20 of them" fx_wait 5 open_at_least 20
+# The idle timeout (3 s) starts once their buffers are full and nothing moves any more.
+check "never-reading clients: the proxy lets go of all 20 while they hold on (within 7 s)" \
+  fx_wait 7 open_is 0
+wait "$noread_pid" || true
+sed 's/^/# noread: /' "$FX_WORK/noread.out"
+rss_max=$(awk '$1 == "rss" { split($3, k, "="); if (k[2] + 0 > m) m = k[2] } END { print m + 0 }' \
+  "$FX_WORK/noread.out")
+check_le "never-reading clients: 20 of them add little RSS (max $rss_max KiB, from $rss_before)" \
+  "$((rss_max - rss_before))" "$(bound 32 256)"
+check_eq "never-reading clients: reading at last, each finds its end (the proxy closed it)" \
+  "$(grep '^closed=' "$FX_WORK/noread.out" || true)" "closed=20 open=0"
+check_ge "never-reading clients: sluice_timeouts_total{phase=\"idle\"} counts them" \
+  "$(($(metric 'sluice_timeouts_total{phase="idle"}') - i0))" 20
+# shellcheck disable=SC2317 # called through check
+big64_cut() {
+  [ "$(fx_jsonl_count "$FX_NGINX_LOG" uri=/big64)" -ge 20 ] &&
+    [ "$(fx_jsonl_count "$FX_NGINX_LOG" uri=/big64 bytes_sent=67108864)" = 0 ]
+}
+check "never-reading clients: nginx stopped sending each /big64 before its end (within 5 s)" \
+  fx_wait 5 big64_cut
+
+# --- (3) certificate-mint flood: 10 000 distinct SNI names -------------------------------------
+names=10000
+m0=$(metric sluice_certificates_minted_total)
+rss_before=$(fx_proxy_mem VmRSS)
+load flood --names "$names" --suffix flood.sluice.test --concurrency 50 \
+  --deadline $((san == 1 ? 75 : 50)) --pid "$FX_PROXY_PID" --sample-every 1000 \
+  >"$FX_WORK/flood.out" 2>&1 &
+flood_pid=$!
+FX_PIDS+=("$flood_pid")
+out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 20 --spacing 0.5 --timeout 10)
+served "mint flood: a normal client during the flood" "$out" 20 "$((max_ms * 2))"
+wait "$flood_pid" || true
+sed 's/^/# flood: /' "$FX_WORK/flood.out"
+flood=$(grep '^done=' "$FX_WORK/flood.out" || true)
+done_n=$(field "$flood" "done")
+check_eq "mint flood: no handshake failed (each leaf named its SNI)" "$(field "$flood" failed)" 0
+if [ "$san" = 1 ]; then
+  check_ge "mint flood: at least 3 000 handshakes in the time box (sanitizer build)" \
+    "${done_n:-0}" 3000
+else
+  check_eq "mint flood: all $names handshakes done in the time box" "${done_n:-0}" "$names"
+fi
+check_ge "mint flood: a certificate minted per name" \
+  "$(($(metric sluice_certificates_minted_total) - m0))" "${done_n:-0}"
+check_le "mint flood: the cache holds at most --cert-cache 1000 entries" \
+  "$(metric sluice_certificate_cache_entries)" 1000
+check_ge "mint flood: ... and evicted the rest" \
+  "$(metric sluice_certificate_cache_evictions_total)" "$((${done_n:-0} - 1000))"
+# Flat: once the cache is full (1 000 names) and has turned over twice, RSS no longer grows.
+read -r rss_at3k rss_end rss_peak <<<"$(awk '$1 == "rss" {
+  split($2, d, "="); split($3, k, "="); if (d[2] + 0 >= 3000 && !a) a = k[2]
+  if (k[2] + 0 > p) p = k[2]; e = k[2] } END { print a + 0, e + 0, p + 0 }' "$FX_WORK/flood.out")"
+fx_note "mint flood: RSS $rss_before KiB before, $rss_at3k KiB after 3 000 names," \
+  "$rss_end KiB at the end, $rss_peak KiB at most"
+check_le "mint flood: RSS growth from 3 000 names to the end (KiB)" \
+  "$((rss_end - rss_at3k))" "$(bound 16 128)"
+check_le "mint flood: peak RSS (KiB)" "$rss_peak" "$(bound 160 1024)"
+out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+served "mint flood: a normal client after the flood" "$out" 5 "$max_ms"
+
+# --- (4) half-closed clients: the response still arrives --------------------------------------
+out=$(load halfclose --plain "http://$A:$FX_HTTP_PORT/m1")
+check_eq "half-close (plain HTTP): request, FIN, then the whole 1 MiB response" \
+  "$out" "status=200 length=1048576 complete=yes"
+out=$(load halfclose --connect "$AT" --path /m1 --cafile "$FX_SLUICE_CA")
+check_eq "half-close (tunnel): request, close_notify and FIN, then the whole 1 MiB response" \
+  "$out" "status=200 length=1048576 complete=yes"
+fx_curl "https://$AT/m1"
+check_eq "half-close: a normal client gets the same bytes" \
+  "$FX_CODE $(fx_body_sha256)" "200 $m1_sha"
+
+# --- (5) resets mid-response: from clients and from an upstream -------------------------------
+out=$(load rst --connect "$AT" --path /big64 --count 20 --after 65536)
+check_eq "client resets: 20 clients read 64 KiB of /big64 and reset" "$out" "reset=20 short=0"
+check "client resets: the proxy lets go of all of them (within 5 s)" fx_wait 5 open_is 0
+fx_curl "https://$A:$RST_PORT/reset-me"
+check "upstream reset mid-response: the client gets a truncated response, never a whole one" \
+  test "$FX_RC" != 0 -a "$FX_SIZE" -lt 1048576
+check_audit "upstream reset mid-response: audited (status 200, fewer bytes than announced)" \
+  host="$A" port="$RST_PORT" path=/reset-me status=200
+check "client and upstream resets: the proxy is still running" fx_proxy_alive
+out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+served "resets: the next clients are served" "$out" 5 "$max_ms"
+
+# --- (6) an upstream that accepts and never answers: 504 after --upstream-timeout ------------
+# (proxy_upstream.sh covers an upstream whose TLS handshake completes and whose head never
+# comes; here not even the handshake does, and on plain HTTP nothing at all.)
+for scheme in https http; do
+  s=$(date +%s%N)
+  fx_curl --max-time 15 "$scheme://$A:$SILENT_PORT/silent"
+  ms=$((($(date +%s%N) - s) / 1000000))
+  check_status "silent upstream ($scheme): 504 upstream-timeout" 504 upstream-timeout
+  check "silent upstream ($scheme): after the 2 s timeout, not before, not long after ($ms ms)" \
+    test "$ms" -ge 1900 -a "$ms" -le 6000
+done
+check_ge "silent upstream: sluice_timeouts_total{phase=\"upstream\"} counts both" \
+  "$(metric 'sluice_timeouts_total{phase="upstream"}')" 2
+check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
+
+# --- (7) --max-connections: 503 overloaded under a flood, and the slots come back -------------
+fx_proxy_start "${common[@]}" --workers 2 --max-connections 20 --header-timeout 4 ||
+  fx_bail "sluice proxy starts with --max-connections 20"
+load slow --plain 20 --silent --connect "$AT" --duration 10 >"$FX_WORK/hold.out" 2>&1 &
+hold_pid=$!
+FX_PIDS+=("$hold_pid")
+check "max-connections: 20 silent clients take every slot" fx_wait 5 open_is 20
+out=$(load slow --plain 200 --silent --connect "$AT" --duration 5)
+fx_note "max-connections: 200 more: $out"
+check_eq "max-connections: each of 200 more connections got 503 (overloaded), then the close" \
+  "$(field "$out" plain)" "status-503:200"
+check_ge "max-connections: sluice_connections_refused_total counts them" \
+  "$(metric sluice_connections_refused_total)" 200
+check_audit "max-connections: audit lines with reason overloaded" decision=deny reason=overloaded
+wait "$hold_pid" || true
+hold=$(cat "$FX_WORK/hold.out")
+fx_note "max-connections: the 20 holders: $hold"
+check_eq "max-connections: the header timeout closed the 20 silent holders" \
+  "$(field "$hold" plain)" "eof:20"
+out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+served "max-connections: accept keeps working: the next clients are served" "$out" 5 "$max_ms"
+check "SIGTERM stops the --max-connections proxy with exit 0" fx_proxy_stop
+
+# --- (8) a soft open-files limit far below what --max-connections needs -----------------------
+# A soft limit of 1024 is common; the proxy raises it (up to the hard limit) so that 600 idle
+# clients do not exhaust its descriptors and lock everyone else out.
+ulimit -Sn 256
+start_rc=0
+fx_proxy_start "${common[@]}" --workers 2 --header-timeout 10 || start_rc=$?
+ulimit -Sn "$hard_nofile"
+[ "$start_rc" = 0 ] || fx_bail "sluice proxy starts with a soft open-files limit of 256"
+load slow --plain 600 --silent --connect "$AT" --duration 5 >"$FX_WORK/fd.out" 2>&1 &
+fd_pid=$!
+FX_PIDS+=("$fd_pid")
+check "open-files limit 256: the proxy accepts 600 idle clients (it raised its limit)" \
+  fx_wait 4 open_at_least 600
+out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+served "open-files limit 256: a normal client is served meanwhile" "$out" 5 "$max_ms"
+wait "$fd_pid" || true
+check_eq "open-files limit 256: none of the 600 was dropped" \
+  "$(field "$(cat "$FX_WORK/fd.out")" plain)" "open:600"
+
+# --- (9) the tail of a Connection: close response, left unread for a while ------------------
+# The path that ends a half-closed exchange ends every Connection: close one: the tail of a
+# response must not be cut while the client has not taken it yet (it was cut 2 s after the
+# upstream finished). This proxy has the default idle timeout (60 s), far above the 3.5 s.
+out=$(load stallread --prefix "http://$A:$FX_HTTP_PORT/tail" --count 32 --stall 3.5)
+check_eq "Connection: close, 32 responses of 4 MiB or so left unread for 3.5 s: each one whole" \
+  "$(head -n 1 <<<"$out")" "complete=32 short=0"
+if [ "$FX_LAST" != 0 ]; then echo "$out" | tail -n +2; fi
+check "SIGTERM stops that proxy with exit 0" fx_proxy_stop
+
+fx_note "proxy_abuse took $(($(date +%s) - t_start)) s"
+fx_done
