@@ -491,3 +491,28 @@ bool sl_h1_list_has(struct sl_slice value, const char *token)
     }
     return false;
 }
+
+size_t sl_h1_chunk_header(char *buf, size_t cap, uint64_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t digits = 0;
+    size_t n;
+
+    if (len == 0) {
+        return 0;
+    }
+    for (uint64_t v = len; v != 0; v >>= 4) {
+        digits++;
+    }
+    n = digits + 2;
+    if (n > cap) {
+        return 0;
+    }
+    for (size_t i = digits; i > 0; i--) {
+        buf[i - 1] = hex[len & 0xf];
+        len >>= 4;
+    }
+    buf[digits] = '\r';
+    buf[digits + 1] = '\n';
+    return n;
+}

@@ -190,4 +190,25 @@ bool sl_h1_list_has(struct sl_slice value, const char *token);
 /* Case-insensitive comparison of a slice with a NUL-terminated ASCII string. */
 bool sl_h1_name_is(struct sl_slice name, const char *s);
 
+/*
+ * Chunked framing, as the proxy writes it when it re-encodes a body it decoded: each piece of
+ * data goes out as one chunk (sl_h1_chunk_header(), the data, SL_H1_CHUNK_END), and the body
+ * ends with SL_H1_CHUNK_LAST (the last chunk, no trailers). No extensions, no trailers.
+ */
+
+/* Bytes of the longest chunk header: 16 hex digits and CRLF. */
+#define SL_H1_CHUNK_HEADER_MAX 18
+/* What follows a chunk's data. */
+#define SL_H1_CHUNK_END     "\r\n"
+#define SL_H1_CHUNK_END_LEN 2
+/* The last chunk and the empty trailer section: the end of a chunked body. */
+#define SL_H1_CHUNK_LAST     "0\r\n\r\n"
+#define SL_H1_CHUNK_LAST_LEN 5
+
+/* Writes the header of a chunk of `len` data bytes (`len` in lower-case hex without leading
+ * zeros, then CRLF) into `buf` (not NUL-terminated). Returns the bytes written, or 0 when `len`
+ * is 0 (an empty chunk would end the body: use SL_H1_CHUNK_LAST) or `cap` is too small
+ * (SL_H1_CHUNK_HEADER_MAX always suffices). */
+size_t sl_h1_chunk_header(char *buf, size_t cap, uint64_t len);
+
 #endif

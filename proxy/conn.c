@@ -1292,10 +1292,9 @@ static int write_pending(struct sl_stream *src, struct sl_stream *dst, struct pe
         int n;
 
         if (chunked && !p->framed) {
-            char frame[24];
-            int fn = snprintf(frame, sizeof(frame), "%zx\r\n", p->len);
-
-            int rc = sl_stream_write_all(dst, frame, (size_t)fn);
+            char frame[SL_H1_CHUNK_HEADER_MAX];
+            size_t fn = sl_h1_chunk_header(frame, sizeof(frame), p->len);
+            int rc = sl_stream_write_all(dst, frame, fn);
 
             if (rc != 0) {
                 return rc == SL_EAGAIN ? 0 : -1;
@@ -1311,7 +1310,7 @@ static int write_pending(struct sl_stream *src, struct sl_stream *dst, struct pe
         *count += (uint64_t)n;
     }
     if (chunked && p->framed) {
-        int rc = sl_stream_write_all(dst, "\r\n", 2);
+        int rc = sl_stream_write_all(dst, SL_H1_CHUNK_END, SL_H1_CHUNK_END_LEN);
 
         if (rc != 0) {
             return rc == SL_EAGAIN ? 0 : -1;
@@ -1380,7 +1379,8 @@ static int forward_request(struct sl__conn *c)
         return 0;
     }
     if (c->req_end_owed) {
-        int rc = c->req_chunked ? sl_stream_write_all(us, "0\r\n\r\n", 5) : 0;
+        int rc = c->req_chunked ? sl_stream_write_all(us, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
+                                : 0;
 
         if (rc != 0) {
             return rc == SL_EAGAIN ? 0 : -1;
@@ -1478,7 +1478,9 @@ static int forward_response(struct sl__conn *c)
         return 0;
     }
     if (c->resp_end_owed) {
-        int rc = c->resp_chunked_out ? sl_stream_write_all(&c->client, "0\r\n\r\n", 5) : 0;
+        int rc = c->resp_chunked_out
+                         ? sl_stream_write_all(&c->client, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
+                         : 0;
 
         if (rc != 0) {
             return rc == SL_EAGAIN ? 0 : -1;

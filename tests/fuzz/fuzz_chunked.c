@@ -19,14 +19,14 @@
  *     starting with a hex digit, a size beyond 64 bits, or chunk data not followed by CRLF is
  *     refused (SL_EINVAL); chunk extensions and odd whitespace are left to llhttp, checked only
  *     for consistency;
- *   - round trip: the decoded body re-encoded as proxy/conn.c frames it (one chunk per body
- *     event, `%zx\r\n` data `\r\n`, then `0\r\n\r\n`) and as a single chunk decodes back to the
- *     same bytes and ends exactly at the end of the encoding.
- * The proxy's own encoder (write_pending in proxy/conn.c) is a static function on streams and
- * is mirrored here, not called.
+ *   - round trip: the decoded body re-encoded with the framing proxy/conn.c writes
+ *     (sl_h1_chunk_header(), data, SL_H1_CHUNK_END, then SL_H1_CHUNK_LAST), one chunk per body
+ *     event as the proxy does and as a single chunk, decodes back to the same bytes and ends
+ *     exactly at the end of the encoding;
+ *   - each chunk header is the size in lower-case hex without leading zeros, then CRLF, never
+ *     longer than SL_H1_CHUNK_HEADER_MAX, and is refused (0) when the room is one byte short.
  */
 #include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "base/arena.h"
@@ -327,6 +327,24 @@ static bool same_result(const struct result *a, const struct result *b)
     return a->outcome != O_END || a->end == b->end;
 }
 
+/* Checks the `w` bytes sl_h1_chunk_header() wrote at `h` for a chunk of `len` bytes: the
+ * shortest lower-case hex spelling of `len`, CRLF, and nothing written into a buffer one byte
+ * too small. */
+static void check_chunk_header(const uint8_t *h, size_t w, uint64_t len)
+{
+    char small[SL_H1_CHUNK_HEADER_MAX];
+    uint64_t v = 0;
+
+    SL_BUG_ON(len == 0 || w < 3 || w > SL_H1_CHUNK_HEADER_MAX);
+    SL_BUG_ON(h[0] == '0' || h[w - 2] != '\r' || h[w - 1] != '\n');
+    for (size_t i = 0; i + 2 < w; i++) {
+        SL_BUG_ON(hexval(h[i]) < 0 || (h[i] >= 'A' && h[i] <= 'F') || v > UINT64_MAX >> 4);
+        v = v << 4 | (uint64_t)hexval(h[i]);
+    }
+    SL_BUG_ON(v != len);
+    SL_BUG_ON(sl_h1_chunk_header(small, w - 1, len) != 0);
+}
+
 /* Re-encodes `r`'s body (per event, as proxy/conn.c does, or as one chunk) after `head` and
  * checks that it decodes back to the same bytes, ending exactly at the end. */
 static void round_trip(enum sl_h1_kind kind, const char *head, const struct result *r,
@@ -342,18 +360,18 @@ static void round_trip(enum sl_h1_kind kind, const char *head, const struct resu
     memcpy(enc, head, hn);
     for (size_t e = 0; e < (one_chunk ? (r->body_n > 0 ? 1u : 0u) : r->n_events); e++) {
         size_t len = one_chunk ? r->body_n : r->events[e];
-        int w = snprintf((char *)enc + n, 24, "%zx\r\n", len);
+        size_t w = sl_h1_chunk_header((char *)enc + n, SL_H1_CHUNK_HEADER_MAX, len);
 
-        SL_BUG_ON(w <= 0);
-        n += (size_t)w;
+        check_chunk_header(enc + n, w, len);
+        n += w;
         memcpy(enc + n, r->body + off, len);
         n += len;
         off += len;
-        memcpy(enc + n, "\r\n", 2);
-        n += 2;
+        memcpy(enc + n, SL_H1_CHUNK_END, SL_H1_CHUNK_END_LEN);
+        n += SL_H1_CHUNK_END_LEN;
     }
-    memcpy(enc + n, "0\r\n\r\n", 5);
-    n += 5;
+    memcpy(enc + n, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN);
+    n += SL_H1_CHUNK_LAST_LEN;
     run(kind, enc, n, &whole, &again);
     SL_BUG_ON(again.outcome != O_END || again.end != n);
     SL_BUG_ON(again.body_n != r->body_n || memcmp(again.body, r->body, r->body_n) != 0);
@@ -380,6 +398,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(m, head, hn);
     memcpy(m + hn, data + 2, size - 2);
     n = hn + size - 2;
+
+    if (size >= 10) {
+        /* The framing of any 64-bit size, not only those a body here can reach. */
+        uint8_t h[SL_H1_CHUNK_HEADER_MAX];
+        uint64_t len = 0;
+
+        for (size_t i = 2; i < 10; i++) {
+            len = len << 8 | data[i];
+        }
+        len >>= data[0] & 63;
+        if (len != 0) {
+            check_chunk_header(h, sl_h1_chunk_header((char *)h, sizeof(h), len), len);
+        }
+    }
 
     sp = (struct splitter){ 0, 0, 1 };
     run(kind, m, n, &sp, &whole);

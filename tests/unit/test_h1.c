@@ -487,6 +487,77 @@ static void finds_tokens_in_lists(void **state)
     assert_true(sl_h1_list_has(sl_slice_str(",,a,,b ,"), "b"));
 }
 
+static void writes_chunk_framing(void **state)
+{
+    char buf[SL_H1_CHUNK_HEADER_MAX + 1];
+
+    (void)state;
+    assert_int_equal(sl_h1_chunk_header(buf, sizeof(buf), 1), 3);
+    assert_memory_equal(buf, "1\r\n", 3);
+    assert_int_equal(sl_h1_chunk_header(buf, sizeof(buf), 0xabc), 5);
+    assert_memory_equal(buf, "abc\r\n", 5);
+    assert_int_equal(sl_h1_chunk_header(buf, sizeof(buf), 0x10), 4);
+    assert_memory_equal(buf, "10\r\n", 4);
+    assert_int_equal(sl_h1_chunk_header(buf, SL_H1_CHUNK_HEADER_MAX, UINT64_MAX),
+                     SL_H1_CHUNK_HEADER_MAX);
+    assert_memory_equal(buf, "ffffffffffffffff\r\n", SL_H1_CHUNK_HEADER_MAX);
+    /* An empty chunk would end the body; a buffer one byte short gets nothing. */
+    assert_int_equal(sl_h1_chunk_header(buf, sizeof(buf), 0), 0);
+    assert_int_equal(sl_h1_chunk_header(buf, 4, 0x100), 0);
+    assert_int_equal(sl_h1_chunk_header(buf, 5, 0x100), 5);
+    assert_int_equal(strlen(SL_H1_CHUNK_END), SL_H1_CHUNK_END_LEN);
+    assert_int_equal(strlen(SL_H1_CHUNK_LAST), SL_H1_CHUNK_LAST_LEN);
+}
+
+static void parses_its_own_chunk_framing(void **state)
+{
+    static const char head[] = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+    uint8_t m[512];
+    uint8_t body[64];
+    size_t n = strlen(head);
+    size_t body_n = 0;
+    size_t pos = 0;
+    struct sl_arena arena;
+    struct sl_h1 p;
+    bool ended = false;
+
+    (void)state;
+    memcpy(m, head, n);
+    for (size_t len = 1; len <= 17; len += 8) {
+        n += sl_h1_chunk_header((char *)m + n, SL_H1_CHUNK_HEADER_MAX, len);
+        memset(m + n, 'a' + (int)len, len);
+        n += len;
+        memcpy(m + n, SL_H1_CHUNK_END, SL_H1_CHUNK_END_LEN);
+        n += SL_H1_CHUNK_END_LEN;
+    }
+    memcpy(m + n, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN);
+    n += SL_H1_CHUNK_LAST_LEN;
+
+    sl_arena_init(&arena, 1024, 1 << 16);
+    sl_h1_init(&p, SL_H1_REQUEST, NULL, &arena);
+    while (!ended) {
+        struct sl_h1_event ev;
+        int used = sl_h1_feed(&p, m + pos, n - pos, &ev);
+
+        assert_true(used >= 0);
+        pos += (size_t)used;
+        if (ev.type == SL_H1_EV_BODY) {
+            assert_true(body_n + ev.body.n <= sizeof(body));
+            memcpy(body + body_n, ev.body.p, ev.body.n);
+            body_n += ev.body.n;
+        }
+        ended = ev.type == SL_H1_EV_END;
+        assert_true(ended || ev.type == SL_H1_EV_HEAD || ev.type == SL_H1_EV_BODY);
+    }
+    assert_int_equal(pos, n);
+    assert_int_equal(body_n, 1 + 9 + 17);
+    assert_memory_equal(body, "b", 1);
+    assert_memory_equal(body + 1, "jjjjjjjjj", 9);
+    assert_memory_equal(body + 10, "rrrrrrrrrrrrrrrrr", 17);
+    sl_h1_finish(&p);
+    sl_arena_finish(&arena);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -505,6 +576,8 @@ int main(void)
         cmocka_unit_test(survives_every_allocation_failure),
         cmocka_unit_test(says_when_the_target_was_the_problem),
         cmocka_unit_test(finds_tokens_in_lists),
+        cmocka_unit_test(writes_chunk_framing),
+        cmocka_unit_test(parses_its_own_chunk_framing),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
