@@ -15,7 +15,7 @@
 #include "policy/auth.h"
 #include "policy/decision.h"
 #include "policy/host.h"
-#include "policy/url.h"
+#include "proxy/head.h"
 #include "proxy/stream.h"
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
@@ -887,96 +887,18 @@ static void on_work_done_closed(struct sl__conn *c)
  * Heads we write.
  */
 
-static bool is_hop_by_hop(struct sl_slice name)
-{
-    static const char *const names[] = { "connection",
-                                         "proxy-connection",
-                                         "keep-alive",
-                                         "proxy-authorization",
-                                         "proxy-authenticate",
-                                         "te",
-                                         "trailer",
-                                         "transfer-encoding",
-                                         "upgrade",
-                                         "content-length",
-                                         "host" };
-
-    for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
-        if (sl_h1_name_is(name, names[i])) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* True when `name` is listed in any Connection header of `h` (RFC 9110 §7.6.1). */
-static bool is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice name)
-{
-    char token[64];
-
-    if (name.n >= sizeof(token)) {
-        return false;
-    }
-    memcpy(token, name.p, name.n);
-    token[name.n] = '\0';
-    for (size_t i = 0; i < h->n_headers; i++) {
-        if (sl_h1_name_is(h->headers[i].name, "connection")
-            && sl_h1_list_has(h->headers[i].value, token)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* Copies the end-to-end headers of `h`, minus `skip` (the credential's name, or NULL). */
-static int put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip)
-{
-    for (size_t i = 0; i < h->n_headers; i++) {
-        const struct sl_h1_header *f = &h->headers[i];
-
-        if (is_hop_by_hop(f->name) || is_listed_in_connection(h, f->name)
-            || (skip != NULL && sl_h1_name_is(f->name, skip))) {
-            continue;
-        }
-        SL_TRY(sl_buf_append(b, f->name.p, f->name.n));
-        SL_TRY(sl_buf_append(b, ": ", 2));
-        SL_TRY(sl_buf_append(b, f->value.p, f->value.n));
-        SL_TRY(sl_buf_append(b, "\r\n", 2));
-    }
-    return 0;
-}
-
+/* Writes the head sent upstream for the current request into c->head (again, for a retry). */
 static int build_request_head(struct sl__conn *c, const struct sl_h1_head *h)
 {
-    struct sl_buf *b = &c->head;
-    uint16_t default_port = c->tunnel && c->tls ? 443 : 80;
+    struct sl_head_target t = { .scheme = c->r.scheme,
+                                .has_host = c->r.has_host,
+                                .host = c->r.host,
+                                .port = c->r.port,
+                                .target = c->r.target,
+                                .websocket = c->websocket };
 
-    sl_buf_reset(b);
-    SL_TRY(sl_buf_printf(b, "%s %s HTTP/1.1\r\nHost: %s", h->method, c->r.target, c->r.host.name));
-    if (c->r.port != default_port) {
-        SL_TRY(sl_buf_printf(b, ":%u", (unsigned)c->r.port));
-    }
-    SL_TRY(sl_buf_append_str(b, "\r\n"));
-    SL_TRY(put_headers(b, h, c->dec.credential_header));
-    if (c->dec.credential_header != NULL) {
-        SL_TRY(sl_buf_printf(b, "%s: %s\r\n", c->dec.credential_header, c->dec.credential_value));
-    }
-    if (c->websocket) {
-        SL_TRY(sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n"));
-    }
-    switch (h->body) {
-    case SL_H1_BODY_LENGTH:
-        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
-        break;
-    case SL_H1_BODY_CHUNKED:
-        c->req_chunked = true;
-        SL_TRY(sl_buf_append_str(b, "Transfer-Encoding: chunked\r\n"));
-        break;
-    case SL_H1_BODY_NONE:
-    case SL_H1_BODY_CLOSE:
-        break;
-    }
-    return sl_buf_append_str(b, "\r\n");
+    c->req_chunked = h->body == SL_H1_BODY_CHUNKED;
+    return sl_head_build(&c->head, h, &t, c->dec.credential_header, c->dec.credential_value);
 }
 
 static int build_response_head(struct sl__conn *c, const struct sl_h1_head *h)
@@ -986,7 +908,7 @@ static int build_response_head(struct sl__conn *c, const struct sl_h1_head *h)
 
     sl_buf_reset(b);
     SL_TRY(sl_buf_printf(b, "HTTP/1.1 %d %s\r\n", h->status, h->reason));
-    SL_TRY(put_headers(b, h, NULL));
+    SL_TRY(sl_head_put_headers(b, h, NULL));
     if (h->status == 101) {
         return sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
     }
@@ -1082,109 +1004,14 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
     arm(c, secs_ms(cfg(c)->tls_handshake_timeout_s));
 }
 
-/* Sets c->r.host/port/target from the request target and Host of an absolute-form proxy
- * request. Returns false after refusing. */
-static bool target_absolute(struct sl__conn *c, const struct sl_h1_head *h)
-{
-    struct sl_url url;
-    const char *why = NULL;
-    size_t n;
-    char *t;
-
-    if (h->target[0] == '/' || strcmp(h->target, "*") == 0) {
-        refuse_reason(c, SL_REASON_BAD_REQUEST,
-                      "this is a proxy: send absolute-form requests (http://host/path) or CONNECT",
-                      false);
-        return false;
-    }
-    if (sl_url_parse(sl_slice_str(h->target), &url, &why) < 0) {
-        refuse_reason(c, SL_REASON_BAD_HOST, why, false);
-        return false;
-    }
-    if (url.scheme != SL_URL_HTTP) {
-        refuse_reason(c, SL_REASON_BAD_REQUEST, "https:// URLs go through CONNECT", false);
-        return false;
-    }
-    c->r.scheme = "http";
-    c->r.host = url.host;
-    c->r.port = url.port;
-    c->r.has_host = true;
-    n = url.path.n + url.query.n;
-    t = sl_arena_alloc(&c->arena, n + 1);
-    if (t == NULL) {
-        refuse_reason(c, SL_REASON_TOO_LARGE, NULL, false);
-        return false;
-    }
-    memcpy(t, url.path.p, url.path.n);
-    if (url.query.n > 0) {
-        memcpy(t + url.path.n, url.query.p, url.query.n);
-    }
-    t[n] = '\0';
-    c->r.target = t;
-    return true;
-}
-
-/* Checks that the Host header (if any, required on HTTP/1.1 in a tunnel) names the request's
- * host and port (SPEC §4.3). Returns false after refusing. */
-static bool host_header_matches(struct sl__conn *c, const struct sl_h1_head *h, bool required)
-{
-    const struct sl_h1_header *f = sl_h1_find(h, "host");
-    uint16_t default_port = strcmp(c->r.scheme, "https") == 0 ? 443 : 80;
-    struct sl_host host;
-    uint16_t port = 0;
-
-    if (f == NULL) {
-        if (required) {
-            refuse_reason(c, SL_REASON_BAD_REQUEST, "an HTTP/1.1 request needs a Host header",
-                          false);
-            return false;
-        }
-        return true;
-    }
-    if (sl_host_parse_authority(f->value, 0, &host, &port, NULL) < 0) {
-        refuse_reason(c, SL_REASON_BAD_HOST, "malformed Host header", false);
-        return false;
-    }
-    if (port == 0) {
-        port = default_port;
-    }
-    if (host.len != c->r.host.len || memcmp(host.name, c->r.host.name, host.len) != 0
-        || port != c->r.port) {
-        refuse_reason(c, SL_REASON_HOST_MISMATCH,
-                      "the Host header names another host than the request", false);
-        return false;
-    }
-    return true;
-}
-
-/* Inside a tunnel: the target must be origin-form (or absolute-form naming the tunnel). */
-static bool target_in_tunnel(struct sl__conn *c, const struct sl_h1_head *h)
-{
-    c->r.host = c->thost;
-    c->r.port = c->tport;
-    c->r.has_host = true;
-    if (h->target[0] == '/') {
-        c->r.target = h->target;
-    } else if (strcmp(h->target, "*") == 0 && strcmp(h->method, "OPTIONS") == 0) {
-        c->r.target = h->target;
-    } else {
-        struct sl_url url;
-
-        if (sl_url_parse(sl_slice_str(h->target), &url, NULL) < 0 || url.host.len != c->thost.len
-            || memcmp(url.host.name, c->thost.name, url.host.len) != 0 || url.port != c->tport) {
-            refuse_reason(c, SL_REASON_HOST_MISMATCH,
-                          "the request names another host than the tunnel", false);
-            return false;
-        }
-        c->r.target = (const char *)url.path.p;
-    }
-    return host_header_matches(c, h, h->version_minor == 1);
-}
-
 static void on_request_head(struct sl__conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->req);
     bool has_body = h->body != SL_H1_BODY_NONE;
+    struct sl_head_ctx ctx = { c->tunnel, c->tls, &c->thost, c->tport };
+    struct sl_head_target t;
+    struct sl_head_refusal why;
+    int rc;
 
     begin_request(c, h->method);
     c->client_http10 = h->version_minor == 0;
@@ -1195,10 +1022,6 @@ static void on_request_head(struct sl__conn *c)
         on_connect_head(c, h);
         return;
     }
-    if (strcmp(h->method, "CONNECT") == 0) {
-        refuse_reason(c, SL_REASON_BAD_REQUEST, "CONNECT inside a tunnel", false);
-        return;
-    }
     if (!c->tunnel) {
         if (!take_credentials(c, h)) {
             refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization", false);
@@ -1206,21 +1029,18 @@ static void on_request_head(struct sl__conn *c)
         }
         note_identity(c);
     }
-    if (c->tunnel ? !target_in_tunnel(c, h) : !target_absolute(c, h)) {
-        return;
+    rc = sl_head_resolve(h, &ctx, &c->arena, &t, &why);
+    c->r.scheme = t.scheme;
+    c->r.has_host = t.has_host;
+    if (t.has_host) {
+        c->r.host = t.host;
+        c->r.port = t.port;
     }
-    if (!c->tunnel && !host_header_matches(c, h, false)) {
+    c->r.target = t.target;
+    c->websocket = t.websocket;
+    if (rc < 0) {
+        refuse_reason(c, why.reason, why.detail, false);
         return;
-    }
-    if (h->upgrade) {
-        const struct sl_h1_header *u = sl_h1_find(h, "upgrade");
-
-        if (u == NULL || !sl_h1_list_has(u->value, "websocket") || has_body) {
-            refuse_reason(c, SL_REASON_BAD_REQUEST,
-                          "only Upgrade: websocket is relayed (h2c and others are not)", false);
-            return;
-        }
-        c->websocket = true;
     }
     if (!decide(c, h->method, c->tunnel && c->tls, !has_body)) {
         return;

@@ -1,0 +1,236 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "proxy/head.h"
+
+#include <string.h>
+
+#include "policy/url.h"
+
+static int refuse(struct sl_head_refusal *why, enum sl_reason reason, const char *detail)
+{
+    why->reason = reason;
+    why->detail = detail;
+    return SL_EINVAL;
+}
+
+static bool same_host(const struct sl_host *a, const struct sl_host *b)
+{
+    return a->len == b->len && memcmp(a->name, b->name, a->len) == 0;
+}
+
+/* Sets out->target to the origin form (path and query) of `url`, carved from `arena`: the
+ * path of a URL without one is a static "/" that the query does not follow. */
+static int origin_form(const struct sl_url *url, struct sl_arena *arena, struct sl_head_target *out,
+                       struct sl_head_refusal *why)
+{
+    size_t n = url->path.n + url->query.n;
+    char *t = sl_arena_alloc(arena, n + 1);
+
+    if (t == NULL) {
+        (void)refuse(why, SL_REASON_TOO_LARGE, NULL);
+        return SL_ENOMEM;
+    }
+    memcpy(t, url->path.p, url->path.n);
+    if (url->query.n > 0) {
+        memcpy(t + url->path.n, url->query.p, url->query.n);
+    }
+    t[n] = '\0';
+    out->target = t;
+    return 0;
+}
+
+/* An absolute-form proxy request: the target names the host (SPEC §4.3). */
+static int target_absolute(const struct sl_h1_head *h, struct sl_arena *arena,
+                           struct sl_head_target *out, struct sl_head_refusal *why)
+{
+    struct sl_url url;
+    const char *bad = NULL;
+
+    if (h->target[0] == '/' || strcmp(h->target, "*") == 0) {
+        return refuse(why, SL_REASON_BAD_REQUEST,
+                      "this is a proxy: send absolute-form requests (http://host/path) or CONNECT");
+    }
+    if (sl_url_parse(sl_slice_str(h->target), &url, &bad) < 0) {
+        return refuse(why, SL_REASON_BAD_HOST, bad);
+    }
+    if (url.scheme != SL_URL_HTTP) {
+        return refuse(why, SL_REASON_BAD_REQUEST, "https:// URLs go through CONNECT");
+    }
+    out->scheme = "http";
+    out->host = url.host;
+    out->port = url.port;
+    out->has_host = true;
+    return origin_form(&url, arena, out, why);
+}
+
+/* Inside a tunnel: the target must be origin-form (or absolute-form naming the tunnel). */
+static int target_in_tunnel(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
+                            struct sl_arena *arena, struct sl_head_target *out,
+                            struct sl_head_refusal *why)
+{
+    out->host = *ctx->host;
+    out->port = ctx->port;
+    out->has_host = true;
+    if (h->target[0] == '/') {
+        out->target = h->target;
+    } else if (strcmp(h->target, "*") == 0 && strcmp(h->method, "OPTIONS") == 0) {
+        out->target = h->target;
+    } else {
+        struct sl_url url;
+
+        if (sl_url_parse(sl_slice_str(h->target), &url, NULL) < 0
+            || !same_host(&url.host, ctx->host) || url.port != ctx->port) {
+            return refuse(why, SL_REASON_HOST_MISMATCH,
+                          "the request names another host than the tunnel");
+        }
+        /* Not url.path.p alone: `https://host?q` has a static "/" for its path, and
+         * forwarding that dropped the query. */
+        SL_TRY(origin_form(&url, arena, out, why));
+    }
+    return 0;
+}
+
+/* Checks that the Host header (if any; `required` says whether it must be there) names the
+ * request's host and port (SPEC §4.3). */
+static int host_header_matches(const struct sl_h1_head *h, const struct sl_head_target *t,
+                               bool required, struct sl_head_refusal *why)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "host");
+    uint16_t default_port = strcmp(t->scheme, "https") == 0 ? 443 : 80;
+    struct sl_host host;
+    uint16_t port = 0;
+
+    if (f == NULL) {
+        if (required) {
+            return refuse(why, SL_REASON_BAD_REQUEST, "an HTTP/1.1 request needs a Host header");
+        }
+        return 0;
+    }
+    if (sl_host_parse_authority(f->value, 0, &host, &port, NULL) < 0) {
+        return refuse(why, SL_REASON_BAD_HOST, "malformed Host header");
+    }
+    if (port == 0) {
+        port = default_port;
+    }
+    if (!same_host(&host, &t->host) || port != t->port) {
+        return refuse(why, SL_REASON_HOST_MISMATCH,
+                      "the Host header names another host than the request");
+    }
+    return 0;
+}
+
+int sl_head_resolve(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
+                    struct sl_arena *arena, struct sl_head_target *out, struct sl_head_refusal *why)
+{
+    *out = (struct sl_head_target){ .scheme = ctx->tunnel && ctx->tls ? "https" : "http" };
+    *why = (struct sl_head_refusal){ SL_REASON_NONE, NULL };
+    if (strcmp(h->method, "CONNECT") == 0) {
+        return refuse(why, SL_REASON_BAD_REQUEST,
+                      ctx->tunnel ? "CONNECT inside a tunnel" : "CONNECT is not forwarded");
+    }
+    if (ctx->tunnel) {
+        SL_TRY(target_in_tunnel(h, ctx, arena, out, why));
+        SL_TRY(host_header_matches(h, out, h->version_minor == 1, why));
+    } else {
+        SL_TRY(target_absolute(h, arena, out, why));
+        SL_TRY(host_header_matches(h, out, false, why));
+    }
+    if (h->upgrade) {
+        const struct sl_h1_header *u = sl_h1_find(h, "upgrade");
+
+        if (u == NULL || !sl_h1_list_has(u->value, "websocket") || h->body != SL_H1_BODY_NONE) {
+            return refuse(why, SL_REASON_BAD_REQUEST,
+                          "only Upgrade: websocket is relayed (h2c and others are not)");
+        }
+        out->websocket = true;
+    }
+    return 0;
+}
+
+bool sl_head_is_hop_by_hop(struct sl_slice name)
+{
+    static const char *const names[] = { "connection",
+                                         "proxy-connection",
+                                         "keep-alive",
+                                         "proxy-authorization",
+                                         "proxy-authenticate",
+                                         "te",
+                                         "trailer",
+                                         "transfer-encoding",
+                                         "upgrade",
+                                         "content-length",
+                                         "host" };
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
+        if (sl_h1_name_is(name, names[i])) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool sl_head_is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice name)
+{
+    char token[64];
+
+    if (name.n >= sizeof(token)) {
+        return false;
+    }
+    memcpy(token, name.p, name.n);
+    token[name.n] = '\0';
+    for (size_t i = 0; i < h->n_headers; i++) {
+        if (sl_h1_name_is(h->headers[i].name, "connection")
+            && sl_h1_list_has(h->headers[i].value, token)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int sl_head_put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip)
+{
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const struct sl_h1_header *f = &h->headers[i];
+
+        if (sl_head_is_hop_by_hop(f->name) || sl_head_is_listed_in_connection(h, f->name)
+            || (skip != NULL && sl_h1_name_is(f->name, skip))) {
+            continue;
+        }
+        SL_TRY(sl_buf_append(b, f->name.p, f->name.n));
+        SL_TRY(sl_buf_append(b, ": ", 2));
+        SL_TRY(sl_buf_append(b, f->value.p, f->value.n));
+        SL_TRY(sl_buf_append(b, "\r\n", 2));
+    }
+    return 0;
+}
+
+int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h, const struct sl_head_target *t,
+                  const char *credential_header, const char *credential_value)
+{
+    uint16_t default_port = strcmp(t->scheme, "https") == 0 ? 443 : 80;
+
+    sl_buf_reset(b);
+    SL_TRY(sl_buf_printf(b, "%s %s HTTP/1.1\r\nHost: %s", h->method, t->target, t->host.name));
+    if (t->port != default_port) {
+        SL_TRY(sl_buf_printf(b, ":%u", (unsigned)t->port));
+    }
+    SL_TRY(sl_buf_append_str(b, "\r\n"));
+    SL_TRY(sl_head_put_headers(b, h, credential_header));
+    if (credential_header != NULL) {
+        SL_TRY(sl_buf_printf(b, "%s: %s\r\n", credential_header, credential_value));
+    }
+    if (t->websocket) {
+        SL_TRY(sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n"));
+    }
+    switch (h->body) {
+    case SL_H1_BODY_LENGTH:
+        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
+        break;
+    case SL_H1_BODY_CHUNKED:
+        SL_TRY(sl_buf_append_str(b, "Transfer-Encoding: chunked\r\n"));
+        break;
+    case SL_H1_BODY_NONE:
+    case SL_H1_BODY_CLOSE:
+        break;
+    }
+    return sl_buf_append_str(b, "\r\n");
+}
