@@ -272,6 +272,17 @@ out:
     sl_arena_finish(&arena);
 }
 
+/* Both refusals, one of them the size limit: a grammar error past a limit (in a chunked body's
+ * trailer) is seen first when llhttp gets the whole span at once (it reports a span when it
+ * ends), the limit first when the span arrives in pieces; either way the request is refused and
+ * the connection closed, as 400 or 431 (fuzz_chunked makes the same allowance). */
+static bool same_refusal(const struct entry *x, const struct entry *y)
+{
+    return x->type == T_ERROR && y->type == T_ERROR
+           && (x->status == SL_ETOOBIG || y->status == SL_ETOOBIG)
+           && (x->status == SL_EINVAL || y->status == SL_EINVAL);
+}
+
 static bool same_trace(const struct trace *a, const struct trace *b)
 {
     if (a->n != b->n) {
@@ -280,6 +291,10 @@ static bool same_trace(const struct trace *a, const struct trace *b)
     for (size_t i = 0; i < a->n; i++) {
         const struct entry *x = &a->e[i];
         const struct entry *y = &b->e[i];
+
+        if (i + 1 == a->n && same_refusal(x, y)) {
+            continue;
+        }
 
         if (x->type != y->type || x->status != y->status || x->body_kind != y->body_kind
             || x->content_length != y->content_length || x->keep_alive != y->keep_alive
