@@ -142,6 +142,9 @@ struct sl__conn {
     struct req_info r;
     /* Exchange state. */
     bool head_started;
+    /* The header timer already runs for the next head (armed at the accept, or when a tunnel to
+     * port 80 turned out to carry plain HTTP): its first byte does not restart it. */
+    bool header_armed;
     bool req_done;
     bool req_chunked;
     bool req_end_owed;
@@ -1538,7 +1541,12 @@ static int step_request_head(struct sl__conn *c)
     }
     if (!c->head_started) {
         c->head_started = true;
-        arm(c, secs_ms(cfg(c)->header_timeout_s));
+        /* Between requests the idle timer ran; a first request's time counts from the accept,
+         * so a client cannot hold its slot longer by sending its first byte late. */
+        if (!c->header_armed) {
+            arm(c, secs_ms(cfg(c)->header_timeout_s));
+        }
+        c->header_armed = false;
     }
     n = sl_h1_feed(&c->req, in.p, in.n, &ev);
     if (n < 0) {
@@ -1732,6 +1740,7 @@ static int step_tunnel_sniff(struct sl__conn *c)
             c->snap = NULL;
             set_state(c, SL_CONN_REQUEST_HEAD);
             arm(c, secs_ms(cfg(c)->header_timeout_s));
+            c->header_armed = true;
             return 1;
         }
         break;
@@ -2041,6 +2050,7 @@ void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener)
     set_state(c, SL_CONN_REQUEST_HEAD);
     sl_stream_want_read(&c->client, true);
     arm(c, secs_ms(sh->cfg->header_timeout_s));
+    c->header_armed = true;
 }
 
 void sl__conn_drain_all(struct sl__worker *w)

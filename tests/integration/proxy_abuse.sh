@@ -86,6 +86,43 @@ common=(--policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.
 fx_proxy_start "${common[@]}" --workers 2 --header-timeout 3 --handshake-timeout 3 \
   --idle-timeout 3 --upstream-timeout 2 --cert-cache 1000 || fx_bail "sluice proxy starts"
 
+# --- the header timeout counts from the accept ------------------------------------------------
+# A client that waits 2 s before its first byte (header timeout 3 s) and then trickles gets its
+# 408 about 3 s after connecting, not 3 s after that first byte.
+late=$("$FX_PYTHON" - "$FX_PROXY_PORT" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=10)
+t0 = time.monotonic()
+head = b"GET http://a.sluice.test/ HTTP/1.1\r\nHost: a.sluice.test\r\n" + b"X-Slow: y\r\n" * 100
+time.sleep(2.0)
+s.sendall(head[:1])
+sent = 1
+s.settimeout(0.2)
+got = b""
+while time.monotonic() - t0 < 8:
+    try:
+        chunk = s.recv(4096)
+    except socket.timeout:
+        try:
+            s.sendall(head[sent:sent + 1])
+            sent += 1
+        except OSError:
+            break
+        continue
+    except OSError:
+        break
+    if not chunk:
+        break
+    got += chunk
+print("%d %s" % ((time.monotonic() - t0) * 1000, got.split(b"\r\n", 1)[0].decode("latin-1")))
+PY
+)
+late_ms=${late%% *}
+check_match "a first byte sent late does not restart the header timer: 408 (got: $late)" \
+  "${late#* }" "408"
+check "... about 3 s after the accept, not after the first byte (${late_ms} ms <= 3800)" \
+  test "${late_ms:-99999}" -le 3800
+
 # --- metrics ----------------------------------------------------------------------------------
 # metric SERIES : its value in a fresh GET /metrics (empty when absent).
 metric() {
