@@ -1073,7 +1073,6 @@ static void sandbox_create(struct call *c, const char *repo)
     if (rc == 0) {
         spec->owner_id = sl_strdup(c->user.id);
         spec->owner_name = sl_strdup(c->user.name);
-        spec->owner_is_admin = c->user.is_admin;
         spec->repo = sl_strdup(repo);
         spec->ref = json_is_string(ref) ? sl_strdup(json_string_value(ref)) : NULL;
         spec->env_id = out.chosen != NULL ? sl_strdup(out.chosen->id) : NULL;

@@ -82,8 +82,6 @@ struct sandbox {
     sl_sandbox_reply_fn *reply;
     void *reply_arg;
     struct waiter wait;
-    /* A launcher operation of the create is in flight. */
-    bool launching;
 };
 
 struct sl_sandboxes {
@@ -687,7 +685,6 @@ static void on_cloned(void *arg, const struct sl_launcher_exec_result *r)
 {
     struct sandbox *s = arg;
 
-    s->launching = false;
     if (s->state != STATE_STARTING) {
         sandbox_unref(s);
         return;
@@ -747,7 +744,6 @@ static void clone_repo(struct sandbox *s)
     (void)snprintf(url_env, sizeof(url_env), "SLUICE_CLONE_URL=%s/%s.git", sb->git_base, s->repo);
     (void)snprintf(ref_env, sizeof(ref_env), "SLUICE_CLONE_REF=%s", s->ref != NULL ? s->ref : "");
     s->refs++;
-    s->launching = true;
     sb->cfg.launcher->ops->exec(sb->cfg.launcher, s->container, &e, on_cloned, s);
 }
 
@@ -767,7 +763,6 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     struct sandbox *s = arg;
     struct sl_sandboxes *sb = s->sb;
 
-    s->launching = false;
     if (rc == 0 && s->state == STATE_STARTING) {
         s->container = sl_strdup(id);
         (void)snprintf(s->ip, sizeof(s->ip), "%s", ip != NULL ? ip : "");
@@ -924,7 +919,6 @@ static void launch(struct sandbox *s)
     }
     spec.n_env = n_env;
     s->refs++;
-    s->launching = true;
     sb->cfg.launcher->ops->create_and_start(sb->cfg.launcher, &spec, on_started, s);
     sodium_memzero(store.p, store.len);
     sl_buf_finish(&store);
@@ -1026,8 +1020,9 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
     }
     s->next = sb->list;
     sb->list = s;
-    sl_log(SL_LOG_INFO, 0, "msg=\"sandbox starting\" sandbox=%s repo=%s ref=%s env=%s", s->id,
-           s->repo, s->ref != NULL ? s->ref : "-", s->env_id != NULL ? s->env_id : "-");
+    sl_log(SL_LOG_INFO, 0, "msg=\"sandbox starting\" sandbox=%s repo=%s ref=%s env=%s owner=%s",
+           s->id, s->repo, s->ref != NULL ? s->ref : "-", s->env_id != NULL ? s->env_id : "-",
+           spec->owner_name);
     changed(sb);
     wait_for_proxies(sb, &s->wait, sb->cfg.start_timeout_ms, on_entry_acked);
 }

@@ -101,9 +101,9 @@ struct sl_sandboxes_config {
  * caller, the repository and the resolved environment (SPEC §5.2), values opened. Every
  * string is owned by the spec (sl_malloc); sl_sandbox_spec_free() frees it. */
 struct sl_sandbox_spec {
+    /* The creator's user id and name (the name for log lines). */
     char *owner_id;
     char *owner_name;
-    bool owner_is_admin;
     /* `owner/name`. */
     char *repo;
     /* The ref asked for; NULL for the default branch. */
