@@ -295,7 +295,7 @@ static bool is_uuid_shaped(const char *s, size_t n)
     return true;
 }
 
-static bool is_shell_name(const char *s, size_t n)
+bool sl_env_name_is_valid(const char *s, size_t n)
 {
     if (n == 0 || is_digit((uint8_t)s[0])) {
         return false;
@@ -689,7 +689,7 @@ static void parse_var(struct parse *p, json_t *v, struct sl_env_var *out)
     }
     check_keys(p, v, var_keys, SL_ARRAY_LEN(var_keys), NULL, 0);
     name = get_string(p, v, "name", true, &nn);
-    if (name != NULL && (nn == 0 || nn > SL_ENV_VAR_NAME_MAX || !is_shell_name(name, nn))) {
+    if (name != NULL && (nn == 0 || nn > SL_ENV_VAR_NAME_MAX || !sl_env_name_is_valid(name, nn))) {
         key_error(p, "name",
                   nn > SL_ENV_VAR_NAME_MAX ? "longer than 128 characters"
                                            : "must be a shell identifier ([A-Za-z_][A-Za-z0-9_]*)");

@@ -274,6 +274,10 @@ SL_MUST_CHECK int sl_env_render_item(const struct sl_env_row *row, const char *o
 /* True when `s` (`n` bytes) is a repository path as `repositories` accepts it. */
 bool sl_env_repo_is_valid(const char *s, size_t n);
 
+/* True when `n` bytes at `s` are a shell identifier ([A-Za-z_][A-Za-z0-9_]*), the rule for
+ * variable names (environments, and a sandbox command's `env`). */
+bool sl_env_name_is_valid(const char *s, size_t n);
+
 /* Writes memory as API text ("512MiB", "2GiB"; a size that is not a whole number of MiB is
  * rounded down) into `buf` of `cap` >= 24 bytes. */
 void sl_env_format_memory(int64_t bytes, char *buf, size_t cap);

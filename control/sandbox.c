@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/slice.h"
+#include "control/environment.h"
 #include "policy/url.h"
 
 #define ID_BYTES       8
@@ -364,20 +365,6 @@ static int full_path(const char *in, char *out, size_t cap)
         n = snprintf(out, cap, "%s/%s", SL_SANDBOX_REPO_DIR, in);
     }
     return n > 0 && (size_t)n < cap ? 0 : SL_ETOOBIG;
-}
-
-static bool is_shell_name(const char *s)
-{
-    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_')) {
-        return false;
-    }
-    for (s++; *s != '\0'; s++) {
-        if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')
-              || *s == '_')) {
-            return false;
-        }
-    }
-    return true;
 }
 
 /* A git ref as sandboxes accept it: what `git check-ref-format --allow-onelevel` takes, or a
@@ -1206,7 +1193,7 @@ static void start_exec(struct call *c, json_t *body)
             char text[200];
             size_t n;
 
-            if (!is_shell_name(key) || !json_is_string(value)
+            if (!sl_env_name_is_valid(key, strlen(key)) || !json_is_string(value)
                 || strlen(json_string_value(value)) != json_string_length(value)) {
                 (void)snprintf(text, sizeof(text),
                                "env.%.64s: names are shell identifiers and values strings", key);
