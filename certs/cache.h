@@ -21,8 +21,10 @@
  * trailing dot), which the minter checks (certs/mint.h). The table hashes them with a keyed hash
  * seeded at random, so clients cannot choose names that share one chain.
  *
- * Optionally every entry carries an attachment built once per mint by a caller hook: the proxy
- * keeps one SSL_CTX per host there. The hook runs outside the lock, on the minting thread.
+ * Optionally every entry carries an attachment built once per mint by a caller hook (the tests
+ * use it to hold or fail a mint). The proxy uses none: it sets the leaf's certificate and the
+ * shared key on each intercepted connection, so an entry costs a few KiB, not a TLS context.
+ * The hook runs outside the lock, on the minting thread.
  *
  * Lifecycle: sl_leaf_cache_create() -> sl_leaf_cache_get()/lookup() from any thread ->
  * sl_leaf_cache_destroy() once no thread is inside the cache. Leaves still referenced then stay

@@ -837,7 +837,7 @@ static enum sl_tls_sni_verdict on_sni(struct sl_tls *t, const char *sni, void *a
     if (leaf == NULL) {
         return SL_TLS_SNI_RETRY;
     }
-    if (sl_tls_set_ctx(t, sl_leaf_ctx(leaf)) < 0) {
+    if (sl_tls_set_certificate(t, sl_leaf_cert(leaf), sl_leaf_key(leaf)) < 0) {
         sl_leaf_unref(leaf);
         return SL_TLS_SNI_REFUSE;
     }
@@ -869,7 +869,9 @@ static void mint_done(uv_work_t *req, int status)
         return;
     }
     if (status < 0 || c->mint_rc < 0
-        || sl_tls_set_ctx(sl_stream_tls(&c->client), sl_leaf_ctx(c->leaf)) < 0) {
+        || sl_tls_set_certificate(sl_stream_tls(&c->client), sl_leaf_cert(c->leaf),
+                                  sl_leaf_key(c->leaf))
+                   < 0) {
         drop(c, SL_REASON_BAD_REQUEST);
         return;
     }

@@ -442,29 +442,6 @@ static void on_admin_request(struct sl_http_exchange *x, const struct sl_http_re
  * Startup and shutdown.
  */
 
-static int make_leaf_ctx(X509 *cert, EVP_PKEY *key, void *arg, void **out)
-{
-    SSL_CTX *ctx = NULL;
-    char err[256];
-
-    (void)arg;
-    if (sl_tls_server_ctx_new(&ctx, err, sizeof(err)) < 0) {
-        return SL_ECRYPTO;
-    }
-    if (SSL_CTX_use_certificate(ctx, cert) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
-        SSL_CTX_free(ctx);
-        return SL_ECRYPTO;
-    }
-    *out = ctx;
-    return 0;
-}
-
-static void free_leaf_ctx(void *ctx, void *arg)
-{
-    (void)arg;
-    SSL_CTX_free(ctx);
-}
-
 static int join_path(char *out, size_t cap, const char *dir, const char *file)
 {
     int n = snprintf(out, cap, "%s/%s", dir, file);
@@ -475,8 +452,7 @@ static int join_path(char *out, size_t cap, const char *dir, const char *file)
 static int setup_tls(struct proxy *p)
 {
     const struct sl_proxy_config *cfg = p->cfg;
-    struct sl_leaf_cache_config cc = { cfg->cert_cache_entries, make_leaf_ctx, free_leaf_ctx,
-                                       NULL };
+    struct sl_leaf_cache_config cc = { .capacity = cfg->cert_cache_entries };
     char cert[4096];
     char key[4096];
     char err[ERR_BYTES] = "";

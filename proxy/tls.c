@@ -681,27 +681,20 @@ void sl_tls_set_sni_fn(struct sl_tls *t, sl_tls_sni_fn *fn, void *arg)
 
 int sl_tls_set_certificate(struct sl_tls *t, X509 *leaf, EVP_PKEY *key)
 {
+    unsigned char id[EVP_MAX_MD_SIZE];
+    unsigned int idlen = 0;
+
     SL_ENSURE(t != NULL && leaf != NULL && key != NULL, SL_EINVAL);
     SL_ENSURE(t->is_server && t->failed == 0 && !t->hs_done, SL_EINVAL);
     ERR_clear_error();
+    /* SSL_use_PrivateKey() refuses a key that does not match the certificate. The session ID
+     * context is the certificate's fingerprint (SHA-1, which X509 caches): a session, or a
+     * ticket, issued under one certificate is never resumed under another, so a client cannot
+     * carry a session from one intercepted host to the next. */
     if (SSL_use_certificate(t->ssl, leaf) != 1 || SSL_use_PrivateKey(t->ssl, key) != 1
-        || SSL_check_private_key(t->ssl) != 1) {
+        || X509_digest(leaf, EVP_sha1(), id, &idlen) != 1 || idlen > SSL_MAX_SID_CTX_LENGTH
+        || SSL_set_session_id_context(t->ssl, id, idlen) != 1) {
         set_text(t->err_text, sizeof(t->err_text), "cannot use the certificate");
-        return SL_ECRYPTO;
-    }
-    if (t->sni_state == SNI_WAITING) {
-        t->sni_state = SNI_DONE;
-    }
-    return 0;
-}
-
-int sl_tls_set_ctx(struct sl_tls *t, SSL_CTX *ctx)
-{
-    SL_ENSURE(t != NULL && ctx != NULL, SL_EINVAL);
-    SL_ENSURE(t->is_server && t->failed == 0 && !t->hs_done, SL_EINVAL);
-    ERR_clear_error();
-    if (SSL_set_SSL_CTX(t->ssl, ctx) != ctx) {
-        set_text(t->err_text, sizeof(t->err_text), "cannot switch the TLS context");
         return SL_ECRYPTO;
     }
     if (t->sni_state == SNI_WAITING) {

@@ -80,7 +80,7 @@ enum sl_tls_hs {
     /* The handshake is complete: read and write may start. */
     SL_TLS_HS_DONE = 1,
     /* Server only: the SNI callback asked to resume later. Set a certificate with
-     * sl_tls_set_certificate() or sl_tls_set_ctx(), then call sl_tls_handshake() again. */
+     * sl_tls_set_certificate(), then call sl_tls_handshake() again. */
     SL_TLS_HS_WANT_CERT = 2,
 };
 
@@ -99,8 +99,8 @@ enum sl_tls_sni_verdict {
  * ClientHello has arrived and before a certificate is chosen. `sni` is the server name the
  * client sent (printable ASCII, as sent: not yet lower-cased or validated as a DNS name), or
  * NULL when it sent none (clients connecting to an IP literal). Borrowed: valid during the call
- * and afterwards through sl_tls_sni(). The callback may call sl_tls_set_certificate() or
- * sl_tls_set_ctx() on `t`, and must not destroy `t`. */
+ * and afterwards through sl_tls_sni(). The callback may call sl_tls_set_certificate() on `t`,
+ * and must not destroy `t`. */
 typedef enum sl_tls_sni_verdict sl_tls_sni_fn(struct sl_tls *t, const char *sni, void *arg);
 
 /* How the first bytes of a CONNECT tunnel look (sl_tls_sniff()). */
@@ -140,8 +140,7 @@ SL_MUST_CHECK int sl_tls_client_ctx_new(const char *extra_ca_file, size_t sessio
  * (`err` says why). */
 SL_MUST_CHECK int sl_tls_server_ctx_new(SSL_CTX **out, char *err, size_t errlen);
 
-/* Applies the server settings to a context built elsewhere (e.g. one per host holding a minted
- * certificate, to be switched to with sl_tls_set_ctx()): TLS 1.2 or newer, no renegotiation,
+/* Applies the server settings to a context built elsewhere: TLS 1.2 or newer, no renegotiation,
  * the ALPN selection that picks http/1.1 and fails a handshake offering only protocols the
  * proxy does not speak with a no_application_protocol alert (a client offering no ALPN is
  * served), and the ClientHello hook that runs the engine's sl_tls_sni_fn. Borrows `ctx`; call
@@ -183,15 +182,11 @@ void sl_tls_set_sni_fn(struct sl_tls *t, sl_tls_sni_fn *fn, void *arg);
 
 /* Server engines: serves `leaf` with `key` on this connection. Callable before the handshake,
  * from the SNI callback, or after SL_TLS_HS_WANT_CERT (which it resolves). Borrows both; the
- * engine takes its own references. Returns 0, SL_EINVAL (client engine, or the handshake is past
- * the certificate) or SL_ECRYPTO (e.g. the key does not match the certificate). */
+ * engine takes its own references. The certificate also names the session context: a session
+ * issued under another certificate is not resumed. Returns 0, SL_EINVAL (client engine, or the
+ * handshake is past the certificate) or SL_ECRYPTO (e.g. the key does not match the certificate).
+ */
 SL_MUST_CHECK int sl_tls_set_certificate(struct sl_tls *t, X509 *leaf, EVP_PKEY *key);
-
-/* Server engines: switches the connection to `ctx` (its certificate and its ALPN selection;
- * build it with sl_tls_server_ctx_new() or pass it to sl_tls_server_ctx_configure() first).
- * Same call points and results as sl_tls_set_certificate(). The engine takes its own reference
- * to `ctx`. */
-SL_MUST_CHECK int sl_tls_set_ctx(struct sl_tls *t, SSL_CTX *ctx);
 
 /* Advances the handshake. Returns SL_TLS_HS_DONE (also on every later call), SL_TLS_HS_WANT_IO,
  * SL_TLS_HS_WANT_CERT (server with an SNI callback that said SL_TLS_SNI_RETRY), or a failure
