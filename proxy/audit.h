@@ -5,7 +5,9 @@
  *
  * A worker formats its line on its own thread into a stack buffer and appends it, under a
  * mutex held only for a memcpy, to the pending block; a writer thread swaps the block out and
- * writes it with write(2). The workers never wait for the disk. Pending bytes are capped: when
+ * writes it with write(2), in batches: 20 ms after the first line of a batch, or once 64 KiB
+ * are pending, whichever comes first (sl_audit_close() writes the rest at once). The workers
+ * never wait for the disk. Pending bytes are capped: when
  * the disk cannot keep up and the cap is reached, lines are dropped and counted, and the count
  * is reported in the log (and in sl_audit_dropped()) rather than growing memory without bound.
  *
