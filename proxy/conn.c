@@ -1852,7 +1852,7 @@ static int step_closing(struct sl__conn *c)
     return 0;
 }
 
-static void conn_step(struct sl__conn *c)
+static void run_states(struct sl__conn *c)
 {
     for (int rounds = 0; rounds < 64 && !c->closing; rounds++) {
         int rc = 0;
@@ -1897,6 +1897,31 @@ static void conn_step(struct sl__conn *c)
         sl_stream_want_read(&c->client, want);
         if (c->up != NULL && c->state == SL_CONN_FORWARDING) {
             sl_stream_want_read(sl_upstream_stream(c->up), !c->resp_pend.active && !c->resp_done);
+        }
+    }
+}
+
+/* Runs the state machine with both streams corked, so that everything one step writes to a
+ * peer (a head and its body, several TLS records) leaves in one write; when the sockets took
+ * it all at once, the step runs again, as it would on the output-drained event that then never
+ * comes (bounded: each further pass needs newly written output). */
+static void conn_step(struct sl__conn *c)
+{
+    for (int pass = 0; pass < 16 && !c->closing; pass++) {
+        struct sl_stream *us = c->up != NULL ? sl_upstream_stream(c->up) : NULL;
+        bool again;
+
+        sl_stream_cork(&c->client);
+        if (us != NULL) {
+            sl_stream_cork(us);
+        }
+        run_states(c);
+        again = sl_stream_uncork(&c->client);
+        if (us != NULL && sl_stream_uncork(us)) {
+            again = true;
+        }
+        if (!again) {
+            break;
         }
     }
 }

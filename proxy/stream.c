@@ -212,6 +212,12 @@ int sl_stream_handshake(struct sl_stream *s)
         }
     }
     if (rc < 0) {
+        /* The alert that says why goes out now, corked or not: the failure stops all output. */
+        unsigned cork = s->_cork;
+
+        s->_cork = 0;
+        flush(s);
+        s->_cork = cork;
         fail(s, rc);
     }
     update_reading(s);
@@ -359,7 +365,7 @@ static void flush(struct sl_stream *s)
     uv_buf_t b;
     int rc;
 
-    if (s->_writing || s->_out.len == 0 || s->_closing || s->_error != 0) {
+    if (s->_writing || s->_out.len == 0 || s->_closing || s->_error != 0 || s->_cork > 0) {
         return;
     }
     tmp = s->_flight;
@@ -373,6 +379,53 @@ static void flush(struct sl_stream *s)
         return;
     }
     s->_writing = true;
+}
+
+void sl_stream_cork(struct sl_stream *s)
+{
+    s->_cork++;
+}
+
+bool sl_stream_uncork(struct sl_stream *s)
+{
+    uv_buf_t b;
+    int n;
+
+    /* A cork the stream no longer has (it was set up again meanwhile) is ignored. */
+    if (s->_cork == 0 || --s->_cork > 0 || s->_closing) {
+        return false;
+    }
+    if (s->_tls != NULL) {
+        move_tls_out(s);
+    }
+    if (s->_writing || s->_out.len == 0 || s->_error != 0) {
+        flush(s);
+        return false;
+    }
+    /* Most of the time the socket takes the whole block at once: then no write request, no
+     * completion callback, and no epoll change (libuv re-arms the watcher after every uv_write
+     * completion). What it does not take goes out through uv_write as usual. */
+    b = uv_buf_init((char *)s->_out.p, (unsigned int)s->_out.len);
+    n = uv_try_write((uv_stream_t *)&s->_tcp, &b, 1);
+    if (n == UV_EAGAIN || n == UV_ENOSYS) {
+        flush(s);
+        return false;
+    }
+    if (n < 0) {
+        fail(s, n);
+        return true;
+    }
+    s->bytes_out += (uint64_t)n;
+    sl_buf_consume(&s->_out, (size_t)n);
+    if (s->_tls != NULL) {
+        move_tls_out(s);
+    }
+    if (s->_out.len > 0) {
+        flush(s);
+        return false;
+    }
+    maybe_shutdown(s);
+    return true;
 }
 
 bool sl_stream_has_room(const struct sl_stream *s, size_t n)
@@ -518,6 +571,15 @@ void sl_stream_close(struct sl_stream *s, sl_stream_closed_fn *on_closed)
 {
     if (s->_closing) {
         return;
+    }
+    if (s->_cork > 0) {
+        /* What a corked step wrote last (a refusal, a TLS alert) gets the one attempt it would
+         * have had uncorked: uv_write() tries the socket at once, uv_close() drops the rest. */
+        s->_cork = 0;
+        if (s->_tls != NULL) {
+            move_tls_out(s);
+        }
+        flush(s);
     }
     s->_closing = true;
     s->_on_closed = on_closed;

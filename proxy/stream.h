@@ -77,6 +77,8 @@ struct sl_stream {
     bool _shut;
     /* The owner wants input. */
     bool _want_read;
+    /* sl_stream_cork() depth: while above 0, output collects and is not written. */
+    unsigned _cork;
     /* uv_read_start() is active. */
     bool _reading;
     /* The socket delivered its last byte (FIN). */
@@ -127,6 +129,17 @@ void sl_stream_consume(struct sl_stream *s, size_t n);
 /* 0 while input may still come; UV_EOF when it ended cleanly and everything was consumed;
  * a negative error code when it ended otherwise (reset, TLS failure, truncation). */
 int sl_stream_in_status(struct sl_stream *s);
+
+/* Corking: between sl_stream_cork() and the matching sl_stream_uncork() nothing is written to
+ * the socket; what the owner writes meanwhile (several heads, bodies, TLS records) leaves in
+ * one write when the last cork is removed. Corks nest. sl_stream_uncork() tries the write at
+ * once and returns true when that changed the stream's state without a later event: the
+ * output was all taken by the socket (the stream is flushed, a pending sl_stream_end()
+ * proceeds) or the write failed. The owner must then look at the stream again, as it would
+ * after an event. It returns false when nothing was written, or the rest waits for the socket
+ * (an event follows). */
+void sl_stream_cork(struct sl_stream *s);
+bool sl_stream_uncork(struct sl_stream *s);
 
 /* Copies up to `n` bytes of plaintext for the peer. Returns the number taken (0 when the
  * output is full: wait for the event), or a negative code once the stream failed. */
