@@ -389,6 +389,15 @@ int sl_h1_feed(struct sl_h1 *p, const uint8_t *data, size_t n, struct sl_h1_even
         p->_error = "message after a protocol switch";
         return SL_EINVAL;
     }
+    if (data == NULL) {
+        /* An empty slice. llhttp still needs the call (it finishes a message it paused in),
+         * but an empty call in the middle of a body moves its span start to `data`: a NULL
+         * there would stay the start of the next body span, whatever buffer that arrives in. */
+        static const uint8_t none[1];
+
+        SL_BUG_ON(n != 0);
+        data = none;
+    }
     in_head = !p->_in_body;
     if (in_head && give > p->_limits.head_max_bytes - p->_head_bytes + 1) {
         /* Never hand llhttp more head than the limit allows: the work per call stays bounded

@@ -244,6 +244,45 @@ static void drops_trailers_after_a_chunked_body(void **state)
                   0, "H(POST /) B:x E ");
 }
 
+/* A body split over two buffers at different addresses, with an empty slice (NULL, 0) fed in
+ * between, as a stream with nothing new to read gives it: the second span starts in the
+ * second buffer. (An empty call with NULL once left llhttp's span start at NULL, and the next
+ * span came out as (NULL, end - NULL).) */
+static void an_empty_feed_between_buffers_keeps_the_body_span(void **state)
+{
+    static const char first[] = "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 10\r\n\r\n01234";
+    static const char second[] = "56789";
+    char *a = sl_malloc(sizeof(first));
+    char *b = sl_malloc(sizeof(second));
+    struct sl_h1_event ev;
+    struct run r;
+    size_t off = 0;
+    int n;
+
+    (void)state;
+    assert_non_null(a);
+    assert_non_null(b);
+    memcpy(a, first, sizeof(first));
+    memcpy(b, second, sizeof(second));
+    run_start(&r, SL_H1_REQUEST, NULL);
+    while (off < sizeof(first) - 1) {
+        n = sl_h1_feed(&r.p, (const uint8_t *)a + off, sizeof(first) - 1 - off, &ev);
+        assert_true(n >= 0);
+        off += (size_t)n;
+    }
+    assert_int_equal(ev.type, SL_H1_EV_BODY);
+    assert_int_equal(sl_h1_feed(&r.p, NULL, 0, &ev), 0);
+    assert_int_equal(ev.type, SL_H1_EV_NONE);
+    n = sl_h1_feed(&r.p, (const uint8_t *)b, sizeof(second) - 1, &ev);
+    assert_int_equal(ev.type, SL_H1_EV_BODY);
+    assert_ptr_equal(ev.body.p, (const uint8_t *)b);
+    assert_int_equal(ev.body.n, 5);
+    assert_memory_equal(ev.body.p, "56789", 5);
+    run_end(&r);
+    sl_free(a);
+    sl_free(b);
+}
+
 static void reports_connect_as_an_upgrade_leaving_the_tunnel_bytes(void **state)
 {
     static const char in[] = "CONNECT a.example:443 HTTP/1.1\r\nHost: a.example:443\r\n\r\n"
@@ -564,6 +603,7 @@ int main(void)
         cmocka_unit_test(parses_a_simple_request_and_its_fields),
         cmocka_unit_test(reports_events_the_same_way_at_every_split),
         cmocka_unit_test(drops_trailers_after_a_chunked_body),
+        cmocka_unit_test(an_empty_feed_between_buffers_keeps_the_body_span),
         cmocka_unit_test(reports_connect_as_an_upgrade_leaving_the_tunnel_bytes),
         cmocka_unit_test(reports_switching_protocols_as_an_upgrade),
         cmocka_unit_test(skips_the_body_of_a_response_to_head),
