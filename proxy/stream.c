@@ -7,6 +7,84 @@
 
 /* Output blocks may exceed SL_STREAM_OUT_HIGH by one head or one TLS record's worth. */
 #define OUT_MAX (2 * SL_STREAM_OUT_HIGH + 4096)
+/* Free input blocks a thread keeps for its streams. */
+#define POOL_KEEP 64u
+
+_Static_assert(SL_STREAM_RAW_BYTES == SL_STREAM_PLAIN_BYTES, "one block size for both inputs");
+
+/*
+ * Input blocks. A stream holds its raw and plaintext input blocks only while they hold bytes:
+ * an idle keep-alive connection holds none, so its memory is what its TLS state needs. The
+ * blocks come from a free list per thread (each stream lives on one loop, so on one thread),
+ * which keeps the busy path free of malloc and hands back warm memory.
+ */
+struct block {
+    struct block *next;
+};
+
+static _Thread_local struct block *pool;
+static _Thread_local unsigned pool_n;
+
+static uint8_t *block_get(void)
+{
+    struct block *b = pool;
+
+    if (b == NULL) {
+        return sl_malloc(SL_STREAM_RAW_BYTES);
+    }
+    pool = b->next;
+    pool_n--;
+    return (uint8_t *)b;
+}
+
+static void block_put(uint8_t *p)
+{
+    struct block *b = (struct block *)(void *)p;
+
+    if (b == NULL) {
+        return;
+    }
+    if (pool_n >= POOL_KEEP) {
+        sl_free(b);
+        return;
+    }
+    b->next = pool;
+    pool = b;
+    pool_n++;
+}
+
+void sl_stream_pool_drain(void)
+{
+    while (pool != NULL) {
+        struct block *b = pool;
+
+        pool = b->next;
+        sl_free(b);
+    }
+    pool_n = 0;
+}
+
+/* Gives back the raw block once it holds nothing. */
+static void release_raw(struct sl_stream *s)
+{
+    if (s->_raw != NULL && s->_raw_off == s->_raw_len) {
+        block_put(s->_raw);
+        s->_raw = NULL;
+        s->_raw_off = 0;
+        s->_raw_len = 0;
+    }
+}
+
+/* Gives back the plaintext block once it holds nothing. */
+static void release_plain(struct sl_stream *s)
+{
+    if (s->_plain != NULL && s->_plain_off == s->_plain_len) {
+        block_put(s->_plain);
+        s->_plain = NULL;
+        s->_plain_off = 0;
+        s->_plain_len = 0;
+    }
+}
 
 static void update_reading(struct sl_stream *s);
 static void flush(struct sl_stream *s);
@@ -30,14 +108,8 @@ int sl_stream_init(uv_loop_t *loop, struct sl_stream *s, sl_stream_event_fn *on_
     int rc;
 
     memset(s, 0, sizeof(*s));
-    s->_raw = sl_malloc(SL_STREAM_RAW_BYTES);
-    if (s->_raw == NULL) {
-        return SL_ENOMEM;
-    }
     rc = uv_tcp_init(loop, &s->_tcp);
     if (rc < 0) {
-        sl_free(s->_raw);
-        s->_raw = NULL;
         return rc;
     }
     s->_tcp.data = s;
@@ -67,11 +139,6 @@ int sl_stream_start(struct sl_stream *s)
 
 int sl_stream_set_tls(struct sl_stream *s, struct sl_tls *tls)
 {
-    s->_plain = sl_malloc(SL_STREAM_PLAIN_BYTES);
-    if (s->_plain == NULL) {
-        sl_tls_destroy(tls);
-        return SL_ENOMEM;
-    }
     s->_tls = tls;
     s->_plain_off = 0;
     s->_plain_len = 0;
@@ -88,6 +155,14 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct sl_stream *s = h->data;
 
     (void)suggested;
+    if (s->_raw == NULL) {
+        s->_raw = block_get();
+        if (s->_raw == NULL) {
+            /* libuv reports UV_ENOBUFS to on_read, which fails the stream. */
+            *buf = uv_buf_init(NULL, 0);
+            return;
+        }
+    }
     if (s->_raw_off > 0) {
         memmove(s->_raw, s->_raw + s->_raw_off, s->_raw_len - s->_raw_off);
         s->_raw_len -= s->_raw_off;
@@ -107,13 +182,15 @@ static void on_read(uv_stream_t *h, ssize_t nread, const uv_buf_t *buf)
         s->bytes_in += (uint64_t)nread;
     } else if (nread == UV_EOF) {
         s->_eof = true;
-    } else if (nread == UV_ENOBUFS) {
+    } else if (nread == UV_ENOBUFS && s->_raw != NULL) {
         /* The buffer is full: reading pauses until the owner consumes. */
     } else if (nread < 0) {
-        fail(s, (int)nread);
+        fail(s, nread == UV_ENOBUFS ? SL_ENOMEM : (int)nread);
     } else {
+        release_raw(s);
         return;
     }
+    release_raw(s);
     update_reading(s);
     notify(s);
 }
@@ -182,8 +259,7 @@ static void feed_tls(struct sl_stream *s)
         s->_raw_off += (size_t)n;
     }
     if (s->_raw_off == s->_raw_len) {
-        s->_raw_off = 0;
-        s->_raw_len = 0;
+        release_raw(s);
         if (s->_eof) {
             sl_tls_feed_eof(s->_tls);
         }
@@ -230,6 +306,9 @@ struct sl_slice sl_stream_peek(struct sl_stream *s)
         return sl_slice_of(NULL, 0);
     }
     if (s->_tls == NULL) {
+        if (s->_raw == NULL) {
+            return sl_slice_of(NULL, 0);
+        }
         return sl_slice_of(s->_raw + s->_raw_off, s->_raw_len - s->_raw_off);
     }
     if (s->_plain_off < s->_plain_len) {
@@ -238,6 +317,13 @@ struct sl_slice sl_stream_peek(struct sl_stream *s)
     if (!sl_tls_is_handshake_done(s->_tls)) {
         /* Until the handshake is done there is no plaintext (sl_stream_handshake()). */
         return sl_slice_of(NULL, 0);
+    }
+    if (s->_plain == NULL) {
+        s->_plain = block_get();
+        if (s->_plain == NULL) {
+            fail(s, SL_ENOMEM);
+            return sl_slice_of(NULL, 0);
+        }
     }
     s->_plain_off = 0;
     s->_plain_len = 0;
@@ -268,6 +354,10 @@ struct sl_slice sl_stream_peek(struct sl_stream *s)
     move_tls_out(s);
     flush(s);
     update_reading(s);
+    release_plain(s);
+    if (s->_plain == NULL) {
+        return sl_slice_of(NULL, 0);
+    }
     return sl_slice_of(s->_plain + s->_plain_off, s->_plain_len - s->_plain_off);
 }
 
@@ -276,13 +366,11 @@ void sl_stream_consume(struct sl_stream *s, size_t n)
     if (s->_tls != NULL) {
         s->_plain_off += n;
         SL_BUG_ON(s->_plain_off > s->_plain_len);
+        release_plain(s);
     } else {
         s->_raw_off += n;
         SL_BUG_ON(s->_raw_off > s->_raw_len);
-        if (s->_raw_off == s->_raw_len) {
-            s->_raw_off = 0;
-            s->_raw_len = 0;
-        }
+        release_raw(s);
     }
     update_reading(s);
 }
@@ -554,8 +642,8 @@ static void on_close(uv_handle_t *h)
 {
     struct sl_stream *s = h->data;
 
-    sl_free(s->_raw);
-    sl_free(s->_plain);
+    block_put(s->_raw);
+    block_put(s->_plain);
     s->_raw = NULL;
     s->_plain = NULL;
     sl_buf_finish(&s->_out);

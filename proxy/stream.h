@@ -130,6 +130,11 @@ void sl_stream_consume(struct sl_stream *s, size_t n);
  * a negative error code when it ended otherwise (reset, TLS failure, truncation). */
 int sl_stream_in_status(struct sl_stream *s);
 
+/* Frees the calling thread's free input blocks (streams keep their input in blocks from a
+ * per-thread list, and hold them only while they hold bytes). A thread that ran streams calls
+ * it before it ends. */
+void sl_stream_pool_drain(void);
+
 /* Corking: between sl_stream_cork() and the matching sl_stream_uncork() nothing is written to
  * the socket; what the owner writes meanwhile (several heads, bodies, TLS records) leaves in
  * one write when the last cork is removed. Corks nest. sl_stream_uncork() tries the write at

@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "policy/host.h"
+#include "proxy/stream.h"
 #include "proxy/upstream.h"
 
 #define BACKLOG 1024
@@ -208,6 +209,7 @@ static void worker_main(void *arg)
     struct sl__worker *w = arg;
 
     (void)uv_run(&w->loop, UV_RUN_DEFAULT);
+    sl_stream_pool_drain();
 }
 
 int sl__worker_start(struct sl__worker *w)
