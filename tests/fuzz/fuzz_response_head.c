@@ -170,9 +170,7 @@ static void check_connection(const struct sl_h1_head *in, const struct sl_h1_hea
         SL_BUG_ON(conn == NULL || !slice_is(conn->value, "close"));
         SL_BUG_ON(o->keep_alive);
     } else {
-        /* http/h1 judges keep-alive before it knows a response to HEAD has no body: one
-         * without a Content-Length reads as close-delimited there. */
-        SL_BUG_ON(!o->keep_alive && !ctx->is_head);
+        SL_BUG_ON(!o->keep_alive);
         SL_BUG_ON(ctx->client_http10 ? conn == NULL || !slice_is(conn->value, "keep-alive")
                                      : conn != NULL);
     }
