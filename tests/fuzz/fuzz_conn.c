@@ -24,10 +24,11 @@
  *
  * Input: byte 0 is flags (bit 0: the client half-closes after its last piece; bit 1: the origin
  * half-closes its connections at the end; bit 2: the client sends its pieces without waiting
- * in between). The rest is the client's bytes, optionally followed by SEP_ORIGIN and the
- * origin's. Each part is split into pieces at SEP_PIECE: the client writes its pieces one by
- * one; the origin answers the k-th request head it receives (over all its connections) with
- * its k-th piece.
+ * in between; after the first piece, bit 3: the worker drains as on SIGTERM, bit 4: a reload
+ * revokes allowed.test, which long-lived relays must notice). The rest is the client's bytes,
+ * optionally followed by SEP_ORIGIN and the origin's. Each part is split into pieces at SEP_PIECE:
+ * the client writes its pieces one by one; the origin answers the k-th request head it receives
+ * (over all its connections) with its k-th piece.
  *
  * SLUICE_FUZZ_CONN_TRACE=1 in the environment prints what each side received (for seeds) and
  * the proxy's debug log.
@@ -41,6 +42,8 @@
  *     Transfer-Encoding: so nothing reaches it for a denied, ambiguous or malformed request;
  *   - the credential never reaches the origin (it is only ever decided under TLS, which fuzz
  *     bytes cannot complete) and never reaches the client, unless one of them sent it;
+ *   - a refusal of the proxy's own has an error status, exactly one X-Sluice-Reason with a
+ *     code of SPEC.md §4.5, a Content-Type and a Content-Length;
  *   - the client receives well-formed HTTP responses (strict http/h1, bodiless for HEAD and a
  *     2xx to CONNECT), in the order of its requests, up to a 200 that opens a tunnel (followed
  * further on a port-80 tunnel, which carries plain HTTP) or a 101.
@@ -71,6 +74,7 @@
 #include "certs/cache.h"
 #include "certs/mint.h"
 #include "http/h1.h"
+#include "policy/decision.h"
 #include "policy/snapshot.h"
 #include "proxy/addr.h"
 #include "proxy/proxy.h"
@@ -96,6 +100,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define F_CLIENT_SHUT 1
 #define F_ORIGIN_SHUT 2
 #define F_BURST       4
+#define F_DRAIN       8
+#define F_REVOKE      16
 
 static const char policy[] =
         "{\"version\": 1, \"environments\": {\"e\": {\"default\": \"deny\", \"rules\": ["
@@ -103,6 +109,13 @@ static const char policy[] =
         "{\"host\": \"allowed.test:8080\", \"methods\": [\"GET\", \"HEAD\", \"POST\", \"PUT\"]},"
         "{\"host\": \"api.allowed.test\", \"credential\": {\"header\": \"Authorization\", "
         "\"value\": \"Bearer " CRED "\"}}"
+        "]}}, \"clients\": [{\"id\": \"fuzz\", \"cidr\": \"127.0.0.0/8\", \"environment\": "
+        "\"e\"}]}";
+
+/* The snapshot a revoking reload installs: allowed.test is no longer allowed. */
+static const char revoked[] =
+        "{\"version\": 2, \"environments\": {\"e\": {\"default\": \"deny\", \"rules\": ["
+        "{\"host\": \"api.allowed.test\"}"
         "]}}, \"clients\": [{\"id\": \"fuzz\", \"cidr\": \"127.0.0.0/8\", \"environment\": "
         "\"e\"}]}";
 
@@ -114,6 +127,9 @@ static const char *const pinned[] = { "allowed.test:8080",    "allowed.test:80",
 /* What lives for the whole process: the worker and what it shares. */
 static struct {
     bool ready;
+    /* The two snapshots (references owned here); the worker's is one of them. */
+    struct sl_snapshot *snap;
+    struct sl_snapshot *snap_revoked;
     struct sl_proxy_config cfg;
     struct sl__shared sh;
     struct sl__worker w;
@@ -276,7 +292,6 @@ static void setup(void)
     static const uint16_t ports[2] = { ORIGIN_PORT, 80 };
     struct sockaddr_storage listen_addr = { 0 };
     struct sockaddr_in *la = (struct sockaddr_in *)(void *)&listen_addr;
-    struct sl_snapshot *snap = NULL;
     struct in_addr origin = { 0 };
     char origin_ip[INET_ADDRSTRLEN];
     char err[512] = "";
@@ -287,20 +302,28 @@ static void setup(void)
         return;
     }
     sl_log_set_level(getenv("SLUICE_FUZZ_CONN_TRACE") != NULL ? SL_LOG_DEBUG : SL_LOG_ERROR);
-    /* An origin address of this process's own in 127/8, so parallel fuzzers never meet. */
-    origin.s_addr = htonl((127u << 24) | ((10u + (pid >> 16) % 200u) << 16)
-                          | ((pid >> 8 & 255u) << 8) | (1u + (pid & 255u) % 254u));
-    SL_BUG_ON(inet_ntop(AF_INET, &origin, origin_ip, sizeof(origin_ip)) == NULL);
-    for (size_t i = 0; i < SL_ARRAY_LEN(ports); i++) {
-        int fd = origin_listen(origin, ports[i]);
+    /* An origin address of this process's own in 127/8, so parallel fuzzers never meet (the
+     * next ones when it is taken all the same). */
+    for (unsigned tries = 0; g.n_origin_listen == 0 && tries < 64; tries++) {
+        unsigned k = pid + tries * 7919u;
 
-        /* Port 80 needs privileges; without it, port-80 dials are refused (502) instead. */
-        SL_BUG_ON(fd < 0 && i == 0);
-        if (fd >= 0) {
-            g.origin_listen[g.n_origin_listen] = fd;
-            g.origin_port[g.n_origin_listen++] = ports[i];
+        origin.s_addr = htonl((127u << 24) | ((10u + (k >> 16) % 200u) << 16)
+                              | ((k >> 8 & 255u) << 8) | (1u + (k & 255u) % 254u));
+        for (size_t i = 0; i < SL_ARRAY_LEN(ports); i++) {
+            int fd = origin_listen(origin, ports[i]);
+
+            /* Port 80 needs privileges; without them, port-80 dials are refused (502). */
+            if (fd < 0 && i == 0) {
+                break;
+            }
+            if (fd >= 0) {
+                g.origin_listen[g.n_origin_listen] = fd;
+                g.origin_port[g.n_origin_listen++] = ports[i];
+            }
         }
     }
+    SL_BUG_ON(g.n_origin_listen == 0);
+    SL_BUG_ON(inet_ntop(AF_INET, &origin, origin_ip, sizeof(origin_ip)) == NULL);
 
     sl_proxy_config_init(&g.cfg);
     for (size_t i = 0; i < SL_ARRAY_LEN(pinned); i++) {
@@ -323,8 +346,9 @@ static void setup(void)
     SL_BUG_ON(sl__worker_init(&g.w, 0, &g.sh, &listen_addr, 1, err, sizeof(err)) != 0);
     SL_BUG_ON(uv_tcp_getsockname(&g.w.listeners[0], (struct sockaddr *)&g.proxy_addr, &namelen)
               != 0);
-    SL_BUG_ON(sl_snapshot_parse(policy, strlen(policy), &snap, NULL) != 0);
-    g.w.snapshot = snap;
+    SL_BUG_ON(sl_snapshot_parse(policy, strlen(policy), &g.snap, NULL) != 0);
+    SL_BUG_ON(sl_snapshot_parse(revoked, strlen(revoked), &g.snap_revoked, NULL) != 0);
+    g.w.snapshot = g.snap;
     (void)uv_run(&g.w.loop, UV_RUN_NOWAIT);
     g.baseline_handles = loop_handles();
     g.ready = true;
@@ -524,7 +548,12 @@ static void settle(struct run *r)
             quiet = 0;
         }
     }
-    SL_BUG_ON("the connection never settles" != NULL);
+    {
+        /* A livelock: the proxy or the harness keeps going without end. */
+        const bool never_settles = true;
+
+        SL_BUG_ON(never_settles);
+    }
 }
 
 /*
@@ -581,16 +610,40 @@ static size_t client_requests(const struct run *r, struct sent *out)
     return n;
 }
 
+/* A refusal of the proxy's own (SPEC.md §4.5): an error status, a reason code of the list, a
+ * one-line text body. Responses relayed from an origin that wrote the header itself are not
+ * the proxy's: `origin_says_reason` skips them. */
+static void check_refusal(const struct sl_h1_head *h, bool origin_says_reason)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "x-sluice-reason");
+    bool known = false;
+
+    if (f == NULL || origin_says_reason) {
+        return;
+    }
+    for (int r = SL_REASON_NONE + 1; r <= SL_REASON_OVERLOADED; r++) {
+        known = known || slice_is(f->value, sl_reason_code((enum sl_reason)r));
+    }
+    SL_BUG_ON(!known || count(h, "x-sluice-reason") != 1);
+    SL_BUG_ON(h->status < 400 || count(h, "content-length") != 1);
+    SL_BUG_ON(sl_h1_find(h, "content-type") == NULL);
+}
+
 /* The client received well-formed responses, in the order of its requests. */
 static void check_client_rx(const struct run *r)
 {
     struct sent reqs[REQS_MAX];
     size_t n = client_requests(r, reqs);
+    bool origin_says_reason = false;
     size_t i = 0;
     size_t pos = 0;
     struct sl_arena arena;
     struct sl_h1 p;
 
+    for (size_t k = 0; k < r->n_origin; k++) {
+        origin_says_reason =
+                origin_says_reason || contains(r->origin[k].p, r->origin[k].n, "X-SLUICE-REASON");
+    }
     sl_arena_init(&arena, 4096, (size_t)1 << 22);
     sl_h1_init(&p, SL_H1_RESPONSE, NULL, &arena);
     if (n > 0 && reqs[0].head) {
@@ -614,6 +667,7 @@ static void check_client_rx(const struct run *r)
             continue;
         }
         if (ev.type == SL_H1_EV_HEAD) {
+            check_refusal(h, origin_says_reason);
             if (i >= n || !reqs[i].connect || h->status >= 300) {
                 continue;
             }
@@ -684,6 +738,8 @@ static void teardown(struct run *r)
 {
     sl__conn_close_all(&g.w);
     sl_upstream_pool_close(&g.w);
+    g.w.draining = false;
+    g.w.snapshot = g.snap;
     if (r->client_fd >= 0) {
         close(r->client_fd);
         r->client_fd = -1;
@@ -731,6 +787,20 @@ static void run(struct run *r)
             client_send(r, &r->client[i]);
         }
         if ((r->flags & F_BURST) == 0 || i + 1 == r->n_client) {
+            settle(r);
+        }
+        if (i == 0 && (r->flags & (F_DRAIN | F_REVOKE)) != 0) {
+            /* What SIGTERM and a reload do to a worker's connections (proxy/worker.c), the
+             * listener left open. */
+            if ((r->flags & F_REVOKE) != 0) {
+                g.w.snapshot = g.snap_revoked;
+                sl__conn_policy_changed(&g.w);
+            }
+            if ((r->flags & F_DRAIN) != 0) {
+                g.w.draining = true;
+                sl_upstream_pool_close(&g.w);
+                sl__conn_drain_all(&g.w);
+            }
             settle(r);
         }
     }
