@@ -9,8 +9,9 @@
  * Transport: TCP on loopback only. proxy/stream.c is bound to uv_tcp_t (TCP_NODELAY, the peer
  * address that identifies the client), so the harness uses real loopback sockets: the worker
  * listens on 127.0.0.1:<ephemeral>, the origin on a loopback address of its own derived from
- * the pid (127.x.y.z, port 8080 and, when it may bind it, 80), which the policy's names are
- * pinned to. The harness's sockets close with SO_LINGER 0 (no TIME_WAIT piles up).
+ * the pid (127.x.y.z, port 8080 and, when it may bind them, 80 and 443), which the policy's
+ * names are pinned to; port 443 only ever gets passthrough tunnels' raw bytes. The harness's
+ * sockets close with SO_LINGER 0 (no TIME_WAIT piles up).
  *
  * The loop is driven by hand (UV_RUN_NOWAIT) until it is quiet: no event ready, nothing due,
  * no request in flight (a thread-pool job such as minting a leaf is waited for), and the
@@ -20,6 +21,7 @@
  * Policy (client 127.0.0.0/8, default deny):
  *   allowed.test (80, 443) and allowed.test:8080  methods GET HEAD POST PUT
  *   api.allowed.test (80, 443)                     credential Authorization: Bearer CRED
+ *   pass.allowed.test (443)                        "tls": "passthrough" (relayed uninspected)
  *   denied.test                                    no rule (pinned to the origin all the same)
  *
  * Input: byte 0 is flags (bit 0: the client half-closes after its last piece; bit 1: the origin
@@ -35,9 +37,9 @@
  *
  * Invariants, beyond ASan/UBSan/LSan:
  *   - every run settles (bounded rounds) and ends with every connection and handle closed;
- *   - the origin receives only well-framed requests (strict http/h1, no error ever), each for
- *     the allowed host (exactly one Host: allowed.test:8080, or allowed.test on port 80) with an
- *     allowed method, an origin-form target, HTTP/1.1, no hop-by-hop header (Connection and
+ *   - the origin receives (on its HTTP ports) only well-framed requests (strict http/h1, no error
+ * ever), each for the allowed host (exactly one Host: allowed.test:8080, or allowed.test on port
+ * 80) with an allowed method, an origin-form target, HTTP/1.1, no hop-by-hop header (Connection and
  *     Upgrade only as the websocket pair), at most one of Content-Length and
  *     Transfer-Encoding: so nothing reaches it for a denied, ambiguous or malformed request;
  *   - the credential never reaches the origin (it is only ever decided under TLS, which fuzz
@@ -108,7 +110,8 @@ static const char policy[] =
         "{\"host\": \"allowed.test\", \"methods\": [\"GET\", \"HEAD\", \"POST\", \"PUT\"]},"
         "{\"host\": \"allowed.test:8080\", \"methods\": [\"GET\", \"HEAD\", \"POST\", \"PUT\"]},"
         "{\"host\": \"api.allowed.test\", \"credential\": {\"header\": \"Authorization\", "
-        "\"value\": \"Bearer " CRED "\"}}"
+        "\"value\": \"Bearer " CRED "\"}},"
+        "{\"host\": \"pass.allowed.test\", \"tls\": \"passthrough\"}"
         "]}}, \"clients\": [{\"id\": \"fuzz\", \"cidr\": \"127.0.0.0/8\", \"environment\": "
         "\"e\"}]}";
 
@@ -119,10 +122,11 @@ static const char revoked[] =
         "]}}, \"clients\": [{\"id\": \"fuzz\", \"cidr\": \"127.0.0.0/8\", \"environment\": "
         "\"e\"}]}";
 
-static const char *const pinned[] = { "allowed.test:8080",    "allowed.test:80",
-                                      "allowed.test:443",     "api.allowed.test:80",
-                                      "api.allowed.test:443", "denied.test:8080",
-                                      "denied.test:80",       "denied.test:443" };
+static const char *const pinned[] = { "allowed.test:8080",     "allowed.test:80",
+                                      "allowed.test:443",      "api.allowed.test:80",
+                                      "api.allowed.test:443",  "denied.test:8080",
+                                      "denied.test:80",        "denied.test:443",
+                                      "pass.allowed.test:443", "pass.allowed.test:80" };
 
 /* What lives for the whole process: the worker and what it shares. */
 static struct {
@@ -136,8 +140,10 @@ static struct {
     struct sl_ca *ca;
     struct sl_minter *minter;
     struct sockaddr_in proxy_addr;
-    int origin_listen[2];
-    uint16_t origin_port[2];
+    /* The loopback address of this process: the origin's, the proxy's and the client's. */
+    struct in_addr self;
+    int origin_listen[3];
+    uint16_t origin_port[3];
     size_t n_origin_listen;
     unsigned baseline_handles;
 } g;
@@ -156,8 +162,10 @@ struct origin_conn {
     struct sl_h1 p;
     /* Received and not yet parsed. */
     struct sl_buf in;
-    /* A 101 or an error ended the HTTP on it. */
+    /* A 101 ended the HTTP on it, or it never carried HTTP (port 443: passthrough tunnels). */
     bool done;
+    /* A raw connection got its answer (the next origin piece, once). */
+    bool answered;
     bool eof;
 };
 
@@ -289,7 +297,7 @@ static void free_leaf_ctx(void *ctx, void *arg)
 static void setup(void)
 {
     const struct sl_leaf_cache_config cc = { 16, make_leaf_ctx, free_leaf_ctx, NULL };
-    static const uint16_t ports[2] = { ORIGIN_PORT, 80 };
+    static const uint16_t ports[3] = { ORIGIN_PORT, 80, 443 };
     struct sockaddr_storage listen_addr = { 0 };
     struct sockaddr_in *la = (struct sockaddr_in *)(void *)&listen_addr;
     struct in_addr origin = { 0 };
@@ -312,7 +320,7 @@ static void setup(void)
         for (size_t i = 0; i < SL_ARRAY_LEN(ports); i++) {
             int fd = origin_listen(origin, ports[i]);
 
-            /* Port 80 needs privileges; without them, port-80 dials are refused (502). */
+            /* Ports 80 and 443 need privileges; without them, their dials are refused. */
             if (fd < 0 && i == 0) {
                 break;
             }
@@ -342,7 +350,10 @@ static void setup(void)
     SL_BUG_ON(sl_tls_client_ctx_new(NULL, 0, &g.sh.client_ctx, err, sizeof(err)) != 0);
 
     la->sin_family = AF_INET;
-    la->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    /* The process's own address for the proxy and the client too: other programs' loopback
+     * traffic (a load test next door) cannot take the ports it needs. */
+    la->sin_addr = origin;
+    g.self = origin;
     SL_BUG_ON(sl__worker_init(&g.w, 0, &g.sh, &listen_addr, 1, err, sizeof(err)) != 0);
     SL_BUG_ON(uv_tcp_getsockname(&g.w.listeners[0], (struct sockaddr *)&g.proxy_addr, &namelen)
               != 0);
@@ -411,6 +422,13 @@ static void origin_parse(struct run *r, struct origin_conn *o)
 {
     size_t pos = 0;
 
+    if (o->port == 443 && !o->answered && o->in.len > 0) {
+        /* Whatever the passthrough tunnel's client sent, byte for byte (its TLS hello). */
+        o->answered = true;
+        if (r->next_origin < r->n_origin) {
+            origin_send(o->fd, &r->origin[r->next_origin++]);
+        }
+    }
     while (!o->done && pos < o->in.len) {
         struct sl_h1_event ev;
         int used = sl_h1_feed(&o->p, o->in.p + pos, o->in.len - pos, &ev);
@@ -456,7 +474,9 @@ static bool origin_accept(struct run *r)
                 continue;
             }
             o = &r->oc[r->n_oc++];
-            *o = (struct origin_conn){ .fd = fd, .port = g.origin_port[i] };
+            *o = (struct origin_conn){ .fd = fd,
+                                       .port = g.origin_port[i],
+                                       .done = g.origin_port[i] == 443 };
             sl_arena_init(&o->arena, 4096, (size_t)1 << 20);
             sl_h1_init(&o->p, SL_H1_REQUEST, NULL, &o->arena);
             sl_buf_init(&o->in, RX_MAX);
@@ -771,15 +791,45 @@ static void teardown(struct run *r)
     SL_BUG_ON(g.w.n_conns != 0 || g.w.n_idle != 0 || g.w.conns != NULL);
     SL_BUG_ON(loop_handles() != g.baseline_handles);
     SL_BUG_ON(atomic_load(&g.sh.connections) != 0);
+    {
+        struct sl_resolver_stats rs;
+
+        /* Every name the policy allows is pinned: the system resolver is never asked (this
+         * harness stays on loopback). */
+        sl_resolver_stats(g.w.resolver, &rs);
+        SL_BUG_ON(rs.misses != 0 || rs.hits != 0);
+    }
+}
+
+/* A client connected to the worker's listener from the process's own address. The listener's
+ * backlog completes the handshake; the worker accepts in the loop. */
+static int client_connect(void)
+{
+    struct sockaddr_in src = { .sin_family = AF_INET, .sin_addr = g.self };
+    int one = 1;
+    int err = 0;
+
+    for (int tries = 0; tries < 8; tries++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+        SL_BUG_ON(fd == -1);
+        no_linger(fd);
+        (void)setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        if (bind(fd, (struct sockaddr *)&src, sizeof(src)) == 0
+            && connect(fd, (struct sockaddr *)&g.proxy_addr, sizeof(g.proxy_addr)) == 0) {
+            return fd;
+        }
+        err = errno;
+        close(fd);
+    }
+    sl_log(SL_LOG_ERROR, 0, "msg=\"cannot connect to the worker\" err=\"%s\"", strerror(err));
+    SL_BUG_ON(err != 0);
+    return -1;
 }
 
 static void run(struct run *r)
 {
-    r->client_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    SL_BUG_ON(r->client_fd == -1);
-    no_linger(r->client_fd);
-    /* The listener's backlog completes the handshake; the worker accepts in the loop. */
-    SL_BUG_ON(connect(r->client_fd, (struct sockaddr *)&g.proxy_addr, sizeof(g.proxy_addr)) != 0);
+    r->client_fd = client_connect();
     SL_BUG_ON(fcntl(r->client_fd, F_SETFL, O_NONBLOCK) == -1);
     settle(r);
     for (size_t i = 0; i < r->n_client; i++) {
