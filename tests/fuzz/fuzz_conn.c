@@ -27,10 +27,11 @@
  * Input: byte 0 is flags (bit 0: the client half-closes after its last piece; bit 1: the origin
  * half-closes its connections at the end; bit 2: the client sends its pieces without waiting
  * in between; after the first piece, bit 3: the worker drains as on SIGTERM, bit 4: a reload
- * revokes allowed.test, which long-lived relays must notice). The rest is the client's bytes,
- * optionally followed by SEP_ORIGIN and the origin's. Each part is split into pieces at SEP_PIECE:
- * the client writes its pieces one by one; the origin answers the k-th request head it receives
- * (over all its connections) with its k-th piece.
+ * revokes allowed.test, which long-lived relays must notice; bit 5: the origin half-closes a
+ * connection on which a request comes that it has no answer left for). The rest is the client's
+ * bytes, optionally followed by SEP_ORIGIN and the origin's. Each part is split into pieces at
+ * SEP_PIECE: the client writes its pieces one by one; the origin answers the k-th request head it
+ * receives (over all its connections) with its k-th piece.
  *
  * SLUICE_FUZZ_CONN_TRACE=1 in the environment prints what each side received (for seeds) and
  * the proxy's debug log.
@@ -104,6 +105,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define F_BURST       4
 #define F_DRAIN       8
 #define F_REVOKE      16
+#define F_ORIGIN_FIN  32
 
 static const char policy[] =
         "{\"version\": 1, \"environments\": {\"e\": {\"default\": \"deny\", \"rules\": ["
@@ -440,6 +442,11 @@ static void origin_parse(struct run *r, struct origin_conn *o)
             check_origin_head(o, sl_h1_head(&o->p));
             if (r->next_origin < r->n_origin) {
                 origin_send(o->fd, &r->origin[r->next_origin++]);
+            } else if ((r->flags & F_ORIGIN_FIN) != 0) {
+                /* No answer left: the origin closes, as a server ending an idle keep-alive
+                 * connection just as a request comes in (a pooled upstream that went stale:
+                 * the proxy retries once on a fresh one). */
+                (void)shutdown(o->fd, SHUT_WR);
             }
         } else if (ev.type == SL_H1_EV_UPGRADE) {
             o->done = true;
