@@ -28,10 +28,13 @@
  * half-closes its connections at the end; bit 2: the client sends its pieces without waiting
  * in between; after the first piece, bit 3: the worker drains as on SIGTERM, bit 4: a reload
  * revokes allowed.test, which long-lived relays must notice; bit 5: the origin half-closes a
- * connection on which a request comes that it has no answer left for). The rest is the client's
- * bytes, optionally followed by SEP_ORIGIN and the origin's. Each part is split into pieces at
- * SEP_PIECE: the client writes its pieces one by one; the origin answers the k-th request head it
- * receives (over all its connections) with its k-th piece.
+ * connection on which a request comes that it has no answer left for; bit 6: when the first
+ * piece got a 200, the client speaks TLS in the tunnel and sends the other pieces through it:
+ * the intercepted path with its minted leaf, SNI-less. Upstream TLS is not completed: the
+ * origin's port 443 takes raw bytes, so such requests end in 502 upstream-tls). The rest is the
+ * client's bytes, optionally followed by SEP_ORIGIN and the origin's. Each part is split into
+ * pieces at SEP_PIECE: the client writes its pieces one by one; the origin answers the k-th request
+ * head it receives (over all its connections) with its k-th piece.
  *
  * SLUICE_FUZZ_CONN_TRACE=1 in the environment prints what each side received (for seeds) and
  * the proxy's debug log.
@@ -66,6 +69,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <uv.h>
 
@@ -106,6 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define F_DRAIN       8
 #define F_REVOKE      16
 #define F_ORIGIN_FIN  32
+#define F_TLS         64
 
 static const char policy[] =
         "{\"version\": 1, \"environments\": {\"e\": {\"default\": \"deny\", \"rules\": ["
@@ -136,6 +142,8 @@ static struct {
     /* The two snapshots (references owned here); the worker's is one of them. */
     struct sl_snapshot *snap;
     struct sl_snapshot *snap_revoked;
+    /* The harness client's TLS (no verification: it is the proxy's leaf either way). */
+    SSL_CTX *client_tls;
     struct sl_proxy_config cfg;
     struct sl__shared sh;
     struct sl__worker w;
@@ -187,6 +195,13 @@ struct run {
     struct sl_buf origin_rx;
     struct origin_conn oc[ORIGINS_MAX];
     size_t n_oc;
+    /* F_TLS: the client's TLS session in its tunnel (memory BIOs), from the CONNECT's 200 on;
+     * `tls_up` once its handshake is done. Ciphertext waits in `tls_raw` for the session. */
+    SSL *tls;
+    BIO *tls_in;
+    BIO *tls_out;
+    bool tls_up;
+    struct sl_buf tls_raw;
 };
 
 static size_t count(const struct sl_h1_head *h, const char *name)
@@ -350,6 +365,9 @@ static void setup(void)
     SL_BUG_ON(sl_leaf_cache_create(g.minter, &cc, &g.sh.leaves) != 0);
     SL_BUG_ON(sl_tls_server_ctx_new(&g.sh.server_ctx, err, sizeof(err)) != 0);
     SL_BUG_ON(sl_tls_client_ctx_new(NULL, 0, &g.sh.client_ctx, err, sizeof(err)) != 0);
+    g.client_tls = SSL_CTX_new(TLS_client_method());
+    SL_BUG_ON(g.client_tls == NULL);
+    SSL_CTX_set_verify(g.client_tls, SSL_VERIFY_NONE, NULL);
 
     la->sin_family = AF_INET;
     /* The process's own address for the proxy and the client too: other programs' loopback
@@ -522,13 +540,56 @@ static bool drain_fd(int fd, struct sl_buf *b, struct sl_buf *also, bool *eof)
     return busy;
 }
 
+/* Sends the client's pending ciphertext. */
+static void tls_flush(struct run *r)
+{
+    uint8_t buf[16384];
+    int n;
+
+    while ((n = BIO_read(r->tls_out, buf, sizeof(buf))) > 0) {
+        struct piece pc = { buf, (size_t)n };
+
+        origin_send(r->client_fd, &pc);
+    }
+}
+
+/* Feeds the client's session what arrived; its plaintext is what the client received. */
+static bool tls_pump(struct run *r)
+{
+    uint8_t buf[16384];
+    bool busy = false;
+    int n;
+
+    if (r->tls_raw.len > 0) {
+        SL_BUG_ON(BIO_write(r->tls_in, r->tls_raw.p, (int)r->tls_raw.len) != (int)r->tls_raw.len);
+        sl_buf_reset(&r->tls_raw);
+    }
+    ERR_clear_error();
+    if (!SSL_is_init_finished(r->tls)) {
+        (void)SSL_do_handshake(r->tls);
+    }
+    if (SSL_is_init_finished(r->tls)) {
+        r->tls_up = true;
+        while ((n = SSL_read(r->tls, buf, sizeof(buf))) > 0) {
+            keep(&r->client_rx, buf, (size_t)n);
+            busy = true;
+        }
+    }
+    ERR_clear_error();
+    tls_flush(r);
+    return busy;
+}
+
 /* Moves every byte the harness can move. Returns whether anything moved. */
 static bool pump(struct run *r)
 {
     bool busy = origin_accept(r);
 
-    if (r->client_fd >= 0) {
+    if (r->client_fd >= 0 && r->tls == NULL) {
         busy = drain_fd(r->client_fd, &r->client_rx, NULL, &r->client_eof) || busy;
+    } else if (r->client_fd >= 0) {
+        busy = drain_fd(r->client_fd, &r->tls_raw, NULL, &r->client_eof) || busy;
+        busy = tls_pump(r) || busy;
     }
     for (size_t i = 0; i < r->n_oc; i++) {
         struct origin_conn *o = &r->oc[i];
@@ -621,10 +682,11 @@ static size_t client_requests(const struct run *r, struct sent *out)
             out[n].port = colon != NULL && strcmp(colon, ":80") == 0 ? 80 : 0;
             n++;
         } else if (ev.type == SL_H1_EV_UPGRADE) {
-            if (n == 0 || !out[n - 1].connect || out[n - 1].port != 80) {
+            if (n == 0 || !out[n - 1].connect || (out[n - 1].port != 80 && !r->tls_up)) {
                 break;
             }
-            /* A tunnel to port 80 may carry plain HTTP: a fresh parser, as the proxy does. */
+            /* A tunnel to port 80 may carry plain HTTP, and the harness's TLS session carries
+             * HTTP: a fresh parser, as the proxy does. */
             sl_h1_finish(&p);
             sl_arena_reset(&arena);
             sl_h1_init(&p, SL_H1_REQUEST, NULL, &arena);
@@ -701,7 +763,7 @@ static void check_client_rx(const struct run *r)
             /* A 2xx to CONNECT has no content (RFC 9110 §9.3.6): the tunnel starts after its
              * head. Its bytes are TLS, or nothing (the proxy closes a tunnel that is not),
              * except on port 80, where plain HTTP may follow: responses again. */
-            if (reqs[i].port != 80) {
+            if (reqs[i].port != 80 && !r->tls_up) {
                 break;
             }
             sl_h1_finish(&p);
@@ -746,6 +808,15 @@ static void client_send(struct run *r, const struct piece *pc)
     size_t off = 0;
 
     keep(&r->client_tx, pc->p, pc->n);
+    if (r->tls != NULL) {
+        /* Inside the TLS tunnel: a session whose handshake failed sends nothing more. */
+        if (r->tls_up) {
+            ERR_clear_error();
+            SL_BUG_ON(SSL_write(r->tls, pc->p, (int)pc->n) != (int)pc->n);
+            tls_flush(r);
+        }
+        return;
+    }
     /* The proxy stops reading while it waits (dialling): the kernel keeps the rest. A client
      * the proxy has closed takes nothing more. */
     for (int tries = 0; off < pc->n && tries < 64; tries++) {
@@ -834,6 +905,28 @@ static int client_connect(void)
     return -1;
 }
 
+/* After the first piece (a CONNECT, for this flag): when its 200 came, the rest of the client's
+ * pieces go through a TLS session with the proxy's intercepting end. */
+static void start_tls(struct run *r)
+{
+    static const char ok[] = "HTTP/1.1 200 ";
+
+    if (r->client_rx.len < sizeof(ok) || memcmp(r->client_rx.p, ok, sizeof(ok) - 1) != 0
+        || memcmp(r->client_rx.p + r->client_rx.len - 4, "\r\n\r\n", 4) != 0) {
+        return;
+    }
+    r->tls = SSL_new(g.client_tls);
+    r->tls_in = BIO_new(BIO_s_mem());
+    r->tls_out = BIO_new(BIO_s_mem());
+    SL_BUG_ON(r->tls == NULL || r->tls_in == NULL || r->tls_out == NULL);
+    SSL_set_bio(r->tls, r->tls_in, r->tls_out);
+    SSL_set_connect_state(r->tls);
+    (void)tls_pump(r);
+    for (int k = 0; k < 8 && !r->tls_up; k++) {
+        settle(r);
+    }
+}
+
 static void run(struct run *r)
 {
     r->client_fd = client_connect();
@@ -845,6 +938,9 @@ static void run(struct run *r)
         }
         if ((r->flags & F_BURST) == 0 || i + 1 == r->n_client) {
             settle(r);
+        }
+        if (i == 0 && (r->flags & F_TLS) != 0) {
+            start_tls(r);
         }
         if (i == 0 && (r->flags & (F_DRAIN | F_REVOKE)) != 0) {
             /* What SIGTERM and a reload do to a worker's connections (proxy/worker.c), the
@@ -899,6 +995,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_buf_init(&r.client_tx, RX_MAX);
     sl_buf_init(&r.client_rx, RX_MAX);
     sl_buf_init(&r.origin_rx, RX_MAX);
+    sl_buf_init(&r.tls_raw, RX_MAX);
 
     run(&r);
     teardown(&r);
@@ -927,5 +1024,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_buf_finish(&r.client_tx);
     sl_buf_finish(&r.client_rx);
     sl_buf_finish(&r.origin_rx);
+    sl_buf_finish(&r.tls_raw);
+    SSL_free(r.tls);
     return 0;
 }
