@@ -201,6 +201,8 @@ struct run {
     BIO *tls_in;
     BIO *tls_out;
     bool tls_up;
+    /* The proxy ended the session: the client sends nothing more. */
+    bool tls_dead;
     struct sl_buf tls_raw;
 };
 
@@ -810,9 +812,13 @@ static void client_send(struct run *r, const struct piece *pc)
     keep(&r->client_tx, pc->p, pc->n);
     if (r->tls != NULL) {
         /* Inside the TLS tunnel: a session whose handshake failed sends nothing more. */
-        if (r->tls_up) {
+        if (r->tls_up && !r->tls_dead) {
             ERR_clear_error();
-            SL_BUG_ON(SSL_write(r->tls, pc->p, (int)pc->n) != (int)pc->n);
+            /* Memory BIOs take it all, unless the proxy ended the session (an alert). */
+            if (SSL_write(r->tls, pc->p, (int)pc->n) <= 0) {
+                r->tls_dead = true;
+            }
+            ERR_clear_error();
             tls_flush(r);
         }
         return;
