@@ -241,6 +241,14 @@ static int check_framing(struct sl_h1 *p)
     } else {
         h->body = SL_H1_BODY_NONE;
     }
+    if (p->_kind == SL_H1_RESPONSE && p->_no_body && h->status >= 200) {
+        /* llhttp learns that a response to HEAD has no body only from on_headers_complete's
+         * return value, after llhttp_should_keep_alive() above: without a length it took the
+         * response for close-delimited, never keep-alive (and the upstream was never pooled).
+         * Its own rule without the end-of-stream part (RFC 9112 §9.3). */
+        h->keep_alive = h->version_minor == 1 ? (l->flags & F_CONNECTION_CLOSE) == 0
+                                              : (l->flags & F_CONNECTION_KEEP_ALIVE) != 0;
+    }
     return 0;
 }
 

@@ -906,50 +906,6 @@ static int build_request_head(struct sl__conn *c, const struct sl_h1_head *h)
     return sl_head_build(&c->head, h, &t, c->dec.credential_header, c->dec.credential_value);
 }
 
-static int build_response_head(struct sl__conn *c, const struct sl_h1_head *h)
-{
-    struct sl_buf *b = &c->head;
-    bool bodyless = c->is_head || h->status < 200 || h->status == 204 || h->status == 304;
-
-    sl_buf_reset(b);
-    SL_TRY(sl_buf_printf(b, "HTTP/1.1 %d %s\r\n", h->status, h->reason));
-    SL_TRY(sl_head_put_headers(b, h, NULL));
-    if (h->status == 101) {
-        return sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
-    }
-    if (h->status < 200) {
-        return sl_buf_append_str(b, "\r\n");
-    }
-    if (bodyless) {
-        /* A response to HEAD, and 304, describe the representation: keep its length. */
-        const struct sl_h1_header *cl = sl_h1_find(h, "content-length");
-
-        if (cl != NULL && h->status != 204) {
-            SL_TRY(sl_buf_append_str(b, "Content-Length: "));
-            SL_TRY(sl_buf_append(b, cl->value.p, cl->value.n));
-            SL_TRY(sl_buf_append_str(b, "\r\n"));
-        }
-    } else if (h->body == SL_H1_BODY_LENGTH) {
-        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
-    } else if (h->body == SL_H1_BODY_NONE) {
-        SL_TRY(sl_buf_append_str(b, "Content-Length: 0\r\n"));
-    } else if (c->client_http10) {
-        /* Chunked or close-delimited upstream: an HTTP/1.0 client gets a close-delimited
-         * body. */
-        c->resp_close_out = true;
-    } else {
-        c->resp_chunked_out = true;
-        SL_TRY(sl_buf_append_str(b, "Transfer-Encoding: chunked\r\n"));
-    }
-    if (c->resp_close_out || c->close_after || !c->client_keep_alive || c->w->draining) {
-        c->close_after = true;
-        SL_TRY(sl_buf_append_str(b, "Connection: close\r\n"));
-    } else if (c->client_http10) {
-        SL_TRY(sl_buf_append_str(b, "Connection: keep-alive\r\n"));
-    }
-    return sl_buf_append_str(b, "\r\n");
-}
-
 /*
  * The request head: CONNECT, absolute-form, or origin-form inside a tunnel.
  */
@@ -1257,27 +1213,34 @@ static int forward_request(struct sl__conn *c)
 static int on_response_head(struct sl__conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->resp);
+    struct sl_head_resp_ctx ctx = { .is_head = c->is_head,
+                                    .websocket = c->websocket,
+                                    .client_http10 = c->client_http10,
+                                    .client_keep_alive = c->client_keep_alive,
+                                    .close_after = c->close_after || c->w->draining };
+    struct sl_head_resp_plan plan;
+    int rc = sl_head_build_response(&c->head, h, &ctx, &plan);
 
-    if (h->status == 101 && !c->websocket) {
+    switch (plan.verdict) {
+    case SL_HEAD_RESP_REFUSE:
         refuse(c, SL_REASON_BAD_REQUEST, 502, "the upstream switched protocols unasked", false);
         return -1;
-    }
-    if (c->websocket && h->status != 101) {
-        /* The upgrade was refused; the request parser already treated it as granted, so
-         * this connection ends with this response. */
-        c->close_after = true;
-    }
-    if (h->status < 200 && h->status != 101 && c->client_http10) {
-        /* HTTP/1.0 has no interim responses (RFC 9110 §15.2): drop it. */
+    case SL_HEAD_RESP_SKIP:
+        c->close_after = plan.close_after;
         return 1;
+    case SL_HEAD_RESP_RELAY:
+        break;
     }
-    if (build_response_head(c, h) < 0) {
+    c->close_after = plan.close_after;
+    if (rc < 0) {
         refuse(c, SL_REASON_TOO_LARGE, 502, "the upstream's response head is too large", false);
         return -1;
     }
+    c->resp_chunked_out = plan.chunked;
+    c->resp_close_out = plan.close_delimited;
     c->head_pending = true;
     c->head_to_upstream = false;
-    if (h->status >= 200 || h->status == 101) {
+    if (plan.final) {
         c->r.status = h->status;
         c->resp_head_sent = true;
     }

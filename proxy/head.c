@@ -234,3 +234,71 @@ int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h, const struct sl_
     }
     return sl_buf_append_str(b, "\r\n");
 }
+
+/* The framing of a final response other than a 101. */
+static int put_response_framing(struct sl_buf *b, const struct sl_h1_head *h,
+                                const struct sl_head_resp_ctx *ctx, struct sl_head_resp_plan *plan)
+{
+    bool bodyless = ctx->is_head || h->status == 204 || h->status == 304;
+
+    if (bodyless) {
+        /* A response to HEAD, and 304, describe the representation: keep its length. */
+        const struct sl_h1_header *cl = sl_h1_find(h, "content-length");
+
+        if (cl != NULL && h->status != 204) {
+            SL_TRY(sl_buf_append_str(b, "Content-Length: "));
+            SL_TRY(sl_buf_append(b, cl->value.p, cl->value.n));
+            SL_TRY(sl_buf_append_str(b, "\r\n"));
+        }
+    } else if (h->body == SL_H1_BODY_LENGTH) {
+        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
+    } else if (h->body == SL_H1_BODY_NONE) {
+        SL_TRY(sl_buf_append_str(b, "Content-Length: 0\r\n"));
+    } else if (ctx->client_http10) {
+        /* Chunked or close-delimited upstream: an HTTP/1.0 client gets a close-delimited
+         * body. */
+        plan->close_delimited = true;
+    } else {
+        plan->chunked = true;
+        SL_TRY(sl_buf_append_str(b, "Transfer-Encoding: chunked\r\n"));
+    }
+    return 0;
+}
+
+int sl_head_build_response(struct sl_buf *b, const struct sl_h1_head *h,
+                           const struct sl_head_resp_ctx *ctx, struct sl_head_resp_plan *plan)
+{
+    sl_buf_reset(b);
+    *plan = (struct sl_head_resp_plan){ .verdict = SL_HEAD_RESP_RELAY,
+                                        .close_after = ctx->close_after };
+    if (h->status == 101 && !ctx->websocket) {
+        plan->verdict = SL_HEAD_RESP_REFUSE;
+        return 0;
+    }
+    if (ctx->websocket && h->status != 101) {
+        /* The upgrade was refused; the request parser already treated it as granted, so the
+         * connection ends with this response. */
+        plan->close_after = true;
+    }
+    if (h->status < 200 && h->status != 101 && ctx->client_http10) {
+        plan->verdict = SL_HEAD_RESP_SKIP;
+        return 0;
+    }
+    plan->final = h->status >= 200 || h->status == 101;
+    SL_TRY(sl_buf_printf(b, "HTTP/1.1 %d %s\r\n", h->status, h->reason));
+    SL_TRY(sl_head_put_headers(b, h, NULL));
+    if (h->status == 101) {
+        return sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+    }
+    if (h->status < 200) {
+        return sl_buf_append_str(b, "\r\n");
+    }
+    SL_TRY(put_response_framing(b, h, ctx, plan));
+    if (plan->close_delimited || plan->close_after || !ctx->client_keep_alive) {
+        plan->close_after = true;
+        SL_TRY(sl_buf_append_str(b, "Connection: close\r\n"));
+    } else if (ctx->client_http10) {
+        SL_TRY(sl_buf_append_str(b, "Connection: keep-alive\r\n"));
+    }
+    return sl_buf_append_str(b, "\r\n");
+}

@@ -1,12 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * proxy/head.h - the request head path of an intercepted connection, without I/O: from a
- * parsed request head and what the connection knows (inside a tunnel or not, its CONNECT host
- * and port, TLS or not) to the request's target and the refusal it earns (sl_head_resolve()),
- * then, once policy has decided, to the head the proxy sends upstream (sl_head_build()).
+ * proxy/head.h - the head paths of an intercepted connection, without I/O.
  *
- * proxy/conn.c runs CONNECT heads, identity (Proxy-Authorization) and the policy decision
- * itself; everything here is a pure function of its arguments, so it can be fuzzed as is.
+ * Requests: from a parsed request head and what the connection knows (inside a tunnel or not,
+ * its CONNECT host and port, TLS or not) to the request's target and the refusal it earns
+ * (sl_head_resolve()), then, once policy has decided, to the head the proxy sends upstream
+ * (sl_head_build()).
+ *
+ * Responses: from a parsed upstream response head and what the client asked for (HEAD, a
+ * websocket upgrade, its HTTP version and keep-alive) to what the client gets
+ * (sl_head_build_response()): the head relayed, an interim response dropped, or a refusal; and
+ * how its body is framed and whether the connection ends after it.
+ *
+ * proxy/conn.c runs CONNECT heads, identity (Proxy-Authorization), the policy decision and all
+ * I/O itself; everything here is a pure function of its arguments, so it can be fuzzed as is.
  */
 #ifndef SL_PROXY_HEAD_H
 #define SL_PROXY_HEAD_H
@@ -79,6 +86,70 @@ SL_MUST_CHECK int sl_head_resolve(const struct sl_h1_head *h, const struct sl_he
 SL_MUST_CHECK int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h,
                                 const struct sl_head_target *t, const char *credential_header,
                                 const char *credential_value);
+
+/* What the client's request said, for the response relayed to it. */
+struct sl_head_resp_ctx {
+    /* The request was HEAD: the response has no body whatever its head says. */
+    bool is_head;
+    /* The request asked for a websocket upgrade (sl_head_target.websocket). */
+    bool websocket;
+    /* The client spoke HTTP/1.0. */
+    bool client_http10;
+    /* The client's request lets its connection carry another one. */
+    bool client_keep_alive;
+    /* The connection ends after this exchange whatever the response says (the proxy drains,
+     * the rest of the request cannot be read, ...). */
+    bool close_after;
+};
+
+/* What becomes of an upstream response head. */
+enum sl_head_resp_verdict {
+    /* The head to send the client is in the buffer. */
+    SL_HEAD_RESP_RELAY = 0,
+    /* An interim (1xx) response an HTTP/1.0 client does not get (RFC 9110 §15.2): nothing is
+     * sent; the final response follows. */
+    SL_HEAD_RESP_SKIP,
+    /* A 101 the request did not ask for: the client gets a 502 instead. */
+    SL_HEAD_RESP_REFUSE,
+};
+
+/* How the client's response goes out (for SL_HEAD_RESP_RELAY). */
+struct sl_head_resp_plan {
+    enum sl_head_resp_verdict verdict;
+    /* The head is the final one (status >= 200, or the 101 of a websocket): it is the
+     * exchange's status. False for an interim response; more heads follow. */
+    bool final;
+    /* The body is re-framed as chunked (a chunked or close-delimited upstream body for an
+     * HTTP/1.1 client). */
+    bool chunked;
+    /* The body ends when the connection closes (a chunked or close-delimited upstream body for
+     * an HTTP/1.0 client). */
+    bool close_delimited;
+    /* The client's connection closes after this exchange; a final head other than a 101 then
+     * says `Connection: close`. Set on every verdict: it is ctx->close_after, or more. */
+    bool close_after;
+};
+
+/* Decides what the client gets for the upstream response head `h` (parsed with the proxy's
+ * strict parser, sl_h1_expect_no_body() already applied for a HEAD request) answering a request
+ * described by `ctx`, and writes that head into `b` (reset first) when it is relayed:
+ *   - a 101 without a websocket request is refused; a websocket request answered otherwise
+ *     closes the connection after the response;
+ *   - an interim response to an HTTP/1.0 client is skipped; other interim responses get their
+ *     end-to-end headers and no framing;
+ *   - a 101 gets its end-to-end headers and `Connection: Upgrade`, `Upgrade: websocket`;
+ *   - a final head is `HTTP/1.1 <status> <reason>`, the end-to-end headers of `h` in order
+ *     (sl_head_put_headers()), then the framing: none for a 204 and for 1xx; for a response
+ *     to HEAD and for 304 the upstream's Content-Length when it had one (it describes the
+ *     representation); otherwise Content-Length (the upstream's length, or 0 for no body), or
+ *     `Transfer-Encoding: chunked` (HTTP/1.1 client), or nothing and a close-delimited body
+ *     (HTTP/1.0 client); then `Connection: close` when the connection ends after it, or
+ *     `Connection: keep-alive` for an HTTP/1.0 client whose connection goes on.
+ * `*plan` is always filled. Returns 0, or SL_ETOOBIG / SL_ENOMEM from `b` (the head is then
+ * incomplete; `*plan` still says the verdict). */
+SL_MUST_CHECK int sl_head_build_response(struct sl_buf *b, const struct sl_h1_head *h,
+                                         const struct sl_head_resp_ctx *ctx,
+                                         struct sl_head_resp_plan *plan);
 
 /* True for the headers the proxy never forwards as received (RFC 9110 §7.6.1 hop-by-hop ones,
  * Proxy-Authorization and Proxy-Authenticate, and those it writes itself: Host and the

@@ -323,6 +323,41 @@ static void skips_the_body_of_a_response_to_head(void **state)
     run_end(&r);
 }
 
+/* A response to HEAD has no body whatever its head says: without a length it is not
+ * close-delimited, and keep-alive follows the version and Connection only. */
+static void keeps_alive_after_a_response_to_head_without_a_length(void **state)
+{
+    static const struct {
+        const char *in;
+        bool keep_alive;
+    } rows[] = {
+        { "HTTP/1.1 200 OK\r\n\r\n", true },
+        { "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", true },
+        { "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", false },
+        { "HTTP/1.0 200 OK\r\n\r\n", false },
+        { "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n", true },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct sl_arena arena;
+        struct sl_h1 p;
+        struct sl_h1_event ev;
+
+        sl_arena_init(&arena, 4096, 1 << 16);
+        sl_h1_init(&p, SL_H1_RESPONSE, NULL, &arena);
+        sl_h1_expect_no_body(&p);
+        assert_int_equal(sl_h1_feed(&p, (const uint8_t *)rows[i].in, strlen(rows[i].in), &ev),
+                         (int)strlen(rows[i].in));
+        assert_int_equal(ev.type, SL_H1_EV_HEAD);
+        print_message("row %zu\n", i);
+        assert_int_equal(sl_h1_head(&p)->body, SL_H1_BODY_NONE);
+        assert_int_equal(sl_h1_head(&p)->keep_alive, rows[i].keep_alive);
+        sl_h1_finish(&p);
+        sl_arena_finish(&arena);
+    }
+}
+
 static void flags_expect_continue_and_http_1_0_close(void **state)
 {
     static const char in[] = "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n";
@@ -607,6 +642,7 @@ int main(void)
         cmocka_unit_test(reports_connect_as_an_upgrade_leaving_the_tunnel_bytes),
         cmocka_unit_test(reports_switching_protocols_as_an_upgrade),
         cmocka_unit_test(skips_the_body_of_a_response_to_head),
+        cmocka_unit_test(keeps_alive_after_a_response_to_head_without_a_length),
         cmocka_unit_test(flags_expect_continue_and_http_1_0_close),
         cmocka_unit_test(rejects_ambiguous_framing_whole_and_split),
         cmocka_unit_test(refuses_a_head_over_the_limit),

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_head.c - proxy/head: the target and refusal of a request head, and the head
- * the proxy sends upstream, byte for byte.
+ * tests/unit/test_head.c - proxy/head: the target and refusal of a request head, the head the
+ * proxy sends upstream, and what becomes of an upstream response head, byte for byte.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +20,8 @@
 struct fixture {
     struct sl_arena arena;
     struct sl_h1 p;
+    /* Upstream responses. */
+    struct sl_h1 rp;
     struct sl_host thost;
     struct sl_buf out;
 };
@@ -30,6 +32,7 @@ static int setup(void **state)
 
     sl_arena_init(&f->arena, 4096, 1 << 20);
     sl_h1_init(&f->p, SL_H1_REQUEST, NULL, &f->arena);
+    sl_h1_init(&f->rp, SL_H1_RESPONSE, NULL, &f->arena);
     sl_buf_init(&f->out, 1 << 16);
     *state = f;
     return 0;
@@ -41,6 +44,7 @@ static int teardown(void **state)
 
     sl_buf_finish(&f->out);
     sl_h1_finish(&f->p);
+    sl_h1_finish(&f->rp);
     sl_arena_finish(&f->arena);
     test_free(f);
     return 0;
@@ -55,6 +59,29 @@ static const struct sl_h1_head *parse(struct fixture *f, const char *text)
     assert_true(used > 0);
     assert_int_equal(ev.type, SL_H1_EV_HEAD);
     return sl_h1_head(&f->p);
+}
+
+/* Parses the response head `text` as the proxy does, answering a HEAD request when `is_head`. */
+static const struct sl_h1_head *parse_response(struct fixture *f, const char *text, bool is_head)
+{
+    struct sl_h1_event ev;
+    int used;
+
+    sl_h1_finish(&f->rp);
+    sl_h1_init(&f->rp, SL_H1_RESPONSE, NULL, &f->arena);
+    if (is_head) {
+        sl_h1_expect_no_body(&f->rp);
+    }
+    used = sl_h1_feed(&f->rp, (const uint8_t *)text, strlen(text), &ev);
+    assert_true(used > 0);
+    assert_int_equal(ev.type, SL_H1_EV_HEAD);
+    return sl_h1_head(&f->rp);
+}
+
+static void assert_out(const struct fixture *f, const char *want)
+{
+    assert_int_equal(f->out.len, strlen(want));
+    assert_memory_equal(f->out.p, want, f->out.len);
 }
 
 static struct sl_head_ctx tunnel(struct fixture *f, const char *host, uint16_t port, bool tls)
@@ -229,6 +256,146 @@ static void takes_http_1_0_without_host_and_https_default_port(void **state)
     assert_memory_equal(f->out.p, want, f->out.len);
 }
 
+static const struct sl_head_resp_ctx client11 = { .client_keep_alive = true };
+static const struct sl_head_resp_ctx client10 = { .client_http10 = true,
+                                                  .client_keep_alive = true };
+
+static void rechunks_a_response_without_its_hop_by_hop_headers(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse_response(f,
+                                                "HTTP/1.1 200 OK\r\n"
+                                                "Transfer-Encoding: chunked\r\n"
+                                                "Connection: keep-alive, X-Hop\r\n"
+                                                "X-Hop: 1\r\n"
+                                                "Keep-Alive: timeout=5\r\n"
+                                                "Proxy-Authenticate: Basic\r\n"
+                                                "Trailer: X-T\r\n"
+                                                "Content-Type: text/plain\r\n\r\n",
+                                                false);
+    struct sl_head_resp_plan plan;
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_RELAY);
+    assert_true(plan.final && plan.chunked);
+    assert_false(plan.close_delimited || plan.close_after);
+    assert_out(f, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n");
+}
+
+static void gives_an_http_1_0_client_a_close_delimited_body_or_keep_alive(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h =
+            parse_response(f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false);
+    struct sl_head_resp_plan plan;
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client10, &plan), 0);
+    assert_true(plan.close_delimited && plan.close_after);
+    assert_false(plan.chunked);
+    assert_out(f, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\n\r\n", false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &client10, &plan), 0);
+    assert_false(plan.close_delimited || plan.close_after || plan.chunked);
+    assert_out(f, "HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\n"
+                  "Connection: keep-alive\r\n\r\n");
+}
+
+static void keeps_the_length_of_head_and_304_but_not_of_204(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_head_resp_ctx head = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h;
+
+    head.is_head = true;
+    h = parse_response(f, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", true);
+    assert_int_equal(sl_head_build_response(&f->out, h, &head, &plan), 0);
+    assert_out(f, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", true);
+    assert_int_equal(sl_head_build_response(&f->out, h, &head, &plan), 0);
+    assert_false(plan.chunked || plan.close_delimited);
+    assert_out(f, "HTTP/1.1 200 OK\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\nETag: x\r\n\r\n",
+                       false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_out(f, "HTTP/1.1 304 Not Modified\r\nETag: x\r\nContent-Length: 7\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_out(f, "HTTP/1.1 204 No Content\r\n\r\n");
+}
+
+static void relays_101_only_for_a_websocket_request(void **state)
+{
+    struct fixture *f = *state;
+    static const char text[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                               "Upgrade: websocket\r\nSec-WebSocket-Accept: abc\r\n\r\n";
+    struct sl_head_resp_ctx ws = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h = parse_response(f, text, false);
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_REFUSE);
+    assert_int_equal(f->out.len, 0);
+
+    ws.websocket = true;
+    assert_int_equal(sl_head_build_response(&f->out, h, &ws, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_RELAY);
+    assert_true(plan.final);
+    assert_false(plan.close_after);
+    assert_out(f, "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: abc\r\n"
+                  "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+
+    /* A refused upgrade ends the connection: the request parser took it as granted. */
+    h = parse_response(f, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &ws, &plan), 0);
+    assert_true(plan.close_after);
+    assert_out(f, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+static void relays_interim_responses_to_http_1_1_only(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_head_resp_ctx closing = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h = parse_response(
+            f, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nConnection: close\r\n\r\n", false);
+
+    closing.close_after = true;
+    assert_int_equal(sl_head_build_response(&f->out, h, &closing, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_RELAY);
+    assert_false(plan.final);
+    assert_true(plan.close_after);
+    assert_out(f, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n");
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client10, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_SKIP);
+    assert_int_equal(f->out.len, 0);
+}
+
+static void closes_when_asked_and_adds_length_zero_without_a_body(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_head_resp_ctx closing = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h = parse_response(f, "HTTP/1.0 200 OK\r\n\r\n", false);
+
+    /* Close-delimited upstream, HTTP/1.1 client: re-chunked, the connection goes on. */
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_true(plan.chunked);
+    assert_out(f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n", false);
+    closing.client_keep_alive = false;
+    assert_int_equal(sl_head_build_response(&f->out, h, &closing, &plan), 0);
+    assert_true(plan.close_after);
+    assert_out(f, "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +409,16 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(takes_http_1_0_without_host_and_https_default_port, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(rechunks_a_response_without_its_hop_by_hop_headers, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+                gives_an_http_1_0_client_a_close_delimited_body_or_keep_alive, setup, teardown),
+        cmocka_unit_test_setup_teardown(keeps_the_length_of_head_and_304_but_not_of_204, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(relays_101_only_for_a_websocket_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(relays_interim_responses_to_http_1_1_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(closes_when_asked_and_adds_length_zero_without_a_body,
+                                        setup, teardown),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
