@@ -640,6 +640,10 @@ int main(int argc, char **argv)
     o.cfg.ncafiles = o.ncafiles;
     o.cfg.head_request = strcmp(o.method, "HEAD") == 0;
     o.cfg.via_proxy = o.proxy != NULL;
+    /* A thread without a connection would do nothing: the report names the threads used. */
+    if (o.cfg.threads > o.cfg.connections) {
+        o.cfg.threads = o.cfg.connections;
+    }
     if (o.proxy != NULL        ? !resolve_hostport(o.proxy, &o.cfg.dial, &o.cfg.dial_len)
         : o.connect_to != NULL ? !resolve_hostport(o.connect_to, &o.cfg.dial, &o.cfg.dial_len)
                                : !resolve(t.host, t.port, &o.cfg.dial, &o.cfg.dial_len)) {
