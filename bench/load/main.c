@@ -7,11 +7,13 @@
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "base/log.h"
 #include "base/mem.h"
@@ -616,6 +618,23 @@ static void print_summary(const struct opts *o, const struct sl_load_result *r,
     }
 }
 
+/* A write to a socket the peer has reset must be an error, not SIGPIPE (OpenSSL's socket BIO
+ * writes with write(2), which has no MSG_NOSIGNAL); and idle mode may hold more connections than
+ * the default soft limit of open files allows. */
+static void prepare_process(void)
+{
+    struct sigaction sa;
+    struct rlimit rl;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    (void)sigaction(SIGPIPE, &sa, NULL);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static char request[REQUEST_MAX];
@@ -654,6 +673,7 @@ int main(int argc, char **argv)
     if (!build_requests(&o, &t, request, connect_req, sizeof(request))) {
         return usage("the request is too long", NULL);
     }
+    prepare_process();
     o.cfg.request = request;
     o.cfg.request_len = strlen(request);
     o.cfg.connect_req = connect_req;
