@@ -8,7 +8,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,352 +16,13 @@
 #include <openssl/ssl.h>
 
 #include "base/mem.h"
+#include "bench/load/resp.h"
 
 /* Plaintext read per call; 64 KiB so that download mode reads whole TLS records (16 KiB). */
 #define READ_BUF_BYTES (64u * 1024u)
-/* The longest response head (or chunk-size line, or trailer) accepted. */
-#define HEAD_MAX_BYTES (64u * 1024u)
-/* Header lines are looked at through this many bytes; longer ones matter only when they are
- * one of the three headers we read, and those are refused as malformed. */
-#define LINE_MAX_BYTES 256u
 #define EVENTS_MAX     256
 /* The longest epoll wait, so that a stop or the end of the window is seen promptly. */
 #define POLL_MAX_MS 10
-
-/* ---- response parsing: status line, Content-Length, chunked, close, nothing else ---------- */
-
-enum resp_state {
-    RP_STATUS = 0,
-    RP_HEADERS,
-    RP_BODY_LEN,
-    RP_BODY_CLOSE,
-    RP_CHUNK_SIZE,
-    RP_CHUNK_DATA,
-    RP_CHUNK_END,
-    RP_TRAILER,
-    RP_DONE,
-};
-
-struct resp {
-    enum resp_state st;
-    /* The status code of the final (non-1xx) response. */
-    int status;
-    /* Body bytes still expected (RP_BODY_LEN, RP_CHUNK_DATA). */
-    uint64_t remaining;
-    bool has_len;
-    bool chunked;
-    /* The server will close after this response (Connection: close, or no framing). */
-    bool close;
-    /* No body whatever the headers say (HEAD, 204, 304, a CONNECT answer). */
-    bool no_body;
-    bool is_connect;
-    /* Head (or trailer) bytes so far, against HEAD_MAX_BYTES. */
-    size_t head_bytes;
-    /* The current line, truncated to LINE_MAX_BYTES - 1 (line_long says so). */
-    size_t line_len;
-    bool line_long;
-    char line[LINE_MAX_BYTES];
-};
-
-static void resp_reset(struct resp *r, bool no_body, bool is_connect)
-{
-    r->st = RP_STATUS;
-    r->status = 0;
-    r->remaining = 0;
-    r->has_len = false;
-    r->chunked = false;
-    r->close = false;
-    r->no_body = no_body;
-    r->is_connect = is_connect;
-    r->head_bytes = 0;
-    r->line_len = 0;
-    r->line_long = false;
-}
-
-static bool name_is(const char *line, size_t n, const char *name)
-{
-    size_t k = strlen(name);
-    size_t i;
-
-    if (n < k + 1 || line[k] != ':') {
-        return false;
-    }
-    for (i = 0; i < k; i++) {
-        char c = line[i];
-
-        if (c >= 'A' && c <= 'Z') {
-            c = (char)(c - 'A' + 'a');
-        }
-        if (c != name[i]) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* True when the comma-separated list `v` (n bytes) holds `token`, case-insensitively. */
-static bool has_token(const char *v, size_t n, const char *token)
-{
-    size_t k = strlen(token);
-    size_t i = 0;
-
-    while (i < n) {
-        size_t j;
-        size_t e;
-
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) {
-            i++;
-        }
-        j = i;
-        while (j < n && v[j] != ',') {
-            j++;
-        }
-        e = j;
-        while (e > i && (v[e - 1] == ' ' || v[e - 1] == '\t')) {
-            e--;
-        }
-        if (e - i == k && strncasecmp(v + i, token, k) == 0) {
-            return true;
-        }
-        i = j;
-    }
-    return false;
-}
-
-static int parse_status_line(struct resp *r, const char *l, size_t n)
-{
-    int s = 0;
-    size_t i;
-
-    if (n < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') || l[8] != ' ') {
-        return -1;
-    }
-    for (i = 9; i < 12; i++) {
-        if (l[i] < '0' || l[i] > '9') {
-            return -1;
-        }
-        s = s * 10 + (l[i] - '0');
-    }
-    if (n > 12 && l[12] != ' ') {
-        return -1;
-    }
-    if (s < 100) {
-        return -1;
-    }
-    r->status = s;
-    /* HTTP/1.0 closes unless told otherwise; we never ask it to keep alive. */
-    r->close = l[7] == '0';
-    return 0;
-}
-
-static int parse_header_line(struct resp *r, const char *l, size_t n)
-{
-    const char *v;
-    size_t vn;
-    bool known = name_is(l, n, "content-length") || name_is(l, n, "transfer-encoding")
-                 || name_is(l, n, "connection");
-
-    if (!known) {
-        return 0;
-    }
-    if (r->line_long) {
-        return -1;
-    }
-    v = (const char *)memchr(l, ':', n) + 1;
-    vn = n - (size_t)(v - l);
-    while (vn > 0 && (*v == ' ' || *v == '\t')) {
-        v++;
-        vn--;
-    }
-    while (vn > 0 && (v[vn - 1] == ' ' || v[vn - 1] == '\t')) {
-        vn--;
-    }
-    if (name_is(l, n, "content-length")) {
-        uint64_t len = 0;
-        size_t i;
-
-        if (vn == 0 || vn > 18 || r->has_len) {
-            return -1;
-        }
-        for (i = 0; i < vn; i++) {
-            if (v[i] < '0' || v[i] > '9') {
-                return -1;
-            }
-            len = len * 10 + (uint64_t)(v[i] - '0');
-        }
-        r->has_len = true;
-        r->remaining = len;
-    } else if (name_is(l, n, "transfer-encoding")) {
-        if (!has_token(v, vn, "chunked")) {
-            return -1;
-        }
-        r->chunked = true;
-    } else if (has_token(v, vn, "close")) {
-        r->close = true;
-    }
-    return 0;
-}
-
-/* The head ended: choose how the body is framed (RFC 9112 §6.3). */
-static void end_of_head(struct resp *r)
-{
-    if (r->status < 200 && r->status != 101 && !r->is_connect) {
-        /* An interim response: the real one follows. */
-        bool no_body = r->no_body;
-
-        resp_reset(r, no_body, false);
-        return;
-    }
-    if (r->is_connect || r->no_body || r->status == 204 || r->status == 304 || r->status < 200) {
-        r->st = RP_DONE;
-    } else if (r->chunked) {
-        r->st = RP_CHUNK_SIZE;
-    } else if (r->has_len) {
-        r->st = r->remaining == 0 ? RP_DONE : RP_BODY_LEN;
-    } else {
-        r->st = RP_BODY_CLOSE;
-        r->close = true;
-    }
-}
-
-static int parse_chunk_size(struct resp *r, const char *l, size_t n)
-{
-    uint64_t size = 0;
-    size_t i;
-
-    if (r->line_long && n >= LINE_MAX_BYTES - 1) {
-        /* Only a long chunk extension can get here; the size itself is short. */
-        n = LINE_MAX_BYTES - 1;
-    }
-    for (i = 0; i < n && l[i] != ';' && l[i] != ' ' && l[i] != '\t'; i++) {
-        char c = l[i];
-        unsigned d;
-
-        if (c >= '0' && c <= '9') {
-            d = (unsigned)(c - '0');
-        } else if (c >= 'a' && c <= 'f') {
-            d = (unsigned)(c - 'a' + 10);
-        } else if (c >= 'A' && c <= 'F') {
-            d = (unsigned)(c - 'A' + 10);
-        } else {
-            return -1;
-        }
-        if (i >= 15) {
-            return -1;
-        }
-        size = size * 16 + d;
-    }
-    if (i == 0) {
-        return -1;
-    }
-    r->remaining = size;
-    r->st = size == 0 ? RP_TRAILER : RP_CHUNK_DATA;
-    return 0;
-}
-
-/* One complete line (CR stripped) of a line-oriented state. */
-static int on_line(struct resp *r, const char *l, size_t n)
-{
-    switch (r->st) {
-    case RP_STATUS:
-        if (r->line_long) {
-            return -1;
-        }
-        r->st = RP_HEADERS;
-        return parse_status_line(r, l, n);
-    case RP_HEADERS:
-        if (n == 0 && !r->line_long) {
-            end_of_head(r);
-            return 0;
-        }
-        return parse_header_line(r, l, n);
-    case RP_CHUNK_SIZE:
-        return parse_chunk_size(r, l, n);
-    case RP_CHUNK_END:
-        if (n != 0 || r->line_long) {
-            return -1;
-        }
-        r->st = RP_CHUNK_SIZE;
-        return 0;
-    case RP_TRAILER:
-        if (n == 0 && !r->line_long) {
-            r->st = RP_DONE;
-        }
-        return 0;
-    case RP_BODY_LEN:
-    case RP_BODY_CLOSE:
-    case RP_CHUNK_DATA:
-    case RP_DONE:
-        break;
-    }
-    return -1;
-}
-
-/* Feeds `n` bytes. Returns 1 when the response is complete (`*used` bytes were its last), 0
- * when more is needed (all were used), -1 when it is malformed. Never allocates. */
-static int resp_feed(struct resp *r, const char *p, size_t n, size_t *used)
-{
-    size_t i = 0;
-
-    while (i < n && r->st != RP_DONE) {
-        switch (r->st) {
-        case RP_BODY_LEN:
-        case RP_CHUNK_DATA: {
-            size_t k = n - i;
-
-            if (k > r->remaining) {
-                k = (size_t)r->remaining;
-            }
-            i += k;
-            r->remaining -= k;
-            if (r->remaining == 0) {
-                r->st = r->st == RP_BODY_LEN ? RP_DONE : RP_CHUNK_END;
-            }
-            break;
-        }
-        case RP_BODY_CLOSE:
-            i = n;
-            break;
-        case RP_STATUS:
-        case RP_HEADERS:
-        case RP_CHUNK_SIZE:
-        case RP_CHUNK_END:
-        case RP_TRAILER: {
-            const char *nl = memchr(p + i, '\n', n - i);
-            size_t k = nl != NULL ? (size_t)(nl - (p + i)) : n - i;
-            size_t room = LINE_MAX_BYTES - 1 - r->line_len;
-
-            if (k > room) {
-                r->line_long = true;
-            }
-            memcpy(r->line + r->line_len, p + i, k < room ? k : room);
-            r->line_len += k < room ? k : room;
-            r->head_bytes += k + (nl != NULL);
-            if (r->head_bytes > HEAD_MAX_BYTES) {
-                return -1;
-            }
-            i += k;
-            if (nl == NULL) {
-                break;
-            }
-            i++;
-            if (r->line_len > 0 && r->line[r->line_len - 1] == '\r') {
-                r->line_len--;
-            }
-            if (on_line(r, r->line, r->line_len) < 0) {
-                return -1;
-            }
-            r->line_len = 0;
-            r->line_long = false;
-            break;
-        }
-        case RP_DONE:
-            break;
-        }
-    }
-    *used = i;
-    return r->st == RP_DONE ? 1 : 0;
-}
 
 /* ---- connections -------------------------------------------------------------------------- */
 
@@ -413,7 +73,7 @@ struct conn {
     bool established;
     /* The current TLS handshake resumed a session. */
     bool resumed;
-    struct resp resp;
+    struct sl_resp resp;
 };
 
 struct worker {
@@ -727,7 +387,7 @@ static void begin_request(struct conn *c, uint64_t start_ns, uint64_t t)
     c->out_off = 0;
     c->start_ns = start_ns;
     c->rx_bytes = 0;
-    resp_reset(&c->resp, c->w->sh->cfg->head_request, false);
+    sl_resp_reset(&c->resp, c->w->sh->cfg->head_request, false);
     progress(c, t);
 }
 
@@ -824,7 +484,7 @@ static enum conn_err step_connecting(struct conn *c, uint32_t events, uint64_t t
     c->out_off = 0;
     if (cfg->via_proxy && cfg->tls) {
         c->state = CS_PROXY_SEND;
-        resp_reset(&c->resp, true, true);
+        sl_resp_reset(&c->resp, true, true);
     } else if (cfg->tls) {
         c->state = CS_HANDSHAKE;
         return start_tls(c);
@@ -893,7 +553,7 @@ static enum conn_err step_proxy_recv(struct conn *c, uint64_t t)
             return CE_PROXY;
         }
         progress(c, t);
-        rc = resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
+        rc = sl_resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
         if (rc < 0 || (rc == 1 && (used != (size_t)k || c->resp.status != 200))) {
             return CE_PROXY;
         }
@@ -916,7 +576,7 @@ static enum conn_err step_receiving(struct conn *c, uint64_t t)
         if (k == IO_WAIT) {
             return CE_NONE;
         }
-        if (k == IO_EOF && c->resp.st == RP_BODY_CLOSE) {
+        if (k == IO_EOF && sl_resp_ends_at_close(&c->resp)) {
             on_response(c, t);
             if (c->state != CS_WAIT) {
                 conn_reset(c, CE_NONE, t);
@@ -931,7 +591,7 @@ static enum conn_err step_receiving(struct conn *c, uint64_t t)
             w->bytes += (uint64_t)k;
         }
         progress(c, t);
-        rc = resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
+        rc = sl_resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
         if (rc < 0 || (rc == 1 && used != (size_t)k)) {
             return CE_HTTP;
         }
