@@ -19,7 +19,7 @@
 #include "bench/load/resp.h"
 
 /* Plaintext read per call; 64 KiB so that download mode reads whole TLS records (16 KiB). */
-#define READ_BUF_BYTES (64u * 1024u)
+#define READ_BUF_BYTES ((size_t)64 * 1024)
 #define EVENTS_MAX     256
 /* The longest epoll wait, so that a stop or the end of the window is seen promptly. */
 #define POLL_MAX_MS 10
@@ -361,9 +361,8 @@ static long io_read(struct conn *c, char *p, size_t n)
             c->want_write = true;
             return IO_WAIT;
         case SSL_ERROR_ZERO_RETURN:
+        case SSL_ERROR_SYSCALL: /* a reset: the peer is gone */
             return IO_EOF;
-        case SSL_ERROR_SYSCALL:
-            return IO_EOF; /* a reset: the peer is gone */
         default:
             return IO_ERR;
         }
@@ -897,7 +896,7 @@ static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint6
         return -errno;
     }
     w->conns = sl_calloc(nconns, sizeof(*w->conns));
-    w->ready = sl_calloc(nconns, sizeof(*w->ready));
+    w->ready = sl_calloc(nconns, sizeof(struct conn *));
     w->rbuf = sl_malloc(READ_BUF_BYTES);
     if (w->conns == NULL || w->ready == NULL || w->rbuf == NULL) {
         set_err(err, errlen, "out of memory", NULL);

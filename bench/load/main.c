@@ -74,7 +74,7 @@ static int usage(const char *why, const char *arg)
     if (why != NULL) {
         sl_eprintf("load: %s%s%s", why, arg != NULL ? ": " : "", arg != NULL ? arg : "");
     }
-    fputs(usage_text, stdout);
+    (void)fputs(usage_text, stdout);
     return 2;
 }
 
@@ -483,26 +483,26 @@ static void on_window_end(void *arg)
 static void on_ready(uint64_t established, void *arg)
 {
     (void)arg;
-    printf("ready %llu\n", (unsigned long long)established);
+    (void)printf("ready %llu\n", (unsigned long long)established);
     (void)fflush(stdout);
 }
 
 /* Writes `s` as a JSON string. */
 static void json_str(FILE *f, const char *s)
 {
-    fputc('"', f);
+    (void)fputc('"', f);
     for (; *s != '\0'; s++) {
         unsigned char c = (unsigned char)*s;
 
         if (c == '"' || c == '\\') {
-            fprintf(f, "\\%c", c);
+            (void)fprintf(f, "\\%c", c);
         } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
+            (void)fprintf(f, "\\u%04x", c);
         } else {
-            fputc(c, f);
+            (void)fputc(c, f);
         }
     }
-    fputc('"', f);
+    (void)fputc('"', f);
 }
 
 static double per_s(uint64_t n, double secs)
@@ -516,66 +516,67 @@ static void write_json(FILE *f, const struct opts *o, const struct sl_load_resul
     const struct sl_hist *h = &r->latency;
     const struct sl_load_errors *e = &r->errors;
 
-    fprintf(f, "{\"mode\":\"%s\",\"url\":", mode_name(o->cfg.mode));
+    (void)fprintf(f, "{\"mode\":\"%s\",\"url\":", mode_name(o->cfg.mode));
     json_str(f, o->url);
-    fputs(",\"proxy\":", f);
+    (void)fputs(",\"proxy\":", f);
     if (o->proxy != NULL) {
         json_str(f, o->proxy);
     } else {
-        fputs("null", f);
+        (void)fputs("null", f);
     }
-    fprintf(f, ",\"connections\":%u,\"threads\":%u,\"seconds\":%.6f", o->cfg.connections,
-            o->cfg.threads, r->seconds);
-    fprintf(f, ",\"requests\":%llu,\"rps\":%.3f", (unsigned long long)r->requests,
-            per_s(r->requests, r->seconds));
-    fprintf(f, ",\"bytes\":%llu,\"bytes_per_s\":%.3f", (unsigned long long)r->bytes,
-            per_s(r->bytes, r->seconds));
-    fprintf(f, ",\"connects\":%llu,\"connects_per_s\":%.3f,\"resumed\":%llu",
-            (unsigned long long)r->connects, per_s(r->connects, r->seconds),
-            (unsigned long long)r->resumed);
-    fprintf(f,
-            ",\"errors\":{\"connect\":%llu,\"proxy\":%llu,\"tls\":%llu,\"http\":%llu,"
-            "\"status\":%llu,\"timeout\":%llu,\"closed\":%llu}",
-            (unsigned long long)e->connect, (unsigned long long)e->proxy,
-            (unsigned long long)e->tls, (unsigned long long)e->http, (unsigned long long)e->status,
-            (unsigned long long)e->timeout, (unsigned long long)e->closed);
-    fprintf(f,
-            ",\"latency_us\":{\"count\":%llu,\"mean\":%.3f,\"p50\":%llu,\"p90\":%llu,"
-            "\"p99\":%llu,\"p999\":%llu,\"max\":%llu}",
-            (unsigned long long)h->count, sl_hist_mean(h),
-            (unsigned long long)sl_hist_percentile(h, 50.0),
-            (unsigned long long)sl_hist_percentile(h, 90.0),
-            (unsigned long long)sl_hist_percentile(h, 99.0),
-            (unsigned long long)sl_hist_percentile(h, 99.9),
-            (unsigned long long)(h->count > 0 ? h->max : 0));
-    fputs(",\"measured\":", f);
+    (void)fprintf(f, ",\"connections\":%u,\"threads\":%u,\"seconds\":%.6f", o->cfg.connections,
+                  o->cfg.threads, r->seconds);
+    (void)fprintf(f, ",\"requests\":%llu,\"rps\":%.3f", (unsigned long long)r->requests,
+                  per_s(r->requests, r->seconds));
+    (void)fprintf(f, ",\"bytes\":%llu,\"bytes_per_s\":%.3f", (unsigned long long)r->bytes,
+                  per_s(r->bytes, r->seconds));
+    (void)fprintf(f, ",\"connects\":%llu,\"connects_per_s\":%.3f,\"resumed\":%llu",
+                  (unsigned long long)r->connects, per_s(r->connects, r->seconds),
+                  (unsigned long long)r->resumed);
+    (void)fprintf(f,
+                  ",\"errors\":{\"connect\":%llu,\"proxy\":%llu,\"tls\":%llu,\"http\":%llu,"
+                  "\"status\":%llu,\"timeout\":%llu,\"closed\":%llu}",
+                  (unsigned long long)e->connect, (unsigned long long)e->proxy,
+                  (unsigned long long)e->tls, (unsigned long long)e->http,
+                  (unsigned long long)e->status, (unsigned long long)e->timeout,
+                  (unsigned long long)e->closed);
+    (void)fprintf(f,
+                  ",\"latency_us\":{\"count\":%llu,\"mean\":%.3f,\"p50\":%llu,\"p90\":%llu,"
+                  "\"p99\":%llu,\"p999\":%llu,\"max\":%llu}",
+                  (unsigned long long)h->count, sl_hist_mean(h),
+                  (unsigned long long)sl_hist_percentile(h, 50.0),
+                  (unsigned long long)sl_hist_percentile(h, 90.0),
+                  (unsigned long long)sl_hist_percentile(h, 99.0),
+                  (unsigned long long)sl_hist_percentile(h, 99.9),
+                  (unsigned long long)(h->count > 0 ? h->max : 0));
+    (void)fputs(",\"measured\":", f);
     if (m->npids == 0) {
-        fputs("null", f);
+        (void)fputs("null", f);
     } else {
-        fputs("{\"pids\":[", f);
+        (void)fputs("{\"pids\":[", f);
         for (size_t i = 0; i < m->npids; i++) {
-            fprintf(f, "%s%d", i > 0 ? "," : "", m->pids[i]);
+            (void)fprintf(f, "%s%d", i > 0 ? "," : "", m->pids[i]);
         }
         if (m->have_start && m->have_end) {
             uint64_t cpu = m->end.cpu_us >= m->start.cpu_us ? m->end.cpu_us - m->start.cpu_us : 0;
 
-            fprintf(f,
-                    "],\"cpu_us\":%llu,\"rss_kib_start\":%llu,\"rss_kib_end\":%llu,"
-                    "\"hwm_kib\":%llu}",
-                    (unsigned long long)cpu, (unsigned long long)m->start.rss_kib,
-                    (unsigned long long)m->end.rss_kib, (unsigned long long)m->end.hwm_kib);
+            (void)fprintf(f,
+                          "],\"cpu_us\":%llu,\"rss_kib_start\":%llu,\"rss_kib_end\":%llu,"
+                          "\"hwm_kib\":%llu}",
+                          (unsigned long long)cpu, (unsigned long long)m->start.rss_kib,
+                          (unsigned long long)m->end.rss_kib, (unsigned long long)m->end.hwm_kib);
         } else {
-            fputs("],\"cpu_us\":null,\"rss_kib_start\":null,\"rss_kib_end\":null,"
-                  "\"hwm_kib\":null}",
-                  f);
+            (void)fputs("],\"cpu_us\":null,\"rss_kib_start\":null,\"rss_kib_end\":null,"
+                        "\"hwm_kib\":null}",
+                        f);
         }
     }
     if (o->cfg.mode == SL_LOAD_IDLE) {
-        fprintf(f, ",\"established\":%llu", (unsigned long long)r->established);
+        (void)fprintf(f, ",\"established\":%llu", (unsigned long long)r->established);
     } else {
-        fputs(",\"established\":null", f);
+        (void)fputs(",\"established\":null", f);
     }
-    fputs("}\n", f);
+    (void)fputs("}\n", f);
 }
 
 static void print_summary(const struct opts *o, const struct sl_load_result *r,
@@ -584,37 +585,39 @@ static void print_summary(const struct opts *o, const struct sl_load_result *r,
     const struct sl_hist *h = &r->latency;
     const struct sl_load_errors *e = &r->errors;
 
-    printf("sluice-load %s %s%s%s: %u connections, %u threads, %.3f s\n", mode_name(o->cfg.mode),
-           o->url, o->proxy != NULL ? " via " : "", o->proxy != NULL ? o->proxy : "",
-           o->cfg.connections, o->cfg.threads, r->seconds);
-    printf("  requests %llu (%.1f/s), bytes %llu (%.2f MB/s)\n", (unsigned long long)r->requests,
-           per_s(r->requests, r->seconds), (unsigned long long)r->bytes,
-           per_s(r->bytes, r->seconds) / 1e6);
+    (void)printf("sluice-load %s %s%s%s: %u connections, %u threads, %.3f s\n",
+                 mode_name(o->cfg.mode), o->url, o->proxy != NULL ? " via " : "",
+                 o->proxy != NULL ? o->proxy : "", o->cfg.connections, o->cfg.threads, r->seconds);
+    (void)printf("  requests %llu (%.1f/s), bytes %llu (%.2f MB/s)\n",
+                 (unsigned long long)r->requests, per_s(r->requests, r->seconds),
+                 (unsigned long long)r->bytes, per_s(r->bytes, r->seconds) / 1e6);
     if (o->cfg.mode == SL_LOAD_NEWCONN) {
-        printf("  connects %llu (%.1f/s), resumed %llu\n", (unsigned long long)r->connects,
-               per_s(r->connects, r->seconds), (unsigned long long)r->resumed);
+        (void)printf("  connects %llu (%.1f/s), resumed %llu\n", (unsigned long long)r->connects,
+                     per_s(r->connects, r->seconds), (unsigned long long)r->resumed);
     }
     if (o->cfg.mode == SL_LOAD_IDLE) {
-        printf("  established %llu\n", (unsigned long long)r->established);
+        (void)printf("  established %llu\n", (unsigned long long)r->established);
     }
-    printf("  latency us: mean %.1f p50 %llu p90 %llu p99 %llu p99.9 %llu max %llu\n",
-           sl_hist_mean(h), (unsigned long long)sl_hist_percentile(h, 50.0),
-           (unsigned long long)sl_hist_percentile(h, 90.0),
-           (unsigned long long)sl_hist_percentile(h, 99.0),
-           (unsigned long long)sl_hist_percentile(h, 99.9),
-           (unsigned long long)(h->count > 0 ? h->max : 0));
-    printf("  errors: connect %llu proxy %llu tls %llu http %llu status %llu timeout %llu "
-           "closed %llu\n",
-           (unsigned long long)e->connect, (unsigned long long)e->proxy, (unsigned long long)e->tls,
-           (unsigned long long)e->http, (unsigned long long)e->status,
-           (unsigned long long)e->timeout, (unsigned long long)e->closed);
+    (void)printf("  latency us: mean %.1f p50 %llu p90 %llu p99 %llu p99.9 %llu max %llu\n",
+                 sl_hist_mean(h), (unsigned long long)sl_hist_percentile(h, 50.0),
+                 (unsigned long long)sl_hist_percentile(h, 90.0),
+                 (unsigned long long)sl_hist_percentile(h, 99.0),
+                 (unsigned long long)sl_hist_percentile(h, 99.9),
+                 (unsigned long long)(h->count > 0 ? h->max : 0));
+    (void)printf("  errors: connect %llu proxy %llu tls %llu http %llu status %llu timeout %llu "
+                 "closed %llu\n",
+                 (unsigned long long)e->connect, (unsigned long long)e->proxy,
+                 (unsigned long long)e->tls, (unsigned long long)e->http,
+                 (unsigned long long)e->status, (unsigned long long)e->timeout,
+                 (unsigned long long)e->closed);
     if (m->npids > 0 && m->have_start && m->have_end) {
         uint64_t cpu = m->end.cpu_us >= m->start.cpu_us ? m->end.cpu_us - m->start.cpu_us : 0;
 
-        printf("  measured: cpu %llu us (%.1f us/request), rss %llu -> %llu KiB, hwm %llu KiB\n",
-               (unsigned long long)cpu, r->requests > 0 ? (double)cpu / (double)r->requests : 0.0,
-               (unsigned long long)m->start.rss_kib, (unsigned long long)m->end.rss_kib,
-               (unsigned long long)m->end.hwm_kib);
+        (void)printf(
+                "  measured: cpu %llu us (%.1f us/request), rss %llu -> %llu KiB, hwm %llu KiB\n",
+                (unsigned long long)cpu, r->requests > 0 ? (double)cpu / (double)r->requests : 0.0,
+                (unsigned long long)m->start.rss_kib, (unsigned long long)m->end.rss_kib,
+                (unsigned long long)m->end.hwm_kib);
     }
 }
 

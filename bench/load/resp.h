@@ -16,10 +16,10 @@
 #include <stdint.h>
 
 /* The longest response head (or chunk-size line, or trailer) accepted. */
-#define SL_RESP_HEAD_MAX (64u * 1024u)
+#define SL_RESP_HEAD_MAX ((size_t)64 * 1024)
 /* Header lines are looked at through this many bytes; longer ones matter only when they are one
  * of the three headers we read, and those are refused as malformed. */
-#define SL_RESP_LINE_MAX 256u
+#define SL_RESP_LINE_MAX ((size_t)256)
 
 enum sl_resp_state {
     SL_RESP_STATUS = 0,
