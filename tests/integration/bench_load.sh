@@ -170,6 +170,28 @@ run status404 --url "$url/nothing-here" "${direct[@]}" --warmup 0 --duration 1 \
 jcheck "--expect-status 404: the 404s are the requests" status404 \
   "$clean and d['requests'] > 0"
 
+# A server that accepts and never answers: the run still ends on time, and each stuck connection
+# is a timeout.
+mute_port=$(fx_free_port)
+"$FX_PYTHON" -c '
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+s.listen(16)
+held = []
+while True:
+    held.append(s.accept()[0])
+' "$mute_port" &
+FX_PIDS+=("$!")
+fx_wait 5 fx_port_open "$mute_port" || true
+start=$SECONDS
+run mute --url "https://a.sluice.test:$mute_port/ok" --connect-to "127.0.0.1:$mute_port" \
+  --cafile "$FX_TEST_CA" --warmup 0 --duration 2 --connections 2
+check "a mute server: the run ends on time" test $((SECONDS - start)) -le 5
+jcheck "a mute server: every stuck connection is a timeout, no request" mute \
+  "d['errors']['timeout'] == 2 and d['requests'] == 0 and d['errors']['tls'] == 0"
+
 # Bad command lines are refused before anything is dialled.
 rc=0
 "$LOAD" --url "ftp://x/" >/dev/null 2>&1 || rc=$?
