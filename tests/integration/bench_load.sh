@@ -84,11 +84,11 @@ for via in direct proxied; do
   if [ "$via" = direct ]; then want_proxy=None; else want_proxy="\"127.0.0.1:$FX_PROXY_PORT\""; fi
   common=(--warmup 0.2 --duration 2)
 
-  run "$via-keepalive" --url "$url/ok" "${args[@]}" "${common[@]}" --connections 8
+  run "$via-keepalive" --url "$url/ok" "${args[@]}" "${common[@]}" --connections 8 --threads 2
   jcheck "$via keepalive: no errors" "$via-keepalive" "$clean"
-  jcheck "$via keepalive: sane numbers, mode, proxy, no measurement" "$via-keepalive" \
+  jcheck "$via keepalive: sane numbers, mode, proxy, threads, no measurement" "$via-keepalive" \
     "$sane and d['mode'] == 'keepalive' and d['proxy'] == $want_proxy and d['connections'] == 8
-     and d['measured'] is None and d['connects'] == 0 and d['resumed'] == 0
+     and d['threads'] == 2 and d['measured'] is None and d['connects'] == 0 and d['resumed'] == 0
      and d['requests'] > 1000 and d['bytes'] >= 3 * d['requests']"
 
   run "$via-newconn" --url "$url/ok" "${args[@]}" "${common[@]}" --mode newconn --connections 4
