@@ -92,6 +92,8 @@ struct worker {
     /* The earliest deadline_ns of any connection may be at or after this (a lower bound). */
     uint64_t next_wake_ns;
     char *rbuf;
+    /* epoll_pwait2() works here (false after ENOSYS: then epoll_wait, to the millisecond). */
+    bool have_pwait2;
     /* A mutable copy of the host for SNI: SSL_set_tlsext_host_name() casts to void *. */
     char sni[256];
     uint64_t requests;
@@ -713,7 +715,9 @@ static void dispatch(struct worker *w, uint64_t t)
     }
 }
 
-static int poll_timeout_ms(const struct worker *w, uint64_t t)
+/* How long the next epoll wait may last, in nanoseconds: until the next timer or scheduled
+ * request, at most POLL_MAX_MS. */
+static uint64_t poll_timeout_ns(const struct worker *w, uint64_t t)
 {
     uint64_t wake = w->next_wake_ns;
 
@@ -728,9 +732,27 @@ static int poll_timeout_ms(const struct worker *w, uint64_t t)
         return 0;
     }
     if (wake - t >= (uint64_t)POLL_MAX_MS * 1000000u) {
-        return POLL_MAX_MS;
+        return (uint64_t)POLL_MAX_MS * 1000000u;
     }
-    return (int)((wake - t + 999999u) / 1000000u);
+    return wake - t;
+}
+
+/* epoll_wait with a nanosecond timeout. Rate mode sends requests at their scheduled times, and
+ * a millisecond timeout would make each one up to 1 ms late (and, since it is timed from its
+ * schedule, add that to its latency): epoll_pwait2 (Linux 5.11) waits to the microsecond. */
+static int wait_events(struct worker *w, struct epoll_event *evs, uint64_t timeout_ns)
+{
+    if (w->have_pwait2) {
+        struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000u),
+                               .tv_nsec = (long)(timeout_ns % 1000000000u) };
+        int n = epoll_pwait2(w->ep, evs, EVENTS_MAX, &ts, NULL);
+
+        if (n != -1 || errno != ENOSYS) {
+            return n;
+        }
+        w->have_pwait2 = false;
+    }
+    return epoll_wait(w->ep, evs, EVENTS_MAX, (int)((timeout_ns + 999999u) / 1000000u));
 }
 
 static void *worker_main(void *arg)
@@ -756,7 +778,7 @@ static void *worker_main(void *arg)
         if (sh->cfg->mode == SL_LOAD_RATE) {
             dispatch(w, t);
         }
-        n = epoll_wait(w->ep, evs, EVENTS_MAX, poll_timeout_ms(w, t));
+        n = wait_events(w, evs, poll_timeout_ns(w, t));
         if (n == -1) {
             if (errno == EINTR) {
                 continue;
@@ -881,6 +903,7 @@ static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint6
     w->ep = -1;
     w->nconns = nconns;
     w->next_wake_ns = UINT64_MAX;
+    w->have_pwait2 = true;
     sl_hist_init(&w->hist);
     if (strlen(cfg->host) >= sizeof(w->sni)) {
         set_err(err, errlen, "host name too long", cfg->host);
