@@ -415,6 +415,33 @@ static bool has_header(const struct opts *o, const char *name)
     return false;
 }
 
+/* A header for the proxy rather than the origin (Proxy-Authorization): with TLS through a proxy
+ * it goes on the CONNECT, which is all the proxy reads in the clear. */
+static bool is_for_proxy(const struct opts *o, const struct target *t, const char *header)
+{
+    return o->proxy != NULL && t->tls && strncasecmp(header, "Proxy-", 6) == 0;
+}
+
+static bool build_connect(const struct opts *o, const struct target *t, const char *authority,
+                          char *conn_req, size_t cap)
+{
+    size_t n = 0;
+
+    conn_req[0] = '\0';
+    if (!append(conn_req, cap, &n, "CONNECT ") || !append(conn_req, cap, &n, authority)
+        || !append(conn_req, cap, &n, " HTTP/1.1\r\nHost: ")
+        || !append(conn_req, cap, &n, authority) || !append(conn_req, cap, &n, "\r\n")) {
+        return false;
+    }
+    for (size_t i = 0; i < o->nheaders; i++) {
+        if (is_for_proxy(o, t, o->headers[i])
+            && (!append(conn_req, cap, &n, o->headers[i]) || !append(conn_req, cap, &n, "\r\n"))) {
+            return false;
+        }
+    }
+    return append(conn_req, cap, &n, "\r\n");
+}
+
 /* Builds the request (and the CONNECT) once; every request of the run sends these bytes. */
 static bool build_requests(const struct opts *o, const struct target *t, char *req, char *conn_req,
                            size_t cap)
@@ -448,18 +475,12 @@ static bool build_requests(const struct opts *o, const struct target *t, char *r
         return false;
     }
     for (size_t i = 0; i < o->nheaders; i++) {
-        if (!append(req, cap, &n, o->headers[i]) || !append(req, cap, &n, "\r\n")) {
+        if (!is_for_proxy(o, t, o->headers[i])
+            && (!append(req, cap, &n, o->headers[i]) || !append(req, cap, &n, "\r\n"))) {
             return false;
         }
     }
-    if (!append(req, cap, &n, "\r\n")) {
-        return false;
-    }
-    n = 0;
-    conn_req[0] = '\0';
-    return append(conn_req, cap, &n, "CONNECT ") && append(conn_req, cap, &n, authority)
-           && append(conn_req, cap, &n, " HTTP/1.1\r\nHost: ")
-           && append(conn_req, cap, &n, authority) && append(conn_req, cap, &n, "\r\n\r\n");
+    return append(req, cap, &n, "\r\n") && build_connect(o, t, authority, conn_req, cap);
 }
 
 static void on_window_start(void *arg)

@@ -170,6 +170,26 @@ run status404 --url "$url/nothing-here" "${direct[@]}" --warmup 0 --duration 1 \
 jcheck "--expect-status 404: the 404s are the requests" status404 \
   "$clean and d['requests'] > 0"
 
+# A proxy that wants a token: --header Proxy-Authorization goes on the CONNECT, not inside.
+tok=pt_$(fx_random_hex 16)
+tpolicy=$FX_WORK/token-policy.json
+fx_policy "$tpolicy" "{
+  \"version\": 1,
+  \"environments\": { \"load\": { \"default\": \"deny\", \"rules\": [
+    { \"host\": \"a.sluice.test:$FX_TLS_PORT\" } ] } },
+  \"clients\": [ { \"id\": \"tok\", \"token\": \"$tok\", \"environment\": \"load\" } ]
+}"
+FX_LOG_LEVEL=warn fx_proxy_start --policy "$tpolicy" --upstream-ca "$FX_TEST_CA" \
+  --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" || fx_bail "sluice proxy starts (token policy)"
+tproxied=(--proxy "127.0.0.1:$FX_PROXY_PORT" --cafile "$FX_SLUICE_CA")
+run no-token --url "$url/ok" "${tproxied[@]}" --warmup 0 --duration 0.5 --connections 2
+jcheck "a proxy that wants a token, none given: proxy errors, no request" no-token \
+  "d['errors']['proxy'] > 0 and d['requests'] == 0"
+run token --url "$url/ok" "${tproxied[@]}" --warmup 0 --duration 1 --connections 2 \
+  --header "Proxy-Authorization: Basic $(printf 'tok:%s' "$tok" | base64 -w0)"
+jcheck "--header Proxy-Authorization reaches the proxy on the CONNECT" token \
+  "$clean and d['requests'] > 0"
+
 # A server that accepts and never answers: the run still ends on time, and each stuck connection
 # is a timeout.
 mute_port=$(fx_free_port)
