@@ -489,6 +489,9 @@ static void on_window_start(void *arg)
 
     if (m->npids > 0) {
         m->have_start = sl_proc_sample_trees(m->pids, m->npids, &m->start) == 0;
+        if (m->have_start && m->start.nprocs == 0) {
+            sl_eprintf("load: warning: no process to measure (--measure-pid names none alive)");
+        }
     }
 }
 
