@@ -21,6 +21,9 @@
 /* Plaintext read per call; 64 KiB so that download mode reads whole TLS records (16 KiB). */
 #define READ_BUF_BYTES ((size_t)64 * 1024)
 #define EVENTS_MAX     256
+/* Connections one thread opens at once (newconn mode excepted, whose N is its concurrency):
+ * 10 000 idle connections started together would queue handshakes past SL_LOAD_STALL_MS. */
+#define OPENING_MAX 128u
 /* The longest epoll wait, so that a stop or the end of the window is seen promptly. */
 #define POLL_MAX_MS 10
 
@@ -73,6 +76,8 @@ struct conn {
     bool established;
     /* The current TLS handshake resumed a session. */
     bool resumed;
+    /* Counted in the worker's `nopening` (connecting, CONNECT or handshake under way). */
+    bool opening;
     struct sl_resp resp;
 };
 
@@ -85,6 +90,12 @@ struct worker {
     SSL_SESSION *session;
     struct conn *conns;
     size_t nconns;
+    /* Connections opening now, and those due to open that wait for one of them to finish
+     * (a ring of `nconns` slots: a connection is in it at most once). */
+    size_t nopening;
+    struct conn **openq;
+    size_t oq_head;
+    size_t oq_len;
     /* Rate mode: connections in CS_READY, a stack. */
     struct conn **ready;
     size_t nready;
@@ -198,6 +209,14 @@ static void ready_remove(struct worker *w, struct conn *c)
     }
 }
 
+static void opening_done(struct conn *c)
+{
+    if (c->opening) {
+        c->opening = false;
+        c->w->nopening--;
+    }
+}
+
 /* Closes the socket and schedules the next connect: at once after a clean close, after
  * SL_LOAD_BACKOFF_MS after an error. */
 static void conn_reset(struct conn *c, enum conn_err e, uint64_t t)
@@ -205,6 +224,7 @@ static void conn_reset(struct conn *c, enum conn_err e, uint64_t t)
     struct worker *w = c->w;
 
     count_error(w, e);
+    opening_done(c);
     if (c->state == CS_READY) {
         ready_remove(w, c);
     }
@@ -397,6 +417,7 @@ static void on_connected(struct conn *c, uint64_t t)
 {
     struct worker *w = c->w;
 
+    opening_done(c);
     switch (w->sh->cfg->mode) {
     case SL_LOAD_KEEPALIVE:
     case SL_LOAD_DOWNLOAD:
@@ -668,12 +689,43 @@ static enum conn_err conn_step(struct conn *c, uint32_t events, uint64_t t)
     return CE_NONE;
 }
 
-/* Opens connections whose time has come and times out the stalled ones. */
+static void open_now(struct conn *c, uint64_t t)
+{
+    enum conn_err e = conn_open(c, t);
+
+    if (e != CE_NONE) {
+        conn_reset(c, e, t);
+        return;
+    }
+    c->opening = true;
+    c->w->nopening++;
+}
+
+/* True when `c` may start opening now; otherwise it is queued until an opening finishes. */
+static bool may_open(struct worker *w, struct conn *c)
+{
+    if (w->sh->cfg->mode == SL_LOAD_NEWCONN || w->nopening < OPENING_MAX) {
+        return true;
+    }
+    w->openq[(w->oq_head + w->oq_len) % w->nconns] = c;
+    w->oq_len++;
+    c->deadline_ns = 0;
+    return false;
+}
+
+/* Opens queued and due connections, and times out the stalled ones. */
 static void run_timers(struct worker *w, uint64_t t)
 {
     uint64_t next = UINT64_MAX;
     size_t i;
 
+    while (w->oq_len > 0 && w->nopening < OPENING_MAX) {
+        struct conn *c = w->openq[w->oq_head];
+
+        w->oq_head = (w->oq_head + 1) % w->nconns;
+        w->oq_len--;
+        open_now(c, t);
+    }
     if (t < w->next_wake_ns) {
         return;
     }
@@ -682,14 +734,10 @@ static void run_timers(struct worker *w, uint64_t t)
         struct conn *c = &w->conns[i];
 
         if (c->deadline_ns != 0 && c->deadline_ns <= t) {
-            if (c->state == CS_WAIT) {
-                enum conn_err e = conn_open(c, t);
-
-                if (e != CE_NONE) {
-                    conn_reset(c, e, t);
-                }
-            } else {
+            if (c->state != CS_WAIT) {
                 conn_reset(c, CE_TIMEOUT, t);
+            } else if (may_open(w, c)) {
+                open_now(c, t);
             }
         }
         if (c->deadline_ns != 0 && c->deadline_ns < next) {
@@ -889,6 +937,7 @@ static void worker_finish(struct worker *w)
     }
     sl_free(w->conns);
     sl_free(w->ready);
+    sl_free(w->openq);
     sl_free(w->rbuf);
 }
 
@@ -920,8 +969,9 @@ static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint6
     }
     w->conns = sl_calloc(nconns, sizeof(*w->conns));
     w->ready = sl_calloc(nconns, sizeof(struct conn *));
+    w->openq = sl_calloc(nconns, sizeof(struct conn *));
     w->rbuf = sl_malloc(READ_BUF_BYTES);
-    if (w->conns == NULL || w->ready == NULL || w->rbuf == NULL) {
+    if (w->conns == NULL || w->ready == NULL || w->openq == NULL || w->rbuf == NULL) {
         set_err(err, errlen, "out of memory", NULL);
         return SL_ENOMEM;
     }

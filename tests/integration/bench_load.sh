@@ -124,6 +124,13 @@ for via in direct proxied; do
     "$clean and d['established'] == 20 and d['requests'] == 20 and d['mode'] == 'idle'"
 done
 
+# More connections than one thread opens at once (128): the rest wait their turn, none times out.
+run idle-many --url "$url/ok" "${proxied[@]}" --mode idle --connections 300 --hold 0 --duration 20
+check "idle, 300 connections through the proxy: prints 'ready 300'" \
+  grep -qx 'ready 300' "$FX_WORK/idle-many.out"
+jcheck "idle, 300 connections through the proxy: all established, no errors" idle-many \
+  "$clean and d['established'] == 300"
+
 # The proxy's own CPU, through it.
 run measured --url "$url/ok" "${proxied[@]}" --warmup 0.2 --duration 2 --connections 8 \
   --measure-pid "$FX_PROXY_PID"
