@@ -704,10 +704,15 @@ static void open_now(struct conn *c, uint64_t t)
 /* True when `c` may start opening now; otherwise it is queued until an opening finishes. */
 static bool may_open(struct worker *w, struct conn *c)
 {
+    size_t slot = w->oq_head + w->oq_len;
+
     if (w->sh->cfg->mode == SL_LOAD_NEWCONN || w->nopening < OPENING_MAX) {
         return true;
     }
-    w->openq[(w->oq_head + w->oq_len) % w->nconns] = c;
+    if (slot >= w->nconns) {
+        slot -= w->nconns;
+    }
+    w->openq[slot] = c;
     w->oq_len++;
     c->deadline_ns = 0;
     return false;
@@ -722,7 +727,7 @@ static void run_timers(struct worker *w, uint64_t t)
     while (w->oq_len > 0 && w->nopening < OPENING_MAX) {
         struct conn *c = w->openq[w->oq_head];
 
-        w->oq_head = (w->oq_head + 1) % w->nconns;
+        w->oq_head = w->oq_head + 1 == w->nconns ? 0 : w->oq_head + 1;
         w->oq_len--;
         open_now(c, t);
     }

@@ -146,33 +146,33 @@ run chunked --url "https://a.sluice.test:$FX_PY_TLS_PORT/stream?bytes=100000" \
   --warmup 0 --duration 2 --max-requests 20
 jcheck "chunked responses: no errors, whole bodies" chunked \
   "$clean and d['requests'] == 20 and d['bytes'] >= 20 * 100000 and d['seconds'] <= 2.1"
-run plain-direct --url "http://127.0.0.1:$FX_HTTP_PORT/ok" --warmup 0.1 --duration 1 \
+run plain-direct --url "http://127.0.0.1:$FX_HTTP_PORT/ok" --warmup 0.1 --duration 0.5 \
   --connections 4
 jcheck "plain http direct: no errors, requests" plain-direct \
   "$clean and d['requests'] > 100"
 run plain-proxied --url "http://a.sluice.test:$FX_HTTP_PORT/ok" \
-  --proxy "127.0.0.1:$FX_PROXY_PORT" --warmup 0.1 --duration 1 --connections 4
+  --proxy "127.0.0.1:$FX_PROXY_PORT" --warmup 0.1 --duration 0.5 --connections 4
 jcheck "plain http through the proxy: no errors, requests" plain-proxied \
   "$clean and d['requests'] > 100"
 
 # Failures that must show.
 run wrong-ca --url "$url/ok" --connect-to "127.0.0.1:$FX_TLS_PORT" --cafile "$FX_SLUICE_CA" \
-  --warmup 0 --duration 1 --connections 2
+  --warmup 0 --duration 0.5 --connections 2
 jcheck "wrong --cafile: tls errors, no request" wrong-ca \
   "d['errors']['tls'] > 0 and d['requests'] == 0 and d['latency_us']['count'] == 0"
 run wrong-name --url "https://a.sluice.test:$FX_WRONG_PORT/ok" \
-  --connect-to "127.0.0.1:$FX_WRONG_PORT" --cafile "$FX_TEST_CA" --warmup 0 --duration 1 \
+  --connect-to "127.0.0.1:$FX_WRONG_PORT" --cafile "$FX_TEST_CA" --warmup 0 --duration 0.5 \
   --connections 2
 jcheck "a certificate for another name: tls errors, no request" wrong-name \
   "d['errors']['tls'] > 0 and d['requests'] == 0"
 run refused --url "https://deny.sluice.test:$FX_TLS_PORT/ok" "${proxied[@]}" --warmup 0 \
-  --duration 1 --connections 2
+  --duration 0.5 --connections 2
 jcheck "a host the proxy refuses: proxy errors, no request" refused \
   "d['errors']['proxy'] > 0 and d['requests'] == 0 and d['errors']['tls'] == 0"
-run status --url "$url/nothing-here" "${direct[@]}" --warmup 0 --duration 1 --connections 2
+run status --url "$url/nothing-here" "${direct[@]}" --warmup 0 --duration 0.5 --connections 2
 jcheck "a 404 where 200 is expected: status errors, no request counted" status \
   "d['errors']['status'] > 0 and d['requests'] == 0"
-run status404 --url "$url/nothing-here" "${direct[@]}" --warmup 0 --duration 1 \
+run status404 --url "$url/nothing-here" "${direct[@]}" --warmup 0 --duration 0.5 \
   --connections 2 --expect-status 404
 jcheck "--expect-status 404: the 404s are the requests" status404 \
   "$clean and d['requests'] > 0"
