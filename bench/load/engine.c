@@ -954,9 +954,10 @@ static void worker_finish(struct worker *w)
     sl_free(w->rbuf);
 }
 
-/* Sets up worker `w` for `nconns` connections (caller storage, zeroed). */
-static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint64_t t0, char *err,
-                       size_t errlen)
+/* Sets up worker `w` for `nconns` connections (caller storage, zeroed); in rate mode its first
+ * request is due at `sched_ns`. */
+static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint64_t sched_ns,
+                       char *err, size_t errlen)
 {
     const struct sl_load_config *cfg = sh->cfg;
     size_t i;
@@ -993,7 +994,7 @@ static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint6
         w->conns[i].fd = -1;
     }
     if (cfg->mode == SL_LOAD_RATE) {
-        sl_sched_init(&w->sched, t0, cfg->rate * (double)nconns / (double)cfg->connections);
+        sl_sched_init(&w->sched, sched_ns, cfg->rate * (double)nconns / (double)cfg->connections);
     }
     return 0;
 }
@@ -1119,8 +1120,11 @@ int sl_load_run(const struct sl_load_config *cfg, const struct sl_load_hooks *ho
                                            : sh.window_start_ns + secs_to_ns(cfg->duration_s));
     for (i = 0; i < nthreads; i++) {
         size_t n = cfg->connections / nthreads + (i < cfg->connections % nthreads ? 1 : 0);
+        /* Rate mode: thread i starts i requests' spacing later, so the threads' schedules
+         * interleave instead of firing together. */
+        uint64_t start = cfg->mode == SL_LOAD_RATE ? t0 + secs_to_ns((double)i / cfg->rate) : t0;
 
-        rc = worker_init(&ws[i], &sh, n, t0, err, errlen);
+        rc = worker_init(&ws[i], &sh, n, start, err, errlen);
         if (rc < 0) {
             nthreads = i + 1;
             goto fail_workers;
