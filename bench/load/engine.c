@@ -1,0 +1,1414 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "bench/load/engine.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "base/mem.h"
+
+/* Plaintext read per call; 64 KiB so that download mode reads whole TLS records (16 KiB). */
+#define READ_BUF_BYTES (64u * 1024u)
+/* The longest response head (or chunk-size line, or trailer) accepted. */
+#define HEAD_MAX_BYTES (64u * 1024u)
+/* Header lines are looked at through this many bytes; longer ones matter only when they are
+ * one of the three headers we read, and those are refused as malformed. */
+#define LINE_MAX_BYTES 256u
+#define EVENTS_MAX     256
+/* The longest epoll wait, so that a stop or the end of the window is seen promptly. */
+#define POLL_MAX_MS 10
+
+/* ---- response parsing: status line, Content-Length, chunked, close, nothing else ---------- */
+
+enum resp_state {
+    RP_STATUS = 0,
+    RP_HEADERS,
+    RP_BODY_LEN,
+    RP_BODY_CLOSE,
+    RP_CHUNK_SIZE,
+    RP_CHUNK_DATA,
+    RP_CHUNK_END,
+    RP_TRAILER,
+    RP_DONE,
+};
+
+struct resp {
+    enum resp_state st;
+    /* The status code of the final (non-1xx) response. */
+    int status;
+    /* Body bytes still expected (RP_BODY_LEN, RP_CHUNK_DATA). */
+    uint64_t remaining;
+    bool has_len;
+    bool chunked;
+    /* The server will close after this response (Connection: close, or no framing). */
+    bool close;
+    /* No body whatever the headers say (HEAD, 204, 304, a CONNECT answer). */
+    bool no_body;
+    bool is_connect;
+    /* Head (or trailer) bytes so far, against HEAD_MAX_BYTES. */
+    size_t head_bytes;
+    /* The current line, truncated to LINE_MAX_BYTES - 1 (line_long says so). */
+    size_t line_len;
+    bool line_long;
+    char line[LINE_MAX_BYTES];
+};
+
+static void resp_reset(struct resp *r, bool no_body, bool is_connect)
+{
+    r->st = RP_STATUS;
+    r->status = 0;
+    r->remaining = 0;
+    r->has_len = false;
+    r->chunked = false;
+    r->close = false;
+    r->no_body = no_body;
+    r->is_connect = is_connect;
+    r->head_bytes = 0;
+    r->line_len = 0;
+    r->line_long = false;
+}
+
+static bool name_is(const char *line, size_t n, const char *name)
+{
+    size_t k = strlen(name);
+    size_t i;
+
+    if (n < k + 1 || line[k] != ':') {
+        return false;
+    }
+    for (i = 0; i < k; i++) {
+        char c = line[i];
+
+        if (c >= 'A' && c <= 'Z') {
+            c = (char)(c - 'A' + 'a');
+        }
+        if (c != name[i]) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* True when the comma-separated list `v` (n bytes) holds `token`, case-insensitively. */
+static bool has_token(const char *v, size_t n, const char *token)
+{
+    size_t k = strlen(token);
+    size_t i = 0;
+
+    while (i < n) {
+        size_t j;
+        size_t e;
+
+        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) {
+            i++;
+        }
+        j = i;
+        while (j < n && v[j] != ',') {
+            j++;
+        }
+        e = j;
+        while (e > i && (v[e - 1] == ' ' || v[e - 1] == '\t')) {
+            e--;
+        }
+        if (e - i == k && strncasecmp(v + i, token, k) == 0) {
+            return true;
+        }
+        i = j;
+    }
+    return false;
+}
+
+static int parse_status_line(struct resp *r, const char *l, size_t n)
+{
+    int s = 0;
+    size_t i;
+
+    if (n < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') || l[8] != ' ') {
+        return -1;
+    }
+    for (i = 9; i < 12; i++) {
+        if (l[i] < '0' || l[i] > '9') {
+            return -1;
+        }
+        s = s * 10 + (l[i] - '0');
+    }
+    if (n > 12 && l[12] != ' ') {
+        return -1;
+    }
+    if (s < 100) {
+        return -1;
+    }
+    r->status = s;
+    /* HTTP/1.0 closes unless told otherwise; we never ask it to keep alive. */
+    r->close = l[7] == '0';
+    return 0;
+}
+
+static int parse_header_line(struct resp *r, const char *l, size_t n)
+{
+    const char *v;
+    size_t vn;
+    bool known = name_is(l, n, "content-length") || name_is(l, n, "transfer-encoding")
+                 || name_is(l, n, "connection");
+
+    if (!known) {
+        return 0;
+    }
+    if (r->line_long) {
+        return -1;
+    }
+    v = (const char *)memchr(l, ':', n) + 1;
+    vn = n - (size_t)(v - l);
+    while (vn > 0 && (*v == ' ' || *v == '\t')) {
+        v++;
+        vn--;
+    }
+    while (vn > 0 && (v[vn - 1] == ' ' || v[vn - 1] == '\t')) {
+        vn--;
+    }
+    if (name_is(l, n, "content-length")) {
+        uint64_t len = 0;
+        size_t i;
+
+        if (vn == 0 || vn > 18 || r->has_len) {
+            return -1;
+        }
+        for (i = 0; i < vn; i++) {
+            if (v[i] < '0' || v[i] > '9') {
+                return -1;
+            }
+            len = len * 10 + (uint64_t)(v[i] - '0');
+        }
+        r->has_len = true;
+        r->remaining = len;
+    } else if (name_is(l, n, "transfer-encoding")) {
+        if (!has_token(v, vn, "chunked")) {
+            return -1;
+        }
+        r->chunked = true;
+    } else if (has_token(v, vn, "close")) {
+        r->close = true;
+    }
+    return 0;
+}
+
+/* The head ended: choose how the body is framed (RFC 9112 §6.3). */
+static void end_of_head(struct resp *r)
+{
+    if (r->status < 200 && r->status != 101 && !r->is_connect) {
+        /* An interim response: the real one follows. */
+        bool no_body = r->no_body;
+
+        resp_reset(r, no_body, false);
+        return;
+    }
+    if (r->is_connect || r->no_body || r->status == 204 || r->status == 304 || r->status < 200) {
+        r->st = RP_DONE;
+    } else if (r->chunked) {
+        r->st = RP_CHUNK_SIZE;
+    } else if (r->has_len) {
+        r->st = r->remaining == 0 ? RP_DONE : RP_BODY_LEN;
+    } else {
+        r->st = RP_BODY_CLOSE;
+        r->close = true;
+    }
+}
+
+static int parse_chunk_size(struct resp *r, const char *l, size_t n)
+{
+    uint64_t size = 0;
+    size_t i;
+
+    if (r->line_long && n >= LINE_MAX_BYTES - 1) {
+        /* Only a long chunk extension can get here; the size itself is short. */
+        n = LINE_MAX_BYTES - 1;
+    }
+    for (i = 0; i < n && l[i] != ';' && l[i] != ' ' && l[i] != '\t'; i++) {
+        char c = l[i];
+        unsigned d;
+
+        if (c >= '0' && c <= '9') {
+            d = (unsigned)(c - '0');
+        } else if (c >= 'a' && c <= 'f') {
+            d = (unsigned)(c - 'a' + 10);
+        } else if (c >= 'A' && c <= 'F') {
+            d = (unsigned)(c - 'A' + 10);
+        } else {
+            return -1;
+        }
+        if (i >= 15) {
+            return -1;
+        }
+        size = size * 16 + d;
+    }
+    if (i == 0) {
+        return -1;
+    }
+    r->remaining = size;
+    r->st = size == 0 ? RP_TRAILER : RP_CHUNK_DATA;
+    return 0;
+}
+
+/* One complete line (CR stripped) of a line-oriented state. */
+static int on_line(struct resp *r, const char *l, size_t n)
+{
+    switch (r->st) {
+    case RP_STATUS:
+        if (r->line_long) {
+            return -1;
+        }
+        r->st = RP_HEADERS;
+        return parse_status_line(r, l, n);
+    case RP_HEADERS:
+        if (n == 0 && !r->line_long) {
+            end_of_head(r);
+            return 0;
+        }
+        return parse_header_line(r, l, n);
+    case RP_CHUNK_SIZE:
+        return parse_chunk_size(r, l, n);
+    case RP_CHUNK_END:
+        if (n != 0 || r->line_long) {
+            return -1;
+        }
+        r->st = RP_CHUNK_SIZE;
+        return 0;
+    case RP_TRAILER:
+        if (n == 0 && !r->line_long) {
+            r->st = RP_DONE;
+        }
+        return 0;
+    case RP_BODY_LEN:
+    case RP_BODY_CLOSE:
+    case RP_CHUNK_DATA:
+    case RP_DONE:
+        break;
+    }
+    return -1;
+}
+
+/* Feeds `n` bytes. Returns 1 when the response is complete (`*used` bytes were its last), 0
+ * when more is needed (all were used), -1 when it is malformed. Never allocates. */
+static int resp_feed(struct resp *r, const char *p, size_t n, size_t *used)
+{
+    size_t i = 0;
+
+    while (i < n && r->st != RP_DONE) {
+        switch (r->st) {
+        case RP_BODY_LEN:
+        case RP_CHUNK_DATA: {
+            size_t k = n - i;
+
+            if (k > r->remaining) {
+                k = (size_t)r->remaining;
+            }
+            i += k;
+            r->remaining -= k;
+            if (r->remaining == 0) {
+                r->st = r->st == RP_BODY_LEN ? RP_DONE : RP_CHUNK_END;
+            }
+            break;
+        }
+        case RP_BODY_CLOSE:
+            i = n;
+            break;
+        case RP_STATUS:
+        case RP_HEADERS:
+        case RP_CHUNK_SIZE:
+        case RP_CHUNK_END:
+        case RP_TRAILER: {
+            const char *nl = memchr(p + i, '\n', n - i);
+            size_t k = nl != NULL ? (size_t)(nl - (p + i)) : n - i;
+            size_t room = LINE_MAX_BYTES - 1 - r->line_len;
+
+            if (k > room) {
+                r->line_long = true;
+            }
+            memcpy(r->line + r->line_len, p + i, k < room ? k : room);
+            r->line_len += k < room ? k : room;
+            r->head_bytes += k + (nl != NULL);
+            if (r->head_bytes > HEAD_MAX_BYTES) {
+                return -1;
+            }
+            i += k;
+            if (nl == NULL) {
+                break;
+            }
+            i++;
+            if (r->line_len > 0 && r->line[r->line_len - 1] == '\r') {
+                r->line_len--;
+            }
+            if (on_line(r, r->line, r->line_len) < 0) {
+                return -1;
+            }
+            r->line_len = 0;
+            r->line_long = false;
+            break;
+        }
+        case RP_DONE:
+            break;
+        }
+    }
+    *used = i;
+    return r->st == RP_DONE ? 1 : 0;
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+enum conn_state {
+    CS_WAIT = 0, /* no socket; connects at `deadline_ns` */
+    CS_CONNECTING,
+    CS_PROXY_SEND,
+    CS_PROXY_RECV,
+    CS_HANDSHAKE,
+    CS_READY, /* connected, no request outstanding (rate and idle modes wait here) */
+    CS_SENDING,
+    CS_RECEIVING,
+};
+
+/* What went wrong, as the errors.* counter it goes to. */
+enum conn_err {
+    CE_NONE = 0,
+    CE_CONNECT,
+    CE_PROXY,
+    CE_TLS,
+    CE_HTTP,
+    CE_TIMEOUT,
+    CE_CLOSED,
+};
+
+struct shared;
+struct worker;
+
+struct conn {
+    struct worker *w;
+    int fd;
+    SSL *ssl;
+    enum conn_state state;
+    /* Current epoll interest; EPOLLOUT is on only while a write or a connect is pending. */
+    uint32_t events;
+    bool want_write;
+    /* Bytes of the outgoing request (or CONNECT) written so far. */
+    size_t out_off;
+    /* When the current request's latency starts (rate mode: its scheduled time). */
+    uint64_t start_ns;
+    /* When the current TCP connect started (newconn latency runs from here). */
+    uint64_t conn_start_ns;
+    /* Stall deadline while busy; connect time in CS_WAIT; 0 when nothing is due. */
+    uint64_t deadline_ns;
+    /* Response bytes of the current response so far. */
+    uint64_t rx_bytes;
+    /* Idle mode: this connection has been counted as established. */
+    bool established;
+    /* The current TLS handshake resumed a session. */
+    bool resumed;
+    struct resp resp;
+};
+
+struct worker {
+    struct shared *sh;
+    pthread_t thread;
+    int ep;
+    SSL_CTX *ctx;
+    /* The last session the server gave this thread (newconn --resume); owned. */
+    SSL_SESSION *session;
+    struct conn *conns;
+    size_t nconns;
+    /* Rate mode: connections in CS_READY, a stack. */
+    struct conn **ready;
+    size_t nready;
+    struct sl_sched sched;
+    /* The earliest deadline_ns of any connection may be at or after this (a lower bound). */
+    uint64_t next_wake_ns;
+    char *rbuf;
+    /* A mutable copy of the host for SNI: SSL_set_tlsext_host_name() casts to void *. */
+    char sni[256];
+    uint64_t requests;
+    uint64_t bytes;
+    uint64_t connects;
+    uint64_t resumed;
+    struct sl_load_errors errors;
+    struct sl_hist hist;
+};
+
+struct shared {
+    const struct sl_load_config *cfg;
+    uint64_t window_start_ns;
+    _Atomic uint64_t window_end_ns;
+    atomic_bool stop;
+    atomic_uint_fast64_t window_requests;
+    atomic_uint_fast64_t established;
+    /* Idle mode: `established` when the hold began (what the run reports). */
+    uint64_t ready_established;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    (void)clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static bool in_window(const struct shared *sh, uint64_t t)
+{
+    if (sh->cfg->mode == SL_LOAD_IDLE) {
+        return true;
+    }
+    return t >= sh->window_start_ns
+           && t < atomic_load_explicit(&sh->window_end_ns, memory_order_relaxed);
+}
+
+static void arm(struct conn *c, uint64_t at_ns)
+{
+    c->deadline_ns = at_ns;
+    if (at_ns != 0 && at_ns < c->w->next_wake_ns) {
+        c->w->next_wake_ns = at_ns;
+    }
+}
+
+static void progress(struct conn *c, uint64_t t)
+{
+    c->deadline_ns = t + SL_LOAD_STALL_MS * 1000000ull;
+}
+
+static int set_events(struct conn *c)
+{
+    uint32_t ev = EPOLLIN | (c->want_write ? EPOLLOUT : 0u);
+    struct epoll_event e = { .events = ev, .data.ptr = c };
+
+    if (ev == c->events) {
+        return 0;
+    }
+    if (epoll_ctl(c->w->ep, EPOLL_CTL_MOD, c->fd, &e) == -1) {
+        return -errno;
+    }
+    c->events = ev;
+    return 0;
+}
+
+static void count_error(struct worker *w, enum conn_err e)
+{
+    switch (e) {
+    case CE_NONE:
+        break;
+    case CE_CONNECT:
+        w->errors.connect++;
+        break;
+    case CE_PROXY:
+        w->errors.proxy++;
+        break;
+    case CE_TLS:
+        w->errors.tls++;
+        break;
+    case CE_HTTP:
+        w->errors.http++;
+        break;
+    case CE_TIMEOUT:
+        w->errors.timeout++;
+        break;
+    case CE_CLOSED:
+        w->errors.closed++;
+        break;
+    }
+}
+
+static void ready_remove(struct worker *w, struct conn *c)
+{
+    size_t i;
+
+    for (i = 0; i < w->nready; i++) {
+        if (w->ready[i] == c) {
+            w->ready[i] = w->ready[--w->nready];
+            return;
+        }
+    }
+}
+
+/* Closes the socket and schedules the next connect: at once after a clean close, after
+ * SL_LOAD_BACKOFF_MS after an error. */
+static void conn_reset(struct conn *c, enum conn_err e, uint64_t t)
+{
+    struct worker *w = c->w;
+
+    count_error(w, e);
+    if (c->state == CS_READY) {
+        ready_remove(w, c);
+    }
+    if (c->ssl != NULL) {
+        if (e == CE_NONE && SSL_is_init_finished(c->ssl)) {
+            /* A close_notify marks the session as cleanly ended, so it stays resumable. */
+            ERR_clear_error();
+            (void)SSL_shutdown(c->ssl);
+        }
+        SSL_free(c->ssl);
+        c->ssl = NULL;
+    }
+    if (c->fd != -1) {
+        (void)close(c->fd); /* also removes it from the epoll set */
+        c->fd = -1;
+    }
+    ERR_clear_error();
+    if (c->established) {
+        c->established = false;
+        atomic_fetch_sub(&w->sh->established, 1);
+    }
+    c->state = CS_WAIT;
+    c->events = 0;
+    c->want_write = false;
+    arm(c, e == CE_NONE ? t : t + SL_LOAD_BACKOFF_MS * 1000000ull);
+}
+
+static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
+{
+    struct conn *c = SSL_get_app_data(ssl);
+
+    if (c == NULL || !c->w->sh->cfg->resume) {
+        return 0;
+    }
+    if (c->w->session != NULL) {
+        SSL_SESSION_free(c->w->session);
+    }
+    c->w->session = sess;
+    return 1; /* we keep the reference */
+}
+
+static enum conn_err start_tls(struct conn *c)
+{
+    const struct sl_load_config *cfg = c->w->sh->cfg;
+    struct in6_addr ip;
+
+    c->ssl = SSL_new(c->w->ctx);
+    if (c->ssl == NULL) {
+        return CE_TLS;
+    }
+    SSL_set_app_data(c->ssl, c);
+    if (SSL_set_fd(c->ssl, c->fd) != 1 || SSL_set1_host(c->ssl, cfg->host) != 1) {
+        return CE_TLS;
+    }
+    /* SNI carries names only (RFC 6066 §3), never an address literal. */
+    if (inet_pton(AF_INET, cfg->host, &ip) != 1 && inet_pton(AF_INET6, cfg->host, &ip) != 1
+        && SSL_set_tlsext_host_name(c->ssl, c->w->sni) != 1) {
+        return CE_TLS;
+    }
+    if (cfg->resume && c->w->session != NULL && SSL_set_session(c->ssl, c->w->session) != 1) {
+        return CE_TLS;
+    }
+    SSL_set_connect_state(c->ssl);
+    return CE_NONE;
+}
+
+/* Starts a TCP connect. */
+static enum conn_err conn_open(struct conn *c, uint64_t t)
+{
+    const struct sl_load_config *cfg = c->w->sh->cfg;
+    struct epoll_event e = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
+    int one = 1;
+
+    c->conn_start_ns = t;
+    c->fd = socket(cfg->dial.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (c->fd == -1) {
+        return CE_CONNECT;
+    }
+    (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(c->fd, (const struct sockaddr *)&cfg->dial, cfg->dial_len) == -1
+        && errno != EINPROGRESS) {
+        return CE_CONNECT;
+    }
+    if (epoll_ctl(c->w->ep, EPOLL_CTL_ADD, c->fd, &e) == -1) {
+        return CE_CONNECT;
+    }
+    c->events = e.events;
+    c->want_write = true;
+    c->state = CS_CONNECTING;
+    progress(c, t);
+    arm(c, c->deadline_ns);
+    return CE_NONE;
+}
+
+/* I/O results: >0 bytes, IO_WAIT (try again on the next event), IO_EOF, or IO_ERR. */
+enum {
+    IO_WAIT = 0,
+    IO_EOF = -1,
+    IO_ERR = -2,
+};
+
+static long io_write(struct conn *c, const char *p, size_t n)
+{
+    ssize_t k;
+
+    if (c->ssl != NULL) {
+        int rc;
+
+        ERR_clear_error();
+        rc = SSL_write(c->ssl, p, (int)n);
+        if (rc > 0) {
+            c->want_write = false;
+            return rc;
+        }
+        switch (SSL_get_error(c->ssl, rc)) {
+        case SSL_ERROR_WANT_WRITE:
+            c->want_write = true;
+            return IO_WAIT;
+        case SSL_ERROR_WANT_READ:
+            c->want_write = false;
+            return IO_WAIT;
+        case SSL_ERROR_ZERO_RETURN:
+            return IO_EOF;
+        default:
+            return IO_ERR;
+        }
+    }
+    k = send(c->fd, p, n, MSG_NOSIGNAL);
+    if (k >= 0) {
+        c->want_write = false;
+        return (long)k;
+    }
+    if (errno == EAGAIN) { /* EWOULDBLOCK is the same on Linux */
+        c->want_write = true;
+        return IO_WAIT;
+    }
+    return errno == EPIPE || errno == ECONNRESET ? IO_EOF : IO_ERR;
+}
+
+static long io_read(struct conn *c, char *p, size_t n)
+{
+    ssize_t k;
+
+    if (c->ssl != NULL) {
+        int rc;
+
+        ERR_clear_error();
+        rc = SSL_read(c->ssl, p, (int)n);
+        if (rc > 0) {
+            return rc;
+        }
+        switch (SSL_get_error(c->ssl, rc)) {
+        case SSL_ERROR_WANT_READ:
+            return IO_WAIT;
+        case SSL_ERROR_WANT_WRITE:
+            c->want_write = true;
+            return IO_WAIT;
+        case SSL_ERROR_ZERO_RETURN:
+            return IO_EOF;
+        case SSL_ERROR_SYSCALL:
+            return IO_EOF; /* a reset: the peer is gone */
+        default:
+            return IO_ERR;
+        }
+    }
+    k = recv(c->fd, p, n, 0);
+    if (k > 0) {
+        return (long)k;
+    }
+    if (k == 0) {
+        return IO_EOF;
+    }
+    if (errno == EAGAIN) { /* EWOULDBLOCK is the same on Linux */
+        return IO_WAIT;
+    }
+    return errno == ECONNRESET ? IO_EOF : IO_ERR;
+}
+
+static void begin_request(struct conn *c, uint64_t start_ns, uint64_t t)
+{
+    c->state = CS_SENDING;
+    c->out_off = 0;
+    c->start_ns = start_ns;
+    c->rx_bytes = 0;
+    resp_reset(&c->resp, c->w->sh->cfg->head_request, false);
+    progress(c, t);
+}
+
+/* The connection is up (TCP, CONNECT and TLS as configured): what each mode does next. */
+static void on_connected(struct conn *c, uint64_t t)
+{
+    struct worker *w = c->w;
+
+    switch (w->sh->cfg->mode) {
+    case SL_LOAD_KEEPALIVE:
+    case SL_LOAD_DOWNLOAD:
+    case SL_LOAD_IDLE:
+        begin_request(c, t, t);
+        break;
+    case SL_LOAD_NEWCONN:
+        begin_request(c, c->conn_start_ns, t);
+        break;
+    case SL_LOAD_RATE:
+        c->state = CS_READY;
+        c->deadline_ns = 0;
+        w->ready[w->nready++] = c;
+        break;
+    }
+}
+
+/* A response ended. Returns the next state's work to do (or CE_NONE). */
+static void on_response(struct conn *c, uint64_t t)
+{
+    struct worker *w = c->w;
+    struct shared *sh = w->sh;
+    const struct sl_load_config *cfg = sh->cfg;
+    uint64_t done = now_ns();
+
+    if (c->resp.status != cfg->expect_status) {
+        w->errors.status++;
+    } else if (in_window(sh, done)) {
+        w->requests++;
+        sl_hist_record(&w->hist, sl_latency_us(c->start_ns, done));
+        if (cfg->mode == SL_LOAD_NEWCONN) {
+            w->connects++;
+            w->resumed += c->resumed;
+        }
+        if (cfg->max_requests != 0
+            && atomic_fetch_add(&sh->window_requests, 1) + 1 >= cfg->max_requests) {
+            uint64_t end = atomic_load(&sh->window_end_ns);
+
+            /* The window ends with this request, on whichever thread gets there first. */
+            while (done + 1 < end
+                   && !atomic_compare_exchange_weak(&sh->window_end_ns, &end, done + 1)) {
+            }
+            atomic_store(&sh->stop, true);
+        }
+    }
+    if (c->resp.close || cfg->mode == SL_LOAD_NEWCONN) {
+        conn_reset(c, CE_NONE, t);
+        return;
+    }
+    switch (cfg->mode) {
+    case SL_LOAD_KEEPALIVE:
+    case SL_LOAD_DOWNLOAD:
+        begin_request(c, done, t);
+        break;
+    case SL_LOAD_IDLE:
+        c->state = CS_READY;
+        c->deadline_ns = 0;
+        if (!c->established && c->resp.status == cfg->expect_status) {
+            c->established = true;
+            atomic_fetch_add(&sh->established, 1);
+        }
+        break;
+    case SL_LOAD_RATE:
+        c->state = CS_READY;
+        c->deadline_ns = 0;
+        w->ready[w->nready++] = c;
+        break;
+    case SL_LOAD_NEWCONN:
+        break;
+    }
+}
+
+static enum conn_err step_connecting(struct conn *c, uint32_t events, uint64_t t)
+{
+    const struct sl_load_config *cfg = c->w->sh->cfg;
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+
+    if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0) {
+        return CE_NONE;
+    }
+    if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) == -1 || soerr != 0) {
+        return CE_CONNECT;
+    }
+    progress(c, t);
+    c->out_off = 0;
+    if (cfg->via_proxy && cfg->tls) {
+        c->state = CS_PROXY_SEND;
+        resp_reset(&c->resp, true, true);
+    } else if (cfg->tls) {
+        c->state = CS_HANDSHAKE;
+        return start_tls(c);
+    } else {
+        on_connected(c, t);
+    }
+    return CE_NONE;
+}
+
+static enum conn_err step_handshake(struct conn *c, uint64_t t)
+{
+    int rc;
+
+    ERR_clear_error();
+    rc = SSL_do_handshake(c->ssl);
+    if (rc == 1) {
+        c->resumed = SSL_session_reused(c->ssl) == 1;
+        progress(c, t);
+        on_connected(c, t);
+        return CE_NONE;
+    }
+    switch (SSL_get_error(c->ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+        c->want_write = false;
+        return CE_NONE;
+    case SSL_ERROR_WANT_WRITE:
+        c->want_write = true;
+        return CE_NONE;
+    default:
+        return CE_TLS;
+    }
+}
+
+/* Writes the rest of `p` (n bytes). Returns 1 when all is written, 0 to wait, or an error. */
+static int write_out(struct conn *c, const char *p, size_t n, uint64_t t, enum conn_err *e)
+{
+    while (c->out_off < n) {
+        long k = io_write(c, p + c->out_off, n - c->out_off);
+
+        if (k == IO_WAIT) {
+            return 0;
+        }
+        if (k < 0) {
+            *e = k == IO_EOF || c->ssl == NULL ? CE_CLOSED : CE_TLS;
+            return -1;
+        }
+        c->out_off += (size_t)k;
+        progress(c, t);
+    }
+    return 1;
+}
+
+static enum conn_err step_proxy_recv(struct conn *c, uint64_t t)
+{
+    struct worker *w = c->w;
+
+    for (;;) {
+        long k = io_read(c, w->rbuf, READ_BUF_BYTES);
+        size_t used;
+        int rc;
+
+        if (k == IO_WAIT) {
+            return CE_NONE;
+        }
+        if (k < 0) {
+            return CE_PROXY;
+        }
+        progress(c, t);
+        rc = resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
+        if (rc < 0 || (rc == 1 && (used != (size_t)k || c->resp.status != 200))) {
+            return CE_PROXY;
+        }
+        if (rc == 1) {
+            c->state = CS_HANDSHAKE;
+            return start_tls(c);
+        }
+    }
+}
+
+static enum conn_err step_receiving(struct conn *c, uint64_t t)
+{
+    struct worker *w = c->w;
+
+    for (;;) {
+        long k = io_read(c, w->rbuf, READ_BUF_BYTES);
+        size_t used;
+        int rc;
+
+        if (k == IO_WAIT) {
+            return CE_NONE;
+        }
+        if (k == IO_EOF && c->resp.st == RP_BODY_CLOSE) {
+            on_response(c, t);
+            if (c->state != CS_WAIT) {
+                conn_reset(c, CE_NONE, t);
+            }
+            return CE_NONE;
+        }
+        if (k < 0) {
+            return k == IO_EOF || c->ssl == NULL ? CE_CLOSED : CE_TLS;
+        }
+        c->rx_bytes += (uint64_t)k;
+        if (in_window(w->sh, t)) {
+            w->bytes += (uint64_t)k;
+        }
+        progress(c, t);
+        rc = resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
+        if (rc < 0 || (rc == 1 && used != (size_t)k)) {
+            return CE_HTTP;
+        }
+        if (rc == 1) {
+            on_response(c, t);
+            return CE_NONE;
+        }
+    }
+}
+
+/* Advances `c` as far as the data allows after `events` (0 when called for another reason). */
+static enum conn_err conn_step(struct conn *c, uint32_t events, uint64_t t)
+{
+    const struct sl_load_config *cfg = c->w->sh->cfg;
+    enum conn_err e = CE_NONE;
+    enum conn_state before;
+
+    do {
+        before = c->state;
+        switch (c->state) {
+        case CS_WAIT:
+            return CE_NONE;
+        case CS_CONNECTING:
+            e = step_connecting(c, events, t);
+            break;
+        case CS_PROXY_SEND:
+            if (write_out(c, cfg->connect_req, cfg->connect_len, t, &e) == 1) {
+                c->state = CS_PROXY_RECV;
+            } else if (e != CE_NONE) {
+                e = CE_PROXY;
+            }
+            break;
+        case CS_PROXY_RECV:
+            e = step_proxy_recv(c, t);
+            break;
+        case CS_HANDSHAKE:
+            e = step_handshake(c, t);
+            break;
+        case CS_READY: {
+            long k = io_read(c, c->w->rbuf, READ_BUF_BYTES);
+
+            if (k > 0) {
+                e = CE_HTTP; /* bytes nobody asked for */
+            } else if (k < 0) {
+                e = CE_CLOSED;
+            }
+            break;
+        }
+        case CS_SENDING:
+            if (write_out(c, cfg->request, cfg->request_len, t, &e) == 1) {
+                c->state = CS_RECEIVING;
+            }
+            break;
+        case CS_RECEIVING:
+            e = step_receiving(c, t);
+            break;
+        }
+        if (e != CE_NONE) {
+            return e;
+        }
+    } while (c->state != before && c->state != CS_WAIT);
+    if (c->state != CS_WAIT) {
+        if (c->deadline_ns != 0) {
+            arm(c, c->deadline_ns);
+        }
+        if (set_events(c) < 0) {
+            return CE_CLOSED;
+        }
+    }
+    return CE_NONE;
+}
+
+/* Opens connections whose time has come and times out the stalled ones. */
+static void run_timers(struct worker *w, uint64_t t)
+{
+    uint64_t next = UINT64_MAX;
+    size_t i;
+
+    if (t < w->next_wake_ns) {
+        return;
+    }
+    w->next_wake_ns = UINT64_MAX;
+    for (i = 0; i < w->nconns; i++) {
+        struct conn *c = &w->conns[i];
+
+        if (c->deadline_ns != 0 && c->deadline_ns <= t) {
+            if (c->state == CS_WAIT) {
+                enum conn_err e = conn_open(c, t);
+
+                if (e != CE_NONE) {
+                    conn_reset(c, e, t);
+                }
+            } else {
+                conn_reset(c, CE_TIMEOUT, t);
+            }
+        }
+        if (c->deadline_ns != 0 && c->deadline_ns < next) {
+            next = c->deadline_ns;
+        }
+    }
+    w->next_wake_ns = next;
+}
+
+/* Rate mode: hands every request that is due to a free connection. A request that is due
+ * while none is free waits, and its latency still counts from when it was due. */
+static void dispatch(struct worker *w, uint64_t t)
+{
+    while (w->nready > 0 && sl_sched_is_due(&w->sched, t)) {
+        struct conn *c = w->ready[--w->nready];
+        enum conn_err e;
+
+        begin_request(c, sl_sched_take(&w->sched), t);
+        e = conn_step(c, 0, t);
+        if (e != CE_NONE) {
+            conn_reset(c, e, t);
+        }
+    }
+}
+
+static int poll_timeout_ms(const struct worker *w, uint64_t t)
+{
+    uint64_t wake = w->next_wake_ns;
+
+    if (w->sh->cfg->mode == SL_LOAD_RATE && w->nready > 0) {
+        uint64_t due = sl_sched_next_ns(&w->sched);
+
+        if (due < wake) {
+            wake = due;
+        }
+    }
+    if (wake <= t) {
+        return 0;
+    }
+    if (wake - t >= (uint64_t)POLL_MAX_MS * 1000000u) {
+        return POLL_MAX_MS;
+    }
+    return (int)((wake - t + 999999u) / 1000000u);
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct shared *sh = w->sh;
+    struct epoll_event evs[EVENTS_MAX];
+    uint64_t t = now_ns();
+    size_t i;
+
+    for (i = 0; i < w->nconns; i++) {
+        arm(&w->conns[i], t);
+    }
+    while (!atomic_load_explicit(&sh->stop, memory_order_relaxed)) {
+        int n;
+        int k;
+
+        t = now_ns();
+        if (t >= atomic_load_explicit(&sh->window_end_ns, memory_order_relaxed)) {
+            break;
+        }
+        run_timers(w, t);
+        if (sh->cfg->mode == SL_LOAD_RATE) {
+            dispatch(w, t);
+        }
+        n = epoll_wait(w->ep, evs, EVENTS_MAX, poll_timeout_ms(w, t));
+        if (n == -1) {
+            if (errno == EINTR) {
+                continue;
+            }
+            break;
+        }
+        t = now_ns();
+        for (k = 0; k < n; k++) {
+            struct conn *c = evs[k].data.ptr;
+            enum conn_err e;
+
+            /* An event of a socket closed earlier in this batch: its connection waits for a
+             * timer now, and reconnects only on the next turn, so nothing else can be here. */
+            if (c->state == CS_WAIT) {
+                continue;
+            }
+            e = conn_step(c, evs[k].events, t);
+            if (e != CE_NONE) {
+                conn_reset(c, e, t);
+            }
+        }
+    }
+    /* A request still stalled at the end is a stuck connection: it counts as a timeout. */
+    t = now_ns();
+    for (i = 0; i < w->nconns; i++) {
+        struct conn *c = &w->conns[i];
+
+        if (c->state != CS_WAIT && c->state != CS_READY && c->deadline_ns != 0
+            && c->deadline_ns - SL_LOAD_STALL_MS * 1000000ull + 1000000000ull <= t) {
+            w->errors.timeout++;
+        }
+        if (c->ssl != NULL) {
+            SSL_free(c->ssl);
+            c->ssl = NULL;
+        }
+        if (c->fd != -1) {
+            (void)close(c->fd);
+            c->fd = -1;
+        }
+    }
+    return NULL;
+}
+
+static void set_err(char *err, size_t errlen, const char *what, const char *detail)
+{
+    if (errlen > 0) {
+        (void)snprintf(err, errlen, "%s%s%s", what, detail != NULL ? ": " : "",
+                       detail != NULL ? detail : "");
+    }
+}
+
+static int ctx_new(const struct sl_load_config *cfg, SSL_CTX **out, char *err, size_t errlen)
+{
+    static const unsigned char alpn[] = "\x08http/1.1";
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    size_t i;
+
+    if (ctx == NULL) {
+        set_err(err, errlen, "cannot create a TLS context", NULL);
+        return SL_ECRYPTO;
+    }
+    if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1
+        || SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1) != 0) {
+        set_err(err, errlen, "cannot configure the TLS context", NULL);
+        goto fail_free;
+    }
+    /* Verification is always on: the chain against the CAs, the name by SSL_set1_host(). */
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    for (i = 0; i < cfg->ncafiles; i++) {
+        if (SSL_CTX_load_verify_locations(ctx, cfg->cafiles[i], NULL) != 1) {
+            set_err(err, errlen, "cannot load CA file", cfg->cafiles[i]);
+            goto fail_free;
+        }
+    }
+    if (cfg->ncafiles == 0 && SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        set_err(err, errlen, "cannot load the system's CA certificates", NULL);
+        goto fail_free;
+    }
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    if (cfg->mode == SL_LOAD_IDLE) {
+        SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    }
+    SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+    if (cfg->resume) {
+        SSL_CTX_set_session_cache_mode(ctx,
+                                       SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+        SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+    } else {
+        SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
+    }
+    *out = ctx;
+    return 0;
+
+fail_free:
+    ERR_clear_error();
+    SSL_CTX_free(ctx);
+    return SL_ECRYPTO;
+}
+
+static void worker_finish(struct worker *w)
+{
+    if (w->session != NULL) {
+        SSL_SESSION_free(w->session);
+    }
+    SSL_CTX_free(w->ctx);
+    if (w->ep != -1) {
+        (void)close(w->ep);
+    }
+    sl_free(w->conns);
+    sl_free(w->ready);
+    sl_free(w->rbuf);
+}
+
+/* Sets up worker `w` for `nconns` connections (caller storage, zeroed). */
+static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint64_t t0, char *err,
+                       size_t errlen)
+{
+    const struct sl_load_config *cfg = sh->cfg;
+    size_t i;
+
+    w->sh = sh;
+    w->ep = -1;
+    w->nconns = nconns;
+    w->next_wake_ns = UINT64_MAX;
+    sl_hist_init(&w->hist);
+    if (strlen(cfg->host) >= sizeof(w->sni)) {
+        set_err(err, errlen, "host name too long", cfg->host);
+        return SL_EINVAL;
+    }
+    memcpy(w->sni, cfg->host, strlen(cfg->host) + 1);
+    if (cfg->tls) {
+        SL_TRY(ctx_new(cfg, &w->ctx, err, errlen));
+    }
+    w->ep = epoll_create1(EPOLL_CLOEXEC);
+    if (w->ep == -1) {
+        set_err(err, errlen, "epoll_create1", strerror(errno));
+        return -errno;
+    }
+    w->conns = sl_calloc(nconns, sizeof(*w->conns));
+    w->ready = sl_calloc(nconns, sizeof(*w->ready));
+    w->rbuf = sl_malloc(READ_BUF_BYTES);
+    if (w->conns == NULL || w->ready == NULL || w->rbuf == NULL) {
+        set_err(err, errlen, "out of memory", NULL);
+        return SL_ENOMEM;
+    }
+    for (i = 0; i < nconns; i++) {
+        w->conns[i].w = w;
+        w->conns[i].fd = -1;
+    }
+    if (cfg->mode == SL_LOAD_RATE) {
+        sl_sched_init(&w->sched, t0, cfg->rate * (double)nconns / (double)cfg->connections);
+    }
+    return 0;
+}
+
+/* Sleeps until `at_ns` or until the run is stopped. */
+static void sleep_until(struct shared *sh, uint64_t at_ns)
+{
+    for (;;) {
+        uint64_t t = now_ns();
+        uint64_t step;
+        struct timespec ts;
+
+        if (t >= at_ns || atomic_load(&sh->stop)) {
+            return;
+        }
+        step = at_ns - t;
+        if (step > 5000000u) {
+            step = 5000000u;
+        }
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)step;
+        (void)nanosleep(&ts, NULL);
+    }
+}
+
+static void call_hook(sl_load_hook_fn *fn, void *arg)
+{
+    if (fn != NULL) {
+        fn(arg);
+    }
+}
+
+static uint64_t secs_to_ns(double s)
+{
+    return s <= 0.0 ? 0 : (uint64_t)(s * 1e9);
+}
+
+static void merge(struct sl_load_result *out, const struct worker *w)
+{
+    out->requests += w->requests;
+    out->bytes += w->bytes;
+    out->connects += w->connects;
+    out->resumed += w->resumed;
+    out->errors.connect += w->errors.connect;
+    out->errors.proxy += w->errors.proxy;
+    out->errors.tls += w->errors.tls;
+    out->errors.http += w->errors.http;
+    out->errors.status += w->errors.status;
+    out->errors.timeout += w->errors.timeout;
+    out->errors.closed += w->errors.closed;
+    sl_hist_merge(&out->latency, &w->hist);
+}
+
+/* Drives the run from the calling thread once the workers are going; returns the window's
+ * length in seconds. */
+static double supervise(struct shared *sh, const struct sl_load_hooks *hooks, uint64_t t0)
+{
+    const struct sl_load_config *cfg = sh->cfg;
+    uint64_t end;
+
+    if (cfg->mode == SL_LOAD_IDLE) {
+        uint64_t deadline = t0 + secs_to_ns(cfg->warmup_s + cfg->duration_s);
+        uint64_t established;
+
+        while (now_ns() < deadline && atomic_load(&sh->established) < cfg->connections) {
+            sleep_until(sh, now_ns() + 2000000u);
+        }
+        end = now_ns();
+        call_hook(hooks->window_end, hooks->arg);
+        established = atomic_load(&sh->established);
+        sh->ready_established = established;
+        if (hooks->ready != NULL) {
+            hooks->ready(established, hooks->arg);
+        }
+        sleep_until(sh, now_ns() + secs_to_ns(cfg->hold_s));
+        atomic_store(&sh->stop, true);
+        return (double)(end - t0) / 1e9;
+    }
+    sleep_until(sh, sh->window_start_ns);
+    call_hook(hooks->window_start, hooks->arg);
+    sleep_until(sh, atomic_load(&sh->window_end_ns));
+    call_hook(hooks->window_end, hooks->arg);
+    atomic_store(&sh->stop, true);
+    end = atomic_load(&sh->window_end_ns);
+    return (double)(end - sh->window_start_ns) / 1e9;
+}
+
+int sl_load_run(const struct sl_load_config *cfg, const struct sl_load_hooks *hooks,
+                struct sl_load_result *out, char *err, size_t errlen)
+{
+    struct shared sh;
+    struct worker *ws = NULL;
+    unsigned nthreads = cfg->threads;
+    unsigned started = 0;
+    uint64_t t0;
+    double seconds;
+    unsigned i;
+    int rc = 0;
+
+    SL_ENSURE(cfg->connections > 0 && nthreads > 0, SL_EINVAL);
+    if (nthreads > cfg->connections) {
+        nthreads = cfg->connections;
+    }
+    memset(out, 0, sizeof(*out));
+    sl_hist_init(&out->latency);
+    memset(&sh, 0, sizeof(sh));
+    sh.cfg = cfg;
+    atomic_init(&sh.stop, false);
+    atomic_init(&sh.window_requests, 0);
+    atomic_init(&sh.established, 0);
+    ws = sl_calloc(nthreads, sizeof(*ws));
+    if (ws == NULL) {
+        set_err(err, errlen, "out of memory", NULL);
+        return SL_ENOMEM;
+    }
+    if (cfg->mode == SL_LOAD_IDLE) {
+        call_hook(hooks->window_start, hooks->arg);
+    }
+    t0 = now_ns();
+    sh.window_start_ns = t0 + secs_to_ns(cfg->warmup_s);
+    atomic_init(&sh.window_end_ns, cfg->mode == SL_LOAD_IDLE
+                                           ? UINT64_MAX
+                                           : sh.window_start_ns + secs_to_ns(cfg->duration_s));
+    for (i = 0; i < nthreads; i++) {
+        size_t n = cfg->connections / nthreads + (i < cfg->connections % nthreads ? 1 : 0);
+
+        rc = worker_init(&ws[i], &sh, n, t0, err, errlen);
+        if (rc < 0) {
+            nthreads = i + 1;
+            goto fail_workers;
+        }
+    }
+    for (i = 0; i < nthreads; i++) {
+        rc = pthread_create(&ws[i].thread, NULL, worker_main, &ws[i]);
+        if (rc != 0) {
+            set_err(err, errlen, "pthread_create", strerror(rc));
+            rc = -rc;
+            atomic_store(&sh.stop, true);
+            goto fail_join;
+        }
+        started++;
+    }
+    seconds = supervise(&sh, hooks, t0);
+    for (i = 0; i < started; i++) {
+        (void)pthread_join(ws[i].thread, NULL);
+        merge(out, &ws[i]);
+    }
+    out->seconds = seconds;
+    out->established = sh.ready_established;
+    for (i = 0; i < nthreads; i++) {
+        worker_finish(&ws[i]);
+    }
+    sl_free(ws);
+    return 0;
+
+fail_join:
+    for (i = 0; i < started; i++) {
+        (void)pthread_join(ws[i].thread, NULL);
+    }
+fail_workers:
+    for (i = 0; i < nthreads; i++) {
+        worker_finish(&ws[i]);
+    }
+    sl_free(ws);
+    return rc;
+}
