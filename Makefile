@@ -8,9 +8,9 @@
 # make fuzz-long  each libFuzzer target for FUZZ_LONG_SECONDS (default 3600), one after the
 #             other, in $(FUZZ_BUILD); new inputs and crashes are kept in $(FUZZ_WORK)/<target>
 # make bench  build, then bench/compare: the policy micro-benchmark and sluice side by side
-#             with squid, mitmproxy and tinyproxy (~15 min; numbers, not pass/fail; installs the
+#             with squid, mitmproxy and tinyproxy (~12 min; numbers, not pass/fail; installs the
 #             peers from Debian when missing). ARGS are passed on: make bench ARGS=--quick
-# make bench-quick  the same with --quick (~4 min)
+# make bench-quick  the same with --quick (~3 min)
 # make lint   clang-format check, tools/checksrc.sh, clang-tidy
 # make format reformat every C file
 
