@@ -1,4 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Each thread owns an epoll set, a TLS context (so sessions and SSL_new() never contend across
+ * threads), a read buffer shared by its connections (a read is consumed before the next one),
+ * and its counters; threads share only the window's edges and a few atomics. Epoll is
+ * level-triggered with EPOLLIN always on and EPOLLOUT only while a write waits, so the steady
+ * state of keep-alive costs one write and one read per request and no epoll_ctl.
+ */
 #include "bench/load/engine.h"
 
 #include <arpa/inet.h>
@@ -8,7 +15,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -17,352 +23,16 @@
 #include <openssl/ssl.h>
 
 #include "base/mem.h"
+#include "bench/load/resp.h"
 
 /* Plaintext read per call; 64 KiB so that download mode reads whole TLS records (16 KiB). */
-#define READ_BUF_BYTES (64u * 1024u)
-/* The longest response head (or chunk-size line, or trailer) accepted. */
-#define HEAD_MAX_BYTES (64u * 1024u)
-/* Header lines are looked at through this many bytes; longer ones matter only when they are
- * one of the three headers we read, and those are refused as malformed. */
-#define LINE_MAX_BYTES 256u
+#define READ_BUF_BYTES ((size_t)64 * 1024)
 #define EVENTS_MAX     256
+/* Connections one thread opens at once (newconn mode excepted, whose N is its concurrency):
+ * 10 000 idle connections started together would queue handshakes past SL_LOAD_STALL_MS. */
+#define OPENING_MAX 128u
 /* The longest epoll wait, so that a stop or the end of the window is seen promptly. */
 #define POLL_MAX_MS 10
-
-/* ---- response parsing: status line, Content-Length, chunked, close, nothing else ---------- */
-
-enum resp_state {
-    RP_STATUS = 0,
-    RP_HEADERS,
-    RP_BODY_LEN,
-    RP_BODY_CLOSE,
-    RP_CHUNK_SIZE,
-    RP_CHUNK_DATA,
-    RP_CHUNK_END,
-    RP_TRAILER,
-    RP_DONE,
-};
-
-struct resp {
-    enum resp_state st;
-    /* The status code of the final (non-1xx) response. */
-    int status;
-    /* Body bytes still expected (RP_BODY_LEN, RP_CHUNK_DATA). */
-    uint64_t remaining;
-    bool has_len;
-    bool chunked;
-    /* The server will close after this response (Connection: close, or no framing). */
-    bool close;
-    /* No body whatever the headers say (HEAD, 204, 304, a CONNECT answer). */
-    bool no_body;
-    bool is_connect;
-    /* Head (or trailer) bytes so far, against HEAD_MAX_BYTES. */
-    size_t head_bytes;
-    /* The current line, truncated to LINE_MAX_BYTES - 1 (line_long says so). */
-    size_t line_len;
-    bool line_long;
-    char line[LINE_MAX_BYTES];
-};
-
-static void resp_reset(struct resp *r, bool no_body, bool is_connect)
-{
-    r->st = RP_STATUS;
-    r->status = 0;
-    r->remaining = 0;
-    r->has_len = false;
-    r->chunked = false;
-    r->close = false;
-    r->no_body = no_body;
-    r->is_connect = is_connect;
-    r->head_bytes = 0;
-    r->line_len = 0;
-    r->line_long = false;
-}
-
-static bool name_is(const char *line, size_t n, const char *name)
-{
-    size_t k = strlen(name);
-    size_t i;
-
-    if (n < k + 1 || line[k] != ':') {
-        return false;
-    }
-    for (i = 0; i < k; i++) {
-        char c = line[i];
-
-        if (c >= 'A' && c <= 'Z') {
-            c = (char)(c - 'A' + 'a');
-        }
-        if (c != name[i]) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* True when the comma-separated list `v` (n bytes) holds `token`, case-insensitively. */
-static bool has_token(const char *v, size_t n, const char *token)
-{
-    size_t k = strlen(token);
-    size_t i = 0;
-
-    while (i < n) {
-        size_t j;
-        size_t e;
-
-        while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) {
-            i++;
-        }
-        j = i;
-        while (j < n && v[j] != ',') {
-            j++;
-        }
-        e = j;
-        while (e > i && (v[e - 1] == ' ' || v[e - 1] == '\t')) {
-            e--;
-        }
-        if (e - i == k && strncasecmp(v + i, token, k) == 0) {
-            return true;
-        }
-        i = j;
-    }
-    return false;
-}
-
-static int parse_status_line(struct resp *r, const char *l, size_t n)
-{
-    int s = 0;
-    size_t i;
-
-    if (n < 12 || memcmp(l, "HTTP/1.", 7) != 0 || (l[7] != '0' && l[7] != '1') || l[8] != ' ') {
-        return -1;
-    }
-    for (i = 9; i < 12; i++) {
-        if (l[i] < '0' || l[i] > '9') {
-            return -1;
-        }
-        s = s * 10 + (l[i] - '0');
-    }
-    if (n > 12 && l[12] != ' ') {
-        return -1;
-    }
-    if (s < 100) {
-        return -1;
-    }
-    r->status = s;
-    /* HTTP/1.0 closes unless told otherwise; we never ask it to keep alive. */
-    r->close = l[7] == '0';
-    return 0;
-}
-
-static int parse_header_line(struct resp *r, const char *l, size_t n)
-{
-    const char *v;
-    size_t vn;
-    bool known = name_is(l, n, "content-length") || name_is(l, n, "transfer-encoding")
-                 || name_is(l, n, "connection");
-
-    if (!known) {
-        return 0;
-    }
-    if (r->line_long) {
-        return -1;
-    }
-    v = (const char *)memchr(l, ':', n) + 1;
-    vn = n - (size_t)(v - l);
-    while (vn > 0 && (*v == ' ' || *v == '\t')) {
-        v++;
-        vn--;
-    }
-    while (vn > 0 && (v[vn - 1] == ' ' || v[vn - 1] == '\t')) {
-        vn--;
-    }
-    if (name_is(l, n, "content-length")) {
-        uint64_t len = 0;
-        size_t i;
-
-        if (vn == 0 || vn > 18 || r->has_len) {
-            return -1;
-        }
-        for (i = 0; i < vn; i++) {
-            if (v[i] < '0' || v[i] > '9') {
-                return -1;
-            }
-            len = len * 10 + (uint64_t)(v[i] - '0');
-        }
-        r->has_len = true;
-        r->remaining = len;
-    } else if (name_is(l, n, "transfer-encoding")) {
-        if (!has_token(v, vn, "chunked")) {
-            return -1;
-        }
-        r->chunked = true;
-    } else if (has_token(v, vn, "close")) {
-        r->close = true;
-    }
-    return 0;
-}
-
-/* The head ended: choose how the body is framed (RFC 9112 §6.3). */
-static void end_of_head(struct resp *r)
-{
-    if (r->status < 200 && r->status != 101 && !r->is_connect) {
-        /* An interim response: the real one follows. */
-        bool no_body = r->no_body;
-
-        resp_reset(r, no_body, false);
-        return;
-    }
-    if (r->is_connect || r->no_body || r->status == 204 || r->status == 304 || r->status < 200) {
-        r->st = RP_DONE;
-    } else if (r->chunked) {
-        r->st = RP_CHUNK_SIZE;
-    } else if (r->has_len) {
-        r->st = r->remaining == 0 ? RP_DONE : RP_BODY_LEN;
-    } else {
-        r->st = RP_BODY_CLOSE;
-        r->close = true;
-    }
-}
-
-static int parse_chunk_size(struct resp *r, const char *l, size_t n)
-{
-    uint64_t size = 0;
-    size_t i;
-
-    if (r->line_long && n >= LINE_MAX_BYTES - 1) {
-        /* Only a long chunk extension can get here; the size itself is short. */
-        n = LINE_MAX_BYTES - 1;
-    }
-    for (i = 0; i < n && l[i] != ';' && l[i] != ' ' && l[i] != '\t'; i++) {
-        char c = l[i];
-        unsigned d;
-
-        if (c >= '0' && c <= '9') {
-            d = (unsigned)(c - '0');
-        } else if (c >= 'a' && c <= 'f') {
-            d = (unsigned)(c - 'a' + 10);
-        } else if (c >= 'A' && c <= 'F') {
-            d = (unsigned)(c - 'A' + 10);
-        } else {
-            return -1;
-        }
-        if (i >= 15) {
-            return -1;
-        }
-        size = size * 16 + d;
-    }
-    if (i == 0) {
-        return -1;
-    }
-    r->remaining = size;
-    r->st = size == 0 ? RP_TRAILER : RP_CHUNK_DATA;
-    return 0;
-}
-
-/* One complete line (CR stripped) of a line-oriented state. */
-static int on_line(struct resp *r, const char *l, size_t n)
-{
-    switch (r->st) {
-    case RP_STATUS:
-        if (r->line_long) {
-            return -1;
-        }
-        r->st = RP_HEADERS;
-        return parse_status_line(r, l, n);
-    case RP_HEADERS:
-        if (n == 0 && !r->line_long) {
-            end_of_head(r);
-            return 0;
-        }
-        return parse_header_line(r, l, n);
-    case RP_CHUNK_SIZE:
-        return parse_chunk_size(r, l, n);
-    case RP_CHUNK_END:
-        if (n != 0 || r->line_long) {
-            return -1;
-        }
-        r->st = RP_CHUNK_SIZE;
-        return 0;
-    case RP_TRAILER:
-        if (n == 0 && !r->line_long) {
-            r->st = RP_DONE;
-        }
-        return 0;
-    case RP_BODY_LEN:
-    case RP_BODY_CLOSE:
-    case RP_CHUNK_DATA:
-    case RP_DONE:
-        break;
-    }
-    return -1;
-}
-
-/* Feeds `n` bytes. Returns 1 when the response is complete (`*used` bytes were its last), 0
- * when more is needed (all were used), -1 when it is malformed. Never allocates. */
-static int resp_feed(struct resp *r, const char *p, size_t n, size_t *used)
-{
-    size_t i = 0;
-
-    while (i < n && r->st != RP_DONE) {
-        switch (r->st) {
-        case RP_BODY_LEN:
-        case RP_CHUNK_DATA: {
-            size_t k = n - i;
-
-            if (k > r->remaining) {
-                k = (size_t)r->remaining;
-            }
-            i += k;
-            r->remaining -= k;
-            if (r->remaining == 0) {
-                r->st = r->st == RP_BODY_LEN ? RP_DONE : RP_CHUNK_END;
-            }
-            break;
-        }
-        case RP_BODY_CLOSE:
-            i = n;
-            break;
-        case RP_STATUS:
-        case RP_HEADERS:
-        case RP_CHUNK_SIZE:
-        case RP_CHUNK_END:
-        case RP_TRAILER: {
-            const char *nl = memchr(p + i, '\n', n - i);
-            size_t k = nl != NULL ? (size_t)(nl - (p + i)) : n - i;
-            size_t room = LINE_MAX_BYTES - 1 - r->line_len;
-
-            if (k > room) {
-                r->line_long = true;
-            }
-            memcpy(r->line + r->line_len, p + i, k < room ? k : room);
-            r->line_len += k < room ? k : room;
-            r->head_bytes += k + (nl != NULL);
-            if (r->head_bytes > HEAD_MAX_BYTES) {
-                return -1;
-            }
-            i += k;
-            if (nl == NULL) {
-                break;
-            }
-            i++;
-            if (r->line_len > 0 && r->line[r->line_len - 1] == '\r') {
-                r->line_len--;
-            }
-            if (on_line(r, r->line, r->line_len) < 0) {
-                return -1;
-            }
-            r->line_len = 0;
-            r->line_long = false;
-            break;
-        }
-        case RP_DONE:
-            break;
-        }
-    }
-    *used = i;
-    return r->st == RP_DONE ? 1 : 0;
-}
 
 /* ---- connections -------------------------------------------------------------------------- */
 
@@ -413,7 +83,9 @@ struct conn {
     bool established;
     /* The current TLS handshake resumed a session. */
     bool resumed;
-    struct resp resp;
+    /* Counted in the worker's `nopening` (connecting, CONNECT or handshake under way). */
+    bool opening;
+    struct sl_resp resp;
 };
 
 struct worker {
@@ -425,6 +97,12 @@ struct worker {
     SSL_SESSION *session;
     struct conn *conns;
     size_t nconns;
+    /* Connections opening now, and those due to open that wait for one of them to finish
+     * (a ring of `nconns` slots: a connection is in it at most once). */
+    size_t nopening;
+    struct conn **openq;
+    size_t oq_head;
+    size_t oq_len;
     /* Rate mode: connections in CS_READY, a stack. */
     struct conn **ready;
     size_t nready;
@@ -432,6 +110,8 @@ struct worker {
     /* The earliest deadline_ns of any connection may be at or after this (a lower bound). */
     uint64_t next_wake_ns;
     char *rbuf;
+    /* epoll_pwait2() works here (false after ENOSYS: then epoll_wait, to the millisecond). */
+    bool have_pwait2;
     /* A mutable copy of the host for SNI: SSL_set_tlsext_host_name() casts to void *. */
     char sni[256];
     uint64_t requests;
@@ -536,6 +216,14 @@ static void ready_remove(struct worker *w, struct conn *c)
     }
 }
 
+static void opening_done(struct conn *c)
+{
+    if (c->opening) {
+        c->opening = false;
+        c->w->nopening--;
+    }
+}
+
 /* Closes the socket and schedules the next connect: at once after a clean close, after
  * SL_LOAD_BACKOFF_MS after an error. */
 static void conn_reset(struct conn *c, enum conn_err e, uint64_t t)
@@ -543,6 +231,7 @@ static void conn_reset(struct conn *c, enum conn_err e, uint64_t t)
     struct worker *w = c->w;
 
     count_error(w, e);
+    opening_done(c);
     if (c->state == CS_READY) {
         ready_remove(w, c);
     }
@@ -701,9 +390,8 @@ static long io_read(struct conn *c, char *p, size_t n)
             c->want_write = true;
             return IO_WAIT;
         case SSL_ERROR_ZERO_RETURN:
+        case SSL_ERROR_SYSCALL: /* a reset: the peer is gone */
             return IO_EOF;
-        case SSL_ERROR_SYSCALL:
-            return IO_EOF; /* a reset: the peer is gone */
         default:
             return IO_ERR;
         }
@@ -727,7 +415,7 @@ static void begin_request(struct conn *c, uint64_t start_ns, uint64_t t)
     c->out_off = 0;
     c->start_ns = start_ns;
     c->rx_bytes = 0;
-    resp_reset(&c->resp, c->w->sh->cfg->head_request, false);
+    sl_resp_reset(&c->resp, c->w->sh->cfg->head_request, false);
     progress(c, t);
 }
 
@@ -736,6 +424,7 @@ static void on_connected(struct conn *c, uint64_t t)
 {
     struct worker *w = c->w;
 
+    opening_done(c);
     switch (w->sh->cfg->mode) {
     case SL_LOAD_KEEPALIVE:
     case SL_LOAD_DOWNLOAD:
@@ -753,7 +442,8 @@ static void on_connected(struct conn *c, uint64_t t)
     }
 }
 
-/* A response ended. Returns the next state's work to do (or CE_NONE). */
+/* A response ended: count it (in the window, with the expected status), then close, hold, or
+ * send the next request, as the mode says. */
 static void on_response(struct conn *c, uint64_t t)
 {
     struct worker *w = c->w;
@@ -824,7 +514,7 @@ static enum conn_err step_connecting(struct conn *c, uint32_t events, uint64_t t
     c->out_off = 0;
     if (cfg->via_proxy && cfg->tls) {
         c->state = CS_PROXY_SEND;
-        resp_reset(&c->resp, true, true);
+        sl_resp_reset(&c->resp, true, true);
     } else if (cfg->tls) {
         c->state = CS_HANDSHAKE;
         return start_tls(c);
@@ -893,7 +583,7 @@ static enum conn_err step_proxy_recv(struct conn *c, uint64_t t)
             return CE_PROXY;
         }
         progress(c, t);
-        rc = resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
+        rc = sl_resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
         if (rc < 0 || (rc == 1 && (used != (size_t)k || c->resp.status != 200))) {
             return CE_PROXY;
         }
@@ -916,7 +606,7 @@ static enum conn_err step_receiving(struct conn *c, uint64_t t)
         if (k == IO_WAIT) {
             return CE_NONE;
         }
-        if (k == IO_EOF && c->resp.st == RP_BODY_CLOSE) {
+        if (k == IO_EOF && sl_resp_ends_at_close(&c->resp)) {
             on_response(c, t);
             if (c->state != CS_WAIT) {
                 conn_reset(c, CE_NONE, t);
@@ -931,7 +621,7 @@ static enum conn_err step_receiving(struct conn *c, uint64_t t)
             w->bytes += (uint64_t)k;
         }
         progress(c, t);
-        rc = resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
+        rc = sl_resp_feed(&c->resp, w->rbuf, (size_t)k, &used);
         if (rc < 0 || (rc == 1 && used != (size_t)k)) {
             return CE_HTTP;
         }
@@ -982,7 +672,10 @@ static enum conn_err conn_step(struct conn *c, uint32_t events, uint64_t t)
         }
         case CS_SENDING:
             if (write_out(c, cfg->request, cfg->request_len, t, &e) == 1) {
+                /* The answer cannot be there yet: wait for EPOLLIN rather than spend a read
+                 * that is sure to find nothing (one syscall less per request). */
                 c->state = CS_RECEIVING;
+                before = CS_RECEIVING;
             }
             break;
         case CS_RECEIVING:
@@ -1004,12 +697,48 @@ static enum conn_err conn_step(struct conn *c, uint32_t events, uint64_t t)
     return CE_NONE;
 }
 
-/* Opens connections whose time has come and times out the stalled ones. */
+static void open_now(struct conn *c, uint64_t t)
+{
+    enum conn_err e = conn_open(c, t);
+
+    if (e != CE_NONE) {
+        conn_reset(c, e, t);
+        return;
+    }
+    c->opening = true;
+    c->w->nopening++;
+}
+
+/* True when `c` may start opening now; otherwise it is queued until an opening finishes. */
+static bool may_open(struct worker *w, struct conn *c)
+{
+    size_t slot = w->oq_head + w->oq_len;
+
+    if (w->sh->cfg->mode == SL_LOAD_NEWCONN || w->nopening < OPENING_MAX) {
+        return true;
+    }
+    if (slot >= w->nconns) {
+        slot -= w->nconns;
+    }
+    w->openq[slot] = c;
+    w->oq_len++;
+    c->deadline_ns = 0;
+    return false;
+}
+
+/* Opens queued and due connections, and times out the stalled ones. */
 static void run_timers(struct worker *w, uint64_t t)
 {
     uint64_t next = UINT64_MAX;
     size_t i;
 
+    while (w->oq_len > 0 && w->nopening < OPENING_MAX) {
+        struct conn *c = w->openq[w->oq_head];
+
+        w->oq_head = w->oq_head + 1 == w->nconns ? 0 : w->oq_head + 1;
+        w->oq_len--;
+        open_now(c, t);
+    }
     if (t < w->next_wake_ns) {
         return;
     }
@@ -1018,14 +747,10 @@ static void run_timers(struct worker *w, uint64_t t)
         struct conn *c = &w->conns[i];
 
         if (c->deadline_ns != 0 && c->deadline_ns <= t) {
-            if (c->state == CS_WAIT) {
-                enum conn_err e = conn_open(c, t);
-
-                if (e != CE_NONE) {
-                    conn_reset(c, e, t);
-                }
-            } else {
+            if (c->state != CS_WAIT) {
                 conn_reset(c, CE_TIMEOUT, t);
+            } else if (may_open(w, c)) {
+                open_now(c, t);
             }
         }
         if (c->deadline_ns != 0 && c->deadline_ns < next) {
@@ -1051,7 +776,9 @@ static void dispatch(struct worker *w, uint64_t t)
     }
 }
 
-static int poll_timeout_ms(const struct worker *w, uint64_t t)
+/* How long the next epoll wait may last, in nanoseconds: until the next timer or scheduled
+ * request, at most POLL_MAX_MS. */
+static uint64_t poll_timeout_ns(const struct worker *w, uint64_t t)
 {
     uint64_t wake = w->next_wake_ns;
 
@@ -1066,9 +793,27 @@ static int poll_timeout_ms(const struct worker *w, uint64_t t)
         return 0;
     }
     if (wake - t >= (uint64_t)POLL_MAX_MS * 1000000u) {
-        return POLL_MAX_MS;
+        return (uint64_t)POLL_MAX_MS * 1000000u;
     }
-    return (int)((wake - t + 999999u) / 1000000u);
+    return wake - t;
+}
+
+/* epoll_wait with a nanosecond timeout. Rate mode sends requests at their scheduled times, and
+ * a millisecond timeout would make each one up to 1 ms late (and, since it is timed from its
+ * schedule, add that to its latency): epoll_pwait2 (Linux 5.11) waits to the microsecond. */
+static int wait_events(struct worker *w, struct epoll_event *evs, uint64_t timeout_ns)
+{
+    if (w->have_pwait2) {
+        struct timespec ts = { .tv_sec = (time_t)(timeout_ns / 1000000000u),
+                               .tv_nsec = (long)(timeout_ns % 1000000000u) };
+        int n = epoll_pwait2(w->ep, evs, EVENTS_MAX, &ts, NULL);
+
+        if (n != -1 || errno != ENOSYS) {
+            return n;
+        }
+        w->have_pwait2 = false;
+    }
+    return epoll_wait(w->ep, evs, EVENTS_MAX, (int)((timeout_ns + 999999u) / 1000000u));
 }
 
 static void *worker_main(void *arg)
@@ -1094,7 +839,7 @@ static void *worker_main(void *arg)
         if (sh->cfg->mode == SL_LOAD_RATE) {
             dispatch(w, t);
         }
-        n = epoll_wait(w->ep, evs, EVENTS_MAX, poll_timeout_ms(w, t));
+        n = wait_events(w, evs, poll_timeout_ns(w, t));
         if (n == -1) {
             if (errno == EINTR) {
                 continue;
@@ -1205,12 +950,14 @@ static void worker_finish(struct worker *w)
     }
     sl_free(w->conns);
     sl_free(w->ready);
+    sl_free(w->openq);
     sl_free(w->rbuf);
 }
 
-/* Sets up worker `w` for `nconns` connections (caller storage, zeroed). */
-static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint64_t t0, char *err,
-                       size_t errlen)
+/* Sets up worker `w` for `nconns` connections (caller storage, zeroed); in rate mode its first
+ * request is due at `sched_ns`. */
+static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint64_t sched_ns,
+                       char *err, size_t errlen)
 {
     const struct sl_load_config *cfg = sh->cfg;
     size_t i;
@@ -1219,6 +966,7 @@ static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint6
     w->ep = -1;
     w->nconns = nconns;
     w->next_wake_ns = UINT64_MAX;
+    w->have_pwait2 = true;
     sl_hist_init(&w->hist);
     if (strlen(cfg->host) >= sizeof(w->sni)) {
         set_err(err, errlen, "host name too long", cfg->host);
@@ -1234,9 +982,10 @@ static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint6
         return -errno;
     }
     w->conns = sl_calloc(nconns, sizeof(*w->conns));
-    w->ready = sl_calloc(nconns, sizeof(*w->ready));
+    w->ready = sl_calloc(nconns, sizeof(struct conn *));
+    w->openq = sl_calloc(nconns, sizeof(struct conn *));
     w->rbuf = sl_malloc(READ_BUF_BYTES);
-    if (w->conns == NULL || w->ready == NULL || w->rbuf == NULL) {
+    if (w->conns == NULL || w->ready == NULL || w->openq == NULL || w->rbuf == NULL) {
         set_err(err, errlen, "out of memory", NULL);
         return SL_ENOMEM;
     }
@@ -1245,7 +994,7 @@ static int worker_init(struct worker *w, struct shared *sh, size_t nconns, uint6
         w->conns[i].fd = -1;
     }
     if (cfg->mode == SL_LOAD_RATE) {
-        sl_sched_init(&w->sched, t0, cfg->rate * (double)nconns / (double)cfg->connections);
+        sl_sched_init(&w->sched, sched_ns, cfg->rate * (double)nconns / (double)cfg->connections);
     }
     return 0;
 }
@@ -1371,8 +1120,11 @@ int sl_load_run(const struct sl_load_config *cfg, const struct sl_load_hooks *ho
                                            : sh.window_start_ns + secs_to_ns(cfg->duration_s));
     for (i = 0; i < nthreads; i++) {
         size_t n = cfg->connections / nthreads + (i < cfg->connections % nthreads ? 1 : 0);
+        /* Rate mode: thread i starts i requests' spacing later, so the threads' schedules
+         * interleave instead of firing together. */
+        uint64_t start = cfg->mode == SL_LOAD_RATE ? t0 + secs_to_ns((double)i / cfg->rate) : t0;
 
-        rc = worker_init(&ws[i], &sh, n, t0, err, errlen);
+        rc = worker_init(&ws[i], &sh, n, start, err, errlen);
         if (rc < 0) {
             nthreads = i + 1;
             goto fail_workers;

@@ -7,11 +7,13 @@
 #include <errno.h>
 #include <math.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 
 #include "base/log.h"
 #include "base/mem.h"
@@ -72,7 +74,7 @@ static int usage(const char *why, const char *arg)
     if (why != NULL) {
         sl_eprintf("load: %s%s%s", why, arg != NULL ? ": " : "", arg != NULL ? arg : "");
     }
-    fputs(usage_text, stdout);
+    (void)fputs(usage_text, stdout);
     return 2;
 }
 
@@ -413,6 +415,33 @@ static bool has_header(const struct opts *o, const char *name)
     return false;
 }
 
+/* A header for the proxy rather than the origin (Proxy-Authorization): with TLS through a proxy
+ * it goes on the CONNECT, which is all the proxy reads in the clear. */
+static bool is_for_proxy(const struct opts *o, const struct target *t, const char *header)
+{
+    return o->proxy != NULL && t->tls && strncasecmp(header, "Proxy-", 6) == 0;
+}
+
+static bool build_connect(const struct opts *o, const struct target *t, const char *authority,
+                          char *conn_req, size_t cap)
+{
+    size_t n = 0;
+
+    conn_req[0] = '\0';
+    if (!append(conn_req, cap, &n, "CONNECT ") || !append(conn_req, cap, &n, authority)
+        || !append(conn_req, cap, &n, " HTTP/1.1\r\nHost: ")
+        || !append(conn_req, cap, &n, authority) || !append(conn_req, cap, &n, "\r\n")) {
+        return false;
+    }
+    for (size_t i = 0; i < o->nheaders; i++) {
+        if (is_for_proxy(o, t, o->headers[i])
+            && (!append(conn_req, cap, &n, o->headers[i]) || !append(conn_req, cap, &n, "\r\n"))) {
+            return false;
+        }
+    }
+    return append(conn_req, cap, &n, "\r\n");
+}
+
 /* Builds the request (and the CONNECT) once; every request of the run sends these bytes. */
 static bool build_requests(const struct opts *o, const struct target *t, char *req, char *conn_req,
                            size_t cap)
@@ -446,18 +475,12 @@ static bool build_requests(const struct opts *o, const struct target *t, char *r
         return false;
     }
     for (size_t i = 0; i < o->nheaders; i++) {
-        if (!append(req, cap, &n, o->headers[i]) || !append(req, cap, &n, "\r\n")) {
+        if (!is_for_proxy(o, t, o->headers[i])
+            && (!append(req, cap, &n, o->headers[i]) || !append(req, cap, &n, "\r\n"))) {
             return false;
         }
     }
-    if (!append(req, cap, &n, "\r\n")) {
-        return false;
-    }
-    n = 0;
-    conn_req[0] = '\0';
-    return append(conn_req, cap, &n, "CONNECT ") && append(conn_req, cap, &n, authority)
-           && append(conn_req, cap, &n, " HTTP/1.1\r\nHost: ")
-           && append(conn_req, cap, &n, authority) && append(conn_req, cap, &n, "\r\n\r\n");
+    return append(req, cap, &n, "\r\n") && build_connect(o, t, authority, conn_req, cap);
 }
 
 static void on_window_start(void *arg)
@@ -466,6 +489,9 @@ static void on_window_start(void *arg)
 
     if (m->npids > 0) {
         m->have_start = sl_proc_sample_trees(m->pids, m->npids, &m->start) == 0;
+        if (m->have_start && m->start.nprocs == 0) {
+            sl_eprintf("load: warning: no process to measure (--measure-pid names none alive)");
+        }
     }
 }
 
@@ -481,26 +507,26 @@ static void on_window_end(void *arg)
 static void on_ready(uint64_t established, void *arg)
 {
     (void)arg;
-    printf("ready %llu\n", (unsigned long long)established);
+    (void)printf("ready %llu\n", (unsigned long long)established);
     (void)fflush(stdout);
 }
 
 /* Writes `s` as a JSON string. */
 static void json_str(FILE *f, const char *s)
 {
-    fputc('"', f);
+    (void)fputc('"', f);
     for (; *s != '\0'; s++) {
         unsigned char c = (unsigned char)*s;
 
         if (c == '"' || c == '\\') {
-            fprintf(f, "\\%c", c);
+            (void)fprintf(f, "\\%c", c);
         } else if (c < 0x20 || c == 0x7f) {
-            fprintf(f, "\\u%04x", c);
+            (void)fprintf(f, "\\u%04x", c);
         } else {
-            fputc(c, f);
+            (void)fputc(c, f);
         }
     }
-    fputc('"', f);
+    (void)fputc('"', f);
 }
 
 static double per_s(uint64_t n, double secs)
@@ -514,66 +540,67 @@ static void write_json(FILE *f, const struct opts *o, const struct sl_load_resul
     const struct sl_hist *h = &r->latency;
     const struct sl_load_errors *e = &r->errors;
 
-    fprintf(f, "{\"mode\":\"%s\",\"url\":", mode_name(o->cfg.mode));
+    (void)fprintf(f, "{\"mode\":\"%s\",\"url\":", mode_name(o->cfg.mode));
     json_str(f, o->url);
-    fputs(",\"proxy\":", f);
+    (void)fputs(",\"proxy\":", f);
     if (o->proxy != NULL) {
         json_str(f, o->proxy);
     } else {
-        fputs("null", f);
+        (void)fputs("null", f);
     }
-    fprintf(f, ",\"connections\":%u,\"threads\":%u,\"seconds\":%.6f", o->cfg.connections,
-            o->cfg.threads, r->seconds);
-    fprintf(f, ",\"requests\":%llu,\"rps\":%.3f", (unsigned long long)r->requests,
-            per_s(r->requests, r->seconds));
-    fprintf(f, ",\"bytes\":%llu,\"bytes_per_s\":%.3f", (unsigned long long)r->bytes,
-            per_s(r->bytes, r->seconds));
-    fprintf(f, ",\"connects\":%llu,\"connects_per_s\":%.3f,\"resumed\":%llu",
-            (unsigned long long)r->connects, per_s(r->connects, r->seconds),
-            (unsigned long long)r->resumed);
-    fprintf(f,
-            ",\"errors\":{\"connect\":%llu,\"proxy\":%llu,\"tls\":%llu,\"http\":%llu,"
-            "\"status\":%llu,\"timeout\":%llu,\"closed\":%llu}",
-            (unsigned long long)e->connect, (unsigned long long)e->proxy,
-            (unsigned long long)e->tls, (unsigned long long)e->http, (unsigned long long)e->status,
-            (unsigned long long)e->timeout, (unsigned long long)e->closed);
-    fprintf(f,
-            ",\"latency_us\":{\"count\":%llu,\"mean\":%.3f,\"p50\":%llu,\"p90\":%llu,"
-            "\"p99\":%llu,\"p999\":%llu,\"max\":%llu}",
-            (unsigned long long)h->count, sl_hist_mean(h),
-            (unsigned long long)sl_hist_percentile(h, 50.0),
-            (unsigned long long)sl_hist_percentile(h, 90.0),
-            (unsigned long long)sl_hist_percentile(h, 99.0),
-            (unsigned long long)sl_hist_percentile(h, 99.9),
-            (unsigned long long)(h->count > 0 ? h->max : 0));
-    fputs(",\"measured\":", f);
+    (void)fprintf(f, ",\"connections\":%u,\"threads\":%u,\"seconds\":%.6f", o->cfg.connections,
+                  o->cfg.threads, r->seconds);
+    (void)fprintf(f, ",\"requests\":%llu,\"rps\":%.3f", (unsigned long long)r->requests,
+                  per_s(r->requests, r->seconds));
+    (void)fprintf(f, ",\"bytes\":%llu,\"bytes_per_s\":%.3f", (unsigned long long)r->bytes,
+                  per_s(r->bytes, r->seconds));
+    (void)fprintf(f, ",\"connects\":%llu,\"connects_per_s\":%.3f,\"resumed\":%llu",
+                  (unsigned long long)r->connects, per_s(r->connects, r->seconds),
+                  (unsigned long long)r->resumed);
+    (void)fprintf(f,
+                  ",\"errors\":{\"connect\":%llu,\"proxy\":%llu,\"tls\":%llu,\"http\":%llu,"
+                  "\"status\":%llu,\"timeout\":%llu,\"closed\":%llu}",
+                  (unsigned long long)e->connect, (unsigned long long)e->proxy,
+                  (unsigned long long)e->tls, (unsigned long long)e->http,
+                  (unsigned long long)e->status, (unsigned long long)e->timeout,
+                  (unsigned long long)e->closed);
+    (void)fprintf(f,
+                  ",\"latency_us\":{\"count\":%llu,\"mean\":%.3f,\"p50\":%llu,\"p90\":%llu,"
+                  "\"p99\":%llu,\"p999\":%llu,\"max\":%llu}",
+                  (unsigned long long)h->count, sl_hist_mean(h),
+                  (unsigned long long)sl_hist_percentile(h, 50.0),
+                  (unsigned long long)sl_hist_percentile(h, 90.0),
+                  (unsigned long long)sl_hist_percentile(h, 99.0),
+                  (unsigned long long)sl_hist_percentile(h, 99.9),
+                  (unsigned long long)(h->count > 0 ? h->max : 0));
+    (void)fputs(",\"measured\":", f);
     if (m->npids == 0) {
-        fputs("null", f);
+        (void)fputs("null", f);
     } else {
-        fputs("{\"pids\":[", f);
+        (void)fputs("{\"pids\":[", f);
         for (size_t i = 0; i < m->npids; i++) {
-            fprintf(f, "%s%d", i > 0 ? "," : "", m->pids[i]);
+            (void)fprintf(f, "%s%d", i > 0 ? "," : "", m->pids[i]);
         }
         if (m->have_start && m->have_end) {
             uint64_t cpu = m->end.cpu_us >= m->start.cpu_us ? m->end.cpu_us - m->start.cpu_us : 0;
 
-            fprintf(f,
-                    "],\"cpu_us\":%llu,\"rss_kib_start\":%llu,\"rss_kib_end\":%llu,"
-                    "\"hwm_kib\":%llu}",
-                    (unsigned long long)cpu, (unsigned long long)m->start.rss_kib,
-                    (unsigned long long)m->end.rss_kib, (unsigned long long)m->end.hwm_kib);
+            (void)fprintf(f,
+                          "],\"cpu_us\":%llu,\"rss_kib_start\":%llu,\"rss_kib_end\":%llu,"
+                          "\"hwm_kib\":%llu}",
+                          (unsigned long long)cpu, (unsigned long long)m->start.rss_kib,
+                          (unsigned long long)m->end.rss_kib, (unsigned long long)m->end.hwm_kib);
         } else {
-            fputs("],\"cpu_us\":null,\"rss_kib_start\":null,\"rss_kib_end\":null,"
-                  "\"hwm_kib\":null}",
-                  f);
+            (void)fputs("],\"cpu_us\":null,\"rss_kib_start\":null,\"rss_kib_end\":null,"
+                        "\"hwm_kib\":null}",
+                        f);
         }
     }
     if (o->cfg.mode == SL_LOAD_IDLE) {
-        fprintf(f, ",\"established\":%llu", (unsigned long long)r->established);
+        (void)fprintf(f, ",\"established\":%llu", (unsigned long long)r->established);
     } else {
-        fputs(",\"established\":null", f);
+        (void)fputs(",\"established\":null", f);
     }
-    fputs("}\n", f);
+    (void)fputs("}\n", f);
 }
 
 static void print_summary(const struct opts *o, const struct sl_load_result *r,
@@ -582,37 +609,56 @@ static void print_summary(const struct opts *o, const struct sl_load_result *r,
     const struct sl_hist *h = &r->latency;
     const struct sl_load_errors *e = &r->errors;
 
-    printf("sluice-load %s %s%s%s: %u connections, %u threads, %.3f s\n", mode_name(o->cfg.mode),
-           o->url, o->proxy != NULL ? " via " : "", o->proxy != NULL ? o->proxy : "",
-           o->cfg.connections, o->cfg.threads, r->seconds);
-    printf("  requests %llu (%.1f/s), bytes %llu (%.2f MB/s)\n", (unsigned long long)r->requests,
-           per_s(r->requests, r->seconds), (unsigned long long)r->bytes,
-           per_s(r->bytes, r->seconds) / 1e6);
+    (void)printf("sluice-load %s %s%s%s: %u connections, %u threads, %.3f s\n",
+                 mode_name(o->cfg.mode), o->url, o->proxy != NULL ? " via " : "",
+                 o->proxy != NULL ? o->proxy : "", o->cfg.connections, o->cfg.threads, r->seconds);
+    (void)printf("  requests %llu (%.1f/s), bytes %llu (%.2f MB/s)\n",
+                 (unsigned long long)r->requests, per_s(r->requests, r->seconds),
+                 (unsigned long long)r->bytes, per_s(r->bytes, r->seconds) / 1e6);
     if (o->cfg.mode == SL_LOAD_NEWCONN) {
-        printf("  connects %llu (%.1f/s), resumed %llu\n", (unsigned long long)r->connects,
-               per_s(r->connects, r->seconds), (unsigned long long)r->resumed);
+        (void)printf("  connects %llu (%.1f/s), resumed %llu\n", (unsigned long long)r->connects,
+                     per_s(r->connects, r->seconds), (unsigned long long)r->resumed);
     }
     if (o->cfg.mode == SL_LOAD_IDLE) {
-        printf("  established %llu\n", (unsigned long long)r->established);
+        (void)printf("  established %llu\n", (unsigned long long)r->established);
     }
-    printf("  latency us: mean %.1f p50 %llu p90 %llu p99 %llu p99.9 %llu max %llu\n",
-           sl_hist_mean(h), (unsigned long long)sl_hist_percentile(h, 50.0),
-           (unsigned long long)sl_hist_percentile(h, 90.0),
-           (unsigned long long)sl_hist_percentile(h, 99.0),
-           (unsigned long long)sl_hist_percentile(h, 99.9),
-           (unsigned long long)(h->count > 0 ? h->max : 0));
-    printf("  errors: connect %llu proxy %llu tls %llu http %llu status %llu timeout %llu "
-           "closed %llu\n",
-           (unsigned long long)e->connect, (unsigned long long)e->proxy, (unsigned long long)e->tls,
-           (unsigned long long)e->http, (unsigned long long)e->status,
-           (unsigned long long)e->timeout, (unsigned long long)e->closed);
+    (void)printf("  latency us: mean %.1f p50 %llu p90 %llu p99 %llu p99.9 %llu max %llu\n",
+                 sl_hist_mean(h), (unsigned long long)sl_hist_percentile(h, 50.0),
+                 (unsigned long long)sl_hist_percentile(h, 90.0),
+                 (unsigned long long)sl_hist_percentile(h, 99.0),
+                 (unsigned long long)sl_hist_percentile(h, 99.9),
+                 (unsigned long long)(h->count > 0 ? h->max : 0));
+    (void)printf("  errors: connect %llu proxy %llu tls %llu http %llu status %llu timeout %llu "
+                 "closed %llu\n",
+                 (unsigned long long)e->connect, (unsigned long long)e->proxy,
+                 (unsigned long long)e->tls, (unsigned long long)e->http,
+                 (unsigned long long)e->status, (unsigned long long)e->timeout,
+                 (unsigned long long)e->closed);
     if (m->npids > 0 && m->have_start && m->have_end) {
         uint64_t cpu = m->end.cpu_us >= m->start.cpu_us ? m->end.cpu_us - m->start.cpu_us : 0;
 
-        printf("  measured: cpu %llu us (%.1f us/request), rss %llu -> %llu KiB, hwm %llu KiB\n",
-               (unsigned long long)cpu, r->requests > 0 ? (double)cpu / (double)r->requests : 0.0,
-               (unsigned long long)m->start.rss_kib, (unsigned long long)m->end.rss_kib,
-               (unsigned long long)m->end.hwm_kib);
+        (void)printf(
+                "  measured: cpu %llu us (%.1f us/request), rss %llu -> %llu KiB, hwm %llu KiB\n",
+                (unsigned long long)cpu, r->requests > 0 ? (double)cpu / (double)r->requests : 0.0,
+                (unsigned long long)m->start.rss_kib, (unsigned long long)m->end.rss_kib,
+                (unsigned long long)m->end.hwm_kib);
+    }
+}
+
+/* A write to a socket the peer has reset must be an error, not SIGPIPE (OpenSSL's socket BIO
+ * writes with write(2), which has no MSG_NOSIGNAL); and idle mode may hold more connections than
+ * the default soft limit of open files allows. */
+static void prepare_process(void)
+{
+    struct sigaction sa;
+    struct rlimit rl;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_IGN;
+    (void)sigaction(SIGPIPE, &sa, NULL);
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &rl);
     }
 }
 
@@ -640,6 +686,10 @@ int main(int argc, char **argv)
     o.cfg.ncafiles = o.ncafiles;
     o.cfg.head_request = strcmp(o.method, "HEAD") == 0;
     o.cfg.via_proxy = o.proxy != NULL;
+    /* A thread without a connection would do nothing: the report names the threads used. */
+    if (o.cfg.threads > o.cfg.connections) {
+        o.cfg.threads = o.cfg.connections;
+    }
     if (o.proxy != NULL        ? !resolve_hostport(o.proxy, &o.cfg.dial, &o.cfg.dial_len)
         : o.connect_to != NULL ? !resolve_hostport(o.connect_to, &o.cfg.dial, &o.cfg.dial_len)
                                : !resolve(t.host, t.port, &o.cfg.dial, &o.cfg.dial_len)) {
@@ -650,6 +700,7 @@ int main(int argc, char **argv)
     if (!build_requests(&o, &t, request, connect_req, sizeof(request))) {
         return usage("the request is too long", NULL);
     }
+    prepare_process();
     o.cfg.request = request;
     o.cfg.request_len = strlen(request);
     o.cfg.connect_req = connect_req;
