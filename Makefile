@@ -7,7 +7,10 @@
 # make fuzz   each libFuzzer target for FUZZ_SECONDS (default 60)
 # make fuzz-long  each libFuzzer target for FUZZ_LONG_SECONDS (default 3600), one after the
 #             other, in $(FUZZ_BUILD); new inputs and crashes are kept in $(FUZZ_WORK)/<target>
-# make bench  the micro-benchmarks (numbers, not pass/fail)
+# make bench  build, then bench/compare: the policy micro-benchmark and sluice side by side
+#             with squid, mitmproxy and tinyproxy (~12 min; numbers, not pass/fail; installs the
+#             peers from Debian when missing). ARGS are passed on: make bench ARGS=--quick
+# make bench-quick  the same with --quick (~3 min)
 # make lint   clang-format check, tools/checksrc.sh, clang-tidy
 # make format reformat every C file
 
@@ -21,8 +24,8 @@ FUZZ_BUILD ?= build/fuzz
 FUZZ_WORK  ?= build/fuzz-work
 CTEST      = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps test-deps build run test test-release test-asan test-tsan fuzz fuzz-long bench lint \
-	format clean
+.PHONY: all deps test-deps build run test test-release test-asan test-tsan fuzz fuzz-long bench \
+	bench-quick lint format clean
 
 all: build
 
@@ -103,8 +106,14 @@ fuzz-long: test-deps
 			|| { echo "fuzz-long: $$t FAILED (see $$work/crash-*)"; rc=1; }; \
 	done; exit $$rc
 
+# Results in $(BENCH_OUT)/latest.md and latest.json (bench/README.md says what each figure means).
+BENCH_OUT ?= $(BUILD)/bench-results
+
 bench: build
-	$(BUILD)/bench/policy_bench
+	bench/compare --build $(BUILD) --out $(BENCH_OUT) $(ARGS)
+
+bench-quick: build
+	bench/compare --build $(BUILD) --out $(BENCH_OUT) --quick $(ARGS)
 
 lint: build
 	tools/format.sh --check
