@@ -72,6 +72,23 @@ int sl_buf_append(struct sl_buf *b, const void *p, size_t n)
     return 0;
 }
 
+uint8_t *sl_buf_reserve(struct sl_buf *b, size_t n)
+{
+    assert(sl_buf_is_valid(b));
+    if (reserve(b, n) < 0) {
+        return NULL;
+    }
+    return b->p + b->len;
+}
+
+void sl_buf_commit(struct sl_buf *b, size_t n)
+{
+    SL_BUG_ON(b->p == NULL || n > b->_cap - 1 - b->len);
+    b->len += n;
+    b->p[b->len] = '\0';
+    assert(sl_buf_is_valid(b));
+}
+
 int sl_buf_append_str(struct sl_buf *b, const char *s)
 {
     return sl_buf_append(b, s, strlen(s));

@@ -37,6 +37,15 @@ void sl_buf_finish(struct sl_buf *b);
 /* Appends `n` bytes. Returns 0, SL_ETOOBIG past the cap, or SL_ENOMEM; on error nothing changed. */
 SL_MUST_CHECK int sl_buf_append(struct sl_buf *b, const void *p, size_t n);
 
+/* Room for `n` more bytes at the end, for a producer that writes in place (then
+ * sl_buf_commit()). Returns the first free byte, or NULL when `n` more would pass the maximum
+ * or memory ran out (the buffer is unchanged). The pointer is valid until the next call that
+ * changes the buffer. */
+uint8_t *sl_buf_reserve(struct sl_buf *b, size_t n);
+
+/* Adds `n` bytes written in place after sl_buf_reserve() (at most what it reserved). */
+void sl_buf_commit(struct sl_buf *b, size_t n);
+
 /* Appends a NUL-terminated string (without its terminator). */
 SL_MUST_CHECK int sl_buf_append_str(struct sl_buf *b, const char *s);
 

@@ -28,7 +28,10 @@
 #define HEAD_OUT_MAX (SL_STREAM_OUT_HIGH + 4096u)
 #define ARENA_CHUNK  4096u
 #define ARENA_MAX    ((size_t)256 * 1024)
-#define TLS_OUT_CAP  ((size_t)64 * 1024)
+/* Ciphertext a client engine may hold before writes wait: one record. The stream moves it
+ * into its own output block at once, so a larger engine ring only costs memory (its ring is
+ * allocated at this size plus a record, per connection). */
+#define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
 /* Longest request target quoted back in a refusal. */
 #define QUOTE_MAX 200
 /* A relay's expiry timer fires this long after the second of `expires_at` has begun, so that
@@ -589,13 +592,17 @@ static void reset_exchange(struct sl__conn *c)
     sl_arena_reset(&c->resp_arena);
 }
 
-/* The exchange is over and the connection goes on: wait for the next request. */
+/* The exchange is over and the connection goes on: wait for the next request. What only an
+ * exchange needs is freed, so that a keep-alive connection between requests holds its TLS state
+ * and little else (a few mallocs per request buy ~8 KiB per idle connection). */
 static void end_exchange(struct sl__conn *c)
 {
     sl_snapshot_unref(c->snap);
     c->snap = NULL;
     reset_exchange(c);
-    sl_arena_reset(&c->arena);
+    sl_buf_finish(&c->head);
+    sl_arena_finish(&c->arena);
+    sl_arena_finish(&c->resp_arena);
     if (c->w->draining) {
         begin_closing(c);
         return;

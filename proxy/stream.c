@@ -228,18 +228,18 @@ void sl_stream_want_read(struct sl_stream *s, bool want)
 static void move_tls_out(struct sl_stream *s)
 {
     while (s->_out.len < SL_STREAM_OUT_HIGH) {
-        struct sl_slice run = sl_tls_out_peek(s->_tls);
-        int rc;
+        size_t n = sl_tls_out_pending(s->_tls);
+        uint8_t *tail;
 
-        if (run.n == 0) {
+        if (n == 0) {
             return;
         }
-        rc = sl_buf_append(&s->_out, run.p, run.n);
-        if (rc < 0) {
-            fail(s, rc);
+        tail = sl_buf_reserve(&s->_out, n);
+        if (tail == NULL) {
+            fail(s, SL_ENOMEM);
             return;
         }
-        sl_tls_out_ack(s->_tls, run.n);
+        sl_buf_commit(&s->_out, sl_tls_out_copy(s->_tls, tail, n));
     }
 }
 

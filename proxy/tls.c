@@ -14,15 +14,6 @@
 
 #include "base/mem.h"
 
-/*
- * Room the output ring keeps beyond the cap: one full record of SL_TLS_WRITE_MAX plaintext plus
- * its expansion (at most 85 bytes for TLS 1.2 CBC-SHA384, 22 for TLS 1.3) and a few small
- * post-handshake messages OpenSSL may have left unsent (an alert, a KeyUpdate). Because
- * sl_tls_write() only writes while less than the cap is pending, SSL_write never finds the ring
- * full, so it never leaves a half-written record behind that would have to be retried with the
- * same arguments.
- */
-#define RING_SLACK_BYTES 1024u
 /* Largest session cache a client context accepts (lookups scan the table). */
 #define SESSION_CACHE_MAX 4096u
 /* "[" host "]:" port NUL. */
@@ -48,8 +39,12 @@ enum sni_state {
 struct sl_tls {
     /* The OpenSSL connection; owned. It owns the SSL end of the BIO pair. */
     SSL *ssl;
-    /* Our end of the BIO pair: writes fill the input ring, reads drain the output ring. Owned. */
-    BIO *net;
+    /* The two memory BIOs: `in` holds the ciphertext fed and not yet read by OpenSSL, `out`
+     * what OpenSSL wrote and we have not sent. Both owned by `ssl`. Each grows to the most it
+     * ever held at once (a flight, a record), so an engine that moved only small messages stays
+     * small; their amounts are capped by sl_tls_feed() and sl_tls_write(). */
+    BIO *in;
+    BIO *out;
     /* Most output ciphertext, in bytes, that may be pending before sl_tls_write() accepts 0. */
     size_t out_cap;
     /* 0 while healthy; otherwise the failure code every call returns. */
@@ -532,8 +527,6 @@ int sl_tls_server_ctx_new(SSL_CTX **out, char *err, size_t errlen)
 
 static int engine_create(SSL_CTX *ctx, bool is_server, size_t out_cap, struct sl_tls **out)
 {
-    BIO *ssl_bio = NULL;
-    BIO *net = NULL;
     struct sl_tls *t;
 
     if (out_cap == 0) {
@@ -550,14 +543,16 @@ static int engine_create(SSL_CTX *ctx, bool is_server, size_t out_cap, struct sl
     if (t->ssl == NULL) {
         goto fail_free;
     }
-    /* The SSL end's own buffer is the output ring, ours is the input ring. */
-    if (BIO_new_bio_pair(&ssl_bio, out_cap + SL_TLS_WRITE_MAX + RING_SLACK_BYTES, &net,
-                         SL_TLS_IN_RING_BYTES)
-        != 1) {
+    t->in = BIO_new(BIO_s_mem());
+    t->out = BIO_new(BIO_s_mem());
+    if (t->in == NULL || t->out == NULL) {
+        BIO_free(t->in);
+        BIO_free(t->out);
         goto fail_ssl;
     }
-    SSL_set_bio(t->ssl, ssl_bio, ssl_bio);
-    t->net = net;
+    /* An empty input asks OpenSSL to retry (want-read) until sl_tls_feed_eof(). */
+    BIO_set_mem_eof_return(t->in, -1);
+    SSL_set_bio(t->ssl, t->in, t->out);
     if (SSL_set_app_data(t->ssl, t) != 1) {
         goto fail_ssl;
     }
@@ -571,7 +566,6 @@ static int engine_create(SSL_CTX *ctx, bool is_server, size_t out_cap, struct sl
 
 fail_ssl:
     SSL_free(t->ssl);
-    BIO_free(net);
 fail_free:
     sl_free(t);
     ERR_clear_error();
@@ -669,7 +663,6 @@ void sl_tls_destroy(struct sl_tls *t)
         SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     }
     SSL_free(t->ssl);
-    BIO_free(t->net);
     sl_free(t);
 }
 
@@ -790,38 +783,41 @@ int sl_tls_handshake(struct sl_tls *t)
 
 int sl_tls_feed(struct sl_tls *t, const uint8_t *p, size_t n)
 {
+    size_t held;
     int r;
 
     if (t->failed != 0) {
         return t->failed;
     }
     SL_ENSURE(!t->eof_fed, SL_EINVAL);
-    if (n == 0) {
-        return 0;
+    held = BIO_ctrl_pending(t->in);
+    if (n == 0 || held >= SL_TLS_IN_RING_BYTES) {
+        return 0; /* Nothing to take, or the input is full. */
     }
-    r = BIO_write(t->net, p, n > INT_MAX ? INT_MAX : (int)n);
+    if (n > SL_TLS_IN_RING_BYTES - held) {
+        n = SL_TLS_IN_RING_BYTES - held;
+    }
+    r = BIO_write(t->in, p, (int)n);
     if (r > 0) {
         return r;
     }
-    if (BIO_should_retry(t->net)) {
-        return 0; /* The input ring is full. */
-    }
     ERR_clear_error();
-    return SL_EINVAL;
+    return SL_ENOMEM;
 }
 
 void sl_tls_feed_eof(struct sl_tls *t)
 {
     if (!t->eof_fed) {
         t->eof_fed = true;
-        (void)BIO_shutdown_wr(t->net);
+        /* Once what was fed is read, the input reads as the end of the transport. */
+        BIO_set_mem_eof_return(t->in, 0);
     }
 }
 
 struct sl_slice sl_tls_out_peek(struct sl_tls *t)
 {
     char *p = NULL;
-    int n = BIO_nread0(t->net, &p);
+    long n = BIO_get_mem_data(t->out, &p);
 
     if (n <= 0 || p == NULL) {
         return (struct sl_slice){ NULL, 0 };
@@ -831,11 +827,12 @@ struct sl_slice sl_tls_out_peek(struct sl_tls *t)
 
 void sl_tls_out_ack(struct sl_tls *t, size_t n)
 {
+    uint8_t scratch[4096];
+
     /* Acknowledging bytes that were never peeked would drop ciphertext from the stream. */
     SL_BUG_ON(n > sl_tls_out_pending(t));
     while (n > 0) {
-        char *p = NULL;
-        int r = BIO_nread(t->net, &p, n > INT_MAX ? INT_MAX : (int)n);
+        int r = BIO_read(t->out, scratch, n < sizeof(scratch) ? (int)n : (int)sizeof(scratch));
 
         if (r <= 0) {
             break;
@@ -849,22 +846,20 @@ size_t sl_tls_out_copy(struct sl_tls *t, uint8_t *buf, size_t cap)
     size_t done = 0;
 
     while (done < cap) {
-        struct sl_slice s = sl_tls_out_peek(t);
-        size_t n = s.n < cap - done ? s.n : cap - done;
+        size_t want = cap - done;
+        int r = BIO_read(t->out, buf + done, want > INT_MAX ? INT_MAX : (int)want);
 
-        if (n == 0) {
+        if (r <= 0) {
             break;
         }
-        memcpy(buf + done, s.p, n);
-        sl_tls_out_ack(t, n);
-        done += n;
+        done += (size_t)r;
     }
     return done;
 }
 
 size_t sl_tls_out_pending(const struct sl_tls *t)
 {
-    return BIO_ctrl_pending(t->net);
+    return BIO_ctrl_pending(t->out);
 }
 
 int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
@@ -903,7 +898,6 @@ int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
 int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n)
 {
     size_t pending;
-    size_t room;
     size_t written = 0;
     int r;
     int e;
@@ -913,8 +907,7 @@ int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n)
     }
     SL_ENSURE(t->hs_done && !t->closing, SL_EINVAL);
     pending = sl_tls_out_pending(t);
-    room = BIO_ctrl_get_write_guarantee(SSL_get_wbio(t->ssl));
-    if (n == 0 || pending >= t->out_cap || room <= RING_SLACK_BYTES) {
+    if (n == 0 || pending >= t->out_cap) {
         return 0;
     }
     if (n > SL_TLS_WRITE_MAX) {
@@ -922,9 +915,6 @@ int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n)
     }
     if (n > t->out_cap - pending) {
         n = t->out_cap - pending;
-    }
-    if (n > room - RING_SLACK_BYTES) {
-        n = room - RING_SLACK_BYTES;
     }
     ERR_clear_error();
     r = SSL_write_ex(t->ssl, p, n, &written);
@@ -935,9 +925,9 @@ int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n)
     switch (e) {
     case SSL_ERROR_WANT_WRITE:
     case SSL_ERROR_WANT_READ:
-        /* The ring is sized so that this cannot happen (RING_SLACK_BYTES); if it does, OpenSSL
-         * holds a half-written record, and the stream cannot go on safely. */
-        (void)snprintf(t->err_text, sizeof(t->err_text), "TLS output ring overflow");
+        /* A memory BIO takes every write, and renegotiation is off: this cannot happen. If it
+         * does, OpenSSL holds a half-written record, and the stream cannot go on safely. */
+        (void)snprintf(t->err_text, sizeof(t->err_text), "TLS write could not complete");
         return fail(t, e);
     case SSL_ERROR_ZERO_RETURN:
     case SSL_ERROR_SYSCALL:

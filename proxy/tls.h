@@ -11,11 +11,14 @@
  *   plaintext in    sl_tls_write()      application bytes to encrypt
  *   plaintext out   sl_tls_read()       decrypted application bytes
  *
- * Each direction of ciphertext sits in a fixed ring (an OpenSSL BIO pair) allocated when the
- * engine is created, so an engine never grows: sl_tls_feed() accepts only what fits in the input
- * ring (SL_TLS_IN_RING_BYTES), and sl_tls_write() accepts nothing while more than the engine's
- * output cap of ciphertext waits to be sent. Two engines wired back to back by a loop that moves
- * bytes between them make a complete TLS connection, which is how the unit tests run.
+ * Each direction of ciphertext sits in an OpenSSL memory BIO that grows to the most it ever
+ * held at once and is bounded: sl_tls_feed() accepts at most SL_TLS_IN_RING_BYTES of unread
+ * input, and sl_tls_write() accepts nothing while more than the engine's output cap of
+ * ciphertext waits to be sent (so at most the cap plus one record's expansion is ever pending). An
+ * engine that only moved small messages stays small: nothing is allocated for the largest case up
+ * front (a BIO pair's fixed rings cost ~50 KiB per connection). Two engines wired back to back by a
+ * loop that moves bytes between them make a complete TLS connection, which is how the unit tests
+ * run.
  *
  * The driving rule is simple: after every call that may make progress (handshake, read, write,
  * shutdown, feed), send whatever sl_tls_out_peek() shows, and feed whatever the transport
@@ -59,7 +62,7 @@
 
 struct sl_tls; /* opaque: one TLS connection, either side */
 
-/* Ciphertext the input ring holds (17 KiB); sl_tls_feed() accepts at most this much between
+/* Ciphertext the input holds (17 KiB); sl_tls_feed() accepts at most this much between
  * drains. */
 #define SL_TLS_IN_RING_BYTES 17408u
 /* Output cap used when a create function is given 0 (16 KiB). */
@@ -170,7 +173,7 @@ SL_MUST_CHECK int sl_tls_create_server(SSL_CTX *ctx, size_t out_cap_bytes, struc
 SL_MUST_CHECK int sl_tls_create_client(SSL_CTX *ctx, const char *host, bool host_is_ip,
                                        uint16_t port, size_t out_cap_bytes, struct sl_tls **out);
 
-/* Frees the engine, its rings and its OpenSSL objects. Pending output is discarded: call
+/* Frees the engine, its buffers and its OpenSSL objects. Pending output is discarded: call
  * sl_tls_shutdown() and drain first for an orderly close. A client engine that completed its
  * handshake and never failed leaves its session resumable (RFC 5246 §7.2.1: a connection closed
  * without close_notify no longer invalidates the session). NULL is a no-op. */
@@ -195,23 +198,20 @@ SL_MUST_CHECK int sl_tls_set_certificate(struct sl_tls *t, X509 *leaf, EVP_PKEY 
  * the session it offered from the cache. */
 SL_MUST_CHECK int sl_tls_handshake(struct sl_tls *t);
 
-/* Ciphertext in: copies up to `n` bytes of `p` (borrowed) into the input ring. Returns the
- * number of bytes accepted (0 when the ring is full: call sl_tls_handshake() or sl_tls_read()
+/* Ciphertext in: copies up to `n` bytes of `p` (borrowed) into the input. Returns the
+ * number of bytes accepted (0 when the input is full: call sl_tls_handshake() or sl_tls_read()
  * to drain it, then feed the rest), or SL_EINVAL after sl_tls_feed_eof(), or the engine's
  * failure code. */
 SL_MUST_CHECK int sl_tls_feed(struct sl_tls *t, const uint8_t *p, size_t n);
 
-/* Tells the engine the transport delivered its last byte (a TCP FIN). Once the input ring is
+/* Tells the engine the transport delivered its last byte (a TCP FIN). Once the input is
  * drained, a read that has not seen close_notify returns UV_ECONNRESET (truncation), and an
  * unfinished handshake fails with it. Idempotent. */
 void sl_tls_feed_eof(struct sl_tls *t);
 
-/* Ciphertext out, without a copy: the oldest contiguous run of pending output ({NULL, 0} when
- * there is none). The bytes stay in place, unchanged, until acknowledged with sl_tls_out_ack()
- * or the engine is destroyed, whatever other calls are made meanwhile, so they can be handed
- * to uv_write() as they are and acknowledged in its callback. Do not peek again before
- * acknowledging: a peek always starts at the oldest unacknowledged byte. When the ring wraps, the
- * pending output comes in two runs, one per peek. */
+/* Ciphertext out, without a copy: the pending output ({NULL, 0} when there is none), valid
+ * until the next call on the engine (a write may move it). Acknowledge what was used with
+ * sl_tls_out_ack(); a peek always starts at the oldest unacknowledged byte. */
 struct sl_slice sl_tls_out_peek(struct sl_tls *t);
 
 /* Drops the first `n` bytes of pending output (sent). `n` must not exceed sl_tls_out_pending(). */
@@ -228,7 +228,7 @@ size_t sl_tls_out_pending(const struct sl_tls *t);
  * the number of bytes (>0), 0 when nothing is available yet (feed more ciphertext, or drain the
  * output: OpenSSL may need to send, e.g. a KeyUpdate reply), UV_EOF once the peer sent
  * close_notify (also on every later call), UV_ECONNRESET for a stream cut short, SL_ECRYPTO,
- * or SL_EINVAL before the handshake is done. Keep calling until it returns 0: the input ring
+ * or SL_EINVAL before the handshake is done. Keep calling until it returns 0: the input
  * may hold more. */
 SL_MUST_CHECK int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap);
 
@@ -240,7 +240,7 @@ SL_MUST_CHECK int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap);
 SL_MUST_CHECK int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n);
 
 /* Queues close_notify. Returns 1 once it is queued (drain the output, then close the
- * transport), 0 when the output ring is full (drain it and call again), SL_EINVAL before the
+ * transport), 0 when the output holds the cap (drain it and call again), SL_EINVAL before the
  * handshake is done, or the engine's failure code. Writing is over after 1; reading may go on. */
 SL_MUST_CHECK int sl_tls_shutdown(struct sl_tls *t);
 

@@ -14,8 +14,8 @@
 /* Idle connections one worker keeps, and for how long at most. */
 #define IDLE_MAX      128
 #define IDLE_LIMIT_MS 30000u
-/* Ciphertext an upstream engine may hold before writes wait. */
-#define TLS_OUT_CAP ((size_t)64 * 1024)
+/* Ciphertext an upstream engine may hold before writes wait: one record (see proxy/conn.c). */
+#define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
 
 enum phase {
     PHASE_RESOLVE = 0,
