@@ -138,6 +138,9 @@ struct sl__conn {
     struct sl_buf head;
     bool head_pending;
     bool head_to_upstream;
+    /* conn_step() is running, and the upstream stream it corked (NULL: none yet). */
+    bool stepping;
+    struct sl_stream *corked_up;
     struct sl_upstream *up;
     /* The snapshot deciding the current request (a reference) and its decision. */
     struct sl_snapshot *snap;
@@ -1059,6 +1062,11 @@ static void start_forwarding(struct sl__conn *c)
     }
     c->head_pending = true;
     c->head_to_upstream = true;
+    if (c->stepping && c->corked_up == NULL) {
+        /* An upstream taken during this step: its request head leaves with the step's end. */
+        sl_stream_cork(us);
+        c->corked_up = us;
+    }
     sl_stream_want_read(us, true);
     set_state(c, SL_CONN_FORWARDING);
     arm(c, secs_ms(cfg(c)->upstream_timeout_s));
@@ -1878,18 +1886,21 @@ static void run_states(struct sl__conn *c)
 static void conn_step(struct sl__conn *c)
 {
     for (int pass = 0; pass < 16 && !c->closing; pass++) {
-        struct sl_stream *us = c->up != NULL ? sl_upstream_stream(c->up) : NULL;
         bool again;
 
+        c->corked_up = c->up != NULL ? sl_upstream_stream(c->up) : NULL;
         sl_stream_cork(&c->client);
-        if (us != NULL) {
-            sl_stream_cork(us);
+        if (c->corked_up != NULL) {
+            sl_stream_cork(c->corked_up);
         }
+        c->stepping = true;
         run_states(c);
+        c->stepping = false;
         again = sl_stream_uncork(&c->client);
-        if (us != NULL && sl_stream_uncork(us)) {
+        if (c->corked_up != NULL && sl_stream_uncork(c->corked_up)) {
             again = true;
         }
+        c->corked_up = NULL;
         if (!again) {
             break;
         }
