@@ -3,13 +3,14 @@
 # tests/integration/proxy_abuse.sh - `sluice proxy` under hostile load (SPEC.md §4.10, issue 6):
 # 1 000 slowloris clients (request heads and, in tunnels, ClientHellos trickled a byte at a time)
 # while a normal client is served; a flood of 10 000 CONNECTs with distinct SNI names while the
-# proxy's RSS stays flat (bounded by --cert-cache); clients that never read a 64 MiB response;
-# half-closed clients; clients and an upstream that reset mid-response; an upstream that accepts
-# and never answers (504); --max-connections under a flood of connections (503 overloaded, and
-# the slots come back when the header timeout cuts the idle holders); a soft open-files limit
-# far below --max-connections. RSS figures are printed as numbers with their bound. Short
-# timeouts by flag keep the whole script under two minutes; the load comes from
-# tests/support/abuse_load.py, every loop of which is bounded in count and time.
+# proxy's RSS stays flat (bounded by --cert-cache); both at once (1 000 slow clients during a
+# 5 000-name flood, a normal client served, RSS bounded); clients that never read a 64 MiB
+# response; half-closed clients; clients and an upstream that reset mid-response; an upstream that
+# accepts and never answers (504); --max-connections under a flood of connections (503 overloaded,
+# and the slots come back when the header timeout cuts the idle holders); a soft open-files limit
+# far below --max-connections. RSS figures are printed as numbers with their bound. Short timeouts
+# by flag keep the whole script under two minutes; the load comes from tests/support/abuse_load.py,
+# every loop of which is bounded in count and time.
 set -euo pipefail
 
 : "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
@@ -262,6 +263,46 @@ check_le "mint flood: RSS growth from 3 000 names to the end (KiB)" \
 check_le "mint flood: peak RSS (KiB)" "$rss_peak" "$(bound 160 1024)"
 out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
 served "mint flood: a normal client after the flood" "$out" 5 "$max_ms"
+
+# --- (3b) both at once: 1 000 slowloris clients and a mint flood ------------------------------
+# The two attacks together, as an outsider would run them: the slow clients hold 1 000 slots
+# while 5 000 new names are minted, a normal client is served meanwhile, and RSS stays bounded
+# and stops growing once the cache has turned over.
+fx_wait 5 open_is 0 || true
+load slow --plain 900 --tunnel 100 --connect "$AT" --interval 0.5 --duration 12 \
+  >"$FX_WORK/slow2.out" 2>&1 &
+slow2_pid=$!
+FX_PIDS+=("$slow2_pid")
+check "slowloris + mint flood: the proxy holds the 1 000 slow connections (within 5 s)" \
+  fx_wait 5 open_at_least 1000
+load flood --names 5000 --suffix flood.sluice.test --concurrency 50 \
+  --deadline $((san == 1 ? 60 : 40)) --pid "$FX_PROXY_PID" --sample-every 500 \
+  >"$FX_WORK/flood2.out" 2>&1 &
+flood2_pid=$!
+FX_PIDS+=("$flood2_pid")
+out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 20 --spacing 0.3 --timeout 10)
+served "slowloris + mint flood: a normal client during both" "$out" 20 "$((max_ms * 2))"
+wait "$flood2_pid" || true
+wait "$slow2_pid" || true
+sed 's/^/# flood+slow: /' "$FX_WORK/flood2.out"
+flood2=$(grep '^done=' "$FX_WORK/flood2.out" || true)
+check_eq "slowloris + mint flood: no handshake of the flood failed" "$(field "$flood2" failed)" 0
+check_ge "slowloris + mint flood: the flood got through (handshakes done)" \
+  "$(field "$flood2" "done")" $((san == 1 ? 1500 : 5000))
+check_eq "slowloris + mint flood: every slow request head got 408" \
+  "$(field "$(cat "$FX_WORK/slow2.out")" plain)" "status-408:900"
+read -r rss2_at2k rss2_end rss2_peak <<<"$(awk '$1 == "rss" {
+  split($2, d, "="); split($3, k, "="); if (d[2] + 0 >= 2000 && !a) a = k[2]
+  if (k[2] + 0 > p) p = k[2]; e = k[2] } END { print a + 0, e + 0, p + 0 }' "$FX_WORK/flood2.out")"
+fx_note "slowloris + mint flood: RSS $rss2_at2k KiB after 2 000 names, $rss2_end KiB at the" \
+  "end, $rss2_peak KiB at most"
+if [ "$san" != 1 ]; then
+  check_le "slowloris + mint flood: RSS growth from 2 000 names to the end (KiB)" \
+    "$((rss2_end - rss2_at2k))" "$(bound 16 128)"
+fi
+check_le "slowloris + mint flood: peak RSS (KiB)" "$rss2_peak" "$(bound 160 1024)"
+check "slowloris + mint flood: every connection is gone afterwards (within 8 s)" \
+  fx_wait 8 open_is 0
 
 # --- (4) half-closed clients: the response still arrives --------------------------------------
 out=$(load halfclose --plain "http://$A:$FX_HTTP_PORT/m1")
