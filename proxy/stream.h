@@ -39,8 +39,8 @@
 #include "base/slice.h"
 #include "proxy/tls.h"
 
-#define SL_STREAM_RAW_BYTES   ((size_t)16 * 1024)
-#define SL_STREAM_PLAIN_BYTES ((size_t)16 * 1024)
+#define SL_STREAM_RAW_BYTES   ((size_t)32 * 1024)
+#define SL_STREAM_PLAIN_BYTES ((size_t)32 * 1024)
 #define SL_STREAM_OUT_HIGH    ((size_t)64 * 1024)
 
 struct sl_stream;
