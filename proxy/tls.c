@@ -862,6 +862,16 @@ size_t sl_tls_out_pending(const struct sl_tls *t)
     return BIO_ctrl_pending(t->out);
 }
 
+/* SSL_get_error() needs an empty error queue before the call it explains. Peeking first is
+ * cheaper than clearing: ERR_clear_error() resets every slot of the queue even when it is
+ * empty, and reads and writes run several times per request. */
+static void clear_errors(void)
+{
+    if (ERR_peek_error() != 0) {
+        ERR_clear_error();
+    }
+}
+
 int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
 {
     size_t got = 0;
@@ -875,7 +885,7 @@ int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
         return UV_EOF;
     }
     SL_ENSURE(t->hs_done && buf != NULL && cap > 0, SL_EINVAL);
-    ERR_clear_error();
+    clear_errors();
     r = SSL_read_ex(t->ssl, buf, cap > INT_MAX ? INT_MAX : cap, &got);
     if (r == 1) {
         return (int)got;
@@ -916,7 +926,7 @@ int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n)
     if (n > t->out_cap - pending) {
         n = t->out_cap - pending;
     }
-    ERR_clear_error();
+    clear_errors();
     r = SSL_write_ex(t->ssl, p, n, &written);
     if (r == 1) {
         return (int)written;
