@@ -1232,7 +1232,10 @@ static int on_response_head(struct sl__conn *c)
                                     .websocket = c->websocket,
                                     .client_http10 = c->client_http10,
                                     .client_keep_alive = c->client_keep_alive,
-                                    .close_after = c->close_after || c->w->draining };
+                                    /* A final answer before the whole request went up
+                                     * ends the connection (finish_exchange()): say so. */
+                                    .close_after = c->close_after || c->w->draining
+                                                   || (h->status >= 200 && !c->req_done) };
     struct sl_head_resp_plan plan;
     int rc = sl_head_build_response(&c->head, h, &ctx, &plan);
 

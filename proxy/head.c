@@ -158,7 +158,8 @@ bool sl_head_is_hop_by_hop(struct sl_slice name)
                                          "transfer-encoding",
                                          "upgrade",
                                          "content-length",
-                                         "host" };
+                                         "host",
+                                         "x-sluice-reason" };
 
     for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
         if (sl_h1_name_is(name, names[i])) {

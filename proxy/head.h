@@ -152,8 +152,9 @@ SL_MUST_CHECK int sl_head_build_response(struct sl_buf *b, const struct sl_h1_he
                                          struct sl_head_resp_plan *plan);
 
 /* True for the headers the proxy never forwards as received (RFC 9110 §7.6.1 hop-by-hop ones,
- * Proxy-Authorization and Proxy-Authenticate, and those it writes itself: Host and the
- * framing headers). */
+ * Proxy-Authorization and Proxy-Authenticate, and those it writes itself: Host, the framing
+ * headers and X-Sluice-Reason, so that an upstream cannot dress its response up as a refusal
+ * of the proxy's). */
 bool sl_head_is_hop_by_hop(struct sl_slice name);
 
 /* True when `name` is listed in any Connection header of `h` (RFC 9110 §7.6.1). */

@@ -203,10 +203,10 @@ bad_resp chunk-no-crlf body
 
 # --- (4) an origin that answers before the request body is finished ---------------------------
 pad=$(head -c 60000 /dev/zero | tr '\0' x)
-out=$(pc --connect "$PYT" --eof-wait 10 --raw \
+out=$(pc --connect "$PYT" --eof-wait 10 --show-header connection --raw \
   "POST /raw?probe=rs-early&case=early-413 HTTP/1.1\\r\\n${H}Content-Length: 10000000\\r\\n\\r\\n$pad")
-check_match "early response: the origin's 413 reaches the client, then the connection closes" \
-  "$out" '^connect=200 tls=ok status=413 reason=- (eof|eof reset)$'
+check_match "early response: the origin's 413 arrives with Connection: close, then the close" \
+  "$out" '^connect=200 tls=ok status=413 reason=- header connection=close (eof|eof reset)$'
 check "early response: a new connection works afterwards" healthy after-early
 
 # --- (5) pipelining after a policy refusal (SPEC §4.1, §4.5) ----------------------------------

@@ -271,6 +271,7 @@ static void rechunks_a_response_without_its_hop_by_hop_headers(void **state)
                                                 "Keep-Alive: timeout=5\r\n"
                                                 "Proxy-Authenticate: Basic\r\n"
                                                 "Trailer: X-T\r\n"
+                                                "X-Sluice-Reason: host-not-allowed\r\n"
                                                 "Content-Type: text/plain\r\n\r\n",
                                                 false);
     struct sl_head_resp_plan plan;
