@@ -483,6 +483,16 @@ const struct sl_h1_header *sl_h1_find(const struct sl_h1_head *h, const char *na
     return NULL;
 }
 
+size_t sl_h1_count(const struct sl_h1_head *h, const char *name)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < h->n_headers; i++) {
+        n += sl_h1_name_is(h->headers[i].name, name);
+    }
+    return n;
+}
+
 bool sl_h1_list_has(struct sl_slice value, const char *token)
 {
     size_t i = 0;

@@ -184,6 +184,9 @@ bool sl_h1_error_in_target(const struct sl_h1 *p);
 /* The first header named `name` (case-insensitive), or NULL. */
 const struct sl_h1_header *sl_h1_find(const struct sl_h1_head *h, const char *name);
 
+/* How many headers are named `name` (case-insensitive). */
+size_t sl_h1_count(const struct sl_h1_head *h, const char *name);
+
 /* True when the comma-separated token list `value` contains `token` (case-insensitive). */
 bool sl_h1_list_has(struct sl_slice value, const char *token);
 

@@ -206,19 +206,10 @@ struct run {
     struct sl_buf tls_raw;
 };
 
-static size_t count(const struct sl_h1_head *h, const char *name)
-{
-    size_t n = 0;
-
-    for (size_t i = 0; i < h->n_headers; i++) {
-        n += sl_h1_name_is(h->headers[i].name, name);
-    }
-    return n;
-}
-
+/* `s` is exactly `str`. */
 static bool slice_is(struct sl_slice s, const char *str)
 {
-    return s.n == strlen(str) && memcmp(s.p, str, s.n) == 0;
+    return sl_slice_eq(s, sl_slice_str(str));
 }
 
 /* True when `needle` (upper case) is in `p`, in any case. */
@@ -408,19 +399,19 @@ static void check_origin_head(const struct origin_conn *o, const struct sl_h1_he
         method_ok = method_ok || strcmp(h->method, methods[i]) == 0;
     }
     SL_BUG_ON(!method_ok);
-    SL_BUG_ON(count(h, "host") != 1 || !slice_is(host->value, want_host));
+    SL_BUG_ON(sl_h1_count(h, "host") != 1 || !slice_is(host->value, want_host));
     SL_BUG_ON(h->target[0] != '/');
     SL_BUG_ON(h->version_major != 1 || h->version_minor != 1);
     for (size_t i = 0; i < SL_ARRAY_LEN(never); i++) {
-        SL_BUG_ON(count(h, never[i]) != 0);
+        SL_BUG_ON(sl_h1_count(h, never[i]) != 0);
     }
-    SL_BUG_ON(count(h, "connection") > 1 || count(h, "upgrade") > 1);
-    SL_BUG_ON(count(h, "upgrade") != count(h, "connection"));
-    if (count(h, "upgrade") == 1) {
+    SL_BUG_ON(sl_h1_count(h, "connection") > 1 || sl_h1_count(h, "upgrade") > 1);
+    SL_BUG_ON(sl_h1_count(h, "upgrade") != sl_h1_count(h, "connection"));
+    if (sl_h1_count(h, "upgrade") == 1) {
         SL_BUG_ON(!slice_is(sl_h1_find(h, "upgrade")->value, "websocket"));
         SL_BUG_ON(!slice_is(sl_h1_find(h, "connection")->value, "Upgrade"));
     }
-    SL_BUG_ON(count(h, "content-length") + count(h, "transfer-encoding") > 1);
+    SL_BUG_ON(sl_h1_count(h, "content-length") + sl_h1_count(h, "transfer-encoding") > 1);
 }
 
 static void origin_send(int fd, const struct piece *pc)
@@ -715,8 +706,8 @@ static void check_refusal(const struct sl_h1_head *h, bool origin_says_reason)
     for (int r = SL_REASON_NONE + 1; r <= SL_REASON_OVERLOADED; r++) {
         known = known || slice_is(f->value, sl_reason_code((enum sl_reason)r));
     }
-    SL_BUG_ON(!known || count(h, "x-sluice-reason") != 1);
-    SL_BUG_ON(h->status < 400 || count(h, "content-length") != 1);
+    SL_BUG_ON(!known || sl_h1_count(h, "x-sluice-reason") != 1);
+    SL_BUG_ON(h->status < 400 || sl_h1_count(h, "content-length") != 1);
     SL_BUG_ON(sl_h1_find(h, "content-type") == NULL);
 }
 

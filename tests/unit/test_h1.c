@@ -185,7 +185,8 @@ static void expect_events(enum sl_h1_kind kind, const char *in, int eof, const c
 
 static void parses_a_simple_request_and_its_fields(void **state)
 {
-    static const char in[] = "GET /a?b=1 HTTP/1.1\r\nHost: a.example\r\nX-Pad:  v  \r\n\r\n";
+    static const char in[] = "GET /a?b=1 HTTP/1.1\r\nHost: a.example\r\nX-Pad:  v  \r\n"
+                             "x-pad: w\r\n\r\n";
     struct run r;
     const struct sl_h1_head *h;
     const struct sl_h1_header *f;
@@ -201,7 +202,7 @@ static void parses_a_simple_request_and_its_fields(void **state)
     assert_string_equal(h->target, "/a?b=1");
     assert_int_equal(h->version_major, 1);
     assert_int_equal(h->version_minor, 1);
-    assert_int_equal(h->n_headers, 2);
+    assert_int_equal(h->n_headers, 3);
     assert_int_equal(h->body, SL_H1_BODY_NONE);
     assert_true(h->keep_alive);
     assert_false(h->upgrade);
@@ -210,6 +211,9 @@ static void parses_a_simple_request_and_its_fields(void **state)
     assert_int_equal(f->value.n, 1);
     assert_memory_equal(f->value.p, "v", 1);
     assert_null(sl_h1_find(h, "cookie"));
+    assert_int_equal(sl_h1_count(h, "X-PAD"), 2);
+    assert_int_equal(sl_h1_count(h, "host"), 1);
+    assert_int_equal(sl_h1_count(h, "cookie"), 0);
     assert_int_equal(sl_h1_feed(&r.p, NULL, 0, &ev), 0);
     assert_int_equal(ev.type, SL_H1_EV_END);
     run_end(&r);
