@@ -1888,6 +1888,11 @@ static void run_states(struct sl__conn *c)
  * comes (bounded: each further pass needs newly written output). */
 static void conn_step(struct sl__conn *c)
 {
+    if (c->stepping) {
+        /* Called back from inside a step: the outer step holds the corks and removes them. */
+        run_states(c);
+        return;
+    }
     for (int pass = 0; pass < 16 && !c->closing; pass++) {
         bool again;
 
