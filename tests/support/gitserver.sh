@@ -36,8 +36,10 @@ fx_git_server() {
   export FX_GIT_PORT FX_GIT_ROOT FX_GIT_URL FX_GIT_LOG
   local fcgi=/usr/sbin/fcgiwrap
   command -v fcgiwrap >/dev/null && fcgi=$(command -v fcgiwrap)
-  "$fcgi" -c 4 -s "unix:$d/fcgiwrap.sock" >"$d/fcgiwrap.log" 2>&1 &
-  FX_PIDS+=("$!")
+  # A process group of its own, killed whole by the cleanup ("-PGID"): fcgiwrap's workers
+  # outlive a TERM to their parent.
+  setsid "$fcgi" -c 4 -s "unix:$d/fcgiwrap.sock" >"$d/fcgiwrap.log" 2>&1 &
+  FX_PIDS+=("-$!")
   FX_FCGI_PID=$!
   if ! fx_wait 10 test -S "$d/fcgiwrap.sock"; then
     echo "# fx_git_server: fcgiwrap did not create its socket"
