@@ -5,7 +5,10 @@
 #
 #   build  the compiler, CMake and the -dev packages the build links against (default)
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
-#          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2)
+#          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
+#          chromium; Node.js and npm from Debian when no `node` is on the PATH), then the npm
+#          packages of every tests/*/package-lock.json (`npm ci`, into that folder's
+#          node_modules; only when the lock file changed since the last install)
 #
 # Missing Debian packages are installed with apt-get when run as root; otherwise the script
 # names them and exits 1. Then llhttp 9.2 is fetched: Debian 13's libllhttp-dev, downloaded with
@@ -25,13 +28,19 @@ build_pkgs=(build-essential cmake pkg-config ca-certificates
   libuv1-dev libssl-dev libsqlite3-dev libjansson-dev libsodium-dev libcurl4-openssl-dev
   libcmocka-dev libnftables-dev libarchive-dev)
 test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps
-  docker.io nftables mmdebstrap fcgiwrap git iproute2)
+  docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium)
 
 case "$mode" in
 build) want=("${build_pkgs[@]}") ;;
-test) want=("${build_pkgs[@]}" "${test_pkgs[@]}") ;;
+test)
+  want=("${build_pkgs[@]}" "${test_pkgs[@]}")
+  # A Node.js that is already there (another vendor's package, say) is used as it is: Debian's
+  # npm would conflict with it.
+  command -v node >/dev/null 2>&1 || want+=(nodejs)
+  command -v npm >/dev/null 2>&1 || want+=(npm)
+  ;;
 -h | --help)
-  sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
   ;;
 *)
@@ -77,6 +86,24 @@ if ((${#missing[@]})); then
     rm -f "$policy_rc"
     trap - EXIT
   fi
+fi
+
+# ---- npm packages of the tests (tests/*/package-lock.json) ----------------------------------
+
+if [ "$mode" = test ]; then
+  for lock in "$top"/tests/*/package-lock.json; do
+    [ -f "$lock" ] || continue
+    dir=$(dirname "$lock")
+    stamp=$dir/node_modules/.package-lock.json
+    if [ -f "$stamp" ] && [ "$stamp" -nt "$lock" ]; then
+      continue
+    fi
+    say "npm ci in ${dir#"$top"/}"
+    if ! (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error >&2); then
+      say "npm ci failed in ${dir#"$top"/}"
+      exit 1
+    fi
+  done
 fi
 
 # ---- llhttp 9.2 from Debian 13 -------------------------------------------------------------
