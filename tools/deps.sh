@@ -40,7 +40,7 @@ test)
   command -v npm >/dev/null 2>&1 || want+=(npm)
   ;;
 -h | --help)
-  sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
   ;;
 *)
