@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -18,6 +19,8 @@
 #define SESSION_CACHE_MAX 4096u
 /* "[" host "]:" port NUL. */
 #define SESS_KEY_MAX (SL_TLS_HOST_MAX + 10u)
+/* Room for a failure text. */
+#define ERR_TEXT_BYTES 256u
 /* Longest method token sl_tls_sniff() waits for (the longest registered method has 17). */
 #define SNIFF_METHOD_MAX 24u
 /* Largest TLSPlaintext fragment (RFC 8446 §5.1). */
@@ -68,12 +71,14 @@ struct sl_tls {
     void *sni_arg;
     /* Server: the SNI the client sent, NUL-terminated; empty when none. */
     char sni[256];
-    /* The negotiated ALPN protocol, NUL-terminated; empty when none. */
-    char alpn[256];
-    /* Client: the session cache key "host:port" ("[v6]:port"); empty for server engines. */
-    char sess_key[SESS_KEY_MAX];
-    /* OpenSSL's text for the last failure; empty when none. */
-    char err_text[256];
+    /* The negotiated ALPN protocol, NUL-terminated; empty when none. Both sides only ever
+     * agree on "http/1.1" (our offer as a client, our only choice as a server). */
+    char alpn[16];
+    /* Client: the session cache key "host:port" ("[v6]:port"); NULL for server engines. */
+    char *sess_key;
+    /* OpenSSL's text for the last failure, ERR_TEXT_BYTES; NULL until the first failure (most
+     * connections never need it, and an idle connection's memory is mostly its TLS state). */
+    char *err_text;
 };
 
 /*
@@ -110,6 +115,30 @@ static int ex_index = -1;
 static size_t be16(const uint8_t *p)
 {
     return ((size_t)p[0] << 8) | p[1];
+}
+
+/* The failure text's storage, allocated at the first failure; NULL when memory ran out (the
+ * failure then has no text, and sl_tls_error() says ""). */
+static char *err_buf(struct sl_tls *t)
+{
+    if (t->err_text == NULL) {
+        t->err_text = sl_calloc(1, ERR_TEXT_BYTES);
+    }
+    return t->err_text;
+}
+
+static void set_err(struct sl_tls *t, const char *fmt, ...) SL_PRINTF(2, 3);
+
+static void set_err(struct sl_tls *t, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err_buf(t) == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    (void)vsnprintf(t->err_text, ERR_TEXT_BYTES, fmt, ap);
+    va_end(ap);
 }
 
 static void set_text(char *buf, size_t len, const char *what)
@@ -304,7 +333,7 @@ static int on_new_session(SSL *ssl, SSL_SESSION *sess)
     struct sl_tls *t = SSL_get_app_data(ssl);
     struct sess_cache *c = cache_of(SSL_get_SSL_CTX(ssl));
 
-    if (t != NULL && c != NULL && t->sess_key[0] != '\0' && t->failed == 0) {
+    if (t != NULL && c != NULL && t->sess_key != NULL && t->failed == 0) {
         cache_put(c, t->sess_key, sess);
     }
     /* 0: OpenSSL drops the reference it lent us; cache_put() took its own. */
@@ -437,7 +466,7 @@ static int read_sni(SSL *ssl, struct sl_tls *t, int *al)
     }
     for (size_t i = 0; i < len; i++) {
         if (p[5 + i] < 0x21 || p[5 + i] > 0x7e) {
-            (void)snprintf(t->err_text, sizeof(t->err_text), "SNI holds a non-printable byte");
+            set_err(t, "SNI holds a non-printable byte");
             *al = SSL_AD_UNRECOGNIZED_NAME;
             return -1;
         }
@@ -447,7 +476,7 @@ static int read_sni(SSL *ssl, struct sl_tls *t, int *al)
     return 0;
 
 malformed:
-    (void)snprintf(t->err_text, sizeof(t->err_text), "malformed server_name extension");
+    set_err(t, "malformed server_name extension");
     *al = SSL_AD_DECODE_ERROR;
     return -1;
 }
@@ -488,7 +517,7 @@ static int on_client_hello(SSL *ssl, int *al, void *arg)
     case SL_TLS_SNI_REFUSE:
         break;
     }
-    (void)snprintf(t->err_text, sizeof(t->err_text), "server name refused");
+    set_err(t, "server name refused");
     *al = SSL_AD_UNRECOGNIZED_NAME;
     return SSL_CLIENT_HELLO_ERROR;
 }
@@ -606,10 +635,15 @@ int sl_tls_create_client(SSL_CTX *ctx, const char *host, bool host_is_ip, uint16
 
     SL_ENSURE(host != NULL && port != 0 && host_is_consistent(host, host_is_ip), SL_EINVAL);
     SL_TRY(engine_create(ctx, false, out_cap_bytes, &t));
+    t->sess_key = sl_malloc(SESS_KEY_MAX);
+    if (t->sess_key == NULL) {
+        sl_tls_destroy(t);
+        return SL_ENOMEM;
+    }
     if (strchr(host, ':') != NULL) {
-        (void)snprintf(t->sess_key, sizeof(t->sess_key), "[%s]:%u", host, (unsigned)port);
+        (void)snprintf(t->sess_key, SESS_KEY_MAX, "[%s]:%u", host, (unsigned)port);
     } else {
-        (void)snprintf(t->sess_key, sizeof(t->sess_key), "%s:%u", host, (unsigned)port);
+        (void)snprintf(t->sess_key, SESS_KEY_MAX, "%s:%u", host, (unsigned)port);
     }
     SSL_set_verify(t->ssl, SSL_VERIFY_PEER, NULL);
     if (host_is_ip) {
@@ -663,6 +697,8 @@ void sl_tls_destroy(struct sl_tls *t)
         SSL_set_shutdown(t->ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     }
     SSL_free(t->ssl);
+    sl_free(t->sess_key);
+    sl_free(t->err_text);
     sl_free(t);
 }
 
@@ -687,7 +723,9 @@ int sl_tls_set_certificate(struct sl_tls *t, X509 *leaf, EVP_PKEY *key)
     if (SSL_use_certificate(t->ssl, leaf) != 1 || SSL_use_PrivateKey(t->ssl, key) != 1
         || X509_digest(leaf, EVP_sha1(), id, &idlen) != 1 || idlen > SSL_MAX_SID_CTX_LENGTH
         || SSL_set_session_id_context(t->ssl, id, idlen) != 1) {
-        set_text(t->err_text, sizeof(t->err_text), "cannot use the certificate");
+        if (err_buf(t) != NULL) {
+            set_text(t->err_text, ERR_TEXT_BYTES, "cannot use the certificate");
+        }
         return SL_ECRYPTO;
     }
     if (t->sni_state == SNI_WAITING) {
@@ -708,15 +746,15 @@ static int fail(struct sl_tls *t, int ssl_err)
             && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
         rc = UV_ECONNRESET;
     }
-    if (t->err_text[0] == '\0') {
+    if (t->err_text == NULL || t->err_text[0] == '\0') {
         if (e != 0) {
-            ERR_error_string_n(e, t->err_text, sizeof(t->err_text));
+            if (err_buf(t) != NULL) {
+                ERR_error_string_n(e, t->err_text, ERR_TEXT_BYTES);
+            }
         } else if (rc == UV_ECONNRESET) {
-            (void)snprintf(t->err_text, sizeof(t->err_text),
-                           "the peer closed the connection without close_notify");
+            set_err(t, "the peer closed the connection without close_notify");
         } else {
-            (void)snprintf(t->err_text, sizeof(t->err_text), "TLS failure (SSL_get_error %d)",
-                           ssl_err);
+            set_err(t, "TLS failure (SSL_get_error %d)", ssl_err);
         }
     }
     ERR_clear_error();
@@ -724,7 +762,7 @@ static int fail(struct sl_tls *t, int ssl_err)
     if (!t->is_server) {
         struct sess_cache *c = cache_of(SSL_get_SSL_CTX(t->ssl));
 
-        if (c != NULL) {
+        if (c != NULL && t->sess_key != NULL) {
             cache_remove(c, t->sess_key);
         }
     }
@@ -772,7 +810,7 @@ int sl_tls_handshake(struct sl_tls *t)
     case SSL_ERROR_WANT_CLIENT_HELLO_CB:
         return SL_TLS_HS_WANT_CERT;
     case SSL_ERROR_ZERO_RETURN:
-        (void)snprintf(t->err_text, sizeof(t->err_text), "close_notify during the handshake");
+        set_err(t, "close_notify during the handshake");
         return fail(t, e);
     case SSL_ERROR_SYSCALL:
     case SSL_ERROR_SSL:
@@ -885,6 +923,12 @@ int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
         return UV_EOF;
     }
     SL_ENSURE(t->hs_done && buf != NULL && cap > 0, SL_EINVAL);
+    /* With nothing fed and nothing buffered, SSL_read_ex could only say "want read", after
+     * allocating its 16 KiB read buffer and (SSL_MODE_RELEASE_BUFFERS) freeing it again: every
+     * wake-up of a quiet connection would cost a malloc/free pair. */
+    if (!t->eof_fed && BIO_ctrl_pending(t->in) == 0 && SSL_has_pending(t->ssl) == 0) {
+        return 0;
+    }
     clear_errors();
     r = SSL_read_ex(t->ssl, buf, cap > INT_MAX ? INT_MAX : cap, &got);
     if (r == 1) {
@@ -937,7 +981,7 @@ int sl_tls_write(struct sl_tls *t, const uint8_t *p, size_t n)
     case SSL_ERROR_WANT_READ:
         /* A memory BIO takes every write, and renegotiation is off: this cannot happen. If it
          * does, OpenSSL holds a half-written record, and the stream cannot go on safely. */
-        (void)snprintf(t->err_text, sizeof(t->err_text), "TLS write could not complete");
+        set_err(t, "TLS write could not complete");
         return fail(t, e);
     case SSL_ERROR_ZERO_RETURN:
     case SSL_ERROR_SYSCALL:
@@ -1013,7 +1057,7 @@ const char *sl_tls_verify_error(const struct sl_tls *t)
 
 const char *sl_tls_error_text(const struct sl_tls *t)
 {
-    return t->err_text;
+    return t->err_text != NULL ? t->err_text : "";
 }
 
 static bool is_tchar(uint8_t c)

@@ -389,6 +389,66 @@ static void handshake_completes_and_data_flows_both_ways(void **state)
     SSL_CTX_free(cctx);
 }
 
+/* Calls into OpenSSL's allocator, counted from main() on (CRYPTO_set_mem_functions). */
+static unsigned long crypto_allocs;
+/* libc's allocator itself: sl_malloc's failure injection is for our own allocations, and
+ * creation_survives_allocation_failures counts on OpenSSL's not failing with them. */
+static void *(*const libc_malloc)(size_t) = malloc;
+static void *(*const libc_realloc)(void *, size_t) = realloc;
+static void (*const libc_free)(void *) = free;
+
+static void *count_malloc(size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    crypto_allocs++;
+    return libc_malloc(n);
+}
+
+static void *count_realloc(void *p, size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    crypto_allocs++;
+    return libc_realloc(p, n);
+}
+
+static void count_free(void *p, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    libc_free(p);
+}
+
+/* A connection is asked for input whenever its loop wakes it; with nothing fed, OpenSSL would
+ * allocate its 16 KiB read buffer and free it again on every such call (SSL_MODE_RELEASE_BUFFERS).
+ * The engine answers "nothing yet" without calling OpenSSL at all. */
+static void reading_with_nothing_fed_allocates_nothing(void **state)
+{
+    SSL_CTX *cctx = client_ctx();
+    struct pair p;
+    uint8_t buf[512];
+    unsigned long before;
+
+    (void)state;
+    pair_open(&p, cctx, "a.sluice.test", false, 443);
+    handshake_ok(&p);
+    exchange_text(&p, "GET / HTTP/1.1\r\nHost: a.sluice.test\r\n\r\n",
+                  "HTTP/1.1 204 No Content\r\n\r\n", SIZE_MAX);
+    before = crypto_allocs;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(sl_tls_read(p.s, buf, sizeof(buf)), 0);
+        assert_int_equal(sl_tls_read(p.c, buf, sizeof(buf)), 0);
+    }
+    assert_true(before > 0); /* the counting allocator is in place */
+    assert_int_equal(crypto_allocs, before);
+    /* And what arrives afterwards is still read. */
+    exchange_text(&p, "GET /2 HTTP/1.1\r\nHost: a.sluice.test\r\n\r\n",
+                  "HTTP/1.1 204 No Content\r\n\r\n", 7);
+    pair_close(&p);
+    SSL_CTX_free(cctx);
+}
+
 static void transfers_a_mebibyte_each_way_in_chunks(void **state)
 {
     const size_t len = 1u << 20;
@@ -1083,8 +1143,13 @@ static void sniff_classifies_the_first_bytes_of_a_tunnel(void **state)
 
 int main(void)
 {
+    /* Before OpenSSL allocates anything (it refuses afterwards). */
+    if (CRYPTO_set_mem_functions(count_malloc, count_realloc, count_free) != 1) {
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(handshake_completes_and_data_flows_both_ways),
+        cmocka_unit_test(reading_with_nothing_fed_allocates_nothing),
         cmocka_unit_test(transfers_a_mebibyte_each_way_in_chunks),
         cmocka_unit_test(survives_ciphertext_one_byte_at_a_time),
         cmocka_unit_test(copying_channel_works_too),
