@@ -21,6 +21,24 @@ void sl_buf_finish(struct sl_buf *b)
     sl_buf_init(b, max);
 }
 
+void sl_buf_adopt(struct sl_buf *b, uint8_t *p, size_t cap)
+{
+    SL_BUG_ON(b->p != NULL || p == NULL || cap == 0 || (b->_max < SIZE_MAX && cap > b->_max + 1));
+    b->p = p;
+    b->len = 0;
+    b->_cap = cap;
+    b->p[0] = '\0';
+}
+
+uint8_t *sl_buf_take(struct sl_buf *b, size_t *cap)
+{
+    uint8_t *p = b->p;
+
+    *cap = b->_cap;
+    sl_buf_init(b, b->_max);
+    return p;
+}
+
 bool sl_buf_is_valid(const struct sl_buf *b)
 {
     if (b->p == NULL) {

@@ -34,6 +34,14 @@ void sl_buf_init(struct sl_buf *b, size_t max);
 /* Frees the bytes and leaves an empty buffer with the same cap. A zeroed buffer is fine. */
 void sl_buf_finish(struct sl_buf *b);
 
+/* Gives an empty buffer that holds no memory the storage `p` of `cap` bytes (from sl_malloc;
+ * 0 < cap <= max + 1), so a caller can recycle storage of one size. */
+void sl_buf_adopt(struct sl_buf *b, uint8_t *p, size_t cap);
+
+/* Takes the buffer's storage out of it, whatever it holds: returns it (NULL when there is none)
+ * with its size in *cap; the buffer is left empty, holding no memory, with the same maximum. */
+uint8_t *sl_buf_take(struct sl_buf *b, size_t *cap);
+
 /* Appends `n` bytes. Returns 0, SL_ETOOBIG past the cap, or SL_ENOMEM; on error nothing changed. */
 SL_MUST_CHECK int sl_buf_append(struct sl_buf *b, const void *p, size_t n);
 

@@ -64,6 +64,47 @@ void sl_stream_pool_drain(void)
     pool_n = 0;
 }
 
+/*
+ * Output storage comes from the same pool: a stream takes a block when it has something to
+ * send and gives it back once everything went out, so an idle connection holds no output
+ * memory either. A buffer that grew past a block (a bulk transfer) is freed instead.
+ */
+static int out_ready(struct sl_stream *s)
+{
+    uint8_t *p;
+
+    if (s->_out.p != NULL) {
+        return 0;
+    }
+    p = block_get();
+    if (p == NULL) {
+        return SL_ENOMEM;
+    }
+    sl_buf_adopt(&s->_out, p, SL_STREAM_RAW_BYTES);
+    return 0;
+}
+
+static void give_back(struct sl_buf *b)
+{
+    size_t cap;
+    uint8_t *p = sl_buf_take(b, &cap);
+
+    if (cap == SL_STREAM_RAW_BYTES) {
+        block_put(p);
+    } else {
+        sl_free(p);
+    }
+}
+
+/* Gives the output storage back once nothing waits to go out. */
+static void release_out(struct sl_stream *s)
+{
+    if (!s->_writing && s->_out.len == 0) {
+        give_back(&s->_out);
+        give_back(&s->_flight);
+    }
+}
+
 /* Gives back the raw block once it holds nothing. */
 static void release_raw(struct sl_stream *s)
 {
@@ -232,6 +273,10 @@ static void move_tls_out(struct sl_stream *s)
         uint8_t *tail;
 
         if (n == 0) {
+            return;
+        }
+        if (out_ready(s) < 0) {
+            fail(s, SL_ENOMEM);
             return;
         }
         tail = sl_buf_reserve(&s->_out, n);
@@ -443,6 +488,7 @@ static void on_write(uv_write_t *req, int status)
         move_tls_out(s);
     }
     flush(s);
+    release_out(s);
     maybe_shutdown(s);
     notify(s);
 }
@@ -512,6 +558,7 @@ bool sl_stream_uncork(struct sl_stream *s)
         flush(s);
         return false;
     }
+    release_out(s);
     maybe_shutdown(s);
     return true;
 }
@@ -547,7 +594,10 @@ int sl_stream_write(struct sl_stream *s, const void *p, size_t n)
         if (take > n) {
             take = n;
         }
-        rc = sl_buf_append(&s->_out, p, take);
+        rc = out_ready(s);
+        if (rc == 0) {
+            rc = sl_buf_append(&s->_out, p, take);
+        }
         if (rc < 0) {
             fail(s, rc);
             return rc;
@@ -577,8 +627,11 @@ int sl_stream_write_all(struct sl_stream *s, const void *p, size_t n)
         return SL_EAGAIN;
     }
     if (s->_tls == NULL) {
-        int rc = sl_buf_append(&s->_out, p, n);
+        int rc = out_ready(s);
 
+        if (rc == 0) {
+            rc = sl_buf_append(&s->_out, p, n);
+        }
         if (rc < 0) {
             fail(s, rc);
             return rc;
@@ -646,8 +699,8 @@ static void on_close(uv_handle_t *h)
     block_put(s->_plain);
     s->_raw = NULL;
     s->_plain = NULL;
-    sl_buf_finish(&s->_out);
-    sl_buf_finish(&s->_flight);
+    give_back(&s->_out);
+    give_back(&s->_flight);
     sl_tls_destroy(s->_tls);
     s->_tls = NULL;
     if (s->_on_closed != NULL) {

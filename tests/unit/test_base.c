@@ -22,6 +22,45 @@
 #include "base/log.h"
 #include "base/mem.h"
 
+/* Storage handed in and taken out again: the buffer uses it as its own, grows it by realloc
+ * when it must, and gives back whatever it holds then (a pool recycles blocks of one size). */
+static void buf_adopts_and_gives_back_storage(void **state)
+{
+    struct sl_buf b;
+    uint8_t *block = sl_malloc(64);
+    uint8_t *p;
+    size_t cap = 1;
+
+    (void)state;
+    assert_non_null(block);
+    sl_buf_init(&b, 4096);
+    sl_buf_adopt(&b, block, 64);
+    assert_true(sl_buf_is_valid(&b));
+    assert_int_equal(sl_buf_append_str(&b, "abc"), 0);
+    assert_ptr_equal(b.p, block);
+    p = sl_buf_take(&b, &cap);
+    assert_ptr_equal(p, block);
+    assert_int_equal(cap, 64);
+    assert_memory_equal(p, "abc", 4);
+    assert_null(b.p);
+    assert_int_equal(b.len, 0);
+    assert_true(sl_buf_is_valid(&b));
+    /* Adopted again, then grown past it: what comes back is the grown storage. */
+    sl_buf_adopt(&b, p, 64);
+    for (int i = 0; i < 30; i++) {
+        assert_int_equal(sl_buf_append_str(&b, "0123456789"), 0);
+    }
+    assert_int_equal(b.len, 300);
+    p = sl_buf_take(&b, &cap);
+    assert_true(cap > 300);
+    assert_memory_equal(p, "0123456789", 10);
+    sl_free(p);
+    /* A buffer that holds nothing gives back nothing. */
+    assert_null(sl_buf_take(&b, &cap));
+    assert_int_equal(cap, 0);
+    assert_int_equal(b._max, 4096);
+}
+
 static void buf_appends_and_stays_terminated(void **state)
 {
     struct sl_buf b;
@@ -233,6 +272,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(buf_appends_and_stays_terminated),
+        cmocka_unit_test(buf_adopts_and_gives_back_storage),
         cmocka_unit_test(buf_refuses_to_grow_past_its_cap),
         cmocka_unit_test(buf_survives_allocation_failure_unchanged),
         cmocka_unit_test(arena_aligns_and_respects_its_cap),
