@@ -12,8 +12,13 @@
 #include "proxy/resolve.h"
 
 /* Idle connections one worker keeps, and for how long at most. */
-#define IDLE_MAX      128
-#define IDLE_LIMIT_MS 30000u
+#define IDLE_MAX 128
+/* Idle connections a worker keeps to one place (host, port, scheme). A burst of requests to one
+ * host opens as many connections as it has requests in flight; keeping them all after the burst
+ * would hold ~20 KiB each (TLS state, the peer's certificates) for a concurrency that may not
+ * come back, while 32 per worker cover the steady state of many busy clients. */
+#define IDLE_PER_PLACE 32u
+#define IDLE_LIMIT_MS  30000u
 /* Ciphertext an upstream engine may hold before writes wait: one record (see proxy/conn.c). */
 #define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
 
@@ -456,6 +461,25 @@ struct sl_stream *sl_upstream_stream(struct sl_upstream *u)
     return &u->stream;
 }
 
+static bool same_place(const struct sl_upstream *a, const struct sl_upstream *b)
+{
+    return a->port == b->port && a->tls == b->tls && a->host.len == b->host.len
+           && memcmp(a->host.name, b->host.name, a->host.len) == 0;
+}
+
+/* Whether the pool already holds IDLE_PER_PLACE connections to where U goes. */
+static bool place_is_full(const struct sl_upstream *u)
+{
+    unsigned n = 0;
+
+    for (const struct sl_upstream *v = u->w->idle; v != NULL; v = v->idle_next) {
+        if (same_place(u, v) && ++n >= IDLE_PER_PLACE) {
+            return true;
+        }
+    }
+    return false;
+}
+
 void sl_upstream_release(struct sl_upstream *u, bool reusable)
 {
     struct sl__worker *w;
@@ -467,7 +491,7 @@ void sl_upstream_release(struct sl_upstream *u, bool reusable)
     w = u->w;
     if (!reusable || u->state != SL_UPSTREAM_READY || w->draining || w->n_idle >= IDLE_MAX
         || !sl_stream_is_flushed(&u->stream) || sl_stream_peek(&u->stream).n > 0
-        || sl_stream_in_status(&u->stream) != 0) {
+        || sl_stream_in_status(&u->stream) != 0 || place_is_full(u)) {
         sl_upstream_close(u);
         return;
     }

@@ -158,10 +158,123 @@ static void refused_connect_fails_unreachable(void **state)
     assert_int_equal(uv_run(&f->w.loop, UV_RUN_DEFAULT), 0);
 }
 
+/* A listener on 127.0.0.1 that accepts and holds every connection (the pool's peer). */
+struct holder {
+    uv_tcp_t server;
+    uv_tcp_t server2;
+    uv_tcp_t peers[80];
+    int n;
+};
+
+static void on_peer_closed(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    struct holder *h = server->data;
+
+    assert_int_equal(status, 0);
+    assert_true(h->n < (int)(sizeof(h->peers) / sizeof(h->peers[0])));
+    assert_int_equal(uv_tcp_init(server->loop, &h->peers[h->n]), 0);
+    assert_int_equal(uv_accept(server, (uv_stream_t *)&h->peers[h->n]), 0);
+    h->n++;
+}
+
+struct ready {
+    int ready;
+    int failed;
+};
+
+static void on_ready_event(struct sl_upstream *u, void *arg)
+{
+    struct ready *r = arg;
+
+    if (sl_upstream_state(u) == SL_UPSTREAM_READY) {
+        r->ready++;
+    } else if (sl_upstream_state(u) == SL_UPSTREAM_FAILED) {
+        r->failed++;
+    }
+}
+
+/* A burst of 40 connections to one place, all given back clean: the pool keeps 32 of them
+ * (each idle one holds its TLS state and the peer's certificates) and closes the rest; another
+ * place still gets its own. */
+static void pool_keeps_at_most_32_per_place(void **state)
+{
+    struct fixture *f = *state;
+    struct holder h = { 0 };
+    struct sockaddr_in sin = { 0 };
+    struct sockaddr_in sin2 = { 0 };
+    int len = (int)sizeof(sin);
+    struct sl_upstream *u[40];
+    struct sl_upstream *other;
+    struct ready r = { 0 };
+    struct sl_host host;
+    struct sl_host host2;
+
+    assert_int_equal(uv_tcp_init(&f->w.loop, &h.server), 0);
+    h.server.data = &h;
+    assert_int_equal(uv_ip4_addr("127.0.0.1", 0, &sin), 0);
+    assert_int_equal(uv_tcp_bind(&h.server, (struct sockaddr *)&sin, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&h.server, 128, on_connection), 0);
+    assert_int_equal(uv_tcp_getsockname(&h.server, (struct sockaddr *)&sin, &len), 0);
+    assert_int_equal(uv_tcp_init(&f->w.loop, &h.server2), 0);
+    h.server2.data = &h;
+    assert_int_equal(uv_ip4_addr("127.0.0.2", 0, &sin2), 0);
+    assert_int_equal(uv_tcp_bind(&h.server2, (struct sockaddr *)&sin2, 0), 0);
+    assert_int_equal(uv_listen((uv_stream_t *)&h.server2, 128, on_connection), 0);
+    len = (int)sizeof(sin2);
+    assert_int_equal(uv_tcp_getsockname(&h.server2, (struct sockaddr *)&sin2, &len), 0);
+    assert_int_equal(sl_host_normalize(sl_slice_str("127.0.0.1"), 0, &host, NULL), 0);
+    assert_int_equal(sl_host_normalize(sl_slice_str("127.0.0.2"), 0, &host2, NULL), 0);
+    for (int i = 0; i < 40; i++) {
+        assert_int_equal(sl_upstream_open(&f->w, &host, ntohs(sin.sin_port), false, on_ready_event,
+                                          &r, &u[i]),
+                         0);
+    }
+    for (int i = 0; i < 2000 && (r.ready + r.failed < 40 || h.n < 40); i++) {
+        (void)uv_run(&f->w.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(r.ready, 40);
+    for (int i = 0; i < 40; i++) {
+        sl_upstream_release(u[i], true);
+    }
+    assert_int_equal(f->w.n_idle, 32);
+    /* The next one to the same place comes from the pool. */
+    assert_int_equal(
+            sl_upstream_open(&f->w, &host, ntohs(sin.sin_port), false, on_ready_event, &r, &other),
+            0);
+    assert_true(sl_upstream_is_reused(other));
+    assert_int_equal(f->w.n_idle, 31);
+    sl_upstream_release(other, true);
+    /* Another place is not limited by the first one's share. */
+    r.ready = 0;
+    assert_int_equal(sl_upstream_open(&f->w, &host2, ntohs(sin2.sin_port), false, on_ready_event,
+                                      &r, &other),
+                     0);
+    for (int i = 0; i < 2000 && r.ready + r.failed < 1; i++) {
+        (void)uv_run(&f->w.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(r.ready, 1);
+    sl_upstream_release(other, true);
+    assert_int_equal(f->w.n_idle, 33);
+    sl_upstream_pool_close(&f->w);
+    assert_int_equal(f->w.n_idle, 0);
+    for (int i = 0; i < h.n; i++) {
+        uv_close((uv_handle_t *)&h.peers[i], on_peer_closed);
+    }
+    uv_close((uv_handle_t *)&h.server, on_peer_closed);
+    uv_close((uv_handle_t *)&h.server2, on_peer_closed);
+    assert_int_equal(uv_run(&f->w.loop, UV_RUN_DEFAULT), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(refused_connect_fails_unreachable, setup, teardown),
+        cmocka_unit_test_setup_teardown(pool_keeps_at_most_32_per_place, setup, teardown),
         cmocka_unit_test_setup_teardown(close_while_a_failed_attempt_closes_frees_everything, setup,
                                         teardown),
     };
