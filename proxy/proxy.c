@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +34,7 @@
 #define ERR_BYTES         512
 #define POLL_POLICY_MS    1000
 #define DRAIN_CHECK_MS    100
+#define TRIM_TICK_MS      500
 #define WORKERS_MAX       64
 #define DEFAULT_LISTEN    "127.0.0.1:3128"
 #define UPSTREAM_SESSIONS 1024
@@ -71,6 +73,10 @@ struct proxy {
     bool policy_polling;
     uv_timer_t drain_timer;
     uint64_t drain_started_ms;
+    /* Gives the allocator's free pages back after a burst of connections (see on_trim_tick). */
+    uv_timer_t trim_timer;
+    uint64_t trim_seen;
+    bool trim_due;
     struct sl_http_server *admin;
     bool stopping;
     /* The signal handlers and timer above are initialised. */
@@ -616,6 +622,7 @@ static void close_main_handles(struct proxy *p)
         uv_close((uv_handle_t *)&p->policy_poll, NULL);
     }
     uv_close((uv_handle_t *)&p->drain_timer, NULL);
+    uv_close((uv_handle_t *)&p->trim_timer, NULL);
     if (p->admin != NULL) {
         sl_http_server_close(p->admin, NULL, NULL);
         p->admin = NULL;
@@ -642,6 +649,30 @@ static void on_drain_tick(uv_timer_t *t)
         sl__worker_post_stop(&p->workers[i]);
     }
     close_main_handles(p);
+}
+
+/*
+ * A burst of new connections leaves the allocator's heaps full of holes: each TLS handshake's
+ * transient memory (records, key shares, certificate messages) was freed between the long-lived
+ * objects of its neighbours, and glibc returns only the top of a heap by itself. Once the
+ * connection count has stopped moving for a whole tick after having moved, malloc_trim() hands
+ * the free pages inside the heaps back to the kernel (madvise; the address space stays). It
+ * runs on the main thread, never on a worker's loop, at most once per burst.
+ */
+static void on_trim_tick(uv_timer_t *t)
+{
+    struct proxy *p = t->data;
+    uint64_t seen = SUM(p, connections_accepted) + SUM(p, upstream_connects);
+
+    if (seen != p->trim_seen) {
+        p->trim_seen = seen;
+        p->trim_due = true;
+        return;
+    }
+    if (p->trim_due) {
+        p->trim_due = false;
+        (void)malloc_trim(0);
+    }
 }
 
 static void begin_stop(struct proxy *p, const char *why)
@@ -691,7 +722,10 @@ static int start_main_handles(struct proxy *p)
     SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_term) != 0);
     SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_int) != 0);
     SL_BUG_ON(uv_timer_init(&p->loop, &p->drain_timer) != 0);
+    SL_BUG_ON(uv_timer_init(&p->loop, &p->trim_timer) != 0);
     p->handles_live = true;
+    p->trim_timer.data = p;
+    (void)uv_timer_start(&p->trim_timer, on_trim_tick, TRIM_TICK_MS, TRIM_TICK_MS);
     p->sig_hup.data = p;
     p->sig_term.data = p;
     p->sig_int.data = p;
