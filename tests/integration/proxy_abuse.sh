@@ -134,13 +134,6 @@ metric() {
 open_is() { [ "$(metric sluice_connections_open)" = "$1" ]; }
 # shellcheck disable=SC2317 # called through fx_wait
 open_at_least() { [ "$(metric sluice_connections_open)" -ge "$1" ] 2>/dev/null; }
-# check_le DESCRIPTION GOT MAX / check_ge DESCRIPTION GOT MIN : integer comparisons, shown.
-check_le() {
-  if [ "${2:-x}" -le "$3" ] 2>/dev/null; then ok "$1 ($2 <= $3)"; else not_ok "$1 ($2 > $3)"; fi
-}
-check_ge() {
-  if [ "${2:-x}" -ge "$3" ] 2>/dev/null; then ok "$1 ($2 >= $3)"; else not_ok "$1 ($2 < $3)"; fi
-}
 # field LINE KEY : the value of KEY=... in a summary line of abuse_load.py.
 field() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
 # served DESCRIPTION OUTPUT COUNT MAX_MS : a `normal` run served all COUNT requests, none slower.

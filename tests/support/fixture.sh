@@ -87,6 +87,14 @@ fx_skip() {
   echo "ok - $1 # SKIP $2"
 }
 
+# check_le DESCRIPTION GOT MAX / check_ge DESCRIPTION GOT MIN : integer comparisons, shown.
+check_le() {
+  if [ "${2:-x}" -le "$3" ] 2>/dev/null; then ok "$1 ($2 <= $3)"; else not_ok "$1 ($2 > $3)"; fi
+}
+check_ge() {
+  if [ "${2:-x}" -ge "$3" ] 2>/dev/null; then ok "$1 ($2 >= $3)"; else not_ok "$1 ($2 < $3)"; fi
+}
+
 # check DESCRIPTION COMMAND... : ok when the command succeeds. Always returns 0 (safe under
 # set -e); FX_LAST is 0 when the check passed, 1 when it failed.
 check() {
