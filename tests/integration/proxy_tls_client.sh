@@ -45,6 +45,15 @@ leaf_names() {
   openssl x509 -noout -subject -ext subjectAltName 2>/dev/null | tr '\n' ' '
 }
 
+# --- (0) what a default client gets: TLS 1.3 with AES-128-GCM (the proxy's first choice), and
+# one session ticket per full handshake (OpenSSL sends two unless told otherwise) --------------
+out=$(request ticket "$A:$FX_TLS_PORT" | sclient "$A:$FX_TLS_PORT" -servername "$A" \
+  -verify_return_error -ign_eof)
+check "a default client negotiates TLS 1.3 with TLS_AES_128_GCM_SHA256" \
+  grep -q 'New, TLSv1.3, Cipher is TLS_AES_128_GCM_SHA256' <<<"$out"
+check_eq "one session ticket per full handshake" \
+  "$(grep -c 'Post-Handshake New Session Ticket arrived' <<<"$out")" 1
+
 # --- (1) no SNI, CONNECT by name ----------------------------------------------------------------
 out=$(sclient "$A:$FX_TLS_PORT" -noservername -verify_hostname "$A" -verify_return_error \
   </dev/null)
