@@ -107,6 +107,27 @@ void sl_buf_commit(struct sl_buf *b, size_t n)
     assert(sl_buf_is_valid(b));
 }
 
+char *sl_fmt_u64(char *out_end, uint64_t v, size_t *n)
+{
+    char *p = out_end;
+
+    do {
+        *--p = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    *n = (size_t)(out_end - p);
+    return p;
+}
+
+int sl_buf_append_u64(struct sl_buf *b, uint64_t v)
+{
+    char digits[20];
+    size_t n;
+    const char *p = sl_fmt_u64(digits + sizeof(digits), v, &n);
+
+    return sl_buf_append(b, p, n);
+}
+
 int sl_buf_append_str(struct sl_buf *b, const char *s)
 {
     return sl_buf_append(b, s, strlen(s));

@@ -57,6 +57,13 @@ void sl_buf_commit(struct sl_buf *b, size_t n);
 /* Appends a NUL-terminated string (without its terminator). */
 SL_MUST_CHECK int sl_buf_append_str(struct sl_buf *b, const char *s);
 
+/* Appends `v` in decimal (no printf: heads and log lines are built on every request). */
+SL_MUST_CHECK int sl_buf_append_u64(struct sl_buf *b, uint64_t v);
+
+/* Writes `v` in decimal at the end of `out` (at least 20 bytes) and returns where it starts;
+ * `*n` gets its length. No terminator. */
+char *sl_fmt_u64(char *out_end, uint64_t v, size_t *n);
+
 /* Appends printf-style text. Same results as sl_buf_append(). */
 SL_MUST_CHECK int sl_buf_printf(struct sl_buf *b, const char *fmt, ...) SL_PRINTF(2, 3);
 

@@ -74,22 +74,23 @@ static int put_cstr(struct line *l, const char *s)
     return put(l, s, strlen(s));
 }
 
-static int putf(struct line *l, const char *fmt, ...) SL_PRINTF(2, 3);
-
-static int putf(struct line *l, const char *fmt, ...)
+/* Numbers without printf: a line is written for every request. */
+static int put_u64(struct line *l, uint64_t v)
 {
-    va_list ap;
-    int n;
+    char digits[20];
+    size_t n;
+    const char *p = sl_fmt_u64(digits + sizeof(digits), v, &n);
 
-    va_start(ap, fmt);
-    n = vsnprintf(l->p + l->len, l->cap - l->len, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= l->cap - l->len) {
-        l->p[l->len] = '\0';
-        return SL_ETOOBIG;
+    return put(l, p, n);
+}
+
+static int put_i64(struct line *l, int64_t v)
+{
+    if (v < 0) {
+        SL_TRY(put(l, "-", 1));
+        return put_u64(l, (uint64_t)0 - (uint64_t)v);
     }
-    l->len += (size_t)n;
-    return 0;
+    return put_u64(l, (uint64_t)v);
 }
 
 /* Appends `s` as a JSON string (quoted, escaped, cut at `max` bytes). Bytes outside printable
@@ -106,22 +107,40 @@ static int put_str(struct line *b, const char *s, size_t max)
     SL_TRY(put(b, "\"", 1));
     for (size_t i = 0; i < n && i < max; i++) {
         unsigned char c = (unsigned char)s[i];
+        size_t run = i;
 
+        /* A run of bytes that need no escape goes in at once. */
+        while (run < n && run < max && s[run] != '"' && s[run] != '\\'
+               && (unsigned char)s[run] >= 0x20 && (unsigned char)s[run] < 0x7f) {
+            run++;
+        }
+        if (run > i) {
+            SL_TRY(put(b, s + i, run - i));
+            i = run - 1;
+            continue;
+        }
         if (c == '"' || c == '\\') {
             char esc[2] = { '\\', (char)c };
 
             SL_TRY(put(b, esc, 2));
-        } else if (c < 0x20 || c >= 0x7f) {
+        } else {
             char esc[6] = { '\\', 'u', '0', '0', hex[c >> 4], hex[c & 15] };
 
             SL_TRY(put(b, esc, sizeof(esc)));
-        } else {
-            SL_TRY(put(b, &s[i], 1));
         }
     }
     if (n > max) {
         SL_TRY(put_cstr(b, "..."));
     }
+    return put(b, "\"", 1);
+}
+
+static int put_addr_port(struct line *b, const char *addr, bool v6, uint16_t port)
+{
+    SL_TRY(put(b, v6 ? "\"[" : "\"", v6 ? 2 : 1));
+    SL_TRY(put_cstr(b, addr));
+    SL_TRY(put(b, v6 ? "]:" : ":", v6 ? 2 : 1));
+    SL_TRY(put_u64(b, port));
     return put(b, "\"", 1);
 }
 
@@ -138,7 +157,7 @@ static int put_src(struct line *b, const struct sockaddr *sa)
         if (inet_ntop(AF_INET, &in->sin_addr, addr, sizeof(addr)) == NULL) {
             return put_cstr(b, "null");
         }
-        return putf(b, "\"%s:%u\"", addr, (unsigned)ntohs(in->sin_port));
+        return put_addr_port(b, addr, false, ntohs(in->sin_port));
     }
     if (sa->sa_family == AF_INET6) {
         const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
@@ -146,7 +165,7 @@ static int put_src(struct line *b, const struct sockaddr *sa)
         if (inet_ntop(AF_INET6, &in6->sin6_addr, addr, sizeof(addr)) == NULL) {
             return put_cstr(b, "null");
         }
-        return putf(b, "\"[%s]:%u\"", addr, (unsigned)ntohs(in6->sin6_port));
+        return put_addr_port(b, addr, true, ntohs(in6->sin6_port));
     }
     return put_cstr(b, "null");
 }
@@ -164,23 +183,50 @@ static int put_ms(struct line *b, double ms)
     } else if (ms < -AUDIT_MS_MAX) {
         ms = -AUDIT_MS_MAX;
     }
-    return putf(b, "%.1f", ms);
+    /* One decimal, rounded to the nearest tenth (|ms| <= 1e12, so 1e13 tenths fit). */
+    double x = ms * 10.0;
+    int64_t tenths = (int64_t)(x < 0 ? x - 0.5 : x + 0.5);
+    uint64_t mag = tenths < 0 ? (uint64_t)0 - (uint64_t)tenths : (uint64_t)tenths;
+
+    if (tenths < 0) {
+        SL_TRY(put(b, "-", 1));
+    }
+    SL_TRY(put_u64(b, mag / 10));
+    SL_TRY(put(b, ".", 1));
+    return put_u64(b, mag % 10);
 }
+
+/* The last second formatted by this thread, and its text. */
+static _Thread_local time_t ts_sec;
+static _Thread_local char ts_text[32];
+static _Thread_local size_t ts_len;
 
 static int format_into(const struct sl_audit_record *r, struct line *b)
 {
-    char ts[40];
     char path[PATH_MAX_BYTES + 2];
     struct timespec now;
-    struct tm tm;
-    size_t n;
+    unsigned msec;
+    char frac[6];
 
     clock_gettime(CLOCK_REALTIME, &now);
-    gmtime_r(&now.tv_sec, &tm);
-    n = strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-    if (snprintf(ts + n, sizeof(ts) - n, ".%03ldZ", now.tv_nsec / 1000000L) < 0) {
-        return SL_EINVAL;
+    /* The date and time to the second are formatted once a second per thread. */
+    if (now.tv_sec != ts_sec || ts_len == 0) {
+        struct tm tm;
+
+        gmtime_r(&now.tv_sec, &tm);
+        ts_len = strftime(ts_text, sizeof(ts_text), "%Y-%m-%dT%H:%M:%S", &tm);
+        if (ts_len == 0) {
+            return SL_EINVAL;
+        }
+        ts_sec = now.tv_sec;
     }
+    msec = (unsigned)(now.tv_nsec / 1000000L);
+    frac[0] = '.';
+    frac[1] = (char)('0' + msec / 100);
+    frac[2] = (char)('0' + msec / 10 % 10);
+    frac[3] = (char)('0' + msec % 10);
+    frac[4] = 'Z';
+    frac[5] = '"';
     if (r->path != NULL) {
         size_t len = strcspn(r->path, "?#");
 
@@ -191,7 +237,10 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
         memcpy(path, r->path, len);
         path[len] = '\0';
     }
-    SL_TRY(putf(b, "{\"ts\":\"%s\",\"client\":", ts));
+    SL_TRY(put_cstr(b, "{\"ts\":\""));
+    SL_TRY(put(b, ts_text, ts_len));
+    SL_TRY(put(b, frac, sizeof(frac)));
+    SL_TRY(put_cstr(b, ",\"client\":"));
     SL_TRY(put_str(b, r->client, NAME_MAX_BYTES));
     SL_TRY(put_cstr(b, ",\"environment\":"));
     SL_TRY(put_str(b, r->environment, NAME_MAX_BYTES));
@@ -203,20 +252,30 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     SL_TRY(put_str(b, r->scheme, 16));
     SL_TRY(put_cstr(b, ",\"host\":"));
     SL_TRY(put_str(b, r->host, HOST_MAX_BYTES));
-    SL_TRY(putf(b, ",\"port\":%u,\"path\":", (unsigned)r->port));
+    SL_TRY(put_cstr(b, ",\"port\":"));
+    SL_TRY(put_u64(b, r->port));
+    SL_TRY(put_cstr(b, ",\"path\":"));
     SL_TRY(put_str(b, r->path != NULL ? path : NULL, PATH_MAX_BYTES));
-    SL_TRY(putf(b, ",\"decision\":\"%s\",\"reason\":", r->allow ? "allow" : "deny"));
+    SL_TRY(put_cstr(b, r->allow ? ",\"decision\":\"allow\",\"reason\":"
+                                : ",\"decision\":\"deny\",\"reason\":"));
     SL_TRY(put_str(b, r->reason == SL_REASON_NONE ? NULL : sl_reason_code(r->reason), 64));
     SL_TRY(put_cstr(b, ",\"rule\":"));
     SL_TRY(put_str(b, r->rule, HOST_MAX_BYTES));
     if (r->passthrough) {
         SL_TRY(put_cstr(b, ",\"tls\":\"passthrough\""));
     }
-    SL_TRY(putf(b, ",\"credential\":%s,\"status\":%d,\"bytes_up\":%llu,\"bytes_down\":%llu,\"ms\":",
-                r->credential ? "true" : "false", r->status, (unsigned long long)r->bytes_up,
-                (unsigned long long)r->bytes_down));
+    SL_TRY(put_cstr(b, r->credential ? ",\"credential\":true,\"status\":"
+                                     : ",\"credential\":false,\"status\":"));
+    SL_TRY(put_i64(b, r->status));
+    SL_TRY(put_cstr(b, ",\"bytes_up\":"));
+    SL_TRY(put_u64(b, r->bytes_up));
+    SL_TRY(put_cstr(b, ",\"bytes_down\":"));
+    SL_TRY(put_u64(b, r->bytes_down));
+    SL_TRY(put_cstr(b, ",\"ms\":"));
     SL_TRY(put_ms(b, r->ms));
-    return putf(b, ",\"policy_version\":%lld}\n", (long long)r->policy_version);
+    SL_TRY(put_cstr(b, ",\"policy_version\":"));
+    SL_TRY(put_i64(b, r->policy_version));
+    return put(b, "}\n", 2);
 }
 
 int sl_audit_format(const struct sl_audit_record *r, char *buf, size_t cap)

@@ -148,25 +148,32 @@ int sl_head_resolve(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
 
 bool sl_head_is_hop_by_hop(struct sl_slice name)
 {
-    static const char *const names[] = { "connection",
-                                         "proxy-connection",
-                                         "keep-alive",
-                                         "proxy-authorization",
-                                         "proxy-authenticate",
-                                         "te",
-                                         "trailer",
-                                         "transfer-encoding",
-                                         "upgrade",
-                                         "content-length",
-                                         "host",
-                                         "x-sluice-reason" };
-
-    for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
-        if (sl_h1_name_is(name, names[i])) {
-            return true;
-        }
+    /* By length first: every header of every message passes here, and most names are not of a
+     * length any of these has. */
+    switch (name.n) {
+    case 2:
+        return sl_h1_name_is(name, "te");
+    case 4:
+        return sl_h1_name_is(name, "host");
+    case 7:
+        return sl_h1_name_is(name, "trailer") || sl_h1_name_is(name, "upgrade");
+    case 10:
+        return sl_h1_name_is(name, "connection") || sl_h1_name_is(name, "keep-alive");
+    case 14:
+        return sl_h1_name_is(name, "content-length");
+    case 15:
+        return sl_h1_name_is(name, "x-sluice-reason");
+    case 16:
+        return sl_h1_name_is(name, "proxy-connection");
+    case 17:
+        return sl_h1_name_is(name, "transfer-encoding");
+    case 18:
+        return sl_h1_name_is(name, "proxy-authenticate");
+    case 19:
+        return sl_h1_name_is(name, "proxy-authorization");
+    default:
+        return false;
     }
-    return false;
 }
 
 bool sl_head_is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice name)
@@ -189,10 +196,14 @@ bool sl_head_is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice
 
 int sl_head_put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip)
 {
+    /* The names a Connection header lists are looked up only when there is one. */
+    bool has_connection = sl_h1_find(h, "connection") != NULL;
+
     for (size_t i = 0; i < h->n_headers; i++) {
         const struct sl_h1_header *f = &h->headers[i];
 
-        if (sl_head_is_hop_by_hop(f->name) || sl_head_is_listed_in_connection(h, f->name)
+        if (sl_head_is_hop_by_hop(f->name)
+            || (has_connection && sl_head_is_listed_in_connection(h, f->name))
             || (skip != NULL && sl_h1_name_is(f->name, skip))) {
             continue;
         }
@@ -204,27 +215,42 @@ int sl_head_put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char
     return 0;
 }
 
+static int put_content_length(struct sl_buf *b, uint64_t n)
+{
+    SL_TRY(sl_buf_append_str(b, "Content-Length: "));
+    SL_TRY(sl_buf_append_u64(b, n));
+    return sl_buf_append(b, "\r\n", 2);
+}
+
 int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h, const struct sl_head_target *t,
                   const char *credential_header, const char *credential_value)
 {
     uint16_t default_port = strcmp(t->scheme, "https") == 0 ? 443 : 80;
 
     sl_buf_reset(b);
-    SL_TRY(sl_buf_printf(b, "%s %s HTTP/1.1\r\nHost: %s", h->method, t->target, t->host.name));
+    SL_TRY(sl_buf_append_str(b, h->method));
+    SL_TRY(sl_buf_append(b, " ", 1));
+    SL_TRY(sl_buf_append_str(b, t->target));
+    SL_TRY(sl_buf_append_str(b, " HTTP/1.1\r\nHost: "));
+    SL_TRY(sl_buf_append_str(b, t->host.name));
     if (t->port != default_port) {
-        SL_TRY(sl_buf_printf(b, ":%u", (unsigned)t->port));
+        SL_TRY(sl_buf_append(b, ":", 1));
+        SL_TRY(sl_buf_append_u64(b, t->port));
     }
-    SL_TRY(sl_buf_append_str(b, "\r\n"));
+    SL_TRY(sl_buf_append(b, "\r\n", 2));
     SL_TRY(sl_head_put_headers(b, h, credential_header));
     if (credential_header != NULL) {
-        SL_TRY(sl_buf_printf(b, "%s: %s\r\n", credential_header, credential_value));
+        SL_TRY(sl_buf_append_str(b, credential_header));
+        SL_TRY(sl_buf_append(b, ": ", 2));
+        SL_TRY(sl_buf_append_str(b, credential_value));
+        SL_TRY(sl_buf_append(b, "\r\n", 2));
     }
     if (t->websocket) {
         SL_TRY(sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n"));
     }
     switch (h->body) {
     case SL_H1_BODY_LENGTH:
-        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
+        SL_TRY(put_content_length(b, h->content_length));
         break;
     case SL_H1_BODY_CHUNKED:
         SL_TRY(sl_buf_append_str(b, "Transfer-Encoding: chunked\r\n"));
@@ -252,7 +278,7 @@ static int put_response_framing(struct sl_buf *b, const struct sl_h1_head *h,
             SL_TRY(sl_buf_append_str(b, "\r\n"));
         }
     } else if (h->body == SL_H1_BODY_LENGTH) {
-        SL_TRY(sl_buf_printf(b, "Content-Length: %llu\r\n", (unsigned long long)h->content_length));
+        SL_TRY(put_content_length(b, h->content_length));
     } else if (h->body == SL_H1_BODY_NONE) {
         SL_TRY(sl_buf_append_str(b, "Content-Length: 0\r\n"));
     } else if (ctx->client_http10) {
@@ -286,7 +312,11 @@ int sl_head_build_response(struct sl_buf *b, const struct sl_h1_head *h,
         return 0;
     }
     plan->final = h->status >= 200 || h->status == 101;
-    SL_TRY(sl_buf_printf(b, "HTTP/1.1 %d %s\r\n", h->status, h->reason));
+    SL_TRY(sl_buf_append_str(b, "HTTP/1.1 "));
+    SL_TRY(sl_buf_append_u64(b, (uint64_t)h->status));
+    SL_TRY(sl_buf_append(b, " ", 1));
+    SL_TRY(sl_buf_append_str(b, h->reason));
+    SL_TRY(sl_buf_append(b, "\r\n", 2));
     SL_TRY(sl_head_put_headers(b, h, NULL));
     if (h->status == 101) {
         return sl_buf_append_str(b, "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");

@@ -94,6 +94,62 @@ static void formats_every_field_of_the_spec(void **state)
     json_decref(j);
 }
 
+/* Numbers and the time stamp are written without printf: check their exact text. */
+static void writes_numbers_and_time_exactly(void **state)
+{
+    static const struct {
+        double ms;
+        const char *text;
+    } cases[] = { { 0, "\"ms\":0.0," },
+                  { 41.72, "\"ms\":41.7," },
+                  { 0.06, "\"ms\":0.1," },
+                  { 9.96, "\"ms\":10.0," },
+                  { -2.46, "\"ms\":-2.5," },
+                  { 123456.74, "\"ms\":123456.7," },
+                  { 1e15, "\"ms\":1000000000000.0," } };
+    struct sockaddr_in src;
+    struct sl_audit_record r = sample(&src);
+    char line[SL_AUDIT_LINE_MAX];
+    const char *ts;
+    json_t *j;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        r.ms = cases[i].ms;
+        assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+        if (strstr(line, cases[i].text) == NULL) {
+            fail_msg("ms %g: want %s in %s", cases[i].ms, cases[i].text, line);
+        }
+    }
+    r.status = 502;
+    r.port = 65535;
+    r.bytes_up = UINT64_C(18446744073709551615);
+    r.bytes_down = 0;
+    r.policy_version = -12;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    assert_non_null(strstr(line, ",\"port\":65535,"));
+    assert_non_null(strstr(line, ",\"status\":502,\"bytes_up\":18446744073709551615,"
+                                 "\"bytes_down\":0,"));
+    assert_non_null(strstr(line, ",\"policy_version\":-12}\n"));
+    r.bytes_up = 5; /* jansson reads integers up to INT64_MAX */
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    ts = json_string_value(json_object_get(j, "ts"));
+    /* 2026-11-30T10:34:18.318Z */
+    assert_non_null(ts);
+    assert_int_equal(strlen(ts), 24);
+    for (size_t i = 0; i < 24; i++) {
+        const char *shape = "dddd-dd-ddTdd:dd:dd.dddZ";
+
+        if (shape[i] == 'd') {
+            assert_true(ts[i] >= '0' && ts[i] <= '9');
+        } else {
+            assert_int_equal(ts[i], shape[i]);
+        }
+    }
+    json_decref(j);
+}
+
 static void writes_refusals_with_reason_and_nulls(void **state)
 {
     struct sl_audit_record r = { .method = "CONNECT",
@@ -293,6 +349,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(formats_every_field_of_the_spec),
+        cmocka_unit_test(writes_numbers_and_time_exactly),
         cmocka_unit_test(writes_refusals_with_reason_and_nulls),
         cmocka_unit_test(marks_a_passthrough_tunnel_and_only_it),
         cmocka_unit_test(stays_valid_json_whatever_the_request_carried),

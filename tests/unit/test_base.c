@@ -61,6 +61,30 @@ static void buf_adopts_and_gives_back_storage(void **state)
     assert_int_equal(b._max, 4096);
 }
 
+static void buf_appends_decimal_numbers(void **state)
+{
+    struct sl_buf b;
+
+    (void)state;
+    sl_buf_init(&b, 1024);
+    assert_int_equal(sl_buf_append_u64(&b, 0), 0);
+    assert_int_equal(sl_buf_append(&b, " ", 1), 0);
+    assert_int_equal(sl_buf_append_u64(&b, 9), 0);
+    assert_int_equal(sl_buf_append(&b, " ", 1), 0);
+    assert_int_equal(sl_buf_append_u64(&b, 10), 0);
+    assert_int_equal(sl_buf_append(&b, " ", 1), 0);
+    assert_int_equal(sl_buf_append_u64(&b, 443), 0);
+    assert_int_equal(sl_buf_append(&b, " ", 1), 0);
+    assert_int_equal(sl_buf_append_u64(&b, UINT64_MAX), 0);
+    assert_string_equal(sl_buf_cstr(&b), "0 9 10 443 18446744073709551615");
+    sl_buf_finish(&b);
+    /* Past the cap: refused, nothing written. */
+    sl_buf_init(&b, 3);
+    assert_int_equal(sl_buf_append_u64(&b, 1234), SL_ETOOBIG);
+    assert_int_equal(b.len, 0);
+    sl_buf_finish(&b);
+}
+
 static void buf_appends_and_stays_terminated(void **state)
 {
     struct sl_buf b;
@@ -273,6 +297,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(buf_appends_and_stays_terminated),
         cmocka_unit_test(buf_adopts_and_gives_back_storage),
+        cmocka_unit_test(buf_appends_decimal_numbers),
         cmocka_unit_test(buf_refuses_to_grow_past_its_cap),
         cmocka_unit_test(buf_survives_allocation_failure_unchanged),
         cmocka_unit_test(arena_aligns_and_respects_its_cap),
