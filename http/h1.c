@@ -2,7 +2,6 @@
 #include "http/h1.h"
 
 #include <string.h>
-#include <strings.h>
 
 #include "base/mem.h"
 
@@ -162,11 +161,26 @@ static int on_header_value_complete(llhttp_t *l)
     return add_header(p, value);
 }
 
+static unsigned char ascii_lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + ('a' - 'A')) : c;
+}
+
+/* ASCII case-insensitive equality of a slice and a C string, stopping at the first difference
+ * (most header names differ from the one sought at their first byte): called for every header
+ * of every message, several times. */
 static bool slice_eq_ci(struct sl_slice a, const char *s)
 {
-    size_t n = strlen(s);
+    const unsigned char *p = (const unsigned char *)a.p;
+    const unsigned char *q = (const unsigned char *)s;
+    size_t i;
 
-    return a.n == n && strncasecmp((const char *)a.p, s, n) == 0;
+    for (i = 0; i < a.n; i++) {
+        if (q[i] == '\0' || ascii_lower(p[i]) != ascii_lower(q[i])) {
+            return false;
+        }
+    }
+    return q[i] == '\0';
 }
 
 /* Applies the framing rules llhttp leaves to us and fills in the head's framing fields. */

@@ -260,6 +260,55 @@ static const struct sl_head_resp_ctx client11 = { .client_keep_alive = true };
 static const struct sl_head_resp_ctx client10 = { .client_http10 = true,
                                                   .client_keep_alive = true };
 
+/* Every name of SPEC §4.6 (plus the framing and Host the proxy writes itself, and the refusal
+ * marker), in any case; nothing else, including names one letter away. */
+static void knows_exactly_the_hop_by_hop_names(void **state)
+{
+    static const char *const hop[] = { "Connection",
+                                       "proxy-connection",
+                                       "KEEP-ALIVE",
+                                       "Proxy-Authorization",
+                                       "proxy-authenticate",
+                                       "TE",
+                                       "Trailer",
+                                       "transfer-encoding",
+                                       "Upgrade",
+                                       "Content-Length",
+                                       "host",
+                                       "X-Sluice-Reason" };
+    static const char *const end_to_end[] = { "t",
+                                              "tE2",
+                                              "hosts",
+                                              "hos",
+                                              "content-type",
+                                              "trailers",
+                                              "upgrade-",
+                                              "keep-alivE1",
+                                              "connectio",
+                                              "proxy-connections",
+                                              "x-sluice",
+                                              "user-agent",
+                                              "authorization",
+                                              "accept",
+                                              "transfer-encodin",
+                                              "te ",
+                                              "",
+                                              "x-sluice-reasoN2",
+                                              "proxy-authenticates" };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++) {
+        if (!sl_head_is_hop_by_hop(sl_slice_str(hop[i]))) {
+            fail_msg("'%s' is hop-by-hop", hop[i]);
+        }
+    }
+    for (size_t i = 0; i < sizeof(end_to_end) / sizeof(end_to_end[0]); i++) {
+        if (sl_head_is_hop_by_hop(sl_slice_str(end_to_end[i]))) {
+            fail_msg("'%s' is not hop-by-hop", end_to_end[i]);
+        }
+    }
+}
+
 static void rechunks_a_response_without_its_hop_by_hop_headers(void **state)
 {
     struct fixture *f = *state;
@@ -410,6 +459,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(takes_http_1_0_without_host_and_https_default_port, setup,
                                         teardown),
+        cmocka_unit_test(knows_exactly_the_hop_by_hop_names),
         cmocka_unit_test_setup_teardown(rechunks_a_response_without_its_hop_by_hop_headers, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
