@@ -11,7 +11,7 @@
 # missing sluice/sandbox tag with the recipe (from its cache). With no Docker daemon: the
 # output says so, sandbox calls answer 503, environments work. Bad flags: one line, exit 2.
 # Network sl-t-up, subnet 10.213.41.0/24; the origin listens on 127.77.41.1:443.
-# shellcheck disable=SC2016 # commands for the sandbox are single-quoted on purpose
+# shellcheck disable=SC2016,SC2317 # sandbox commands single-quoted on purpose; helpers run via check, fx_wait and trap
 set -euo pipefail
 
 : "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
