@@ -8,7 +8,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -269,19 +268,37 @@ static bool file_exists(const char *path)
 static int prepare_dir(struct up *u)
 {
     const char *dir = sl_opts_data_dir(u->data_flag);
-    char real[PATH_MAX];
+    char cwd[PATH_BYTES];
+    struct stat st;
+    int n;
 
     if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
         sl_eprintf("up: cannot create the data directory %s: %s", dir, strerror(errno));
         return SL_EIO;
     }
-    if (realpath(dir, real) == NULL) {
-        sl_eprintf("up: the data directory %s: %s", dir, strerror(errno));
+    if (stat(dir, &st) == -1 || !S_ISDIR(st.st_mode)) {
+        sl_eprintf("up: the data directory %s is not a directory", dir);
         return SL_EIO;
     }
-    if (snprintf(u->data, sizeof(u->data), "%s", real) >= (int)sizeof(u->data)) {
+    /* Absolute: the children, Docker's bind mounts and the printed paths need it. */
+    if (dir[0] == '/') {
+        n = snprintf(u->data, sizeof(u->data), "%s", dir);
+    } else if (getcwd(cwd, sizeof(cwd)) == NULL) {
+        sl_eprintf("up: cannot tell the current directory: %s", strerror(errno));
+        return SL_EIO;
+    } else {
+        while (dir[0] == '.' && dir[1] == '/') {
+            dir += 2;
+        }
+        n = snprintf(u->data, sizeof(u->data), "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, dir);
+    }
+    if (n < 0 || n >= (int)sizeof(u->data)) {
         sl_eprintf("up: the data directory's path is too long");
         return SL_EINVAL;
+    }
+    /* "var/" would print as "var//ca.pem". */
+    for (size_t len = strlen(u->data); len > 1 && u->data[len - 1] == '/'; len--) {
+        u->data[len - 1] = '\0';
     }
     SL_TRY(join(u->sock, sizeof(u->sock), u->data, "proxy.sock"));
     SL_TRY(join(u->audit, sizeof(u->audit), u->data, "audit.log"));
@@ -868,7 +885,10 @@ static int supervise(struct up *u)
         return SL_CMD_FAIL;
     }
     if (!wait_ready(&s, &control, u, control_healthy, CONTROL_READY_S)) {
-        if (s.stop_signal == 0) {
+        if (s.stop_signal == 0 && control.pid == 0) {
+            sl_eprintf("up: the control plane exited while starting (its log is above)");
+            exit_code = SL_CMD_FAIL;
+        } else if (s.stop_signal == 0) {
             sl_eprintf("up: the control plane did not answer http://%s/healthz within %d s "
                        "(its log is above)",
                        u->control_listen, CONTROL_READY_S);
@@ -880,6 +900,10 @@ static int supervise(struct up *u)
         (void)snprintf(u->gateway_listen, sizeof(u->gateway_listen), "%s:%u", u->gateway,
                        u->proxy_port);
         u->gateway_up = wait_ready(&s, &control, u, gateway_present, GATEWAY_READY_S);
+        if (s.stop_signal == 0 && control.pid == 0) {
+            sl_eprintf("up: the control plane exited while starting (its log is above)");
+            exit_code = SL_CMD_FAIL;
+        }
         if (s.stop_signal != 0 || control.pid == 0) {
             goto stop;
         }
@@ -895,7 +919,10 @@ static int supervise(struct up *u)
         goto stop;
     }
     if (!wait_ready(&s, &proxy, u, proxy_ready, PROXY_READY_S)) {
-        if (s.stop_signal == 0) {
+        if (s.stop_signal == 0 && proxy.pid == 0) {
+            sl_eprintf("up: the proxy exited while starting (its log is above)");
+            exit_code = SL_CMD_FAIL;
+        } else if (s.stop_signal == 0) {
             sl_eprintf("up: the proxy does not accept on %s%s%s within %d s (its log is above)",
                        u->proxy_listen, u->gateway_up ? " and " : "",
                        u->gateway_up ? u->gateway_listen : "", PROXY_READY_S);
