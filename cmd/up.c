@@ -859,53 +859,50 @@ static void print_summary(const struct up *u)
 
 /* ---- run ---------------------------------------------------------------------------------- */
 
-static int supervise(struct up *u)
-{
+struct run {
     struct sl_sup s;
-    struct sl_sup_child control = { .name = "control",
-                                    .argv = u->control_argv,
-                                    .fatal_status = SL_CMD_USAGE };
-    struct sl_sup_child proxy = { .name = "proxy",
-                                  .argv = u->proxy_argv,
-                                  .fatal_status = SL_CMD_USAGE };
-    int rc;
-    int exit_code = SL_CMD_OK;
+    struct sl_sup_child control;
+    struct sl_sup_child proxy;
+};
 
-    rc = sl_sup_init(&s);
-    if (rc < 0) {
-        sl_eprintf("up: cannot block signals: %s", strerror(-rc));
-        return SL_CMD_FAIL;
+/* A start-up wait for `c` ended without success: SL_CMD_OK when a stop signal ended it, else
+ * SL_CMD_FAIL after saying why (`timeout` describes the timeout). */
+static int start_failed(const struct run *r, const struct sl_sup_child *c, const char *what,
+                        const char *timeout)
+{
+    if (r->s.stop_signal != 0) {
+        return SL_CMD_OK;
     }
-    s.initial_ms = u->backoff_ms;
-    /* The control plane first: it creates the network and the firewall table the proxy's
-     * gateway address lives on (tests/support/sandbox.sh starts them in this order too). */
-    if (build_argvs(u) < 0 || sl_sup_start(&s, &control) < 0) {
+    if (c->pid == 0) {
+        sl_eprintf("up: the %s exited while starting (its log is above)", what);
+    } else {
+        sl_eprintf("up: the %s %s (its log is above)", what, timeout);
+    }
+    return SL_CMD_FAIL;
+}
+
+/* The control plane first: it creates the network and the firewall table the proxy's gateway
+ * address lives on (tests/support/sandbox.sh starts them in this order too). Returns
+ * SL_CMD_OK with both running, or the exit status up ends with (the caller stops what runs). */
+static int start_children(struct up *u, struct run *r)
+{
+    char text[160];
+
+    if (build_argvs(u) < 0 || sl_sup_start(&r->s, &r->control) < 0) {
         sl_eprintf("up: cannot start the control plane");
-        sl_sup_finish(&s);
         return SL_CMD_FAIL;
     }
-    if (!wait_ready(&s, &control, u, control_healthy, CONTROL_READY_S)) {
-        if (s.stop_signal == 0 && control.pid == 0) {
-            sl_eprintf("up: the control plane exited while starting (its log is above)");
-            exit_code = SL_CMD_FAIL;
-        } else if (s.stop_signal == 0) {
-            sl_eprintf("up: the control plane did not answer http://%s/healthz within %d s "
-                       "(its log is above)",
-                       u->control_listen, CONTROL_READY_S);
-            exit_code = SL_CMD_FAIL;
-        }
-        goto stop;
+    (void)snprintf(text, sizeof(text), "did not answer http://%s/healthz within %d s",
+                   u->control_listen, CONTROL_READY_S);
+    if (!wait_ready(&r->s, &r->control, u, control_healthy, CONTROL_READY_S)) {
+        return start_failed(r, &r->control, "control plane", text);
     }
     if (u->docker) {
         (void)snprintf(u->gateway_listen, sizeof(u->gateway_listen), "%s:%u", u->gateway,
                        u->proxy_port);
-        u->gateway_up = wait_ready(&s, &control, u, gateway_present, GATEWAY_READY_S);
-        if (s.stop_signal == 0 && control.pid == 0) {
-            sl_eprintf("up: the control plane exited while starting (its log is above)");
-            exit_code = SL_CMD_FAIL;
-        }
-        if (s.stop_signal != 0 || control.pid == 0) {
-            goto stop;
+        u->gateway_up = wait_ready(&r->s, &r->control, u, gateway_present, GATEWAY_READY_S);
+        if (r->s.stop_signal != 0 || r->control.pid == 0) {
+            return start_failed(r, &r->control, "control plane", "");
         }
         if (!u->gateway_up) {
             sl_eprintf("warning: the container network's gateway %s did not appear within %d s; "
@@ -913,57 +910,79 @@ static int supervise(struct up *u)
                        u->gateway, GATEWAY_READY_S, u->proxy_listen);
         }
     }
-    if (build_argvs(u) < 0 || sl_sup_start(&s, &proxy) < 0) {
+    if (build_argvs(u) < 0 || sl_sup_start(&r->s, &r->proxy) < 0) {
         sl_eprintf("up: cannot start the proxy");
-        exit_code = SL_CMD_FAIL;
-        goto stop;
+        return SL_CMD_FAIL;
     }
-    if (!wait_ready(&s, &proxy, u, proxy_ready, PROXY_READY_S)) {
-        if (s.stop_signal == 0 && proxy.pid == 0) {
-            sl_eprintf("up: the proxy exited while starting (its log is above)");
-            exit_code = SL_CMD_FAIL;
-        } else if (s.stop_signal == 0) {
-            sl_eprintf("up: the proxy does not accept on %s%s%s within %d s (its log is above)",
-                       u->proxy_listen, u->gateway_up ? " and " : "",
-                       u->gateway_up ? u->gateway_listen : "", PROXY_READY_S);
-            exit_code = SL_CMD_FAIL;
-        }
-        goto stop;
+    (void)snprintf(text, sizeof(text), "does not accept on %s%s%s within %d s", u->proxy_listen,
+                   u->gateway_up ? " and " : "", u->gateway_up ? u->gateway_listen : "",
+                   PROXY_READY_S);
+    if (!wait_ready(&r->s, &r->proxy, u, proxy_ready, PROXY_READY_S)) {
+        return start_failed(r, &r->proxy, "proxy", text);
     }
-    print_summary(u);
-    sodium_memzero(u->token, sizeof(u->token));
-    while (s.stop_signal == 0) {
-        sl_sup_poll(&s, 1000);
-        if (control.failed || proxy.failed) {
-            sl_eprintf("up: the %s exited with bad arguments; stopping",
-                       control.failed ? "control plane" : "proxy");
-            exit_code = SL_CMD_FAIL;
-            break;
-        }
-        sl_sup_restart_due(&s);
-    }
-stop:
-    s.restarting = false;
-    if (s.stop_signal != 0) {
+    return SL_CMD_OK;
+}
+
+/* Control first: its SIGTERM removes the sandboxes (their entries leave the proxy's snapshot,
+ * so the proxy is still needed) and then the firewall table. Returns the exit status. */
+static int stop_children(struct run *r, int exit_code)
+{
+    r->s.restarting = false;
+    if (r->s.stop_signal != 0) {
         sl_log(SL_LOG_INFO, 0, "msg=\"stopping\" signal=%s",
-               s.stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
+               r->s.stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
     }
-    /* Control first: its SIGTERM removes the sandboxes (their entries leave the proxy's
-     * snapshot, so the proxy is still needed) and then the firewall table. */
-    if (sl_sup_stop(&s, &control, CONTROL_STOP_MS) != 0 && exit_code == SL_CMD_OK
-        && s.stop_signal != 0) {
+    if (sl_sup_stop(&r->s, &r->control, CONTROL_STOP_MS) != 0 && exit_code == SL_CMD_OK
+        && r->s.stop_signal != 0) {
         sl_eprintf("up: the control plane did not stop cleanly");
         exit_code = SL_CMD_FAIL;
     }
-    if (sl_sup_stop(&s, &proxy, PROXY_STOP_MS) != 0 && exit_code == SL_CMD_OK
-        && s.stop_signal != 0) {
+    if (sl_sup_stop(&r->s, &r->proxy, PROXY_STOP_MS) != 0 && exit_code == SL_CMD_OK
+        && r->s.stop_signal != 0) {
         sl_eprintf("up: the proxy did not stop cleanly");
         exit_code = SL_CMD_FAIL;
     }
-    sl_sup_finish(&s);
     if (exit_code == SL_CMD_OK) {
         sl_log(SL_LOG_INFO, 0, "msg=\"stopped\"");
     }
+    return exit_code;
+}
+
+static int supervise(struct up *u)
+{
+    struct run r;
+    int rc;
+    int exit_code;
+
+    memset(&r, 0, sizeof(r));
+    r.control = (struct sl_sup_child){ .name = "control",
+                                       .argv = u->control_argv,
+                                       .fatal_status = SL_CMD_USAGE };
+    r.proxy = (struct sl_sup_child){ .name = "proxy",
+                                     .argv = u->proxy_argv,
+                                     .fatal_status = SL_CMD_USAGE };
+    rc = sl_sup_init(&r.s);
+    if (rc < 0) {
+        sl_eprintf("up: cannot block signals: %s", strerror(-rc));
+        return SL_CMD_FAIL;
+    }
+    r.s.initial_ms = u->backoff_ms;
+    exit_code = start_children(u, &r);
+    if (exit_code == SL_CMD_OK && r.s.stop_signal == 0) {
+        print_summary(u);
+    }
+    sodium_memzero(u->token, sizeof(u->token));
+    while (exit_code == SL_CMD_OK && r.s.stop_signal == 0) {
+        sl_sup_poll(&r.s, 1000);
+        if (r.control.failed || r.proxy.failed) {
+            sl_eprintf("up: the %s exited with bad arguments; stopping",
+                       r.control.failed ? "control plane" : "proxy");
+            exit_code = SL_CMD_FAIL;
+        }
+        sl_sup_restart_due(&r.s);
+    }
+    exit_code = stop_children(&r, exit_code);
+    sl_sup_finish(&r.s);
     return exit_code;
 }
 

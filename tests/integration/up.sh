@@ -6,10 +6,12 @@
 # prints runs verbatim: a sandbox's `curl https://example.com/` reaches a local origin (mapped
 # with proxy flags after `--`). Killing the proxy child: it is restarted after its back-off,
 # and while it is down the container's request fails and never reaches the origin. SIGTERM
-# stops both children and removes the nftables table. A second start on the same directory
-# reuses everything (same CA and key, the token still works, no new token) and builds a
-# missing sluice/sandbox tag with the recipe (from its cache). With no Docker daemon: the
-# output says so, sandbox calls answer 503, environments work. Bad flags: one line, exit 2.
+# stops both children and removes the nftables table. Killing the control plane child: the
+# table stays while it is down, it comes back, the proxy is untouched. A second start on the
+# same directory reuses everything (same CA and key, the token still works, no new token) and
+# builds a missing sluice/sandbox tag with the recipe (from its cache). With no Docker daemon: the
+# output says so, sandbox calls answer 503, environments work. Bad flags: one line, exit 2; a
+# bad proxy flag after `--`: the proxy is not restarted, up stops and exits 1.
 # Network sl-t-up, subnet 10.213.41.0/24; the origin listens on 127.77.41.1:443.
 # shellcheck disable=SC2016,SC2317 # sandbox commands single-quoted on purpose; helpers run via check, fx_wait and trap
 set -euo pipefail
@@ -48,7 +50,7 @@ up_cleanup() {
   if [ -n "$UP_PID" ] && kill -0 "$UP_PID" 2>/dev/null; then
     up_stop >/dev/null
   fi
-  for pid in $(pgrep -f -- "--network $NET " 2>/dev/null); do
+  for pid in $(pgrep -f "sluice (up|control|proxy) .*--network $NET " 2>/dev/null); do
     kill -KILL "$pid" 2>/dev/null
   done
   sbx_dockerctl cleanup "$NET" | sed 's/^/# cleanup: /'
@@ -185,6 +187,10 @@ no_table() {
   ! nft list table inet "$TABLE" >/dev/null 2>&1
 }
 
+none_running() {
+  ! pgrep -f "sluice (up|control|proxy) .*--network $NET " >/dev/null
+}
+
 no_leftovers() {
   [ "$(sbx_leftovers)" = "[]" ]
 }
@@ -285,6 +291,26 @@ check_eq "the control plane was not restarted" "$(child_pid control)" "$CONTROL_
 api POST "/repos/demo/hello/sandboxes/$SB/close"
 check_eq "close the second sandbox: 204" "$STATUS" 204
 
+# --- killing the control plane child ----------------------------------------------------------
+PROXY_PID=$(child_pid proxy)
+kill -KILL "$CONTROL_PID"
+check "while the control plane is down the firewall table stays" \
+  nft list table inet "$TABLE"
+check "... and the proxy keeps running" kill -0 "$PROXY_PID"
+new_control() {
+  local p
+  p=$(child_pid control)
+  [ -n "$p" ] && [ "$p" != "$CONTROL_PID" ] &&
+    [ "$(curl -q -s --max-time 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$CPORT/healthz")" = 200 ]
+}
+check "the control plane is restarted and answers /healthz within 30 s" fx_wait 30 new_control
+check "up logs the control plane's exit" \
+  grep -q "msg=\"exited; restarting after a back-off\" child=control pid=$CONTROL_PID signal=9" "$UP_ERR"
+api GET /environments
+check_eq "the API works again with the same token" "$STATUS" 200
+CONTROL_PID=$(child_pid control)
+check_eq "the proxy was not restarted" "$(child_pid proxy)" "$PROXY_PID"
+
 # --- SIGTERM -------------------------------------------------------------------------------------
 PROXY_PID=$(child_pid proxy)
 up_stop
@@ -342,5 +368,20 @@ check_eq "... and can be created" "$STATUS" 201
 up_stop
 check_eq "SIGTERM without Docker: exit 0" "$UP_EXIT" 0
 check "... the table is removed" no_table
+
+# --- a bad proxy flag after -- : the proxy exits 2, is not restarted, up stops ---------------------
+rc=0
+timeout 60 env -u SLUICE_ENCRYPTION_KEY "$SLUICE_BIN" up --data "$DATA" \
+  --control-listen "127.0.0.1:$CPORT" --proxy-listen "127.0.0.1:$PPORT" --proxy-port "$GPORT" \
+  --network "$NET" --subnet "$SUBNET" --docker-socket "$FX_WORK/nothing.sock" \
+  -- --no-such-proxy-flag >"$FX_WORK/badproxy.out" 2>"$FX_WORK/badproxy.err" || rc=$?
+check_eq "a bad proxy flag: up exits 1" "$rc" 1
+check "... the proxy's own line names the flag" \
+  grep -q "proxy: unknown option '--no-such-proxy-flag'" "$FX_WORK/badproxy.err"
+check "... up says the proxy exited while starting" \
+  grep -q "up: the proxy exited while starting" "$FX_WORK/badproxy.err"
+check_eq "... and it was started once" "$(grep -c 'msg="started" child=proxy' "$FX_WORK/badproxy.err")" 1
+check "... the control plane was stopped and its table removed" no_table
+check "... nothing of it is left running" none_running
 
 fx_done
