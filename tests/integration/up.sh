@@ -11,7 +11,8 @@
 # same directory reuses everything (same CA and key, the token still works, no new token) and
 # builds a missing sluice/sandbox tag with the recipe (from its cache). With no Docker daemon: the
 # output says so, sandbox calls answer 503, environments work. Bad flags: one line, exit 2; a
-# bad proxy flag after `--`: the proxy is not restarted, up stops and exits 1.
+# bad proxy flag after `--`: the proxy is not restarted, up stops and exits 1. SIGKILL to up:
+# the children stop by themselves and the table is removed.
 # Network sl-t-up, subnet 10.213.41.0/24; the origin listens on 127.77.41.1:443.
 # shellcheck disable=SC2016,SC2317 # sandbox commands single-quoted on purpose; helpers run via check, fx_wait and trap
 set -euo pipefail
@@ -383,5 +384,13 @@ check "... up says the proxy exited while starting" \
 check_eq "... and it was started once" "$(grep -c 'msg="started" child=proxy' "$FX_WORK/badproxy.err")" 1
 check "... the control plane was stopped and its table removed" no_table
 check "... nothing of it is left running" none_running
+
+# --- up itself killed: its children stop on their own (PR_SET_PDEATHSIG) ----------------------------
+up_start --docker-socket "$FX_WORK/nothing.sock" || fx_bail "sluice up starts once more"
+check "the table is installed again" nft list table inet "$TABLE"
+kill -KILL "$UP_PID"
+wait "$UP_PID" 2>/dev/null || true
+check "SIGKILL to up: its children stop within 30 s" fx_wait 30 none_running
+check "... and the control plane still removed its table" no_table
 
 fx_done
