@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
-# make run    dependencies + release build, then the proxy on 127.0.0.1:3128 (see README.md)
+# make run    dependencies + release build + a Docker daemon when docker.io is installed, then
+#             sluice up --data var: proxy, control plane, dashboard (docs/up.md)
 # make test   dependencies + a Docker daemon + the sandbox image + every test in the release and
 #             the ASan+UBSan configurations
 # make build  dependencies + release build; the binary is build/sluice
@@ -41,19 +42,20 @@ $(BUILD)/CMakeCache.txt:
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Until `sluice up` (proxy + control plane) exists, make run starts the proxy alone: a CA in
-# var/ (made once), the example policy copied to var/policy.json (edited there; reloaded on
-# change), listening on 127.0.0.1:3128.
+# sluice up on the data directory var/ (docs/up.md). When docker.io is installed but no daemon
+# answers, tools/dockerd.sh starts one first; unlike make test, make run leaves that daemon
+# running afterwards (stop it with `tools/dockerd.sh stop`). Without docker.io, sluice up runs
+# without sandboxes and says so. ARGS go to sluice up: make run ARGS='--control-listen 0.0.0.0:8080'
 run: build
-	@test -f var/ca.pem || $(BUILD)/sluice ca init --out var
-	@test -f var/policy.json || cp examples/policy.json var/policy.json
-	@echo
-	@echo "sluice proxy on 127.0.0.1:3128 with the policy in var/policy.json (Ctrl-C stops it)."
-	@echo "Try:  curl --proxy http://127.0.0.1:3128 --cacert var/ca.pem https://pypi.org/simple/"
-	@echo "      curl --proxy http://127.0.0.1:3128 --cacert var/ca.pem https://example.org/  (403)"
-	@echo "'sluice up' (proxy + control plane + containers) is not built yet; see README.md."
-	@echo
-	$(BUILD)/sluice proxy --data var --policy var/policy.json --audit-log var/audit.log
+	@if command -v dockerd >/dev/null 2>&1 && ! tools/dockerd.sh status 2>/dev/null; then \
+		if tools/dockerd.sh start; then \
+			echo "make run: started dockerd; it keeps running after sluice up stops" \
+				"(tools/dockerd.sh stop ends it)"; \
+		else \
+			echo "make run: could not start dockerd; sluice up runs without sandboxes"; \
+		fi; \
+	fi
+	$(BUILD)/sluice up --data var $(ARGS)
 
 # A Docker daemon (tools/dockerd.sh starts one only when none answers) and the sandbox image
 # (tools/sandbox-image.sh; cached), then release, ThreadSanitizer on the multi-threaded

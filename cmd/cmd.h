@@ -9,6 +9,10 @@
 #ifndef SL_CMD_CMD_H
 #define SL_CMD_CMD_H
 
+#include <stdbool.h>
+
+struct sl_store;
+
 /* Exit statuses shared by every subcommand. */
 enum sl_cmd_exit {
     SL_CMD_OK = 0,
@@ -28,7 +32,15 @@ int sl_cmd_policy(int argc, char **argv);
 /* `sluice proxy [flags]` */
 int sl_cmd_proxy(int argc, char **argv);
 
+/* `sluice up [flags] [-- proxy flags]` */
+int sl_cmd_up(int argc, char **argv);
+
 /* `sluice user add NAME [--admin] [--data DIR]` */
 int sl_cmd_user(int argc, char **argv);
+
+/* Creates the user `name` in `st` with a new API token, written to `token` (SL_TOKEN_SIZE
+ * bytes, control/secrets.h; wiped on error). Returns 0, SL_EEXIST (a user of that name exists)
+ * or another negative code. What `sluice user add` and `sluice up` share. */
+int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, char *token);
 
 #endif

@@ -24,20 +24,10 @@ static const char usage[] =
         "  control [flags]                   the control plane (sluice control --help)\n"
         "  user add NAME [--admin] [--data DIR]\n"
         "                                    create a control plane user; prints its token\n"
-        "\n"
-        "not built yet (each answers so and exits 2):\n"
-        "  up        the single-machine install (proxy + control plane + container network)\n"
+        "  up [flags] [-- proxy flags]       the single-machine install: proxy + control plane\n"
+        "                                    + container network (sluice up --help)\n"
         "\n"
         "`sluice COMMAND --help` describes a command.\n";
-
-struct not_built {
-    const char *name;
-    const char *issue;
-};
-
-static const struct not_built not_built[] = {
-    { "up", "[7/8] `sluice up`" },
-};
 
 int main(int argc, char **argv)
 {
@@ -73,11 +63,8 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "user") == 0) {
         return sl_cmd_user(argc - 1, argv + 1);
     }
-    for (size_t i = 0; i < SL_ARRAY_LEN(not_built); i++) {
-        if (strcmp(cmd, not_built[i].name) == 0) {
-            sl_eprintf("'%s' is not built yet (it arrives with issue %s)", cmd, not_built[i].issue);
-            return SL_CMD_USAGE;
-        }
+    if (strcmp(cmd, "up") == 0) {
+        return sl_cmd_up(argc - 1, argv + 1);
     }
     if (cmd[0] == '-') {
         sl_eprintf("unknown option '%s' (see sluice --help)", cmd);

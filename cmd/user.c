@@ -27,18 +27,39 @@ static const char usage[] =
         "  --admin      the user may manage global environments and static clients\n"
         "  --data DIR   data directory (default: $SLUICE_DATA, or ./var)\n";
 
-/* Creates the user and its token; prints the token. */
-static int add_user(const char *dir, const char *name, bool admin)
+int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, char *token)
 {
-    struct sl_store *st = NULL;
     struct sl_user u;
-    char path[4096];
-    char err[512] = "";
-    char token[SL_TOKEN_SIZE];
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     int rc;
 
     memset(&u, 0, sizeof(u));
+    rc = sl_token_new(token);
+    if (rc == 0) {
+        rc = sl_token_hash(token, hash);
+    }
+    if (rc == 0) {
+        rc = sl_store_user_create(st, name, admin, &u);
+    }
+    if (rc == 0) {
+        rc = sl_store_token_add(st, hash, u.id, SL_TOKEN_KIND_API);
+    }
+    if (rc < 0) {
+        sodium_memzero(token, SL_TOKEN_SIZE);
+    }
+    sl_user_finish(&u);
+    return rc;
+}
+
+/* Creates the user and its token; prints the token. */
+static int add_user(const char *dir, const char *name, bool admin)
+{
+    struct sl_store *st = NULL;
+    char path[4096];
+    char err[512] = "";
+    char token[SL_TOKEN_SIZE];
+    int rc;
+
     if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
         sl_eprintf("user: cannot create the data directory %s: %s", dir, strerror(errno));
         return SL_CMD_FAIL;
@@ -52,27 +73,16 @@ static int add_user(const char *dir, const char *name, bool admin)
         sl_eprintf("user: %s", err);
         return SL_CMD_FAIL;
     }
-    rc = sl_token_new(token);
-    if (rc == 0) {
-        rc = sl_token_hash(token, hash);
-    }
-    if (rc == 0) {
-        rc = sl_store_user_create(st, name, admin, &u);
-        if (rc == SL_EEXIST) {
-            sl_eprintf("user: a user named '%s' exists already", name);
-        }
-    }
-    if (rc == 0) {
-        rc = sl_store_token_add(st, hash, u.id, SL_TOKEN_KIND_API);
-    }
+    rc = sl_cmd_user_create(st, name, admin, token);
     if (rc == 0) {
         printf("%s\n", token);
         rc = fflush(stdout) == 0 ? 0 : SL_EIO;
-    } else if (rc != SL_EEXIST) {
+    } else if (rc == SL_EEXIST) {
+        sl_eprintf("user: a user named '%s' exists already", name);
+    } else {
         sl_eprintf("user: cannot create the user: %s", sl_strerror(rc));
     }
     sodium_memzero(token, sizeof(token));
-    sl_user_finish(&u);
     sl_store_close(st);
     return rc == 0 ? SL_CMD_OK : SL_CMD_FAIL;
 }
