@@ -11,14 +11,13 @@
  *   plaintext in    sl_tls_write()      application bytes to encrypt
  *   plaintext out   sl_tls_read()       decrypted application bytes
  *
- * Each direction of ciphertext sits in an OpenSSL memory BIO that grows to the most it ever
- * held at once and is bounded: sl_tls_feed() accepts at most SL_TLS_IN_RING_BYTES of unread
- * input, and sl_tls_write() accepts nothing while more than the engine's output cap of
- * ciphertext waits to be sent (so at most the cap plus one record's expansion is ever pending). An
- * engine that only moved small messages stays small: nothing is allocated for the largest case up
- * front (a BIO pair's fixed rings cost ~50 KiB per connection). Two engines wired back to back by a
- * loop that moves bytes between them make a complete TLS connection, which is how the unit tests
- * run.
+ * Each direction of ciphertext waits in a buffer of the engine's own (OpenSSL reads and writes
+ * it through a BIO method of ours), held only while bytes wait: an idle engine holds none. Both
+ * are bounded: sl_tls_feed() accepts at most SL_TLS_IN_RING_BYTES of unread input, and
+ * sl_tls_write() accepts nothing while more than the engine's output cap of ciphertext waits to
+ * be sent (so at most the cap plus one record's expansion is ever pending). Two engines wired
+ * back to back by a loop that moves bytes between them make a complete TLS connection, which is
+ * how the unit tests run.
  *
  * The driving rule is simple: after every call that may make progress (handshake, read, write,
  * shutdown, feed), send whatever sl_tls_out_peek() shows, and feed whatever the transport
