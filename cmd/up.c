@@ -92,7 +92,8 @@ static const char usage[] =
         "                              cache) with the recipe " RECIPE_DEFAULT "\n"
         "                              ($" RECIPE_ENV " names another copy)\n"
         "  --git-url URL, --git-token TOKEN, --idle-timeout S, --sandbox-lifetime S,\n"
-        "  --log-level LEVEL           as for sluice control\n"
+        "  --job-concurrency N, --log-level LEVEL\n"
+        "                              as for sluice control\n"
         "\n"
         "proxy flags: everything after `--` goes to `sluice proxy` (see sluice proxy --help);\n"
         "up itself gives it --listen, --data, --admin-socket DIR/proxy.sock, --audit-log\n"
@@ -115,12 +116,14 @@ enum passed {
     PASS_IDLE_TIMEOUT,
     PASS_SANDBOX_LIFETIME,
     PASS_LOG_LEVEL,
+    PASS_JOB_CONCURRENCY,
     PASS_COUNT,
 };
 
 static const char *const passed_names[PASS_COUNT] = {
-    "--docker-socket", "--network",   "--proxy-port",   "--subnet",           "--image",
-    "--git-url",       "--git-token", "--idle-timeout", "--sandbox-lifetime", "--log-level",
+    "--docker-socket",   "--network",   "--proxy-port",   "--subnet",           "--image",
+    "--git-url",         "--git-token", "--idle-timeout", "--sandbox-lifetime", "--log-level",
+    "--job-concurrency",
 };
 
 struct up {

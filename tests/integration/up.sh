@@ -205,6 +205,15 @@ check_eq "an unknown flag: exit 2" "$rc" 2
 check_eq "... with one line naming it" \
   "$(grep -c -- "--no-such-flag" "$FX_WORK/bad.err")/$(wc -l <"$FX_WORK/bad.err")" "1/1"
 check "... and nothing was created" test ! -e "$DATA"
+# Every flag of `sluice control` is one up takes (and passes on): the two lists must not drift.
+missing=""
+for flag in $("$SLUICE_BIN" control --help 2>&1 | grep -oE '^  --[a-z-]+' | sort -u); do
+  "$SLUICE_BIN" up "$flag" 1 --help >/dev/null 2>&1 || missing="$missing $flag"
+done
+check_eq "up accepts every flag of sluice control" "${missing:-none}" none
+rc=0
+"$SLUICE_BIN" up --no-such-flag 1 --help >/dev/null 2>&1 || rc=$?
+check_eq "... and refuses one it does not know (exit 2)" "$rc" 2
 "$SLUICE_BIN" up --help >"$FX_WORK/help.out"
 check "--help lists --proxy-listen, --control-listen, control flags and the proxy flags" \
   bash -c "grep -q -- --proxy-listen '$FX_WORK/help.out' && grep -q -- --control-listen '$FX_WORK/help.out' && grep -q -- --git-token '$FX_WORK/help.out' && grep -q 'after \`--\`' '$FX_WORK/help.out'"
