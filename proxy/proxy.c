@@ -35,6 +35,7 @@
 #define POLL_POLICY_MS    1000
 #define DRAIN_CHECK_MS    100
 #define TRIM_TICK_MS      500
+#define TRIM_BURST        256u
 #define WORKERS_MAX       64
 #define DEFAULT_LISTEN    "127.0.0.1:3128"
 #define UPSTREAM_SESSIONS 1024
@@ -75,8 +76,9 @@ struct proxy {
     uint64_t drain_started_ms;
     /* Gives the allocator's free pages back after a burst of connections (see on_trim_tick). */
     uv_timer_t trim_timer;
+    /* Connections opened (both sides) as of the last tick, and as of the last trim. */
     uint64_t trim_seen;
-    bool trim_due;
+    uint64_t trim_done;
     struct sl_http_server *admin;
     bool stopping;
     /* The signal handlers and timer above are initialised. */
@@ -654,10 +656,12 @@ static void on_drain_tick(uv_timer_t *t)
 /*
  * A burst of new connections leaves the allocator's heaps full of holes: each TLS handshake's
  * transient memory (records, key shares, certificate messages) was freed between the long-lived
- * objects of its neighbours, and glibc returns only the top of a heap by itself. Once the
- * connection count has stopped moving for a whole tick after having moved, malloc_trim() hands
- * the free pages inside the heaps back to the kernel (madvise; the address space stays). It
- * runs on the main thread, never on a worker's loop, at most once per burst.
+ * objects of its neighbours, and glibc returns only the top of a heap by itself. Once at least
+ * TRIM_BURST connections were opened since the last trim and the count then stood still for a
+ * whole tick, malloc_trim() hands the free pages inside the heaps back to the kernel (madvise;
+ * the address space stays). It runs on the main thread, never on a worker's loop, and only
+ * after a real burst: a trim walks every heap, so steady traffic with a few new connections
+ * now and then never pays for one.
  */
 static void on_trim_tick(uv_timer_t *t)
 {
@@ -666,11 +670,10 @@ static void on_trim_tick(uv_timer_t *t)
 
     if (seen != p->trim_seen) {
         p->trim_seen = seen;
-        p->trim_due = true;
         return;
     }
-    if (p->trim_due) {
-        p->trim_due = false;
+    if (seen - p->trim_done >= TRIM_BURST) {
+        p->trim_done = seen;
         (void)malloc_trim(0);
     }
 }
