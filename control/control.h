@@ -49,6 +49,8 @@ struct sl_control_config {
     const char *git_token;
     unsigned idle_timeout_s;
     unsigned sandbox_lifetime_s;
+    /* The proxy's audit log tailed by GET /api/v1/audit; NULL takes DIR/audit.log. */
+    const char *audit_log;
     enum sl_log_level log_level;
 };
 
