@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/dashboard.sh - the dashboard (SPEC.md §5.6) in real headless Chromium, driven
+# by playwright-core (tests/browser/dashboard.mjs), against a real `sluice control` with its
+# Docker network and a real `sluice proxy` on its gateway (tests/support/sandbox.sh), origin.py
+# behind the proxy as a.sluice.test and b.sluice.test, users root (admin) and alice. The browser
+# signs in, creates and edits an environment with a secret and a credential, checks the masks,
+# the non-admin view, resolution, the audit tail of a refused request, an API validation error
+# next to its field, and closes a sandbox; the script checks the stored secret and credential
+# through the API, a sandbox and the proxy. Screenshots go to
+# $SLUICE_ARTIFACTS (default ./test-artifacts/dashboard, i.e. under the build dir under ctest).
+# Network sl-t-dash, subnet 10.213.23.0/24.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+# shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
+source "$SLUICE_SRC/tests/support/sandbox.sh"
+
+BROWSER_DIR=$SLUICE_SRC/tests/browser
+CHROMIUM=${SLUICE_CHROMIUM:-/usr/bin/chromium}
+if ! command -v node >/dev/null 2>&1; then
+  echo "1..0 # SKIP node is not installed (tools/deps.sh test installs it)"
+  exit 0
+fi
+if [ ! -x "$CHROMIUM" ]; then
+  echo "1..0 # SKIP $CHROMIUM is missing (Debian: apt-get install -y chromium)"
+  exit 0
+fi
+if [ ! -d "$BROWSER_DIR/node_modules/playwright-core" ]; then
+  echo "1..0 # SKIP playwright-core is not installed: run npm ci in tests/browser (tools/deps.sh test)"
+  exit 0
+fi
+
+fx_init
+# The control plane tails the proxy's audit log (sbx_proxy_start writes it there).
+sbx_setup sl-t-dash 23 --audit-log "$FX_WORK/audit.log"
+
+PROFILE=$FX_WORK/chromium-profile
+DASH_PGID=
+# node runs in a process group of its own (setsid), ended whatever happens. playwright-core ends
+# Chromium (its own process group) when node exits, or on SIGTERM/SIGINT (timeout sends TERM).
+dash__cleanup() {
+  local rc=$?
+  if [ -n "$DASH_PGID" ]; then
+    kill -KILL -- "-$DASH_PGID" 2>/dev/null || true
+  fi
+  (exit "$rc")
+  sbx__cleanup
+}
+trap dash__cleanup EXIT
+
+ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts/dashboard}
+mkdir -p "$ARTIFACTS"
+rm -f "$ARTIFACTS"/*.png
+fx_note "screenshots in $ARTIFACTS"
+
+rc=0
+DASH_URL="http://127.0.0.1:$SBX_CPORT" \
+  DASH_ROOT_TOKEN=$SBX_TOK_root DASH_ALICE_TOKEN=$SBX_TOK_alice \
+  DASH_PROXY="http://$SBX_GW:$SBX_PPORT" DASH_SLUICE_CA=$FX_SLUICE_CA \
+  DASH_TLS_PORT=$FX_PY_TLS_PORT DASH_HTTP_PORT=$FX_PY_HTTP_PORT \
+  DASH_ORIGIN_LOG=$FX_ORIGIN_LOG DASH_IMAGE=$SBX_IMAGE DASH_CHROMIUM=$CHROMIUM \
+  DASH_PROFILE=$PROFILE DASH_ARTIFACTS=$ARTIFACTS \
+  setsid timeout 600 node "$BROWSER_DIR/dashboard.mjs" &
+DASH_PGID=$!
+wait "$DASH_PGID" || rc=$?
+kill -KILL -- "-$DASH_PGID" 2>/dev/null || true
+DASH_PGID=
+if [ "$rc" != 0 ]; then
+  not_ok "the browser steps pass (tests/browser/dashboard.mjs exited $rc)"
+else
+  ok "the browser steps pass"
+fi
+check "no container of this test is left running" sbx_no_leftovers
+# A clean stop (exit 0: under ASan, also no leak) removes the firewall table.
+sbx_shutdown_checks
+fx_done
