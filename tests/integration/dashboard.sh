@@ -42,6 +42,7 @@ PROFILE=$FX_WORK/chromium-profile
 DASH_PGID=
 # node runs in a process group of its own (setsid), ended whatever happens. playwright-core ends
 # Chromium (its own process group) when node exits, or on SIGTERM/SIGINT (timeout sends TERM).
+# shellcheck disable=SC2317 # called by the EXIT trap
 dash__cleanup() {
   local rc=$?
   if [ -n "$DASH_PGID" ]; then
