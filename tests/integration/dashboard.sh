@@ -8,7 +8,7 @@
 # the non-admin view, resolution, the audit tail of a refused request, an API validation error
 # next to its field, and closes a sandbox; the script checks the stored secret and credential
 # through the API, a sandbox and the proxy. Screenshots go to
-# $SLUICE_ARTIFACTS (default ./test-artifacts/dashboard, i.e. under the build dir under ctest).
+# $SLUICE_ARTIFACTS (default test-artifacts/dashboard beside SLUICE_BIN: build/test-artifacts/...).
 # Network sl-t-dash, subnet 10.213.23.0/24.
 set -euo pipefail
 
@@ -53,7 +53,8 @@ dash__cleanup() {
 }
 trap dash__cleanup EXIT
 
-ARTIFACTS=${SLUICE_ARTIFACTS:-$PWD/test-artifacts/dashboard}
+# Beside the binary: build/test-artifacts/dashboard under ctest.
+ARTIFACTS=${SLUICE_ARTIFACTS:-$(cd "$(dirname "$SLUICE_BIN")" && pwd)/test-artifacts/dashboard}
 mkdir -p "$ARTIFACTS"
 rm -f "$ARTIFACTS"/*.png
 fx_note "screenshots in $ARTIFACTS"
