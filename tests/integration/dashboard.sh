@@ -45,6 +45,8 @@ DASH_PGID=
 # shellcheck disable=SC2317 # called by the EXIT trap
 dash__cleanup() {
   local rc=$?
+  # Under set -e, `(exit "$rc")` below would end the trap itself when rc is not 0.
+  set +e
   if [ -n "$DASH_PGID" ]; then
     kill -KILL -- "-$DASH_PGID" 2>/dev/null || true
   fi
