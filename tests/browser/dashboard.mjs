@@ -136,9 +136,17 @@ try {
     return res.status() === 200 && page.url() === BASE + '/dashboard/' && csp.includes("script-src 'self'")
       && !csp.includes('unsafe-inline') && res.headers()['cache-control'] === 'no-cache';
   });
-  await step('an unknown asset is 404', async () => {
-    const r = await fetch(BASE + '/dashboard/nope.js');
-    return r.status === 404;
+  await step('assets have their types, an unknown one is 404, a POST is 405, no token needed', async () => {
+    const js = await fetch(BASE + '/dashboard/app.js');
+    const css = await fetch(BASE + '/dashboard/style.css');
+    const nope = await fetch(BASE + '/dashboard/nope.js');
+    const up = await fetch(BASE + '/dashboard/../api/v1/me');
+    const post = await fetch(BASE + '/dashboard/', { method: 'POST' });
+    return check('  app.js is text/javascript', js.status === 200 && js.headers.get('content-type') === 'text/javascript; charset=utf-8')
+      && check('  style.css is text/css', css.status === 200 && css.headers.get('content-type') === 'text/css; charset=utf-8')
+      && check('  nope.js → 404', nope.status === 404)
+      && check('  a dot-dot path gets no data without a token', up.status === 401 || up.status === 404, String(up.status))
+      && check('  POST → 405', post.status === 405);
   });
 
   await step('GET /api/v1/me names the caller and role; the audit limit is bounded (422 on limit)', async () => {
