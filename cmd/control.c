@@ -24,6 +24,8 @@ static const char usage[] =
         "  --data DIR                  data directory (default: $SLUICE_DATA, or ./var)\n"
         "  --proxy-admin-socket PATH   a proxy's admin socket to push snapshots to (repeatable)\n"
         "  --log-level LEVEL           error, warn, info (default), debug or trace\n"
+        "  --audit-log FILE            the proxy's audit log the dashboard tails\n"
+        "                              (default DIR/audit.log)\n"
         "\n"
         "sandboxes (on when a --proxy-admin-socket is given; needs root for the firewall, a\n"
         "Docker daemon and DIR/ca.pem):\n"
@@ -111,8 +113,9 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
     }
     if ((cfg->network != NULL && cfg->network[0] == '\0')
         || (cfg->image != NULL && cfg->image[0] == '\0')
-        || (cfg->docker_socket != NULL && cfg->docker_socket[0] == '\0')) {
-        sl_eprintf("%s: --network, --image and --docker-socket need a value", cmd);
+        || (cfg->docker_socket != NULL && cfg->docker_socket[0] == '\0')
+        || (cfg->audit_log != NULL && cfg->audit_log[0] == '\0')) {
+        sl_eprintf("%s: --network, --image, --docker-socket and --audit-log need a value", cmd);
         return SL_CMD_USAGE;
     }
     cfg->data_dir = sl_opts_data_dir(r->data);
@@ -147,6 +150,7 @@ int sl_cmd_control(int argc, char **argv)
             { "--sandbox-lifetime", SL_OPT_VALUE, NULL, &r.sandbox_lifetime, NULL, NULL, 0 },
             { "--job-concurrency", SL_OPT_VALUE, NULL, &r.job_concurrency, NULL, NULL, 0 },
             { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
+            { "--audit-log", SL_OPT_VALUE, NULL, &cfg.audit_log, NULL, NULL, 0 },
         };
 
         rc = sl_opts_parse("control", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0, &n_pos, &help);

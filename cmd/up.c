@@ -94,6 +94,9 @@ static const char usage[] =
         "  --git-url URL, --git-token TOKEN, --idle-timeout S, --sandbox-lifetime S,\n"
         "  --job-concurrency N, --log-level LEVEL\n"
         "                              as for sluice control\n"
+        "  --audit-log FILE            the audit log the dashboard tails (default\n"
+        "                              DIR/audit.log, where up has the proxy write it; give\n"
+        "                              both when the proxy writes elsewhere: -- --audit-log)\n"
         "\n"
         "proxy flags: everything after `--` goes to `sluice proxy` (see sluice proxy --help);\n"
         "up itself gives it --listen, --data, --admin-socket DIR/proxy.sock, --audit-log\n"
@@ -117,13 +120,14 @@ enum passed {
     PASS_SANDBOX_LIFETIME,
     PASS_LOG_LEVEL,
     PASS_JOB_CONCURRENCY,
+    PASS_AUDIT_LOG,
     PASS_COUNT,
 };
 
 static const char *const passed_names[PASS_COUNT] = {
     "--docker-socket",   "--network",   "--proxy-port",   "--subnet",           "--image",
     "--git-url",         "--git-token", "--idle-timeout", "--sandbox-lifetime", "--log-level",
-    "--job-concurrency",
+    "--job-concurrency", "--audit-log",
 };
 
 struct up {

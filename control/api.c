@@ -9,6 +9,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -18,6 +19,8 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "control/audittail.h"
+#include "control/dashboard.h"
 #include "control/environment.h"
 #include "control/jobs.h"
 #include "control/model.h"
@@ -27,6 +30,7 @@
 #define ENVS_PREFIX    "/api/v1/environments"
 #define CLIENTS_PREFIX "/api/v1/clients"
 #define REPOS_PREFIX   "/api/v1/repos/"
+#define AUDIT_PATH     "/api/v1/audit"
 /* Longest path segment or query value we decode (names are at most 128 code points). */
 #define SEGMENT_MAX 1024
 /* Longest static client id. */
@@ -76,6 +80,9 @@ struct job {
     const struct sl_http_request *req;
     /* The Authorization header's value, copied (NULL when absent). */
     char *auth;
+    /* GET /api/v1/audit: {"<sandbox id>":"<owner id>"} taken on the loop (owned; NULL when
+     * sandboxes are off or for other requests). */
+    json_t *owners;
     struct result res;
 };
 
@@ -86,6 +93,8 @@ struct call {
     struct sl_user user;
     struct sl_env_sealer sealer;
     struct result *res;
+    /* Borrowed from the job. */
+    const json_t *owners;
 };
 
 /* ---- results ------------------------------------------------------------------------------ */
@@ -1289,7 +1298,162 @@ static void route_jobs(struct call *c)
     set_json(c->res, status, doc);
 }
 
-/* ---- the job ------------------------------------------------------------------------------ */
+/* ---- the audit tail (GET /api/v1/audit) ------------------------------------------------- */
+
+struct tail {
+    const struct call *c;
+    json_t *entries;
+    /* Environment ids already looked up: {"<id>":"<name>"} (owned). */
+    json_t *names;
+    int rc;
+};
+
+/* The name of environment `id` (the proxy's audit lines carry the snapshot's key, the id), or
+ * NULL when it is not an id or no longer exists. Borrowed from t->names. */
+static const char *env_name_of(struct tail *t, const char *id)
+{
+    struct sl_env_row row;
+    const char *name;
+
+    if (id == NULL || !is_uuid_shaped(id)) {
+        return NULL;
+    }
+    /* Misses are cached too (as null): a deleted environment is looked up once. */
+    if (json_object_get(t->names, id) == NULL) {
+        memset(&row, 0, sizeof(row));
+        (void)json_object_set_new(t->names, id,
+                                  sl_store_env_get(t->c->api->store, id, &row) == 0
+                                          ? json_string(row.name)
+                                          : json_null());
+        sl_env_row_finish(&row);
+    }
+    name = json_string_value(json_object_get(t->names, id));
+    return name;
+}
+
+/* Admins see every line; others the lines of the sandboxes they created (a client id the
+ * manager knows as theirs). Static clients are admins' (§5.1b). */
+static bool may_see_line(const struct call *c, const json_t *line)
+{
+    const char *client = json_string_value(json_object_get(line, "client"));
+    const char *owner;
+
+    if (c->user.is_admin) {
+        return true;
+    }
+    if (client == NULL || c->owners == NULL) {
+        return false;
+    }
+    owner = json_string_value(json_object_get(c->owners, client));
+    return owner != NULL && strcmp(owner, c->user.id) == 0;
+}
+
+static bool on_audit_line(void *arg, const char *line, size_t n)
+{
+    struct tail *t = arg;
+    char hint[1024];
+    const char *name;
+    json_t *entry;
+    int len;
+
+    if (t->rc < 0) {
+        return false;
+    }
+    entry = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(entry) || !may_see_line(t->c, entry)) {
+        json_decref(entry);
+        return false;
+    }
+    name = env_name_of(t, json_string_value(json_object_get(entry, "environment")));
+    if (name != NULL && json_object_set_new(entry, "environment_name", json_string(name)) < 0) {
+        json_decref(entry);
+        t->rc = SL_ENOMEM;
+        return false;
+    }
+    len = sl_audit_suggest(entry, name, hint, sizeof(hint));
+    if ((len > 0 && json_object_set_new(entry, "suggestion", json_string(hint)) < 0)
+        || json_array_append_new(t->entries, entry) < 0) {
+        t->rc = SL_ENOMEM;
+        return false;
+    }
+    return true;
+}
+
+_Static_assert(SL_AUDIT_TAIL_MAX == 500, "the 422 message of audit_tail() names 500");
+
+static void audit_tail(struct call *c)
+{
+    char text[16] = "";
+    unsigned long limit = SL_AUDIT_TAIL_DEFAULT;
+    struct tail t = { c, NULL, NULL, 0 };
+    int rc = query_get(c->req->query, "limit", text, sizeof(text));
+
+    if (rc == 0) {
+        char *end = NULL;
+
+        limit = strtoul(text, &end, 10);
+        if (text[0] < '0' || text[0] > '9' || end == NULL || *end != '\0' || limit == 0
+            || limit > SL_AUDIT_TAIL_MAX) {
+            rc = SL_EINVAL;
+        }
+    } else if (rc == SL_ENOTFOUND) {
+        rc = 0;
+    }
+    if (rc < 0) {
+        set_json(c->res, 422,
+                 json_pack("{s:s,s:[{s:s,s:s}]}", "message", "limit: a whole number from 1 to 500",
+                           "errors", "field", "limit", "message",
+                           "must be a whole number from 1 to 500"));
+        return;
+    }
+    t.entries = json_array();
+    t.names = json_object();
+    if (t.entries == NULL || t.names == NULL) {
+        json_decref(t.entries);
+        json_decref(t.names);
+        set_internal(c->res, "reading the audit log", SL_ENOMEM);
+        return;
+    }
+    rc = c->api->audit_log == NULL ? 0
+                                   : sl_audit_tail(c->api->audit_log, limit, SL_AUDIT_LINE_MAX,
+                                                   SL_AUDIT_BUDGET_BYTES, on_audit_line, &t);
+    if (rc == 0) {
+        rc = t.rc;
+    }
+    json_decref(t.names);
+    if (rc < 0) {
+        json_decref(t.entries);
+        sl_log(SL_LOG_WARN, 0, "msg=\"cannot read the audit log\" path=\"%s\" err=%s",
+               c->api->audit_log, sl_strerror(rc));
+        set_error(c->res, 500, "the audit log cannot be read; see the control plane's log");
+        return;
+    }
+    set_json(c->res, 200, json_pack("{s:o,s:b}", "entries", t.entries, "all", c->user.is_admin));
+}
+
+/* GET /api/v1/sandboxes: the caller's open sandboxes in every repository (d->repo empty). */
+static void list_all_sandboxes(struct call *c)
+{
+    struct defer *d = &c->res->defer;
+
+    if (strcmp(c->req->method, "GET") != 0) {
+        set_error(c->res, 405, "use GET");
+        return;
+    }
+    if (c->api->sandboxes == NULL) {
+        set_error(c->res, 503,
+                  "sandboxes are not enabled: the control plane needs --proxy-admin-socket and a "
+                  "reachable container runtime (--docker-socket)");
+        return;
+    }
+    (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
+    d->is_admin = c->user.is_admin;
+    d->repo[0] = '\0';
+    d->kind = DEFER_LIST;
+}
+
+/* ---- the job ------------------------------------------------------------------------------
+ */
 
 /* Finds the caller. Returns true with c->user filled, or false with the answer set. */
 static bool authenticate(struct call *c, const char *auth)
@@ -1336,6 +1500,21 @@ static void route(struct call *c)
         }
     } else if (sl_jobs_http_matches(path)) {
         route_jobs(c);
+    } else if (strcmp(path, AUDIT_PATH) == 0) {
+        if (strcmp(m, "GET") == 0) {
+            audit_tail(c);
+        } else {
+            set_error(c->res, 405, "use GET");
+        }
+    } else if (strcmp(path, "/api/v1/me") == 0) {
+        if (strcmp(m, "GET") == 0) {
+            set_json(c->res, 200,
+                     json_pack("{s:s,s:b}", "name", c->user.name, "admin", c->user.is_admin));
+        } else {
+            set_error(c->res, 405, "use GET");
+        }
+    } else if (strcmp(path, "/api/v1/sandboxes") == 0) {
+        list_all_sandboxes(c);
     } else if (strcmp(path, "/api/v1/status") == 0) {
         c->res->doc = json_pack("{s:s,s:s}", "version", SLUICE_VERSION, "user", c->user.name);
         c->res->status = c->res->doc != NULL ? 200 : 500;
@@ -1356,6 +1535,7 @@ static void on_work(uv_work_t *w)
     c.sealer.seal = seal_value;
     c.sealer.open = open_value;
     c.sealer.arg = j->api->secrets;
+    c.owners = j->owners;
     if (authenticate(&c, j->auth)) {
         route(&c);
     }
@@ -1364,6 +1544,7 @@ static void on_work(uv_work_t *w)
 
 static void free_job(struct job *j)
 {
+    json_decref(j->owners);
     sl_free(j->res.body);
     json_decref(j->res.defer.body);
     sl_sandbox_spec_free(j->res.defer.spec);
@@ -1418,7 +1599,7 @@ static void finish_deferred(struct job *j)
     } else if (d->kind == DEFER_CALL) {
         sl_sandboxes_call(sb, &caller, d->repo, d->id, d->action, d->body, on_sandbox_reply, x);
     } else {
-        list = sl_sandboxes_list(sb, &caller, d->repo);
+        list = sl_sandboxes_list(sb, &caller, d->repo[0] != '\0' ? d->repo : NULL);
         on_sandbox_reply(x, list != NULL ? 200 : 500, list);
     }
     free_job(j);
@@ -1451,6 +1632,7 @@ static void on_work_done(uv_work_t *w, int status)
         sl_http_respond_error(j->x, 500, "internal error");
     }
     sl_free(j->res.body);
+    json_decref(j->owners);
     if (j->auth != NULL) {
         sodium_memzero(j->auth, strlen(j->auth));
         sl_free(j->auth);
@@ -1487,6 +1669,11 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         sl_http_respond(x, 200, "application/json", healthy, sizeof(healthy) - 1);
         return;
     }
+    /* The dashboard's files are public (they hold no data); its API calls carry the token. */
+    if (sl_dashboard_is_path(req->path)) {
+        sl_dashboard_handle(x, req);
+        return;
+    }
     h = sl_h1_find(req->head, "authorization");
     /* A sandbox's proxy token is not an API token; say so rather than "unknown token". */
     if (h != NULL && api->sandboxes != NULL && h->value.n > 7 && h->value.n < 200) {
@@ -1519,8 +1706,19 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
             return;
         }
     }
+    /* Who owns which sandbox is known on the loop only: hand the audit job a copy. */
+    if (strcmp(req->path, AUDIT_PATH) == 0 && api->sandboxes != NULL) {
+        j->owners = sl_sandboxes_owners(api->sandboxes);
+        if (j->owners == NULL) {
+            sl_free(j->auth);
+            sl_free(j);
+            sl_http_respond_error(x, 503, "out of memory");
+            return;
+        }
+    }
     rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
     if (rc < 0) {
+        json_decref(j->owners);
         sl_free(j->auth);
         sl_free(j);
         sl_http_respond_error(x, 503, "cannot queue the request");

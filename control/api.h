@@ -3,11 +3,19 @@
  * control/api.h - the REST API of the control plane (SPEC.md §5 intro, §5.1, §5.1b, §5.2):
  * routes, bearer-token authentication, roles and JSON errors, on top of http/server.
  *
- * sl_api_handle() is an sl_http_handler_fn. GET /healthz is answered on the loop; every other
- * request becomes one uv_queue_work job that authenticates the caller, runs the whole request
- * against the store (SQLite never runs on the loop) and builds the response body; the
- * after-work callback on the loop answers the exchange and, when the job committed a change,
- * calls the `changed` callback (the daemon pushes a new snapshot from there).
+ * sl_api_handle() is an sl_http_handler_fn. GET /healthz and the dashboard's static files
+ * (control/dashboard.h, no token) are answered on the loop; every other request becomes one
+ * uv_queue_work job that authenticates the caller, runs the whole request against the store
+ * (SQLite never runs on the loop) and builds the response body; the after-work callback on the
+ * loop answers the exchange and, when the job committed a change, calls the `changed` callback
+ * (the daemon pushes a new snapshot from there).
+ *
+ * For the dashboard (docs/dashboard.md): GET /api/v1/me → {"name","admin"}; GET
+ * /api/v1/sandboxes → the caller's open sandboxes in every repository; GET
+ * /api/v1/audit?limit=N → the last N (1-500, default 100) lines of `audit_log`, newest first,
+ * read in the job (control/audittail.h) with the suggestion of each policy refusal. Admins see
+ * every line, other users the lines of the sandboxes they created: the owners are copied from
+ * the sandbox manager on the loop when the job is queued.
  *
  * Lifecycle: fill a struct sl_api (caller storage) -> sl_api_init() -> pass sl_api_handle and
  * the struct to sl_http_server_create() -> on stop, close the server and let the loop run until
@@ -46,6 +54,9 @@ struct sl_api {
     struct sl_sandboxes *sandboxes;
     /* The built-in base image for resolution (`--image`); NULL for the default. Borrowed. */
     const char *default_image;
+    /* The proxy's audit log that GET /api/v1/audit tails (`--audit-log`); NULL answers an
+     * empty list. Borrowed. */
+    const char *audit_log;
     /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */
     sl_api_changed_fn *changed;
     sl_api_status_fn *status;

@@ -530,6 +530,7 @@ int sl_control_run(const struct sl_control_config *cfg)
     struct sl_secrets *secrets = NULL;
     struct sl_store *store = NULL;
     char path[PATH_BYTES];
+    char audit[PATH_BYTES];
     char err[ERR_BYTES] = "";
     int rc;
 
@@ -563,6 +564,11 @@ int sl_control_run(const struct sl_control_config *cfg)
     d.api.store = store;
     d.api.secrets = secrets;
     d.api.default_image = cfg->image;
+    if (cfg->audit_log != NULL) {
+        d.api.audit_log = cfg->audit_log;
+    } else if (snprintf(audit, sizeof(audit), "%s/audit.log", cfg->data_dir) < (int)sizeof(audit)) {
+        d.api.audit_log = audit;
+    }
     d.api.changed = on_api_changed;
     d.api.status = on_api_status;
     d.api.jobs_queued = on_jobs_queued;

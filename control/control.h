@@ -51,6 +51,8 @@ struct sl_control_config {
     unsigned sandbox_lifetime_s;
     /* Jobs running at once (control/jobs); 0 takes the default (2). */
     unsigned job_concurrency;
+    /* The proxy's audit log tailed by GET /api/v1/audit; NULL takes DIR/audit.log. */
+    const char *audit_log;
     enum sl_log_level log_level;
 };
 

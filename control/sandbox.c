@@ -113,6 +113,15 @@ struct sl_sandboxes {
     int pending_removes;
     void (*closed)(void *arg);
     void *closed_arg;
+
+    /* The last SL_SANDBOX_RECENT closed sandboxes' ids and owners (a ring; `n_recent` counts
+     * every close), so that their audit lines stay theirs after the close. */
+    struct {
+        char id[ID_MAX];
+        char owner_id[40];
+    } recent[SL_SANDBOX_RECENT];
+
+    uint64_t n_recent;
 };
 
 /* ---- small helpers ------------------------------------------------------------------------ */
@@ -421,6 +430,11 @@ static void sandbox_unref(struct sandbox *s)
 
 static void unlink_sandbox(struct sl_sandboxes *sb, struct sandbox *s)
 {
+    size_t slot = (size_t)(sb->n_recent++ % SL_SANDBOX_RECENT);
+
+    (void)snprintf(sb->recent[slot].id, sizeof(sb->recent[slot].id), "%s", s->id);
+    (void)snprintf(sb->recent[slot].owner_id, sizeof(sb->recent[slot].owner_id), "%s",
+                   s->owner_id != NULL ? s->owner_id : "");
     for (struct sandbox **pp = &sb->list; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == s) {
             *pp = s->next;
@@ -1467,19 +1481,41 @@ json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox
         char created[32];
         char expires[32];
 
-        if (s->state == STATE_GONE || strcmp(s->repo, repo) != 0
+        if (s->state == STATE_GONE || (repo != NULL && strcmp(s->repo, repo) != 0)
             || strcmp(s->owner_id, caller->user_id) != 0) {
             continue;
         }
         rfc3339(s->created_unix, created, sizeof(created));
         rfc3339(s->expires_unix, expires, sizeof(expires));
-        (void)json_array_append_new(arr,
-                                    json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "id", s->id,
-                                              "ref", s->ref, "environment", s->env_name, "status",
-                                              s->state == STATE_READY ? "ready" : "starting",
-                                              "created_at", created, "expires_at", expires));
+        (void)json_array_append_new(arr, json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:s}", "id",
+                                                   s->id, "repo", s->repo, "ref", s->ref,
+                                                   "environment", s->env_name, "status",
+                                                   s->state == STATE_READY ? "ready" : "starting",
+                                                   "created_at", created, "expires_at", expires));
     }
     return arr;
+}
+
+json_t *sl_sandboxes_owners(const struct sl_sandboxes *sb)
+{
+    json_t *ids = json_object();
+    uint64_t n = sb->n_recent < SL_SANDBOX_RECENT ? sb->n_recent : SL_SANDBOX_RECENT;
+
+    /* Closed ones first: an id reused by an open sandbox (never, ids are random) would take
+     * the open one's owner. */
+    for (uint64_t i = 0; ids != NULL && i < n; i++) {
+        if (json_object_set_new(ids, sb->recent[i].id, json_string(sb->recent[i].owner_id)) < 0) {
+            json_decref(ids);
+            ids = NULL;
+        }
+    }
+    for (const struct sandbox *s = sb->list; ids != NULL && s != NULL; s = s->next) {
+        if (s->owner_id != NULL && json_object_set_new(ids, s->id, json_string(s->owner_id)) < 0) {
+            json_decref(ids);
+            ids = NULL;
+        }
+    }
+    return ids;
 }
 
 bool sl_sandboxes_is_token(const struct sl_sandboxes *sb, const char *token)

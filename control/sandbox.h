@@ -56,6 +56,8 @@
 #define SL_SANDBOX_START_TIMEOUT_MS   180000u
 #define SL_SANDBOX_DEFAULT_IDLE_S     1800u
 #define SL_SANDBOX_DEFAULT_LIFETIME_S 86400u
+/* Closed sandboxes whose owner the manager still remembers (sl_sandboxes_owned()). */
+#define SL_SANDBOX_RECENT 256
 /* Where the runner and the CA bundle are placed in every container. */
 #define SL_SANDBOX_RUNNER_PATH "/opt/sluice/sluice-run"
 #define SL_SANDBOX_CA_PATH     "/etc/sluice/ca-bundle.pem"
@@ -164,9 +166,16 @@ void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *
                        const char *repo, const char *id, const char *action, json_t *body,
                        sl_sandbox_reply_fn *reply, void *arg);
 
-/* GET .../sandboxes: the caller's open sandboxes in `repo` (a new array). */
+/* GET .../sandboxes: the caller's open sandboxes in `repo`, or in every repository when `repo`
+ * is NULL (GET /api/v1/sandboxes). A new array of {"id","repo","ref","environment","status",
+ * "created_at","expires_at"}; NULL when out of memory. */
 json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
                           const char *repo);
+
+/* Who created each sandbox the manager knows: the open ones and the last SL_SANDBOX_RECENT
+ * closed ones. A new object {"<sandbox id>":"<owner user id>"}; NULL when out of memory. The
+ * audit tail (GET /api/v1/audit) shows a non-admin the lines of the clients they own. */
+json_t *sl_sandboxes_owners(const struct sl_sandboxes *sb);
 
 /* A copy of the client entries for a snapshot build (used off the loop). */
 struct sl_sandbox_clients {

@@ -1,0 +1,416 @@
+// SPDX-License-Identifier: Apache-2.0
+// tests/browser/dashboard.mjs - the dashboard (SPEC.md §5.6) in headless Chromium, driven by
+// playwright-core. Run by tests/integration/dashboard.sh, which starts the control plane, the
+// proxy, origin.py and users, and passes them in DASH_* variables. Prints TAP-style lines
+// (ok / not ok / # skip) and exits 1 when any step failed. Every wait is bounded.
+import { chromium } from 'playwright-core';
+import { createHash, randomBytes } from 'node:crypto';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) {
+    console.log(`not ok - ${name} is set`);
+    process.exit(2);
+  }
+  return v;
+};
+const BASE = env('DASH_URL');
+const ROOT = env('DASH_ROOT_TOKEN');
+const ALICE = env('DASH_ALICE_TOKEN');
+const PROXY = env('DASH_PROXY');
+const SLUICE_CA = env('DASH_SLUICE_CA');
+const TLS_PORT = env('DASH_TLS_PORT');
+const HTTP_PORT = env('DASH_HTTP_PORT');
+const ORIGIN_LOG = env('DASH_ORIGIN_LOG');
+const IMAGE = env('DASH_IMAGE');
+const CHROMIUM = env('DASH_CHROMIUM');
+const PROFILE = env('DASH_PROFILE');
+const ARTIFACTS = env('DASH_ARTIFACTS');
+// 0 when the test runs without Docker: the sandbox steps are skipped (visibly).
+const SANDBOXES = process.env.DASH_SANDBOXES !== '0';
+
+const hex = (n) => randomBytes(n).toString('hex');
+const CRED = 'Bearer dash-cred-' + hex(12);
+const SECRET = 'dash-secret-' + hex(12);
+const ENV_NAME = 'dash-web';
+const REPO = 'acme/website';
+const ALLOWED_HOST = `a.sluice.test:${TLS_PORT}`;
+const STEP_MS = 15000;
+
+let failures = 0;
+let checks = 0;
+function ok(what) { checks++; console.log(`ok - ${what}`); }
+function notOk(what, detail) {
+  checks++;
+  failures++;
+  console.log(`not ok - ${what}`);
+  if (detail !== undefined) console.log(`#   ${String(detail).split('\n').join('\n#   ')}`);
+}
+function check(what, cond, detail) { if (cond) ok(what); else notOk(what, detail); return !!cond; }
+// A step that throws (a locator that never appears, an API error) fails with its message.
+async function step(what, fn) {
+  try {
+    const r = await fn();
+    if (r === false) notOk(what); else ok(what);
+  } catch (e) {
+    notOk(what, e && e.message ? e.message.split('\n').slice(0, 6).join('\n') : e);
+    await page.screenshot({ path: join(ARTIFACTS, `failed-${checks}.png`) }).catch(() => {});
+  }
+}
+
+async function api(token, method, path, body) {
+  const res = await fetch(BASE + path, {
+    method,
+    headers: { Authorization: 'Bearer ' + token, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+    signal: AbortSignal.timeout(240000),
+  });
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = text; }
+  return { status: res.status, data };
+}
+
+// curl through the proxy as a static client; returns {code, reason, body}.
+function proxyCurl(id, token, url, extra = []) {
+  const r = spawnSync('curl', ['-q', '-sS', '--max-time', '10', '--proxy', PROXY, '--proxy-user', `${id}:${token}`,
+    '--cacert', SLUICE_CA, '-D', '-', '-o', '/dev/null', '-w', '\n%{http_code}', ...extra, url], { encoding: 'utf8', timeout: 20000 });
+  const out = r.stdout || '';
+  const code = out.trim().split('\n').pop();
+  const m = /^x-sluice-reason:\s*(\S+)/im.exec(out);
+  return { code, reason: m ? m[1] : null, out: out + (r.stderr || '') };
+}
+
+function originSaw(probe) {
+  let text = '';
+  try { text = readFileSync(ORIGIN_LOG, 'utf8'); } catch { return []; }
+  return text.split('\n').filter((l) => l.includes(probe)).map((l) => { try { return JSON.parse(l); } catch { return {}; } });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+async function until(what, fn, ms = STEP_MS) {
+  const end = Date.now() + ms;
+  let last;
+  while (Date.now() < end) {
+    last = await fn();
+    if (last) return last;
+    await sleep(250);
+  }
+  throw new Error(`${what}: not within ${ms} ms`);
+}
+
+mkdirSync(ARTIFACTS, { recursive: true });
+const context = await chromium.launchPersistentContext(PROFILE, {
+  executablePath: CHROMIUM,
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  viewport: { width: 1360, height: 900 },
+  timeout: 60000,
+});
+context.setDefaultTimeout(STEP_MS);
+const page = context.pages()[0] || await context.newPage();
+const problems = [];
+page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+page.on('console', (m) => {
+  if (m.type() === 'error' && !/status of (401|403|404|409|422)/.test(m.text())) problems.push('console: ' + m.text());
+});
+page.on('dialog', (d) => d.accept());
+const shot = async (name) => page.screenshot({ path: join(ARTIFACTS, name + '.png'), fullPage: false });
+
+const row = (scope, name) => page.locator(`#${scope}-envs tr[data-env="${name}"]`);
+
+async function signIn(token) {
+  await page.fill('#token', token);
+  await page.click('[data-testid=signin-submit]');
+}
+
+try {
+  // ---- static files -------------------------------------------------------------------------
+  await step('/dashboard redirects to /dashboard/ and the page loads under its CSP', async () => {
+    const res = await page.goto(BASE + '/dashboard');
+    const csp = res.headers()['content-security-policy'] || '';
+    return res.status() === 200 && page.url() === BASE + '/dashboard/' && csp.includes("script-src 'self'")
+      && !csp.includes('unsafe-inline') && res.headers()['cache-control'] === 'no-cache';
+  });
+  await step('assets have their types, an unknown one is 404, a POST is 405, no token needed', async () => {
+    const js = await fetch(BASE + '/dashboard/app.js');
+    const css = await fetch(BASE + '/dashboard/style.css');
+    const nope = await fetch(BASE + '/dashboard/nope.js');
+    const up = await fetch(BASE + '/dashboard/../api/v1/me');
+    const post = await fetch(BASE + '/dashboard/', { method: 'POST' });
+    return check('  app.js is text/javascript', js.status === 200 && js.headers.get('content-type') === 'text/javascript; charset=utf-8')
+      && check('  style.css is text/css', css.status === 200 && css.headers.get('content-type') === 'text/css; charset=utf-8')
+      && check('  nope.js → 404', nope.status === 404)
+      && check('  a dot-dot path gets no data without a token', up.status === 401 || up.status === 404, String(up.status))
+      && check('  POST → 405', post.status === 405);
+  });
+
+  await step('GET /api/v1/me names the caller and role; the audit limit is bounded (422 on limit)', async () => {
+    const me = await api(ALICE, 'GET', '/api/v1/me');
+    const bad = await api(ROOT, 'GET', '/api/v1/audit?limit=501');
+    const zero = await api(ROOT, 'GET', '/api/v1/audit?limit=0');
+    const none = await fetch(BASE + '/api/v1/audit');
+    return check('  me', me.status === 200 && me.data.name === 'alice' && me.data.admin === false, JSON.stringify(me))
+      && check('  limit=501 and limit=0 → 422 naming the field', bad.status === 422 && bad.data.errors[0].field === 'limit' && zero.status === 422, JSON.stringify(bad))
+      && check('  no token → 401', none.status === 401);
+  });
+
+  // ---- sign in ------------------------------------------------------------------------------
+  await step('a wrong token gets a clear error', async () => {
+    await signIn('not-a-token-' + hex(4));
+    await page.locator('[data-testid=signin-error]').filter({ hasText: 'not valid' }).waitFor();
+    return (await page.locator('#signin').isVisible()) && (await page.evaluate(() => sessionStorage.length)) === 0;
+  });
+  await shot('01-signin-error');
+  await step('root signs in and is shown as admin', async () => {
+    await signIn(ROOT);
+    await page.locator('[data-testid=who-name]', { hasText: 'root' }).waitFor();
+    return (await page.textContent('[data-testid=who-role]')) === 'admin';
+  });
+  await step('user and global environments are listed apart (sbx is global)', async () => {
+    await row('global', 'sbx').waitFor();
+    return (await row('user', 'sbx').count()) === 0;
+  });
+
+  // ---- create ---------------------------------------------------------------------------------
+  await step('create a global environment with a secret variable and a credential rule', async () => {
+    await page.click('[data-testid=env-new]');
+    await page.fill('#f-name', ENV_NAME);
+    await page.selectOption('#f-scope', 'global');
+    await page.fill('#f-description', 'web builds');
+    await page.fill('#f-base_image', IMAGE);
+    await page.selectOption('#f-network', 'on');
+    await page.selectOption('#f-egress-default', 'deny');
+    await page.click('[data-testid=f-env-add]');
+    await page.click('[data-testid=f-env-add]');
+    const vars = page.locator('#f-env tr');
+    await vars.nth(0).locator('.v-name').fill('PLAIN');
+    await vars.nth(0).locator('.v-value').fill('visible');
+    await vars.nth(1).locator('.v-name').fill('API_SECRET');
+    await vars.nth(1).locator('.v-secret').check();
+    await vars.nth(1).locator('.v-value').fill(SECRET);
+    if ((await vars.nth(1).locator('.v-value').getAttribute('type')) !== 'password') throw new Error('a secret value is not masked while typed');
+    await page.click('[data-testid=f-rule-add]');
+    const rules = page.locator('#f-rules tr');
+    await rules.nth(0).locator('.r-host').fill(ALLOWED_HOST);
+    await rules.nth(0).locator('.r-methods').fill('GET, POST');
+    await rules.nth(0).locator('.r-header').fill('Authorization');
+    await rules.nth(0).locator('.r-value').fill(CRED);
+    await page.fill('#f-repositories', REPO);
+    await shot('02-create-drawer');
+    await page.click('[data-testid=env-save]');
+    await page.locator('#drawer').waitFor({ state: 'hidden' });
+    await row('global', ENV_NAME).waitFor();
+    return true;
+  });
+
+  // ---- reload: masks ------------------------------------------------------------------------
+  await step('after a reload (still signed in) the secret is masked and the credential is "keep existing"', async () => {
+    await page.reload();
+    await row('global', ENV_NAME).waitFor();
+    await row('global', ENV_NAME).locator('[data-testid=env-edit]').click();
+    await page.locator('#drawer').waitFor();
+    const v = page.locator('#f-env tr').nth(1);
+    const name = await v.locator('.v-name').inputValue();
+    const value = await v.locator('.v-value').inputValue();
+    const type = await v.locator('.v-value').getAttribute('type');
+    const ph = await page.locator('#f-rules tr').nth(0).locator('.r-value').getAttribute('placeholder');
+    const credValue = await page.locator('#f-rules tr').nth(0).locator('.r-value').inputValue();
+    await shot('03-edit-masked');
+    return check('  secret variable shows ****** in a password field', name === 'API_SECRET' && value === '******' && type === 'password', `${name}=${value} (${type})`)
+      && check('  credential value is empty with the "keep existing" placeholder', ph === 'keep existing' && credValue === '', `${ph} / ${credValue}`);
+  });
+
+  // ---- edit another field -------------------------------------------------------------------
+  await step('edit the description and CPUs and save', async () => {
+    await page.fill('#f-description', 'edited in the browser');
+    await page.fill('#f-cpus', '1.5');
+    await page.click('[data-testid=env-save]');
+    await page.locator('#drawer').waitFor({ state: 'hidden' });
+    await row('global', ENV_NAME).filter({ hasText: 'edited in the browser' }).waitFor();
+    return true;
+  });
+  let envDoc = null;
+  await step('the API has the edit, the secret masked and the credential kept (has_value)', async () => {
+    const r = await api(ROOT, 'GET', '/api/v1/environments/' + ENV_NAME);
+    envDoc = r.data;
+    const sec = (r.data.env || []).find((v) => v.name === 'API_SECRET');
+    const rule = (r.data.egress.rules || [])[0] || {};
+    return check('  description and cpus saved', r.data.description === 'edited in the browser' && r.data.cpus === 1.5, JSON.stringify(r.data))
+      && check('  API_SECRET is still secret and masked', sec && sec.secret === true && sec.value === '******', JSON.stringify(sec))
+      && check('  the credential still has its value', rule.credential && rule.credential.has_value === true && rule.credential.header === 'Authorization', JSON.stringify(rule));
+  });
+
+  // ---- the proxy injects the unchanged credential -------------------------------------------
+  let client = null;
+  await step('a static client bound to the environment gets the stored credential injected by the proxy', async () => {
+    const r = await api(ROOT, 'POST', '/api/v1/clients', { id: 'dash-ci', token: true, environment: ENV_NAME });
+    if (r.status !== 201) throw new Error(`POST /api/v1/clients: ${r.status} ${JSON.stringify(r.data)}`);
+    client = r.data;
+    const probe = 'dash-probe-' + hex(6);
+    // The snapshot with the new client reaches the proxy within a moment: retry until then.
+    const res = await until('the proxy lets the client through', async () => {
+      const c = proxyCurl('dash-ci', client.token, `https://${ALLOWED_HOST}/echo`, ['-H', `X-Probe: ${probe}`]);
+      return c.code === '200' ? c : null;
+    });
+    const seen = await until('origin.py logs the request', async () => { const s = originSaw(probe); return s.length ? s : null; }, 5000);
+    return check('  origin.py received exactly the credential typed in the browser', seen.length === 1 && seen[0].authorization === CRED,
+      JSON.stringify(seen).slice(0, 400) + ' / ' + res.code);
+  });
+
+  // ---- a refusal in the audit tail ----------------------------------------------------------
+  const refusedHost = 'b.sluice.test';
+  const wantSuggestion = `to allow it, add {"host":"${refusedHost}:${HTTP_PORT}","methods":["GET"]} to environment ${ENV_NAME}`;
+  await step('a request to a host not allowed is refused by the proxy (403 host-not-allowed)', async () => {
+    const c = proxyCurl('dash-ci', client ? client.token : 'x', `http://${refusedHost}:${HTTP_PORT}/refused-${hex(4)}`);
+    return check('  403 with X-Sluice-Reason: host-not-allowed', c.code === '403' && c.reason === 'host-not-allowed', c.out.slice(0, 400));
+  });
+  await step('the audit tail shows the refusal with its reason code and suggested rule', async () => {
+    await page.click('.tab[data-tab=audit]');
+    const r = page.locator(`#audit tr[data-host="${refusedHost}"]`).first();
+    await r.waitFor();
+    const reason = await r.locator('[data-testid=audit-reason]').textContent();
+    const sugg = await r.locator('[data-testid=audit-suggestion]').textContent();
+    await shot('04-audit');
+    return check('  reason host-not-allowed', reason === 'host-not-allowed', reason)
+      && check('  suggestion names the rule and the environment', sugg === wantSuggestion, `${sugg}\nwant ${wantSuggestion}`);
+  });
+  await step('the audit tail polls: a new refusal appears without a reload', async () => {
+    const path = `/later-${hex(4)}`;
+    proxyCurl('dash-ci', client ? client.token : 'x', `http://${refusedHost}:${HTTP_PORT}${path}`);
+    await page.locator('#audit tr', { hasText: path }).first().waitFor({ timeout: 10000 });
+    return true;
+  });
+
+  // ---- validation errors next to their fields ------------------------------------------------
+  await step('a 422 from the API is shown next to the rule host it names', async () => {
+    await page.click('.tab[data-tab=environments]');
+    await page.click('[data-testid=env-new]');
+    await page.fill('#f-name', 'bad-rules');
+    await page.fill('#f-base_image', IMAGE);
+    await page.click('[data-testid=f-rule-add]');
+    await page.click('[data-testid=f-rule-add]');
+    await page.locator('#f-rules tr').nth(0).locator('.r-host').fill('ok.example.com');
+    await page.locator('#f-rules tr').nth(1).locator('.r-host').fill('bad host!.example');
+    await page.click('[data-testid=env-save]');
+    const err = page.locator('#f-rules tr').nth(1).locator('.r-host + .field-error');
+    await err.waitFor();
+    const field = await err.getAttribute('data-field');
+    const cls = await page.locator('#f-rules tr').nth(1).locator('.r-host').getAttribute('class');
+    const first = await page.locator('#f-rules tr').nth(0).locator('.field-error').count();
+    await shot('05-validation-error');
+    await page.click('#drawer-cancel');
+    return check('  the error names egress.rules[1].host and marks that input only', field === 'egress.rules[1].host' && /invalid/.test(cls) && first === 0, `${field} ${cls} ${first}`);
+  });
+
+  // ---- set default, delete guarded ----------------------------------------------------------
+  await step('an admin sets the default; deleting the default shows the API\'s 409', async () => {
+    await row('global', 'sbx-off').locator('[data-testid=env-set-default]').click();
+    await row('global', 'sbx-off').locator('[data-testid=default-badge]').waitFor();
+    await row('global', 'sbx-off').locator('[data-testid=env-delete]').click();
+    await page.locator('[data-testid=toast]', { hasText: 'promote another first' }).waitFor();
+    await shot('06-delete-default-refused');
+    const r = await api(ROOT, 'GET', '/api/v1/environments/sbx-off');
+    return check('  sbx-off is still there and default', r.status === 200 && r.data.is_default === true, JSON.stringify(r.data).slice(0, 200));
+  });
+  await page.click('.tab[data-tab=environments]');
+  await row('global', ENV_NAME).waitFor();
+  await page.locator('[data-testid=toast]').first().waitFor({ state: 'detached', timeout: 10000 }).catch(() => {});
+  await page.screenshot({ path: join(ARTIFACTS, 'dashboard.png') });
+
+  // ---- sign out ---------------------------------------------------------------------------------
+  await step('sign out clears the token', async () => {
+    await page.click('[data-testid=sign-out]');
+    await page.locator('#signin').waitFor();
+    return (await page.evaluate(() => sessionStorage.getItem('sluice.token'))) === null;
+  });
+
+  // ---- a non-admin --------------------------------------------------------------------------
+  await step('alice (not an admin) sees global environments without write actions', async () => {
+    await signIn(ALICE);
+    await page.locator('[data-testid=who-role]', { hasText: 'user' }).waitFor();
+    const r = row('global', ENV_NAME);
+    await r.waitFor();
+    const edit = await r.locator('[data-testid=env-edit]').textContent();
+    const setDef = await page.locator('#global-envs [data-testid=env-set-default]').count();
+    const del = await page.locator('#global-envs [data-testid=env-delete]').count();
+    await r.locator('[data-testid=env-edit]').click();
+    await page.locator('#drawer').waitFor();
+    const saveHidden = await page.locator('[data-testid=env-save]').isHidden();
+    const nameDisabled = await page.locator('#f-name').isDisabled();
+    await shot('07-alice-read-only');
+    await page.click('#drawer-cancel');
+    await page.click('[data-testid=env-new]');
+    const globalOffered = await page.locator('#f-scope option[value=global]').evaluate((o) => !o.hidden && !o.disabled);
+    await page.click('#drawer-cancel');
+    return check('  View instead of Edit, no Set default, no Delete', edit === 'View' && setDef === 0 && del === 0, `${edit} ${setDef} ${del}`)
+      && check('  the global environment opens read only', saveHidden && nameDisabled)
+      && check('  a new environment cannot be global', !globalOffered);
+  });
+  await step('the resolution view names the environment bound to the repository', async () => {
+    await page.fill('[data-testid=resolve-repo]', REPO);
+    await page.click('[data-testid=resolve-submit]');
+    await page.locator('[data-testid=resolve-result]').waitFor();
+    const name = await page.textContent('[data-testid=resolved-env] strong');
+    const by = await page.textContent('[data-testid=resolved-matched-by]');
+    await shot('08-resolve');
+    return check(`  ${REPO} → ${ENV_NAME} by global-binding`, name === ENV_NAME && by === 'global-binding', `${name} ${by}`);
+  });
+
+  // ---- a sandbox: the secret, the audit scope, close from the page ----------------------------
+  const created = SANDBOXES ? await api(ALICE, 'POST', `/api/v1/repos/${REPO}/sandboxes`, { environment: ENV_NAME }) : null;
+  if (!SANDBOXES) {
+    console.log('# skip the sandbox steps (secret inside a sandbox, audit scope, close from the page): no Docker');
+    await step('without Docker the sandboxes page lists none', async () => {
+      await page.click('.tab[data-tab=sandboxes]');
+      await page.locator('#sandboxes-empty').waitFor();
+      return true;
+    });
+  } else if (!check('alice creates a sandbox with the environment (API)', created.status === 201, JSON.stringify(created.data))) {
+    console.log('# the sandbox steps cannot run: no sandbox');
+  } else {
+    const id = created.data.id;
+    const ex = (cmd) => api(ALICE, 'POST', `/api/v1/repos/${REPO}/sandboxes/${id}/exec`, { cmd });
+    await step('the stored secret is unchanged after the edit (its hash inside the sandbox)', async () => {
+      const r = await ex('printf %s "$API_SECRET" | sha256sum | cut -d" " -f1');
+      const want = createHash('sha256').update(SECRET).digest('hex');
+      return check('  sha256 of $API_SECRET matches what was typed', r.status === 200 && r.data.stdout.trim() === want, JSON.stringify(r.data).slice(0, 300));
+    });
+    await step('alice\'s audit tail holds her sandbox\'s refusal and not the static client\'s lines', async () => {
+      const r = await ex(`curl -s -o /dev/null -w '%{http_code}' --max-time 10 http://${refusedHost}:${HTTP_PORT}/from-sandbox`);
+      if (!(r.status === 200 && r.data.stdout === '403')) throw new Error('the sandbox request was not refused: ' + JSON.stringify(r.data));
+      const a = await until('the line appears', async () => {
+        const t = await api(ALICE, 'GET', '/api/v1/audit?limit=500');
+        return (t.data.entries || []).some((e) => e.client === id) ? t.data : null;
+      });
+      const root = await api(ROOT, 'GET', '/api/v1/audit?limit=500');
+      return check('  only her client', a.all === false && a.entries.every((e) => e.client === id), JSON.stringify(a.entries.map((e) => e.client)))
+        && check('  the admin sees both', root.data.all === true && root.data.entries.some((e) => e.client === 'dash-ci') && root.data.entries.some((e) => e.client === id));
+    });
+    await step('the sandboxes list shows it and Close closes it', async () => {
+      await page.click('.tab[data-tab=sandboxes]');
+      const r = page.locator(`#sandboxes tr[data-sandbox="${id}"]`);
+      await r.waitFor();
+      const repo = await r.locator('td').nth(1).textContent();
+      await shot('09-sandboxes');
+      await r.locator('[data-testid=sandbox-close]').click();
+      await r.waitFor({ state: 'detached', timeout: 60000 });
+      const list = await api(ALICE, 'GET', '/api/v1/sandboxes');
+      return check('  row shows the repository', repo === REPO, repo)
+        && check('  the API no longer lists it', list.status === 200 && !list.data.some((s) => s.id === id), JSON.stringify(list.data));
+    });
+  }
+
+  check('no page errors and no CSP violations', problems.length === 0, problems.join('\n'));
+} catch (e) {
+  notOk('the browser session', e && e.stack ? e.stack : e);
+  await shot('failure').catch(() => {});
+} finally {
+  await context.close().catch(() => {});
+}
+console.log(failures ? `# ${failures} of ${checks} browser check(s) failed` : `# all ${checks} browser checks passed`);
+process.exit(failures ? 1 : 0);

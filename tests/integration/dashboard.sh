@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/dashboard.sh - the dashboard (SPEC.md §5.6) in real headless Chromium, driven
+# by playwright-core (tests/browser/dashboard.mjs), against a real `sluice control` with its
+# Docker network and a real `sluice proxy` on its gateway (tests/support/sandbox.sh), origin.py
+# behind the proxy as a.sluice.test and b.sluice.test, users root (admin) and alice. The browser
+# signs in, creates and edits an environment with a secret and a credential, checks the masks,
+# the non-admin view, resolution, the audit tail of a refused request, an API validation error
+# next to its field, and closes a sandbox; the script checks the stored secret and credential
+# through the API, a sandbox and the proxy. Screenshots go to
+# $SLUICE_ARTIFACTS (default test-artifacts/dashboard beside SLUICE_BIN: build/test-artifacts/...).
+# Network sl-t-dash, subnet 10.213.23.0/24. Without Docker, all but the sandbox steps run.
+set -euo pipefail
+
+: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+# shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
+source "$SLUICE_SRC/tests/support/sandbox.sh"
+
+BROWSER_DIR=$SLUICE_SRC/tests/browser
+CHROMIUM=${SLUICE_CHROMIUM:-/usr/bin/chromium}
+if ! command -v node >/dev/null 2>&1; then
+  echo "1..0 # SKIP node is not installed (tools/deps.sh test installs it)"
+  exit 0
+fi
+if [ ! -x "$CHROMIUM" ]; then
+  echo "1..0 # SKIP $CHROMIUM is missing (Debian: apt-get install -y chromium)"
+  exit 0
+fi
+if [ ! -d "$BROWSER_DIR/node_modules/playwright-core" ]; then
+  echo "1..0 # SKIP playwright-core is not installed: run npm ci in tests/browser (tools/deps.sh test)"
+  exit 0
+fi
+
+# Without Docker (or the sandbox image) everything but the sandbox steps still runs: the control
+# plane answers sandbox calls with 503 and the proxy listens on 127.0.0.1 instead of a gateway.
+# SLUICE_TEST_NO_DOCKER=1 takes that path on purpose.
+dash_setup_without_docker() {
+  SBX_NET=sl-t-dash
+  SBX_N=23
+  SBX_SUBNET=10.213.23.0/24
+  SBX_GW=127.0.0.1
+  SBX_TABLE=sluice_sl_t_dash
+  trap sbx__cleanup EXIT
+  fx_origin_start || fx_bail "origin.py starts"
+  SBX_DATA=$FX_WORK/sluice-data
+  mkdir -p "$SBX_DATA"
+  "$SLUICE_BIN" ca init --out "$SBX_DATA" >"$FX_WORK/ca-init.out" 2>&1 || fx_bail "sluice ca init"
+  FX_SLUICE_CA=$SBX_DATA/ca.pem
+  SLUICE_ENCRYPTION_KEY=$(head -c 32 /dev/urandom | base64 -w0)
+  export SLUICE_ENCRYPTION_KEY
+  SBX_TOK_root=$("$SLUICE_BIN" user add root --admin --data "$SBX_DATA" 2>>"$FX_WORK/user.err") ||
+    fx_bail "sluice user add root"
+  SBX_TOK_alice=$("$SLUICE_BIN" user add alice --data "$SBX_DATA" 2>>"$FX_WORK/user.err") ||
+    fx_bail "sluice user add alice"
+  SBX_PPORT=$(fx_free_port)
+  SBX_SOCK=$FX_WORK/proxy.sock
+  SBX_CRED="Bearer sbx-cred-$(fx_random_hex 24)"
+  SBX_SECRET="sbx-secret-$(fx_random_hex 24)"
+  SBX_CONTROL_N=0
+  SBX_PROXY_N=0
+  sbx_control_start --docker-socket "$FX_WORK/no-docker.sock" --audit-log "$FX_WORK/audit.log" ||
+    fx_bail "sluice control starts"
+  sbx_proxy_start || fx_bail "sluice proxy starts on 127.0.0.1"
+  sbx_env_setup || fx_bail "environments created"
+}
+
+fx_init
+DASH_SANDBOXES=1
+if [ "${SLUICE_TEST_NO_DOCKER:-0}" != 1 ] && sbx_dockerctl ping &&
+  sbx_dockerctl image-exists "$SBX_IMAGE"; then
+  # The control plane tails the proxy's audit log (sbx_proxy_start writes it there).
+  sbx_setup sl-t-dash 23 --audit-log "$FX_WORK/audit.log"
+else
+  echo "# skip the sandbox steps: no Docker daemon or no image $SBX_IMAGE (or SLUICE_TEST_NO_DOCKER=1)"
+  DASH_SANDBOXES=0
+  dash_setup_without_docker
+fi
+
+PROFILE=$FX_WORK/chromium-profile
+DASH_PGID=
+# node runs in a process group of its own (setsid), ended whatever happens. playwright-core ends
+# Chromium (its own process group) when node exits, or on SIGTERM/SIGINT (timeout sends TERM).
+# shellcheck disable=SC2317 # called by the EXIT trap
+dash__cleanup() {
+  local rc=$?
+  # Under set -e, `(exit "$rc")` below would end the trap itself when rc is not 0.
+  set +e
+  if [ -n "$DASH_PGID" ]; then
+    kill -KILL -- "-$DASH_PGID" 2>/dev/null || true
+  fi
+  (exit "$rc")
+  sbx__cleanup
+}
+trap dash__cleanup EXIT
+
+# Beside the binary: build/test-artifacts/dashboard under ctest.
+ARTIFACTS=${SLUICE_ARTIFACTS:-$(cd "$(dirname "$SLUICE_BIN")" && pwd)/test-artifacts/dashboard}
+mkdir -p "$ARTIFACTS"
+rm -f "$ARTIFACTS"/*.png
+fx_note "screenshots in $ARTIFACTS"
+
+rc=0
+DASH_URL="http://127.0.0.1:$SBX_CPORT" \
+  DASH_ROOT_TOKEN=$SBX_TOK_root DASH_ALICE_TOKEN=$SBX_TOK_alice \
+  DASH_PROXY="http://$SBX_GW:$SBX_PPORT" DASH_SLUICE_CA=$FX_SLUICE_CA \
+  DASH_TLS_PORT=$FX_PY_TLS_PORT DASH_HTTP_PORT=$FX_PY_HTTP_PORT \
+  DASH_ORIGIN_LOG=$FX_ORIGIN_LOG DASH_IMAGE=$SBX_IMAGE DASH_CHROMIUM=$CHROMIUM \
+  DASH_PROFILE=$PROFILE DASH_ARTIFACTS=$ARTIFACTS DASH_SANDBOXES=$DASH_SANDBOXES \
+  setsid timeout 600 node "$BROWSER_DIR/dashboard.mjs" &
+DASH_PGID=$!
+wait "$DASH_PGID" || rc=$?
+kill -KILL -- "-$DASH_PGID" 2>/dev/null || true
+DASH_PGID=
+if [ "$rc" != 0 ]; then
+  not_ok "the browser steps pass (tests/browser/dashboard.mjs exited $rc)"
+else
+  ok "the browser steps pass"
+fi
+if [ "$DASH_SANDBOXES" = 1 ]; then
+  check "no container of this test is left running" sbx_no_leftovers
+fi
+# A clean stop (exit 0: under ASan, also no leak) removes the firewall table.
+sbx_shutdown_checks
+fx_done
