@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 #
-# make run    dependencies + release build + a Docker daemon when docker.io is installed, then
-#             sluice up --data var: proxy, control plane, dashboard (docs/up.md)
+# make run    dependencies (with docker.io, nftables, mmdebstrap: tools/deps.sh run) + release
+#             build + a Docker daemon when none answers, then sluice up --data var: proxy,
+#             control plane, container network, dashboard (docs/up.md); ARGS go to sluice up
 # make test   dependencies + a Docker daemon + the sandbox image + every test in the release and
 #             the ASan+UBSan configurations
 # make build  dependencies + release build; the binary is build/sluice
@@ -25,7 +26,7 @@ FUZZ_BUILD ?= build/fuzz
 FUZZ_WORK  ?= build/fuzz-work
 CTEST      = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps test-deps build run test test-release test-asan test-tsan fuzz fuzz-long bench \
+.PHONY: all deps run-deps test-deps build run test test-release test-asan test-tsan fuzz fuzz-long bench \
 	bench-quick lint format clean
 
 all: build
@@ -46,7 +47,10 @@ build: deps $(BUILD)/CMakeCache.txt
 # answers, tools/dockerd.sh starts one first; unlike make test, make run leaves that daemon
 # running afterwards (stop it with `tools/dockerd.sh stop`). Without docker.io, sluice up runs
 # without sandboxes and says so. ARGS go to sluice up: make run ARGS='--control-listen 0.0.0.0:8080'
-run: build
+run-deps:
+	tools/deps.sh run
+
+run: run-deps build
 	@if command -v dockerd >/dev/null 2>&1 && ! tools/dockerd.sh status 2>/dev/null; then \
 		if tools/dockerd.sh start; then \
 			echo "make run: started dockerd; it keeps running after sluice up stops" \

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# tools/deps.sh [build|test] - make this Debian 12 machine able to build (and test) sluice.
+# tools/deps.sh [build|run|test] - make this Debian 12 machine able to build, run (and test)
+# sluice.
 #
 #   build  the compiler, CMake and the -dev packages the build links against (default)
+#   run    also what `sluice up` uses (make run): docker.io for sandboxes, nftables, mmdebstrap
+#          for the default sandbox image, curl for the example it prints
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
 #          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
 #          chromium; Node.js and npm from Debian when no `node` is on the PATH), then the npm
@@ -30,8 +33,11 @@ build_pkgs=(build-essential cmake pkg-config ca-certificates
 test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps
   docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium)
 
+run_pkgs=(docker.io nftables mmdebstrap curl)
+
 case "$mode" in
 build) want=("${build_pkgs[@]}") ;;
+run) want=("${build_pkgs[@]}" "${run_pkgs[@]}") ;;
 test)
   want=("${build_pkgs[@]}" "${test_pkgs[@]}")
   # A Node.js that is already there (another vendor's package, say) is used as it is: Debian's
@@ -40,11 +46,11 @@ test)
   command -v npm >/dev/null 2>&1 || want+=(npm)
   ;;
 -h | --help)
-  sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
   ;;
 *)
-  echo "deps.sh: unknown mode '$mode' (expected build or test)" >&2
+  echo "deps.sh: unknown mode '$mode' (expected build, run or test)" >&2
   exit 2
   ;;
 esac
