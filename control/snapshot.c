@@ -262,6 +262,11 @@ static int compile_env(struct build *b, const struct sl_env_row *row)
     SL_ENSURE(env != NULL, SL_ENOMEM);
     SL_TRY(set_new(b->envs, row->id, env));
     b->report->n_envs++;
+    /* Keyed by id, labelled by name: refusals and their hints name the environment as people
+     * know it ("add {...} to environment ci-python"). */
+    if (row->name != NULL && sl_policy_label_ok(row->name, strlen(row->name))) {
+        SL_TRY(set_new(env, "label", json_string(row->name)));
+    }
     if (!row->network) {
         return 0; /* Nothing leaves it but a client's runtime rules. */
     }

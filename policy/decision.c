@@ -163,6 +163,7 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
     }
     out->client = c->id;
     out->environment = c->env->name;
+    out->environment_label = c->env->label;
     if (c->has_expiry && c->expires_at <= now_s) {
         deny(out, SL_REASON_EXPIRED);
         return;
@@ -248,12 +249,18 @@ static void put_rule(struct hint *h, const struct sl_decision *d, const struct s
     put(h, "\"%s\"]}", req->method);
 }
 
+/* What the hint calls the environment: its label, else its name. */
+static const char *shown_env(const struct sl_decision *d)
+{
+    return d->environment_label != NULL ? d->environment_label : d->environment;
+}
+
 static void put_place(struct hint *h, const struct sl_decision *d)
 {
     if (d->_rule_of_client) {
         put(h, "the runtime rules of client %s", d->client);
     } else {
-        put(h, "environment %s", d->environment);
+        put(h, "environment %s", shown_env(d));
     }
 }
 
@@ -286,14 +293,14 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
         } else {
             put(&h, "to allow it, add ");
             put_rule(&h, d, req, true);
-            put(&h, " to environment %s", d->environment);
+            put(&h, " to environment %s", shown_env(d));
         }
         break;
     case SL_REASON_HOST_NOT_ALLOWED:
     case SL_REASON_PORT_NOT_ALLOWED:
         put(&h, "to allow it, add ");
         put_rule(&h, d, req, false);
-        put(&h, " to environment %s", d->environment);
+        put(&h, " to environment %s", shown_env(d));
         break;
     case SL_REASON_CREDENTIAL_NEEDS_TLS:
         put(&h, "to allow it, use https: credentials are only injected over TLS");

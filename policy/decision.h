@@ -105,6 +105,8 @@ struct sl_decision {
     /* The client's id and environment's name; NULL when there is no client. */
     const char *client;
     const char *environment;
+    /* What refusals and hints call the environment (sl_env_label()); NULL with no client. */
+    const char *environment_label;
     /* For sl_policy_hint(): the winner is an exact-host rule / a client's runtime rule, and
      * its methods. */
     bool _rule_exact;

@@ -14,7 +14,7 @@
 #include "policy/snapshot_int.h"
 #include "policy/validate.h"
 
-static const char *const env_keys[] = { "default", "rules" };
+static const char *const env_keys[] = { "default", "rules", "label" };
 static const char *const rule_keys[] = { "host", "methods", "credential", "tls" };
 static const char *const credential_keys[] = { "header", "value" };
 
@@ -403,6 +403,25 @@ static bool is_name_char(char c)
            || c == '_' || c == '-';
 }
 
+/* "label": what refusals call the environment (sl_policy_label_ok()). */
+static void parse_label(struct sl__parse *p, json_t *json, struct sl_env *env)
+{
+    size_t n = 0;
+    const char *label = sl__get_string(p, json, "label", false, &n);
+    size_t mark;
+
+    if (label == NULL) {
+        return;
+    }
+    mark = sl__path_key(p, "label");
+    if (sl_policy_label_ok(label, n)) {
+        env->label = keep(p, label, n);
+    } else {
+        sl__error(p, "must be 1-%d bytes without control characters", SL_POLICY_LABEL_MAX);
+    }
+    sl__path_pop(p, mark);
+}
+
 static void parse_env(struct sl__parse *p, const char *name, json_t *json, struct sl_env *env)
 {
     size_t n = strlen(name);
@@ -417,11 +436,13 @@ static void parse_env(struct sl__parse *p, const char *name, json_t *json, struc
         sl__error(p, "environment names are 1-128 characters of A-Z a-z 0-9 . _ -");
     }
     env->name = keep(p, name, n);
+    env->label = env->name;
     if (!json_is_object(json)) {
         sl__error(p, "an environment must be an object");
         return;
     }
     sl__check_keys(p, json, env_keys, SL_ARRAY_LEN(env_keys));
+    parse_label(p, json, env);
     def = sl__get_string(p, json, "default", true, &dn);
     if (def != NULL) {
         size_t mark = sl__path_key(p, "default");

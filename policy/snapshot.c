@@ -319,6 +319,26 @@ const char *sl_env_name(const struct sl_env *e)
     return e->name;
 }
 
+bool sl_policy_label_ok(const char *s, size_t n)
+{
+    if (n < 1 || n > SL_POLICY_LABEL_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+const char *sl_env_label(const struct sl_env *e)
+{
+    return e->label;
+}
+
 bool sl_env_default_allows(const struct sl_env *e)
 {
     return e->default_allow;

@@ -75,6 +75,7 @@
 #define SL_POLICY_METHODS_MAX     32
 #define SL_POLICY_METHOD_LEN_MAX  32
 #define SL_POLICY_NAME_MAX        128
+#define SL_POLICY_LABEL_MAX       512
 #define SL_POLICY_HEADER_MAX      128
 #define SL_POLICY_VALUE_MAX       8192
 
@@ -147,8 +148,17 @@ const struct sl_env *sl_snapshot_find_env(const struct sl_snapshot *s, const cha
  * token must then be checked again with sl_policy_identify() (its token may have changed). */
 const struct sl_client *sl_snapshot_find_client(const struct sl_snapshot *s, const char *id);
 
-/* An environment's name. Borrowed. */
+/* An environment's name (its key in the snapshot). Borrowed. */
 const char *sl_env_name(const struct sl_env *e);
+
+/* Whether `s` (n bytes) may be an environment's "label": 1-SL_POLICY_LABEL_MAX bytes, no control
+ * characters (it goes into response bodies). */
+bool sl_policy_label_ok(const char *s, size_t n);
+
+/* What people are shown as the environment in refusals and hints: its "label" when the
+ * snapshot gives one (the control plane keys environments by id and labels them with their
+ * names), else its name. Borrowed. */
+const char *sl_env_label(const struct sl_env *e);
 
 /* True when the environment's `default` is `allow`. */
 bool sl_env_default_allows(const struct sl_env *e);

@@ -159,6 +159,8 @@ bool sl__glob_match(const char *pat, size_t pn, const char *s, size_t sn);
 struct sl_env {
     /* Arena. */
     const char *name;
+    /* What refusals call it: the snapshot's "label", else the name (arena or `name`). */
+    const char *label;
     bool default_allow;
     struct sl__ruleset rules;
 };

@@ -403,7 +403,9 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
     SL_TRY(sl_buf_printf(b, " %s: %s", is_policy_reason(reason) ? "denied" : "failed",
                          sl_reason_code(reason)));
     if (c->dec.client != NULL) {
-        SL_TRY(sl_buf_printf(b, " (client %s, environment %s)", c->dec.client, c->dec.environment));
+        SL_TRY(sl_buf_printf(b, " (client %s, environment %s)", c->dec.client,
+                             c->dec.environment_label != NULL ? c->dec.environment_label
+                                                              : c->dec.environment));
     }
     if (detail != NULL && detail[0] != '\0') {
         SL_TRY(sl_buf_append_str(b, ": "));
@@ -657,6 +659,7 @@ static void note_identity(struct sl__conn *c)
     if (client != NULL) {
         c->dec.client = sl_client_id(client);
         c->dec.environment = sl_env_name(sl_client_env(client));
+        c->dec.environment_label = sl_env_label(sl_client_env(client));
     }
 }
 

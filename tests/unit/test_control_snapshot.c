@@ -297,7 +297,8 @@ static void network_off_lets_nothing_out_and_allow_default_is_kept(void **state)
     add_client(f, f->sec, "open-host", open, "10.0.0.2", NULL, NULL);
     build_ok(f, 3, NULL, 0);
 
-    (void)snprintf(expect, sizeof(expect), "\"%s\":{\"default\":\"deny\",\"rules\":[]}", off);
+    (void)snprintf(expect, sizeof(expect),
+                   "\"%s\":{\"default\":\"deny\",\"rules\":[],\"label\":\"offline\"}", off);
     assert_non_null(strstr(sl_buf_cstr(&f->out), expect));
     assert_false(sl_env_default_allows(sl_snapshot_find_env(f->snap, off)));
     decide(f, by_address(f, "10.0.0.1"), "pkgs.example.org", "GET", &d);
@@ -325,6 +326,9 @@ static void same_name_in_two_scopes_gives_two_environments_keyed_by_id(void **st
     assert_true(sl_env_default_allows(sl_snapshot_find_env(f->snap, mine)) == false);
     assert_non_null(sl_snapshot_find_env(f->snap, global));
     assert_null(sl_snapshot_find_env(f->snap, "ci"));
+    /* Both are labelled with their name: refusals say "environment ci". */
+    assert_string_equal(sl_env_label(sl_snapshot_find_env(f->snap, mine)), "ci");
+    assert_string_equal(sl_env_label(sl_snapshot_find_env(f->snap, global)), "ci");
     sl_user_finish(&alice);
 }
 

@@ -537,6 +537,42 @@ static void says_what_would_allow_a_refusal(void **state)
     hint_for(s, "c-ci", "pkgs.example.org", 443, "GET", true, "");
 }
 
+/* An environment keyed by an id and labelled with a name (as the control plane compiles them):
+ * the decision keeps the key (audit lines, lookups), refusals and hints show the label. */
+static void hints_name_an_environment_by_its_label(void **state)
+{
+    struct sl_snapshot *s = parse_text(
+            "{ 'version': 1, 'environments': {"
+            "  '5d0c6f7e-0000-4000-8000-000000000001': { 'default': 'deny', 'label': 'ci python',"
+            "    'rules': [ { 'host': 'pkgs.example.org', 'methods': ['GET'] } ] },"
+            "  'plain': { 'default': 'deny' }"
+            "}, 'clients': ["
+            "  { 'id': 'l', 'ip': '10.3.0.1', 'environment': "
+            "'5d0c6f7e-0000-4000-8000-000000000001' },"
+            "  { 'id': 'p', 'ip': '10.3.0.2', 'environment': 'plain' }"
+            "] }");
+    struct sl_host h;
+    struct sl_request_view req = { &h, 443, "GET", true };
+    struct sl_decision d;
+
+    (void)state;
+    assert_int_equal(sl_host_normalize(sl_slice_str("evil.example.org"), 0, &h, NULL), 0);
+    sl_policy_decide(s, sl_snapshot_find_client(s, "l"), &req, NOW, &d);
+    assert_string_equal(d.environment, "5d0c6f7e-0000-4000-8000-000000000001");
+    assert_string_equal(d.environment_label, "ci python");
+    hint_for(s, "l", "evil.example.org", 443, "GET", true,
+             "to allow it, add {\"host\":\"evil.example.org\",\"methods\":[\"GET\"]} to "
+             "environment ci python");
+    hint_for(s, "l", "pkgs.example.org", 443, "POST", true,
+             "to allow it, add \"POST\" to the methods of {\"host\":\"pkgs.example.org\"} in "
+             "environment ci python");
+    /* Without a label, the name is what people see. */
+    sl_policy_decide(s, sl_snapshot_find_client(s, "p"), &req, NOW, &d);
+    assert_string_equal(d.environment_label, "plain");
+    assert_string_equal(sl_env_label(sl_snapshot_find_env(s, "plain")), "plain");
+    sl_snapshot_unref(s);
+}
+
 static void refuses_to_cut_a_hint_short(void **state)
 {
     const struct sl_snapshot *s = *state;
@@ -916,6 +952,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(expires_at_the_second, setup, teardown),
         cmocka_unit_test(carries_the_passthrough_flag_of_the_winning_rule),
         cmocka_unit_test_setup_teardown(says_what_would_allow_a_refusal, setup, teardown),
+        cmocka_unit_test(hints_name_an_environment_by_its_label),
         cmocka_unit_test_setup_teardown(refuses_to_cut_a_hint_short, setup, teardown),
         cmocka_unit_test(names_every_reason_code),
         cmocka_unit_test(identifies_clients_by_token_and_address),

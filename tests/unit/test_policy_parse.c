@@ -173,7 +173,13 @@ static void reports_environment_errors(void **state)
     EXPECT("{'version':1,'environments':{'ci':{'default':true}}}",
            "$.environments.ci.default: must be a string");
     EXPECT("{'version':1,'environments':{'ci':{'default':'deny','rule':[]}}}",
-           "$.environments.ci.rule: unknown field (expected default, rules)");
+           "$.environments.ci.rule: unknown field (expected default, rules, label)");
+    EXPECT("{'version':1,'environments':{'ci':{'default':'deny','label':''}}}",
+           "$.environments.ci.label: must be 1-512 bytes without control characters");
+    EXPECT("{'version':1,'environments':{'ci':{'default':'deny','label':'a\\nb'}}}",
+           "$.environments.ci.label: must be 1-512 bytes without control characters");
+    EXPECT("{'version':1,'environments':{'ci':{'default':'deny','label':7}}}",
+           "$.environments.ci.label: must be a string");
     EXPECT("{'version':1,'environments':{'ci':{'default':'deny','rules':{}}}}",
            "$.environments.ci.rules: must be an array of rules");
     EXPECT("{'version':1,'environments':{'bad name!':{'default':'deny'}}}",
