@@ -577,6 +577,43 @@ static int grow(void *array, size_t *cap, size_t len, size_t size)
     return 0;
 }
 
+/* Reads the current row of a statement into `row` (a typed element of a list); on failure the
+ * element holds nothing. */
+typedef int read_row_fn(struct sl_store *st, sqlite3_stmt *s, void *row);
+/* Frees the first `n` elements of a list and the list. */
+typedef void free_rows_fn(void *rows, size_t n);
+
+/* Steps `s` to its end, reading every row with `read` into a new array of `size`-byte elements:
+ * *out and *n, freed with `free_rows`, which also frees what was read when a row fails. `what`
+ * names the query in errors. The caller finishes `s`. */
+static int collect_rows(struct sl_store *st, sqlite3_stmt *s, size_t size, read_row_fn *read,
+                        free_rows_fn *free_rows, const char *what, void **out, size_t *n)
+{
+    uint8_t *v = NULL;
+    size_t len = 0;
+    size_t cap = 0;
+    int rc;
+
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        rc = grow(&v, &cap, len, size);
+        if (rc == 0) {
+            rc = read(st, s, v + len * size);
+        }
+        if (rc < 0) {
+            free_rows(v, len);
+            return rc;
+        }
+        len++;
+    }
+    if (rc != SQLITE_DONE) {
+        free_rows(v, len);
+        return db_error(st, rc, what);
+    }
+    *out = v;
+    *n = len;
+    return 0;
+}
+
 /* ---- users ---- */
 
 /* Reads a user from columns first .. first + 3 (id, name, is_admin, created_at). */
@@ -710,37 +747,28 @@ void sl_store_free_users(struct sl_user *v, size_t n)
     sl_free(v);
 }
 
+static int read_user_row(struct sl_store *st, sqlite3_stmt *s, void *row)
+{
+    return read_user(st, s, 0, row);
+}
+
+static void free_user_rows(void *rows, size_t n)
+{
+    sl_store_free_users(rows, n);
+}
+
 static int user_list(struct sl_store *st, struct sl_user **out, size_t *n)
 {
-    struct sl_user *v = NULL;
-    size_t len = 0;
-    size_t cap = 0;
     sqlite3_stmt *s = NULL;
+    void *v = NULL;
     int rc;
 
     SL_TRY(stmt_get(st, ST_USER_LIST, &s));
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        rc = grow(&v, &cap, len, sizeof(*v));
-        if (rc == 0) {
-            rc = read_user(st, s, 0, &v[len]);
-        }
-        if (rc < 0) {
-            goto fail;
-        }
-        len++;
-    }
-    if (rc != SQLITE_DONE) {
-        rc = db_error(st, rc, "user-list");
-        goto fail;
-    }
+    rc = collect_rows(st, s, sizeof(**out), read_user_row, free_user_rows, "user-list", &v, n);
     stmt_done(s);
-    *out = v;
-    *n = len;
-    return 0;
-
-fail:
-    stmt_done(s);
-    sl_store_free_users(v, len);
+    if (rc == 0) {
+        *out = v;
+    }
     return rc;
 }
 
@@ -1094,13 +1122,21 @@ void sl_store_free_envs(struct sl_env_row *v, size_t n)
     sl_free(v);
 }
 
+static int read_env_row(struct sl_store *st, sqlite3_stmt *s, void *row)
+{
+    return read_env(st, s, row);
+}
+
+static void free_env_rows(void *rows, size_t n)
+{
+    sl_store_free_envs(rows, n);
+}
+
 static int env_list(struct sl_store *st, enum stmt_id id, const char *p1, struct sl_env_row **out,
                     size_t *n)
 {
-    struct sl_env_row *v = NULL;
-    size_t len = 0;
-    size_t cap = 0;
     sqlite3_stmt *s = NULL;
+    void *v = NULL;
     int acc = SQLITE_OK;
     int rc;
 
@@ -1110,30 +1146,13 @@ static int env_list(struct sl_store *st, enum stmt_id id, const char *p1, struct
     }
     if (acc != SQLITE_OK) {
         rc = db_error(st, acc, "env-list");
-        goto fail;
-    }
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        rc = grow(&v, &cap, len, sizeof(*v));
-        if (rc == 0) {
-            rc = read_env(st, s, &v[len]);
-        }
-        if (rc < 0) {
-            goto fail;
-        }
-        len++;
-    }
-    if (rc != SQLITE_DONE) {
-        rc = db_error(st, rc, "env-list");
-        goto fail;
+    } else {
+        rc = collect_rows(st, s, sizeof(**out), read_env_row, free_env_rows, "env-list", &v, n);
     }
     stmt_done(s);
-    *out = v;
-    *n = len;
-    return 0;
-
-fail:
-    stmt_done(s);
-    sl_store_free_envs(v, len);
+    if (rc == 0) {
+        *out = v;
+    }
     return rc;
 }
 
@@ -1621,37 +1640,29 @@ static int read_client(struct sl_store *st, sqlite3_stmt *s, struct sl_store_cli
     return rc;
 }
 
+static int read_client_row(struct sl_store *st, sqlite3_stmt *s, void *row)
+{
+    return read_client(st, s, row);
+}
+
+static void free_client_rows(void *rows, size_t n)
+{
+    sl_store_free_clients(rows, n);
+}
+
 static int client_list(struct sl_store *st, struct sl_store_client **out, size_t *n)
 {
-    struct sl_store_client *v = NULL;
-    size_t len = 0;
-    size_t cap = 0;
     sqlite3_stmt *s = NULL;
+    void *v = NULL;
     int rc;
 
     SL_TRY(stmt_get(st, ST_CLIENT_LIST, &s));
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        rc = grow(&v, &cap, len, sizeof(*v));
-        if (rc == 0) {
-            rc = read_client(st, s, &v[len]);
-        }
-        if (rc < 0) {
-            goto fail;
-        }
-        len++;
-    }
-    if (rc != SQLITE_DONE) {
-        rc = db_error(st, rc, "client-list");
-        goto fail;
-    }
+    rc = collect_rows(st, s, sizeof(**out), read_client_row, free_client_rows, "client-list", &v,
+                      n);
     stmt_done(s);
-    *out = v;
-    *n = len;
-    return 0;
-
-fail:
-    stmt_done(s);
-    sl_store_free_clients(v, len);
+    if (rc == 0) {
+        *out = v;
+    }
     return rc;
 }
 
@@ -2131,35 +2142,25 @@ static int read_job(struct sl_store *st, sqlite3_stmt *s, struct sl_store_job *j
 }
 
 /* Reads every row of a bound statement into a new array of jobs. */
+static int read_job_row(struct sl_store *st, sqlite3_stmt *s, void *row)
+{
+    return read_job(st, s, row);
+}
+
+static void free_job_rows(void *rows, size_t n)
+{
+    sl_store_free_jobs(rows, n);
+}
+
 static int read_jobs(struct sl_store *st, sqlite3_stmt *s, struct sl_store_job **out, size_t *n)
 {
-    struct sl_store_job *v = NULL;
-    size_t len = 0;
-    size_t cap = 0;
-    int rc;
+    void *v = NULL;
+    int rc = collect_rows(st, s, sizeof(**out), read_job_row, free_job_rows, "job-list", &v, n);
 
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        rc = grow(&v, &cap, len, sizeof(*v));
-        if (rc == 0) {
-            rc = read_job(st, s, &v[len]);
-        }
-        if (rc < 0) {
-            goto fail;
-        }
-        len++;
-    }
-    if (rc != SQLITE_DONE) {
-        rc = db_error(st, rc, "job-list");
-        goto fail;
-    }
     stmt_done(s);
-    *out = v;
-    *n = len;
-    return 0;
-
-fail:
-    stmt_done(s);
-    sl_store_free_jobs(v, len);
+    if (rc == 0) {
+        *out = v;
+    }
     return rc;
 }
 
@@ -2464,34 +2465,26 @@ static int read_schedule(struct sl_store *st, sqlite3_stmt *s, struct sl_store_s
     return rc;
 }
 
+static int read_schedule_row(struct sl_store *st, sqlite3_stmt *s, void *row)
+{
+    return read_schedule(st, s, row);
+}
+
+static void free_schedule_rows(void *rows, size_t n)
+{
+    sl_store_free_schedules(rows, n);
+}
+
 static int read_schedules(struct sl_store *st, sqlite3_stmt *s, struct sl_store_schedule **out,
                           size_t *n)
 {
-    struct sl_store_schedule *v = NULL;
-    size_t len = 0;
-    size_t cap = 0;
-    int rc;
+    void *v = NULL;
+    int rc = collect_rows(st, s, sizeof(**out), read_schedule_row, free_schedule_rows,
+                          "schedule-list", &v, n);
 
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        rc = grow(&v, &cap, len, sizeof(*v));
-        if (rc == 0) {
-            rc = read_schedule(st, s, &v[len]);
-        }
-        if (rc < 0) {
-            goto fail;
-        }
-        len++;
+    if (rc == 0) {
+        *out = v;
     }
-    if (rc != SQLITE_DONE) {
-        rc = db_error(st, rc, "schedule-list");
-        goto fail;
-    }
-    *out = v;
-    *n = len;
-    return 0;
-
-fail:
-    sl_store_free_schedules(v, len);
     return rc;
 }
 
