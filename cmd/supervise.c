@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cmd/supervise.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,35 +41,6 @@ int sl_sup_split_args(int argc, char **argv)
         }
     }
     return argc;
-}
-
-int sl_sup_gateway(const char *cidr, char *out, size_t cap)
-{
-    char addr[INET_ADDRSTRLEN];
-    const char *slash = cidr != NULL ? strchr(cidr, '/') : NULL;
-    struct in_addr a;
-    char *end = NULL;
-    long bits;
-    uint32_t host;
-
-    if (slash == NULL || (size_t)(slash - cidr) >= sizeof(addr)) {
-        return SL_EINVAL;
-    }
-    memcpy(addr, cidr, (size_t)(slash - cidr));
-    addr[slash - cidr] = '\0';
-    if (slash[1] < '0' || slash[1] > '9') {
-        return SL_EINVAL;
-    }
-    bits = strtol(slash + 1, &end, 10);
-    if (inet_pton(AF_INET, addr, &a) != 1 || *end != '\0' || bits < 8 || bits > 29) {
-        return SL_EINVAL;
-    }
-    host = ntohl(a.s_addr);
-    if ((host & ~(0xFFFFFFFFu << (32 - bits))) != 0) {
-        return SL_EINVAL;
-    }
-    a.s_addr = htonl(host + 1);
-    return inet_ntop(AF_INET, &a, out, (socklen_t)cap) != NULL ? 0 : SL_EINVAL;
 }
 
 uint64_t sl_sup_now_ms(void)

@@ -72,11 +72,6 @@ unsigned sl_sup_next_delay(unsigned prev_ms, uint64_t ran_ms, unsigned initial_m
  * The arguments after it are argv[n + 1..argc). Pure. */
 int sl_sup_split_args(int argc, char **argv);
 
-/* Writes the gateway of the IPv4 subnet `cidr` (its first address; the rule of the control
- * plane's network, control/sandbox.c) to `out`. Returns 0, or SL_EINVAL when `cidr` is not an
- * IPv4 network address with a prefix of 8 to 29 bits. Pure. */
-SL_MUST_CHECK int sl_sup_gateway(const char *cidr, char *out, size_t cap);
-
 /* Milliseconds of CLOCK_MONOTONIC. */
 uint64_t sl_sup_now_ms(void);
 

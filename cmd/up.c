@@ -30,6 +30,7 @@
 #include "cmd/supervise.h"
 #include "control/control.h"
 #include "control/model.h"
+#include "control/sandbox.h"
 #include "control/secrets.h"
 #include "control/store.h"
 
@@ -241,7 +242,7 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
     u->passed[PASS_NETWORK] = value_or(u->passed[PASS_NETWORK], SL_CONTROL_DEFAULT_NETWORK);
     u->passed[PASS_SUBNET] = value_or(u->passed[PASS_SUBNET], SL_CONTROL_DEFAULT_SUBNET);
     u->passed[PASS_IMAGE] = value_or(u->passed[PASS_IMAGE], DEFAULT_IMAGE);
-    if (sl_sup_gateway(u->passed[PASS_SUBNET], u->gateway, sizeof(u->gateway)) < 0) {
+    if (sl_sandboxes_subnet_gateway(u->passed[PASS_SUBNET], u->gateway, sizeof(u->gateway)) < 0) {
         sl_eprintf("up: option '--subnet' needs an IPv4 network like 10.213.0.0/24 (prefix 8 to "
                    "29), not '%s'",
                    u->passed[PASS_SUBNET]);

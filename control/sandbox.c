@@ -1848,11 +1848,10 @@ void sl_sandboxes_close(struct sl_sandboxes *sb, void (*closed)(void *arg), void
 
 /* ---- creation of the manager -------------------------------------------------------------- */
 
-/* The gateway is the subnet's first address: 10.213.0.0/24 -> 10.213.0.1. */
-static int parse_subnet(const char *cidr, char *gateway, size_t cap)
+int sl_sandboxes_subnet_gateway(const char *cidr, char *gateway, size_t cap)
 {
     char addr[INET_ADDRSTRLEN];
-    const char *slash = strchr(cidr, '/');
+    const char *slash = cidr != NULL ? strchr(cidr, '/') : NULL;
     struct in_addr a;
     char *end = NULL;
     long bits;
@@ -1863,9 +1862,12 @@ static int parse_subnet(const char *cidr, char *gateway, size_t cap)
     }
     memcpy(addr, cidr, (size_t)(slash - cidr));
     addr[slash - cidr] = '\0';
+    /* Digits only: strtol would also take a sign or leading blanks. */
+    if (slash[1] < '0' || slash[1] > '9') {
+        return SL_EINVAL;
+    }
     bits = strtol(slash + 1, &end, 10);
-    if (inet_pton(AF_INET, addr, &a) != 1 || end == slash + 1 || *end != '\0' || bits < 8
-        || bits > 29) {
+    if (inet_pton(AF_INET, addr, &a) != 1 || *end != '\0' || bits < 8 || bits > 29) {
         return SL_EINVAL;
     }
     host = ntohl(a.s_addr);
@@ -1973,7 +1975,7 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
     (void)snprintf(sb->network, sizeof(sb->network), "%s", cfg->network);
     (void)snprintf(sb->subnet, sizeof(sb->subnet), "%s", cfg->subnet);
     if (cfg->subnet == NULL || strlen(cfg->subnet) >= sizeof(sb->subnet)
-        || parse_subnet(cfg->subnet, sb->gateway, sizeof(sb->gateway)) < 0) {
+        || sl_sandboxes_subnet_gateway(cfg->subnet, sb->gateway, sizeof(sb->gateway)) < 0) {
         (void)snprintf(err, errlen,
                        "--subnet: an IPv4 network like 10.213.0.0/24 (prefix 8 to 29, host "
                        "bits zero) is required");

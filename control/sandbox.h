@@ -149,6 +149,12 @@ void sl_sandboxes_start(struct sl_sandboxes *sb);
 /* True once sl_sandboxes_start() finished (network up, leftovers removed) and until a close. */
 bool sl_sandboxes_is_ready(const struct sl_sandboxes *sb);
 
+/* Writes the gateway of the IPv4 subnet `cidr` (its first address: 10.213.0.0/24 ->
+ * 10.213.0.1), where the proxy listens for the containers, to `gateway`. Returns 0, or
+ * SL_EINVAL when `cidr` is not an IPv4 network address with a prefix of 8 to 29 bits. Pure;
+ * `sluice up` uses it too. */
+SL_MUST_CHECK int sl_sandboxes_subnet_gateway(const char *cidr, char *gateway, size_t cap);
+
 /* The gateway address (the proxy's listen address), e.g. "10.213.0.1". */
 const char *sl_sandboxes_gateway(const struct sl_sandboxes *sb);
 

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/unit/test_supervise.c - cmd/supervise: the back-off schedule, the `--` split of
- * `sluice up`'s arguments, the gateway of a subnet, and the supervisor itself on real child
- * processes. The supervisor execs /proc/self/exe, which is this test binary: run with
- * `child MODE`, it plays the child (exit at once with a status, or wait for SIGTERM, or ignore
- * it).
+ * `sluice up`'s arguments, the gateway of a subnet (control/sandbox's rule, which up uses), and the
+ * supervisor itself on real child processes. The supervisor execs /proc/self/exe, which is this
+ * test binary: run with `child MODE`, it plays the child (exit at once with a status, or wait for
+ * SIGTERM, or ignore it).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "cmd/supervise.h"
+#include "control/sandbox.h"
 
 /* Mutable argument strings (exec's argv is `char *`). */
 static char a_prog[] = "test_supervise";
@@ -87,16 +88,16 @@ static void gateway_is_the_first_address(void **state)
                           "" };
 
     (void)state;
-    assert_int_equal(sl_sup_gateway("10.213.0.0/24", gw, sizeof(gw)), 0);
+    assert_int_equal(sl_sandboxes_subnet_gateway("10.213.0.0/24", gw, sizeof(gw)), 0);
     assert_string_equal(gw, "10.213.0.1");
-    assert_int_equal(sl_sup_gateway("10.77.0.0/16", gw, sizeof(gw)), 0);
+    assert_int_equal(sl_sandboxes_subnet_gateway("10.77.0.0/16", gw, sizeof(gw)), 0);
     assert_string_equal(gw, "10.77.0.1");
-    assert_int_equal(sl_sup_gateway("192.168.10.8/29", gw, sizeof(gw)), 0);
+    assert_int_equal(sl_sandboxes_subnet_gateway("192.168.10.8/29", gw, sizeof(gw)), 0);
     assert_string_equal(gw, "192.168.10.9");
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        assert_true(sl_sup_gateway(bad[i], gw, sizeof(gw)) < 0);
+        assert_true(sl_sandboxes_subnet_gateway(bad[i], gw, sizeof(gw)) < 0);
     }
-    assert_true(sl_sup_gateway(NULL, gw, sizeof(gw)) < 0);
+    assert_true(sl_sandboxes_subnet_gateway(NULL, gw, sizeof(gw)) < 0);
 }
 
 /* Polls until `c` has started `starts` times, or `ms` pass. */
