@@ -1169,6 +1169,18 @@ int sl_api_prepare_sandbox(struct sl_api *api, const char *user_id, const char *
     return rc;
 }
 
+/* False, with the 503 set, when this control plane runs no sandboxes. */
+static bool sandboxes_enabled(struct call *c)
+{
+    if (c->api->sandboxes != NULL) {
+        return true;
+    }
+    set_error(c->res, 503,
+              "sandboxes are not enabled: the control plane needs --proxy-admin-socket and a "
+              "reachable container runtime (--docker-socket)");
+    return false;
+}
+
 /* /api/v1/repos/{owner}/{repo}/sandboxes[/{id}[/{action}]] */
 static void route_repos(struct call *c, const char *tail)
 {
@@ -1195,10 +1207,7 @@ static void route_repos(struct call *c, const char *tail)
         set_error(c->res, 400, "the repository must be owner/name");
         return;
     }
-    if (c->api->sandboxes == NULL) {
-        set_error(c->res, 503,
-                  "sandboxes are not enabled: the control plane needs --proxy-admin-socket and a "
-                  "reachable container runtime (--docker-socket)");
+    if (!sandboxes_enabled(c)) {
         return;
     }
     (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
@@ -1440,10 +1449,7 @@ static void list_all_sandboxes(struct call *c)
         set_error(c->res, 405, "use GET");
         return;
     }
-    if (c->api->sandboxes == NULL) {
-        set_error(c->res, 503,
-                  "sandboxes are not enabled: the control plane needs --proxy-admin-socket and a "
-                  "reachable container runtime (--docker-socket)");
+    if (!sandboxes_enabled(c)) {
         return;
     }
     (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
