@@ -10,7 +10,8 @@
 #     failing the connect;
 #   - raw curl checks of the protocol edges: parse error, invalid request, batch, unknown method,
 #     bad params, notification 202, GET/DELETE 405, 401 with WWW-Authenticate, Origin (403 for a
-#     rebound name), unsupported MCP-Protocol-Version, Content-Type, a sandbox token, 413.
+#     rebound name), unsupported MCP-Protocol-Version, Content-Type, a sandbox token, at most 64
+#     tool calls in flight (70 at once: 6 get 503), 413.
 # Network sl-t-mcp, subnet 10.213.31.0/24.
 set -euo pipefail
 
@@ -164,6 +165,30 @@ if sbx_create sbx-off main; then
   AUTH="Bearer ${tok:-none}" mcp_post '{"jsonrpc":"2.0","id":8,"method":"tools/list"}'
   check_eq "a sandbox token on /mcp → 403 as on REST" "$MCP_STATUS $(mcp_field 'd["message"]')" \
     "403 sandbox tokens cannot use the API nor start sandboxes"
+  # At most SL_MCP_MAX_CALLS (64) tool calls in flight: 70 slow ones at once, 6 turned away.
+  call=$(I=$SBX_ID R=$SBX_REPO "$FX_PYTHON" -c '
+import json, os
+print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "sandbox_exec", "arguments": {"repo": os.environ["R"], "sandbox_id": os.environ["I"],
+                                          "cmd": "sleep 6; echo done"}}}))')
+  mkdir -p "$FX_WORK/flood"
+  pids=()
+  for i in $(seq 1 70); do
+    curl -q -sS --max-time 120 -o "$FX_WORK/flood/$i.body" -w '%{http_code}\n' \
+      -H "Authorization: Bearer $SBX_TOK_alice" -H 'Content-Type: application/json' \
+      --data-binary "$call" "$MCP_URL" >"$FX_WORK/flood/$i.code" 2>/dev/null &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true
+  n200=$(cat "$FX_WORK"/flood/*.code | grep -c '^200$' || true)
+  n503=$(cat "$FX_WORK"/flood/*.code | grep -c '^503$' || true)
+  check_eq "70 tool calls at once: 64 run, 6 get 503" "$n200 $n503" "64 6"
+  check_eq "... the 64 ran to the end" "$(grep -l '"exitCode":0' "$FX_WORK"/flood/*.body | wc -l)" 64
+  check_eq "... the 6 say so in a JSON-RPC error -32000" \
+    "$(grep -l '"code":-32000,"message":"too many tool calls at once; try again"' "$FX_WORK"/flood/*.body | wc -l)" 6
+  mcp_post "$call"
+  check_eq "... and afterwards calls run again" "$MCP_STATUS $(mcp_field 'd["result"]["structuredContent"]["stdout"]')" \
+    "200 done"
   sbx_close "$SBX_ID" || true
   check_api "that sandbox closes" 204
 else
