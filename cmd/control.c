@@ -38,6 +38,8 @@ static const char usage[] =
         "  --git-token TOKEN           its token, injected by the proxy, never in a sandbox\n"
         "  --idle-timeout S            close a sandbox idle this long (default 1800)\n"
         "  --sandbox-lifetime S        close a sandbox this long after its start (default 86400)\n"
+        "  --job-concurrency N         jobs (POST /api/v1/jobs, schedules) running at once, each\n"
+        "                              in its own sandbox (1-64, default 2)\n"
         "\n"
         "SIGTERM or SIGINT stops it gracefully (exit 0).\n";
 
@@ -50,6 +52,7 @@ struct raw {
     const char *proxy_port;
     const char *idle_timeout;
     const char *sandbox_lifetime;
+    const char *job_concurrency;
     const char *log_level;
     const char *data;
     const char *listen;
@@ -74,7 +77,10 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
                             &cfg->idle_timeout_s))
         || (r->sandbox_lifetime != NULL
             && sl_opts_uint(cmd, "--sandbox-lifetime", r->sandbox_lifetime, 1, 31536000,
-                            &cfg->sandbox_lifetime_s))) {
+                            &cfg->sandbox_lifetime_s))
+        || (r->job_concurrency != NULL
+            && sl_opts_uint(cmd, "--job-concurrency", r->job_concurrency, 1, 64,
+                            &cfg->job_concurrency))) {
         return SL_CMD_USAGE;
     }
     if (r->log_level != NULL && sl_log_level_parse(r->log_level, &cfg->log_level) < 0) {
@@ -139,6 +145,7 @@ int sl_cmd_control(int argc, char **argv)
             { "--git-token", SL_OPT_VALUE, NULL, &cfg.git_token, NULL, NULL, 0 },
             { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
             { "--sandbox-lifetime", SL_OPT_VALUE, NULL, &r.sandbox_lifetime, NULL, NULL, 0 },
+            { "--job-concurrency", SL_OPT_VALUE, NULL, &r.job_concurrency, NULL, NULL, 0 },
             { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
         };
 

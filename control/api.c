@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "control/environment.h"
+#include "control/jobs.h"
 #include "control/mcp.h"
 #include "control/model.h"
 #include "control/resolve.h"
@@ -62,6 +63,8 @@ struct result {
     char *body;
     /* The job committed a change. */
     bool changed;
+    /* The job queued jobs (control/jobs). */
+    bool jobs_queued;
     /* A document the loop completes (status) before it becomes `body`; owned. */
     json_t *doc;
     /* Sandbox work the loop finishes (the manager lives there); the exchange is answered by
@@ -1042,14 +1045,68 @@ static int fill_values(struct call *c, const struct sl_resolve_result *r,
     return rc;
 }
 
+/* Resolves the environment for `repo` (`envkey` NULL resolves, else it must be visible) and
+ * builds the create of a sandbox for the caller. Returns 0 with `*specp` (and `*envp`, when
+ * not NULL: {"id","name","matched_by"}, ids null for none), SL_ENOTFOUND (the environment is
+ * not visible) or another failure. */
+static int prepare_spec(struct call *c, const char *repo, const char *ref, const char *envkey,
+                        struct sl_sandbox_spec **specp, json_t **envp)
+{
+    struct sl_env_row rows[4];
+    struct sl_resolve_result out;
+    struct sl_sandbox_spec *spec = NULL;
+    int rc;
+
+    memset(rows, 0, sizeof(rows));
+    memset(&out, 0, sizeof(out));
+    rc = resolve_for(c, repo, envkey, false, rows, &out);
+    if (rc == 0) {
+        spec = sl_calloc(1, sizeof(*spec));
+        rc = spec != NULL ? 0 : SL_ENOMEM;
+    }
+    if (rc == 0) {
+        spec->owner_id = sl_strdup(c->user.id);
+        spec->owner_name = sl_strdup(c->user.name);
+        spec->repo = sl_strdup(repo);
+        spec->ref = ref != NULL ? sl_strdup(ref) : NULL;
+        spec->env_id = out.chosen != NULL ? sl_strdup(out.chosen->id) : NULL;
+        spec->env_name = out.chosen != NULL ? sl_strdup(out.chosen->name) : NULL;
+        spec->image = sl_strdup(out.base_image);
+        spec->cpus_centi = out.cpus_centi;
+        spec->memory_bytes = out.memory_bytes;
+        if (spec->owner_id == NULL || spec->owner_name == NULL || spec->repo == NULL
+            || (ref != NULL && spec->ref == NULL) || spec->image == NULL
+            || (out.chosen != NULL && (spec->env_id == NULL || spec->env_name == NULL))) {
+            rc = SL_ENOMEM;
+        }
+    }
+    if (rc == 0) {
+        rc = fill_values(c, &out, spec);
+    }
+    if (rc == 0 && envp != NULL) {
+        *envp = json_pack("{s:s?, s:s?, s:s}", "id", out.chosen != NULL ? out.chosen->id : NULL,
+                          "name", out.chosen != NULL ? out.chosen->name : NULL, "matched_by",
+                          sl_resolve_matched_by_name(out.matched_by));
+        rc = *envp != NULL ? 0 : SL_ENOMEM;
+    }
+    if (rc < 0) {
+        sl_sandbox_spec_free(spec);
+    } else {
+        *specp = spec;
+    }
+    sl_resolve_finish(&out);
+    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
+        sl_env_row_finish(&rows[i]);
+    }
+    return rc;
+}
+
 static void sandbox_create(struct call *c, const char *repo)
 {
     json_error_t jerr;
     json_t *body = NULL;
     const json_t *ref;
     const json_t *env;
-    struct sl_env_row rows[4];
-    struct sl_resolve_result out;
     struct sl_sandbox_spec *spec = NULL;
     int rc;
 
@@ -1070,52 +1127,51 @@ static void sandbox_create(struct call *c, const char *repo)
         set_error(c->res, 400, "ref and environment must be strings");
         return;
     }
-    memset(rows, 0, sizeof(rows));
-    memset(&out, 0, sizeof(out));
-    rc = resolve_for(c, repo, json_is_string(env) ? json_string_value(env) : NULL, false, rows,
-                     &out);
+    rc = prepare_spec(c, repo, json_string_value(ref), json_string_value(env), &spec, NULL);
     if (rc == SL_ENOTFOUND) {
         set_errorf(c->res, 404, "no environment '%s'", json_string_value(env));
-        goto out;
-    }
-    if (rc < 0) {
-        set_internal(c->res, "resolving the environment", rc);
-        goto out;
-    }
-    spec = sl_calloc(1, sizeof(*spec));
-    rc = spec != NULL ? 0 : SL_ENOMEM;
-    if (rc == 0) {
-        spec->owner_id = sl_strdup(c->user.id);
-        spec->owner_name = sl_strdup(c->user.name);
-        spec->repo = sl_strdup(repo);
-        spec->ref = json_is_string(ref) ? sl_strdup(json_string_value(ref)) : NULL;
-        spec->env_id = out.chosen != NULL ? sl_strdup(out.chosen->id) : NULL;
-        spec->env_name = out.chosen != NULL ? sl_strdup(out.chosen->name) : NULL;
-        spec->image = sl_strdup(out.base_image);
-        spec->cpus_centi = out.cpus_centi;
-        spec->memory_bytes = out.memory_bytes;
-        if (spec->owner_id == NULL || spec->owner_name == NULL || spec->repo == NULL
-            || (json_is_string(ref) && spec->ref == NULL) || spec->image == NULL
-            || (out.chosen != NULL && (spec->env_id == NULL || spec->env_name == NULL))) {
-            rc = SL_ENOMEM;
-        }
-    }
-    if (rc == 0) {
-        rc = fill_values(c, &out, spec);
-    }
-    if (rc < 0) {
-        sl_sandbox_spec_free(spec);
+    } else if (rc < 0) {
         set_internal(c->res, "preparing the sandbox", rc);
-        goto out;
+    } else {
+        c->res->defer.kind = DEFER_CREATE;
+        c->res->defer.spec = spec;
     }
-    c->res->defer.kind = DEFER_CREATE;
-    c->res->defer.spec = spec;
-out:
     json_decref(body);
-    sl_resolve_finish(&out);
-    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
-        sl_env_row_finish(&rows[i]);
+}
+
+int sl_api_prepare_sandbox(struct sl_api *api, const char *user_id, const char *repo,
+                           const char *ref, const char *envkey, struct sl_sandbox_spec **spec,
+                           json_t **env, char *err, size_t errlen)
+{
+    struct result res;
+    struct call c;
+    int rc;
+
+    memset(&c, 0, sizeof(c));
+    memset(&res, 0, sizeof(res));
+    c.api = api;
+    c.res = &res;
+    c.sealer.seal = seal_value;
+    c.sealer.open = open_value;
+    c.sealer.arg = api->secrets;
+    rc = sl_store_user_get(api->store, user_id, &c.user);
+    if (rc == SL_ENOTFOUND) {
+        (void)snprintf(err, errlen, "the job's owner no longer exists");
+        return rc;
     }
+    if (rc == 0) {
+        rc = prepare_spec(&c, repo, ref, envkey, spec, env);
+    }
+    if (rc == SL_ENOTFOUND) {
+        (void)snprintf(err, errlen, "no environment '%s'", envkey != NULL ? envkey : "");
+    } else if (rc < 0) {
+        (void)snprintf(err, errlen, "the sandbox could not be prepared: %s", sl_strerror(rc));
+    }
+    if (rc == 0) {
+        (*spec)->job = true;
+    }
+    sl_user_finish(&c.user);
+    return rc;
 }
 
 /* /api/v1/repos/{owner}/{repo}/sandboxes[/{id}[/{action}]] */
@@ -1226,6 +1282,64 @@ static void route_mcp(struct call *c)
     c->res->defer.mcp = plan;
 }
 
+/* ---- jobs and schedules (§5.5): control/jobs ---------------------------------------------- */
+
+static int jobs_find_env(void *arg, const char *key, char id[SL_UUID_LEN + 1], char **name)
+{
+    struct call *c = arg;
+    struct sl_env_row r;
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    rc = find_visible(c, key, &r);
+    if (rc == 0) {
+        (void)snprintf(id, SL_UUID_LEN + 1, "%s", r.id);
+        *name = sl_strdup(r.name);
+        rc = *name != NULL ? 0 : SL_ENOMEM;
+    }
+    sl_env_row_finish(&r);
+    return rc;
+}
+
+static void route_jobs(struct call *c)
+{
+    struct sl_jobs_http rq = {
+        .store = c->api->store,
+        .user = &c->user,
+        .method = c->req->method,
+        .path = c->req->path,
+        .query = c->req->query,
+        .body = c->req->body.p,
+        .body_len = c->req->body.n,
+        .find_env = jobs_find_env,
+        .query_get = query_get,
+        .arg = c,
+    };
+    json_t *doc = NULL;
+    int status = 500;
+    bool kick = false;
+
+    if (strncmp(c->req->path, "/api/v1/jobs", 12) == 0 && strcmp(c->req->method, "POST") == 0
+        && c->api->sandboxes == NULL) {
+        set_error(c->res, 503,
+                  "jobs need sandboxes, which are not enabled: the control plane needs "
+                  "--proxy-admin-socket and a reachable container runtime (--docker-socket)");
+        return;
+    }
+    sl_jobs_http(&rq, &status, &doc, &kick);
+    c->res->jobs_queued = kick;
+    if (doc == NULL) {
+        c->res->status = status;
+        sl_free(c->res->body);
+        c->res->body = NULL;
+        if (status != 204) {
+            set_internal(c->res, "answering a jobs request", SL_ENOMEM);
+        }
+        return;
+    }
+    set_json(c->res, status, doc);
+}
+
 /* ---- the job ------------------------------------------------------------------------------ */
 
 /* Finds the caller. Returns true with c->user filled, or false with the answer set. */
@@ -1273,6 +1387,8 @@ static void route(struct call *c)
         }
     } else if (strcmp(path, "/mcp") == 0) {
         route_mcp(c);
+    } else if (sl_jobs_http_matches(path)) {
+        route_jobs(c);
     } else if (strcmp(path, "/api/v1/status") == 0) {
         c->res->doc = json_pack("{s:s,s:s}", "version", SLUICE_VERSION, "user", c->user.name);
         c->res->status = c->res->doc != NULL ? 200 : 500;
@@ -1407,6 +1523,7 @@ static void on_work_done(uv_work_t *w, int status)
     struct job *j = SL_CONTAINER_OF(w, struct job, work);
     struct sl_api *api = j->api;
     bool changed = j->res.changed;
+    bool queued = j->res.jobs_queued;
 
     (void)status;
     if (j->res.defer.kind != DEFER_NONE) {
@@ -1424,6 +1541,9 @@ static void on_work_done(uv_work_t *w, int status)
     free_job(j);
     if (changed && api->changed != NULL) {
         api->changed(api->hook_arg);
+    }
+    if (queued && api->jobs_queued != NULL) {
+        api->jobs_queued(api->hook_arg);
     }
 }
 

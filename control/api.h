@@ -70,6 +70,8 @@ struct sl_api {
     /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */
     sl_api_changed_fn *changed;
     sl_api_status_fn *status;
+    /* Jobs were queued (control/jobs): the pool may start them. */
+    sl_api_changed_fn *jobs_queued;
     void *hook_arg;
     /* Jobs queued and not yet answered; only the module writes it. */
     size_t _pending;
@@ -90,6 +92,19 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
  * SL_ENOMEM or a UV_E* code (reply will not be called). */
 SL_MUST_CHECK int sl_api_dispatch(struct sl_api *api, const struct sl_api_request *r,
                                   sl_api_reply_fn *reply, void *arg);
+
+/*
+ * Prepares the sandbox of a job (control/jobs) off the loop, as a POST .../sandboxes of the
+ * user `user_id` would: resolution (SPEC §5.2) with the environment `envkey` (an id or name
+ * visible to the user; NULL resolves), values opened. Returns 0 with `*spec` (owned by the
+ * caller, marked as a job's) and `*env` ({"id","name","matched_by"}, a new reference), or
+ * SL_ENOTFOUND (the user or the environment is gone; "no environment 'X'") or another failure,
+ * with the reason in `err`. Blocks: thread pool only.
+ */
+SL_MUST_CHECK int sl_api_prepare_sandbox(struct sl_api *api, const char *user_id, const char *repo,
+                                         const char *ref, const char *envkey,
+                                         struct sl_sandbox_spec **spec, json_t **env, char *err,
+                                         size_t errlen);
 
 /* Jobs still running; the store must stay open until this is 0. */
 size_t sl_api_pending(const struct sl_api *api);

@@ -24,6 +24,7 @@
 #include "control/api.h"
 #include "control/docker.h"
 #include "control/firewall.h"
+#include "control/jobs.h"
 #include "control/pusher.h"
 #include "control/runner_blob.h"
 #include "control/sandbox.h"
@@ -61,6 +62,8 @@ struct daemon {
     struct sl_launcher *launcher;
     char fw_table[80];
     bool fw_installed;
+    /* The job pool and schedules (NULL when it could not be created). */
+    struct sl_jobs *jobs;
     /* A build is on the thread pool; `dirty`: a change committed since it started, so
      * another build follows (changes coalesce; the newest state always gets pushed). */
     bool building;
@@ -203,6 +206,43 @@ static void on_api_changed(void *arg)
     start_build(arg);
 }
 
+static void on_jobs_queued(void *arg)
+{
+    struct daemon *d = arg;
+
+    sl_jobs_kick(d->jobs);
+}
+
+static int prepare_job(void *arg, const char *user_id, const char *repo, const char *ref,
+                       const char *envkey, struct sl_sandbox_spec **spec, json_t **env, char *err,
+                       size_t errlen)
+{
+    struct daemon *d = arg;
+
+    return sl_api_prepare_sandbox(&d->api, user_id, repo, ref, envkey, spec, env, err, errlen);
+}
+
+/* The job pool runs on the sandboxes (when they are on) and the schedule timer. */
+static void setup_jobs(struct daemon *d, const struct sl_control_config *cfg)
+{
+    struct sl_jobs_config jc = {
+        .loop = &d->loop,
+        .store = d->api.store,
+        .sandboxes = d->sandboxes,
+        .concurrency = cfg->job_concurrency,
+        .prepare = prepare_job,
+        .prepare_arg = d,
+    };
+    int rc = sl_jobs_create(&jc, &d->jobs);
+
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"jobs are off\" err=%s", sl_strerror(rc));
+        d->jobs = NULL;
+        return;
+    }
+    sl_jobs_start(d->jobs);
+}
+
 static void on_sandboxes_changed(void *arg)
 {
     start_build(arg);
@@ -277,6 +317,8 @@ static void on_signal(uv_signal_t *h, int signum)
      * ends once the last job and handle are done. */
     sl_http_server_close(d->server, NULL, NULL);
     d->server = NULL;
+    /* Before the sandboxes close: jobs in flight stop where they are (docs/jobs.md). */
+    sl_jobs_stop(d->jobs);
     if (d->sandboxes != NULL) {
         /* Containers go first; the pusher stays until they are gone (their entries leave the
          * proxies' snapshot), see on_sandboxes_closed. */
@@ -469,8 +511,11 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     sl_log(SL_LOG_INFO, 0, "msg=\"control plane listening\" listen=%s data=%s", cfg->listen,
            cfg->data_dir);
     setup_sandboxes(d, cfg);
+    setup_jobs(d, cfg);
     start_build(d);
     (void)uv_run(&d->loop, UV_RUN_DEFAULT);
+    sl_jobs_destroy(d->jobs);
+    d->jobs = NULL;
     /* Every container of the network is gone by now (sl_sandboxes_close). */
     if (d->fw_installed && sl_firewall_remove(d->fw_table, err, sizeof(err)) < 0) {
         sl_log(SL_LOG_ERROR, 0, "msg=\"cannot remove the firewall table\" table=%s err=\"%s\"",
@@ -520,6 +565,7 @@ int sl_control_run(const struct sl_control_config *cfg)
     d.api.default_image = cfg->image;
     d.api.changed = on_api_changed;
     d.api.status = on_api_status;
+    d.api.jobs_queued = on_jobs_queued;
     d.api.hook_arg = &d;
     sl_api_init(&d.api);
     rc = serve(&d, cfg);

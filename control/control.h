@@ -49,6 +49,8 @@ struct sl_control_config {
     const char *git_token;
     unsigned idle_timeout_s;
     unsigned sandbox_lifetime_s;
+    /* Jobs running at once (control/jobs); 0 takes the default (2). */
+    unsigned job_concurrency;
     enum sl_log_level log_level;
 };
 

@@ -76,6 +76,8 @@ struct sandbox {
     uint64_t last_used;
     /* Calls in flight: an exec counts as use until it returns. */
     int busy;
+    /* A job's sandbox: outside the per-account limit. */
+    bool job;
     char **secrets;
     size_t n_secrets;
     /* The create in progress: its spec and its answer. */
@@ -944,12 +946,12 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
         return;
     }
     for (struct sandbox *o = sb->list; o != NULL; o = o->next) {
-        if (o->state != STATE_GONE && strcmp(o->owner_id, spec->owner_id) == 0
+        if (o->state != STATE_GONE && !o->job && strcmp(o->owner_id, spec->owner_id) == 0
             && strcmp(o->repo, spec->repo) == 0) {
             open++;
         }
     }
-    if (open >= SL_SANDBOX_MAX_OPEN_PER_REPO) {
+    if (!spec->job && open >= SL_SANDBOX_MAX_OPEN_PER_REPO) {
         sl_sandbox_spec_free(spec);
         reply_msg(reply, arg, 429,
                   "you have 5 open sandboxes in this repository, the most allowed; close one "
@@ -972,6 +974,7 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
     s->ref = spec->ref != NULL ? sl_strdup(spec->ref) : NULL;
     s->env_id = spec->env_id != NULL ? sl_strdup(spec->env_id) : NULL;
     s->env_name = spec->env_name != NULL ? sl_strdup(spec->env_name) : NULL;
+    s->job = spec->job;
     s->created_unix = now;
     s->expires_unix = expiry(sb->cfg.lifetime_ms);
     s->start_deadline = uv_now(sb->cfg.loop) + sb->cfg.start_timeout_ms;
@@ -1717,6 +1720,11 @@ void sl_sandboxes_start(struct sl_sandboxes *sb)
     /* The start sequence counts as one pending removal until it is done. */
     sb->pending_removes++;
     sb->cfg.launcher->ops->ping(sb->cfg.launcher, on_ping, sb);
+}
+
+bool sl_sandboxes_is_ready(const struct sl_sandboxes *sb)
+{
+    return sb->ready && !sb->closing;
 }
 
 const char *sl_sandboxes_gateway(const struct sl_sandboxes *sb)

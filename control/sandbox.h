@@ -121,6 +121,9 @@ struct sl_sandbox_spec {
      * credential values. */
     char **secrets;
     size_t n_secrets;
+    /* Started by a job (control/jobs): not counted against, nor refused by, the per-account
+     * limit of SL_SANDBOX_MAX_OPEN_PER_REPO; the job pool's concurrency bounds them. */
+    bool job;
 };
 
 void sl_sandbox_spec_free(struct sl_sandbox_spec *spec);
@@ -140,6 +143,9 @@ SL_MUST_CHECK int sl_sandboxes_create(const struct sl_sandboxes_config *cfg,
  * reports ready (sl_sandboxes_status). Failures are logged and reported by the status; calls
  * get 503 meanwhile. */
 void sl_sandboxes_start(struct sl_sandboxes *sb);
+
+/* True once sl_sandboxes_start() finished (network up, leftovers removed) and until a close. */
+bool sl_sandboxes_is_ready(const struct sl_sandboxes *sb);
 
 /* The gateway address (the proxy's listen address), e.g. "10.213.0.1". */
 const char *sl_sandboxes_gateway(const struct sl_sandboxes *sb);

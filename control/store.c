@@ -84,6 +84,47 @@ static const char *const migrations[SL_STORE_SCHEMA_VERSION] = {
     "CREATE INDEX clients_env ON clients (env_id);"
     "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);"
     "INSERT INTO meta (key, value) VALUES ('snapshot_version', '0');",
+    /* 1 -> 2: jobs and schedules (SPEC §5.5, docs/jobs.md). `seq` orders jobs (oldest runs
+     * first, lists show newest first); a job keeps its schedule's id after the schedule is
+     * deleted, so that column has no reference. */
+    "CREATE TABLE jobs ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  id TEXT NOT NULL UNIQUE,"
+    "  owner_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,"
+    "  schedule_id TEXT,"
+    "  repo TEXT NOT NULL CHECK (repo <> ''),"
+    "  ref TEXT,"
+    "  command TEXT NOT NULL CHECK (command <> ''),"
+    "  env_key TEXT,"
+    "  timeout_ms INTEGER NOT NULL DEFAULT 0 CHECK (timeout_ms >= 0),"
+    "  status TEXT NOT NULL"
+    "    CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'error')),"
+    "  env_json TEXT,"
+    "  sandbox_id TEXT,"
+    "  result_json TEXT,"
+    "  error TEXT,"
+    "  created_at TEXT NOT NULL,"
+    "  started_at TEXT,"
+    "  finished_at TEXT);"
+    "CREATE INDEX jobs_status ON jobs (status, seq);"
+    "CREATE INDEX jobs_owner ON jobs (owner_id, seq);"
+    "CREATE INDEX jobs_schedule ON jobs (schedule_id, seq);"
+    "CREATE TABLE schedules ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  owner_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL CHECK (name <> ''),"
+    "  cron TEXT NOT NULL CHECK (cron <> ''),"
+    "  repos_json TEXT NOT NULL,"
+    "  command TEXT NOT NULL CHECK (command <> ''),"
+    "  env_key TEXT,"
+    "  timeout_ms INTEGER NOT NULL DEFAULT 0 CHECK (timeout_ms >= 0),"
+    "  enabled INTEGER NOT NULL CHECK (enabled IN (0, 1)),"
+    "  next_run INTEGER,"
+    "  last_run INTEGER,"
+    "  created_at TEXT NOT NULL,"
+    "  updated_at TEXT NOT NULL);"
+    "CREATE INDEX schedules_due ON schedules (next_run) WHERE enabled = 1;"
+    "CREATE INDEX schedules_owner ON schedules (owner_id, name);",
 };
 
 /* The cached statements, prepared on first use. */
@@ -119,6 +160,21 @@ enum stmt_id {
     ST_CLIENT_LIST,
     ST_CLIENT_DELETE,
     ST_SNAPSHOT_NEXT,
+    ST_JOB_INSERT,
+    ST_JOB_GET,
+    ST_JOB_LIST,
+    ST_JOB_NEXT,
+    ST_JOB_START,
+    ST_JOB_SET_RUN,
+    ST_JOB_FINISH,
+    ST_JOB_ABANDON,
+    ST_SCHED_INSERT,
+    ST_SCHED_UPDATE,
+    ST_SCHED_DELETE,
+    ST_SCHED_GET,
+    ST_SCHED_LIST,
+    ST_SCHED_DUE,
+    ST_SCHED_FIRED,
     ST_COUNT,
 };
 
@@ -128,6 +184,14 @@ enum stmt_id {
     "e.cpus_centi, e.memory_bytes, e.network, e.env_json, e.egress_json, e.created_at, " \
     "e.updated_at"
 #define USER_COLS "id, name, is_admin, created_at"
+/* The columns read_job() expects, in its order. */
+#define JOB_COLS                                                                             \
+    "id, owner_id, schedule_id, repo, ref, command, env_key, timeout_ms, status, env_json, " \
+    "sandbox_id, result_json, error, created_at, started_at, finished_at"
+/* The columns read_schedule() expects, in its order. */
+#define SCHED_COLS                                                                            \
+    "id, owner_id, name, cron, repos_json, command, env_key, timeout_ms, enabled, next_run, " \
+    "last_run, created_at, updated_at"
 
 static const char *const stmt_sql[ST_COUNT] = {
     [ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -185,6 +249,38 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_CLIENT_DELETE] = "DELETE FROM clients WHERE id = ?1",
     [ST_SNAPSHOT_NEXT] = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                          "WHERE key = 'snapshot_version' RETURNING CAST(value AS INTEGER)",
+    [ST_JOB_INSERT] = "INSERT INTO jobs (id, owner_id, schedule_id, repo, ref, command, env_key, "
+                      "timeout_ms, status, created_at) "
+                      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, 'queued', ?9)",
+    [ST_JOB_GET] = "SELECT " JOB_COLS " FROM jobs WHERE id = ?1",
+    [ST_JOB_LIST] = "SELECT " JOB_COLS " FROM jobs WHERE (?1 IS NULL OR owner_id = ?1) "
+                    "AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR schedule_id = ?3) "
+                    "ORDER BY seq DESC LIMIT ?4",
+    [ST_JOB_NEXT] = "SELECT " JOB_COLS " FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1",
+    [ST_JOB_START] = "UPDATE jobs SET status = 'running', started_at = ?2 "
+                     "WHERE id = ?1 AND status = 'queued'",
+    [ST_JOB_SET_RUN] = "UPDATE jobs SET env_json = ?2, sandbox_id = ?3 "
+                       "WHERE id = ?1 AND status = 'running'",
+    [ST_JOB_FINISH] = "UPDATE jobs SET status = ?2, result_json = ?3, error = ?4, "
+                      "finished_at = ?5, env_json = coalesce(?6, env_json), "
+                      "sandbox_id = coalesce(?7, sandbox_id) WHERE id = ?1 AND status = 'running'",
+    [ST_JOB_ABANDON] = "UPDATE jobs SET status = 'error', error = ?1, finished_at = ?2 "
+                       "WHERE status = 'running'",
+    [ST_SCHED_INSERT] = "INSERT INTO schedules (id, owner_id, name, cron, repos_json, command, "
+                        "env_key, timeout_ms, enabled, next_run, last_run, created_at, "
+                        "updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, ?11, "
+                        "?11)",
+    [ST_SCHED_UPDATE] = "UPDATE schedules SET name = ?3, cron = ?4, repos_json = ?5, "
+                        "command = ?6, env_key = ?7, timeout_ms = ?8, enabled = ?9, "
+                        "next_run = ?10, updated_at = ?11 WHERE id = ?1 AND owner_id = ?2",
+    [ST_SCHED_DELETE] = "DELETE FROM schedules WHERE id = ?1",
+    [ST_SCHED_GET] = "SELECT " SCHED_COLS " FROM schedules WHERE id = ?1",
+    [ST_SCHED_LIST] = "SELECT " SCHED_COLS " FROM schedules WHERE (?1 IS NULL OR owner_id = ?1) "
+                      "ORDER BY name, id LIMIT ?2",
+    [ST_SCHED_DUE] = "SELECT " SCHED_COLS " FROM schedules WHERE enabled = 1 "
+                     "AND next_run <= ?1 ORDER BY next_run LIMIT ?2",
+    [ST_SCHED_FIRED] = "UPDATE schedules SET last_run = ?3, next_run = ?4 "
+                       "WHERE id = ?1 AND enabled = 1 AND next_run = ?2",
 };
 
 struct sl_store {
@@ -1928,4 +2024,651 @@ void sl_store_close(struct sl_store *st)
     (void)pthread_mutex_destroy(&st->lock);
     sl_free(st->path);
     sl_free(st);
+}
+
+/* ---- jobs and schedules ---- */
+
+/* RFC 3339 UTC with milliseconds: 2026-11-30T01:02:03.456Z. */
+static void now_rfc3339_ms(char out[TIMESTAMP_SIZE])
+{
+    struct timespec ts;
+    struct tm tm;
+    unsigned ms;
+    size_t n;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) == -1 || gmtime_r(&ts.tv_sec, &tm) == NULL
+        || (n = strftime(out, TIMESTAMP_SIZE - 6, "%Y-%m-%dT%H:%M:%S", &tm)) == 0) {
+        memcpy(out, "1970-01-01T00:00:00.000Z", sizeof("1970-01-01T00:00:00.000Z"));
+        return;
+    }
+    ms = (unsigned)(ts.tv_nsec / 1000000L) % 1000u;
+    out[n++] = '.';
+    out[n++] = (char)('0' + ms / 100);
+    out[n++] = (char)('0' + ms / 10 % 10);
+    out[n++] = (char)('0' + ms % 10);
+    out[n++] = 'Z';
+    out[n] = '\0';
+}
+
+void sl_store_job_finish(struct sl_store_job *j)
+{
+    if (j == NULL) {
+        return;
+    }
+    sl_free(j->repo);
+    sl_free(j->ref);
+    sl_free(j->command);
+    sl_free(j->env_key);
+    sl_free(j->env_json);
+    sl_free(j->sandbox_id);
+    sl_free(j->result_json);
+    sl_free(j->error);
+    memset(j, 0, sizeof(*j));
+}
+
+void sl_store_free_jobs(struct sl_store_job *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        sl_store_job_finish(&v[i]);
+    }
+    sl_free(v);
+}
+
+static int read_job(struct sl_store *st, sqlite3_stmt *s, struct sl_store_job *j)
+{
+    int rc;
+
+    memset(j, 0, sizeof(*j));
+    rc = col_copy(st, s, 0, j->id, sizeof(j->id));
+    if (rc == 0) {
+        rc = col_copy(st, s, 1, j->owner_id, sizeof(j->owner_id));
+    }
+    if (rc == 0) {
+        rc = col_copy(st, s, 2, j->schedule_id, sizeof(j->schedule_id));
+    }
+    if (rc == 0) {
+        rc = col_dup_required(st, s, 3, &j->repo);
+    }
+    if (rc == 0) {
+        rc = col_dup(s, 4, &j->ref);
+    }
+    if (rc == 0) {
+        rc = col_dup_required(st, s, 5, &j->command);
+    }
+    if (rc == 0) {
+        rc = col_dup(s, 6, &j->env_key);
+    }
+    if (rc == 0) {
+        j->timeout_ms = sqlite3_column_int64(s, 7);
+        rc = col_copy(st, s, 8, j->status, sizeof(j->status));
+    }
+    if (rc == 0) {
+        rc = col_dup(s, 9, &j->env_json);
+    }
+    if (rc == 0) {
+        rc = col_dup(s, 10, &j->sandbox_id);
+    }
+    if (rc == 0) {
+        rc = col_dup(s, 11, &j->result_json);
+    }
+    if (rc == 0) {
+        rc = col_dup(s, 12, &j->error);
+    }
+    if (rc == 0) {
+        rc = col_copy(st, s, 13, j->created_at, sizeof(j->created_at));
+    }
+    if (rc == 0) {
+        rc = col_copy(st, s, 14, j->started_at, sizeof(j->started_at));
+    }
+    if (rc == 0) {
+        rc = col_copy(st, s, 15, j->finished_at, sizeof(j->finished_at));
+    }
+    if (rc < 0) {
+        sl_store_job_finish(j);
+    }
+    return rc;
+}
+
+/* Reads every row of a bound statement into a new array of jobs. */
+static int read_jobs(struct sl_store *st, sqlite3_stmt *s, struct sl_store_job **out, size_t *n)
+{
+    struct sl_store_job *v = NULL;
+    size_t len = 0;
+    size_t cap = 0;
+    int rc;
+
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        rc = grow(&v, &cap, len, sizeof(*v));
+        if (rc == 0) {
+            rc = read_job(st, s, &v[len]);
+        }
+        if (rc < 0) {
+            goto fail;
+        }
+        len++;
+    }
+    if (rc != SQLITE_DONE) {
+        rc = db_error(st, rc, "job-list");
+        goto fail;
+    }
+    stmt_done(s);
+    *out = v;
+    *n = len;
+    return 0;
+
+fail:
+    stmt_done(s);
+    sl_store_free_jobs(v, len);
+    return rc;
+}
+
+/* Inserts the jobs inside the caller's transaction. */
+static int insert_jobs(struct sl_store *st, struct sl_store_job *v, size_t n)
+{
+    sqlite3_stmt *s = NULL;
+
+    SL_TRY(stmt_get(st, ST_JOB_INSERT, &s));
+    for (size_t i = 0; i < n; i++) {
+        struct sl_store_job *j = &v[i];
+        int acc = SQLITE_OK;
+        int rc;
+
+        SL_ENSURE(j->repo != NULL && j->command != NULL, SL_EINVAL);
+        SL_TRY(sl_uuid_v4(j->id));
+        now_rfc3339_ms(j->created_at);
+        (void)snprintf(j->status, sizeof(j->status), "queued");
+        bind_text(s, 1, j->id, &acc);
+        bind_text(s, 2, j->owner_id, &acc);
+        bind_text(s, 3, j->schedule_id[0] != '\0' ? j->schedule_id : NULL, &acc);
+        bind_text(s, 4, j->repo, &acc);
+        bind_text(s, 5, j->ref, &acc);
+        bind_text(s, 6, j->command, &acc);
+        bind_text(s, 7, j->env_key, &acc);
+        bind_int64(s, 8, j->timeout_ms, &acc);
+        bind_text(s, 9, j->created_at, &acc);
+        rc = acc == SQLITE_OK ? run(s) : acc;
+        stmt_done(s);
+        if (rc != SQLITE_DONE) {
+            return db_error(st, rc, "job-insert");
+        }
+    }
+    return 0;
+}
+
+int sl_store_jobs_insert(struct sl_store *st, struct sl_store_job *v, size_t n)
+{
+    int rc;
+
+    lock(st);
+    rc = tx_begin(st);
+    if (rc == 0) {
+        rc = insert_jobs(st, v, n);
+        if (rc == 0) {
+            rc = tx_commit(st);
+        } else {
+            tx_rollback(st);
+        }
+    }
+    unlock(st);
+    return rc;
+}
+
+static int job_get(struct sl_store *st, const char *id, struct sl_store_job *out)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    SL_TRY(stmt_get(st, ST_JOB_GET, &s));
+    bind_text(s, 1, id, &acc);
+    rc = acc == SQLITE_OK ? sqlite3_step(s) : acc;
+    if (rc == SQLITE_ROW) {
+        rc = read_job(st, s, out);
+    } else {
+        rc = rc == SQLITE_DONE ? SL_ENOTFOUND : db_error(st, rc, "job-get");
+    }
+    stmt_done(s);
+    return rc;
+}
+
+int sl_store_job_get(struct sl_store *st, const char *id, struct sl_store_job *out)
+{
+    int rc;
+
+    lock(st);
+    rc = job_get(st, id, out);
+    unlock(st);
+    return rc;
+}
+
+int sl_store_job_list(struct sl_store *st, const char *owner_id, const char *status,
+                      const char *schedule_id, size_t limit, struct sl_store_job **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    lock(st);
+    rc = stmt_get(st, ST_JOB_LIST, &s);
+    if (rc == 0) {
+        bind_text(s, 1, owner_id, &acc);
+        bind_text(s, 2, status, &acc);
+        bind_text(s, 3, schedule_id, &acc);
+        bind_int64(s, 4, (int64_t)limit, &acc);
+        rc = acc == SQLITE_OK ? read_jobs(st, s, out, n) : db_error(st, acc, "job-list");
+        stmt_done(s);
+    }
+    unlock(st);
+    return rc;
+}
+
+static int job_claim(struct sl_store *st, struct sl_store_job *out)
+{
+    sqlite3_stmt *s = NULL;
+    struct sl_store_job j;
+    int acc = SQLITE_OK;
+    int rc;
+
+    SL_TRY(stmt_get(st, ST_JOB_NEXT, &s));
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        rc = read_job(st, s, &j);
+    } else {
+        rc = rc == SQLITE_DONE ? SL_ENOTFOUND : db_error(st, rc, "job-next");
+    }
+    stmt_done(s);
+    SL_TRY(rc);
+    now_rfc3339_ms(j.started_at);
+    (void)snprintf(j.status, sizeof(j.status), "running");
+    rc = stmt_get(st, ST_JOB_START, &s);
+    if (rc == 0) {
+        bind_text(s, 1, j.id, &acc);
+        bind_text(s, 2, j.started_at, &acc);
+        rc = acc == SQLITE_OK ? run(s) : acc;
+        stmt_done(s);
+        rc = rc == SQLITE_DONE ? 0 : db_error(st, rc, "job-start");
+    }
+    if (rc < 0) {
+        sl_store_job_finish(&j);
+        return rc;
+    }
+    *out = j;
+    return 0;
+}
+
+int sl_store_job_claim(struct sl_store *st, struct sl_store_job *out)
+{
+    int rc;
+
+    lock(st);
+    rc = tx_begin(st);
+    if (rc == 0) {
+        rc = job_claim(st, out);
+        if (rc == 0) {
+            rc = tx_commit(st);
+            if (rc < 0) {
+                sl_store_job_finish(out);
+            }
+        } else {
+            tx_rollback(st);
+        }
+    }
+    unlock(st);
+    return rc;
+}
+
+int sl_store_job_set_run(struct sl_store *st, const char *id, const char *env_json,
+                         const char *sandbox_id)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    lock(st);
+    rc = stmt_get(st, ST_JOB_SET_RUN, &s);
+    if (rc == 0) {
+        bind_text(s, 1, id, &acc);
+        bind_text(s, 2, env_json, &acc);
+        bind_text(s, 3, sandbox_id, &acc);
+        rc = acc == SQLITE_OK ? run(s) : acc;
+        stmt_done(s);
+        rc = rc == SQLITE_DONE ? 0 : db_error(st, rc, "job-set-run");
+    }
+    unlock(st);
+    return rc;
+}
+
+int sl_store_job_end(struct sl_store *st, const char *id, const char *status,
+                     const char *result_json, const char *error, const char *env_json,
+                     const char *sandbox_id)
+{
+    char now[TIMESTAMP_SIZE];
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    now_rfc3339_ms(now);
+    lock(st);
+    rc = stmt_get(st, ST_JOB_FINISH, &s);
+    if (rc == 0) {
+        bind_text(s, 1, id, &acc);
+        bind_text(s, 2, status, &acc);
+        bind_text(s, 3, result_json, &acc);
+        bind_text(s, 4, error, &acc);
+        bind_text(s, 5, now, &acc);
+        bind_text(s, 6, env_json, &acc);
+        bind_text(s, 7, sandbox_id, &acc);
+        rc = acc == SQLITE_OK ? run(s) : acc;
+        stmt_done(s);
+        if (rc == SQLITE_DONE) {
+            rc = sqlite3_changes(st->db) == 1 ? 0 : SL_ENOTFOUND;
+        } else {
+            rc = db_error(st, rc, "job-end");
+        }
+    }
+    unlock(st);
+    return rc;
+}
+
+int sl_store_jobs_abandon(struct sl_store *st, const char *reason, size_t *n)
+{
+    char now[TIMESTAMP_SIZE];
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    now_rfc3339_ms(now);
+    *n = 0;
+    lock(st);
+    rc = stmt_get(st, ST_JOB_ABANDON, &s);
+    if (rc == 0) {
+        bind_text(s, 1, reason, &acc);
+        bind_text(s, 2, now, &acc);
+        rc = acc == SQLITE_OK ? run(s) : acc;
+        stmt_done(s);
+        if (rc == SQLITE_DONE) {
+            *n = (size_t)sqlite3_changes(st->db);
+            rc = 0;
+        } else {
+            rc = db_error(st, rc, "job-abandon");
+        }
+    }
+    unlock(st);
+    return rc;
+}
+
+void sl_store_schedule_finish(struct sl_store_schedule *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    sl_free(s->name);
+    sl_free(s->cron);
+    sl_free(s->repos_json);
+    sl_free(s->command);
+    sl_free(s->env_key);
+    memset(s, 0, sizeof(*s));
+}
+
+void sl_store_free_schedules(struct sl_store_schedule *v, size_t n)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        sl_store_schedule_finish(&v[i]);
+    }
+    sl_free(v);
+}
+
+static int64_t col_int_or(sqlite3_stmt *s, int i, int64_t none)
+{
+    return sqlite3_column_type(s, i) == SQLITE_NULL ? none : sqlite3_column_int64(s, i);
+}
+
+static int read_schedule(struct sl_store *st, sqlite3_stmt *s, struct sl_store_schedule *out)
+{
+    int rc;
+
+    memset(out, 0, sizeof(*out));
+    rc = col_copy(st, s, 0, out->id, sizeof(out->id));
+    if (rc == 0) {
+        rc = col_copy(st, s, 1, out->owner_id, sizeof(out->owner_id));
+    }
+    if (rc == 0) {
+        rc = col_dup_required(st, s, 2, &out->name);
+    }
+    if (rc == 0) {
+        rc = col_dup_required(st, s, 3, &out->cron);
+    }
+    if (rc == 0) {
+        rc = col_dup_required(st, s, 4, &out->repos_json);
+    }
+    if (rc == 0) {
+        rc = col_dup_required(st, s, 5, &out->command);
+    }
+    if (rc == 0) {
+        rc = col_dup(s, 6, &out->env_key);
+    }
+    if (rc == 0) {
+        out->timeout_ms = sqlite3_column_int64(s, 7);
+        out->enabled = sqlite3_column_int(s, 8) != 0;
+        out->next_run = col_int_or(s, 9, -1);
+        out->last_run = col_int_or(s, 10, -1);
+        rc = col_copy(st, s, 11, out->created_at, sizeof(out->created_at));
+    }
+    if (rc == 0) {
+        rc = col_copy(st, s, 12, out->updated_at, sizeof(out->updated_at));
+    }
+    if (rc < 0) {
+        sl_store_schedule_finish(out);
+    }
+    return rc;
+}
+
+static int read_schedules(struct sl_store *st, sqlite3_stmt *s, struct sl_store_schedule **out,
+                          size_t *n)
+{
+    struct sl_store_schedule *v = NULL;
+    size_t len = 0;
+    size_t cap = 0;
+    int rc;
+
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        rc = grow(&v, &cap, len, sizeof(*v));
+        if (rc == 0) {
+            rc = read_schedule(st, s, &v[len]);
+        }
+        if (rc < 0) {
+            goto fail;
+        }
+        len++;
+    }
+    if (rc != SQLITE_DONE) {
+        rc = db_error(st, rc, "schedule-list");
+        goto fail;
+    }
+    *out = v;
+    *n = len;
+    return 0;
+
+fail:
+    sl_store_free_schedules(v, len);
+    return rc;
+}
+
+/* Binds parameters 3..10 of ST_SCHED_INSERT/UPDATE and the time as 11. */
+static void bind_schedule(sqlite3_stmt *s, const struct sl_store_schedule *sc, int *acc)
+{
+    bind_text(s, 3, sc->name, acc);
+    bind_text(s, 4, sc->cron, acc);
+    bind_text(s, 5, sc->repos_json, acc);
+    bind_text(s, 6, sc->command, acc);
+    bind_text(s, 7, sc->env_key, acc);
+    bind_int64(s, 8, sc->timeout_ms, acc);
+    bind_int64(s, 9, sc->enabled ? 1 : 0, acc);
+    bind_optional(s, 10, sc->next_run, acc);
+    bind_text(s, 11, sc->updated_at, acc);
+}
+
+int sl_store_schedule_insert(struct sl_store *st, struct sl_store_schedule *sc)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    SL_ENSURE(sc->name != NULL && sc->cron != NULL && sc->repos_json != NULL && sc->command != NULL,
+              SL_EINVAL);
+    SL_TRY(sl_uuid_v4(sc->id));
+    now_rfc3339(sc->created_at);
+    memcpy(sc->updated_at, sc->created_at, sizeof(sc->updated_at));
+    sc->last_run = -1;
+    lock(st);
+    rc = stmt_get(st, ST_SCHED_INSERT, &s);
+    if (rc == 0) {
+        bind_text(s, 1, sc->id, &acc);
+        bind_text(s, 2, sc->owner_id, &acc);
+        bind_schedule(s, sc, &acc);
+        rc = acc == SQLITE_OK ? run(s) : acc;
+        stmt_done(s);
+        rc = rc == SQLITE_DONE ? 0 : db_error(st, rc, "schedule-insert");
+    }
+    unlock(st);
+    return rc;
+}
+
+int sl_store_schedule_replace(struct sl_store *st, struct sl_store_schedule *sc)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    SL_ENSURE(sc->name != NULL && sc->cron != NULL && sc->repos_json != NULL && sc->command != NULL,
+              SL_EINVAL);
+    now_rfc3339(sc->updated_at);
+    lock(st);
+    rc = stmt_get(st, ST_SCHED_UPDATE, &s);
+    if (rc == 0) {
+        bind_text(s, 1, sc->id, &acc);
+        bind_text(s, 2, sc->owner_id, &acc);
+        bind_schedule(s, sc, &acc);
+        rc = acc == SQLITE_OK ? run(s) : acc;
+        stmt_done(s);
+        if (rc == SQLITE_DONE) {
+            rc = sqlite3_changes(st->db) == 1 ? 0 : SL_ENOTFOUND;
+        } else {
+            rc = db_error(st, rc, "schedule-update");
+        }
+    }
+    unlock(st);
+    return rc;
+}
+
+int sl_store_schedule_delete(struct sl_store *st, const char *id)
+{
+    int rc;
+
+    lock(st);
+    rc = delete_one(st, ST_SCHED_DELETE, id, NULL, "schedule-delete");
+    unlock(st);
+    return rc;
+}
+
+int sl_store_schedule_get(struct sl_store *st, const char *id, struct sl_store_schedule *out)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    lock(st);
+    rc = stmt_get(st, ST_SCHED_GET, &s);
+    if (rc == 0) {
+        bind_text(s, 1, id, &acc);
+        rc = acc == SQLITE_OK ? sqlite3_step(s) : acc;
+        if (rc == SQLITE_ROW) {
+            rc = read_schedule(st, s, out);
+        } else {
+            rc = rc == SQLITE_DONE ? SL_ENOTFOUND : db_error(st, rc, "schedule-get");
+        }
+        stmt_done(s);
+    }
+    unlock(st);
+    return rc;
+}
+
+int sl_store_schedule_list(struct sl_store *st, const char *owner_id, size_t limit,
+                           struct sl_store_schedule **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    lock(st);
+    rc = stmt_get(st, ST_SCHED_LIST, &s);
+    if (rc == 0) {
+        bind_text(s, 1, owner_id, &acc);
+        bind_int64(s, 2, (int64_t)limit, &acc);
+        rc = acc == SQLITE_OK ? read_schedules(st, s, out, n) : db_error(st, acc, "sched-list");
+        stmt_done(s);
+    }
+    unlock(st);
+    return rc;
+}
+
+int sl_store_schedule_due(struct sl_store *st, int64_t now, size_t limit,
+                          struct sl_store_schedule **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    lock(st);
+    rc = stmt_get(st, ST_SCHED_DUE, &s);
+    if (rc == 0) {
+        bind_int64(s, 1, now, &acc);
+        bind_int64(s, 2, (int64_t)limit, &acc);
+        rc = acc == SQLITE_OK ? read_schedules(st, s, out, n) : db_error(st, acc, "sched-due");
+        stmt_done(s);
+    }
+    unlock(st);
+    return rc;
+}
+
+static int schedule_fire(struct sl_store *st, const char *id, int64_t due, int64_t now,
+                         int64_t next, struct sl_store_job *v, size_t n)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    SL_TRY(stmt_get(st, ST_SCHED_FIRED, &s));
+    bind_text(s, 1, id, &acc);
+    bind_int64(s, 2, due, &acc);
+    bind_int64(s, 3, now, &acc);
+    bind_optional(s, 4, next, &acc);
+    rc = acc == SQLITE_OK ? run(s) : acc;
+    stmt_done(s);
+    if (rc != SQLITE_DONE) {
+        return db_error(st, rc, "schedule-fired");
+    }
+    if (sqlite3_changes(st->db) != 1) {
+        return SL_ENOTFOUND;
+    }
+    return insert_jobs(st, v, n);
+}
+
+int sl_store_schedule_fire(struct sl_store *st, const char *id, int64_t due, int64_t now,
+                           int64_t next, struct sl_store_job *v, size_t n)
+{
+    int rc;
+
+    lock(st);
+    rc = tx_begin(st);
+    if (rc == 0) {
+        rc = schedule_fire(st, id, due, now, next, v, n);
+        if (rc == 0) {
+            rc = tx_commit(st);
+        } else {
+            tx_rollback(st);
+        }
+    }
+    unlock(st);
+    return rc;
 }

@@ -46,7 +46,7 @@
 #include "control/model.h"
 
 /* The schema version this build creates and understands. */
-#define SL_STORE_SCHEMA_VERSION 1
+#define SL_STORE_SCHEMA_VERSION 2
 
 struct sl_store; /* opaque */
 
@@ -252,6 +252,119 @@ SL_MUST_CHECK int sl_store_client_delete(struct sl_store *st, const char *id);
 
 /* Finishes `n` clients and frees the array. NULL is fine. */
 void sl_store_free_clients(struct sl_store_client *v, size_t n);
+
+/* ---- jobs and schedules (SPEC §5.5, docs/jobs.md) ---- */
+
+/* A job: one command in a fresh sandbox for one repository. Strings owned (sl_malloc); free
+ * with sl_store_job_finish(). */
+struct sl_store_job {
+    char id[SL_UUID_LEN + 1];
+    char owner_id[SL_UUID_LEN + 1];
+    /* The schedule that made it; "" when submitted through the API. */
+    char schedule_id[SL_UUID_LEN + 1];
+    char *repo;
+    /* NULL for the default branch. */
+    char *ref;
+    char *command;
+    /* The environment's id chosen at submission (applies to every repository of the batch);
+     * NULL resolves per repository when the job runs. */
+    char *env_key;
+    /* 0 for the sandbox default. */
+    int64_t timeout_ms;
+    /* queued, running, succeeded, failed or error. */
+    char status[16];
+    /* JSON texts, NULL until known: {"id","name","matched_by"} and the exec result. */
+    char *env_json;
+    char *sandbox_id;
+    char *result_json;
+    /* Why the job could not run (status error). */
+    char *error;
+    /* RFC 3339 UTC with milliseconds; "" until it happened. */
+    char created_at[32];
+    char started_at[32];
+    char finished_at[32];
+};
+
+/* Frees the owned members and zeroes the job. A zeroed one is fine. */
+void sl_store_job_finish(struct sl_store_job *j);
+/* Finishes `n` jobs and frees the array. NULL is fine. */
+void sl_store_free_jobs(struct sl_store_job *v, size_t n);
+
+/* Inserts `n` queued jobs in one transaction; each gets a new id and created_at, written back.
+ * Only id, owner_id, schedule_id, repo, ref, command, env_key and timeout_ms are read. */
+SL_MUST_CHECK int sl_store_jobs_insert(struct sl_store *st, struct sl_store_job *v, size_t n);
+
+/* Fills `*out` with the job `id`. SL_ENOTFOUND when there is none. */
+SL_MUST_CHECK int sl_store_job_get(struct sl_store *st, const char *id, struct sl_store_job *out);
+
+/* Jobs, newest first, at most `limit`: of `owner_id` (NULL: everyone's), in `status` (NULL:
+ * any), of `schedule_id` (NULL: any). Free the array with sl_store_free_jobs(). */
+SL_MUST_CHECK int sl_store_job_list(struct sl_store *st, const char *owner_id, const char *status,
+                                    const char *schedule_id, size_t limit,
+                                    struct sl_store_job **out, size_t *n);
+
+/* Takes the oldest queued job: marks it running (started_at now) and fills `*out`, in one
+ * transaction. SL_ENOTFOUND when none is queued. */
+SL_MUST_CHECK int sl_store_job_claim(struct sl_store *st, struct sl_store_job *out);
+
+/* Records the environment used and the sandbox of a running job (either may be NULL). */
+SL_MUST_CHECK int sl_store_job_set_run(struct sl_store *st, const char *id, const char *env_json,
+                                       const char *sandbox_id);
+
+/* Ends a running job: `status` succeeded, failed or error, with its result and error text
+ * (each may be NULL), and env_json/sandbox_id when given. SL_ENOTFOUND when the job is not
+ * running. */
+SL_MUST_CHECK int sl_store_job_end(struct sl_store *st, const char *id, const char *status,
+                                   const char *result_json, const char *error, const char *env_json,
+                                   const char *sandbox_id);
+
+/* Marks every running job `error` with `reason` (at start: they were cut off by a restart).
+ * `*n` gets how many. */
+SL_MUST_CHECK int sl_store_jobs_abandon(struct sl_store *st, const char *reason, size_t *n);
+
+/* A schedule: a cron expression that makes jobs. Strings owned; sl_store_schedule_finish(). */
+struct sl_store_schedule {
+    char id[SL_UUID_LEN + 1];
+    char owner_id[SL_UUID_LEN + 1];
+    char *name;
+    char *cron;
+    /* JSON array of {"repo_id","ref"}. */
+    char *repos_json;
+    char *command;
+    /* The pinned environment's id; NULL resolves per repository on each run. */
+    char *env_key;
+    int64_t timeout_ms;
+    bool enabled;
+    /* Unix seconds; -1 when none (disabled, never ran). */
+    int64_t next_run;
+    int64_t last_run;
+    char created_at[32];
+    char updated_at[32];
+};
+
+void sl_store_schedule_finish(struct sl_store_schedule *s);
+void sl_store_free_schedules(struct sl_store_schedule *v, size_t n);
+
+/* Inserts `s` with a new id; created_at/updated_at set and written back. */
+SL_MUST_CHECK int sl_store_schedule_insert(struct sl_store *st, struct sl_store_schedule *s);
+/* Replaces every field of schedule `s->id` (of `s->owner_id`) but its id, owner, last_run and
+ * created_at; updated_at written back. SL_ENOTFOUND when there is none. */
+SL_MUST_CHECK int sl_store_schedule_replace(struct sl_store *st, struct sl_store_schedule *s);
+SL_MUST_CHECK int sl_store_schedule_delete(struct sl_store *st, const char *id);
+SL_MUST_CHECK int sl_store_schedule_get(struct sl_store *st, const char *id,
+                                        struct sl_store_schedule *out);
+/* Schedules of `owner_id` (NULL: all), by name, at most `limit`. */
+SL_MUST_CHECK int sl_store_schedule_list(struct sl_store *st, const char *owner_id, size_t limit,
+                                         struct sl_store_schedule **out, size_t *n);
+/* Enabled schedules whose next_run <= `now`, at most `limit`. */
+SL_MUST_CHECK int sl_store_schedule_due(struct sl_store *st, int64_t now, size_t limit,
+                                        struct sl_store_schedule **out, size_t *n);
+/* One run of schedule `id`, in one transaction: when it is still enabled with next_run ==
+ * `due` (nobody changed it meanwhile), inserts the `n` jobs and sets last_run = `now`,
+ * next_run = `next`. SL_ENOTFOUND when the schedule changed (nothing written). */
+SL_MUST_CHECK int sl_store_schedule_fire(struct sl_store *st, const char *id, int64_t due,
+                                         int64_t now, int64_t next, struct sl_store_job *v,
+                                         size_t n);
 
 /* ---- meta ---- */
 

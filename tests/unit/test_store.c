@@ -205,11 +205,47 @@ static void reopening_keeps_the_data(void **state)
 static void newer_schema_is_refused_with_the_message(void **state)
 {
     struct fixture *f = *state;
+    char want[128];
 
     open_store(f);
     close_store(f);
     raw_sql(f->path, "PRAGMA journal_mode = DELETE; UPDATE schema_version SET version = 99");
-    assert_refused_untouched(f, "has schema version 99; this sluice knows 1: upgrade sluice");
+    (void)snprintf(want, sizeof(want),
+                   "has schema version 99; this sluice knows %d: upgrade sluice",
+                   SL_STORE_SCHEMA_VERSION);
+    assert_refused_untouched(f, want);
+}
+
+/* A version 1 database (before jobs and schedules) is upgraded in place and keeps its data. */
+static void version_1_database_is_upgraded(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_user u = { 0 };
+    struct sl_user again = { 0 };
+    struct sl_store_job job = { 0 };
+    struct sl_store_job got = { 0 };
+
+    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, &u), 0);
+    close_store(f);
+    raw_sql(f->path,
+            "DROP TABLE jobs; DROP TABLE schedules; UPDATE schema_version SET version = 1");
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs'"), 0);
+    assert_int_equal(sl_store_user_get_by_name(open_store(f), "alice", &again), 0);
+    assert_string_equal(again.id, u.id);
+    (void)snprintf(job.owner_id, sizeof(job.owner_id), "%s", u.id);
+    job.repo = sl_strdup("acme/widget");
+    job.command = sl_strdup("make test");
+    assert_int_equal(sl_store_jobs_insert(f->st, &job, 1), 0);
+    assert_int_equal(sl_store_job_claim(f->st, &got), 0);
+    assert_string_equal(got.id, job.id);
+    assert_string_equal(got.status, "running");
+    close_store(f);
+    assert_int_equal(raw_int(f->path, "SELECT version FROM schema_version"),
+                     SL_STORE_SCHEMA_VERSION);
+    sl_store_job_finish(&job);
+    sl_store_job_finish(&got);
+    sl_user_finish(&u);
+    sl_user_finish(&again);
 }
 
 static void random_bytes_file_is_refused_and_left_alone(void **state)
@@ -1124,6 +1160,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(fresh_database_has_the_schema_version_and_wal),
         T(reopening_keeps_the_data),
+        T(version_1_database_is_upgraded),
         T(newer_schema_is_refused_with_the_message),
         T(random_bytes_file_is_refused_and_left_alone),
         T(foreign_sqlite_database_is_refused_and_left_alone),
