@@ -118,7 +118,9 @@ static const struct tool tools[] = {
                         "'description':'Branch, tag or commit (default: the default branch)'}},"
                         "'required':['repo_id'],'additionalProperties':false}},"
                         "'command':{'type':'string','minLength':1,"
-                        "'description':'The command, run with bash -c in /workspace/repo'}," P_ENV(
+                        "'description':'The command, run with bash -c in /workspace/repo'},"
+                        "'timeoutMs':{'type':'integer','minimum':1,'maximum':86400000,"
+                        "'description':'Time limit of the command in ms (default 600000)'}," P_ENV(
                                 "An environment id or name for every repository (optional)"),
                         "'repos','command'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':false,'openWorldHint':true}",

@@ -7,8 +7,7 @@
 //
 // Environment: MCP_URL (http://127.0.0.1:PORT/mcp), TOK_root, TOK_alice, TOK_bob, REPO
 // (owner/name), SECRET (the value of the secret variable of global environment `sbx`), CRED (its
-// credential value), ALICE_SECRET and ALICE_CRED (alice's environment `alice-env`), ALICE_ENV_ID,
-// JOBS (1 when the jobs routes exist: submit_job/get_job are then called for real).
+// credential value), ALICE_SECRET and ALICE_CRED (alice's environment `alice-env`), ALICE_ENV_ID.
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 
@@ -225,11 +224,7 @@ async function main() {
     'sandbox_exec after close: tool error "sandbox not found"', after);
 
   // --- jobs ----------------------------------------------------------------------------------
-  if (E.JOBS === '1') {
-    await jobs(alice, bob);
-  } else {
-    console.log('# submit_job/get_job: the jobs routes are not on this branch; not called');
-  }
+  await jobs(alice, bob);
 
   const bad = await call(alice.client, 'no_such_tool', {});
   check(bad.thrown !== undefined && bad.code === -32602 && /Unknown tool/.test(bad.thrown),
@@ -239,39 +234,57 @@ async function main() {
 }
 
 async function jobs(alice, bob) {
-  const sj = await call(alice.client, 'submit_job', {
-    repos: [{ repo_id: E.REPO, ref: 'main' }],
-    command: 'echo job-ran; exit 0',
-    environment: 'sbx-off',
+  const submit = async (command) => call(alice.client, 'submit_job', {
+    repos: [{ repo_id: E.REPO, ref: 'main' }], command, environment: 'sbx-off', timeoutMs: 60000,
   });
-  const ids = (sc(sj).jobs || sc(sj).ids || []).map((j) => (typeof j === 'string' ? j : j.id));
-  check(okResult(sj) && ids.length === 1, 'submit_job: one job id for one repository', sj);
-  if (ids.length !== 1) {
+  const good = await submit('echo job-ran');
+  const bad = await submit('echo failing; exit 7');
+  const ids = [good, bad].map((r) => (sc(r).job_ids || [])[0]);
+  check(okResult(good) && okResult(bad) && ids.every((id) => typeof id === 'string') &&
+    (sc(good).job_ids || []).length === 1, 'submit_job: one job id per repository', { good, bad });
+  if (!ids.every((id) => typeof id === 'string')) {
     return;
   }
-  let job = null;
-  for (let i = 0; i < 240; i++) {
-    const gj = await call(alice.client, 'get_job', { id: ids[0] });
-    job = sc(gj);
-    if (!okResult(gj) || ['succeeded', 'failed', 'error'].includes(job.status)) {
-      break;
+  // Poll until both finished (bounded: 240 rounds of 0.5 s).
+  const jobsDone = {};
+  for (let i = 0; i < 240 && Object.keys(jobsDone).length < 2; i++) {
+    for (const id of ids) {
+      if (jobsDone[id]) {
+        continue;
+      }
+      const gj = await call(alice.client, 'get_job', { id });
+      if (!okResult(gj) || ['succeeded', 'failed', 'error'].includes(sc(gj).status)) {
+        jobsDone[id] = gj;
+      }
     }
     await new Promise((res) => setTimeout(res, 500));
   }
-  check(job && job.status === 'succeeded', 'get_job: the job succeeded', job);
-  check(JSON.stringify(job || {}).includes('job-ran'), 'get_job: the command output is there', job);
+  const g = sc(jobsDone[ids[0]]);
+  const b = sc(jobsDone[ids[1]]);
+  check(g.status === 'succeeded' && g.result && g.result.exitCode === 0 &&
+    g.result.stdout === 'job-ran\n' && g.repo_id === E.REPO,
+  'get_job: the first job succeeded with its output', g);
+  check(g.environment && g.environment.name === 'sbx-off' && g.environment.matched_by === 'explicit',
+    'get_job: the environment used, matched_by explicit', g.environment);
+  check(b.status === 'failed' && b.result && b.result.exitCode === 7 && b.result.stdout === 'failing\n',
+    'get_job: the failing command is failed with exit code 7', b);
   const gb = await call(bob.client, 'get_job', { id: ids[0] });
   const gbRest = await rest(E.TOK_bob, 'GET', `/jobs/${ids[0]}`);
-  check(gb.isError === true && gbRest.status >= 400 && text(gb) === restText(gbRest),
+  check(gb.isError === true && gbRest.status === 403 && text(gb) === restText(gbRest),
     `get_job of alice's job (bob): tool error "${restText(gbRest)}" as REST`, { tool: gb, rest: gbRest });
-  const sjBad = await call(bob.client, 'submit_job', {
-    repos: [{ repo_id: E.REPO }], command: 'true', environment: 'alice-env',
-  });
-  const sjBadRest = await rest(E.TOK_bob, 'POST', '/jobs',
-    { repos: [{ repo_id: E.REPO }], command: 'true', environment: 'alice-env' });
+  const missing = await call(alice.client, 'get_job', { id: 'no-such-job' });
+  const missingRest = await rest(E.TOK_alice, 'GET', '/jobs/no-such-job');
+  check(missing.isError === true && missingRest.status === 404 && text(missing) === restText(missingRest),
+    `get_job of an unknown id: tool error "${restText(missingRest)}" as REST`, { tool: missing, rest: missingRest });
+  const body = { repos: [{ repo_id: E.REPO }], command: 'true', environment: 'alice-env' };
+  const sjBad = await call(bob.client, 'submit_job', body);
+  const sjBadRest = await rest(E.TOK_bob, 'POST', '/jobs', body);
   check(sjBad.isError === true && sjBadRest.status === 404 && text(sjBad) === restText(sjBadRest),
     `submit_job with alice's environment (bob): tool error "${restText(sjBadRest)}" as REST`,
     { tool: sjBad, rest: sjBadRest });
+  const noCmd = await call(alice.client, 'submit_job', { repos: [{ repo_id: E.REPO }] });
+  check(noCmd.isError === true && text(noCmd) === 'invalid arguments: command: required',
+    'submit_job without command: tool error naming the argument', noCmd);
 }
 
 try {

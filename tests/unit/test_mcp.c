@@ -466,10 +466,10 @@ static void each_tool_becomes_its_rest_route(void **state)
                  "/api/v1/environments/ci-python", NULL);
     assert_route("submit_job",
                  "{'repos':[{'repo_id':'g/p','ref':'main'}],'command':'make test',"
-                 "'environment':'ci'}",
+                 "'environment':'ci','timeoutMs':60000}",
                  "POST", "/api/v1/jobs",
                  "{'repos':[{'repo_id':'g/p','ref':'main'}],'command':'make test',"
-                 "'environment':'ci'}");
+                 "'environment':'ci','timeoutMs':60000}");
     assert_route("get_job", "{'id':'0c7d'}", "GET", "/api/v1/jobs/0c7d", NULL);
     assert_route("sandbox_create", "{'repo':'acme/widget','ref':'main','environment':'sbx'}",
                  "POST", "/api/v1/repos/acme/widget/sandboxes",
