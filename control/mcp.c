@@ -600,6 +600,9 @@ bool sl_mcp_origin_ok(const char *origin, const char *host)
 
 /* ---- the route of a tool call ------------------------------------------------------------- */
 
+/* Appends `s` as one path segment: everything but letters, digits, '-', '_' and '~' is
+ * percent-encoded, '.' included, so no argument makes a dot segment that a normalising proxy in
+ * front of the API could resolve. */
 static int append_segment(struct sl_buf *b, const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";
@@ -607,8 +610,7 @@ static int append_segment(struct sl_buf *b, const char *s)
 
     for (const unsigned char *p = (const unsigned char *)s; rc == 0 && *p != '\0'; p++) {
         bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
-                     || (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_'
-                     || *p == '~';
+                     || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '~';
         char esc[3] = { '%', hex[*p >> 4], hex[*p & 15] };
 
         rc = plain ? sl_buf_append(b, p, 1) : sl_buf_append(b, esc, 3);
@@ -648,7 +650,8 @@ static int build_path(const struct tool *t, const json_t *args, char **out, stru
         break;
     case PATH_SANDBOXES:
     case PATH_SANDBOX_ACTION:
-        if (slash == NULL || slash == repo || (size_t)(slash - repo) >= sizeof(owner)) {
+        if (slash == NULL || slash == repo || slash[1] == '\0'
+            || (size_t)(slash - repo) >= sizeof(owner)) {
             (void)arg_fail(e, "repo", "must be owner/name");
             rc = SL_EINVAL;
             break;

@@ -395,6 +395,8 @@ static void arguments_that_break_the_schema_are_tool_errors_naming_the_field(voi
     assert_argument_error("get_environment", "{}", "environment", "required");
     assert_argument_error("list_environments", "{'all':true}", "all", "unknown argument");
     assert_argument_error("sandbox_create", "{'repo':'nobody'}", "repo", "must be owner/name");
+    assert_argument_error("sandbox_create", "{'repo':'acme/'}", "repo", "must be owner/name");
+    assert_argument_error("sandbox_create", "{'repo':'/widget'}", "repo", "must be owner/name");
     assert_argument_error("sandbox_write_file",
                           "{'repo':'a/b','sandbox_id':'s','path':'p','content':'AA==','mode':-1}",
                           "mode", "must be at least 0");
@@ -494,11 +496,12 @@ static void each_tool_becomes_its_rest_route(void **state)
 static void path_segments_are_percent_encoded(void **state)
 {
     (void)state;
-    /* A '/' or '?' in an argument never changes which route is called. */
+    /* A '/', '?' or dot segment in an argument never changes which route is called. */
     assert_route("get_environment", "{'environment':'a b/../x?y'}", "GET",
-                 "/api/v1/environments/a%20b%2F..%2Fx%3Fy", NULL);
-    assert_route("get_job", "{'id':'../environments'}", "GET", "/api/v1/jobs/..%2Fenvironments",
-                 NULL);
+                 "/api/v1/environments/a%20b%2F%2E%2E%2Fx%3Fy", NULL);
+    assert_route("get_job", "{'id':'..'}", "GET", "/api/v1/jobs/%2E%2E", NULL);
+    assert_route("get_environment", "{'environment':'ci.py-3_1~x'}", "GET",
+                 "/api/v1/environments/ci%2Epy-3_1~x", NULL);
     /* owner/name splits at the first '/'; the REST route refuses a name holding another. */
     assert_route("sandbox_close", "{'repo':'g/sub/r','sandbox_id':'x/close'}", "POST",
                  "/api/v1/repos/g/sub%2Fr/sandboxes/x%2Fclose/close", NULL);
