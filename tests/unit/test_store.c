@@ -248,6 +248,121 @@ static void version_1_database_is_upgraded(void **state)
     sl_user_finish(&again);
 }
 
+/* Jobs leave the queue oldest first; a restart's sweep ends the running ones; the end of a job
+ * is written once. */
+static void jobs_queue_in_order_and_end_once(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_user u = { 0 };
+    struct sl_store_job v[3];
+    struct sl_store_job got = { 0 };
+    struct sl_store_job *list = NULL;
+    size_t n = 0;
+
+    memset(v, 0, sizeof(v));
+    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, &u), 0);
+    for (size_t i = 0; i < 3; i++) {
+        (void)snprintf(v[i].owner_id, sizeof(v[i].owner_id), "%s", u.id);
+        v[i].repo = sl_strdup(i == 0 ? "a/one" : i == 1 ? "a/two" : "a/three");
+        v[i].command = sl_strdup("true");
+    }
+    assert_int_equal(sl_store_jobs_insert(f->st, v, 3), 0);
+    assert_int_equal(sl_store_job_claim(f->st, &got), 0);
+    assert_string_equal(got.id, v[0].id);
+    assert_int_equal(
+            sl_store_job_end(f->st, got.id, "failed", "{\"exitCode\":2}", NULL, NULL, "sb_1"), 0);
+    /* Ended already: not running any more. */
+    assert_int_equal(sl_store_job_end(f->st, got.id, "succeeded", NULL, NULL, NULL, NULL),
+                     SL_ENOTFOUND);
+    sl_store_job_finish(&got);
+    assert_int_equal(sl_store_job_claim(f->st, &got), 0);
+    assert_string_equal(got.id, v[1].id);
+    sl_store_job_finish(&got);
+    assert_int_equal(sl_store_jobs_abandon(f->st, "restarted", &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(sl_store_job_get(f->st, v[1].id, &got), 0);
+    assert_string_equal(got.status, "error");
+    assert_string_equal(got.error, "restarted");
+    assert_true(got.finished_at[0] != '\0');
+    sl_store_job_finish(&got);
+    assert_int_equal(sl_store_job_get(f->st, v[0].id, &got), 0);
+    assert_string_equal(got.status, "failed");
+    assert_string_equal(got.result_json, "{\"exitCode\":2}");
+    assert_string_equal(got.sandbox_id, "sb_1");
+    sl_store_job_finish(&got);
+    /* Newest first; filtered by status. */
+    assert_int_equal(sl_store_job_list(f->st, u.id, NULL, NULL, 10, &list, &n), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(list[0].id, v[2].id);
+    assert_string_equal(list[0].status, "queued");
+    sl_store_free_jobs(list, n);
+    assert_int_equal(sl_store_job_list(f->st, NULL, "error", NULL, 10, &list, &n), 0);
+    assert_int_equal(n, 1);
+    sl_store_free_jobs(list, n);
+    for (size_t i = 0; i < 3; i++) {
+        sl_store_job_finish(&v[i]);
+    }
+    sl_user_finish(&u);
+}
+
+/* A schedule fires only from the next_run it was read with: a second firing of the same run,
+ * or one after a change, writes nothing. */
+static void schedules_fire_once_per_run(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_user u = { 0 };
+    struct sl_store_schedule s = { 0 };
+    struct sl_store_schedule got = { 0 };
+    struct sl_store_schedule *due = NULL;
+    struct sl_store_job job = { 0 };
+    struct sl_store_job *list = NULL;
+    size_t n = 0;
+
+    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, &u), 0);
+    (void)snprintf(s.owner_id, sizeof(s.owner_id), "%s", u.id);
+    s.name = sl_strdup("nightly");
+    s.cron = sl_strdup("* * * * *");
+    s.repos_json = sl_strdup("[{\"repo_id\":\"a/one\",\"ref\":null}]");
+    s.command = sl_strdup("true");
+    s.enabled = true;
+    s.next_run = 600;
+    assert_int_equal(sl_store_schedule_insert(f->st, &s), 0);
+    assert_int_equal(sl_store_schedule_due(f->st, 599, 10, &due, &n), 0);
+    assert_int_equal(n, 0);
+    sl_store_free_schedules(due, n);
+    assert_int_equal(sl_store_schedule_due(f->st, 600, 10, &due, &n), 0);
+    assert_int_equal(n, 1);
+    sl_store_free_schedules(due, n);
+    (void)snprintf(job.owner_id, sizeof(job.owner_id), "%s", u.id);
+    (void)snprintf(job.schedule_id, sizeof(job.schedule_id), "%s", s.id);
+    job.repo = sl_strdup("a/one");
+    job.command = sl_strdup("true");
+    assert_int_equal(sl_store_schedule_fire(f->st, s.id, 599, 610, 660, &job, 1), SL_ENOTFOUND);
+    assert_int_equal(sl_store_schedule_fire(f->st, s.id, 600, 610, 660, &job, 1), 0);
+    assert_int_equal(sl_store_schedule_fire(f->st, s.id, 600, 611, 660, &job, 1), SL_ENOTFOUND);
+    assert_int_equal(sl_store_schedule_get(f->st, s.id, &got), 0);
+    assert_int_equal(got.last_run, 610);
+    assert_int_equal(got.next_run, 660);
+    sl_store_schedule_finish(&got);
+    assert_int_equal(sl_store_job_list(f->st, NULL, NULL, s.id, 10, &list, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0].schedule_id, s.id);
+    sl_store_free_jobs(list, n);
+    /* Disabled: never due, and a firing read before the change writes nothing. */
+    s.enabled = false;
+    s.next_run = -1;
+    assert_int_equal(sl_store_schedule_replace(f->st, &s), 0);
+    assert_int_equal(sl_store_schedule_fire(f->st, s.id, 660, 670, 720, &job, 1), SL_ENOTFOUND);
+    assert_int_equal(sl_store_schedule_due(f->st, 100000, 10, &due, &n), 0);
+    assert_int_equal(n, 0);
+    sl_store_free_schedules(due, n);
+    assert_int_equal(sl_store_schedule_delete(f->st, s.id), 0);
+    assert_int_equal(sl_store_schedule_get(f->st, s.id, &got), SL_ENOTFOUND);
+    sl_store_job_finish(&job);
+    sl_store_schedule_finish(&s);
+    sl_user_finish(&u);
+}
+
 static void random_bytes_file_is_refused_and_left_alone(void **state)
 {
     struct fixture *f = *state;
@@ -1161,6 +1276,8 @@ int main(void)
         T(fresh_database_has_the_schema_version_and_wal),
         T(reopening_keeps_the_data),
         T(version_1_database_is_upgraded),
+        T(jobs_queue_in_order_and_end_once),
+        T(schedules_fire_once_per_run),
         T(newer_schema_is_refused_with_the_message),
         T(random_bytes_file_is_refused_and_left_alone),
         T(foreign_sqlite_database_is_refused_and_left_alone),
