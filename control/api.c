@@ -1550,6 +1550,7 @@ static void on_work_done(uv_work_t *w, int status)
 void sl_api_init(struct sl_api *api)
 {
     api->_pending = 0;
+    api->_mcp_calls = 0;
 }
 
 size_t sl_api_pending(const struct sl_api *api)
