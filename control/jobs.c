@@ -929,6 +929,47 @@ static void on_exec(void *arg, int status, json_t *body)
     close_sandbox(r);
 }
 
+/* Notes a running job's sandbox in the database (GET shows it while the job runs). */
+struct note {
+    uv_work_t work;
+    struct sl_store *store;
+    char job_id[SL_UUID_LEN + 1];
+    char sandbox_id[80];
+};
+
+static void on_note(uv_work_t *w)
+{
+    struct note *n = SL_CONTAINER_OF(w, struct note, work);
+    int rc = sl_store_job_set_run(n->store, n->job_id, NULL, n->sandbox_id);
+
+    if (rc < 0) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"cannot record a job's sandbox\" job=%s err=%s", n->job_id,
+               sl_strerror(rc));
+    }
+}
+
+static void on_noted(uv_work_t *w, int status)
+{
+    (void)status;
+    sl_free(SL_CONTAINER_OF(w, struct note, work));
+}
+
+/* Best effort: the end of the job records the sandbox id in any case. */
+static void note_sandbox(struct run *r)
+{
+    struct note *n = sl_calloc(1, sizeof(*n));
+
+    if (n == NULL) {
+        return;
+    }
+    n->store = r->pool->cfg.store;
+    memcpy(n->job_id, r->job.id, sizeof(n->job_id));
+    memcpy(n->sandbox_id, r->sandbox_id, sizeof(n->sandbox_id));
+    if (uv_queue_work(r->pool->cfg.loop, &n->work, on_note, on_noted) < 0) {
+        sl_free(n);
+    }
+}
+
 static void on_opened(void *arg, int status, json_t *body)
 {
     struct run *r = arg;
@@ -952,6 +993,7 @@ static void on_opened(void *arg, int status, json_t *body)
     json_decref(body);
     sl_log(SL_LOG_INFO, 0, "msg=\"job running\" job=%s repo=%s sandbox=%s", r->job.id, r->job.repo,
            r->sandbox_id);
+    note_sandbox(r);
     req = r->job.timeout_ms > 0 ? json_pack("{s:s,s:I}", "cmd", r->job.command, "timeoutMs",
                                             (json_int_t)r->job.timeout_ms)
                                 : json_pack("{s:s}", "cmd", r->job.command);

@@ -259,7 +259,8 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_JOB_NEXT] = "SELECT " JOB_COLS " FROM jobs WHERE status = 'queued' ORDER BY seq LIMIT 1",
     [ST_JOB_START] = "UPDATE jobs SET status = 'running', started_at = ?2 "
                      "WHERE id = ?1 AND status = 'queued'",
-    [ST_JOB_SET_RUN] = "UPDATE jobs SET env_json = ?2, sandbox_id = ?3 "
+    [ST_JOB_SET_RUN] = "UPDATE jobs SET env_json = coalesce(?2, env_json), "
+                       "sandbox_id = coalesce(?3, sandbox_id) "
                        "WHERE id = ?1 AND status = 'running'",
     [ST_JOB_FINISH] = "UPDATE jobs SET status = ?2, result_json = ?3, error = ?4, "
                       "finished_at = ?5, env_json = coalesce(?6, env_json), "

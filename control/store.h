@@ -307,7 +307,8 @@ SL_MUST_CHECK int sl_store_job_list(struct sl_store *st, const char *owner_id, c
  * transaction. SL_ENOTFOUND when none is queued. */
 SL_MUST_CHECK int sl_store_job_claim(struct sl_store *st, struct sl_store_job *out);
 
-/* Records the environment used and the sandbox of a running job (either may be NULL). */
+/* Records the environment used and the sandbox of a running job (either may be NULL: the
+ * stored value stays). A job that is not running is left alone (0). */
 SL_MUST_CHECK int sl_store_job_set_run(struct sl_store *st, const char *id, const char *env_json,
                                        const char *sandbox_id);
 

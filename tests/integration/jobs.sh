@@ -237,6 +237,10 @@ two_running() {
 }
 check "two sleep jobs running (2 containers) while two wait queued" fx_wait 120 two_running
 sleep 2
+sbx_api GET '/api/v1/jobs?status=running' >/dev/null
+check_eq "... the running jobs show their sandbox and environment" \
+  "$(sbx_field '[j["sandbox_id"].startswith("sb_") and j["environment"]["name"] == "sbx-off" for j in d["jobs"]]')" \
+  "[true, true]"
 job_get "${queued[0]:-none}"
 check_api "... the others are still queued" 200 'd["status"]' queued
 kill -KILL "$SBX_CONTROL_PID"
