@@ -23,6 +23,7 @@
 #include "control/dashboard.h"
 #include "control/environment.h"
 #include "control/jobs.h"
+#include "control/mcp.h"
 #include "control/model.h"
 #include "control/resolve.h"
 #include "control/sandbox.h"
@@ -41,6 +42,7 @@ enum defer_kind {
     DEFER_CREATE,
     DEFER_CALL,
     DEFER_LIST,
+    DEFER_MCP,
 };
 
 struct defer {
@@ -54,6 +56,8 @@ struct defer {
     char action[16];
     /* DEFER_CALL: the parsed body (owned; NULL when empty). */
     json_t *body;
+    /* DEFER_MCP: the prepared MCP message (owned). */
+    struct sl_mcp_plan *mcp;
 };
 
 /* The answer a job builds. */
@@ -75,9 +79,19 @@ struct result {
 struct job {
     uv_work_t work;
     struct sl_api *api;
+    /* The exchange to answer; NULL for a request of sl_api_dispatch(), answered by `reply`. */
     struct sl_http_exchange *x;
-    /* Borrowed from the exchange, which stays valid until it is answered. */
+    sl_api_reply_fn *reply;
+    void *reply_arg;
+    /* Borrowed from the exchange, which stays valid until it is answered; or `&ireq`. */
     const struct sl_http_request *req;
+    /* The request of sl_api_dispatch() (`head` is NULL: such a request has no headers), and
+     * the copies its pointers point to, owned. */
+    struct sl_http_request ireq;
+    char *own_method;
+    char *own_path;
+    char *own_query;
+    char *own_body;
     /* The Authorization header's value, copied (NULL when absent). */
     char *auth;
     /* GET /api/v1/audit: {"<sandbox id>":"<owner id>"} taken on the loop (owned; NULL when
@@ -1249,6 +1263,43 @@ static void route_repos(struct call *c, const char *tail)
     d->kind = DEFER_CALL;
 }
 
+/* ---- MCP (§5.5): read here, answered by control/mcp on the loop ---------------------------- */
+
+/* A header's value (NUL-terminated in the request's arena), or NULL. */
+static const char *header_value(const struct sl_http_request *req, const char *name)
+{
+    const struct sl_h1_header *h = sl_h1_find(req->head, name);
+
+    return h != NULL ? (const char *)h->value.p : NULL;
+}
+
+static void route_mcp(struct call *c)
+{
+    struct sl_mcp_input in;
+    struct sl_mcp_plan *plan;
+
+    if (c->req->head == NULL) {
+        /* A tool call never routes to /mcp itself. */
+        set_error(c->res, 404, "no such resource");
+        return;
+    }
+    memset(&in, 0, sizeof(in));
+    in.method = c->req->method;
+    in.content_type = header_value(c->req, "content-type");
+    in.accept = header_value(c->req, "accept");
+    in.protocol_version = header_value(c->req, "mcp-protocol-version");
+    in.body = c->req->body.p;
+    in.body_len = c->req->body.n;
+    plan = sl_calloc(1, sizeof(*plan));
+    if (plan == NULL || sl_mcp_prepare(&in, plan) < 0) {
+        sl_free(plan);
+        set_internal(c->res, "reading an MCP message", SL_ENOMEM);
+        return;
+    }
+    c->res->defer.kind = DEFER_MCP;
+    c->res->defer.mcp = plan;
+}
+
 /* ---- jobs and schedules (§5.5): control/jobs ---------------------------------------------- */
 
 static int jobs_find_env(void *arg, const char *key, char id[SL_UUID_LEN + 1], char **name)
@@ -1504,6 +1555,8 @@ static void route(struct call *c)
         } else {
             set_error(c->res, 405, "use GET");
         }
+    } else if (strcmp(path, "/mcp") == 0) {
+        route_mcp(c);
     } else if (sl_jobs_http_matches(path)) {
         route_jobs(c);
     } else if (strcmp(path, AUDIT_PATH) == 0) {
@@ -1554,12 +1607,49 @@ static void free_job(struct job *j)
     sl_free(j->res.body);
     json_decref(j->res.defer.body);
     sl_sandbox_spec_free(j->res.defer.spec);
+    if (j->res.defer.mcp != NULL) {
+        sl_mcp_plan_finish(j->res.defer.mcp);
+        sl_free(j->res.defer.mcp);
+    }
     if (j->auth != NULL) {
         sodium_memzero(j->auth, strlen(j->auth));
         sl_free(j->auth);
     }
+    sl_free(j->own_method);
+    sl_free(j->own_path);
+    sl_free(j->own_query);
+    sl_free(j->own_body);
     j->api->_pending--;
     sl_free(j);
+}
+
+/* Answers the job's request: `body` is JSON text or NULL (then only a 204 is a good answer).
+ * A 401 says how to authenticate (RFC 6750 §3). */
+static void answer(struct job *j, int status, const char *body)
+{
+    static const char *const bearer[] = { "WWW-Authenticate: Bearer realm=\"sluice\"", NULL };
+    json_t *doc = NULL;
+
+    if (j->x == NULL) {
+        if (body != NULL) {
+            doc = json_loads(body, JSON_DECODE_ANY, NULL);
+            if (doc == NULL) {
+                status = 500;
+                doc = json_pack("{s:s}", "message", "internal error");
+            }
+        } else if (status != 204) {
+            status = 500;
+            doc = json_pack("{s:s}", "message", "internal error");
+        }
+        j->reply(j->reply_arg, status, doc);
+    } else if (body != NULL) {
+        sl_http_respond_headers(j->x, status, status == 401 ? bearer : NULL, "application/json",
+                                body, strlen(body));
+    } else if (status == 204) {
+        sl_http_respond(j->x, 204, NULL, NULL, 0);
+    } else {
+        sl_http_respond_error(j->x, 500, "internal error");
+    }
 }
 
 /* The manager's answer to a sandbox request. */
@@ -1588,25 +1678,29 @@ static void on_sandbox_reply(void *arg, int status, json_t *body)
     sl_free(text);
 }
 
-/* Hands sandbox work to the manager on the loop; it answers the exchange. */
+/* Hands sandbox work to the manager on the loop, whose reply answers the exchange (or goes to
+ * the dispatcher's reply), and MCP messages to control/mcp. */
 static void finish_deferred(struct job *j)
 {
     struct defer *d = &j->res.defer;
     struct sl_sandbox_caller caller = { d->user_id, d->is_admin };
     struct sl_sandboxes *sb = j->api->sandboxes;
-    struct sl_http_exchange *x = j->x;
+    sl_sandbox_reply_fn *reply = j->x != NULL ? on_sandbox_reply : j->reply;
+    void *arg = j->x != NULL ? (void *)j->x : j->reply_arg;
     json_t *list;
 
-    if (sb == NULL) {
-        sl_http_respond_error(x, 503, "sandboxes are not enabled");
+    if (d->kind == DEFER_MCP) {
+        sl_mcp_run(j->api, j->x, d->mcp, j->auth);
+    } else if (sb == NULL) {
+        reply(arg, 503, json_pack("{s:s}", "message", "sandboxes are not enabled"));
     } else if (d->kind == DEFER_CREATE) {
-        sl_sandboxes_open(sb, d->spec, on_sandbox_reply, x);
+        sl_sandboxes_open(sb, d->spec, reply, arg);
         d->spec = NULL;
     } else if (d->kind == DEFER_CALL) {
-        sl_sandboxes_call(sb, &caller, d->repo, d->id, d->action, d->body, on_sandbox_reply, x);
+        sl_sandboxes_call(sb, &caller, d->repo, d->id, d->action, d->body, reply, arg);
     } else {
         list = sl_sandboxes_list(sb, &caller, d->repo[0] != '\0' ? d->repo : NULL);
-        on_sandbox_reply(x, list != NULL ? 200 : 500, list);
+        reply(arg, list != NULL ? 200 : 500, list);
     }
     free_job(j);
 }
@@ -1630,21 +1724,8 @@ static void on_work_done(uv_work_t *w, int status)
         set_json(&j->res, 200, j->res.doc);
         j->res.doc = NULL;
     }
-    if (j->res.body != NULL) {
-        sl_http_respond(j->x, j->res.status, "application/json", j->res.body, strlen(j->res.body));
-    } else if (j->res.status == 204) {
-        sl_http_respond(j->x, 204, NULL, NULL, 0);
-    } else {
-        sl_http_respond_error(j->x, 500, "internal error");
-    }
-    sl_free(j->res.body);
-    json_decref(j->owners);
-    if (j->auth != NULL) {
-        sodium_memzero(j->auth, strlen(j->auth));
-        sl_free(j->auth);
-    }
-    sl_free(j);
-    api->_pending--;
+    answer(j, j->res.status, j->res.body);
+    free_job(j);
     if (changed && api->changed != NULL) {
         api->changed(api->hook_arg);
     }
@@ -1656,11 +1737,56 @@ static void on_work_done(uv_work_t *w, int status)
 void sl_api_init(struct sl_api *api)
 {
     api->_pending = 0;
+    api->_mcp_calls = 0;
 }
 
 size_t sl_api_pending(const struct sl_api *api)
 {
     return api->_pending;
+}
+
+int sl_api_dispatch(struct sl_api *api, const struct sl_api_request *r, sl_api_reply_fn *reply,
+                    void *arg)
+{
+    struct job *j = sl_calloc(1, sizeof(*j));
+    char *body;
+    int rc;
+
+    if (j == NULL) {
+        return SL_ENOMEM;
+    }
+    j->api = api;
+    j->reply = reply;
+    j->reply_arg = arg;
+    j->req = &j->ireq;
+    j->ireq.method = j->own_method = sl_strdup(r->method);
+    j->ireq.path = j->own_path = sl_strdup(r->path);
+    j->ireq.query = j->own_query = sl_strdup(r->query != NULL ? r->query : "");
+    /* As from the server: the body is followed by a NUL byte it does not count. */
+    body = sl_malloc(r->body_len + 1);
+    if (body != NULL) {
+        if (r->body_len > 0) {
+            memcpy(body, r->body, r->body_len);
+        }
+        body[r->body_len] = '\0';
+    }
+    j->own_body = body;
+    j->ireq.body = sl_slice_of(body, r->body_len);
+    j->ireq.peer = "internal";
+    j->auth = r->authorization != NULL ? sl_strdup(r->authorization) : NULL;
+    /* free_job() counts the job out. */
+    api->_pending++;
+    if (j->ireq.method == NULL || j->ireq.path == NULL || j->ireq.query == NULL || body == NULL
+        || (r->authorization != NULL && j->auth == NULL)) {
+        free_job(j);
+        return SL_ENOMEM;
+    }
+    rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
+    if (rc < 0) {
+        free_job(j);
+        return rc;
+    }
+    return 0;
 }
 
 void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
@@ -1679,6 +1805,21 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     if (sl_dashboard_is_path(req->path)) {
         sl_dashboard_handle(x, req);
         return;
+    }
+    if (strcmp(req->path, "/mcp") == 0) {
+        const struct sl_h1_header *origin = sl_h1_find(req->head, "origin");
+        const struct sl_h1_header *host = sl_h1_find(req->head, "host");
+
+        /* DNS-rebinding protection of the MCP transport (docs/mcp.md): before anything else. */
+        if (!sl_mcp_origin_ok(origin != NULL ? (const char *)origin->value.p : NULL,
+                              host != NULL ? (const char *)host->value.p : NULL)) {
+            static const char refused[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{"
+                                          "\"code\":-32600,\"message\":\"Forbidden: this "
+                                          "Origin may not use /mcp\"}}";
+
+            sl_http_respond(x, 403, "application/json", refused, sizeof(refused) - 1);
+            return;
+        }
     }
     h = sl_h1_find(req->head, "authorization");
     /* A sandbox's proxy token is not an API token; say so rather than "unknown token". */

@@ -17,6 +17,9 @@
  * every line, other users the lines of the sandboxes they created: the owners are copied from
  * the sandbox manager on the loop when the job is queued.
  *
+ * `/mcp` is the MCP endpoint (control/mcp.h), whose tool calls come back in through
+ * sl_api_dispatch().
+ *
  * Lifecycle: fill a struct sl_api (caller storage) -> sl_api_init() -> pass sl_api_handle and
  * the struct to sl_http_server_create() -> on stop, close the server and let the loop run until
  * sl_api_pending() is 0 (every job has answered its exchange) -> release the store and key.
@@ -36,6 +39,26 @@
 #include "control/secrets.h"
 #include "control/store.h"
 #include "http/server.h"
+
+/* The answer to a request made with sl_api_dispatch(): the HTTP status and the JSON body (a new
+ * reference the callee takes; NULL or JSON null when the answer has none, as a 204). */
+typedef void sl_api_reply_fn(void *arg, int status, json_t *body);
+
+/* A REST request made inside the control plane (the MCP tools). Every pointer is borrowed for
+ * the call to sl_api_dispatch(), which copies what it keeps. */
+struct sl_api_request {
+    /* "GET", "POST", ... */
+    const char *method;
+    /* The path as it would come over HTTP (segments percent-encoded), without a query. */
+    const char *path;
+    /* The query string without '?'; NULL for none. */
+    const char *query;
+    /* The caller's Authorization header value ("Bearer TOKEN"); NULL for none. */
+    const char *authorization;
+    /* The body (JSON text); NULL when `body_len` is 0. */
+    const void *body;
+    size_t body_len;
+};
 
 /* Called on the loop after a job committed a change to the database. */
 typedef void sl_api_changed_fn(void *arg);
@@ -65,6 +88,8 @@ struct sl_api {
     void *hook_arg;
     /* Jobs queued and not yet answered; only the module writes it. */
     size_t _pending;
+    /* MCP tool calls dispatched and not yet answered; only control/mcp writes it. */
+    size_t _mcp_calls;
 };
 
 /* Prepares `api` after the caller set the public members. */
@@ -72,6 +97,14 @@ void sl_api_init(struct sl_api *api);
 
 /* The request handler (an sl_http_handler_fn); `arg` is the struct sl_api. */
 void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg);
+
+/* Runs the REST request `r` as if it had come over HTTP: the same authentication (with
+ * r->authorization), routes, permissions, answers and `changed` hook; the answer goes to
+ * `reply(arg, ...)` on the loop, never before this function returned. The path /mcp is not a
+ * route here (404). Loop thread only. Returns 0 (reply will be called exactly once), or
+ * SL_ENOMEM or a UV_E* code (reply will not be called). */
+SL_MUST_CHECK int sl_api_dispatch(struct sl_api *api, const struct sl_api_request *r,
+                                  sl_api_reply_fn *reply, void *arg);
 
 /*
  * Prepares the sandbox of a job (control/jobs) off the loop, as a POST .../sandboxes of the

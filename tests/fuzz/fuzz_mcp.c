@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tests/fuzz/fuzz_mcp.c - the MCP message reader of control/mcp on arbitrary bytes: the body of a
+ * POST /mcp with the SDK's headers through sl_mcp_prepare(), and the tool result of a REST answer.
+ *
+ * Invariants, not just "no crash": a plan is exactly one of an answer (a JSON-RPC 2.0 object with
+ * a result or an error, status 200 or 400) , a 202 without a body, or a route; a route's method
+ * is GET or POST, its path starts with /api/v1/ and holds only unreserved characters, '/' and
+ * %XX escapes (no '?', no dot segment, nothing an argument could use to reach another route), and
+ * its body, when there is one, is a JSON object. LSan checks that everything is freed.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "base/mem.h"
+#include "control/mcp.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool path_is_safe(const char *p)
+{
+    if (strncmp(p, "/api/v1/", 8) != 0) {
+        return false;
+    }
+    for (; *p != '\0'; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z')
+                     || (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '~' || *p == '/'
+                     || *p == '%';
+
+        if (!plain || (*p == '/' && p[1] == '/')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void check_answer(const struct sl_mcp_plan *plan)
+{
+    json_t *doc = json_loads(plan->body, 0, NULL);
+
+    SL_BUG_ON(!json_is_object(doc));
+    SL_BUG_ON(strcmp(json_string_value(json_object_get(doc, "jsonrpc")), "2.0") != 0);
+    SL_BUG_ON((json_object_get(doc, "result") != NULL) == (json_object_get(doc, "error") != NULL));
+    SL_BUG_ON(plan->status != 200 && plan->status != 400);
+    json_decref(doc);
+}
+
+static void check_route(const struct sl_mcp_plan *plan)
+{
+    const struct sl_mcp_route *r = &plan->route;
+    json_t *body;
+
+    SL_BUG_ON(plan->body != NULL || plan->status != 0);
+    SL_BUG_ON(strcmp(r->method, "GET") != 0 && strcmp(r->method, "POST") != 0);
+    SL_BUG_ON(!path_is_safe(r->path));
+    SL_BUG_ON(!json_is_string(r->id) && !json_is_integer(r->id));
+    if (r->body != NULL) {
+        body = json_loads(r->body, 0, NULL);
+        SL_BUG_ON(!json_is_object(body));
+        json_decref(body);
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static bool ready;
+    struct sl_mcp_input in = {
+        "POST", "application/json", "application/json, text/event-stream", NULL, data, size
+    };
+    struct sl_mcp_plan plan = { 0 };
+    json_t *body;
+    json_t *res;
+    int rc;
+
+    if (!ready) {
+        json_set_alloc_funcs(sl_malloc, sl_free);
+        ready = true;
+    }
+    rc = sl_mcp_prepare(&in, &plan);
+    if (rc == 0) {
+        if (plan.has_route) {
+            check_route(&plan);
+        } else if (plan.body != NULL) {
+            check_answer(&plan);
+        } else {
+            SL_BUG_ON(plan.status != 202);
+        }
+    } else {
+        SL_BUG_ON(rc != SL_ENOMEM);
+    }
+    sl_mcp_plan_finish(&plan);
+    /* The same bytes as a REST answer (any JSON; an error status when it is not an object). */
+    body = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL);
+    res = sl_mcp_tool_result("sandbox_exec", json_is_object(body) ? 200 : 404, body);
+    SL_BUG_ON(res != NULL && !json_is_array(json_object_get(res, "content")));
+    json_decref(res);
+    json_decref(body);
+    return 0;
+}
