@@ -44,23 +44,7 @@ dash_setup_without_docker() {
   SBX_GW=127.0.0.1
   SBX_TABLE=sluice_sl_t_dash
   trap sbx__cleanup EXIT
-  fx_origin_start || fx_bail "origin.py starts"
-  SBX_DATA=$FX_WORK/sluice-data
-  mkdir -p "$SBX_DATA"
-  "$SLUICE_BIN" ca init --out "$SBX_DATA" >"$FX_WORK/ca-init.out" 2>&1 || fx_bail "sluice ca init"
-  FX_SLUICE_CA=$SBX_DATA/ca.pem
-  SLUICE_ENCRYPTION_KEY=$(head -c 32 /dev/urandom | base64 -w0)
-  export SLUICE_ENCRYPTION_KEY
-  SBX_TOK_root=$("$SLUICE_BIN" user add root --admin --data "$SBX_DATA" 2>>"$FX_WORK/user.err") ||
-    fx_bail "sluice user add root"
-  SBX_TOK_alice=$("$SLUICE_BIN" user add alice --data "$SBX_DATA" 2>>"$FX_WORK/user.err") ||
-    fx_bail "sluice user add alice"
-  SBX_PPORT=$(fx_free_port)
-  SBX_SOCK=$FX_WORK/proxy.sock
-  SBX_CRED="Bearer sbx-cred-$(fx_random_hex 24)"
-  SBX_SECRET="sbx-secret-$(fx_random_hex 24)"
-  SBX_CONTROL_N=0
-  SBX_PROXY_N=0
+  sbx_prepare
   sbx_control_start --docker-socket "$FX_WORK/no-docker.sock" --audit-log "$FX_WORK/audit.log" ||
     fx_bail "sluice control starts"
   sbx_proxy_start || fx_bail "sluice proxy starts on 127.0.0.1"

@@ -137,20 +137,9 @@ up__summarised() {
 
 # up_stop : SIGTERM, ≤ 90 s. UP_EXIT = its status (or "timeout").
 up_stop() {
-  local i rc=0
-  kill -TERM "$UP_PID" 2>/dev/null
-  for ((i = 0; i < 900; i++)); do
-    kill -0 "$UP_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$UP_PID" 2>/dev/null; then
-    kill -KILL "$UP_PID" 2>/dev/null
-    wait "$UP_PID" 2>/dev/null
-    UP_EXIT=timeout
-    return 1
-  fi
-  wait "$UP_PID" 2>/dev/null || rc=$?
-  UP_EXIT=$rc
+  fx_stop_pid "$UP_PID" 90 || true
+  UP_EXIT=$FX_EXIT
+  [ "$UP_EXIT" != timeout ]
 }
 
 # child_pid ROLE : the pid of up's `sluice ROLE` child.

@@ -635,11 +635,25 @@ fx_proxy_stop() {
   fx_proxy_wait_exit "$pid"
 }
 
-# fx_proxy_wait_exit [PID] : waits up to FX_STOP_SECONDS (default 20) for the proxy (default
-# FX_PROXY_PID) to exit, SIGKILL after that. Sets FX_PROXY_EXIT to the exit status (or
-# "timeout") and succeeds only when it is 0.
+# fx_proxy_wait_exit [PID] : fx_wait_exit for the proxy (default FX_PROXY_PID) with
+# FX_STOP_SECONDS (default 20); its status in FX_PROXY_EXIT.
 fx_proxy_wait_exit() {
-  local pid=${1:-$FX_PROXY_PID} secs=${FX_STOP_SECONDS:-20} i rc=0
+  local rc=0
+  fx_wait_exit "${1:-$FX_PROXY_PID}" "${FX_STOP_SECONDS:-20}" || rc=$?
+  FX_PROXY_EXIT=$FX_EXIT
+  return "$rc"
+}
+
+# fx_stop_pid PID SECS : SIGTERM to PID (a child of this shell), then fx_wait_exit PID SECS.
+fx_stop_pid() {
+  kill -TERM "$1" 2>/dev/null || true
+  fx_wait_exit "$1" "$2"
+}
+
+# fx_wait_exit PID SECS : waits up to SECS for PID (a child of this shell) to exit, SIGKILL
+# after that. Sets FX_EXIT to its exit status (or "timeout") and succeeds only when it is 0.
+fx_wait_exit() {
+  local pid=$1 secs=$2 i rc=0
   for ((i = 0; i < secs * 10; i++)); do
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
@@ -647,14 +661,14 @@ fx_proxy_wait_exit() {
   if kill -0 "$pid" 2>/dev/null; then
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
-    FX_PROXY_EXIT=timeout
-    echo "# fx_proxy_wait_exit: pid $pid still running ${secs} s after SIGTERM; killed"
+    FX_EXIT=timeout
+    echo "# fx_wait_exit: pid $pid still running ${secs} s after SIGTERM; killed"
     return 1
   fi
   wait "$pid" 2>/dev/null || rc=$?
-  FX_PROXY_EXIT=$rc
+  FX_EXIT=$rc
   if [ "$rc" != 0 ]; then
-    echo "# fx_proxy_wait_exit: pid $pid exited with status $rc"
+    echo "# fx_wait_exit: pid $pid exited with status $rc"
   fi
   [ "$rc" = 0 ]
 }

@@ -9,6 +9,8 @@
 #
 #   sbx_setup NET N [CONTROL ARGS...]  everything below, in order; skips the whole test (exit 0)
 #                              when no Docker daemon answers or the sandbox image is missing
+#     sbx_prepare              origin.py, the data directory (CA, key), users root, alice, bob
+#                              (SBX_TOK_*), SBX_PPORT, SBX_SOCK, SBX_CRED, SBX_SECRET
 #     sbx_control_start ARGS   sluice control (SBX_CPORT, SBX_CONTROL_PID, SBX_CONTROL_LOG)
 #     sbx_wait_ready           GET /api/v1/status until sandboxes.ready (≤ 30 s), else bail
 #     sbx_proxy_start          sluice proxy on SBX_GW:SBX_PPORT (SBX_PROXY_PID, SBX_PROXY_LOG,
@@ -45,25 +47,10 @@ sbx_dockerctl() {
   "$FX_PYTHON" "$FX_SUPPORT/dockerctl.py" "$@"
 }
 
-sbx_setup() {
-  SBX_NET=$1
-  SBX_N=$2
-  shift 2
-  SBX_SUBNET=10.213.$SBX_N.0/24
-  SBX_GW=10.213.$SBX_N.1
-  SBX_TABLE=sluice_${SBX_NET//[^a-zA-Z0-9]/_}
-  if ! sbx_dockerctl ping; then
-    echo "1..0 # SKIP no Docker daemon answers on /var/run/docker.sock"
-    exit 0
-  fi
-  if ! sbx_dockerctl image-exists "$SBX_IMAGE"; then
-    echo "1..0 # SKIP image $SBX_IMAGE is missing"
-    exit 0
-  fi
-  trap sbx__cleanup EXIT
-  # Leftovers of an earlier run that was killed (our own names only).
-  sbx_dockerctl cleanup "$SBX_NET" | sed 's/^/# stale: /'
-  nft delete table inet "$SBX_TABLE" 2>/dev/null || true
+# sbx_prepare : what every control plane of a test needs before it starts: the origin, the data
+# directory with its CA and encryption key, users root (admin), alice and bob with their tokens
+# (SBX_TOK_*), the proxy's port and socket, a credential and a secret to look for.
+sbx_prepare() {
   fx_origin_start || fx_bail "origin.py starts"
   SBX_DATA=$FX_WORK/sluice-data
   mkdir -p "$SBX_DATA"
@@ -86,6 +73,28 @@ sbx_setup() {
   SBX_SECRET="sbx-secret-$(fx_random_hex 24)"
   SBX_CONTROL_N=0
   SBX_PROXY_N=0
+}
+
+sbx_setup() {
+  SBX_NET=$1
+  SBX_N=$2
+  shift 2
+  SBX_SUBNET=10.213.$SBX_N.0/24
+  SBX_GW=10.213.$SBX_N.1
+  SBX_TABLE=sluice_${SBX_NET//[^a-zA-Z0-9]/_}
+  if ! sbx_dockerctl ping; then
+    echo "1..0 # SKIP no Docker daemon answers on /var/run/docker.sock"
+    exit 0
+  fi
+  if ! sbx_dockerctl image-exists "$SBX_IMAGE"; then
+    echo "1..0 # SKIP image $SBX_IMAGE is missing"
+    exit 0
+  fi
+  trap sbx__cleanup EXIT
+  # Leftovers of an earlier run that was killed (our own names only).
+  sbx_dockerctl cleanup "$SBX_NET" | sed 's/^/# stale: /'
+  nft delete table inet "$SBX_TABLE" 2>/dev/null || true
+  sbx_prepare
   sbx_control_start "$@" || fx_bail "sluice control starts"
   sbx_wait_ready || fx_bail "sandboxes ready"
   sbx_proxy_start || fx_bail "sluice proxy starts on the gateway"
@@ -140,21 +149,10 @@ sbx__healthy() {
 
 # sbx_control_stop : SIGTERM, wait ≤ 30 s (SIGKILL after). SBX_CONTROL_EXIT = status.
 sbx_control_stop() {
-  local i rc=0
-  kill -TERM "$SBX_CONTROL_PID" 2>/dev/null
-  for ((i = 0; i < 300; i++)); do
-    kill -0 "$SBX_CONTROL_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$SBX_CONTROL_PID" 2>/dev/null; then
-    kill -KILL "$SBX_CONTROL_PID" 2>/dev/null
-    wait "$SBX_CONTROL_PID" 2>/dev/null
-    SBX_CONTROL_EXIT=timeout
-    return 1
-  fi
-  wait "$SBX_CONTROL_PID" 2>/dev/null || rc=$?
-  SBX_CONTROL_EXIT=$rc
-  [ "$rc" = 0 ]
+  local rc=0
+  fx_stop_pid "$SBX_CONTROL_PID" 30 || rc=$?
+  SBX_CONTROL_EXIT=$FX_EXIT
+  return "$rc"
 }
 
 sbx__ready() {
