@@ -95,13 +95,13 @@ static const char usage[] =
         "  --git-url URL, --git-token TOKEN, --idle-timeout S, --sandbox-lifetime S,\n"
         "  --job-concurrency N, --log-level LEVEL\n"
         "                              as for sluice control\n"
-        "  --audit-log FILE            the audit log the dashboard tails (default\n"
-        "                              DIR/audit.log, where up has the proxy write it; give\n"
-        "                              both when the proxy writes elsewhere: -- --audit-log)\n"
+        "  --audit-log FILE            where the proxy writes its audit log and the dashboard\n"
+        "                              tails it (default DIR/audit.log)\n"
         "\n"
         "proxy flags: everything after `--` goes to `sluice proxy` (see sluice proxy --help);\n"
         "up itself gives it --listen, --data, --admin-socket DIR/proxy.sock, --audit-log\n"
-        "DIR/audit.log and --deny-upstream with the control plane's address.\n"
+        "(DIR/audit.log or up's --audit-log) and --deny-upstream with the control plane's\n"
+        "address.\n"
         "\n"
         "A child that dies is restarted after a back-off; one that exits 2 (bad arguments) is\n"
         "not, and up stops. SIGINT (Ctrl-C) or SIGTERM stops the control plane first (it\n"
@@ -248,6 +248,11 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
                    u->passed[PASS_SUBNET]);
         return SL_CMD_USAGE;
     }
+    if (u->passed[PASS_AUDIT_LOG] != NULL && strcmp(u->passed[PASS_AUDIT_LOG], "-") == 0) {
+        sl_eprintf("up: option '--audit-log' needs a file: the dashboard tails what the proxy "
+                   "writes there (standard output is not a file it can read)");
+        return SL_CMD_USAGE;
+    }
     if (n_own < argc) {
         u->proxy_args = argv + n_own + 1;
         u->n_proxy_args = argc - n_own - 1;
@@ -256,6 +261,31 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
 }
 
 /* ---- the data directory ----------------------------------------------------------------- */
+
+/* `path` made absolute against the current directory (the children and the printed summary
+ * get it so). */
+static int absolute(char *out, size_t cap, const char *path, const char *what)
+{
+    char cwd[PATH_BYTES];
+    int n;
+
+    if (path[0] == '/') {
+        n = snprintf(out, cap, "%s", path);
+    } else if (getcwd(cwd, sizeof(cwd)) == NULL) {
+        sl_eprintf("up: cannot tell the current directory (for %s): %s", what, strerror(errno));
+        return SL_EIO;
+    } else {
+        while (path[0] == '.' && path[1] == '/') {
+            path += 2;
+        }
+        n = snprintf(out, cap, "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, path);
+    }
+    if (n < 0 || n >= (int)cap) {
+        sl_eprintf("up: the path of %s is too long", what);
+        return SL_EINVAL;
+    }
+    return 0;
+}
 
 static int join(char *out, size_t cap, const char *dir, const char *name)
 {
@@ -276,9 +306,7 @@ static bool file_exists(const char *path)
 static int prepare_dir(struct up *u)
 {
     const char *dir = sl_opts_data_dir(u->data_flag);
-    char cwd[PATH_BYTES];
     struct stat st;
-    int n;
 
     if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
         sl_eprintf("up: cannot create the data directory %s: %s", dir, strerror(errno));
@@ -289,27 +317,19 @@ static int prepare_dir(struct up *u)
         return SL_EIO;
     }
     /* Absolute: the children, Docker's bind mounts and the printed paths need it. */
-    if (dir[0] == '/') {
-        n = snprintf(u->data, sizeof(u->data), "%s", dir);
-    } else if (getcwd(cwd, sizeof(cwd)) == NULL) {
-        sl_eprintf("up: cannot tell the current directory: %s", strerror(errno));
-        return SL_EIO;
-    } else {
-        while (dir[0] == '.' && dir[1] == '/') {
-            dir += 2;
-        }
-        n = snprintf(u->data, sizeof(u->data), "%s/%s", strcmp(cwd, "/") == 0 ? "" : cwd, dir);
-    }
-    if (n < 0 || n >= (int)sizeof(u->data)) {
-        sl_eprintf("up: the data directory's path is too long");
-        return SL_EINVAL;
-    }
+    SL_TRY(absolute(u->data, sizeof(u->data), dir, "the data directory"));
     /* "var/" would print as "var//ca.pem". */
     for (size_t len = strlen(u->data); len > 1 && u->data[len - 1] == '/'; len--) {
         u->data[len - 1] = '\0';
     }
     SL_TRY(join(u->sock, sizeof(u->sock), u->data, "proxy.sock"));
-    SL_TRY(join(u->audit, sizeof(u->audit), u->data, "audit.log"));
+    if (u->passed[PASS_AUDIT_LOG] == NULL) {
+        SL_TRY(join(u->audit, sizeof(u->audit), u->data, "audit.log"));
+    } else {
+        SL_TRY(absolute(u->audit, sizeof(u->audit), u->passed[PASS_AUDIT_LOG], "'--audit-log'"));
+        /* One file: the proxy writes it, the control plane tails it for the dashboard. */
+        u->passed[PASS_AUDIT_LOG] = u->audit;
+    }
     SL_TRY(join(u->ca, sizeof(u->ca), u->data, SL_CA_CERT_FILE));
     SL_TRY(join(u->token_file, sizeof(u->token_file), u->data, ADMIN_TOKEN_FILE));
     return 0;

@@ -118,6 +118,7 @@ up_start() {
   UP_N=$((UP_N + 1))
   UP_OUT=$FX_WORK/up$UP_N.out
   UP_ERR=$FX_WORK/up$UP_N.err
+  : >"$UP_OUT"
   env -u SLUICE_ENCRYPTION_KEY "$SLUICE_BIN" up --data "$DATA" \
     --control-listen "127.0.0.1:$CPORT" --proxy-listen "127.0.0.1:$PPORT" \
     --proxy-port "$GPORT" --network "$NET" --subnet "$SUBNET" "$@" -- "${PROXY_FLAGS[@]}" \
@@ -193,6 +194,12 @@ rc=0
 check_eq "an unknown flag: exit 2" "$rc" 2
 check_eq "... with one line naming it" \
   "$(grep -c -- "--no-such-flag" "$FX_WORK/bad.err")/$(wc -l <"$FX_WORK/bad.err")" "1/1"
+check "... and nothing was created" test ! -e "$DATA"
+rc=0
+"$SLUICE_BIN" up --data "$DATA" --audit-log - >/dev/null 2>"$FX_WORK/bad.err" || rc=$?
+check_eq "--audit-log - (no file for the dashboard to tail): exit 2" "$rc" 2
+check_eq "... with one line naming it" \
+  "$(grep -c -- "'--audit-log' needs a file" "$FX_WORK/bad.err")/$(wc -l <"$FX_WORK/bad.err")" "1/1"
 check "... and nothing was created" test ! -e "$DATA"
 # Every flag of `sluice control` is one up takes (and passes on): the two lists must not drift.
 missing=""
@@ -350,9 +357,26 @@ up_stop
 check_eq "SIGTERM again: exit 0" "$UP_EXIT" 0
 check "... the table is removed" no_table
 
-# --- no Docker daemon --------------------------------------------------------------------------------
-up_start --docker-socket "$FX_WORK/nothing.sock" ||
+# --- no Docker daemon (and the audit log elsewhere) ---------------------------------------------------
+# --audit-log as a relative path: up makes it absolute and gives it to both children.
+mkdir -p "$FX_WORK/logs"
+audit_lines_in_data=$(wc -l <"$DATA/audit.log")
+cd "$FX_WORK" || fx_bail "cd $FX_WORK"
+up_start --docker-socket "$FX_WORK/nothing.sock" --audit-log logs/audit.log ||
   fx_bail "sluice up starts without a Docker daemon"
+cd - >/dev/null || fx_bail "cd back"
+check "the summary names the audit log given" grep -qF "(audit log: $FX_WORK/logs/audit.log)" "$UP_OUT"
+probe_status=$(curl -q -sS --max-time 10 -o /dev/null -w '%{http_code}' \
+  -x "http://127.0.0.1:$PPORT" http://up-audit-probe.test/ 2>/dev/null) || true
+# 403 for a client no sandbox owns, or 503 no-policy before the first push: refused either way.
+check_match "a request from this host is refused" "${probe_status:-000}" '^(403|503)$'
+FX_AUDIT=$FX_WORK/logs/audit.log
+check_audit "--audit-log FILE: the proxy writes its decision there" \
+  host=up-audit-probe.test decision=deny
+check_eq "... and not in DATA/audit.log" "$(wc -l <"$DATA/audit.log")" "$audit_lines_in_data"
+api GET '/audit?limit=5'
+check_eq "... and the dashboard's audit tail reads it" \
+  "$(field '[e["host"] for e in d["entries"]][:1]')" '["up-audit-probe.test"]'
 check "the output says plainly that no Docker daemon answers" \
   grep -qF "NOT AVAILABLE: no Docker daemon answers on $FX_WORK/nothing.sock" "$UP_OUT"
 check "the proxy still listens on this host" fx_port_open "$PPORT"
