@@ -1288,6 +1288,8 @@ static void route_mcp(struct call *c)
     in.content_type = header_value(c->req, "content-type");
     in.accept = header_value(c->req, "accept");
     in.protocol_version = header_value(c->req, "mcp-protocol-version");
+    in.mcp_method = header_value(c->req, "mcp-method");
+    in.mcp_name = header_value(c->req, "mcp-name");
     in.body = c->req->body.p;
     in.body_len = c->req->body.n;
     plan = sl_calloc(1, sizeof(*plan));

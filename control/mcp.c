@@ -21,9 +21,22 @@
 #include "base/mem.h"
 #include "control/api.h"
 
-/* The revisions spoken (MCP-Protocol-Version values and initialize answers), newest first.
- * 2025-03-26 and older require batches, which these two removed, so they are not claimed. */
-static const char *const versions[] = { SL_MCP_PROTOCOL_LATEST, "2025-06-18" };
+/* The revisions spoken, newest first: the stateless one, then those with an initialize
+ * handshake (the last two; an initialize is answered with one of them). 2025-03-26 and older
+ * require batches, which 2025-06-18 removed, so they are not claimed. */
+static const char *const versions[] = { SL_MCP_PROTOCOL_STATELESS, SL_MCP_PROTOCOL_LATEST,
+                                        "2025-06-18" };
+#define VERSIONS_TEXT             SL_MCP_PROTOCOL_STATELESS ", " SL_MCP_PROTOCOL_LATEST ", 2025-06-18"
+#define INITIALIZE_VERSIONS_FIRST 1
+
+/* The _meta keys of MCP 2026-07-28 requests. */
+#define META_VERSION      "io.modelcontextprotocol/protocolVersion"
+#define META_CAPABILITIES "io.modelcontextprotocol/clientCapabilities"
+#define META_SERVER_INFO  "io.modelcontextprotocol/serverInfo"
+
+static const char instructions[] =
+        "Tools for sluice sandboxes, environments and jobs. Each tool is the REST route its "
+        "description names, with the same permissions and errors.";
 
 /* Longest path a route gets (segments are bounded by the schemas, encoded x3). */
 #define PATH_MAX_BYTES 16384
@@ -487,9 +500,37 @@ static int answer_errorf(struct sl_mcp_plan *out, int status, const json_t *id, 
     return answer_error(out, status, id, code, msg);
 }
 
+/* -32022 for the revision `requested`, with the list of those spoken (MCP 2026-07-28). */
+static int answer_unsupported_version(struct sl_mcp_plan *out, const json_t *id,
+                                      const char *requested)
+{
+    char msg[160];
+
+    (void)snprintf(msg, sizeof(msg),
+                   "Unsupported protocol version '%.64s' (supported: " VERSIONS_TEXT ")",
+                   requested);
+    return answer(out, 400,
+                  json_pack("{s:s,s:O?,s:{s:i,s:s,s:{s:s,s:[sss]}}}", "jsonrpc", "2.0", "id", id,
+                            "error", "code", SL_MCP_UNSUPPORTED_VERSION, "message", msg, "data",
+                            "requested", requested, "supported", versions[0], versions[1],
+                            versions[2]));
+}
+
+/* Marks `result` (a result object, or NULL) complete when the request was stateless. */
+static json_t *completed(json_t *result, bool stateless)
+{
+    if (result != NULL && stateless
+        && json_object_set_new(result, "resultType", json_string("complete")) < 0) {
+        json_decref(result);
+        return NULL;
+    }
+    return result;
+}
+
 /* A JSON-RPC result (`result` taken). */
 static int answer_result(struct sl_mcp_plan *out, const json_t *id, json_t *result)
 {
+    result = completed(result, out->stateless);
     if (result == NULL) {
         return SL_ENOMEM;
     }
@@ -543,9 +584,10 @@ static bool accepts_json(const char *accept)
     return false;
 }
 
-static bool version_known(const char *v)
+/* Whether revision `v` is spoken; from `first` on in `versions`. */
+static bool version_known(const char *v, size_t first)
 {
-    for (size_t i = 0; i < SL_ARRAY_LEN(versions); i++) {
+    for (size_t i = first; i < SL_ARRAY_LEN(versions); i++) {
         if (strcmp(v, versions[i]) == 0) {
             return true;
         }
@@ -780,6 +822,7 @@ static int prepare_call(json_t *id, const json_t *params, struct sl_mcp_plan *ou
     out->route.tool = t->name;
     out->route.method = t->method;
     out->route.id = json_incref(id);
+    out->route.stateless = out->stateless;
     out->has_route = true;
     return 0;
 }
@@ -810,20 +853,131 @@ static int prepare_initialize(const json_t *id, const json_t *params, struct sl_
         return answer_error(out, 200, id, SL_MCP_INVALID_PARAMS,
                             "params.protocolVersion: a string is required");
     }
-    /* MCP lifecycle: the client's revision when we speak it, else our latest (the client then
-     * decides whether to go on). */
-    return answer_result(
-            out, id,
-            json_pack("{s:s,s:{s:{}},s:{s:s,s:s,s:s},s:s}", "protocolVersion",
-                      version_known(asked) ? asked : SL_MCP_PROTOCOL_LATEST, "capabilities",
-                      "tools", "serverInfo", "name", "sluice", "title", "sluice control plane",
-                      "version", SLUICE_VERSION, "instructions",
-                      "Tools for sluice sandboxes, environments and jobs. Each tool is the REST "
-                      "route its description names, with the same permissions and errors."));
+    /* MCP lifecycle: the client's revision when we speak it with initialize, else our latest
+     * such (the client then decides whether to go on; 2026-07-28 has no initialize). */
+    return answer_result(out, id,
+                         json_pack("{s:s,s:{s:{}},s:{s:s,s:s,s:s},s:s}", "protocolVersion",
+                                   version_known(asked, INITIALIZE_VERSIONS_FIRST)
+                                           ? asked
+                                           : SL_MCP_PROTOCOL_LATEST,
+                                   "capabilities", "tools", "serverInfo", "name", "sluice", "title",
+                                   "sluice control plane", "version", SLUICE_VERSION,
+                                   "instructions", instructions));
+}
+
+/* server/discover (MCP 2026-07-28): the revisions, capabilities and identity, asked for by a
+ * client of any revision before anything else. */
+static int prepare_discover(const json_t *id, struct sl_mcp_plan *out)
+{
+    json_t *info = json_pack("{s:s,s:s,s:s}", "name", "sluice", "title", "sluice control plane",
+                             "version", SLUICE_VERSION);
+    json_t *res = NULL;
+
+    out->stateless = true;
+    /* serverInfo twice: in _meta, where 2026-07-28 puts it, and as the field older drafts and
+     * their clients read. Cache hints as the SDKs default them: not cached, not shared. */
+    if (info != NULL) {
+        res = json_pack("{s:[sss],s:{s:{}},s:O,s:s,s:i,s:s,s:{s:O}}", "supportedVersions",
+                        versions[0], versions[1], versions[2], "capabilities", "tools",
+                        "serverInfo", info, "instructions", instructions, "ttlMs", 0, "cacheScope",
+                        "private", "_meta", META_SERVER_INFO, info);
+        json_decref(info);
+    }
+    return answer_result(out, id, res);
+}
+
+/* A header check of MCP 2026-07-28: `sent` (NULL: absent) must be `want`. */
+static int mirror_check(struct sl_mcp_plan *out, const json_t *id, const char *header,
+                        const char *sent, const char *want, bool *failed)
+{
+    *failed = sent == NULL || strcmp(sent, want) != 0;
+    if (!*failed) {
+        return 0;
+    }
+    if (sent == NULL) {
+        return answer_errorf(
+                out, 400, id, SL_MCP_HEADER_MISMATCH,
+                "Header mismatch: the %s header is required with MCP " SL_MCP_PROTOCOL_STATELESS
+                " (the body says '%.128s')",
+                header, want);
+    }
+    return answer_errorf(out, 400, id, SL_MCP_HEADER_MISMATCH,
+                         "Header mismatch: %s is '%.128s' but the body says '%.128s'", header, sent,
+                         want);
+}
+
+/*
+ * The revision a message declares in params._meta, and for 2026-07-28 the headers that mirror
+ * the body. Sets `*done` when `out` holds the answer (an error); else marks `out` stateless
+ * when the message declared 2026-07-28. A message that declares nothing is of a handshake
+ * revision, unless its MCP-Protocol-Version header says 2026-07-28.
+ */
+static int check_declared(const struct sl_mcp_input *in, const json_t *id, const char *m,
+                          const json_t *params, struct sl_mcp_plan *out, bool *done)
+{
+    const json_t *meta = json_object_get(params, "_meta");
+    const json_t *declared = json_object_get(meta, META_VERSION);
+    const char *v = json_string_value(declared);
+    const char *name = json_string_value(json_object_get(params, "name"));
+    int rc;
+
+    *done = true;
+    if (declared == NULL) {
+        if (in->protocol_version != NULL
+            && strcmp(in->protocol_version, SL_MCP_PROTOCOL_STATELESS) == 0) {
+            return answer_error(
+                    out, 400, id, SL_MCP_HEADER_MISMATCH,
+                    "Header mismatch: MCP-Protocol-Version is " SL_MCP_PROTOCOL_STATELESS
+                    " but params._meta[\"" META_VERSION "\"] is missing");
+        }
+        *done = false;
+        return 0;
+    }
+    if (v == NULL) {
+        return answer_error(out, id != NULL ? 200 : 400, id, SL_MCP_INVALID_PARAMS,
+                            "params._meta[\"" META_VERSION "\"]: must be a string");
+    }
+    if (!version_known(v, 0)) {
+        return answer_unsupported_version(out, id, v);
+    }
+    if (in->protocol_version != NULL && strcmp(in->protocol_version, v) != 0) {
+        return answer_errorf(out, 400, id, SL_MCP_HEADER_MISMATCH,
+                             "Header mismatch: MCP-Protocol-Version is '%.64s' but the body "
+                             "declares '%.64s'",
+                             in->protocol_version, v);
+    }
+    if (strcmp(v, SL_MCP_PROTOCOL_STATELESS) != 0) {
+        /* A handshake revision named in _meta too: as if it were not. */
+        *done = false;
+        return 0;
+    }
+    rc = mirror_check(out, id, "MCP-Protocol-Version", in->protocol_version, v, done);
+    if (*done) {
+        return rc;
+    }
+    rc = mirror_check(out, id, "Mcp-Method", in->mcp_method, m, done);
+    if (*done) {
+        return rc;
+    }
+    if (strcmp(m, "tools/call") == 0 && name != NULL) {
+        rc = mirror_check(out, id, "Mcp-Name", in->mcp_name, name, done);
+        if (*done) {
+            return rc;
+        }
+    }
+    if (id != NULL && !json_is_object(json_object_get(meta, META_CAPABILITIES))) {
+        *done = true;
+        return answer_error(out, 200, id, SL_MCP_INVALID_PARAMS,
+                            "params._meta[\"" META_CAPABILITIES
+                            "\"]: an object is required (MCP " SL_MCP_PROTOCOL_STATELESS ")");
+    }
+    out->stateless = true;
+    *done = false;
+    return 0;
 }
 
 /* One parsed JSON-RPC message (an object). */
-static int prepare_message(json_t *msg, struct sl_mcp_plan *out)
+static int prepare_message(const struct sl_mcp_input *in, json_t *msg, struct sl_mcp_plan *out)
 {
     json_t *id = json_object_get(msg, "id");
     const json_t *method = json_object_get(msg, "method");
@@ -855,14 +1009,26 @@ static int prepare_message(json_t *msg, struct sl_mcp_plan *out)
                             "Invalid Request: method must be a string");
     }
     m = json_string_value(method);
+    if (params != NULL && !json_is_object(params)) {
+        return answer_error(out, id != NULL ? 200 : 400, id, SL_MCP_INVALID_PARAMS,
+                            "params must be an object");
+    }
+    {
+        bool done;
+        int rc = check_declared(in, id, m, params, out, &done);
+
+        if (done) {
+            return rc;
+        }
+    }
     if (id == NULL) {
         /* A notification (notifications/initialized, notifications/cancelled, ...): nothing
          * to answer, none of them changes anything here. */
         out->status = 202;
         return 0;
     }
-    if (params != NULL && !json_is_object(params)) {
-        return answer_error(out, 200, id, SL_MCP_INVALID_PARAMS, "params must be an object");
+    if (strcmp(m, "server/discover") == 0) {
+        return prepare_discover(id, out);
     }
     if (strcmp(m, "initialize") == 0) {
         return prepare_initialize(id, params, out);
@@ -871,7 +1037,16 @@ static int prepare_message(json_t *msg, struct sl_mcp_plan *out)
         return answer_result(out, id, json_object());
     }
     if (strcmp(m, "tools/list") == 0) {
-        return answer_result(out, id, tool_list());
+        json_t *list = tool_list();
+
+        /* 2026-07-28: a list result carries cache hints (as the SDKs default them). */
+        if (list != NULL && out->stateless
+            && (json_object_set_new(list, "ttlMs", json_integer(0)) < 0
+                || json_object_set_new(list, "cacheScope", json_string("private")) < 0)) {
+            json_decref(list);
+            list = NULL;
+        }
+        return answer_result(out, id, list);
     }
     if (strcmp(m, "tools/call") == 0) {
         return prepare_call(id, params, out);
@@ -904,11 +1079,8 @@ int sl_mcp_prepare(const struct sl_mcp_input *in, struct sl_mcp_plan *out)
                           "Not Acceptable: the answers are application/json");
         goto out;
     }
-    if (in->protocol_version != NULL && !version_known(in->protocol_version)) {
-        rc = answer_errorf(out, 400, NULL, SL_MCP_INVALID_REQUEST,
-                           "Bad Request: unsupported MCP-Protocol-Version '%.64s' (supported: "
-                           "%s, %s)",
-                           in->protocol_version, versions[0], versions[1]);
+    if (in->protocol_version != NULL && !version_known(in->protocol_version, 0)) {
+        rc = answer_unsupported_version(out, NULL, in->protocol_version);
         goto out;
     }
     msg = json_loadb(in->body, in->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
@@ -925,7 +1097,7 @@ int sl_mcp_prepare(const struct sl_mcp_input *in, struct sl_mcp_plan *out)
         rc = answer_error(out, 400, NULL, SL_MCP_INVALID_REQUEST,
                           "Invalid Request: a JSON-RPC message is an object");
     } else {
-        rc = prepare_message(msg, out);
+        rc = prepare_message(in, msg, out);
     }
     json_decref(msg);
 out:
@@ -1005,6 +1177,7 @@ struct mcp_call {
     struct sl_http_exchange *x;
     const char *tool;
     json_t *id;
+    bool stateless;
 };
 
 static void respond_doc(struct sl_http_exchange *x, int status, json_t *doc)
@@ -1024,7 +1197,7 @@ static void respond_doc(struct sl_http_exchange *x, int status, json_t *doc)
 static void on_route_reply(void *arg, int status, json_t *body)
 {
     struct mcp_call *mc = arg;
-    json_t *result = sl_mcp_tool_result(mc->tool, status, body);
+    json_t *result = completed(sl_mcp_tool_result(mc->tool, status, body), mc->stateless);
 
     json_decref(body);
     if (result == NULL) {
@@ -1076,6 +1249,7 @@ void sl_mcp_run(struct sl_api *api, struct sl_http_exchange *x, struct sl_mcp_pl
     mc->x = x;
     mc->tool = plan->route.tool;
     mc->id = plan->route.id;
+    mc->stateless = plan->route.stateless;
     plan->route.id = NULL;
     memset(&rq, 0, sizeof(rq));
     rq.method = plan->route.method;

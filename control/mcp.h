@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/mcp.h - the MCP endpoint `/mcp` of the control plane (SPEC.md §5.5): JSON-RPC 2.0 over
- * the Streamable HTTP transport of MCP revision 2025-11-25 (2025-06-18 accepted too), tools
- * only. Design notes: docs/mcp.md.
+ * the Streamable HTTP transport of MCP revisions 2026-07-28 (stateless: server/discover, the
+ * revision declared in every request) and 2025-11-25 (initialize; 2025-06-18 accepted too),
+ * tools only. Design notes: docs/mcp.md.
  *
  * Transport choices: every message is one POST answered with one application/json document
  * (no server-sent stream: GET and DELETE get 405), no sessions (no Mcp-Session-Id is issued,
@@ -35,8 +36,13 @@
 
 struct sl_api; /* control/api.h */
 
-/* The newest revision spoken; also the answer to an initialize that asks for one we lack. */
+/* The newest revision with an initialize handshake; also the answer to an initialize that asks
+ * for one we lack. */
 #define SL_MCP_PROTOCOL_LATEST "2025-11-25"
+/* The stateless revision: no initialize; every request declares it in params._meta and in the
+ * MCP-Protocol-Version header, names its method in Mcp-Method (and a tool call its tool in
+ * Mcp-Name); server/discover lists the revisions; every result says "resultType":"complete". */
+#define SL_MCP_PROTOCOL_STATELESS "2026-07-28"
 /* Most tool calls dispatched at once (the whole control plane); past it: 503 and -32000. */
 #define SL_MCP_MAX_CALLS 64
 
@@ -46,6 +52,10 @@ struct sl_api; /* control/api.h */
 #define SL_MCP_METHOD_NOT_FOUND (-32601)
 #define SL_MCP_INVALID_PARAMS   (-32602)
 #define SL_MCP_SERVER_ERROR     (-32000)
+/* MCP 2026-07-28: a header mirrored from the body is missing or differs (HTTP 400). */
+#define SL_MCP_HEADER_MISMATCH (-32020)
+/* MCP 2026-07-28: the declared revision is not spoken; data lists those that are (HTTP 400). */
+#define SL_MCP_UNSUPPORTED_VERSION (-32022)
 
 /* What sl_mcp_prepare() reads of an HTTP request. Every pointer borrowed; NULL for a header
  * that is absent. */
@@ -57,6 +67,9 @@ struct sl_mcp_input {
     const char *protocol_version;
     const void *body;
     size_t body_len;
+    /* Mcp-Method and Mcp-Name (MCP 2026-07-28). */
+    const char *mcp_method;
+    const char *mcp_name;
 };
 
 /* The REST request a tool call stands for. */
@@ -71,6 +84,8 @@ struct sl_mcp_route {
     char *body;
     /* The JSON-RPC id of the call (a string or an integer); a new reference. */
     json_t *id;
+    /* The request declared MCP 2026-07-28: its result says "resultType":"complete". */
+    bool stateless;
 };
 
 /* The outcome of sl_mcp_prepare(): either an answer now (`status`, `body`) or a route. */
@@ -81,6 +96,8 @@ struct sl_mcp_plan {
     char *body;
     /* The answer now must carry `Allow: POST` (405). */
     bool allow_post;
+    /* The message declared MCP 2026-07-28 (results get "resultType":"complete"). */
+    bool stateless;
     bool has_route;
     struct sl_mcp_route route;
 };
@@ -96,8 +113,10 @@ void sl_mcp_plan_finish(struct sl_mcp_plan *plan);
 bool sl_mcp_origin_ok(const char *origin, const char *host);
 
 /* Reads one MCP POST (or another method on /mcp) and fills `out` (zeroed caller storage;
- * sl_mcp_plan_finish() releases it): transport checks (405, 415, 406, 400 for an unsupported
- * MCP-Protocol-Version), the JSON-RPC envelope (-32700, -32600), the method (-32601), its
+ * sl_mcp_plan_finish() releases it): transport checks (405, 415, 406, 400 and -32022 for an
+ * unsupported MCP-Protocol-Version), the JSON-RPC envelope (-32700, -32600), for a message that
+ * declares 2026-07-28 its revision and mirrored headers (-32022, -32020, -32602), the method
+ * (-32601), its
  * params (-32602), and for tools/call the tool's arguments (a violation of its input schema is
  * a tool error naming the field, as MCP 2025-11-25 asks) and the route. Returns 0, or SL_ENOMEM
  * (out holds nothing then). */

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/fuzz/fuzz_mcp.c - the MCP message reader of control/mcp on arbitrary bytes: the body of a
- * POST /mcp with the SDK's headers through sl_mcp_prepare(), and the tool result of a REST answer.
+ * POST /mcp through sl_mcp_prepare() twice, with the headers of a 2025-11-25 client and with
+ * those a 2026-07-28 client mirrors from the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name),
+ * and the tool result of a REST answer.
  *
  * Invariants, not just "no crash": a plan is exactly one of an answer (a JSON-RPC 2.0 object with
  * a result or an error, status 200 or 400) , a 202 without a body, or a route; a route's method
@@ -41,11 +43,14 @@ static bool path_is_safe(const char *p)
 static void check_answer(const struct sl_mcp_plan *plan)
 {
     json_t *doc = json_loads(plan->body, 0, NULL);
+    json_t *result = json_object_get(doc, "result");
 
     SL_BUG_ON(!json_is_object(doc));
     SL_BUG_ON(strcmp(json_string_value(json_object_get(doc, "jsonrpc")), "2.0") != 0);
-    SL_BUG_ON((json_object_get(doc, "result") != NULL) == (json_object_get(doc, "error") != NULL));
+    SL_BUG_ON((result != NULL) == (json_object_get(doc, "error") != NULL));
     SL_BUG_ON(plan->status != 200 && plan->status != 400);
+    /* A result of the stateless revision says it is complete; no other one does. */
+    SL_BUG_ON(result != NULL && plan->stateless != (json_object_get(result, "resultType") != NULL));
     json_decref(doc);
 }
 
@@ -58,6 +63,7 @@ static void check_route(const struct sl_mcp_plan *plan)
     SL_BUG_ON(strcmp(r->method, "GET") != 0 && strcmp(r->method, "POST") != 0);
     SL_BUG_ON(!path_is_safe(r->path));
     SL_BUG_ON(!json_is_string(r->id) && !json_is_integer(r->id));
+    SL_BUG_ON(r->stateless != plan->stateless);
     if (r->body != NULL) {
         body = json_loads(r->body, 0, NULL);
         SL_BUG_ON(!json_is_object(body));
@@ -65,22 +71,11 @@ static void check_route(const struct sl_mcp_plan *plan)
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+static void prepare_and_check(const struct sl_mcp_input *in)
 {
-    static bool ready;
-    struct sl_mcp_input in = {
-        "POST", "application/json", "application/json, text/event-stream", NULL, data, size
-    };
     struct sl_mcp_plan plan = { 0 };
-    json_t *body;
-    json_t *res;
-    int rc;
+    int rc = sl_mcp_prepare(in, &plan);
 
-    if (!ready) {
-        json_set_alloc_funcs(sl_malloc, sl_free);
-        ready = true;
-    }
-    rc = sl_mcp_prepare(&in, &plan);
     if (rc == 0) {
         if (plan.has_route) {
             check_route(&plan);
@@ -93,8 +88,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         SL_BUG_ON(rc != SL_ENOMEM);
     }
     sl_mcp_plan_finish(&plan);
-    /* The same bytes as a REST answer (any JSON; an error status when it is not an object). */
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static bool ready;
+    struct sl_mcp_input in = {
+        "POST", "application/json", "application/json, text/event-stream", NULL, data, size, NULL,
+        NULL
+    };
+    json_t *body;
+    json_t *res;
+
+    if (!ready) {
+        json_set_alloc_funcs(sl_malloc, sl_free);
+        ready = true;
+    }
+    prepare_and_check(&in);
     body = json_loadb((const char *)data, size, JSON_DECODE_ANY, NULL);
+    /* As a 2026-07-28 client sends it: the headers mirror the body. */
+    in.protocol_version = "2026-07-28";
+    in.mcp_method = json_string_value(json_object_get(body, "method"));
+    in.mcp_name = json_string_value(json_object_get(json_object_get(body, "params"), "name"));
+    prepare_and_check(&in);
+    /* The same bytes as a REST answer (any JSON; an error status when it is not an object). */
     res = sl_mcp_tool_result("sandbox_exec", json_is_object(body) ? 200 : 404, body);
     SL_BUG_ON(res != NULL && !json_is_array(json_object_get(res, "content")));
     json_decref(res);

@@ -3,15 +3,17 @@
 # tests/integration/mcp.sh - SPEC.md §5.5, the MCP endpoint /mcp (docs/mcp.md): a real control
 # plane and proxy with Docker sandboxes (tests/support/sandbox.sh), users root/alice/bob, the
 # global environments sbx/sbx-off and alice's own alice-env; then
-#   - the official MCP TypeScript SDK (tests/mcp/client.mjs, its Client over the Streamable HTTP
-#     transport) connects, lists the tools and calls each one, as alice, bob and root: secrets
+#   - the official MCP TypeScript SDKs (tests/mcp/client.mjs, their Client over the Streamable HTTP
+#     transport: 1.x with initialize, 2.x pinned to the stateless revision 2026-07-28) connect,
+#     list the tools and call each one, as alice, bob and root: secrets
 #     masked, credentials never present, a sandbox write/read/exec/close round trip, another
 #     user's environment, sandbox and job refused with the REST texts, two jobs (one succeeds with
 #     its output, one fails with its exit code), a missing or wrong token failing the connect;
 #   - raw curl checks of the protocol edges: parse error, invalid request, batch, unknown method,
 #     bad params, notification 202, GET/DELETE 405, 401 with WWW-Authenticate, Origin (403 for a
-#     rebound name), unsupported MCP-Protocol-Version, Content-Type, a sandbox token, at most 64
-#     tool calls in flight (70 at once: 6 get 503), 413.
+#     rebound name), unsupported MCP-Protocol-Version (-32022 with the revisions), 2026-07-28
+#     without initialize and its mirrored headers (-32020), Content-Type, a sandbox token, at
+#     most 64 tool calls in flight (70 at once: 6 get 503), 413.
 # Network sl-t-mcp, subnet 10.213.31.0/24.
 set -euo pipefail
 
@@ -24,8 +26,9 @@ source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_init
 
 MCP_DIR=$SLUICE_SRC/tests/mcp
-if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextprotocol/sdk" ]; then
-  fx_bail "node and tests/mcp/node_modules (the MCP SDK) are installed: run tools/deps.sh test"
+if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextprotocol/sdk" ] ||
+  [ ! -d "$MCP_DIR/node_modules/@modelcontextprotocol/client" ]; then
+  fx_bail "node and tests/mcp/node_modules (the MCP SDKs) are installed: run tools/deps.sh test"
 fi
 
 sbx_setup sl-t-mcp 31
@@ -47,22 +50,24 @@ SBX_WHO=alice sbx_api POST /api/v1/environments "$doc" >/dev/null
 check_api "alice creates her environment alice-env" 201
 ALICE_ENV_ID=$(sbx_field 'd["id"]')
 
-# --- the SDK client ----------------------------------------------------------------------------
-out=$FX_WORK/client.out
-rc=0
-(cd "$MCP_DIR" && MCP_URL=$MCP_URL TOK_root=$SBX_TOK_root TOK_alice=$SBX_TOK_alice \
-  TOK_bob=$SBX_TOK_bob REPO=$SBX_REPO SECRET=$SBX_SECRET CRED=$SBX_CRED \
-  ALICE_SECRET=$ALICE_SECRET ALICE_CRED=$ALICE_CRED ALICE_ENV_ID=$ALICE_ENV_ID \
-  timeout 600 node client.mjs) >"$out" 2>&1 || rc=$?
-while IFS= read -r line; do
-  case "$line" in
-  "ok - "*) ok "mcp client: ${line#ok - }" ;;
-  "not ok - "*) not_ok "mcp client: ${line#not ok - }" ;;
-  *) echo "# $line" ;;
-  esac
-done <"$out"
-check_eq "the SDK client exits 0" "$rc" 0
-check "the client ran to its last check" grep -qE '^(not )?ok - an unknown tool' "$out"
+# --- the SDK clients: 1.x with initialize (2025-11-25), 2.x stateless (2026-07-28) --------------
+for era in handshake stateless; do
+  out=$FX_WORK/client-$era.out
+  rc=0
+  (cd "$MCP_DIR" && MCP_ERA=$era MCP_URL=$MCP_URL TOK_root=$SBX_TOK_root \
+    TOK_alice=$SBX_TOK_alice TOK_bob=$SBX_TOK_bob REPO=$SBX_REPO SECRET=$SBX_SECRET \
+    CRED=$SBX_CRED ALICE_SECRET=$ALICE_SECRET ALICE_CRED=$ALICE_CRED ALICE_ENV_ID=$ALICE_ENV_ID \
+    timeout 600 node client.mjs) >"$out" 2>&1 || rc=$?
+  while IFS= read -r line; do
+    case "$line" in
+    "ok - "*) ok "mcp client ($era): ${line#ok - }" ;;
+    "not ok - "*) not_ok "mcp client ($era): ${line#not ok - }" ;;
+    *) echo "# $line" ;;
+    esac
+  done <"$out"
+  check_eq "the SDK client ($era) exits 0" "$rc" 0
+  check "the client ($era) ran to its last check" grep -qE '^(not )?ok - an unknown tool' "$out"
+done
 
 # --- raw protocol edges ----------------------------------------------------------------------
 MCP_BODY=$FX_WORK/mcp.body
@@ -117,7 +122,23 @@ check_eq "ping with MCP-Protocol-Version 2025-11-25 → 200 {}" \
   "$MCP_STATUS $(mcp_field 'd["result"]')" "200 {}"
 check_match "... Content-Type application/json" "$(cat "$MCP_HDRS")" $'[Cc]ontent-[Tt]ype: application/json\r'
 mcp_post '{"jsonrpc":"2.0","id":4,"method":"ping"}' -H 'MCP-Protocol-Version: 1900-01-01'
-check_rpc "an unsupported MCP-Protocol-Version → 400" 400 -32600
+check_rpc "an unsupported MCP-Protocol-Version → 400, -32022" 400 -32022
+check_eq "... naming it and the revisions spoken" \
+  "$(mcp_field '[d["error"]["data"]["requested"]] + d["error"]["data"]["supported"]')" \
+  '["1900-01-01", "2026-07-28", "2025-11-25", "2025-06-18"]'
+# 2026-07-28 with curl: the mirrored headers are checked against the body.
+META='"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+mcp_post "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\",\"params\":{$META}}" \
+  -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/list'
+check_eq "2026-07-28 tools/list without initialize → the tools, complete, with cache hints" \
+  "$MCP_STATUS $(mcp_field '[len(d["result"]["tools"]), d["result"]["resultType"], d["result"]["ttlMs"], d["result"]["cacheScope"]]')" \
+  '200 [9, "complete", 0, "private"]'
+mcp_post "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\",\"params\":{$META}}" \
+  -H 'MCP-Protocol-Version: 2026-07-28'
+check_rpc "2026-07-28 without Mcp-Method → 400, -32020" 400 -32020
+mcp_post "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{$META,\"name\":\"list_environments\"}}" \
+  -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H 'Mcp-Name: get_job'
+check_rpc "2026-07-28 with an Mcp-Name that is not the body's tool → 400, -32020" 400 -32020
 CT=text/plain mcp_post '{"jsonrpc":"2.0","id":4,"method":"ping"}'
 check_rpc "Content-Type text/plain → 415" 415 -32600
 ACCEPT=text/event-stream mcp_post '{"jsonrpc":"2.0","id":4,"method":"ping"}'

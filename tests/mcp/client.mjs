@@ -1,17 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
 // tests/mcp/client.mjs - sluice's /mcp driven by a client nobody here wrote: the official MCP
-// TypeScript SDK (@modelcontextprotocol/sdk, pinned in package-lock.json), its Client over the
-// Streamable HTTP transport, with the bearer token in requestInit headers. Run by
-// tests/integration/mcp.sh against a real control plane with Docker sandboxes; prints one TAP
-// line per check ("ok - ..." / "not ok - ...") and exits 1 when any failed.
+// TypeScript SDK, its Client over the Streamable HTTP transport, with the bearer token in
+// requestInit headers, in one of two eras (MCP_ERA):
+//   - "handshake" (default): @modelcontextprotocol/sdk 1.x, initialize with revision 2025-11-25;
+//   - "stateless": @modelcontextprotocol/client 2.x pinned to revision 2026-07-28
+//     (server/discover, no initialize, the revision and the method in every request).
+// Both pinned in package-lock.json. Run by tests/integration/mcp.sh against a real control plane
+// with Docker sandboxes; prints one TAP line per check ("ok - ..." / "not ok - ...") and exits 1
+// when any failed.
 //
 // Environment: MCP_URL (http://127.0.0.1:PORT/mcp), TOK_root, TOK_alice, TOK_bob, REPO
 // (owner/name), SECRET (the value of the secret variable of global environment `sbx`), CRED (its
-// credential value), ALICE_SECRET and ALICE_CRED (alice's environment `alice-env`), ALICE_ENV_ID.
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-
+// credential value), ALICE_SECRET and ALICE_CRED (alice's environment `alice-env`), ALICE_ENV_ID,
+// MCP_ERA.
 const E = process.env;
+const STATELESS = E.MCP_ERA === 'stateless';
+const { Client, StreamableHTTPClientTransport } = STATELESS
+  ? await import('@modelcontextprotocol/client')
+  : {
+    Client: (await import('@modelcontextprotocol/sdk/client/index.js')).Client,
+    StreamableHTTPClientTransport:
+      (await import('@modelcontextprotocol/sdk/client/streamableHttp.js'))
+        .StreamableHTTPClientTransport,
+  };
 const url = new URL(E.MCP_URL);
 const restBase = `${url.origin}/api/v1`;
 let failures = 0;
@@ -27,7 +38,8 @@ function check(cond, desc, detail) {
 }
 
 async function connect(token) {
-  const client = new Client({ name: 'sluice-mcp-test', version: '1.0.0' });
+  const client = new Client({ name: 'sluice-mcp-test', version: '1.0.0' },
+    STATELESS ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : undefined);
   const headers = token === undefined ? {} : { Authorization: `Bearer ${token}` };
   const transport = new StreamableHTTPClientTransport(url, { requestInit: { headers } });
   await client.connect(transport);
@@ -37,7 +49,10 @@ async function connect(token) {
 // A tool call; a thrown protocol error becomes {thrown}.
 async function call(client, name, args) {
   try {
-    return await client.callTool({ name, arguments: args }, undefined, { timeout: 240000 });
+    const params = { name, arguments: args };
+    const opts = { timeout: 240000 };
+    // 2.x: (params, options); 1.x: (params, resultSchema, options).
+    return await (STATELESS ? client.callTool(params, opts) : client.callTool(params, undefined, opts));
   } catch (e) {
     return { thrown: String(e && e.message), code: e && e.code };
   }
@@ -78,25 +93,43 @@ async function main() {
     } catch (e) {
       err = e;
     }
-    check(err !== null && err.code === 401 && /API token/.test(String(err.message)),
-      `connect with ${desc} fails with 401`, err && { code: err.code, msg: String(err.message) });
+    // 1.x carries the server's text; 2.x fails its server/discover with the HTTP status.
+    check(err !== null && (STATELESS ? err.status === 401
+      : err.code === 401 && /API token/.test(String(err.message))),
+    `connect with ${desc} fails with 401`,
+    err && { code: err.code, status: err.status, msg: String(err.message) });
   }
 
   // --- connect and list ------------------------------------------------------------------------
   const alice = await connect(E.TOK_alice);
   const bob = await connect(E.TOK_bob);
   const root = await connect(E.TOK_root);
+  const hello = STATELESS ? 'server/discover' : 'initialize';
   const info = alice.client.getServerVersion();
   check(info && info.name === 'sluice' && typeof info.version === 'string',
-    'initialize: serverInfo names sluice with a version', info);
-  check(alice.transport.protocolVersion === '2025-11-25',
-    'initialize: the SDK\'s revision 2025-11-25 is negotiated', alice.transport.protocolVersion);
+    `${hello}: serverInfo names sluice with a version`, info);
+  if (STATELESS) {
+    const d = alice.client.getDiscoverResult();
+    check(alice.client.getProtocolEra() === 'modern' &&
+      alice.client.getNegotiatedProtocolVersion() === '2026-07-28',
+    'server/discover: the SDK\'s stateless revision 2026-07-28 is chosen',
+    { era: alice.client.getProtocolEra(), v: alice.client.getNegotiatedProtocolVersion() });
+    check(d && JSON.stringify(d.supportedVersions) ===
+      JSON.stringify(['2026-07-28', '2025-11-25', '2025-06-18']),
+    'server/discover: the three revisions spoken', d && d.supportedVersions);
+  } else {
+    check(alice.transport.protocolVersion === '2025-11-25',
+      'initialize: the SDK\'s revision 2025-11-25 is negotiated', alice.transport.protocolVersion);
+  }
   check(alice.client.getServerCapabilities() && alice.client.getServerCapabilities().tools,
-    'initialize: capabilities announce tools', alice.client.getServerCapabilities());
+    `${hello}: capabilities announce tools`, alice.client.getServerCapabilities());
   check(alice.transport.sessionId === undefined, 'no session id is issued (stateless server)',
     alice.transport.sessionId);
-  await alice.client.ping();
-  check(true, 'ping answers');
+  if (!STATELESS) {
+    // 2026-07-28 has no ping (the 2.x client refuses it itself).
+    await alice.client.ping();
+    check(true, 'ping answers');
+  }
 
   const listed = await alice.client.listTools();
   const names = listed.tools.map((t) => t.name).sort();

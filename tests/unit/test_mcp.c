@@ -49,7 +49,8 @@ static char *dq(const char *text)
 static void post(const char *body, struct sl_mcp_plan *plan)
 {
     char *text = dq(body);
-    struct sl_mcp_input in = { "POST", "application/json", SDK_ACCEPT, NULL, text, strlen(text) };
+    struct sl_mcp_input in = { "POST", "application/json", SDK_ACCEPT, NULL,
+                               text,   strlen(text),       NULL,       NULL };
 
     memset(plan, 0, sizeof(*plan));
     assert_int_equal(sl_mcp_prepare(&in, plan), 0);
@@ -107,6 +108,43 @@ static json_t *result_of(struct sl_mcp_plan *plan)
     return res;
 }
 
+/* A -32022 answer (HTTP 400) for `requested`, listing the three revisions spoken. */
+static void assert_unsupported(struct sl_mcp_plan *plan, const char *requested, const json_t *id)
+{
+    json_t *doc = answer_of(plan);
+    json_t *data = json_object_get(json_object_get(doc, "error"), "data");
+    json_t *want = json_pack("[sss]", "2026-07-28", "2025-11-25", "2025-06-18");
+
+    assert_int_equal(plan->status, 400);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(doc, "error"), "code")),
+                     SL_MCP_UNSUPPORTED_VERSION);
+    assert_string_equal(json_string_value(json_object_get(data, "requested")), requested);
+    assert_true(json_equal(json_object_get(data, "supported"), want));
+    assert_true(id == NULL ? json_is_null(json_object_get(doc, "id"))
+                           : json_equal(json_object_get(doc, "id"), id));
+    json_decref(want);
+    json_decref(doc);
+    sl_mcp_plan_finish(plan);
+}
+
+/* A POST as an MCP 2026-07-28 client sends it: `body` in single-quote JSON, with the headers
+ * given (NULL: absent). */
+static void post_stateless(const char *body, const char *version, const char *method,
+                           const char *name, struct sl_mcp_plan *plan)
+{
+    char *text = dq(body);
+    struct sl_mcp_input in = { "POST", "application/json", SDK_ACCEPT, version,
+                               text,   strlen(text),       method,     name };
+
+    memset(plan, 0, sizeof(*plan));
+    assert_int_equal(sl_mcp_prepare(&in, plan), 0);
+    sl_free(text);
+}
+
+#define META26                                                         \
+    "'_meta':{'io.modelcontextprotocol/protocolVersion':'2026-07-28'," \
+    "'io.modelcontextprotocol/clientCapabilities':{}}"
+
 /* ---- Origin ------------------------------------------------------------------------------- */
 
 static void a_request_without_origin_passes(void **state)
@@ -146,7 +184,7 @@ static void other_methods_get_405_with_allow(void **state)
 
     (void)state;
     for (size_t i = 0; i < 3; i++) {
-        struct sl_mcp_input in = { methods[i], NULL, "text/event-stream", NULL, "", 0 };
+        struct sl_mcp_input in = { methods[i], NULL, "text/event-stream", NULL, "", 0, NULL, NULL };
         struct sl_mcp_plan plan = { 0 };
 
         assert_int_equal(sl_mcp_prepare(&in, &plan), 0);
@@ -159,7 +197,7 @@ static void checks_content_type_accept_and_protocol_version(void **state)
 {
     static const char ping[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}";
     struct sl_mcp_plan plan = { 0 };
-    struct sl_mcp_input in = { "POST", NULL, SDK_ACCEPT, NULL, ping, sizeof(ping) - 1 };
+    struct sl_mcp_input in = { "POST", NULL, SDK_ACCEPT, NULL, ping, sizeof(ping) - 1, NULL, NULL };
     const char *fine[] = { "2025-11-25", "2025-06-18", NULL };
 
     (void)state;
@@ -175,7 +213,7 @@ static void checks_content_type_accept_and_protocol_version(void **state)
     in.accept = "*/*";
     in.protocol_version = "1900-01-01";
     assert_int_equal(sl_mcp_prepare(&in, &plan), 0);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "MCP-Protocol-Version '1900-01-01'", NULL);
+    assert_unsupported(&plan, "1900-01-01", NULL);
     for (size_t i = 0; i < 3; i++) {
         json_t *res;
 
@@ -591,7 +629,8 @@ static void survives_every_allocation_failure(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++) {
         char *text = dq(msgs[i]);
-        struct sl_mcp_input in = { "POST", "application/json", NULL, NULL, text, strlen(text) };
+        struct sl_mcp_input in = { "POST", "application/json", NULL, NULL,
+                                   text,   strlen(text),       NULL, NULL };
         long n;
 
         for (n = 1; n < 100000; n++) {
@@ -624,6 +663,157 @@ static void survives_every_allocation_failure(void **state)
     }
 }
 
+/* ---- MCP 2026-07-28 (stateless) ------------------------------------------------------------ */
+
+static void server_discover_lists_the_revisions(void **state)
+{
+    struct sl_mcp_plan plan;
+    json_t *res;
+    json_t *want = json_pack("[sss]", "2026-07-28", "2025-11-25", "2025-06-18");
+
+    (void)state;
+    /* As a probing client of either era sends it: with the 2026-07-28 headers and _meta. */
+    post_stateless("{'jsonrpc':'2.0','id':'d1','method':'server/discover','params':{" META26 "}}",
+                   "2026-07-28", "server/discover", NULL, &plan);
+    res = result_of(&plan);
+    assert_true(json_equal(json_object_get(res, "supportedVersions"), want));
+    assert_true(json_is_object(json_object_get(json_object_get(res, "capabilities"), "tools")));
+    assert_string_equal(
+            json_string_value(json_object_get(json_object_get(res, "serverInfo"), "name")),
+            "sluice");
+    assert_string_equal(json_string_value(json_object_get(res, "resultType")), "complete");
+    json_decref(res);
+    /* And bare. */
+    post("{'jsonrpc':'2.0','id':2,'method':'server/discover'}", &plan);
+    res = result_of(&plan);
+    assert_true(json_equal(json_object_get(res, "supportedVersions"), want));
+    json_decref(res);
+    json_decref(want);
+}
+
+static void a_stateless_request_needs_no_initialize_and_is_complete(void **state)
+{
+    struct sl_mcp_plan plan;
+    json_t *res;
+
+    (void)state;
+    post_stateless("{'jsonrpc':'2.0','id':1,'method':'tools/list','params':{" META26 "}}",
+                   "2026-07-28", "tools/list", NULL, &plan);
+    res = result_of(&plan);
+    assert_int_equal(json_array_size(json_object_get(res, "tools")), 9);
+    assert_string_equal(json_string_value(json_object_get(res, "resultType")), "complete");
+    json_decref(res);
+    /* A tool call: routed, and its result will say complete too. */
+    post_stateless("{'jsonrpc':'2.0','id':2,'method':'tools/call','params':{" META26 ","
+                   "'name':'list_environments','arguments':{}}}",
+                   "2026-07-28", "tools/call", "list_environments", &plan);
+    assert_true(plan.has_route);
+    assert_true(plan.route.stateless);
+    assert_string_equal(plan.route.path, "/api/v1/environments");
+    sl_mcp_plan_finish(&plan);
+    /* A handshake revision's request says nothing of it. */
+    post("{'jsonrpc':'2.0','id':3,'method':'tools/list'}", &plan);
+    res = result_of(&plan);
+    assert_null(json_object_get(res, "resultType"));
+    json_decref(res);
+    post("{'jsonrpc':'2.0','id':4,'method':'tools/call','params':{'name':'list_environments'}}",
+         &plan);
+    assert_true(plan.has_route);
+    assert_false(plan.route.stateless);
+    sl_mcp_plan_finish(&plan);
+    /* A stateless notification: 202 (with its headers). */
+    post_stateless("{'jsonrpc':'2.0','method':'notifications/cancelled','params':{" META26 "}}",
+                   "2026-07-28", "notifications/cancelled", NULL, &plan);
+    assert_int_equal(plan.status, 202);
+    assert_null(plan.body);
+    sl_mcp_plan_finish(&plan);
+}
+
+static void the_mirrored_headers_must_match_the_body(void **state)
+{
+    static const char list[] =
+            "{'jsonrpc':'2.0','id':5,'method':'tools/list','params':{" META26 "}}";
+    static const char call[] = "{'jsonrpc':'2.0','id':6,'method':'tools/call','params':{" META26
+                               ",'name':'get_job','arguments':{'id':'j1'}}}";
+    json_t *id5 = json_integer(5);
+    json_t *id6 = json_integer(6);
+    struct sl_mcp_plan plan;
+
+    (void)state;
+    post_stateless(list, NULL, "tools/list", NULL, &plan);
+    assert_rpc_error(&plan, 400, SL_MCP_HEADER_MISMATCH,
+                     "the MCP-Protocol-Version header is required", id5);
+    post_stateless(list, "2025-11-25", "tools/list", NULL, &plan);
+    assert_rpc_error(&plan, 400, SL_MCP_HEADER_MISMATCH,
+                     "MCP-Protocol-Version is '2025-11-25' but the body declares '2026-07-28'",
+                     id5);
+    post_stateless(list, "2026-07-28", NULL, NULL, &plan);
+    assert_rpc_error(&plan, 400, SL_MCP_HEADER_MISMATCH,
+                     "the Mcp-Method header is required with MCP 2026-07-28 (the body says "
+                     "'tools/list')",
+                     id5);
+    post_stateless(list, "2026-07-28", "tools/call", NULL, &plan);
+    assert_rpc_error(&plan, 400, SL_MCP_HEADER_MISMATCH,
+                     "Mcp-Method is 'tools/call' but the body says 'tools/list'", id5);
+    post_stateless(call, "2026-07-28", "tools/call", NULL, &plan);
+    assert_rpc_error(&plan, 400, SL_MCP_HEADER_MISMATCH, "the Mcp-Name header is required", id6);
+    post_stateless(call, "2026-07-28", "tools/call", "sandbox_close", &plan);
+    assert_rpc_error(&plan, 400, SL_MCP_HEADER_MISMATCH,
+                     "Mcp-Name is 'sandbox_close' but the body says 'get_job'", id6);
+    post_stateless(call, "2026-07-28", "tools/call", "get_job", &plan);
+    assert_true(plan.has_route);
+    sl_mcp_plan_finish(&plan);
+    /* The header says 2026-07-28, the body declares nothing. */
+    post_stateless("{'jsonrpc':'2.0','id':5,'method':'tools/list'}", "2026-07-28", "tools/list",
+                   NULL, &plan);
+    assert_rpc_error(&plan, 400, SL_MCP_HEADER_MISMATCH, "params._meta", id5);
+    json_decref(id5);
+    json_decref(id6);
+}
+
+static void the_declared_revision_is_checked(void **state)
+{
+    json_t *id7 = json_integer(7);
+    struct sl_mcp_plan plan;
+    json_t *res;
+
+    (void)state;
+    post_stateless("{'jsonrpc':'2.0','id':7,'method':'tools/list','params':{'_meta':{"
+                   "'io.modelcontextprotocol/protocolVersion':'2099-01-01',"
+                   "'io.modelcontextprotocol/clientCapabilities':{}}}}",
+                   "2099-01-01", "tools/list", NULL, &plan);
+    assert_unsupported(&plan, "2099-01-01", NULL);
+    post_stateless("{'jsonrpc':'2.0','id':7,'method':'tools/list','params':{'_meta':{"
+                   "'io.modelcontextprotocol/protocolVersion':'2099-01-01'}}}",
+                   NULL, NULL, NULL, &plan);
+    assert_unsupported(&plan, "2099-01-01", id7);
+    post_stateless("{'jsonrpc':'2.0','id':7,'method':'tools/list','params':{'_meta':{"
+                   "'io.modelcontextprotocol/protocolVersion':7}}}",
+                   NULL, NULL, NULL, &plan);
+    assert_rpc_error(&plan, 200, SL_MCP_INVALID_PARAMS, "protocolVersion\"]: must be a string",
+                     id7);
+    post_stateless("{'jsonrpc':'2.0','id':7,'method':'tools/list','params':{'_meta':{"
+                   "'io.modelcontextprotocol/protocolVersion':'2026-07-28'}}}",
+                   "2026-07-28", "tools/list", NULL, &plan);
+    assert_rpc_error(&plan, 200, SL_MCP_INVALID_PARAMS,
+                     "clientCapabilities\"]: an object is required", id7);
+    /* A handshake revision named in _meta: served as that revision. */
+    post_stateless("{'jsonrpc':'2.0','id':7,'method':'tools/list','params':{'_meta':{"
+                   "'io.modelcontextprotocol/protocolVersion':'2025-11-25'}}}",
+                   "2025-11-25", NULL, NULL, &plan);
+    res = result_of(&plan);
+    assert_null(json_object_get(res, "resultType"));
+    json_decref(res);
+    /* initialize never answers the stateless revision (it has no initialize). */
+    post("{'jsonrpc':'2.0','id':8,'method':'initialize','params':{'protocolVersion':'2026-07-28',"
+         "'capabilities':{},'clientInfo':{'name':'c','version':'1'}}}",
+         &plan);
+    res = result_of(&plan);
+    assert_string_equal(json_string_value(json_object_get(res, "protocolVersion")), "2025-11-25");
+    json_decref(res);
+    json_decref(id7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -646,6 +836,10 @@ int main(void)
         cmocka_unit_test(a_2xx_answer_is_structured_content_and_its_json),
         cmocka_unit_test(a_4xx_or_5xx_answer_is_a_tool_error_with_the_rest_text),
         cmocka_unit_test(survives_every_allocation_failure),
+        cmocka_unit_test(server_discover_lists_the_revisions),
+        cmocka_unit_test(a_stateless_request_needs_no_initialize_and_is_complete),
+        cmocka_unit_test(the_mirrored_headers_must_match_the_body),
+        cmocka_unit_test(the_declared_revision_is_checked),
     };
 
     /* jansson allocates through base/mem, so the sweep fails its allocations too. */
