@@ -103,6 +103,8 @@ struct op {
     bool oom;
     long status;
     CURLcode cc;
+    /* The errno of a failed connect (CURLINFO_OS_ERRNO), 0 otherwise. */
+    long os_errno;
     /* This transfer's timeout is the operation's deadline, not the 30 s control cap. */
     bool timeout_is_deadline;
     /* The exec attach stream: a 200 body goes to the frame demultiplexer. */
@@ -491,6 +493,7 @@ static void check_transfers(struct sl_docker *d)
         o = (struct op *)(void *)priv;
         o->cc = m->data.result;
         (void)curl_easy_getinfo(o->easy, CURLINFO_RESPONSE_CODE, &o->status);
+        (void)curl_easy_getinfo(o->easy, CURLINFO_OS_ERRNO, &o->os_errno);
         drop_transfer(o);
         if (o->failing) {
             op_finish(o);
@@ -601,6 +604,7 @@ static int start_request(struct op *o, const char *method, const char *path, con
     o->stream_bad = false;
     o->status = 0;
     o->cc = CURLE_OK;
+    o->os_errno = 0;
     o->stat_seen = false;
     o->stat_over = false;
     o->curl_err[0] = '\0';
@@ -727,6 +731,10 @@ static int check_response(struct op *o, const char *what, long ok1, long ok2)
         } else if (o->cc == CURLE_OPERATION_TIMEDOUT) {
             set_err(o, SL_EUNAVAILABLE, "docker: %s: no answer in time from %s", what,
                     o->d->socket_path);
+        } else if (o->cc == CURLE_COULDNT_CONNECT && o->os_errno != 0) {
+            /* curl's own text names "localhost port 80", which a unix socket is not. */
+            set_err(o, SL_EUNAVAILABLE, "docker: %s: cannot connect to %s: %s", what,
+                    o->d->socket_path, strerror((int)o->os_errno));
         } else {
             set_err(o, SL_EUNAVAILABLE, "docker: %s: %s (%s)", what,
                     o->curl_err[0] != '\0' ? o->curl_err : curl_easy_strerror(o->cc),

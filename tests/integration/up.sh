@@ -384,6 +384,8 @@ api POST /repos/demo/hello/sandboxes '{"ref":"main","environment":"example"}'
 check_eq "sandbox create without Docker: 503" "$STATUS" 503
 check_match "... with a clear message" "$(field 'd.get("message")')" \
   '^sandboxes are not available: the container runtime does not answer'
+check_match "... naming the socket and why" "$(field 'd.get("message")')" \
+  "cannot connect to $FX_WORK/nothing.sock: No such file or directory"
 api GET /environments
 check_eq "environments work without Docker" "$STATUS" 200
 api POST /environments '{"name":"nodocker","base_image":"x","network":"off"}'

@@ -803,7 +803,11 @@ static void an_unreachable_daemon_is_unavailable(void **state)
     l2->ops->ping(l2, on_done, &r);
     wait_for(&r);
     assert_int_equal(r.rc, SL_EUNAVAILABLE);
-    assert_non_null(strstr(r.err, "/nonexistent/sl-t-docker.sock"));
+    /* The socket and why, not curl's "localhost port 80". */
+    if (strstr(r.err, "cannot connect to /nonexistent/sl-t-docker.sock: No such file or directory")
+        == NULL) {
+        fail_msg("error text: %s", r.err);
+    }
     result_finish(&r);
     l2->ops->close(l2, on_closed, &closed);
     while (!closed) {
