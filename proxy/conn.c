@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "proxy/conn.h"
 
+#include <ctype.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "policy/auth.h"
 #include "policy/decision.h"
 #include "policy/host.h"
+#include "policy/validate.h"
 #include "proxy/head.h"
 #include "proxy/stream.h"
 #include "proxy/tls.h"
@@ -90,6 +92,9 @@ struct req_info {
     bool allow;
     enum sl_reason reason;
     bool credential;
+    /* The method a method-override header named when the policy refused it (refusal text and
+     * hint); arena-owned, NULL otherwise. */
+    const char *override_method;
 };
 
 struct sl__conn {
@@ -396,6 +401,7 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
                         struct sl_buf *b)
 {
     const char *method = c->r.method != NULL ? c->r.method : "request";
+    const char *hint_method = c->r.override_method != NULL ? c->r.override_method : c->r.method;
     char hint[SL_POLICY_HINT_MAX];
 
     SL_TRY(sl_buf_printf(b, "sluice: %s ", method));
@@ -413,7 +419,7 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
     }
     if (c->r.has_host && c->dec.environment != NULL) {
         struct sl_request_view v = { &c->r.host, c->r.port,
-                                     c->r.target != NULL ? c->r.method : NULL,
+                                     c->r.target != NULL ? hint_method : NULL,
                                      c->tunnel ? c->tls : false };
 
         if (sl_policy_hint(&c->dec, &v, hint, sizeof(hint)) > 0) {
@@ -676,6 +682,67 @@ static bool decide(struct sl__conn *c, const char *method, bool tls, bool keep)
         return false;
     }
     c->r.credential = c->dec.credential_header != NULL;
+    return true;
+}
+
+/* The headers through which many servers (Google's, Microsoft's, frameworks' middleware) take
+ * a request's method from its head instead of its request line. */
+static const char *const override_headers[] = { "X-HTTP-Method-Override", "X-HTTP-Method",
+                                                "X-Method-Override" };
+
+/*
+ * A request that names another method in a method-override header is decided for that method
+ * too: a rule that allows POST only must not let a "POST" with `X-HTTP-Method-Override: DELETE`
+ * through to a server that honours it. The value must be a method token (compared in upper
+ * case, as servers read it); anything else is a bad request. Returns true when every method
+ * named is allowed; otherwise answers the refusal, naming the header and its method.
+ */
+static bool overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, bool tls, bool keep)
+{
+    const struct sl_client *client = NULL;
+    bool identified = false;
+
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const struct sl_h1_header *f = &h->headers[i];
+        const char *name = NULL;
+        enum sl_policy_method_fault fault;
+        char method[SL_POLICY_METHOD_LEN_MAX + 1];
+        char detail[160];
+        struct sl_request_view v;
+        struct sl_decision d;
+
+        for (size_t k = 0; k < SL_ARRAY_LEN(override_headers) && name == NULL; k++) {
+            if (sl_h1_name_is(f->name, override_headers[k])) {
+                name = override_headers[k];
+            }
+        }
+        if (name == NULL) {
+            continue;
+        }
+        fault = sl_policy_method_check((const char *)f->value.p, f->value.n);
+        if (fault != SL_POLICY_METHOD_OK && fault != SL_POLICY_METHOD_LOWERCASE) {
+            (void)snprintf(detail, sizeof(detail), "%s is not a method", name);
+            refuse_reason(c, SL_REASON_BAD_REQUEST, detail, false);
+            return false;
+        }
+        for (size_t k = 0; k < f->value.n; k++) {
+            method[k] = (char)toupper((unsigned char)f->value.p[k]);
+        }
+        method[f->value.n] = '\0';
+        if (!identified) {
+            client = identify(c);
+            identified = true;
+        }
+        v = (struct sl_request_view){ &c->r.host, c->r.port, method, tls };
+        sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &d);
+        if (!d.allow) {
+            c->dec = d;
+            c->r.override_method = sl_arena_strndup(&c->arena, method, f->value.n);
+            (void)snprintf(detail, sizeof(detail), "%s names %s", name, method);
+            refuse_reason(c, d.reason, detail, keep);
+            return false;
+        }
+    }
     return true;
 }
 
@@ -1016,7 +1083,8 @@ static void on_request_head(struct sl__conn *c)
         refuse_reason(c, why.reason, why.detail, false);
         return;
     }
-    if (!decide(c, h->method, c->tunnel && c->tls, !has_body)) {
+    if (!decide(c, h->method, c->tunnel && c->tls, !has_body)
+        || !overrides_allowed(c, h, c->tunnel && c->tls, !has_body)) {
         return;
     }
     if (build_request_head(c, h) < 0) {
@@ -1551,6 +1619,11 @@ static int step_request_head(struct sl__conn *c)
     sl_stream_consume(&c->client, (size_t)n);
     if (ev.type == SL_H1_EV_HEAD) {
         on_request_head(c);
+        return 1;
+    }
+    if (ev.type == SL_H1_EV_END) {
+        /* The end the parser owed after the head of a body-less request that was refused with
+         * the connection kept: nothing to do, the next request's head follows. */
         return 1;
     }
     return n > 0;

@@ -66,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -421,6 +422,27 @@ static void check_origin_head(const struct origin_conn *o, const struct sl_h1_he
         method_ok = method_ok || strcmp(h->method, methods[i]) == 0;
     }
     SL_BUG_ON(!method_ok && !want->any_method);
+    /* A method-override header names an allowed method too. */
+    for (size_t i = 0; i < h->n_headers && !want->any_method; i++) {
+        static const char *const overrides[] = { "x-http-method-override", "x-http-method",
+                                                 "x-method-override" };
+        const struct sl_h1_header *f = &h->headers[i];
+        bool named = false;
+
+        for (size_t k = 0; k < SL_ARRAY_LEN(overrides); k++) {
+            named = named || sl_h1_name_is(f->name, overrides[k]);
+        }
+        if (named) {
+            bool ok = false;
+
+            for (size_t k = 0; k < SL_ARRAY_LEN(methods); k++) {
+                ok = ok
+                     || (f->value.n == strlen(methods[k])
+                         && strncasecmp((const char *)f->value.p, methods[k], f->value.n) == 0);
+            }
+            SL_BUG_ON(!ok);
+        }
+    }
     SL_BUG_ON(h->target[0] != '/');
     SL_BUG_ON(h->version_major != 1 || h->version_minor != 1);
     for (size_t i = 0; i < SL_ARRAY_LEN(never); i++) {

@@ -3,7 +3,7 @@
 # tests/integration/proxy_basic.sh - `sluice proxy` against real peers (nginx, origin.py, curl,
 # openssl s_client), per SPEC.md §3 and §4: an allowed host is intercepted with a leaf from the
 # sluice CA; a denied host is refused at CONNECT and never reached; a method filter works inside
-# the tunnel; the policy's credential replaces the client's and never leaks; no policy -> 503;
+# the tunnel, method-override headers included; the policy's credential replaces the client's and never leaks; no policy -> 503;
 # identity by token (407, expired 403); ALPN offers http/1.1 only.
 set -euo pipefail
 
@@ -102,6 +102,44 @@ check_eq "method filter: the origin saw the GET" \
   "$(fx_jsonl_count "$FX_ORIGIN_LOG" method=GET target~probe=m-get)" 1
 check_audit "method filter: audit line for the POST" \
   decision=deny reason=method-not-allowed method=POST host=m.sluice.test environment=basic
+# A refused request without a body leaves the connection open: the next request on it is
+# answered (inside the tunnel and in plain HTTP), not left hanging.
+fx_pyclient --connect "m.sluice.test:$FX_PY_TLS_PORT" --request 'DELETE /echo?probe=kept-t1' \
+  --request 'GET /echo?probe=kept-t2' >"$FX_WORK/kept.out" 2>&1 || true
+check_eq "method filter: after a refusal in the tunnel the next request is answered" \
+  "$(grep -o '^status=[0-9]* reason=[a-z-]*' "$FX_WORK/kept.out" | tr '\n' ' ')" \
+  "status=403 reason=method-not-allowed status=200 reason=- "
+fx_pyclient --absolute "http://deny.sluice.test:$FX_PY_HTTP_PORT/x" --pipeline \
+  --request "GET http://deny.sluice.test:$FX_PY_HTTP_PORT/echo?probe=kept-p1" \
+  --request "GET http://a.sluice.test:$FX_PY_HTTP_PORT/echo?probe=kept-p2" >"$FX_WORK/kept.out" \
+  2>&1 || true
+check_eq "plain HTTP, pipelined: after a refusal the next request is answered" \
+  "$(grep -o '^status=[0-9]* reason=[a-z-]*' "$FX_WORK/kept.out" | tr '\n' ' ')" \
+  "status=403 reason=host-not-allowed status=200 reason=- "
+check_eq "... and reached the origin" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=kept-p2)" 1
+fx_pyclient --raw "GET http://deny.sluice.test:$FX_PY_HTTP_PORT/x HTTP/1.1\r\nHost: deny.sluice.test:$FX_PY_HTTP_PORT\r\n\r\n" \
+  --then "GET http://a.sluice.test:$FX_PY_HTTP_PORT/echo?probe=kept-p3 HTTP/1.1\r\nHost: a.sluice.test:$FX_PY_HTTP_PORT\r\nConnection: close\r\n\r\n" \
+  --timeout 10 >"$FX_WORK/kept.out" 2>&1 || true
+check "plain HTTP: a request sent after a refusal was read is answered too" \
+  grep -q '^recv=HTTP/1.1 200 OK' "$FX_WORK/kept.out"
+# A method-override header is decided too: servers that honour it would run its method.
+for hdr in X-HTTP-Method-Override X-HTTP-Method x-method-override; do
+  fx_curl -H "$hdr: delete" "https://m.sluice.test:$FX_PY_TLS_PORT/echo?probe=m-ovr-$hdr"
+  check_status "method filter: GET with $hdr: delete gets 403 method-not-allowed" 403 \
+    method-not-allowed
+  check_eq "... the origin never saw it" \
+    "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=m-ovr-"$hdr")" 0
+done
+check "... the refusal names the header and its method, and the hint that method" \
+  grep -q 'X-Method-Override names DELETE.*add "DELETE" to the methods of' "$FX_BODY"
+fx_curl -H 'X-HTTP-Method-Override: HEAD' "https://m.sluice.test:$FX_PY_TLS_PORT/echo?probe=m-ovr-ok"
+check_status "method filter: an override naming an allowed method passes" 200 -
+check_eq "... and reaches the origin with its header" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" method=GET target~probe=m-ovr-ok)" 1
+fx_curl -H 'X-HTTP-Method-Override: DE LETE' "https://m.sluice.test:$FX_PY_TLS_PORT/echo?probe=m-ovr-bad"
+check_status "method filter: an override that is not a method gets 400 bad-request" 400 \
+  bad-request
 
 # --- (4) credential injection -----------------------------------------------------------------
 auth_seen() { # the Authorization values /echo reported, as a JSON list
