@@ -1083,8 +1083,10 @@ static void on_request_head(struct sl__conn *c)
         refuse_reason(c, why.reason, why.detail, false);
         return;
     }
-    if (!decide(c, h->method, c->tunnel && c->tls, !has_body)
-        || !overrides_allowed(c, h, c->tunnel && c->tls, !has_body)) {
+    /* A refused request leaves the connection open when nothing of it is left unread, unless
+     * it asked for an upgrade: the parser takes nothing after an upgrade request. */
+    if (!decide(c, h->method, c->tunnel && c->tls, !has_body && !h->upgrade)
+        || !overrides_allowed(c, h, c->tunnel && c->tls, !has_body && !h->upgrade)) {
         return;
     }
     if (build_request_head(c, h) < 0) {

@@ -123,6 +123,11 @@ fx_pyclient --raw "GET http://deny.sluice.test:$FX_PY_HTTP_PORT/x HTTP/1.1\r\nHo
   --timeout 10 >"$FX_WORK/kept.out" 2>&1 || true
 check "plain HTTP: a request sent after a refusal was read is answered too" \
   grep -q '^recv=HTTP/1.1 200 OK' "$FX_WORK/kept.out"
+fx_pyclient --raw "GET http://deny.sluice.test:$FX_PY_HTTP_PORT/ws HTTP/1.1\r\nHost: deny.sluice.test:$FX_PY_HTTP_PORT\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n" \
+  --show-header Connection --eof-wait 5 --timeout 10 >"$FX_WORK/kept.out" 2>&1 || true
+check_eq "a refused upgrade request: 403, Connection: close, and the connection closes" \
+  "$(grep -o '^status=[0-9]* reason=[a-z-]*\|^header connection=.*\|^eof.*\|^open' "$FX_WORK/kept.out" | tr '\n' ' ')" \
+  "status=403 reason=host-not-allowed header connection=close eof "
 # A method-override header is decided too: servers that honour it would run its method.
 for hdr in X-HTTP-Method-Override X-HTTP-Method x-method-override; do
   fx_curl -H "$hdr: delete" "https://m.sluice.test:$FX_PY_TLS_PORT/echo?probe=m-ovr-$hdr"
