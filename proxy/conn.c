@@ -996,6 +996,7 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
 {
     static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     const char *why = NULL;
+    struct sl_head_refusal mismatch;
     struct sl_h1_event ev;
 
     c->r.target = NULL;
@@ -1011,6 +1012,10 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
         return;
     }
     c->r.has_host = true;
+    if (sl_head_connect_host(h, &c->r.host, c->r.port, &mismatch) < 0) {
+        refuse_reason(c, mismatch.reason, mismatch.detail, false);
+        return;
+    }
     if (!decide(c, NULL, true, false)) {
         return;
     }

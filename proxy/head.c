@@ -118,6 +118,28 @@ static int host_header_matches(const struct sl_h1_head *h, const struct sl_head_
     return 0;
 }
 
+int sl_head_connect_host(const struct sl_h1_head *h, const struct sl_host *host, uint16_t port,
+                         struct sl_head_refusal *why)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "host");
+    struct sl_host named;
+    uint16_t named_port = 0;
+
+    *why = (struct sl_head_refusal){ SL_REASON_NONE, NULL };
+    if (f == NULL) {
+        return 0;
+    }
+    if (sl_host_parse_authority(f->value, 0, &named, &named_port, NULL) < 0) {
+        return refuse(why, SL_REASON_BAD_HOST, "malformed Host header");
+    }
+    /* A Host without a port is taken to mean the CONNECT's (clients differ in sending it). */
+    if (!same_host(&named, host) || (named_port != 0 && named_port != port)) {
+        return refuse(why, SL_REASON_HOST_MISMATCH,
+                      "the Host header names another host than the CONNECT");
+    }
+    return 0;
+}
+
 int sl_head_resolve(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
                     struct sl_arena *arena, struct sl_head_target *out, struct sl_head_refusal *why)
 {

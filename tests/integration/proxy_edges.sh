@@ -3,7 +3,7 @@
 # tests/integration/proxy_edges.sh - the edges of `sluice proxy` against real peers (SPEC.md
 # §4.1, §4.3, §4.5, §4.6, §4.7, §4.10): a tunnel that does not carry TLS (not-tls), plain HTTP
 # in a tunnel to port 80 (in a private network namespace), host-mismatch (SNI, Host header,
-# absolute-form targets, plain HTTP), bad-host, request heads over 64 KiB, overloaded,
+# the CONNECT's own Host header, absolute-form targets, plain HTTP), bad-host, request heads over 64 KiB, overloaded,
 # pipelining (in a tunnel and on plain HTTP), WebSocket relayed both ways and h2c refused,
 # CONNECT inside a tunnel, Proxy-Authorization inside a tunnel, a client that expires while its
 # tunnel is open, and the client and environment on every refusal line inside a tunnel.
@@ -253,6 +253,17 @@ out=$(pc --connect "$PYT" --host-header "A.Sluice.Test.:$FX_PY_TLS_PORT" \
   --request 'GET /echo?probe=hm-norm')
 check_eq "Host: A.Sluice.Test.:PORT (letter case, trailing dot) is the tunnel's host: 200" \
   "$out" "connect=200 tls=ok status=200 reason=-"
+
+# (b2) the CONNECT's own Host header naming another host (RFC 9110 §7.2: the target's
+# authority): 421 before any tunnel; a Host without a port or in other letter case is fine.
+out=$(pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: $B:$FX_PY_TLS_PORT\r\n\r\n")
+check_eq "host-mismatch: CONNECT $A with Host: $B -> 421 (though $B is allowed)" \
+  "$out" "status=421 reason=host-mismatch"
+check_audit "host-mismatch: audit line for the CONNECT's Host header" \
+  decision=deny reason=host-mismatch host="$A" port="$FX_PY_TLS_PORT" method=CONNECT
+out=$(pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: A.Sluice.Test\r\n\r\n")
+check_eq "CONNECT $A with Host: A.Sluice.Test (no port, letter case) -> 200" \
+  "$out" "status=200 reason=-"
 
 # (c) an absolute-form target naming another host inside the tunnel.
 out=$(pc --connect "$PYT" \

@@ -224,6 +224,41 @@ static void refuses_what_conn_refuses(void **state)
     }
 }
 
+static void a_connect_host_header_names_the_connect_host(void **state)
+{
+    static const struct {
+        const char *head;
+        int rc;
+        enum sl_reason reason;
+    } rows[] = {
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n", 0,
+          SL_REASON_NONE },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: API.Example.com\r\n\r\n", 0,
+          SL_REASON_NONE },
+        { "CONNECT api.example.com:443 HTTP/1.0\r\n\r\n", 0, SL_REASON_NONE },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n", SL_EINVAL,
+          SL_REASON_HOST_MISMATCH },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", SL_EINVAL,
+          SL_REASON_HOST_MISMATCH },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api..example.com\r\n\r\n", SL_EINVAL,
+          SL_REASON_BAD_HOST },
+    };
+
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct fixture *f = *state;
+        const struct sl_h1_head *h = parse(f, rows[i].head);
+        struct sl_host host;
+        struct sl_head_refusal why;
+
+        print_message("row %zu\n", i);
+        assert_int_equal(sl_host_normalize(sl_slice_str("api.example.com"), 0, &host, NULL), 0);
+        assert_int_equal(sl_head_connect_host(h, &host, 443, &why), rows[i].rc);
+        assert_int_equal(why.reason, rows[i].reason);
+        teardown(state);
+        setup(state);
+    }
+}
+
 static void keeps_the_query_of_an_absolute_url_without_a_path(void **state)
 {
     struct fixture *f = *state;
@@ -455,6 +490,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(relays_a_websocket_upgrade_only, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_what_conn_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_connect_host_header_names_the_connect_host, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(keeps_the_query_of_an_absolute_url_without_a_path, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(takes_http_1_0_without_host_and_https_default_port, setup,
