@@ -30,6 +30,11 @@
 #define HEAD_OUT_MAX (SL_STREAM_OUT_HIGH + 4096u)
 #define ARENA_CHUNK  4096u
 #define ARENA_MAX    ((size_t)256 * 1024)
+/* Passes of conn_step() before the rest of the work waits for the loop's next turn. */
+#define STEP_PASSES_MAX 16
+/* Interim (1xx) responses relayed for one request; more is a refusal (502). */
+#define INTERIMS_MAX      32
+#define INTERIMS_MAX_TEXT "32"
 /* Ciphertext a client engine may hold before writes wait: one record. The stream moves it
  * into its own output block at once, so a larger engine ring only costs memory (its ring is
  * allocated at this size plus a record, per connection). */
@@ -146,6 +151,9 @@ struct sl__conn {
     /* conn_step() is running, and the upstream stream it corked (NULL: none yet). */
     bool stepping;
     struct sl_stream *corked_up;
+    /* Queued on the worker's resume list (conn_step() stopped at its pass bound). */
+    bool resume_queued;
+    struct sl__conn *resume_next;
     struct sl_upstream *up;
     /* The snapshot deciding the current request (a reference) and its decision. */
     struct sl_snapshot *snap;
@@ -165,8 +173,9 @@ struct sl__conn {
     bool resp_chunked_out;
     bool resp_close_out;
     bool resp_end_owed;
-    /* Interim (1xx) responses seen; the final one is still to come. */
     struct pending resp_pend;
+    /* Interim (1xx) responses relayed for this request; the final one is still to come. */
+    unsigned interims;
     bool client_http10;
     bool client_keep_alive;
     bool is_head;
@@ -496,9 +505,27 @@ static void drop(struct sl__conn *c, enum sl_reason reason)
 
 static void on_work_done_closed(struct sl__conn *c);
 
+/* Removes `c` from the singly linked resume list at `*head`, if it is there. */
+static void resume_unlink(struct sl__conn **head, struct sl__conn *c)
+{
+    for (struct sl__conn **pp = head; *pp != NULL; pp = &(*pp)->resume_next) {
+        if (*pp == c) {
+            *pp = c->resume_next;
+            c->resume_next = NULL;
+            return;
+        }
+    }
+}
+
 static void free_conn(struct sl__conn *c)
 {
     struct sl__worker *w = c->w;
+
+    if (c->resume_queued) {
+        resume_unlink(&w->resume_list, c);
+        resume_unlink(&w->resuming, c);
+        c->resume_queued = false;
+    }
 
     if (c->prev != NULL) {
         c->prev->next = c->next;
@@ -594,6 +621,7 @@ static void reset_exchange(struct sl__conn *c)
     c->is_head = false;
     c->websocket = false;
     c->retried = false;
+    c->interims = 0;
     c->head_pending = false;
     sl_buf_reset(&c->head);
     if (c->resp_live) {
@@ -1402,7 +1430,14 @@ static int forward_response(struct sl__conn *c)
         return 1;
     case SL_H1_EV_END:
         if (!c->resp_head_sent) {
-            /* An interim response ended; the final one follows on the same parser. */
+            /* An interim response ended; the final one follows on the same parser. An
+             * upstream that keeps sending them instead is refused: each costs a head. */
+            if (++c->interims > INTERIMS_MAX) {
+                refuse(c, SL_REASON_BAD_REQUEST, 502,
+                       "the upstream sent more than " INTERIMS_MAX_TEXT " interim (1xx) responses",
+                       false);
+                return -1;
+            }
             return 1;
         }
         c->resp_end_owed = true;
@@ -1969,6 +2004,8 @@ static void run_states(struct sl__conn *c)
  * peer (a head and its body, several TLS records) leaves in one write; when the sockets took
  * it all at once, the step runs again, as it would on the output-drained event that then never
  * comes (bounded: each further pass needs newly written output). */
+static void on_resume(uv_idle_t *h);
+
 static void conn_step(struct sl__conn *c)
 {
     if (c->stepping) {
@@ -1976,9 +2013,9 @@ static void conn_step(struct sl__conn *c)
         run_states(c);
         return;
     }
-    for (int pass = 0; pass < 16 && !c->closing; pass++) {
-        bool again;
+    bool again = false;
 
+    for (int pass = 0; pass < STEP_PASSES_MAX && !c->closing; pass++) {
         c->corked_up = c->up != NULL ? sl_upstream_stream(c->up) : NULL;
         sl_stream_cork(&c->client);
         if (c->corked_up != NULL) {
@@ -1993,8 +2030,41 @@ static void conn_step(struct sl__conn *c)
         }
         c->corked_up = NULL;
         if (!again) {
-            break;
+            return;
         }
+    }
+    if (again && !c->closing && !c->resume_queued) {
+        /* Work is left, and no output-drained event will come for it (the sockets took
+         * everything): the loop's next turn resumes it, after the other connections had
+         * theirs. */
+        struct sl__worker *w = c->w;
+
+        c->resume_queued = true;
+        c->resume_next = w->resume_list;
+        w->resume_list = c;
+        (void)uv_idle_start(&w->resume, on_resume);
+    }
+}
+
+/* The worker's `resume` idle callback: steps the connections queued on its list. */
+static void on_resume(uv_idle_t *h)
+{
+    struct sl__worker *w = h->data;
+
+    w->resuming = w->resume_list;
+    w->resume_list = NULL;
+    while (w->resuming != NULL) {
+        struct sl__conn *c = w->resuming;
+
+        w->resuming = c->resume_next;
+        c->resume_next = NULL;
+        c->resume_queued = false;
+        if (!c->closing) {
+            conn_step(c);
+        }
+    }
+    if (w->resume_list == NULL) {
+        (void)uv_idle_stop(&w->resume);
     }
 }
 

@@ -109,6 +109,12 @@ struct sl__worker {
     size_t n_listeners;
     /* Wakes the loop for mail. */
     uv_async_t wake;
+    /* Runs, on the loop's next turn, the connections whose step stopped at its pass bound
+     * with work left (conn.c starts and stops it; `resume_list` holds them, `resuming` the
+     * rest of the batch its callback is running). Active only while the list is not empty. */
+    uv_idle_t resume;
+    struct sl__conn *resume_list;
+    struct sl__conn *resuming;
     /* The newest snapshot this worker has (a reference), or NULL before the first. */
     struct sl_snapshot *snapshot;
     struct sl_resolver *resolver;

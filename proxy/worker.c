@@ -140,6 +140,7 @@ static void on_wake(uv_async_t *a)
         sl_resolver_close(w->resolver);
         w->resolver = NULL;
         uv_close((uv_handle_t *)&w->wake, NULL);
+        uv_close((uv_handle_t *)&w->resume, NULL);
     }
 }
 
@@ -162,6 +163,10 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
     rc = uv_async_init(&w->loop, &w->wake, on_wake);
     if (rc == 0) {
         w->wake.data = w;
+        rc = uv_idle_init(&w->loop, &w->resume);
+        w->resume.data = w;
+    }
+    if (rc == 0) {
         rc = sl_resolver_create(&w->loop, &rc_cfg, &w->resolver);
     }
     for (size_t i = 0; rc == 0 && i < n_addrs; i++) {
@@ -192,6 +197,9 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
         w->resolver = NULL;
         if (!uv_is_closing((uv_handle_t *)&w->wake) && w->wake.loop != NULL) {
             uv_close((uv_handle_t *)&w->wake, NULL);
+        }
+        if (!uv_is_closing((uv_handle_t *)&w->resume) && w->resume.loop != NULL) {
+            uv_close((uv_handle_t *)&w->resume, NULL);
         }
         (void)uv_run(&w->loop, UV_RUN_DEFAULT);
         (void)uv_loop_close(&w->loop);

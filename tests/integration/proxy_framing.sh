@@ -195,9 +195,18 @@ bad_resp() {
     test "$(conn_of "probe=rs-$name-next")" != "$(conn_of "probe=rs-$name&")"
 }
 for c in cl-te dup-cl dup-cl-same cl-list te-gzip te-gzip-chunked te-chunked-http10 obs-fold \
-  empty-name http2-status icy-status unsolicited-101 bare-lf bare-cr nul-value; do
+  empty-name http2-status icy-status unsolicited-101 bare-lf bare-cr nul-value interim-flood; do
   bad_resp "$c"
 done
+out=$(pc --connect "$PYT" --raw "GET /raw?probe=rs-interims&case=interims HTTP/1.1\r\n${H}\r\n" \
+  --recv 0 --dump "$FX_WORK/interims.raw")
+check_eq "response interims: a 100 and a 103 before the answer are relayed, then the 200" \
+  "$out $(grep -c '^HTTP/1.1 1' "$FX_WORK/interims.raw")" "connect=200 tls=ok status=200 reason=- 2"
+out=$(pc --connect "$PYT" --raw "GET /raw?probe=rs-flood2&case=interim-flood HTTP/1.1\r\n${H}\r\n" \
+  --dump "$FX_WORK/flood.raw" --show-body)
+check "response interim-flood: 32 interims relayed, then a 502 that says why" \
+  bash -c "[ \"\$(grep -c '^HTTP/1.1 100' '$FX_WORK/flood.raw')\" -le 33 ] &&
+    grep -q 'more than 32 interim' '$FX_WORK/flood.raw'"
 bad_resp bad-chunk body
 bad_resp chunk-no-crlf body
 

@@ -375,6 +375,11 @@ RAW_CASES = {
                          b"5\r\nhello\r\n0\r\n\r\n",
     "empty-name": b"HTTP/1.1 200 OK\r\n: x\r\nContent-Length: 5\r\n\r\nhello",
     "nul-value": b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 5\r\n\r\nhello",
+    # Interim responses: a few before the answer are relayed; a flood of them is refused.
+    "interims": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
+                b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
+    "interim-flood": b"HTTP/1.1 100 Continue\r\n\r\n" * 40
+                     + b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
 }
 
 
