@@ -368,8 +368,9 @@ cd - >/dev/null || fx_bail "cd back"
 check "the summary names the audit log given" grep -qF "(audit log: $FX_WORK/logs/audit.log)" "$UP_OUT"
 probe_status=$(curl -q -sS --max-time 10 -o /dev/null -w '%{http_code}' \
   -x "http://127.0.0.1:$PPORT" http://up-audit-probe.test/ 2>/dev/null) || true
-# 403 for a client no sandbox owns, or 503 no-policy before the first push: refused either way.
-check_match "a request from this host is refused" "${probe_status:-000}" '^(403|503)$'
+# 407 no-identity (no sandbox has this address), or 503 no-policy before the first push:
+# refused either way, and audited.
+check_match "a request from this host is refused" "${probe_status:-000}" '^(407|503)$'
 FX_AUDIT=$FX_WORK/logs/audit.log
 check_audit "--audit-log FILE: the proxy writes its decision there" \
   host=up-audit-probe.test decision=deny
