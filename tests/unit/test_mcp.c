@@ -45,16 +45,24 @@ static char *dq(const char *text)
     return s;
 }
 
-/* Runs one POST with the SDK's headers; `body` in single-quote JSON. */
-static void post(const char *body, struct sl_mcp_plan *plan)
+/* Runs one POST with the SDK's Accept; `body` in single-quote JSON; the MCP-Protocol-Version,
+ * Mcp-Method and Mcp-Name headers given (NULL: absent), as a 2026-07-28 client mirrors them. */
+static void post_stateless(const char *body, const char *version, const char *method,
+                           const char *name, struct sl_mcp_plan *plan)
 {
     char *text = dq(body);
-    struct sl_mcp_input in = { "POST", "application/json", SDK_ACCEPT, NULL,
-                               text,   strlen(text),       NULL,       NULL };
+    struct sl_mcp_input in = { "POST", "application/json", SDK_ACCEPT, version,
+                               text,   strlen(text),       method,     name };
 
     memset(plan, 0, sizeof(*plan));
     assert_int_equal(sl_mcp_prepare(&in, plan), 0);
     sl_free(text);
+}
+
+/* One POST as a 2025-11-25 client sends it (no MCP headers). */
+static void post(const char *body, struct sl_mcp_plan *plan)
+{
+    post_stateless(body, NULL, NULL, NULL, plan);
 }
 
 /* The answer now of `plan`, parsed. */
@@ -125,20 +133,6 @@ static void assert_unsupported(struct sl_mcp_plan *plan, const char *requested, 
     json_decref(want);
     json_decref(doc);
     sl_mcp_plan_finish(plan);
-}
-
-/* A POST as an MCP 2026-07-28 client sends it: `body` in single-quote JSON, with the headers
- * given (NULL: absent). */
-static void post_stateless(const char *body, const char *version, const char *method,
-                           const char *name, struct sl_mcp_plan *plan)
-{
-    char *text = dq(body);
-    struct sl_mcp_input in = { "POST", "application/json", SDK_ACCEPT, version,
-                               text,   strlen(text),       method,     name };
-
-    memset(plan, 0, sizeof(*plan));
-    assert_int_equal(sl_mcp_prepare(&in, plan), 0);
-    sl_free(text);
 }
 
 #define META26                                                         \
