@@ -2000,12 +2000,13 @@ static void run_states(struct sl__conn *c)
     }
 }
 
+static void on_resume(uv_idle_t *h);
+
 /* Runs the state machine with both streams corked, so that everything one step writes to a
  * peer (a head and its body, several TLS records) leaves in one write; when the sockets took
  * it all at once, the step runs again, as it would on the output-drained event that then never
- * comes (bounded: each further pass needs newly written output). */
-static void on_resume(uv_idle_t *h);
-
+ * comes. At most STEP_PASSES_MAX passes; work left after them resumes on the loop's next turn
+ * (on_resume()), after the worker's other connections. */
 static void conn_step(struct sl__conn *c)
 {
     if (c->stepping) {
