@@ -33,14 +33,7 @@ ORIGIN_ADDR=127.77.41.1
 TAG_IMAGE=sluice/sandbox:up-t41
 BACKOFF_MS=6000
 
-if ! sbx_dockerctl ping; then
-  echo "1..0 # SKIP no Docker daemon answers on /var/run/docker.sock"
-  exit 0
-fi
-if ! sbx_dockerctl image-exists "$SBX_IMAGE"; then
-  echo "1..0 # SKIP image $SBX_IMAGE is missing"
-  exit 0
-fi
+sbx_require_docker
 
 UP_PID=
 UP_N=0

@@ -75,13 +75,9 @@ sbx_prepare() {
   SBX_PROXY_N=0
 }
 
-sbx_setup() {
-  SBX_NET=$1
-  SBX_N=$2
-  shift 2
-  SBX_SUBNET=10.213.$SBX_N.0/24
-  SBX_GW=10.213.$SBX_N.1
-  SBX_TABLE=sluice_${SBX_NET//[^a-zA-Z0-9]/_}
+# sbx_require_docker : skips the whole test (TAP "1..0 # SKIP", exit 0) when no Docker daemon
+# answers or the sandbox image is missing.
+sbx_require_docker() {
   if ! sbx_dockerctl ping; then
     echo "1..0 # SKIP no Docker daemon answers on /var/run/docker.sock"
     exit 0
@@ -90,6 +86,16 @@ sbx_setup() {
     echo "1..0 # SKIP image $SBX_IMAGE is missing"
     exit 0
   fi
+}
+
+sbx_setup() {
+  SBX_NET=$1
+  SBX_N=$2
+  shift 2
+  SBX_SUBNET=10.213.$SBX_N.0/24
+  SBX_GW=10.213.$SBX_N.1
+  SBX_TABLE=sluice_${SBX_NET//[^a-zA-Z0-9]/_}
+  sbx_require_docker
   trap sbx__cleanup EXIT
   # Leftovers of an earlier run that was killed (our own names only).
   sbx_dockerctl cleanup "$SBX_NET" | sed 's/^/# stale: /'
