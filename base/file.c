@@ -59,3 +59,22 @@ int sl_file_read(const char *path, struct sl_buf *out, char *err, size_t errlen)
     (void)close(fd);
     return rc;
 }
+
+int sl_file_ensure_dir(const char *dir, const char *what, char *err, size_t errlen)
+{
+    struct stat st;
+
+    if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
+        if (errlen > 0) {
+            (void)snprintf(err, errlen, "cannot create %s %s: %s", what, dir, strerror(errno));
+        }
+        return SL_EIO;
+    }
+    if (stat(dir, &st) == -1 || !S_ISDIR(st.st_mode)) {
+        if (errlen > 0) {
+            (void)snprintf(err, errlen, "%s %s is not a directory", what, dir);
+        }
+        return SL_EIO;
+    }
+    return 0;
+}

@@ -22,6 +22,7 @@
 
 #include <sodium.h>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "certs/ca.h"
@@ -306,14 +307,10 @@ static bool file_exists(const char *path)
 static int prepare_dir(struct up *u)
 {
     const char *dir = sl_opts_data_dir(u->data_flag);
-    struct stat st;
+    char err[ERR_BYTES];
 
-    if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-        sl_eprintf("up: cannot create the data directory %s: %s", dir, strerror(errno));
-        return SL_EIO;
-    }
-    if (stat(dir, &st) == -1 || !S_ISDIR(st.st_mode)) {
-        sl_eprintf("up: the data directory %s is not a directory", dir);
+    if (sl_file_ensure_dir(dir, "the data directory", err, sizeof(err)) < 0) {
+        sl_eprintf("up: %s", err);
         return SL_EIO;
     }
     /* Absolute: the children, Docker's bind mounts and the printed paths need it. */

@@ -85,17 +85,13 @@ void sl_control_config_init(struct sl_control_config *cfg)
 /* Creates the data directory (0700) when it is missing. */
 static int ensure_data_dir(const char *dir)
 {
-    struct stat st;
+    char err[512];
+    int rc = sl_file_ensure_dir(dir, "the data directory", err, sizeof(err));
 
-    if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-        sl_eprintf("control: cannot create the data directory %s: %s", dir, strerror(errno));
-        return SL_EIO;
+    if (rc < 0) {
+        sl_eprintf("control: %s", err);
     }
-    if (stat(dir, &st) == -1 || !S_ISDIR(st.st_mode)) {
-        sl_eprintf("control: the data directory %s is not a directory", dir);
-        return SL_EIO;
-    }
-    return 0;
+    return rc;
 }
 
 static int load_key(const char *dir, struct sl_secrets **out)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -270,6 +271,43 @@ static void file_read_takes_regular_files_within_the_cap(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static void file_ensure_dir_makes_a_private_directory_once(void **state)
+{
+    char dir[] = "/tmp/sluice-dir-XXXXXX";
+    char path[64];
+    char err[256];
+    struct stat st;
+    FILE *f;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    (void)snprintf(path, sizeof(path), "%s/d", dir);
+    assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_mode & 0777, 0700);
+    /* An existing one is kept as it is. */
+    assert_int_equal(chmod(path, 0750), 0);
+    assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), 0);
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0750);
+    assert_int_equal(rmdir(path), 0);
+    /* A file in its place, or no parent: refused, with the name. */
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), SL_EIO);
+    assert_non_null(strstr(err, "the data directory"));
+    assert_non_null(strstr(err, "is not a directory"));
+    assert_int_equal(unlink(path), 0);
+    (void)snprintf(path, sizeof(path), "%s/no/d", dir);
+    assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), SL_EIO);
+    assert_non_null(strstr(err, "cannot create the data directory"));
+    assert_non_null(strstr(err, path));
+    assert_int_equal(sl_file_ensure_dir(path, "x", NULL, 0), SL_EIO);
+    assert_int_equal(rmdir(dir), 0);
+}
+
 static void siphash_matches_the_reference_vectors(void **state)
 {
     uint8_t key[SL_HASH_KEY_BYTES];
@@ -307,6 +345,7 @@ int main(void)
         cmocka_unit_test(log_levels_parse_by_name),
         cmocka_unit_test(siphash_matches_the_reference_vectors),
         cmocka_unit_test(file_read_takes_regular_files_within_the_cap),
+        cmocka_unit_test(file_ensure_dir_makes_a_private_directory_once),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
