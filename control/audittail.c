@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "base/mem.h"
+#include "policy/validate.h"
 
 /* Bytes read per pread(). */
 #define CHUNK ((size_t)64 << 10)
@@ -169,25 +170,10 @@ out_close:
 
 /* ---- suggestions ------------------------------------------------------------------------- */
 
-static bool is_tchar(char c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
-           || strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
+/* A method a suggested rule can name (SPEC §3: an upper-case token). */
 static bool is_method(const char *s)
 {
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 32) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!is_tchar(s[i])) {
-            return false;
-        }
-    }
-    return true;
+    return sl_policy_method_check(s, strlen(s)) == SL_POLICY_METHOD_OK;
 }
 
 /* A host name, an IPv4 address or a bracketed IPv6 address, as the proxy writes them. */
