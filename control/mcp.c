@@ -26,7 +26,9 @@
  * require batches, which 2025-06-18 removed, so they are not claimed. */
 static const char *const versions[] = { SL_MCP_PROTOCOL_STATELESS, SL_MCP_PROTOCOL_LATEST,
                                         "2025-06-18" };
-#define VERSIONS_TEXT             SL_MCP_PROTOCOL_STATELESS ", " SL_MCP_PROTOCOL_LATEST ", 2025-06-18"
+#define VERSIONS_TEXT SL_MCP_PROTOCOL_STATELESS ", " SL_MCP_PROTOCOL_LATEST ", 2025-06-18"
+/* answer_unsupported_version() and prepare_discover() list the three by index. */
+_Static_assert(sizeof(versions) / sizeof(versions[0]) == 3, "the revision lists name three");
 #define INITIALIZE_VERSIONS_FIRST 1
 
 /* The _meta keys of MCP 2026-07-28 requests. */

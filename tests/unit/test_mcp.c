@@ -705,6 +705,13 @@ static void a_stateless_request_needs_no_initialize_and_is_complete(void **state
     assert_true(plan.route.stateless);
     assert_string_equal(plan.route.path, "/api/v1/environments");
     sl_mcp_plan_finish(&plan);
+    /* ping, dropped by 2026-07-28, still answers. */
+    post_stateless("{'jsonrpc':'2.0','id':9,'method':'ping','params':{" META26 "}}", "2026-07-28",
+                   "ping", NULL, &plan);
+    res = result_of(&plan);
+    assert_int_equal(json_object_size(res), 1);
+    assert_string_equal(json_string_value(json_object_get(res, "resultType")), "complete");
+    json_decref(res);
     /* A handshake revision's request says nothing of it. */
     post("{'jsonrpc':'2.0','id':3,'method':'tools/list'}", &plan);
     res = result_of(&plan);
