@@ -263,6 +263,11 @@ static int check_framing(struct sl_h1 *p)
         h->keep_alive = h->version_minor == 1 ? (l->flags & F_CONNECTION_CLOSE) == 0
                                               : (l->flags & F_CONNECTION_KEEP_ALIVE) != 0;
     }
+    if ((l->flags & F_CONNECTION_CLOSE) != 0) {
+        /* "close" ends the connection whatever else Connection lists (RFC 9112 §9.6); llhttp
+         * lets an HTTP/1.0 "keep-alive" beside it win. */
+        h->keep_alive = false;
+    }
     return 0;
 }
 

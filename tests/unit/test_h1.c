@@ -362,6 +362,30 @@ static void keeps_alive_after_a_response_to_head_without_a_length(void **state)
     }
 }
 
+/* "close" in Connection ends the connection whatever else is listed, in either version. */
+static void connection_close_wins_over_keep_alive(void **state)
+{
+    static const char *const rows[] = {
+        "GET / HTTP/1.0\r\nConnection: close\r\nConnection: keep-alive\r\n\r\n",
+        "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\nConnection: close\r\n\r\n",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct run r;
+        struct sl_h1_event ev;
+
+        run_start(&r, SL_H1_REQUEST, NULL);
+        print_message("row %zu\n", i);
+        assert_int_equal(sl_h1_feed(&r.p, (const uint8_t *)rows[i], strlen(rows[i]), &ev),
+                         (int)strlen(rows[i]));
+        assert_int_equal(ev.type, SL_H1_EV_HEAD);
+        assert_false(sl_h1_head(&r.p)->keep_alive);
+        run_end(&r);
+    }
+}
+
 static void flags_expect_continue_and_http_1_0_close(void **state)
 {
     static const char in[] = "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n";
@@ -648,6 +672,7 @@ int main(void)
         cmocka_unit_test(skips_the_body_of_a_response_to_head),
         cmocka_unit_test(keeps_alive_after_a_response_to_head_without_a_length),
         cmocka_unit_test(flags_expect_continue_and_http_1_0_close),
+        cmocka_unit_test(connection_close_wins_over_keep_alive),
         cmocka_unit_test(rejects_ambiguous_framing_whole_and_split),
         cmocka_unit_test(refuses_a_head_over_the_limit),
         cmocka_unit_test(refuses_too_many_headers),
