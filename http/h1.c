@@ -216,6 +216,11 @@ static int check_framing(struct sl_h1 *p)
     if (te > 0 && h->version_minor == 0) {
         return fail(p, "Transfer-Encoding on HTTP/1.0", SL_EINVAL);
     }
+    if (te > 0 && (l->flags & F_CHUNKED) == 0) {
+        /* We read "chunked" (the value trimmed of its whitespace) where llhttp did not (a tab
+         * after it, say): it would frame the message otherwise. Refused, not guessed. */
+        return fail(p, "Transfer-Encoding other than chunked", SL_EINVAL);
+    }
     if (host > 1) {
         return fail(p, "more than one Host header", SL_EINVAL);
     }
