@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 
+#include "base/jdepth.h"
 #include "base/jpath.h"
 #include "base/mem.h"
 #include "policy/host.h"
@@ -68,27 +69,16 @@ static void add_error(struct parse *p, const char *fmt, ...) SL_PRINTF(2, 3);
 static void add_error(struct parse *p, const char *fmt, ...)
 {
     struct sl_env_errors *e = p->errs;
-    struct sl_env_error *items;
     va_list ap;
+    int rc;
 
     p->n_errors++;
-    if (e->count == SL_ENV_ERRORS_MAX) {
-        e->truncated = true;
-        return;
-    }
-    items = sl_realloc(e->items, (e->count + 1) * sizeof(*items));
-    if (items == NULL) {
-        p->rc = SL_ENOMEM;
-        return;
-    }
-    e->items = items;
-    memcpy(items[e->count].field, p->path, p->path_len + 1);
     va_start(ap, fmt);
-    if (vsnprintf(items[e->count].message, sizeof(items[e->count].message), fmt, ap) < 0) {
-        items[e->count].message[0] = '\0';
-    }
+    rc = sl_errlist_vadd(&e->items, &e->count, &e->truncated, SL_ENV_ERRORS_MAX, p->path, fmt, ap);
     va_end(ap);
-    e->count++;
+    if (rc < 0) {
+        p->rc = rc;
+    }
 }
 
 /* Enters member `key`: `.key`, or `["key"]` for a key that is not a plain identifier (it came
@@ -1148,34 +1138,6 @@ int sl_env_spec_from_json(json_t *root, struct sl_env_spec *spec, struct sl_env_
     return SL_EPOLICY;
 }
 
-/* jansson recurses once per nesting level; refusing deep documents first bounds its stack. */
-static bool too_deep(const uint8_t *s, size_t n)
-{
-    size_t depth = 0;
-    bool in_string = false;
-
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = s[i];
-
-        if (in_string) {
-            if (c == '\\') {
-                i++;
-            } else if (c == '"') {
-                in_string = false;
-            }
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > SL_ENV_DEPTH_MAX) {
-                return true;
-            }
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return false;
-}
-
 int sl_env_spec_parse(const void *body, size_t n, struct sl_env_spec *spec,
                       struct sl_env_errors *errs)
 {
@@ -1186,7 +1148,8 @@ int sl_env_spec_parse(const void *body, size_t n, struct sl_env_spec *spec,
 
     sl_env_errors_finish(errs);
     memset(spec, 0, sizeof(*spec));
-    if (too_deep(body, n)) {
+    /* jansson recurses once per nesting level; refusing deep documents first bounds its stack. */
+    if (sl_jdepth_is_over(body, n, SL_ENV_DEPTH_MAX)) {
         refuse(errs, 400, "the request body is nested too deeply");
         return SL_EPOLICY;
     }
@@ -2027,7 +1990,7 @@ int sl_env_errors_render(const struct sl_env_errors *e, json_t **out)
     }
     for (size_t i = 0; i < e->count && rc == 0; i++) {
         json_t *item =
-                json_pack("{s:s, s:s}", "field", e->items[i].field, "message", e->items[i].message);
+                json_pack("{s:s, s:s}", "field", e->items[i].path, "message", e->items[i].message);
 
         rc = json_array_append_new(list, item) == 0 ? 0 : SL_ENOMEM;
     }

@@ -64,6 +64,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/errlist.h"
 #include "control/model.h"
 
 /* Limits of SPEC.md §5.1 and the ones this implementation adds. */
@@ -117,16 +118,10 @@ struct sl_env_sealer {
 
 /* ---- errors ------------------------------------------------------------------------------- */
 
-#define SL_ENV_ERRORS_MAX  100
+#define SL_ENV_ERRORS_MAX 100
+/* The longest field path an error names, terminator included; a longer one is cut. */
 #define SL_ENV_FIELD_MAX   160
-#define SL_ENV_MESSAGE_MAX 320
-
-/* One problem with a request: where (`egress.rules[2].host`, `env[3].name`) and what. Neither
- * text ever contains a value of a variable or a credential. */
-struct sl_env_error {
-    char field[SL_ENV_FIELD_MAX];
-    char message[SL_ENV_MESSAGE_MAX];
-};
+#define SL_ENV_MESSAGE_MAX SL_ERRLIST_MESSAGE_MAX
 
 /* Why a request was refused (SPEC.md §5 intro). Caller storage: zero it; the functions that
  * fill it reset it first; release with sl_env_errors_finish(). */
@@ -136,8 +131,11 @@ struct sl_env_errors {
     int status;
     /* One line for {"message"}. */
     char message[SL_ENV_MESSAGE_MAX];
-    /* `count` errors in document order, owned; NULL when count == 0 (always so for 400). */
-    struct sl_env_error *items;
+    /* `count` errors in document order (a base/errlist list), owned; NULL when count == 0
+     * (always so for 400). Each is where (`path`: `egress.rules[2].host`, `env[3].name`, the
+     * "field" of the rendering) and what; neither text ever contains a value of a variable or
+     * a credential. */
+    struct sl_errlist_item *items;
     size_t count;
     /* More than SL_ENV_ERRORS_MAX errors were found. */
     bool truncated;

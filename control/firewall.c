@@ -11,7 +11,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <nftables/libnftables.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,20 +24,6 @@
 /* Bound on a rendered ruleset and the install batch: the text is a few hundred bytes. */
 #define RULESET_MAX 4096
 
-static void seterr(char *err, size_t cap, const char *fmt, ...) SL_PRINTF(3, 4);
-
-static void seterr(char *err, size_t cap, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || cap == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    (void)vsnprintf(err, cap, fmt, ap);
-    va_end(ap);
-}
-
 static bool is_word_char(char ch)
 {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')
@@ -50,18 +35,18 @@ static int check_table(const char *table, char *err, size_t cap)
     size_t n;
 
     if (table == NULL || strncmp(table, TABLE_PREFIX, strlen(TABLE_PREFIX)) != 0) {
-        seterr(err, cap, "firewall: the table name must start with \"" TABLE_PREFIX "\"");
+        sl_errf(err, cap, "firewall: the table name must start with \"" TABLE_PREFIX "\"");
         return SL_EINVAL;
     }
     n = strlen(table);
     if (n >= SL_FIREWALL_TABLE_CAP) {
-        seterr(err, cap, "firewall: the table name is longer than %d characters",
-               SL_FIREWALL_TABLE_CAP - 1);
+        sl_errf(err, cap, "firewall: the table name is longer than %d characters",
+                SL_FIREWALL_TABLE_CAP - 1);
         return SL_EINVAL;
     }
     for (size_t i = 0; i < n; i++) {
         if (!is_word_char(table[i])) {
-            seterr(err, cap, "firewall: the table name may hold only A-Z, a-z, 0-9 and _");
+            sl_errf(err, cap, "firewall: the table name may hold only A-Z, a-z, 0-9 and _");
             return SL_EINVAL;
         }
     }
@@ -73,13 +58,13 @@ static int check_bridge(const char *bridge, char *err, size_t cap)
     size_t n = bridge == NULL ? 0 : strlen(bridge);
 
     if (n == 0 || n > BRIDGE_MAX || strcmp(bridge, ".") == 0 || strcmp(bridge, "..") == 0) {
-        seterr(err, cap, "firewall: the bridge name must be 1-%d characters (not . or ..)",
-               BRIDGE_MAX);
+        sl_errf(err, cap, "firewall: the bridge name must be 1-%d characters (not . or ..)",
+                BRIDGE_MAX);
         return SL_EINVAL;
     }
     for (size_t i = 0; i < n; i++) {
         if (!is_word_char(bridge[i]) && bridge[i] != '.' && bridge[i] != '-') {
-            seterr(err, cap, "firewall: the bridge name may hold only A-Z, a-z, 0-9, _, . and -");
+            sl_errf(err, cap, "firewall: the bridge name may hold only A-Z, a-z, 0-9, _, . and -");
             return SL_EINVAL;
         }
     }
@@ -93,18 +78,18 @@ static int check_config(const struct sl_firewall_config *cfg, char gw[INET_ADDRS
     struct in_addr a;
 
     if (cfg == NULL) {
-        seterr(err, cap, "firewall: no configuration");
+        sl_errf(err, cap, "firewall: no configuration");
         return SL_EINVAL;
     }
     SL_TRY(check_table(cfg->table, err, cap));
     SL_TRY(check_bridge(cfg->bridge, err, cap));
     if (cfg->gateway == NULL || inet_pton(AF_INET, cfg->gateway, &a) != 1
         || inet_ntop(AF_INET, &a, gw, INET_ADDRSTRLEN) == NULL) {
-        seterr(err, cap, "firewall: the gateway must be an IPv4 address in dotted form");
+        sl_errf(err, cap, "firewall: the gateway must be an IPv4 address in dotted form");
         return SL_EINVAL;
     }
     if (cfg->proxy_port < 1 || cfg->proxy_port > 65535) {
-        seterr(err, cap, "firewall: the proxy port must be 1-65535");
+        sl_errf(err, cap, "firewall: the proxy port must be 1-65535");
         return SL_EINVAL;
     }
     return 0;
@@ -153,10 +138,10 @@ static void copy_nft_error(struct nft_ctx *nft, const char *what, char *err, siz
     size_t n = msg == NULL ? 0 : strcspn(msg, "\n");
 
     if (n == 0) {
-        seterr(err, cap, "firewall: %s failed (nftables gave no reason)", what);
+        sl_errf(err, cap, "firewall: %s failed (nftables gave no reason)", what);
         return;
     }
-    seterr(err, cap, "firewall: %s failed: %.*s", what, (int)(n > 400 ? 400 : n), msg);
+    sl_errf(err, cap, "firewall: %s failed: %.*s", what, (int)(n > 400 ? 400 : n), msg);
 }
 
 /* Runs `cmds` as one nftables transaction. */
@@ -166,11 +151,11 @@ static int run_batch(const char *cmds, const char *what, char *err, size_t cap)
     int rc = 0;
 
     if (nft == NULL) {
-        seterr(err, cap, "firewall: out of memory for the nftables context");
+        sl_errf(err, cap, "firewall: out of memory for the nftables context");
         return SL_ENOMEM;
     }
     if (nft_ctx_buffer_output(nft) != 0 || nft_ctx_buffer_error(nft) != 0) {
-        seterr(err, cap, "firewall: cannot buffer nftables output");
+        sl_errf(err, cap, "firewall: cannot buffer nftables output");
         rc = SL_ENOMEM;
     } else if (nft_run_cmd_from_buffer(nft, cmds) != 0) {
         copy_nft_error(nft, what, err, cap);
@@ -195,7 +180,7 @@ int sl_firewall_install(const struct sl_firewall_config *cfg, char *err, size_t 
         rc = render_checked(cfg, gw, &b);
     }
     if (rc < 0) {
-        seterr(err, cap, "firewall: cannot build the ruleset: %s", sl_strerror(rc));
+        sl_errf(err, cap, "firewall: cannot build the ruleset: %s", sl_strerror(rc));
     } else {
         rc = run_batch(sl_buf_cstr(&b), "installing the table", err, cap);
     }

@@ -5,7 +5,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,20 +60,6 @@ static int ensure_init(void)
     return init_rc;
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) SL_PRINTF(3, 4);
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /*
  * Decodes the key text (`n` bytes at `text`, which may be a secret held anywhere) into a new
  * secrets object. `what` names the source in messages. Every message describes the text's
@@ -90,58 +75,58 @@ static int key_from_text(const char *text, size_t n, const char *what, struct sl
 
     rc = ensure_init();
     if (rc < 0) {
-        seterr(err, errlen, "cannot initialise libsodium");
+        sl_errf(err, errlen, "cannot initialise libsodium");
         return rc;
     }
     if (n == 0) {
-        seterr(err, errlen, "%s is empty; it must be the base64 text of %d random bytes", what,
-               SL_SECRETS_KEY_BYTES);
+        sl_errf(err, errlen, "%s is empty; it must be the base64 text of %d random bytes", what,
+                SL_SECRETS_KEY_BYTES);
         return SL_EINVAL;
     }
     if (n > KEY_TEXT_MAX) {
-        seterr(err, errlen, "%s is too long (%zu characters); a key is %d base64 characters", what,
-               n, SL_SECRETS_KEY_TEXT_LEN);
+        sl_errf(err, errlen, "%s is too long (%zu characters); a key is %d base64 characters", what,
+                n, SL_SECRETS_KEY_TEXT_LEN);
         return SL_EINVAL;
     }
     bin = sodium_malloc(KEY_DECODED_MAX);
     if (bin == NULL) {
-        seterr(err, errlen, "cannot load %s: out of memory", what);
+        sl_errf(err, errlen, "cannot load %s: out of memory", what);
         return SL_ENOMEM;
     }
     /* No characters to ignore and no end pointer: the whole text must be canonical base64. */
     if (sodium_base642bin(bin, KEY_DECODED_MAX, text, n, NULL, &bin_len, NULL,
                           sodium_base64_VARIANT_ORIGINAL)
         != 0) {
-        seterr(err, errlen,
-               "%s is not valid base64 (standard alphabet with '=' padding, no spaces); a key "
-               "is %d characters",
-               what, SL_SECRETS_KEY_TEXT_LEN);
+        sl_errf(err, errlen,
+                "%s is not valid base64 (standard alphabet with '=' padding, no spaces); a key "
+                "is %d characters",
+                what, SL_SECRETS_KEY_TEXT_LEN);
         rc = SL_EINVAL;
         goto fail_free_bin;
     }
     if (bin_len != SL_SECRETS_KEY_BYTES) {
-        seterr(err, errlen,
-               "%s decodes to %zu bytes; the key must be exactly %d bytes (%d base64 "
-               "characters)",
-               what, bin_len, SL_SECRETS_KEY_BYTES, SL_SECRETS_KEY_TEXT_LEN);
+        sl_errf(err, errlen,
+                "%s decodes to %zu bytes; the key must be exactly %d bytes (%d base64 "
+                "characters)",
+                what, bin_len, SL_SECRETS_KEY_BYTES, SL_SECRETS_KEY_TEXT_LEN);
         rc = SL_EINVAL;
         goto fail_free_bin;
     }
     s = sl_calloc(1, sizeof(*s));
     if (s == NULL) {
-        seterr(err, errlen, "cannot load %s: out of memory", what);
+        sl_errf(err, errlen, "cannot load %s: out of memory", what);
         rc = SL_ENOMEM;
         goto fail_free_bin;
     }
     s->key = sodium_malloc(SL_SECRETS_KEY_BYTES);
     if (s->key == NULL) {
-        seterr(err, errlen, "cannot load %s: out of memory", what);
+        sl_errf(err, errlen, "cannot load %s: out of memory", what);
         rc = SL_ENOMEM;
         goto fail_free_s;
     }
     memcpy(s->key, bin, SL_SECRETS_KEY_BYTES);
     if (sodium_mprotect_readonly(s->key) != 0) {
-        seterr(err, errlen, "cannot protect the key's memory");
+        sl_errf(err, errlen, "cannot protect the key's memory");
         rc = SL_ECRYPTO;
         goto fail_free_key;
     }
@@ -193,19 +178,19 @@ static int check_key_file(int fd, const char *path, char *err, size_t errlen)
     struct stat st;
 
     if (fstat(fd, &st) == -1) {
-        seterr(err, errlen, "cannot stat %s: %s", path, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot stat %s: %s", path, sl_strerror(-errno));
         return SL_EIO;
     }
     if (!S_ISREG(st.st_mode)) {
-        seterr(err, errlen, "%s is not a regular file", path);
+        sl_errf(err, errlen, "%s is not a regular file", path);
         return SL_EINVAL;
     }
     /* Stricter than "not readable by others": a key others may write could be swapped. */
     if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-        seterr(err, errlen,
-               "%s is accessible to group or others (mode %04o); the key file must be mode "
-               "0600 (chmod 600 %s)",
-               path, (unsigned)(st.st_mode & 07777), path);
+        sl_errf(err, errlen,
+                "%s is accessible to group or others (mode %04o); the key file must be mode "
+                "0600 (chmod 600 %s)",
+                path, (unsigned)(st.st_mode & 07777), path);
         return SL_EINVAL;
     }
     return 0;
@@ -222,10 +207,10 @@ int sl_secrets_load_file(const char *path, struct sl_secrets **out, char *err, s
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
     if (fd == -1) {
         if (errno == ENOENT) {
-            seterr(err, errlen, "%s does not exist", path);
+            sl_errf(err, errlen, "%s does not exist", path);
             return SL_ENOTFOUND;
         }
-        seterr(err, errlen, "cannot open %s: %s", path, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot open %s: %s", path, sl_strerror(-errno));
         return SL_EIO;
     }
     rc = check_key_file(fd, path, err, errlen);
@@ -234,20 +219,20 @@ int sl_secrets_load_file(const char *path, struct sl_secrets **out, char *err, s
     }
     rc = ensure_init();
     if (rc < 0) {
-        seterr(err, errlen, "cannot initialise libsodium");
+        sl_errf(err, errlen, "cannot initialise libsodium");
         goto fail_close;
     }
     /* One byte more than the longest acceptable text (a newline), and one more to notice a
      * file that is longer still. */
     text = sodium_malloc(KEY_TEXT_MAX + 2);
     if (text == NULL) {
-        seterr(err, errlen, "cannot load %s: out of memory", path);
+        sl_errf(err, errlen, "cannot load %s: out of memory", path);
         rc = SL_ENOMEM;
         goto fail_close;
     }
     got = read_some(fd, text, KEY_TEXT_MAX + 2);
     if (got == -1) {
-        seterr(err, errlen, "cannot read %s: %s", path, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot read %s: %s", path, sl_strerror(-errno));
         rc = SL_EIO;
         goto fail_free_text;
     }
@@ -256,8 +241,8 @@ int sl_secrets_load_file(const char *path, struct sl_secrets **out, char *err, s
         n--;
     }
     if (n > KEY_TEXT_MAX) {
-        seterr(err, errlen, "%s is too long; a key file holds %d base64 characters", path,
-               SL_SECRETS_KEY_TEXT_LEN);
+        sl_errf(err, errlen, "%s is too long; a key file holds %d base64 characters", path,
+                SL_SECRETS_KEY_TEXT_LEN);
         rc = SL_EINVAL;
         goto fail_free_text;
     }
@@ -286,13 +271,13 @@ int sl_secrets_load(const char *data_dir, struct sl_secrets **out, enum sl_secre
     }
     n = snprintf(path, sizeof(path), "%s/%s", data_dir, SL_SECRETS_KEY_FILE);
     if (n < 0 || (size_t)n >= sizeof(path)) {
-        seterr(err, errlen, "the data directory's path is too long");
+        sl_errf(err, errlen, "the data directory's path is too long");
         return SL_EINVAL;
     }
     rc = sl_secrets_load_file(path, out, err, errlen);
     if (rc == SL_ENOTFOUND) {
-        seterr(err, errlen, "no encryption key: %s is unset and %s does not exist",
-               SL_SECRETS_KEY_ENV, path);
+        sl_errf(err, errlen, "no encryption key: %s is unset and %s does not exist",
+                SL_SECRETS_KEY_ENV, path);
     }
     if (rc == 0 && source != NULL) {
         *source = SL_SECRETS_SOURCE_FILE;
@@ -356,17 +341,17 @@ static int write_temp_file(char *tmp, const char *text, size_t n, char *err, siz
     int fd = mkstemp(tmp);
 
     if (fd == -1) {
-        seterr(err, errlen, "cannot create a temporary file %s: %s", tmp, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot create a temporary file %s: %s", tmp, sl_strerror(-errno));
         return SL_EIO;
     }
     if (fchmod(fd, S_IRUSR | S_IWUSR) == -1 || write_all(fd, text, n) == -1 || fsync(fd) == -1) {
-        seterr(err, errlen, "cannot write %s: %s", tmp, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot write %s: %s", tmp, sl_strerror(-errno));
         (void)close(fd);
         (void)unlink(tmp);
         return SL_EIO;
     }
     if (close(fd) == -1) {
-        seterr(err, errlen, "cannot write %s: %s", tmp, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot write %s: %s", tmp, sl_strerror(-errno));
         (void)unlink(tmp);
         return SL_EIO;
     }
@@ -388,17 +373,17 @@ int sl_secrets_generate_key_file(const char *path, char *err, size_t errlen)
 
     rc = ensure_init();
     if (rc < 0) {
-        seterr(err, errlen, "cannot initialise libsodium");
+        sl_errf(err, errlen, "cannot initialise libsodium");
         return rc;
     }
     n = snprintf(tmp, sizeof(tmp), "%s.tmp.XXXXXX", path);
     if (n < 0 || (size_t)n >= sizeof(tmp)) {
-        seterr(err, errlen, "the key file's path is too long");
+        sl_errf(err, errlen, "the key file's path is too long");
         return SL_EINVAL;
     }
     key = sodium_malloc(SL_SECRETS_KEY_BYTES + TEXT_SIZE);
     if (key == NULL) {
-        seterr(err, errlen, "cannot create %s: out of memory", path);
+        sl_errf(err, errlen, "cannot create %s: out of memory", path);
         return SL_ENOMEM;
     }
     text = (char *)key + SL_SECRETS_KEY_BYTES;
@@ -414,10 +399,10 @@ int sl_secrets_generate_key_file(const char *path, char *err, size_t errlen)
     }
     if (link(tmp, path) == -1) {
         if (errno == EEXIST) {
-            seterr(err, errlen, "%s exists already; it was left as it is", path);
+            sl_errf(err, errlen, "%s exists already; it was left as it is", path);
             rc = SL_EEXIST;
         } else {
-            seterr(err, errlen, "cannot create %s: %s", path, sl_strerror(-errno));
+            sl_errf(err, errlen, "cannot create %s: %s", path, sl_strerror(-errno));
             rc = SL_EIO;
         }
         (void)unlink(tmp);
@@ -425,8 +410,8 @@ int sl_secrets_generate_key_file(const char *path, char *err, size_t errlen)
     }
     (void)unlink(tmp);
     if (sync_parent_dir(path) == -1) {
-        seterr(err, errlen, "wrote %s but cannot sync its directory: %s", path,
-               sl_strerror(-errno));
+        sl_errf(err, errlen, "wrote %s but cannot sync its directory: %s", path,
+                sl_strerror(-errno));
         return SL_EIO;
     }
     return 0;

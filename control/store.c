@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -294,20 +293,6 @@ struct sl_store {
     /* The database's path, for log lines. Owned. */
     char *path;
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) SL_PRINTF(3, 4);
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 static void now_rfc3339(char out[TIMESTAMP_SIZE])
 {
@@ -1750,25 +1735,25 @@ static int check_file(const char *path, char *err, size_t errlen)
 
     fd = open(path, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOCTTY, S_IRUSR | S_IWUSR);
     if (fd == -1) {
-        seterr(err, errlen, "cannot open %s: %s", path, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot open %s: %s", path, sl_strerror(-errno));
         return SL_EIO;
     }
     if (fstat(fd, &stbuf) == -1) {
-        seterr(err, errlen, "cannot stat %s: %s", path, sl_strerror(-errno));
+        sl_errf(err, errlen, "cannot stat %s: %s", path, sl_strerror(-errno));
         rc = SL_EIO;
     } else if (!S_ISREG(stbuf.st_mode)) {
-        seterr(err, errlen, "%s is not a regular file", path);
+        sl_errf(err, errlen, "%s is not a regular file", path);
         rc = SL_EINVAL;
     } else if (stbuf.st_size > 0) {
         do {
             got = pread(fd, head, sizeof(head), 0);
         } while (got == -1 && errno == EINTR);
         if (got == -1) {
-            seterr(err, errlen, "cannot read %s: %s", path, sl_strerror(-errno));
+            sl_errf(err, errlen, "cannot read %s: %s", path, sl_strerror(-errno));
             rc = SL_EIO;
         } else if ((size_t)got != sizeof(head) || memcmp(head, magic, sizeof(magic)) != 0) {
-            seterr(err, errlen,
-                   "%s is not a sluice database (not an SQLite file); refusing to use it", path);
+            sl_errf(err, errlen,
+                    "%s is not a sluice database (not an SQLite file); refusing to use it", path);
             rc = SL_EINVAL;
         }
     }
@@ -1811,8 +1796,8 @@ static int read_version(struct sl_store *st, int *version, char *err, size_t err
     }
     (void)sqlite3_finalize(s);
     if (rc != SQLITE_DONE) {
-        seterr(err, errlen, "%s is not a sluice database or is corrupt (%s); refusing to use it",
-               st->path, sqlite3_errstr(rc));
+        sl_errf(err, errlen, "%s is not a sluice database or is corrupt (%s); refusing to use it",
+                st->path, sqlite3_errstr(rc));
         return rc == SQLITE_NOMEM ? SL_ENOMEM : SL_EINVAL;
     }
     if (objects == 0) {
@@ -1820,10 +1805,10 @@ static int read_version(struct sl_store *st, int *version, char *err, size_t err
         return 0;
     }
     if (!has_version) {
-        seterr(err, errlen,
-               "%s is not a sluice database (it has %d schema objects and no schema_version); "
-               "refusing to use it",
-               st->path, objects);
+        sl_errf(err, errlen,
+                "%s is not a sluice database (it has %d schema objects and no schema_version); "
+                "refusing to use it",
+                st->path, objects);
         return SL_EINVAL;
     }
     rc = query_first(st->db, "SELECT version, typeof(version) FROM schema_version", &s);
@@ -1835,12 +1820,12 @@ static int read_version(struct sl_store *st, int *version, char *err, size_t err
     }
     (void)sqlite3_finalize(s);
     if (rc < 0) {
-        seterr(err, errlen, "%s is corrupt: its schema_version table holds no version", st->path);
+        sl_errf(err, errlen, "%s is corrupt: its schema_version table holds no version", st->path);
         return rc;
     }
     if (*version > SL_STORE_SCHEMA_VERSION) {
-        seterr(err, errlen, "%s has schema version %d; this sluice knows %d: upgrade sluice",
-               st->path, *version, SL_STORE_SCHEMA_VERSION);
+        sl_errf(err, errlen, "%s has schema version %d; this sluice knows %d: upgrade sluice",
+                st->path, *version, SL_STORE_SCHEMA_VERSION);
         return SL_EINVAL;
     }
     return 0;
@@ -1856,11 +1841,12 @@ static int check_integrity(struct sl_store *st, char *err, size_t errlen)
     if (rc == SQLITE_ROW && col_is(s, 0, "ok")) {
         rc = 0;
     } else if (rc == SQLITE_ROW) {
-        seterr(err, errlen, "%s is corrupt (%s); refusing to use it", st->path,
-               (const char *)sqlite3_column_text(s, 0));
+        sl_errf(err, errlen, "%s is corrupt (%s); refusing to use it", st->path,
+                (const char *)sqlite3_column_text(s, 0));
         rc = SL_EINVAL;
     } else {
-        seterr(err, errlen, "%s is corrupt (%s); refusing to use it", st->path, sqlite3_errstr(rc));
+        sl_errf(err, errlen, "%s is corrupt (%s); refusing to use it", st->path,
+                sqlite3_errstr(rc));
         rc = rc == SQLITE_NOMEM ? SL_ENOMEM : SL_EINVAL;
     }
     (void)sqlite3_finalize(s);
@@ -1892,12 +1878,12 @@ static int set_pragmas(struct sl_store *st, char *err, size_t errlen)
         (void)nanosleep(&pause, NULL);
     }
     if (!wal) {
-        seterr(err, errlen, "cannot switch %s to WAL mode: %s", st->path, sqlite3_errmsg(st->db));
+        sl_errf(err, errlen, "cannot switch %s to WAL mode: %s", st->path, sqlite3_errmsg(st->db));
         return SL_EIO;
     }
     rc = sqlite3_exec(st->db, "PRAGMA foreign_keys = ON", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        seterr(err, errlen, "cannot configure %s: %s", st->path, sqlite3_errmsg(st->db));
+        sl_errf(err, errlen, "cannot configure %s: %s", st->path, sqlite3_errmsg(st->db));
         return SL_EIO;
     }
     return 0;
@@ -1913,7 +1899,7 @@ static int migrate(struct sl_store *st, char *err, size_t errlen)
 
     rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
-        seterr(err, errlen, "cannot lock %s: %s", st->path, sqlite3_errmsg(st->db));
+        sl_errf(err, errlen, "cannot lock %s: %s", st->path, sqlite3_errmsg(st->db));
         return SL_EIO;
     }
     rc = read_version(st, &version, err, errlen);
@@ -1922,8 +1908,8 @@ static int migrate(struct sl_store *st, char *err, size_t errlen)
     }
     for (int v = version; v < SL_STORE_SCHEMA_VERSION; v++) {
         if (sqlite3_exec(st->db, migrations[v], NULL, NULL, NULL) != SQLITE_OK) {
-            seterr(err, errlen, "cannot upgrade %s to schema version %d: %s", st->path, v + 1,
-                   sqlite3_errmsg(st->db));
+            sl_errf(err, errlen, "cannot upgrade %s to schema version %d: %s", st->path, v + 1,
+                    sqlite3_errmsg(st->db));
             rc = SL_EIO;
             goto fail;
         }
@@ -1938,14 +1924,14 @@ static int migrate(struct sl_store *st, char *err, size_t errlen)
         }
         (void)sqlite3_finalize(s);
         if (rc != SQLITE_DONE) {
-            seterr(err, errlen, "cannot record the schema version of %s: %s", st->path,
-                   sqlite3_errmsg(st->db));
+            sl_errf(err, errlen, "cannot record the schema version of %s: %s", st->path,
+                    sqlite3_errmsg(st->db));
             rc = SL_EIO;
             goto fail;
         }
     }
     if (sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-        seterr(err, errlen, "cannot upgrade %s: %s", st->path, sqlite3_errmsg(st->db));
+        sl_errf(err, errlen, "cannot upgrade %s: %s", st->path, sqlite3_errmsg(st->db));
         rc = SL_EIO;
         goto fail;
     }
@@ -1968,8 +1954,8 @@ static int open_db(struct sl_store *st, char *err, size_t errlen)
     rc = sqlite3_open_v2(st->path, &st->db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE, NULL);
     if (rc != SQLITE_OK) {
-        seterr(err, errlen, "cannot open %s: %s", st->path,
-               st->db != NULL ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
+        sl_errf(err, errlen, "cannot open %s: %s", st->path,
+                st->db != NULL ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc));
         return rc == SQLITE_NOMEM ? SL_ENOMEM : SL_EIO;
     }
     (void)sqlite3_extended_result_codes(st->db, 1);
@@ -1990,17 +1976,17 @@ int sl_store_open(const char *path, struct sl_store **out, char *err, size_t err
     SL_TRY(check_file(path, err, errlen));
     st = sl_calloc(1, sizeof(*st));
     if (st == NULL) {
-        seterr(err, errlen, "cannot open %s: out of memory", path);
+        sl_errf(err, errlen, "cannot open %s: out of memory", path);
         return SL_ENOMEM;
     }
     st->path = sl_strdup(path);
     if (st->path == NULL) {
-        seterr(err, errlen, "cannot open %s: out of memory", path);
+        sl_errf(err, errlen, "cannot open %s: out of memory", path);
         rc = SL_ENOMEM;
         goto fail_free;
     }
     if (pthread_mutex_init(&st->lock, NULL) != 0) {
-        seterr(err, errlen, "cannot open %s: no mutex", path);
+        sl_errf(err, errlen, "cannot open %s: no mutex", path);
         rc = SL_ENOMEM;
         goto fail_free;
     }

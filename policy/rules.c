@@ -27,30 +27,20 @@ void sl_policy_errors_finish(struct sl_policy_errors *e)
 void sl__error(struct sl__parse *p, const char *fmt, ...)
 {
     struct sl_policy_errors *e = p->errs;
-    struct sl_policy_error *items;
     va_list ap;
+    int rc;
 
     p->n_errors++;
     if (e == NULL) {
         return;
     }
-    if (e->count == SL_POLICY_ERRORS_MAX) {
-        e->truncated = true;
-        return;
-    }
-    items = sl_realloc(e->items, (e->count + 1) * sizeof(*items));
-    if (items == NULL) {
-        p->rc = SL_ENOMEM;
-        return;
-    }
-    e->items = items;
-    memcpy(items[e->count].path, p->path, p->path_len + 1);
     va_start(ap, fmt);
-    if (vsnprintf(items[e->count].message, sizeof(items[e->count].message), fmt, ap) < 0) {
-        items[e->count].message[0] = '\0';
-    }
+    rc = sl_errlist_vadd(&e->items, &e->count, &e->truncated, SL_POLICY_ERRORS_MAX, p->path, fmt,
+                         ap);
     va_end(ap);
-    e->count++;
+    if (rc < 0) {
+        p->rc = rc;
+    }
 }
 
 void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed, size_t n)
