@@ -1432,7 +1432,7 @@ static bool on_audit_line(void *arg, const char *line, size_t n)
         t->rc = SL_ENOMEM;
         return false;
     }
-    len = sl_audit_suggest(entry, name, hint, sizeof(hint));
+    len = sl_audittail_suggest(entry, name, hint, sizeof(hint));
     if ((len > 0 && json_object_set_new(entry, "suggestion", json_string(hint)) < 0)
         || json_array_append_new(t->entries, entry) < 0) {
         t->rc = SL_ENOMEM;
@@ -1441,12 +1441,12 @@ static bool on_audit_line(void *arg, const char *line, size_t n)
     return true;
 }
 
-_Static_assert(SL_AUDIT_TAIL_MAX == 500, "the 422 message of audit_tail() names 500");
+_Static_assert(SL_AUDITTAIL_MAX == 500, "the 422 message of audit_tail() names 500");
 
 static void audit_tail(struct call *c)
 {
     char text[16] = "";
-    unsigned long limit = SL_AUDIT_TAIL_DEFAULT;
+    unsigned long limit = SL_AUDITTAIL_DEFAULT;
     struct tail t = { c, NULL, NULL, 0 };
     int rc = query_get(c->req->query, "limit", text, sizeof(text));
 
@@ -1455,7 +1455,7 @@ static void audit_tail(struct call *c)
 
         limit = strtoul(text, &end, 10);
         if (text[0] < '0' || text[0] > '9' || end == NULL || *end != '\0' || limit == 0
-            || limit > SL_AUDIT_TAIL_MAX) {
+            || limit > SL_AUDITTAIL_MAX) {
             rc = SL_EINVAL;
         }
     } else if (rc == SL_ENOTFOUND) {
@@ -1476,9 +1476,10 @@ static void audit_tail(struct call *c)
         set_internal(c->res, "reading the audit log", SL_ENOMEM);
         return;
     }
-    rc = c->api->audit_log == NULL ? 0
-                                   : sl_audit_tail(c->api->audit_log, limit, SL_AUDIT_LINE_MAX,
-                                                   SL_AUDIT_BUDGET_BYTES, on_audit_line, &t);
+    rc = c->api->audit_log == NULL
+                 ? 0
+                 : sl_audittail_read(c->api->audit_log, limit, SL_AUDITTAIL_LINE_MAX,
+                                     SL_AUDITTAIL_BUDGET_BYTES, on_audit_line, &t);
     if (rc == 0) {
         rc = t.rc;
     }

@@ -31,7 +31,7 @@ struct scan {
     bool too_long;
     size_t limit;
     size_t counted;
-    sl_audit_line_fn *fn;
+    sl_audittail_line_fn *fn;
     void *arg;
 };
 
@@ -103,8 +103,8 @@ static bool scan_chunk(struct scan *s, size_t want, bool at_start)
     return true;
 }
 
-int sl_audit_tail(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
-                  sl_audit_line_fn *fn, void *arg)
+int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
+                      sl_audittail_line_fn *fn, void *arg)
 {
     struct scan s;
     struct stat st;
@@ -234,7 +234,7 @@ static bool append(char *out, size_t cap, size_t *len, const char *const *parts)
     return true;
 }
 
-int sl_audit_suggest(const json_t *entry, const char *env_name, char *out, size_t cap)
+int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out, size_t cap)
 {
     const char *decision = str_member(entry, "decision");
     const char *reason = str_member(entry, "reason");

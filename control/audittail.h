@@ -4,9 +4,9 @@
  * GET /api/v1/audit and the dashboard's live tail, and the rule that would allow a policy
  * refusal (SPEC.md §4.5).
  *
- * sl_audit_tail() reads a file backwards in chunks, from its end, never more than a byte budget,
- * and hands complete lines, newest first, to a callback. It blocks on file I/O: call it from a
- * thread-pool job, never on the loop. sl_audit_suggest() is pure.
+ * sl_audittail_read() reads a file backwards in chunks, from its end, never more than a byte
+ * budget, and hands complete lines, newest first, to a callback. It blocks on file I/O: call it
+ * from a thread-pool job, never on the loop. sl_audittail_suggest() is pure.
  */
 #ifndef SL_CONTROL_AUDITTAIL_H
 #define SL_CONTROL_AUDITTAIL_H
@@ -19,17 +19,17 @@
 #include "base/err.h"
 
 /* GET /api/v1/audit?limit=N: the default and the largest N. */
-#define SL_AUDIT_TAIL_DEFAULT 100u
-#define SL_AUDIT_TAIL_MAX     500u
+#define SL_AUDITTAIL_DEFAULT 100u
+#define SL_AUDITTAIL_MAX     500u
 /* Longest audit line returned (longer ones are skipped); the proxy's own lines stay far below
  * it (host, path and names are capped there). */
-#define SL_AUDIT_LINE_MAX ((size_t)16 << 10)
+#define SL_AUDITTAIL_LINE_MAX ((size_t)16 << 10)
 /* Most bytes read from the end of the log for one call. */
-#define SL_AUDIT_BUDGET_BYTES ((size_t)4 << 20)
+#define SL_AUDITTAIL_BUDGET_BYTES ((size_t)4 << 20)
 
 /* One complete line, without its '\n' (`line` borrowed for the call, not NUL-terminated,
  * `n` > 0). Returns true when the line counts towards the limit. */
-typedef bool sl_audit_line_fn(void *arg, const char *line, size_t n);
+typedef bool sl_audittail_line_fn(void *arg, const char *line, size_t n);
 
 /* Calls `fn` for the lines of `path`, newest first, until `limit` lines were counted, the file's
  * start was reached, or `budget_bytes` were read from its end (then the oldest line read so
@@ -38,8 +38,8 @@ typedef bool sl_audit_line_fn(void *arg, const char *line, size_t n);
  * never held whole). Memory used: about 64 KiB + `line_max`.
  * Returns 0 (also when the file does not exist: no line), SL_ENOMEM, SL_ENOTFILE (not a regular
  * file) or a negative errno of open/read. */
-SL_MUST_CHECK int sl_audit_tail(const char *path, size_t limit, size_t line_max,
-                                size_t budget_bytes, sl_audit_line_fn *fn, void *arg);
+SL_MUST_CHECK int sl_audittail_read(const char *path, size_t limit, size_t line_max,
+                                    size_t budget_bytes, sl_audittail_line_fn *fn, void *arg);
 
 /* What would allow the refusal of audit line `entry` (a parsed object, borrowed) in the
  * environment named `env_name` (NULL: the line's "environment", which the proxy writes as the
@@ -53,7 +53,7 @@ SL_MUST_CHECK int sl_audit_tail(const char *path, size_t limit, size_t line_max,
  * environment name without control characters or quotes.
  * Writes the NUL-terminated text to `out` (`cap` bytes) and returns its length, 0 when there
  * is no suggestion (`out` is then ""), or SL_ETOOBIG when it does not fit. */
-SL_MUST_CHECK int sl_audit_suggest(const json_t *entry, const char *env_name, char *out,
-                                   size_t cap);
+SL_MUST_CHECK int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out,
+                                       size_t cap);
 
 #endif
