@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/fuzz/fuzz_audittail.c - the audit log's tail reader and the suggested rule
- * (control/audittail) on arbitrary file contents. The first two bytes choose the line cap and
+ * (control/web/audittail) on arbitrary file contents. The first two bytes choose the line cap and
  * the limit; the rest is written to a temporary file and read back with sl_audittail_read().
  *
  * Invariants, not just "no crash": the lines handed over are exactly, in order, those of a
@@ -20,7 +20,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
-#include "control/audittail.h"
+#include "control/web/audittail.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_audittail.c - the end of the audit log (control/audittail.h): the last N lines
- * newest first, across chunk boundaries; a last line without its newline (being written) is
+ * tests/unit/test_audittail.c - the end of the audit log (control/web/audittail.h): the last N
+ * lines newest first, across chunk boundaries; a last line without its newline (being written) is
  * left out; lines over the cap are skipped whole while their neighbours are kept; the byte
  * budget bounds the read; a missing file is no line; a directory is refused; and the suggested
  * rule of a policy refusal (SPEC.md §4.5) for each refusal reason, and none for the rest.
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
-#include "control/audittail.h"
+#include "control/web/audittail.h"
 
 #define MAX_SEEN 4096
 

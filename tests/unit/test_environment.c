@@ -24,8 +24,8 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
-#include "control/environment.h"
-#include "control/model.h"
+#include "control/env/environment.h"
+#include "control/store/model.h"
 #include "policy/snapshot.h"
 
 #define TEST_BUF_MAX ((size_t)64 << 20)

@@ -21,9 +21,9 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
-#include "control/environment.h"
-#include "control/model.h"
-#include "control/resolve.h"
+#include "control/env/environment.h"
+#include "control/env/resolve.h"
+#include "control/store/model.h"
 
 #define ALICE "a11ce000-0000-4000-8000-000000000001"
 #define BOB   "b0b00000-0000-4000-8000-000000000002"
