@@ -83,9 +83,14 @@ struct tool {
     "'description':'The id sandbox_create returned'}"
 #define P_ENV(what) \
     "'environment':{'type':'string','minLength':1,'maxLength':1024,'description':'" what "'}"
+#define P_REF                                                \
+    "'ref':{'type':'string','minLength':1,'maxLength':1024," \
+    "'description':'Branch, tag or commit (default: the default branch)'}"
 #define P_PATH                                                \
     "'path':{'type':'string','minLength':1,'maxLength':4096," \
     "'description':'A file path, relative to /workspace/repo or absolute'}"
+/* The annotations of a tool that changes nothing and reaches nothing outside sluice. */
+#define READ_ONLY "{'readOnlyHint':true,'openWorldHint':false}"
 #define OBJ(props, req)                                               \
     "{'type':'object','properties':{" props "},'required':[" req "]," \
     "'additionalProperties':false}"
@@ -103,7 +108,7 @@ static const struct tool tools[] = {
             .description = "The environments you can use: your own (scope user) and every global "
                            "one. No variable values are included (GET /api/v1/environments).",
             .schema = "{'type':'object','properties':{},'additionalProperties':false}",
-            .annotations = "{'readOnlyHint':true,'openWorldHint':false}",
+            .annotations = READ_ONLY,
             .method = "GET",
             .path = PATH_ENVS,
     },
@@ -114,7 +119,7 @@ static const struct tool tools[] = {
                            "masked as ******, credentials as has_value only "
                            "(GET /api/v1/environments/{id-or-name}).",
             .schema = OBJ(P_ENV("The id or the name of the environment"), "'environment'"),
-            .annotations = "{'readOnlyHint':true,'openWorldHint':false}",
+            .annotations = READ_ONLY,
             .method = "GET",
             .path = PATH_ENV,
     },
@@ -128,9 +133,7 @@ static const struct tool tools[] = {
                     OBJ("'repos':{'type':'array','minItems':1,'description':'The repositories',"
                         "'items':{'type':'object','properties':{"
                         "'repo_id':{'type':'string','minLength':3,'maxLength':1024,"
-                        "'description':'owner/name'},"
-                        "'ref':{'type':'string','minLength':1,'maxLength':1024,"
-                        "'description':'Branch, tag or commit (default: the default branch)'}},"
+                        "'description':'owner/name'}," P_REF "},"
                         "'required':['repo_id'],'additionalProperties':false}},"
                         "'command':{'type':'string','minLength':1,"
                         "'description':'The command, run with bash -c in /workspace/repo'},"
@@ -151,7 +154,7 @@ static const struct tool tools[] = {
             .schema = OBJ("'id':{'type':'string','minLength':1,'maxLength':128,"
                           "'description':'The job id submit_job returned'}",
                           "'id'"),
-            .annotations = "{'readOnlyHint':true,'openWorldHint':false}",
+            .annotations = READ_ONLY,
             .method = "GET",
             .path = PATH_JOB,
     },
@@ -162,11 +165,8 @@ static const struct tool tools[] = {
                            "/workspace/repo when a git platform is configured) whose only way "
                            "out is the egress proxy. May take up to 3 minutes. Returns its id "
                            "(POST /api/v1/repos/{owner}/{name}/sandboxes).",
-            .schema = OBJ(P_REPO
-                          ",'ref':{'type':'string','minLength':1,'maxLength':1024,"
-                          "'description':'Branch, tag or commit (default: the default "
-                          "branch)'}," P_ENV("An environment id or name (default: resolved for the "
-                                             "repository)"),
+            .schema = OBJ(P_REPO "," P_REF "," P_ENV("An environment id or name (default: resolved "
+                                                     "for the repository)"),
                           "'repo'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':false,'openWorldHint':true}",
             .method = "POST",
@@ -201,7 +201,7 @@ static const struct tool tools[] = {
             .description = "Returns path, size and content (base64) of a file of the sandbox, "
                            "at most 64 MiB (POST .../sandboxes/{id}/read).",
             .schema = OBJ(P_REPO "," P_SANDBOX "," P_PATH, "'repo','sandbox_id','path'"),
-            .annotations = "{'readOnlyHint':true,'openWorldHint':false}",
+            .annotations = READ_ONLY,
             .method = "POST",
             .path = PATH_SANDBOX_ACTION,
             .action = "read",
