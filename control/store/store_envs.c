@@ -198,30 +198,31 @@ int sl_store_env_get(struct sl_store *st, const char *id, struct sl_env_row *out
     return rc;
 }
 
-int sl_store_env_get_by_name(struct sl_store *st, enum sl_scope scope, const char *owner_id,
-                             const char *name, struct sl_env_row *out)
+/* The one-row query `id` for `key` (a name or a repository) in `scope` and, for user scope,
+ * of `owner_id`. */
+static int env_get_scoped(struct sl_store *st, enum sl__store_stmt id, enum sl_scope scope,
+                          const char *owner_id, const char *key, struct sl_env_row *out)
 {
     const char *scope_name = scope_text(scope);
     int rc;
 
-    SL_ENSURE(scope_name != NULL && name != NULL, SL_EINVAL);
+    SL_ENSURE(scope_name != NULL && key != NULL, SL_EINVAL);
     sl__store_lock(st);
-    rc = env_get(st, SL__STMT_ENV_BY_NAME, scope_name, owner_key(scope, owner_id), name, out);
+    rc = env_get(st, id, scope_name, owner_key(scope, owner_id), key, out);
     sl__store_unlock(st);
     return rc;
+}
+
+int sl_store_env_get_by_name(struct sl_store *st, enum sl_scope scope, const char *owner_id,
+                             const char *name, struct sl_env_row *out)
+{
+    return env_get_scoped(st, SL__STMT_ENV_BY_NAME, scope, owner_id, name, out);
 }
 
 int sl_store_env_find_by_repo(struct sl_store *st, enum sl_scope scope, const char *owner_id,
                               const char *repo, struct sl_env_row *out)
 {
-    const char *scope_name = scope_text(scope);
-    int rc;
-
-    SL_ENSURE(scope_name != NULL && repo != NULL, SL_EINVAL);
-    sl__store_lock(st);
-    rc = env_get(st, SL__STMT_ENV_BY_REPO, scope_name, owner_key(scope, owner_id), repo, out);
-    sl__store_unlock(st);
-    return rc;
+    return env_get_scoped(st, SL__STMT_ENV_BY_REPO, scope, owner_id, repo, out);
 }
 
 int sl_store_env_get_default(struct sl_store *st, struct sl_env_row *out)

@@ -439,52 +439,50 @@ static void bind_schedule(sqlite3_stmt *s, const struct sl_store_schedule *sc, i
     sl__store_bind_text(s, 11, sc->updated_at, acc);
 }
 
-int sl_store_schedule_insert(struct sl_store *st, struct sl_store_schedule *sc)
+static bool schedule_is_complete(const struct sl_store_schedule *sc)
+{
+    return sc->name != NULL && sc->cron != NULL && sc->repos_json != NULL && sc->command != NULL;
+}
+
+/* The INSERT or UPDATE (by id and owner: SL_ENOTFOUND when it changed nothing) `id` of `sc`,
+ * its times already set. */
+static int write_schedule(struct sl_store *st, const struct sl_store_schedule *sc,
+                          enum sl__store_stmt id, const char *what)
 {
     sqlite3_stmt *s = NULL;
     int acc = SQLITE_OK;
     int rc;
 
-    SL_ENSURE(sc->name != NULL && sc->cron != NULL && sc->repos_json != NULL && sc->command != NULL,
-              SL_EINVAL);
-    SL_TRY(sl_uuid_v4(sc->id));
-    sl__store_now(sc->created_at);
-    memcpy(sc->updated_at, sc->created_at, sizeof(sc->updated_at));
-    sc->last_run = -1;
     sl__store_lock(st);
-    rc = sl__store_stmt(st, SL__STMT_SCHED_INSERT, &s);
+    rc = sl__store_stmt(st, id, &s);
     if (rc == 0) {
         sl__store_bind_text(s, 1, sc->id, &acc);
         sl__store_bind_text(s, 2, sc->owner_id, &acc);
         bind_schedule(s, sc, &acc);
-        rc = sl__store_exec(st, s, acc, "schedule-insert");
+        rc = sl__store_exec(st, s, acc, what);
+    }
+    if (rc == 0 && id == SL__STMT_SCHED_UPDATE && sqlite3_changes(st->db) != 1) {
+        rc = SL_ENOTFOUND;
     }
     sl__store_unlock(st);
     return rc;
 }
 
+int sl_store_schedule_insert(struct sl_store *st, struct sl_store_schedule *sc)
+{
+    SL_ENSURE(schedule_is_complete(sc), SL_EINVAL);
+    SL_TRY(sl_uuid_v4(sc->id));
+    sl__store_now(sc->created_at);
+    memcpy(sc->updated_at, sc->created_at, sizeof(sc->updated_at));
+    sc->last_run = -1;
+    return write_schedule(st, sc, SL__STMT_SCHED_INSERT, "schedule-insert");
+}
+
 int sl_store_schedule_replace(struct sl_store *st, struct sl_store_schedule *sc)
 {
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-    int rc;
-
-    SL_ENSURE(sc->name != NULL && sc->cron != NULL && sc->repos_json != NULL && sc->command != NULL,
-              SL_EINVAL);
+    SL_ENSURE(schedule_is_complete(sc), SL_EINVAL);
     sl__store_now(sc->updated_at);
-    sl__store_lock(st);
-    rc = sl__store_stmt(st, SL__STMT_SCHED_UPDATE, &s);
-    if (rc == 0) {
-        sl__store_bind_text(s, 1, sc->id, &acc);
-        sl__store_bind_text(s, 2, sc->owner_id, &acc);
-        bind_schedule(s, sc, &acc);
-        rc = sl__store_exec(st, s, acc, "schedule-update");
-        if (rc == 0 && sqlite3_changes(st->db) != 1) {
-            rc = SL_ENOTFOUND;
-        }
-    }
-    sl__store_unlock(st);
-    return rc;
+    return write_schedule(st, sc, SL__STMT_SCHED_UPDATE, "schedule-update");
 }
 
 int sl_store_schedule_delete(struct sl_store *st, const char *id)
