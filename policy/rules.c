@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/jpath.h"
 #include "base/mem.h"
 #include "policy/snapshot_int.h"
 #include "policy/validate.h"
@@ -48,15 +49,8 @@ void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed
     const char *key;
     json_t *value;
     char expected[160];
-    size_t len = 0;
 
-    expected[0] = '\0';
-    for (size_t i = 0; i < n && len < sizeof(expected); i++) {
-        int w = snprintf(expected + len, sizeof(expected) - len, "%s%s", i > 0 ? ", " : "",
-                         allowed[i]);
-
-        len += w > 0 ? (size_t)w : 0;
-    }
+    sl_jpath_join(expected, sizeof(expected), allowed, n);
     json_object_foreach(obj, key, value)
     {
         bool known = false;

@@ -90,17 +90,10 @@ static void check_keys(struct sl__env_parse *p, json_t *obj, const char *const *
                        const char *const *ignored, size_t n_ignored)
 {
     char expected[200];
-    size_t len = 0;
     const char *key;
     json_t *value;
 
-    expected[0] = '\0';
-    for (size_t i = 0; i < n && len < sizeof(expected); i++) {
-        int w = snprintf(expected + len, sizeof(expected) - len, "%s%s", i > 0 ? ", " : "",
-                         allowed[i]);
-
-        len += w > 0 ? (size_t)w : 0;
-    }
+    sl_jpath_join(expected, sizeof(expected), allowed, n);
     json_object_foreach(obj, key, value)
     {
         if (!in_list(key, allowed, n) && !in_list(key, ignored, n_ignored)) {

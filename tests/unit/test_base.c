@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/unit/test_base.c - the capped buffer, the arena, the allocation hook, error names and
- * messages, the error list of validators and the JSON nesting-depth scan.
+ * messages, the error list of validators, the JSON nesting-depth scan and the member lists of
+ * messages.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,6 +25,7 @@
 #include "base/file.h"
 #include "base/hash.h"
 #include "base/jdepth.h"
+#include "base/jpath.h"
 #include "base/log.h"
 #include "base/mem.h"
 
@@ -424,6 +426,22 @@ static void jdepth_counts_brackets_outside_strings(void **state)
     assert_false(sl_jdepth_is_over("", 0, 0));
 }
 
+static void jpath_join_lists_names_cut_to_fit(void **state)
+{
+    static const char *const names[] = { "host", "methods", "credential" };
+    char out[32];
+    char small[12];
+
+    (void)state;
+    sl_jpath_join(out, sizeof(out), names, 3);
+    assert_string_equal(out, "host, methods, credential");
+    sl_jpath_join(out, sizeof(out), names, 0);
+    assert_string_equal(out, "");
+    /* Cut, never overrun, always terminated. */
+    sl_jpath_join(small, sizeof(small), names, 3);
+    assert_string_equal(small, "host, metho");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -439,6 +457,7 @@ int main(void)
         cmocka_unit_test(errf_fills_the_caller_buffer_cut_to_fit),
         cmocka_unit_test(errlist_keeps_errors_in_order_up_to_its_cap),
         cmocka_unit_test(jdepth_counts_brackets_outside_strings),
+        cmocka_unit_test(jpath_join_lists_names_cut_to_fit),
         cmocka_unit_test(log_levels_parse_by_name),
         cmocka_unit_test(siphash_matches_the_reference_vectors),
         cmocka_unit_test(file_read_takes_regular_files_within_the_cap),
