@@ -147,7 +147,8 @@ struct sl__sandbox *sl__sandbox_find(const struct sl_sandboxes *sb, const char *
 /* Drops one reference; the last one frees the sandbox. */
 void sl__sandbox_unref(struct sl__sandbox *s);
 
-/* The set of sandboxes changed: a new state generation for the snapshot. */
+/* The set of sandboxes changed: a new state generation, and the daemon is told (cfg.changed,
+ * not while closing) so that a snapshot holding it gets built. */
 void sl__sandbox_changed(struct sl_sandboxes *sb);
 
 /* Calls `done` once every proxy acknowledged a snapshot holding the current state generation,
