@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "base/err.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <uv.h>
@@ -45,6 +47,18 @@ const char *sl_strerror(int rc)
         return uv_strerror(rc);
     }
     return "unknown error";
+}
+
+void sl_errf(char *err, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (err == NULL || cap == 0) {
+        return;
+    }
+    va_start(ap, fmt);
+    (void)vsnprintf(err, cap, fmt, ap);
+    va_end(ap);
 }
 
 void sl_bug(const char *file, int line, const char *cond)

@@ -94,3 +94,15 @@ void sl_jpath_pop(char *path, size_t *len, size_t mark)
     *len = mark;
     path[mark] = '\0';
 }
+
+void sl_jpath_join(char *dst, size_t cap, const char *const *names, size_t n)
+{
+    size_t len = 0;
+
+    dst[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++) {
+        int w = snprintf(dst + len, cap - len, "%s%s", i > 0 ? ", " : "", names[i]);
+
+        len += w > 0 ? (size_t)w : 0;
+    }
+}

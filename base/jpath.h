@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * base/jpath.h - JSON paths for error messages (`$.environments.ci.rules[3].host`,
- * `egress.rules[2].host`) and the quoting of untrusted text in them.
+ * `egress.rules[2].host`), the quoting of untrusted text in them, and the list of the members
+ * a document may have.
  *
  * A path lives in the caller's buffer `path` of `cap` bytes, NUL-terminated, `*len` bytes
  * long; it is cut when it would overrun, never overrun. Entering a member or an element returns
@@ -32,5 +33,9 @@ size_t sl_jpath_index(char *path, size_t cap, size_t *len, size_t i);
 
 /* Cuts the path back to `mark`. */
 void sl_jpath_pop(char *path, size_t *len, size_t mark);
+
+/* Writes the `n` names of `names` as `a, b, c` into `dst` of `cap` > 0 bytes, cut when it is
+ * full: the list of an "unknown field (expected ...)" message. */
+void sl_jpath_join(char *dst, size_t cap, const char *const *names, size_t n);
 
 #endif

@@ -39,8 +39,8 @@ int sl_cmd_up(int argc, char **argv);
 int sl_cmd_user(int argc, char **argv);
 
 /* Creates the user `name` in `st` with a new API token, written to `token` (SL_TOKEN_SIZE
- * bytes, control/secrets.h; wiped on error). Returns 0, SL_EEXIST (a user of that name exists)
- * or another negative code. What `sluice user add` and `sluice up` share. */
+ * bytes, control/store/secrets.h; wiped on error). Returns 0, SL_EEXIST (a user of that name
+ * exists) or another negative code. What `sluice user add` and `sluice up` share. */
 int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, char *token);
 
 #endif

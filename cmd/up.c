@@ -30,10 +30,10 @@
 #include "cmd/opts.h"
 #include "cmd/supervise.h"
 #include "control/control.h"
-#include "control/model.h"
-#include "control/sandbox.h"
-#include "control/secrets.h"
-#include "control/store.h"
+#include "control/sandbox/sandbox.h"
+#include "control/store/model.h"
+#include "control/store/secrets.h"
+#include "control/store/store.h"
 
 #ifndef SLUICE_SOURCE_DIR
 #define SLUICE_SOURCE_DIR "."

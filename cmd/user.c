@@ -13,9 +13,9 @@
 #include "base/log.h"
 #include "cmd/cmd.h"
 #include "cmd/opts.h"
-#include "control/model.h"
-#include "control/secrets.h"
-#include "control/store.h"
+#include "control/store/model.h"
+#include "control/store/secrets.h"
+#include "control/store/store.h"
 
 static const char usage[] =
         "usage: sluice user add NAME [--admin] [--data DIR]\n"

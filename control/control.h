@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/control.h - the control plane daemon (`sluice control`, SPEC.md §5): opens the data
- * directory, the encryption key and sluice.db, serves the REST API (control/api) on --listen
+ * directory, the encryption key and sluice.db, serves the REST API (control/web/api) on --listen
  * and runs until SIGTERM or SIGINT, then stops gracefully (no new requests; requests in flight
  * finish their database work; the database is closed).
  *
@@ -49,7 +49,7 @@ struct sl_control_config {
     const char *git_token;
     unsigned idle_timeout_s;
     unsigned sandbox_lifetime_s;
-    /* Jobs running at once (control/jobs); 0 takes the default (2). */
+    /* Jobs running at once (control/jobs/jobs); 0 takes the default (2). */
     unsigned job_concurrency;
     /* The proxy's audit log tailed by GET /api/v1/audit; NULL takes DIR/audit.log. */
     const char *audit_log;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/jpath.h"
 #include "base/mem.h"
 #include "policy/snapshot_int.h"
 #include "policy/validate.h"
@@ -27,30 +28,20 @@ void sl_policy_errors_finish(struct sl_policy_errors *e)
 void sl__error(struct sl__parse *p, const char *fmt, ...)
 {
     struct sl_policy_errors *e = p->errs;
-    struct sl_policy_error *items;
     va_list ap;
+    int rc;
 
     p->n_errors++;
     if (e == NULL) {
         return;
     }
-    if (e->count == SL_POLICY_ERRORS_MAX) {
-        e->truncated = true;
-        return;
-    }
-    items = sl_realloc(e->items, (e->count + 1) * sizeof(*items));
-    if (items == NULL) {
-        p->rc = SL_ENOMEM;
-        return;
-    }
-    e->items = items;
-    memcpy(items[e->count].path, p->path, p->path_len + 1);
     va_start(ap, fmt);
-    if (vsnprintf(items[e->count].message, sizeof(items[e->count].message), fmt, ap) < 0) {
-        items[e->count].message[0] = '\0';
-    }
+    rc = sl_errlist_vadd(&e->items, &e->count, &e->truncated, SL_POLICY_ERRORS_MAX, p->path, fmt,
+                         ap);
     va_end(ap);
-    e->count++;
+    if (rc < 0) {
+        p->rc = rc;
+    }
 }
 
 void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed, size_t n)
@@ -58,15 +49,8 @@ void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed
     const char *key;
     json_t *value;
     char expected[160];
-    size_t len = 0;
 
-    expected[0] = '\0';
-    for (size_t i = 0; i < n && len < sizeof(expected); i++) {
-        int w = snprintf(expected + len, sizeof(expected) - len, "%s%s", i > 0 ? ", " : "",
-                         allowed[i]);
-
-        len += w > 0 ? (size_t)w : 0;
-    }
+    sl_jpath_join(expected, sizeof(expected), allowed, n);
     json_object_foreach(obj, key, value)
     {
         bool known = false;

@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "base/jdepth.h"
 #include "base/mem.h"
 #include "policy/snapshot_int.h"
 
@@ -25,35 +26,6 @@ static pthread_once_t jansson_once = PTHREAD_ONCE_INIT;
 static void use_our_allocator(void)
 {
     json_set_alloc_funcs(sl_malloc, sl_free);
-}
-
-/* jansson recurses once per nesting level (up to 2048 levels). The schema needs 6; refusing
- * deeper documents before jansson sees them bounds its stack use. */
-static bool too_deep(const uint8_t *p, size_t n)
-{
-    size_t depth = 0;
-    bool in_string = false;
-
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = p[i];
-
-        if (in_string) {
-            if (c == '\\') {
-                i++;
-            } else if (c == '"') {
-                in_string = false;
-            }
-        } else if (c == '"') {
-            in_string = true;
-        } else if (c == '[' || c == '{') {
-            if (++depth > SL_SNAPSHOT_MAX_DEPTH) {
-                return true;
-            }
-        } else if ((c == ']' || c == '}') && depth > 0) {
-            depth--;
-        }
-    }
-    return false;
 }
 
 static void parse_version(struct sl__parse *p, json_t *json)
@@ -185,7 +157,9 @@ static int load(struct sl__parse *p, const void *json, size_t n)
         sl__error(p, "the snapshot is larger than 64 MiB");
         return SL_EPOLICY;
     }
-    if (too_deep(json, n)) {
+    /* jansson recurses once per nesting level (up to 2048 levels). The schema needs 6; refusing
+     * deeper documents before jansson sees them bounds its stack use. */
+    if (sl_jdepth_is_over(json, n, SL_SNAPSHOT_MAX_DEPTH)) {
         sl__error(p, "nested deeper than %d levels", SL_SNAPSHOT_MAX_DEPTH);
         return SL_EPOLICY;
     }

@@ -64,6 +64,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "base/errlist.h"
 
 /* Limits of SPEC.md §3, and the ones this implementation adds. */
 #define SL_SNAPSHOT_MAX_BYTES     ((size_t)64 << 20)
@@ -82,25 +83,20 @@
 /* At most this many errors are reported; `truncated` says there were more. */
 #define SL_POLICY_ERRORS_MAX 100
 /* Sizes of an error's path and message, terminators included; longer texts are cut. */
-#define SL_POLICY_PATH_MAX    512
-#define SL_POLICY_MESSAGE_MAX 320
+#define SL_POLICY_PATH_MAX    SL_ERRLIST_PATH_MAX
+#define SL_POLICY_MESSAGE_MAX SL_ERRLIST_MESSAGE_MAX
 
 struct sl_snapshot; /* opaque, refcounted, immutable */
 struct sl_env;      /* opaque, owned by its snapshot */
 struct sl_client;   /* opaque, owned by its snapshot */
 
-/* One validation error: where (`$.environments.ci.rules[3].host`) and what. Neither text ever
- * contains a credential value or a token. */
-struct sl_policy_error {
-    char path[SL_POLICY_PATH_MAX];
-    char message[SL_POLICY_MESSAGE_MAX];
-};
-
-/* The errors of one parse, in document order. Caller storage; zero it or let
- * sl_snapshot_parse() fill it, then release with sl_policy_errors_finish(). */
+/* The errors of one parse, in document order (a base/errlist list). Caller storage; zero it or
+ * let sl_snapshot_parse() fill it, then release with sl_policy_errors_finish(). */
 struct sl_policy_errors {
-    /* `count` errors, owned (heap). NULL when count == 0. */
-    struct sl_policy_error *items;
+    /* `count` errors, owned (heap). NULL when count == 0. Each is where
+     * (`$.environments.ci.rules[3].host`) and what; neither text ever contains a credential
+     * value or a token. */
+    struct sl_errlist_item *items;
     size_t count;
     /* True when more than SL_POLICY_ERRORS_MAX errors were found. */
     bool truncated;

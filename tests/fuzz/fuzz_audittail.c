@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/fuzz/fuzz_audittail.c - the audit log's tail reader and the suggested rule
- * (control/audittail) on arbitrary file contents. The first two bytes choose the line cap and
- * the limit; the rest is written to a temporary file and read back with sl_audit_tail().
+ * (control/web/audittail) on arbitrary file contents. The first two bytes choose the line cap and
+ * the limit; the rest is written to a temporary file and read back with sl_audittail_read().
  *
  * Invariants, not just "no crash": the lines handed over are exactly, in order, those of a
  * straightforward reference (split at '\n', the segment after the last '\n' dropped, empty lines
@@ -20,7 +20,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
-#include "control/audittail.h"
+#include "control/web/audittail.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -44,7 +44,7 @@ static void check_suggestion(const char *line, size_t n)
         json_decref(e);
         return;
     }
-    len = sl_audit_suggest(e, NULL, out, sizeof(out));
+    len = sl_audittail_suggest(e, NULL, out, sizeof(out));
     json_decref(e);
     if (len < 0) {
         if (len != SL_ETOOBIG || out[0] != '\0') {
@@ -122,7 +122,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     (void)close(fd);
-    if (sl_audit_tail(path, limit, r.line_max, len + 1, on_line, &r) != 0 || r.next != r.count) {
+    if (sl_audittail_read(path, limit, r.line_max, len + 1, on_line, &r) != 0
+        || r.next != r.count) {
         __builtin_trap();
     }
     (void)unlink(path);

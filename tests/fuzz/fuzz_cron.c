@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_cron.c - control/cron on arbitrary bytes.
+ * tests/fuzz/fuzz_cron.c - control/jobs/cron on arbitrary bytes.
  *
  * Invariants, not just "no crash": a refused expression has a non-empty message; an accepted
  * one has every field non-empty and inside its range; the next run after a few instants taken
@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "base/mem.h"
-#include "control/cron.h"
+#include "control/jobs/cron.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_dockerframe.c - the attach-stream demultiplexer (control/dockerframe) on
+ * tests/fuzz/fuzz_dockerframe.c - the attach-stream demultiplexer (control/sandbox/dockerframe) on
  * arbitrary bytes, fed in two pieces split at a point taken from the input's first byte.
  *
  * Invariants, not just "no crash": the pieces emitted equal, byte for byte and stream by
@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "control/dockerframe.h"
+#include "control/sandbox/dockerframe.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_env_body.c - the REST body validator of control/environment on arbitrary
+ * tests/fuzz/fuzz_env_body.c - the REST body validator of control/env/environment on arbitrary
  * bytes: sl_env_spec_parse(), then for an accepted body sl_env_spec_to_row() (a POST: no
  * previous row) with a toy reversible sealer and sl_env_render() of the row.
  *
@@ -19,8 +19,8 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/mem.h"
-#include "control/environment.h"
-#include "control/model.h"
+#include "control/env/environment.h"
+#include "control/store/model.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_mcp.c - the MCP message reader of control/mcp on arbitrary bytes: the body of a
- * POST /mcp through sl_mcp_prepare() twice, with the headers of a 2025-11-25 client and with
+ * tests/fuzz/fuzz_mcp.c - the MCP message reader of control/web/mcp on arbitrary bytes: the body of
+ * a POST /mcp through sl_mcp_prepare() twice, with the headers of a 2025-11-25 client and with
  * those a 2026-07-28 client mirrors from the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name),
  * and the tool result of a REST answer.
  *
@@ -19,7 +19,7 @@
 
 #include "base/err.h"
 #include "base/mem.h"
-#include "control/mcp.h"
+#include "control/web/mcp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

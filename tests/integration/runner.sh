@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/runner.sh - sluice-run (control/runner/run.c), the helper every sandbox
+# tests/integration/runner.sh - sluice-run (control/sandbox/runner/run.c), the helper every sandbox
 # command runs through (SPEC.md §5.3), run directly on this host: no container is needed, the
 # child subreaper works anywhere. Exit codes and output pass through, stdin is empty, a timeout
 # ends the whole process tree (setsid'd, double-forked, TERM-ignoring, forking in a loop) with

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_audittail.c - the end of the audit log (control/audittail.h): the last N lines
- * newest first, across chunk boundaries; a last line without its newline (being written) is
+ * tests/unit/test_audittail.c - the end of the audit log (control/web/audittail.h): the last N
+ * lines newest first, across chunk boundaries; a last line without its newline (being written) is
  * left out; lines over the cap are skipped whole while their neighbours are kept; the byte
  * budget bounds the read; a missing file is no line; a directory is refused; and the suggested
  * rule of a policy refusal (SPEC.md §4.5) for each refusal reason, and none for the rest.
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "base/err.h"
-#include "control/audittail.h"
+#include "control/web/audittail.h"
 
 #define MAX_SEEN 4096
 
@@ -75,13 +75,13 @@ static void returns_the_last_lines_newest_first(void **state)
 
     (void)state;
     write_file(path, text, strlen(text));
-    assert_int_equal(sl_audit_tail(path, 2, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "four");
     assert_string_equal(s.lines[1], "three");
     seen_free(&s);
     /* More asked than there are: all of them, the first line included. */
-    assert_int_equal(sl_audit_tail(path, 100, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 100, 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 4);
     assert_string_equal(s.lines[3], "one");
     seen_free(&s);
@@ -96,7 +96,7 @@ static void drops_a_last_line_still_being_written(void **state)
 
     (void)state;
     write_file(path, text, strlen(text));
-    assert_int_equal(sl_audit_tail(path, 10, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "two");
     assert_string_equal(s.lines[1], "one");
@@ -113,7 +113,7 @@ static void skips_empty_lines_and_counts_only_accepted_ones(void **state)
     (void)state;
     write_file(path, text, strlen(text));
     s.prefix = "a";
-    assert_int_equal(sl_audit_tail(path, 2, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "a3");
     assert_string_equal(s.lines[1], "a1");
@@ -139,7 +139,7 @@ static void lines_spanning_chunks_come_back_whole(void **state)
     }
     write_file(path, text, len);
     test_free(text);
-    assert_int_equal(sl_audit_tail(path, 3000, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 3000, 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 3000);
     for (int i = 0; i < 3000; i++) {
         (void)snprintf(want, sizeof(want), "line-%04d-%.*s", 2999 - i, (2999 - i) % 37,
@@ -167,7 +167,7 @@ static void a_huge_line_is_skipped_whole(void **state)
     len += (size_t)snprintf(text + len, cap - len, "\nafter\n");
     write_file(path, text, len);
     test_free(text);
-    assert_int_equal(sl_audit_tail(path, 10, 16 * 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 16 * 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "after");
     assert_string_equal(s.lines[1], "before");
@@ -179,7 +179,7 @@ static void a_huge_line_is_skipped_whole(void **state)
         (void)snprintf(t2, sizeof(t2), "12345\n123456\n1234\n");
         assert_int_equal(unlink(path), 0);
         write_file(path, t2, strlen(t2));
-        assert_int_equal(sl_audit_tail(path, 10, 5, 1 << 20, collect, &s), 0);
+        assert_int_equal(sl_audittail_read(path, 10, 5, 1 << 20, collect, &s), 0);
         assert_int_equal(s.n, 2);
         assert_string_equal(s.lines[0], "1234");
         assert_string_equal(s.lines[1], "12345");
@@ -198,7 +198,7 @@ static void the_budget_bounds_the_read(void **state)
     (void)state;
     write_file(path, text, strlen(text));
     /* 15 bytes from the end are "bbb\ncccccccccc\n": only the c line is whole. */
-    assert_int_equal(sl_audit_tail(path, 10, 1024, 15, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 15, collect, &s), 0);
     assert_int_equal(s.n, 1);
     assert_string_equal(s.lines[0], "cccccccccc");
     seen_free(&s);
@@ -210,9 +210,9 @@ static void a_missing_file_is_no_line(void **state)
     struct seen s = { 0 };
 
     (void)state;
-    assert_int_equal(
-            sl_audit_tail("/tmp/sl-audittail-does-not-exist/x.log", 10, 1024, 1 << 20, collect, &s),
-            0);
+    assert_int_equal(sl_audittail_read("/tmp/sl-audittail-does-not-exist/x.log", 10, 1024, 1 << 20,
+                                       collect, &s),
+                     0);
     assert_int_equal(s.n, 0);
 }
 
@@ -223,11 +223,11 @@ static void an_empty_file_or_a_zero_limit_is_no_line(void **state)
 
     (void)state;
     write_file(path, "", 0);
-    assert_int_equal(sl_audit_tail(path, 10, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 0);
     assert_int_equal(unlink(path), 0);
     write_file(path, "x\n", 2);
-    assert_int_equal(sl_audit_tail(path, 0, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 0, 1024, 1 << 20, collect, &s), 0);
     assert_int_equal(s.n, 0);
     assert_int_equal(unlink(path), 0);
 }
@@ -237,7 +237,7 @@ static void a_directory_is_refused(void **state)
     struct seen s = { 0 };
 
     (void)state;
-    assert_int_equal(sl_audit_tail("/tmp", 10, 1024, 1 << 20, collect, &s), SL_ENOTFILE);
+    assert_int_equal(sl_audittail_read("/tmp", 10, 1024, 1 << 20, collect, &s), SL_ENOTFILE);
 }
 
 /* ---- suggestions ------------------------------------------------------------------------- */
@@ -249,7 +249,7 @@ static void expect_suggestion(const char *line, const char *want)
     int n;
 
     assert_non_null(e);
-    n = sl_audit_suggest(e, NULL, out, sizeof(out));
+    n = sl_audittail_suggest(e, NULL, out, sizeof(out));
     json_decref(e);
     if (want == NULL) {
         assert_int_equal(n, 0);
@@ -344,12 +344,12 @@ static void the_environment_name_given_replaces_the_lines_key(void **state)
 
     (void)state;
     assert_non_null(e);
-    assert_true(sl_audit_suggest(e, "web", out, sizeof(out)) > 0);
+    assert_true(sl_audittail_suggest(e, "web", out, sizeof(out)) > 0);
     assert_string_equal(
             out,
             "to allow it, add {\"host\":\"a.example\",\"methods\":[\"GET\"]} to environment web");
     /* A name that could break the sentence is refused like a hostile line's. */
-    assert_int_equal(sl_audit_suggest(e, "w\"eb", out, sizeof(out)), 0);
+    assert_int_equal(sl_audittail_suggest(e, "w\"eb", out, sizeof(out)), 0);
     json_decref(e);
 }
 
@@ -362,7 +362,7 @@ static void a_suggestion_that_does_not_fit_is_refused(void **state)
 
     (void)state;
     assert_non_null(e);
-    assert_int_equal(sl_audit_suggest(e, NULL, out, sizeof(out)), SL_ETOOBIG);
+    assert_int_equal(sl_audittail_suggest(e, NULL, out, sizeof(out)), SL_ETOOBIG);
     assert_string_equal(out, "");
     json_decref(e);
 }

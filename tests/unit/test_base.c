@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_base.c - the capped buffer, the arena, the allocation hook and error names.
+ * tests/unit/test_base.c - the capped buffer, the arena, the allocation hook, error names and
+ * messages, the error list of validators, the JSON nesting-depth scan and the member lists of
+ * messages.
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,8 +21,11 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/errlist.h"
 #include "base/file.h"
 #include "base/hash.h"
+#include "base/jdepth.h"
+#include "base/jpath.h"
 #include "base/log.h"
 #include "base/mem.h"
 
@@ -330,6 +336,112 @@ static void siphash_matches_the_reference_vectors(void **state)
     assert_memory_not_equal(k1, k2, sizeof(k1));
 }
 
+static void errf_fills_the_caller_buffer_cut_to_fit(void **state)
+{
+    char err[8];
+
+    (void)state;
+    sl_errf(err, sizeof(err), "%s %d", "abc", 42);
+    assert_string_equal(err, "abc 42");
+    /* Cut to fit, always terminated. */
+    sl_errf(err, sizeof(err), "cannot open %s", "/var/lib/sluice");
+    assert_string_equal(err, "cannot ");
+    /* No buffer or no room: nothing is written. */
+    memcpy(err, "kept", 5);
+    sl_errf(err, 0, "%s", "x");
+    assert_string_equal(err, "kept");
+    sl_errf(NULL, 64, "%s", "x");
+}
+
+/* Appends through the va_list entry point as a validator does. */
+static int errlist_add(struct sl_errlist_item **items, size_t *count, bool *truncated, size_t max,
+                       const char *path, const char *fmt, ...) SL_PRINTF(6, 7);
+
+static int errlist_add(struct sl_errlist_item **items, size_t *count, bool *truncated, size_t max,
+                       const char *path, const char *fmt, ...)
+{
+    va_list ap;
+    int rc;
+
+    va_start(ap, fmt);
+    rc = sl_errlist_vadd(items, count, truncated, max, path, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+static void errlist_keeps_errors_in_order_up_to_its_cap(void **state)
+{
+    struct sl_errlist_item *items = NULL;
+    char long_path[SL_ERRLIST_PATH_MAX + 100];
+    size_t count = 0;
+    bool truncated = false;
+
+    (void)state;
+    assert_int_equal(errlist_add(&items, &count, &truncated, 3, "$.a", "bad %s", "a"), 0);
+    assert_int_equal(errlist_add(&items, &count, &truncated, 3, "env[1].name", "%d", 7), 0);
+    memset(long_path, 'p', sizeof(long_path) - 1);
+    long_path[sizeof(long_path) - 1] = '\0';
+    assert_int_equal(errlist_add(&items, &count, &truncated, 3, long_path, "long"), 0);
+    assert_int_equal(count, 3);
+    assert_false(truncated);
+    assert_string_equal(items[0].path, "$.a");
+    assert_string_equal(items[0].message, "bad a");
+    assert_string_equal(items[1].path, "env[1].name");
+    assert_string_equal(items[1].message, "7");
+    /* A long path is cut, never overrun. */
+    assert_int_equal(strlen(items[2].path), SL_ERRLIST_PATH_MAX - 1);
+    /* Past the cap: nothing more is kept, and the list says so. */
+    assert_int_equal(errlist_add(&items, &count, &truncated, 3, "$.d", "d"), 0);
+    assert_int_equal(count, 3);
+    assert_true(truncated);
+    sl_free(items);
+    /* Out of memory: the list is left as it was. */
+    items = NULL;
+    count = 0;
+    truncated = false;
+    assert_int_equal(errlist_add(&items, &count, &truncated, 3, "$.a", "a"), 0);
+    sl_mem_fail_after(1);
+    assert_int_equal(errlist_add(&items, &count, &truncated, 3, "$.b", "b"), SL_ENOMEM);
+    sl_mem_fail_after(0);
+    assert_int_equal(count, 1);
+    assert_string_equal(items[0].path, "$.a");
+    assert_false(truncated);
+    sl_free(items);
+}
+
+static void jdepth_counts_brackets_outside_strings(void **state)
+{
+    static const char two[] = "{\"a\":[1,{}]}";
+    static const char quoted[] = "{\"[[[[\":\"{{{{\\\"[[[\"}";
+
+    (void)state;
+    assert_false(sl_jdepth_is_over(two, strlen(two), 3));
+    assert_true(sl_jdepth_is_over(two, strlen(two), 2));
+    assert_false(sl_jdepth_is_over("[][][][]", 8, 1));
+    assert_true(sl_jdepth_is_over("[[", 2, 1));
+    /* Brackets inside strings, escaped quotes included, do not count. */
+    assert_false(sl_jdepth_is_over(quoted, strlen(quoted), 1));
+    /* Stray closing brackets do not lower the count below zero. */
+    assert_true(sl_jdepth_is_over("]]}}[[", 6, 1));
+    assert_false(sl_jdepth_is_over("", 0, 0));
+}
+
+static void jpath_join_lists_names_cut_to_fit(void **state)
+{
+    static const char *const names[] = { "host", "methods", "credential" };
+    char out[32];
+    char small[12];
+
+    (void)state;
+    sl_jpath_join(out, sizeof(out), names, 3);
+    assert_string_equal(out, "host, methods, credential");
+    sl_jpath_join(out, sizeof(out), names, 0);
+    assert_string_equal(out, "");
+    /* Cut, never overrun, always terminated. */
+    sl_jpath_join(small, sizeof(small), names, 3);
+    assert_string_equal(small, "host, metho");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +454,10 @@ int main(void)
         cmocka_unit_test(arena_fails_cleanly_when_memory_is_short),
         cmocka_unit_test(mem_hook_fails_the_nth_allocation),
         cmocka_unit_test(strerror_names_ours_and_libuv_codes),
+        cmocka_unit_test(errf_fills_the_caller_buffer_cut_to_fit),
+        cmocka_unit_test(errlist_keeps_errors_in_order_up_to_its_cap),
+        cmocka_unit_test(jdepth_counts_brackets_outside_strings),
+        cmocka_unit_test(jpath_join_lists_names_cut_to_fit),
         cmocka_unit_test(log_levels_parse_by_name),
         cmocka_unit_test(siphash_matches_the_reference_vectors),
         cmocka_unit_test(file_read_takes_regular_files_within_the_cap),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_control_snapshot.c - the snapshot compiler (control/snapshot): a database of
+ * tests/unit/test_control_snapshot.c - the snapshot compiler (control/env/snapshot): a database of
  * environments and static clients becomes a document the proxy's own parser accepts, and the
  * proxy's decision on it gives a static client its environment's rules with the opened
  * credential. Values that do not open drop their rule or client (reported, never half-injected),
@@ -28,11 +28,11 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/slice.h"
-#include "control/environment.h"
-#include "control/model.h"
-#include "control/secrets.h"
-#include "control/snapshot.h"
-#include "control/store.h"
+#include "control/env/environment.h"
+#include "control/env/snapshot.h"
+#include "control/store/model.h"
+#include "control/store/secrets.h"
+#include "control/store/store.h"
 #include "policy/decision.h"
 #include "policy/host.h"
 #include "policy/snapshot.h"
@@ -96,7 +96,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* ---- the sealer adapter over control/secrets ---- */
+/* ---- the sealer adapter over control/store/secrets ---- */
 
 /* The sealer's `arg`: the key to seal with (the callbacks take a non-const pointer). */
 struct key_ref {

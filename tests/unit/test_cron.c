@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_cron.c - control/cron: parsing the five fields (numbers, names, ranges,
+ * tests/unit/test_cron.c - control/jobs/cron: parsing the five fields (numbers, names, ranges,
  * steps, lists, `*`), errors that name the field, and the next run: across hour, day, month
  * and year ends, leap days, and classic cron's OR rule for day-of-month and day-of-week.
  */
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "control/cron.h"
+#include "control/jobs/cron.h"
 
 /* "YYYY-MM-DD HH:MM" UTC to Unix seconds. */
 static int64_t at(const char *text)

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_dashboard.c - the dashboard's embedded files (control/dashboard.h): content
+ * tests/unit/test_dashboard.c - the dashboard's embedded files (control/web/dashboard.h): content
  * types by extension, the lookup of request paths (index for "/dashboard/", no escape from the
- * folder, unknown names), and each embedded file equal to its source in control/dashboard/
+ * folder, unknown names), and each embedded file equal to its source in control/web/dashboard/
  * (SLUICE_SRC), so the binary never serves a stale copy.
  */
 #include <setjmp.h>
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "control/dashboard.h"
+#include "control/web/dashboard.h"
 
 /* Whether `needle` occurs in the n bytes at p (memmem is not POSIX). */
 static const void *find_bytes(const uint8_t *p, size_t n, const char *needle)
@@ -129,7 +129,7 @@ static void embedded_files_match_their_sources(void **state)
         size_t n;
         FILE *f;
 
-        (void)snprintf(path, sizeof(path), "%s/control/dashboard/%s", src, names[i]);
+        (void)snprintf(path, sizeof(path), "%s/control/web/dashboard/%s", src, names[i]);
         (void)snprintf(req, sizeof(req), "/dashboard/%s", names[i]);
         assert_true(sl_dashboard_find(req, &a));
         f = fopen(path, "rb");

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_docker.c - control/docker against the real daemon on /var/run/docker.sock
+ * tests/unit/test_docker.c - control/sandbox/docker against the real daemon on /var/run/docker.sock
  * (CI starts dockerd before the tests) and the image sluice/sandbox:bookworm.
  *
  * One sequence on one loop: a network (ensure_network creates it, a second call accepts it, a
@@ -27,7 +27,7 @@
 
 #include "base/err.h"
 #include "base/mem.h"
-#include "control/docker.h"
+#include "control/sandbox/docker.h"
 
 #define SOCK       "/var/run/docker.sock"
 #define IMAGE      "sluice/sandbox:bookworm"

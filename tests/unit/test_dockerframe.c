@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "base/buf.h"
-#include "control/dockerframe.h"
+#include "control/sandbox/dockerframe.h"
 
 struct sink {
     struct sl_buf out;

@@ -24,8 +24,8 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
-#include "control/environment.h"
-#include "control/model.h"
+#include "control/env/environment.h"
+#include "control/store/model.h"
 #include "policy/snapshot.h"
 
 #define TEST_BUF_MAX ((size_t)64 << 20)
@@ -142,11 +142,11 @@ static void check_errors(const char *what, const struct sl_env_errors *errs,
         n++;
     }
     for (size_t i = 0; i < errs->count; i++) {
-        char line[SL_ENV_FIELD_MAX + SL_ENV_MESSAGE_MAX + 2];
+        char line[SL_ERRLIST_PATH_MAX + SL_ENV_MESSAGE_MAX + 2];
         size_t wn = i < n ? strlen(want[i]) : 0;
         bool prefix = wn > 0 && want[i][wn - 1] == '*';
 
-        (void)snprintf(line, sizeof(line), "%s: %s", errs->items[i].field, errs->items[i].message);
+        (void)snprintf(line, sizeof(line), "%s: %s", errs->items[i].path, errs->items[i].message);
         if (i >= n || (prefix ? strncmp(line, want[i], wn - 1) != 0 : strcmp(line, want[i]) != 0)) {
             fail_msg("error %zu of %.300s\n  got:  %s\n  want: %s", i, what, line,
                      i < n ? want[i] : "(none)");
@@ -192,7 +192,7 @@ static void parse_ok(const char *text, struct sl_env_spec *spec)
 
     if (rc != 0) {
         fail_msg("%.300s: rc %d, first error %s: %s", text, rc,
-                 errs.count > 0 ? errs.items[0].field : "-",
+                 errs.count > 0 ? errs.items[0].path : "-",
                  errs.count > 0 ? errs.items[0].message : errs.message);
     }
     sl_env_errors_finish(&errs);
@@ -224,7 +224,7 @@ static void store_ok(const char *text, const struct sl_env_row *prev, struct sl_
 
     if (rc != 0) {
         fail_msg("%.300s: rc %d, first error %s: %s", text, rc,
-                 errs.count > 0 ? errs.items[0].field : "-",
+                 errs.count > 0 ? errs.items[0].path : "-",
                  errs.count > 0 ? errs.items[0].message : errs.message);
     }
     sl_env_errors_finish(&errs);

@@ -34,7 +34,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
-#include "control/firewall.h"
+#include "control/sandbox/firewall.h"
 
 #define TABLE   "sluice_t_fw"
 #define NETNS   "sl-t-fw"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_mcp.c - the pure half of control/mcp (SPEC.md §5.5, docs/mcp.md): the
+ * tests/unit/test_mcp.c - the pure half of control/web/mcp (SPEC.md §5.5, docs/mcp.md): the
  * Origin check, the transport checks, the JSON-RPC envelope, initialize, the tool list and its
  * schemas, argument checks against those schemas, the tool -> REST route mapping, the REST
  * answer -> tool result mapping, and the allocation-failure sweep. The loop half (dispatch
@@ -21,7 +21,7 @@
 #include <jansson.h>
 
 #include "base/mem.h"
-#include "control/mcp.h"
+#include "control/web/mcp.h"
 
 #define SDK_ACCEPT "application/json, text/event-stream"
 

@@ -18,7 +18,7 @@
 #include <jansson.h>
 #include <uv.h>
 
-#include "control/pusher.h"
+#include "control/env/pusher.h"
 #include "http/server.h"
 
 struct fake {

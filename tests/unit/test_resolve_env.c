@@ -21,9 +21,9 @@
 
 #include "base/buf.h"
 #include "base/mem.h"
-#include "control/environment.h"
-#include "control/model.h"
-#include "control/resolve.h"
+#include "control/env/environment.h"
+#include "control/env/resolve.h"
+#include "control/store/model.h"
 
 #define ALICE "a11ce000-0000-4000-8000-000000000001"
 #define BOB   "b0b00000-0000-4000-8000-000000000002"
@@ -99,7 +99,7 @@ static void make_row(struct sl_env_row *row, const char *id, const char *owner, 
     }
     memset(row, 0, sizeof(*row));
     if (sl_env_spec_parse(b.p, b.len, &spec, &errs) != 0) {
-        fail_msg("%s: %s %s", body_sq, errs.count > 0 ? errs.items[0].field : errs.message,
+        fail_msg("%s: %s %s", body_sq, errs.count > 0 ? errs.items[0].path : errs.message,
                  errs.count > 0 ? errs.items[0].message : "");
     }
     assert_int_equal(sl_env_spec_to_row(&spec, NULL, &sealer_a, row, &errs), 0);

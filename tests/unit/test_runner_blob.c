@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/test_runner_blob.c - the sluice-run executable embedded in sl_control
- * (control/runner_blob.h): a non-empty ELF executable with no program interpreter (statically
- * linked, so it runs in any image), and, when SLUICE_RUNNER names the built file, exactly its
- * bytes (the embedded copy is not stale).
+ * tests/unit/test_runner_blob.c - the sluice-run executable embedded in sl_sandbox
+ * (control/sandbox/runner_blob.h): a non-empty ELF executable with no program interpreter
+ * (statically linked, so it runs in any image), and, when SLUICE_RUNNER names the built file,
+ * exactly its bytes (the embedded copy is not stale).
  */
 #include <elf.h>
 #include <setjmp.h>
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "control/runner_blob.h"
+#include "control/sandbox/runner_blob.h"
 
 static void blob_is_an_elf_executable(void **state)
 {

@@ -22,7 +22,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/mem.h"
-#include "control/secrets.h"
+#include "control/store/secrets.h"
 
 /* base64 of the 32 bytes 0x00 .. 0x1f. */
 #define KEY_A "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="

@@ -24,9 +24,9 @@
 
 #include "base/err.h"
 #include "base/mem.h"
-#include "control/model.h"
-#include "control/secrets.h"
-#include "control/store.h"
+#include "control/store/model.h"
+#include "control/store/secrets.h"
+#include "control/store/store.h"
 
 struct fixture {
     char dir[64];

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/unit/test_supervise.c - cmd/supervise: the back-off schedule, the `--` split of
- * `sluice up`'s arguments, the gateway of a subnet (control/sandbox's rule, which up uses), and the
- * supervisor itself on real child processes. The supervisor execs /proc/self/exe, which is this
- * test binary: run with `child MODE`, it plays the child (exit at once with a status, or wait for
- * SIGTERM, or ignore it).
+ * `sluice up`'s arguments, the gateway of a subnet (control/sandbox/sandbox's rule, which up uses),
+ * and the supervisor itself on real child processes. The supervisor execs /proc/self/exe, which is
+ * this test binary: run with `child MODE`, it plays the child (exit at once with a status, or wait
+ * for SIGTERM, or ignore it).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -21,7 +21,7 @@
 #include <cmocka.h>
 
 #include "cmd/supervise.h"
-#include "control/sandbox.h"
+#include "control/sandbox/sandbox.h"
 
 /* Mutable argument strings (exec's argv is `char *`). */
 static char a_prog[] = "test_supervise";

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/env/pusher.h - delivers policy snapshots to every proxy replica's admin socket
+ * (SPEC.md §4.9 `PUT /v1/snapshot`) and keeps them delivered.
+ *
+ * The control plane calls sl_pusher_push() after each committed change with the newest
+ * snapshot; the pusher sends it to every proxy on its own schedule:
+ *   - one request at a time per proxy; a newer snapshot pushed meanwhile replaces the pending
+ *     one (only the newest is ever sent);
+ *   - a proxy that cannot be reached, times out or answers 5xx is retried with back-off
+ *     (100 ms doubling to 2 s);
+ *   - every `check_ms` (500 ms by default) each proxy is asked `GET /v1/status`; one that
+ *     reports an older version or none (it restarted: a proxy starts with no policy and
+ *     refuses everything) gets the current snapshot again at once, so a restarted proxy is
+ *     enforcing the current policy within a second;
+ *   - 409 (the proxy holds a version at least as new with other bytes) and other 4xx are not
+ *     retried until the next push: they mean two writers or a bug, and are logged.
+ *
+ * Lifecycle: sl_pusher_create() on the control plane's loop -> sl_pusher_push() any number of
+ * times (loop thread) -> sl_pusher_close(), after whose callback the memory is gone.
+ */
+#ifndef SL_CONTROL_ENV_PUSHER_H
+#define SL_CONTROL_ENV_PUSHER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "base/err.h"
+
+#define SL_PUSHER_TARGETS_MAX 16
+
+struct sl_pusher; /* opaque */
+
+/* Called on the loop whenever the version every proxy has acknowledged (the minimum over the
+ * targets, 0 while one has none) may have grown. */
+typedef void sl_pusher_acked_fn(void *arg, int64_t acked_by_all);
+
+struct sl_pusher_config {
+    /* Admin socket paths (borrowed during create; copied). */
+    const char *const *sockets;
+    size_t n_sockets;
+    /* Status poll interval; 0 means 500 ms. */
+    uint64_t check_ms;
+    /* Time for one request to complete; 0 means 5 000 ms. */
+    uint64_t request_timeout_ms;
+    /* Optional (NULL for none): see sl_pusher_acked_fn. */
+    sl_pusher_acked_fn *on_acked;
+    void *acked_arg;
+};
+
+/* What one proxy has, as far as the pusher knows. */
+struct sl_pusher_target_status {
+    const char *socket;
+    /* Version the proxy acknowledged or reported, 0 when none. */
+    int64_t acked_version;
+    /* True while the last attempt to reach it failed. */
+    bool unreachable;
+    /* The last error for a person, "" when none. */
+    const char *last_error;
+};
+
+SL_MUST_CHECK int sl_pusher_create(uv_loop_t *loop, const struct sl_pusher_config *cfg,
+                                   struct sl_pusher **out);
+
+/* Makes `json` (borrowed; copied) with `version` the snapshot to deliver. A version not
+ * newer than the current one is ignored (returns SL_EEXIST). */
+SL_MUST_CHECK int sl_pusher_push(struct sl_pusher *p, int64_t version, const void *json, size_t n);
+
+/* The newest version handed to sl_pusher_push(), 0 before the first. */
+int64_t sl_pusher_version(const struct sl_pusher *p);
+
+/* Status of target `i` (0 ... n_sockets-1); strings borrowed until the next loop turn. */
+void sl_pusher_target(const struct sl_pusher *p, size_t i, struct sl_pusher_target_status *out);
+
+/* The newest version every target has acknowledged (their minimum; 0 while one has none). */
+int64_t sl_pusher_acked_by_all(const struct sl_pusher *p);
+
+/* Number of targets. */
+size_t sl_pusher_targets(const struct sl_pusher *p);
+
+/* Stops everything; `closed(arg)` runs once when all memory is released (never synchronously). */
+void sl_pusher_close(struct sl_pusher *p, void (*closed)(void *arg), void *arg);
+
+#endif

@@ -1,0 +1,576 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#include "control/env/snapshot.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "policy/snapshot.h"
+
+/* Cap on one opened value: above the proxy's largest (a credential, SL_POLICY_VALUE_MAX), so
+ * that an over-long value reaches the proxy's validation and is named there. */
+#define PLAIN_MAX ((size_t)64 << 10)
+
+/* Characters of an environment name written to the log. */
+#define LOG_NAME_MAX 64
+
+/* One build's state. */
+struct build {
+    /* Borrowed. */
+    const struct sl_secrets *sec;
+    /* The caller's report, or a local one; never NULL. */
+    struct sl_snapshot_build_report *report;
+    /* Scratch for one opened value; wiped after each use. */
+    struct sl_buf plain;
+    /* The document's "environments" and "clients", borrowed from the document. */
+    json_t *envs;
+    json_t *clients;
+};
+
+void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r)
+{
+    for (size_t i = 0; i < r->n_drops; i++) {
+        sl_free(r->drops[i].env_name);
+        sl_free(r->drops[i].subject);
+    }
+    sl_free(r->drops);
+    memset(r, 0, sizeof(*r));
+}
+
+/* Copies an environment name for a logfmt value inside quotes: names are free text (quotes,
+ * newlines, anything), and a log line must stay one line that parses. */
+static void log_name(const char *in, char out[LOG_NAME_MAX + 1])
+{
+    size_t i = 0;
+
+    for (; i < LOG_NAME_MAX && in[i] != '\0'; i++) {
+        unsigned char ch = (unsigned char)in[i];
+        bool plain = ch >= 0x20 && ch <= 0x7e && ch != '"' && ch != '\\';
+
+        out[i] = in[i];
+        if (!plain) {
+            out[i] = '?';
+        }
+    }
+    out[i] = '\0';
+}
+
+static int add_drop(struct build *b, enum sl_snapshot_drop_kind kind, const char *env_id,
+                    const char *env_name, const char *subject)
+{
+    struct sl_snapshot_build_report *r = b->report;
+    struct sl_snapshot_drop *d;
+    struct sl_snapshot_drop *grown = sl_realloc(r->drops, (r->n_drops + 1) * sizeof(*r->drops));
+
+    SL_ENSURE(grown != NULL, SL_ENOMEM);
+    r->drops = grown;
+    d = &r->drops[r->n_drops];
+    memset(d, 0, sizeof(*d));
+    d->kind = kind;
+    (void)snprintf(d->env_id, sizeof(d->env_id), "%s", env_id);
+    d->env_name = sl_strdup(env_name);
+    d->subject = subject != NULL ? sl_strdup(subject) : NULL;
+    r->n_drops++;
+    SL_ENSURE(d->env_name != NULL && (subject == NULL || d->subject != NULL), SL_ENOMEM);
+    return 0;
+}
+
+/* Opens `sealed` into a new JSON string in `*out`. Returns 0, 1 when it does not open (the key
+ * changed or the text is damaged: SL_EINVAL or SL_ECRYPTO from control/store/secrets), or a
+ * negative error. The scratch copy of the plaintext is wiped either way. */
+static int open_value(struct build *b, const char *sealed, json_t **out)
+{
+    int rc = sl_secrets_open(b->sec, sealed, strlen(sealed), &b->plain);
+
+    *out = NULL;
+    if (rc == SL_EINVAL || rc == SL_ECRYPTO) {
+        return 1;
+    }
+    SL_TRY(rc);
+    /* The plaintext authenticated, so it is what the API sealed: valid UTF-8. NULL can only be
+     * an allocation failure. */
+    *out = json_stringn((const char *)b->plain.p, b->plain.len);
+    sodium_memzero(b->plain.p, b->plain.len);
+    sl_buf_reset(&b->plain);
+    return *out != NULL ? 0 : SL_ENOMEM;
+}
+
+/* Adds `value` (a new reference, stolen even on failure) as `key` of `obj`. */
+static int set_new(json_t *obj, const char *key, json_t *value)
+{
+    return json_object_set_new(obj, key, value) == 0 ? 0 : SL_ENOMEM;
+}
+
+static int append_new(json_t *arr, json_t *value)
+{
+    return json_array_append_new(arr, value) == 0 ? 0 : SL_ENOMEM;
+}
+
+/* True when `r` is a stored rule as control/env/environment writes it:
+ * {"host", "methods": [strings], "credential"?: {"header", "sealed"}, "tls"?: "passthrough"}. */
+static bool stored_rule_ok(json_t *r)
+{
+    json_t *methods = json_object_get(r, "methods");
+    json_t *c = json_object_get(r, "credential");
+    size_t i;
+    json_t *m;
+
+    if (!json_is_string(json_object_get(r, "host")) || !json_is_array(methods)) {
+        return false;
+    }
+    json_array_foreach(methods, i, m)
+    {
+        if (!json_is_string(m)) {
+            return false;
+        }
+    }
+    if (json_object_get(r, "tls") != NULL
+        && (!json_is_string(json_object_get(r, "tls"))
+            || strcmp(json_string_value(json_object_get(r, "tls")), "passthrough") != 0
+            || json_array_size(methods) > 0 || c != NULL)) {
+        return false;
+    }
+    return c == NULL
+           || (json_is_string(json_object_get(c, "header"))
+               && json_is_string(json_object_get(c, "sealed")));
+}
+
+/* Parses a stored egress_json (NULL gives NULL) and checks its shape. Returns the document (a
+ * new reference) or NULL when it is missing or damaged; `*oom` tells an allocation failure
+ * apart. */
+static json_t *load_egress(const char *egress_json, bool *oom)
+{
+    json_error_t err;
+    json_t *doc;
+    json_t *rules;
+    const char *def;
+    size_t i;
+    json_t *r;
+
+    *oom = false;
+    if (egress_json == NULL) {
+        return NULL;
+    }
+    doc = json_loads(egress_json, JSON_REJECT_DUPLICATES, &err);
+    if (doc == NULL) {
+        *oom = json_error_code(&err) == json_error_out_of_memory;
+        return NULL;
+    }
+    def = json_string_value(json_object_get(doc, "default"));
+    rules = json_object_get(doc, "rules");
+    if (def == NULL || (strcmp(def, "deny") != 0 && strcmp(def, "allow") != 0)
+        || !json_is_array(rules)) {
+        goto fail_damaged;
+    }
+    json_array_foreach(rules, i, r)
+    {
+        if (!stored_rule_ok(r)) {
+            goto fail_damaged;
+        }
+    }
+    return doc;
+fail_damaged:
+    json_decref(doc);
+    return NULL;
+}
+
+/* The proxy refuses an environment over these limits: refuse to produce it (SL_ETOOBIG). */
+static int check_env_limits(const struct sl_env_row *row, json_t *rules)
+{
+    size_t n_credentials = 0;
+    size_t i;
+    json_t *r;
+    char name[LOG_NAME_MAX + 1];
+
+    json_array_foreach(rules, i, r)
+    {
+        n_credentials += json_object_get(r, "credential") != NULL;
+    }
+    if (json_array_size(rules) <= SL_POLICY_RULES_MAX
+        && n_credentials <= SL_POLICY_CREDENTIALS_MAX) {
+        return 0;
+    }
+    log_name(row->name, name);
+    sl_log(SL_LOG_ERROR, 0,
+           "msg=\"environment over the proxy's limits: snapshot not built\" env=%s "
+           "env_name=\"%s\" rules=%zu credentials=%zu max=%d",
+           row->id, name, json_array_size(rules), n_credentials, SL_POLICY_RULES_MAX);
+    return SL_ETOOBIG;
+}
+
+/* Compiles one stored rule into `rules`. Returns 0, or a negative error; a credential that does
+ * not open leaves the whole rule out, logged and reported. */
+static int compile_rule(struct build *b, const struct sl_env_row *row, json_t *stored,
+                        json_t *rules)
+{
+    const char *host = json_string_value(json_object_get(stored, "host"));
+    json_t *methods = json_object_get(stored, "methods");
+    json_t *c = json_object_get(stored, "credential");
+    json_t *value = NULL;
+    json_t *rule;
+    char name[LOG_NAME_MAX + 1];
+    int rc = 0;
+
+    if (c != NULL) {
+        rc = open_value(b, json_string_value(json_object_get(c, "sealed")), &value);
+        SL_TRY(rc);
+    }
+    if (rc == 1) {
+        log_name(row->name, name);
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"credential does not open (encryption key changed?): rule left out of the "
+               "snapshot\" env=%s env_name=\"%s\" host=%s",
+               row->id, name, host);
+        return add_drop(b, SL_SNAPSHOT_DROP_RULE, row->id, row->name, host);
+    }
+    rule = json_pack("{s:s}", "host", host);
+    rc = rule != NULL ? append_new(rules, rule) : SL_ENOMEM;
+    if (rc == 0 && json_array_size(methods) > 0) {
+        rc = set_new(rule, "methods", json_copy(methods));
+    }
+    if (rc == 0 && json_object_get(stored, "tls") != NULL) {
+        rc = set_new(rule, "tls", json_string("passthrough"));
+    }
+    if (rc == 0 && value != NULL) {
+        rc = set_new(
+                rule, "credential",
+                json_pack("{s:O, s:o}", "header", json_object_get(c, "header"), "value", value));
+        value = NULL; /* json_pack's "o" steals it, even on failure. */
+        b->report->n_credentials++;
+    }
+    json_decref(value);
+    b->report->n_rules++;
+    return rc;
+}
+
+/* Adds the environment `row` to the document, keyed by its id. */
+static int compile_env(struct build *b, const struct sl_env_row *row)
+{
+    json_t *env = json_pack("{s:s, s:[]}", "default", "deny", "rules");
+    json_t *stored = NULL;
+    char name[LOG_NAME_MAX + 1];
+    bool oom = false;
+    size_t i;
+    json_t *r;
+    int rc;
+
+    SL_ENSURE(env != NULL, SL_ENOMEM);
+    SL_TRY(set_new(b->envs, row->id, env));
+    b->report->n_envs++;
+    /* Keyed by id, labelled by name: refusals and their hints name the environment as people
+     * know it ("add {...} to environment ci-python"). */
+    if (row->name != NULL && sl_policy_label_ok(row->name, strlen(row->name))) {
+        SL_TRY(set_new(env, "label", json_string(row->name)));
+    }
+    if (!row->network) {
+        return 0; /* Nothing leaves it but a client's runtime rules. */
+    }
+    stored = load_egress(row->egress_json, &oom);
+    SL_ENSURE(!oom, SL_ENOMEM);
+    if (stored == NULL) {
+        log_name(row->name, name);
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"stored egress policy missing or damaged: environment compiled as deny "
+               "with no rules\" env=%s env_name=\"%s\"",
+               row->id, name);
+        return add_drop(b, SL_SNAPSHOT_DROP_EGRESS, row->id, row->name, NULL);
+    }
+    rc = check_env_limits(row, json_object_get(stored, "rules"));
+    if (rc == 0) {
+        rc = set_new(env, "default", json_incref(json_object_get(stored, "default")));
+    }
+    json_array_foreach(json_object_get(stored, "rules"), i, r)
+    {
+        if (rc == 0) {
+            rc = compile_rule(b, row, r, json_object_get(env, "rules"));
+        }
+    }
+    json_decref(stored);
+    return rc;
+}
+
+/* Sets `key` to the string `s` unless it is NULL. */
+static int set_optional(json_t *obj, const char *key, const char *s)
+{
+    if (s == NULL) {
+        return 0;
+    }
+    return set_new(obj, key, json_string(s));
+}
+
+/* Adds a static client; one whose token does not open is left out, logged and reported. */
+static int compile_static_client(struct build *b, const struct sl_store_client *c)
+{
+    json_t *token = NULL;
+    json_t *entry;
+    int rc = 0;
+
+    if (c->token_sealed != NULL) {
+        rc = open_value(b, c->token_sealed, &token);
+        SL_TRY(rc);
+    }
+    if (rc == 1) {
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"client token does not open (encryption key changed?): client left out "
+               "of the snapshot\" client=%s env=%s",
+               c->id, c->env_id);
+        return add_drop(b, SL_SNAPSHOT_DROP_CLIENT, c->env_id,
+                        c->env_name != NULL ? c->env_name : "", c->id);
+    }
+    entry = json_pack("{s:s, s:s}", "id", c->id, "environment", c->env_id);
+    rc = entry != NULL ? append_new(b->clients, entry) : SL_ENOMEM;
+    if (rc == 0 && token != NULL) {
+        rc = set_new(entry, "token", token);
+        token = NULL;
+    }
+    json_decref(token);
+    if (rc == 0) {
+        rc = set_optional(entry, "ip", c->ip);
+    }
+    if (rc == 0) {
+        rc = set_optional(entry, "cidr", c->cidr);
+    }
+    b->report->n_clients++;
+    return rc;
+}
+
+static int compile_extra_rule(struct build *b, const struct sl_snapshot_build_rule *r,
+                              json_t *rules)
+{
+    json_t *rule = json_pack("{s:s}", "host", r->host);
+    json_t *methods = NULL;
+    int rc = rule != NULL ? append_new(rules, rule) : SL_ENOMEM;
+
+    if (rc == 0 && r->n_methods > 0) {
+        methods = json_array();
+        rc = set_new(rule, "methods", methods);
+    }
+    for (size_t i = 0; rc == 0 && i < r->n_methods; i++) {
+        rc = append_new(methods, json_string(r->methods[i]));
+    }
+    if (rc == 0 && r->header != NULL) {
+        rc = set_new(rule, "credential",
+                     json_pack("{s:s, s:s}", "header", r->header, "value", r->value));
+        b->report->n_credentials++;
+    }
+    b->report->n_rules++;
+    return rc;
+}
+
+/* Checks what the proxy's parser cannot say clearly about an extra entry. */
+static int check_extra_client(struct build *b, const struct sl_snapshot_build_client *c)
+{
+    const char *why = NULL;
+
+    (void)b;
+    if (c->id == NULL || c->env_id == NULL) {
+        why = "an extra client without id or environment";
+    }
+    for (size_t i = 0; why == NULL && i < c->n_rules; i++) {
+        if (c->rules[i].host == NULL
+            || (c->rules[i].header == NULL) != (c->rules[i].value == NULL)) {
+            why = "an extra client has a rule without host or with half a credential";
+        }
+    }
+    if (why == NULL) {
+        return 0;
+    }
+    sl_log(SL_LOG_ERROR, 0, "msg=\"%s: snapshot not built\" client=%s env=%s", why,
+           c->id != NULL ? c->id : "-", c->env_id != NULL ? c->env_id : "-");
+    return SL_EINVAL;
+}
+
+/* The environment an extra client is compiled with: its own, or the offline one (added to the
+ * document on first use) when it names SL_SNAPSHOT_OFFLINE_ENV or an environment that is gone
+ * (deleted while its sandbox runs): that client then reaches nothing but its runtime rules. */
+static int extra_env(struct build *b, const struct sl_snapshot_build_client *c, const char **env)
+{
+    json_t *offline;
+
+    if (strcmp(c->env_id, SL_SNAPSHOT_OFFLINE_ENV) != 0) {
+        if (json_object_get(b->envs, c->env_id) != NULL) {
+            *env = c->env_id;
+            return 0;
+        }
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"an extra client's environment is gone; it gets no egress but its own "
+               "rules\" client=%s env=%s",
+               c->id, c->env_id);
+    }
+    *env = SL_SNAPSHOT_OFFLINE_ENV;
+    if (json_object_get(b->envs, SL_SNAPSHOT_OFFLINE_ENV) != NULL) {
+        return 0;
+    }
+    offline = json_pack("{s:s, s:[]}", "default", "deny", "rules");
+    return offline != NULL ? set_new(b->envs, SL_SNAPSHOT_OFFLINE_ENV, offline) : SL_ENOMEM;
+}
+
+static int compile_extra_client(struct build *b, const struct sl_snapshot_build_client *c)
+{
+    json_t *entry;
+    json_t *rules = NULL;
+    const char *env = NULL;
+    int rc;
+
+    SL_TRY(check_extra_client(b, c));
+    SL_TRY(extra_env(b, c, &env));
+    entry = json_pack("{s:s, s:s}", "id", c->id, "environment", env);
+    rc = entry != NULL ? append_new(b->clients, entry) : SL_ENOMEM;
+    if (rc == 0) {
+        rc = set_optional(entry, "token", c->token);
+    }
+    if (rc == 0) {
+        rc = set_optional(entry, "ip", c->ip);
+    }
+    if (rc == 0) {
+        rc = set_optional(entry, "cidr", c->cidr);
+    }
+    if (rc == 0) {
+        rc = set_optional(entry, "expires_at", c->expires_at);
+    }
+    if (rc == 0 && c->n_rules > 0) {
+        rules = json_array();
+        rc = set_new(entry, "rules", rules);
+    }
+    for (size_t i = 0; rc == 0 && i < c->n_rules; i++) {
+        rc = compile_extra_rule(b, &c->rules[i], rules);
+    }
+    b->report->n_clients++;
+    return rc;
+}
+
+struct dump {
+    /* The caller's buffer, borrowed. */
+    struct sl_buf *out;
+    /* The first append's failure: SL_ETOOBIG (past the cap) or SL_ENOMEM. */
+    int rc;
+};
+
+static int on_dump(const char *s, size_t n, void *arg)
+{
+    struct dump *d = arg;
+
+    d->rc = sl_buf_append(d->out, s, n);
+    return d->rc == 0 ? 0 : -1;
+}
+
+/* Serialises the document into `out` and has the proxy's parser check it. */
+static int dump_and_check(json_t *doc, struct sl_buf *out)
+{
+    struct sl_policy_errors errs = { 0 };
+    struct sl_snapshot *snap = NULL;
+    struct dump d = { .out = out, .rc = 0 };
+    int rc;
+
+    if (json_dump_callback(doc, on_dump, &d, JSON_COMPACT) != 0) {
+        rc = d.rc != 0 ? d.rc : SL_ENOMEM;
+        sl_log(SL_LOG_ERROR, 0, "msg=\"snapshot not built\" err=%s cap_bytes=%zu", sl_strerror(rc),
+               out->_max);
+        return rc;
+    }
+    rc = sl_snapshot_parse(out->p, out->len, &snap, &errs);
+    sl_snapshot_unref(snap);
+    for (size_t i = 0; rc == SL_EPOLICY && i < errs.count; i++) {
+        /* The parser's paths and messages never contain a credential value or a token. */
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"compiled snapshot refused by the proxy's validation: not built\" "
+               "path=\"%s\" err=\"%s\"",
+               errs.items[i].path, errs.items[i].message);
+    }
+    sl_policy_errors_finish(&errs);
+    return rc;
+}
+
+/* The database may hold more than the proxy accepts only if it was changed behind the API. */
+static int check_counts(size_t n_envs, size_t n_clients)
+{
+    if (n_envs <= SL_POLICY_ENVS_MAX && n_clients <= SL_POLICY_CLIENTS_MAX) {
+        return 0;
+    }
+    sl_log(SL_LOG_ERROR, 0,
+           "msg=\"more environments or clients than the proxy accepts: snapshot not built\" "
+           "environments=%zu clients=%zu max_environments=%d max_clients=%d",
+           n_envs, n_clients, SL_POLICY_ENVS_MAX, SL_POLICY_CLIENTS_MAX);
+    return SL_ETOOBIG;
+}
+
+/* Fills `doc` from the rows and the extra entries. */
+static int compile_all(struct build *b, const struct sl_env_row *envs, size_t n_envs,
+                       const struct sl_store_client *clients, size_t n_clients,
+                       const struct sl_snapshot_build_client *extra, size_t n_extra)
+{
+    int rc = check_counts(n_envs, n_clients + n_extra);
+
+    for (size_t i = 0; rc == 0 && i < n_envs; i++) {
+        rc = compile_env(b, &envs[i]);
+    }
+    for (size_t i = 0; rc == 0 && i < n_clients; i++) {
+        rc = compile_static_client(b, &clients[i]);
+    }
+    for (size_t i = 0; rc == 0 && i < n_extra; i++) {
+        rc = compile_extra_client(b, &extra[i]);
+    }
+    return rc;
+}
+
+int sl_control_snapshot_build_with_clients(struct sl_store *st, const struct sl_secrets *sec,
+                                           int64_t version,
+                                           const struct sl_snapshot_build_client *extra,
+                                           size_t n_extra, struct sl_buf *out,
+                                           struct sl_snapshot_build_report *report)
+{
+    struct sl_snapshot_build_report local = { 0 };
+    struct build b = { .sec = sec, .report = report != NULL ? report : &local };
+    struct sl_env_row *envs = NULL;
+    struct sl_store_client *clients = NULL;
+    size_t n_envs = 0;
+    size_t n_clients = 0;
+    json_t *doc = NULL;
+    int rc;
+
+    sl_buf_reset(out);
+    sl_snapshot_build_report_finish(b.report);
+    SL_ENSURE(version >= 1, SL_EINVAL);
+    sl_buf_init(&b.plain, PLAIN_MAX);
+    rc = sl_store_env_list_all(st, &envs, &n_envs);
+    if (rc == 0) {
+        rc = sl_store_client_list(st, &clients, &n_clients);
+    }
+    if (rc == 0) {
+        doc = json_pack("{s:I, s:{}, s:[]}", "version", (json_int_t)version, "environments",
+                        "clients");
+        rc = doc != NULL ? 0 : SL_ENOMEM;
+    }
+    if (rc == 0) {
+        b.envs = json_object_get(doc, "environments");
+        b.clients = json_object_get(doc, "clients");
+        rc = compile_all(&b, envs, n_envs, clients, n_clients, extra, n_extra);
+    }
+    if (rc == 0) {
+        rc = dump_and_check(doc, out);
+    }
+    json_decref(doc);
+    sl_store_free_clients(clients, n_clients);
+    sl_store_free_envs(envs, n_envs);
+    sl_buf_finish(&b.plain);
+    if (rc != 0) {
+        if (out->p != NULL) {
+            sodium_memzero(out->p, out->len);
+        }
+        sl_buf_reset(out);
+        sl_snapshot_build_report_finish(b.report);
+    }
+    sl_snapshot_build_report_finish(&local);
+    return rc;
+}
+
+int sl_control_snapshot_build(struct sl_store *st, const struct sl_secrets *sec, int64_t version,
+                              struct sl_buf *out, struct sl_snapshot_build_report *report)
+{
+    return sl_control_snapshot_build_with_clients(st, sec, version, NULL, 0, out, report);
+}

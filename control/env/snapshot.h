@@ -1,0 +1,167 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/env/snapshot.h - the snapshot compiler: builds the policy document of SPEC.md §3, which
+ * the pusher (control/env/pusher) sends to every proxy, from the database.
+ *
+ * What goes in:
+ *   - every environment, keyed by its id (a UUID), never by its name: names are unique only
+ *     within a scope and owner (alice's "ci" and the global "ci" are two environments), while
+ *     a snapshot's keys must be unique. A UUID fits the proxy's NAME grammar ([A-Za-z0-9._-]).
+ *     Client entries name their environment by the same id. The proxy's audit log and its
+ *     denial hints therefore show environment ids; the control plane maps them back to names.
+ *   - an environment's `default` and rules from its stored egress_json (control/env/environment.h):
+ *     host and methods as stored (already in normal form), and the credential's {header,
+ *     value} with the value opened with the secrets key. An environment with the network off
+ *     becomes {"default":"deny","rules":[]}: nothing leaves it except a client's runtime rules.
+ *   - every static client (SPEC §5.1b) with its id, environment, ip, cidr and opened token.
+ *   - the caller's extra clients (struct sl_snapshot_build_client). This is where sandbox
+ *     clients come in: the sandbox code lists its running sandboxes, fills one entry each
+ *     (id, environment id, token, ip, expiry, runtime rules such as the git platform rule) and
+ *     passes the array to sl_control_snapshot_build_with_clients(). They follow the static
+ *     clients in the document.
+ *
+ * What is left out, never half-compiled and never replaced by a plaintext fallback:
+ *   - a rule whose credential value does not open (the key changed, the text is damaged): the
+ *     whole rule goes, so a credential is never injected empty or missing. Note that another,
+ *     less specific rule of the environment (or its `allow` default) may then let the host out
+ *     without the credential, which is what an unchanged environment without that rule does;
+ *   - a static client whose token does not open: it can no longer be identified;
+ *   - the rules of an environment whose stored egress_json is damaged (not the shape
+ *     control/env/environment writes, or the network is on without one): it is compiled as
+ *     {"default":"deny","rules":[]}, failing closed, while the rest of the policy (in particular
+ *     a revoked client) still reaches the proxy.
+ * Each of these is logged (warn for a value that does not open, error for damage) with the
+ * environment's id and name and the rule's host or the client's id, never a value, and
+ * listed in the report.
+ *
+ * The finished document is parsed with the proxy's own parser (sl_snapshot_parse) before it
+ * is returned: a snapshot that the proxy would refuse is never produced; the build fails with
+ * the parser's errors logged instead.
+ *
+ * Threads: blocks on the store (a thread-pool job, never a loop thread), like control/store.
+ * The document holds credentials and tokens in plaintext: send it, never log it.
+ */
+#ifndef SL_CONTROL_ENV_SNAPSHOT_H
+#define SL_CONTROL_ENV_SNAPSHOT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+#include "control/store/model.h"
+#include "control/store/secrets.h"
+#include "control/store/store.h"
+
+/* The environment key of "no egress at all": an extra client whose env_id is this, or names an
+ * environment that no longer exists, is compiled with {"default":"deny","rules":[]} under this
+ * key (added to the document only when used; it cannot collide with an environment id, which
+ * is a UUID). */
+#define SL_SNAPSHOT_OFFLINE_ENV "sluice.offline"
+
+/* A runtime rule of an extra client (SPEC §3 client `rules`). Every pointer is borrowed. */
+struct sl_snapshot_build_rule {
+    /* `pattern[:port]`, in normal form (policy/host.h). Required. */
+    const char *host;
+    /* `n_methods` uppercase method tokens; none = every method. */
+    const char *const *methods;
+    size_t n_methods;
+    /* The credential to inject: both NULL for none, both set otherwise. */
+    const char *header;
+    const char *value;
+};
+
+/* An extra client entry supplied by the caller (the sandbox code). Every pointer is borrowed
+ * for the duration of the call. */
+struct sl_snapshot_build_client {
+    /* Unique across static and extra clients; [A-Za-z0-9._-], 1-128 characters. Required. */
+    const char *id;
+    /* The environment's id (struct sl_env_row id). Required; it must exist. */
+    const char *env_id;
+    /* Plaintext token, ip, CIDR block and RFC 3339 expiry; NULL when absent. At least one of
+     * token, ip and cidr is required (the proxy's rule). */
+    const char *token;
+    const char *ip;
+    const char *cidr;
+    const char *expires_at;
+    /* `n_rules` runtime rules, ahead of the environment's for this client alone. */
+    const struct sl_snapshot_build_rule *rules;
+    size_t n_rules;
+};
+
+/* Why something was left out of a snapshot. */
+enum sl_snapshot_drop_kind {
+    /* A rule whose credential value does not open. `subject` is the rule's host. */
+    SL_SNAPSHOT_DROP_RULE = 0,
+    /* A static client whose token does not open. `subject` is the client's id. */
+    SL_SNAPSHOT_DROP_CLIENT,
+    /* An environment whose stored egress is damaged: compiled as deny with no rules.
+     * `subject` is NULL. */
+    SL_SNAPSHOT_DROP_EGRESS,
+};
+
+/* One thing left out. */
+struct sl_snapshot_drop {
+    enum sl_snapshot_drop_kind kind;
+    /* The environment concerned (for a client: its environment). */
+    char env_id[SL_UUID_LEN + 1];
+    /* Its name (for people; not unique). Owned. */
+    char *env_name;
+    /* See the kind. Owned; NULL for SL_SNAPSHOT_DROP_EGRESS. */
+    char *subject;
+};
+
+/* What a build produced. Caller storage: zero it before its first use; each build frees what
+ * a previous one left and fills it anew. Release with sl_snapshot_build_report_finish(). */
+struct sl_snapshot_build_report {
+    /* What the document holds: environments, clients (static and extra), rules of
+     * environments and of clients, credentials of both. */
+    size_t n_envs;
+    size_t n_clients;
+    size_t n_rules;
+    size_t n_credentials;
+    /* `n_drops` things left out, in document order. Owned; NULL when none. */
+    struct sl_snapshot_drop *drops;
+    size_t n_drops;
+};
+
+/* Frees the drops and zeroes the report. A zeroed report is fine. */
+void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r);
+
+/*
+ * Builds the snapshot with `version` (>= 1, normally sl_store_next_snapshot_version()) from
+ * every environment and static client in `st`, opening values with `sec` (both borrowed).
+ * `out` (caller's buffer; its cap bounds the document, SL_SNAPSHOT_MAX_BYTES is the proxy's)
+ * is reset and receives the document: compact JSON, members in the order of SPEC §3.
+ * `report` may be NULL. Returns:
+ *   0             `out` holds a document sl_snapshot_parse() accepts;
+ *   SL_EINVAL     `version` < 1;
+ *   SL_ETOOBIG    the database holds more than the proxy accepts (over 4096 environments,
+ *                 65536 clients, or 100 rules or 100 credentials in one environment: the API
+ *                 refuses these, so the database was changed behind its back), or the
+ *                 document would pass `out`'s cap; logged, naming the environment;
+ *   SL_EPOLICY    the document failed the proxy's validation (the errors are logged: paths and
+ *                 messages, never values);
+ *   SL_ENOMEM, SL_EIO (the store failed), SL_ECRYPTO (libsodium cannot be initialised).
+ * On failure `out` is left empty and `report` holds no drops. Values that do not open are not
+ * failures: see the top of this file.
+ */
+SL_MUST_CHECK int sl_control_snapshot_build(struct sl_store *st, const struct sl_secrets *sec,
+                                            int64_t version, struct sl_buf *out,
+                                            struct sl_snapshot_build_report *report);
+
+/*
+ * The same, with `n_extra` extra client entries (`extra`, borrowed; NULL when n_extra is 0)
+ * appended after the static clients: the sandbox clients. Additional result: SL_EINVAL when an
+ * entry lacks its id or environment id, or has a rule with half a credential (logged with the
+ * client's id); an entry naming an environment that does not exist is compiled with
+ * SL_SNAPSHOT_OFFLINE_ENV instead (logged); SL_EPOLICY when an entry breaks
+ * another rule of the proxy (a duplicate id, a malformed address).
+ */
+SL_MUST_CHECK int
+sl_control_snapshot_build_with_clients(struct sl_store *st, const struct sl_secrets *sec,
+                                       int64_t version,
+                                       const struct sl_snapshot_build_client *extra, size_t n_extra,
+                                       struct sl_buf *out, struct sl_snapshot_build_report *report);
+
+#endif

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/sandbox/launcher.h - the container runtime as the sandbox code sees it (SPEC.md
+ * §5.3-5.4).
+ *
+ * One interface with one backend today (control/sandbox/docker: the Docker Engine API over its unix
+ * socket, libcurl's multi interface driven by the control plane's libuv loop). A second
+ * backend (Kubernetes) would fill another struct sl_launcher_ops; control/sandbox/sandbox never
+ * knows which one it talks to.
+ *
+ * Rules every backend keeps:
+ *   - Every operation is asynchronous and runs on the loop the launcher was created on; it
+ *     never blocks. Callbacks run on that loop, never synchronously from the call that
+ *     started the operation (even on an immediate error), exactly once.
+ *   - Strings and buffers in a callback's arguments are borrowed until the callback returns.
+ *   - `err` in a result is a one-line message for a person (the daemon's message when there
+ *     is one), never containing a secret from the request (environment values, file data).
+ *   - Operations have their own deadlines (30 s for control calls unless said otherwise) so a
+ *     wedged daemon can never hang a caller forever; an exec's deadline is the caller's.
+ *
+ * Lifecycle: a backend's constructor (sl_docker_launcher_create) -> operations ->
+ * l->ops->close(l, closed, arg): operations in flight complete with SL_ECANCELED first, then
+ * `closed(arg)` runs once and the memory is gone.
+ */
+#ifndef SL_CONTROL_SANDBOX_LAUNCHER_H
+#define SL_CONTROL_SANDBOX_LAUNCHER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+struct sl_launcher;
+
+/* The network sandboxes live on (SPEC §5.4). */
+struct sl_launcher_network {
+    /* Network name (`sluice0`) and the pinned bridge interface name (≤ 15 characters). */
+    const char *name;
+    const char *bridge;
+    /* IPv4 CIDR and gateway address (the subnet's first address). */
+    const char *subnet;
+    const char *gateway;
+};
+
+/* A file placed into a created (not yet started) container. */
+struct sl_launcher_file {
+    /* Absolute path inside the container; parent directories are created. */
+    const char *path;
+    const void *data;
+    size_t len;
+    /* Permission bits (e.g. 0644, 0755). Owner root. */
+    unsigned mode;
+};
+
+/* One label. */
+struct sl_launcher_label {
+    const char *key;
+    const char *value;
+};
+
+/* Everything needed to create one sandbox container. Borrowed for the call. */
+struct sl_launcher_container {
+    /* Container name (unique; `sluice-<sandbox id>`). */
+    const char *name;
+    const char *image;
+    /* The network (by name) it joins, and nothing else. */
+    const char *network;
+    /* `NAME=value` strings. */
+    const char *const *env;
+    size_t n_env;
+    const struct sl_launcher_label *labels;
+    size_t n_labels;
+    /* CPU limit in hundredths of a CPU, memory limit in bytes; 0 = no limit. */
+    int64_t cpus_centi;
+    int64_t memory_bytes;
+    /* Host file bind-mounted read-only over /etc/resolv.conf; NULL for the runtime's own. */
+    const char *resolv_conf;
+    /* Files copied in before start (the CA bundle, the runner, `/workspace/repo/` marker). */
+    const struct sl_launcher_file *files;
+    size_t n_files;
+    /* Directories created (mode 0755, owner root) before start, such as /workspace/repo. */
+    const char *const *dirs;
+    size_t n_dirs;
+};
+
+/* A running container as a listing reports it. */
+struct sl_launcher_entry {
+    const char *id;
+    const char *name;
+    /* true when the container is running. */
+    bool running;
+    /* Its address on the sandbox network, "" when none. */
+    const char *ip;
+    /* Its labels and environment (`NAME=value`), as created. */
+    const struct sl_launcher_label *labels;
+    size_t n_labels;
+    const char *const *env;
+    size_t n_env;
+};
+
+/* One command to run in a container. Borrowed for the call. */
+struct sl_launcher_exec {
+    /* argv[0] is looked up in PATH. */
+    const char *const *argv;
+    size_t argc;
+    /* Extra `NAME=value` strings on top of the container's environment. */
+    const char *const *env;
+    size_t n_env;
+    /* Absolute working directory; NULL for the container's. */
+    const char *cwd;
+    /* Bytes kept of each stream; the rest is read and dropped (`truncated`). */
+    size_t max_stdout;
+    size_t max_stderr;
+    /* Hard deadline for the whole call, 0 = none. When it passes, the stream is abandoned
+     * and the result has `deadline_passed` (the command may still run inside: the caller's
+     * runner is expected to have ended it before). */
+    uint64_t deadline_ms;
+};
+
+struct sl_launcher_exec_result {
+    /* 0, or < 0 when the command could not be run or awaited (then `err`). */
+    int rc;
+    const char *err;
+    /* The exit status (128+N after signal N), -1 when unknown. */
+    int exit_code;
+    const char *out;
+    size_t out_len;
+    const char *errout;
+    size_t errout_len;
+    bool out_truncated;
+    bool err_truncated;
+    bool deadline_passed;
+};
+
+/* Generic completion: rc 0 or < 0 with `err`. */
+typedef void sl_launcher_done_fn(void *arg, int rc, const char *err);
+/* Container created and started: its id and its address on the sandbox network. */
+typedef void sl_launcher_started_fn(void *arg, int rc, const char *err, const char *id,
+                                    const char *ip);
+typedef void sl_launcher_exec_fn(void *arg, const struct sl_launcher_exec_result *r);
+/*
+ * A file read. rc: 0 with `data`/`len`; SL_ENOTFOUND (no such path, or a link to nothing),
+ * SL_EISDIR (a directory), SL_ENOTFILE (a device, FIFO or socket), SL_ETOOBIG (larger than the
+ * cap; `len` is then its size), other < 0 with `err`. Symbolic links are followed (resolved
+ * inside the container).
+ */
+typedef void sl_launcher_read_fn(void *arg, int rc, const char *err, const void *data, size_t len);
+/* Path metadata (of a symbolic link's target). rc: 0 with is_dir/size; SL_ENOTFOUND; other < 0
+ * with `err`. */
+typedef void sl_launcher_stat_fn(void *arg, int rc, const char *err, bool is_dir, uint64_t size);
+typedef void sl_launcher_list_fn(void *arg, int rc, const char *err,
+                                 const struct sl_launcher_entry *entries, size_t n);
+
+struct sl_launcher_ops {
+    /* Is the runtime reachable and answering? */
+    void (*ping)(struct sl_launcher *l, sl_launcher_done_fn *cb, void *arg);
+    /* Creates the network when missing. An existing network with the same name but other
+     * settings (not internal, ICC on, another bridge name or subnet) is an error naming the
+     * difference: the caller must not silently use a network that lets sandboxes talk. */
+    void (*ensure_network)(struct sl_launcher *l, const struct sl_launcher_network *net,
+                           sl_launcher_done_fn *cb, void *arg);
+    /* Is `image` present locally? rc 0 yes, SL_ENOTFOUND no. */
+    void (*has_image)(struct sl_launcher *l, const char *image, sl_launcher_done_fn *cb, void *arg);
+    /* Creates the container (hardened per SPEC §5.4: default capabilities minus NET_RAW,
+     * no-new-privileges, an init process as PID 1, pids limit, no restart), copies the files
+     * in, starts it, and reports its address on the network. On any failure after the create,
+     * the container is removed before the callback runs (nothing is left). */
+    void (*create_and_start)(struct sl_launcher *l, const struct sl_launcher_container *spec,
+                             sl_launcher_started_fn *cb, void *arg);
+    /* Runs one command (no stdin, no TTY), its output and error streams kept apart. */
+    void (*exec)(struct sl_launcher *l, const char *id, const struct sl_launcher_exec *e,
+                 sl_launcher_exec_fn *cb, void *arg);
+    /* Metadata of an absolute path. */
+    void (*stat)(struct sl_launcher *l, const char *id, const char *path, sl_launcher_stat_fn *cb,
+                 void *arg);
+    /* Reads a regular file (absolute path) up to `max` bytes. */
+    void (*read_file)(struct sl_launcher *l, const char *id, const char *path, size_t max,
+                      sl_launcher_read_fn *cb, void *arg);
+    /* Writes a regular file (absolute path) with `mode`; its directory must exist (the caller
+     * creates it). Overwrites an existing file; refuses (SL_EISDIR) to replace a directory. */
+    void (*write_file)(struct sl_launcher *l, const char *id, const char *path, const void *data,
+                       size_t len, unsigned mode, sl_launcher_done_fn *cb, void *arg);
+    /* Kills and removes the container with its anonymous volumes. A container that is already
+     * gone is success. */
+    void (*remove)(struct sl_launcher *l, const char *id, sl_launcher_done_fn *cb, void *arg);
+    /* Every container (running or not) that carries label `key` (any value). */
+    void (*list)(struct sl_launcher *l, const char *label_key, sl_launcher_list_fn *cb, void *arg);
+    /* See the top of this file. */
+    void (*close)(struct sl_launcher *l, void (*closed)(void *arg), void *arg);
+};
+
+/* The base every backend embeds first. */
+struct sl_launcher {
+    const struct sl_launcher_ops *ops;
+};
+
+#endif

@@ -1,0 +1,880 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/sandbox/sandbox.c - the sandbox manager (see sandbox.h): the registry, waiting for the
+ * proxies, removal, the sweep, the snapshot client entries, start, status and close, and the
+ * manager's creation. Opening a sandbox is sandbox_open.c, the calls into one sandbox_calls.c.
+ */
+#include "control/sandbox/sandbox.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "base/slice.h"
+#include "control/sandbox/sandbox_int.h"
+#include "policy/url.h"
+
+#define CLOSE_WAIT_MS 5000u
+#define SWEEP_MS      1000u
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+void sl__sandbox_free_strv(char **v, size_t n, bool wipe)
+{
+    for (size_t i = 0; v != NULL && i < n; i++) {
+        if (wipe && v[i] != NULL) {
+            sodium_memzero(v[i], strlen(v[i]));
+        }
+        sl_free(v[i]);
+    }
+    sl_free(v);
+}
+
+void sl_sandbox_spec_free(struct sl_sandbox_spec *spec)
+{
+    if (spec == NULL) {
+        return;
+    }
+    sl_free(spec->owner_id);
+    sl_free(spec->owner_name);
+    sl_free(spec->repo);
+    sl_free(spec->ref);
+    sl_free(spec->env_id);
+    sl_free(spec->env_name);
+    sl_free(spec->image);
+    sl__sandbox_free_strv(spec->env, spec->n_env, true);
+    sl__sandbox_free_strv(spec->secrets, spec->n_secrets, true);
+    sl_free(spec);
+}
+
+json_t *sl__sandbox_message(const char *key, const char *text)
+{
+    json_t *o = json_object();
+
+    if (o != NULL) {
+        (void)json_object_set_new(o, key, json_string(text));
+    }
+    return o;
+}
+
+void sl__sandbox_reply_msg(sl_sandbox_reply_fn *reply, void *arg, int status, const char *text)
+{
+    reply(arg, status, sl__sandbox_message("message", text));
+}
+
+void sl__sandbox_reply_err(sl_sandbox_reply_fn *reply, void *arg, int status, const char *text)
+{
+    reply(arg, status, sl__sandbox_message("error", text));
+}
+
+void sl__sandbox_rfc3339(int64_t unix_s, char *out, size_t cap)
+{
+    time_t t = (time_t)unix_s;
+    struct tm tm;
+
+    if (gmtime_r(&t, &tm) == NULL || strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        (void)snprintf(out, cap, "1970-01-01T00:00:00Z");
+    }
+}
+
+/* ---- registry ----------------------------------------------------------------------------- */
+
+struct sl__sandbox *sl__sandbox_find(const struct sl_sandboxes *sb, const char *id)
+{
+    for (struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+        if (strcmp(s->id, id) == 0 && s->state != SL__SANDBOX_GONE) {
+            return s;
+        }
+    }
+    return NULL;
+}
+
+void sl__sandbox_unref(struct sl__sandbox *s)
+{
+    if (--s->refs > 0) {
+        return;
+    }
+    sodium_memzero(s->token, sizeof(s->token));
+    sl_free(s->owner_id);
+    sl_free(s->repo);
+    sl_free(s->ref);
+    sl_free(s->env_id);
+    sl_free(s->env_name);
+    sl_free(s->container);
+    sl__sandbox_free_strv(s->secrets, s->n_secrets, true);
+    sl_sandbox_spec_free(s->spec);
+    sl_free(s);
+}
+
+static void unlink_sandbox(struct sl_sandboxes *sb, struct sl__sandbox *s)
+{
+    size_t slot = (size_t)(sb->n_recent++ % SL_SANDBOX_RECENT);
+
+    (void)snprintf(sb->recent[slot].id, sizeof(sb->recent[slot].id), "%s", s->id);
+    (void)snprintf(sb->recent[slot].owner_id, sizeof(sb->recent[slot].owner_id), "%s",
+                   s->owner_id != NULL ? s->owner_id : "");
+    for (struct sl__sandbox **pp = &sb->list; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            s->next = NULL;
+            return;
+        }
+    }
+}
+
+void sl__sandbox_changed(struct sl_sandboxes *sb)
+{
+    sb->generation++;
+    if (sb->cfg.changed != NULL && !sb->closing) {
+        sb->cfg.changed(sb->cfg.changed_arg);
+    }
+}
+
+/* ---- waiting for the proxies -------------------------------------------------------------- */
+
+static void waiter_fire(struct sl_sandboxes *sb, struct sl__sandbox_waiter *w, bool acked)
+{
+    for (struct sl__sandbox_waiter **pp = &sb->waiters; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == w) {
+            *pp = w->next;
+            break;
+        }
+    }
+    w->linked = false;
+    w->next = NULL;
+    w->done(w, acked);
+}
+
+static void check_waiters(struct sl_sandboxes *sb)
+{
+    bool again = true;
+
+    while (again) {
+        again = false;
+        for (struct sl__sandbox_waiter *w = sb->waiters; w != NULL; w = w->next) {
+            if (w->version == 0 && sb->built_gen >= w->gen && sb->built_version > 0) {
+                w->version = sb->built_version;
+            }
+            if (w->version != 0 && sb->acked >= w->version) {
+                waiter_fire(sb, w, true);
+                again = true;
+                break;
+            }
+        }
+    }
+}
+
+/* Waits for the current generation (call after sl__sandbox_changed()). */
+void sl__sandbox_wait_for_proxies(struct sl_sandboxes *sb, struct sl__sandbox_waiter *w,
+                                  uint64_t timeout_ms,
+                                  void (*done)(struct sl__sandbox_waiter *w, bool acked))
+{
+    w->gen = sb->generation;
+    w->version = 0;
+    w->deadline = uv_now(sb->cfg.loop) + timeout_ms;
+    w->done = done;
+    w->linked = true;
+    w->next = sb->waiters;
+    sb->waiters = w;
+    check_waiters(sb);
+}
+
+void sl_sandboxes_built(struct sl_sandboxes *sb, uint64_t generation, int64_t version)
+{
+    if (generation >= sb->built_gen) {
+        sb->built_gen = generation;
+        sb->built_version = version;
+    }
+    check_waiters(sb);
+}
+
+void sl_sandboxes_acked(struct sl_sandboxes *sb, int64_t version)
+{
+    sb->acked = version;
+    check_waiters(sb);
+}
+
+/* ---- removal ------------------------------------------------------------------------------ */
+
+struct removal {
+    struct sl_sandboxes *sb;
+    struct sl__sandbox *s;
+    sl_sandbox_reply_fn *reply;
+    void *arg;
+    /* The answer to give once the container is gone, instead of 204 (a failed create's); the
+     * removal's own failure is then only logged. */
+    int status;
+    json_t *body;
+    struct sl__sandbox_waiter wait;
+    bool removed;
+    bool acked;
+    int pending;
+    char err[200];
+};
+
+static void maybe_closed(struct sl_sandboxes *sb);
+
+static void removal_step(struct removal *r)
+{
+    struct sl_sandboxes *sb = r->sb;
+
+    if (--r->pending > 0) {
+        return;
+    }
+    if (r->reply == NULL) {
+        json_decref(r->body);
+    } else if (r->status != 0) {
+        r->reply(r->arg, r->status, r->body);
+    } else if (r->reply != NULL) {
+        if (r->removed) {
+            r->reply(r->arg, 204, json_null());
+        } else {
+            sl__sandbox_reply_msg(r->reply, r->arg, 502, r->err);
+        }
+    }
+    sl__sandbox_unref(r->s);
+    sl_free(r);
+    sb->pending_removes--;
+    maybe_closed(sb);
+}
+
+static void on_removed(void *arg, int rc, const char *err)
+{
+    struct removal *r = arg;
+
+    r->removed = rc == 0;
+    if (rc < 0) {
+        (void)snprintf(r->err, sizeof(r->err), "the container could not be removed: %s",
+                       err != NULL ? err : sl_strerror(rc));
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot remove a sandbox container\" sandbox=%s err=\"%s\"",
+               r->s->id, err != NULL ? err : sl_strerror(rc));
+    }
+    removal_step(r);
+}
+
+static void on_removal_acked(struct sl__sandbox_waiter *w, bool acked)
+{
+    struct removal *r = SL_CONTAINER_OF(w, struct removal, wait);
+
+    r->acked = acked;
+    if (!acked) {
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"a proxy has not acknowledged a closed sandbox's removal yet\" sandbox=%s",
+               r->s->id);
+    }
+    removal_step(r);
+}
+
+/* Takes `s` out: its entry leaves the snapshot and its container is removed. `reply` (may be
+ * NULL) gets `body` with `status` once the container is gone, or, when `body` is NULL, 204 once
+ * both happened (the proxies' acknowledgement is awaited up to 5 s). Takes `body`. */
+void sl__sandbox_remove_with(struct sl__sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
+                             void *arg, int status, json_t *body)
+{
+    struct sl_sandboxes *sb = s->sb;
+    struct removal *r = sl_calloc(1, sizeof(*r));
+
+    SL_BUG_ON(s->state == SL__SANDBOX_GONE);
+    sl_log(SL_LOG_INFO, 0, "msg=\"sandbox closed\" sandbox=%s repo=%s why=\"%s\"", s->id, s->repo,
+           why);
+    s->state = SL__SANDBOX_GONE;
+    unlink_sandbox(sb, s);
+    sl__sandbox_changed(sb);
+    if (r == NULL) {
+        /* The entry is gone from the next snapshot; the container stays until a restart. */
+        sl_log(SL_LOG_ERROR, 0, "msg=\"out of memory removing a sandbox\" sandbox=%s", s->id);
+        if (reply == NULL) {
+            json_decref(body);
+        } else if (status != 0) {
+            reply(arg, status, body);
+        } else if (reply != NULL) {
+            sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
+        }
+        sl__sandbox_unref(s);
+        return;
+    }
+    r->sb = sb;
+    r->s = s;
+    r->reply = reply;
+    r->arg = arg;
+    r->status = status;
+    r->body = body;
+    r->removed = true;
+    r->pending = 1;
+    sb->pending_removes++;
+    if (s->container != NULL) {
+        r->pending++;
+        sb->cfg.launcher->ops->remove(sb->cfg.launcher, s->container, on_removed, r);
+    }
+    if (reply != NULL && status == 0 && !sb->closing) {
+        r->pending++;
+        sl__sandbox_wait_for_proxies(sb, &r->wait, CLOSE_WAIT_MS, on_removal_acked);
+    }
+    removal_step(r);
+}
+
+void sl__sandbox_remove(struct sl__sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
+                        void *arg)
+{
+    sl__sandbox_remove_with(s, why, reply, arg, 0, NULL);
+}
+
+json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
+                          const char *repo)
+{
+    json_t *arr = json_array();
+
+    for (const struct sl__sandbox *s = sb->list; arr != NULL && s != NULL; s = s->next) {
+        char created[32];
+        char expires[32];
+
+        if (s->state == SL__SANDBOX_GONE || (repo != NULL && strcmp(s->repo, repo) != 0)
+            || strcmp(s->owner_id, caller->user_id) != 0) {
+            continue;
+        }
+        sl__sandbox_rfc3339(s->created_unix, created, sizeof(created));
+        sl__sandbox_rfc3339(s->expires_unix, expires, sizeof(expires));
+        (void)json_array_append_new(
+                arr, json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:s}", "id", s->id, "repo",
+                               s->repo, "ref", s->ref, "environment", s->env_name, "status",
+                               s->state == SL__SANDBOX_READY ? "ready" : "starting", "created_at",
+                               created, "expires_at", expires));
+    }
+    return arr;
+}
+
+json_t *sl_sandboxes_owners(const struct sl_sandboxes *sb)
+{
+    json_t *ids = json_object();
+    uint64_t n = sb->n_recent < SL_SANDBOX_RECENT ? sb->n_recent : SL_SANDBOX_RECENT;
+
+    /* Closed ones first: an id reused by an open sandbox (never, ids are random) would take
+     * the open one's owner. */
+    for (uint64_t i = 0; ids != NULL && i < n; i++) {
+        if (json_object_set_new(ids, sb->recent[i].id, json_string(sb->recent[i].owner_id)) < 0) {
+            json_decref(ids);
+            ids = NULL;
+        }
+    }
+    for (const struct sl__sandbox *s = sb->list; ids != NULL && s != NULL; s = s->next) {
+        if (s->owner_id != NULL && json_object_set_new(ids, s->id, json_string(s->owner_id)) < 0) {
+            json_decref(ids);
+            ids = NULL;
+        }
+    }
+    return ids;
+}
+
+bool sl_sandboxes_is_token(const struct sl_sandboxes *sb, const char *token)
+{
+    size_t n = strlen(token);
+    bool hit = false;
+
+    for (const struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+        if (strlen(s->token) == n && sodium_memcmp(s->token, token, n) == 0) {
+            hit = true;
+        }
+    }
+    return hit;
+}
+
+/* ---- the sweep ---------------------------------------------------------------------------- */
+
+static void on_sweep(uv_timer_t *t)
+{
+    struct sl_sandboxes *sb = t->data;
+    uint64_t now = uv_now(sb->cfg.loop);
+    int64_t wall = (int64_t)time(NULL);
+    bool again = true;
+
+    while (again) {
+        again = false;
+        for (struct sl__sandbox_waiter *w = sb->waiters; w != NULL; w = w->next) {
+            if (now >= w->deadline) {
+                waiter_fire(sb, w, false);
+                again = true;
+                break;
+            }
+        }
+    }
+    again = true;
+    while (again) {
+        again = false;
+        for (struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+            if (s->state == SL__SANDBOX_STARTING && now >= s->start_deadline && s->reply != NULL) {
+                sl__sandbox_create_failed(s, 503, "message",
+                                          "the sandbox container did not start; try again");
+                again = true;
+                break;
+            }
+            if (s->state != SL__SANDBOX_READY || s->busy > 0) {
+                continue;
+            }
+            if (wall >= s->expires_unix) {
+                sl__sandbox_remove(s, "its lifetime ended", NULL, NULL);
+                again = true;
+                break;
+            }
+            if (now - s->last_used >= sb->cfg.idle_timeout_ms) {
+                sl__sandbox_remove(s, "idle", NULL, NULL);
+                again = true;
+                break;
+            }
+        }
+    }
+}
+
+/* ---- snapshot entries --------------------------------------------------------------------- */
+
+struct clients_mem {
+    struct sl_snapshot_build_client *items;
+    struct sl_snapshot_build_rule rule;
+    char **strs;
+    size_t n_strs;
+};
+
+static const char *keep(struct clients_mem *m, const char *s, bool *ok)
+{
+    char *copy = s != NULL ? sl_strdup(s) : NULL;
+
+    if (s != NULL && copy == NULL) {
+        *ok = false;
+    }
+    if (copy != NULL) {
+        m->strs[m->n_strs++] = copy;
+    }
+    return copy;
+}
+
+int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_clients *out)
+{
+    struct clients_mem *m;
+    size_t n = 0;
+    bool ok = true;
+
+    memset(out, 0, sizeof(*out));
+    out->generation = sb->generation;
+    for (const struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+        n += s->state != SL__SANDBOX_GONE;
+    }
+    if (n == 0) {
+        return 0;
+    }
+    m = sl_calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return SL_ENOMEM;
+    }
+    m->items = sl_calloc(n, sizeof(*m->items));
+    m->strs = sl_calloc(n * 6 + 2, sizeof(char *));
+    out->_mem = m;
+    if (m->items == NULL || m->strs == NULL) {
+        sl_sandbox_clients_free(out);
+        return SL_ENOMEM;
+    }
+    if (sb->git_rule_host != NULL) {
+        m->rule.host = keep(m, sb->git_rule_host, &ok);
+        m->rule.header = "Authorization";
+        m->rule.value = keep(m, sb->git_auth, &ok);
+    }
+    for (const struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+        struct sl_snapshot_build_client *c = &m->items[out->n];
+        char expires[32];
+
+        if (s->state == SL__SANDBOX_GONE) {
+            continue;
+        }
+        sl__sandbox_rfc3339(s->expires_unix, expires, sizeof(expires));
+        c->id = keep(m, s->id, &ok);
+        c->env_id = keep(m, s->env_id != NULL ? s->env_id : SL_SNAPSHOT_OFFLINE_ENV, &ok);
+        c->token = keep(m, s->token, &ok);
+        c->ip = s->ip[0] != '\0' ? keep(m, s->ip, &ok) : NULL;
+        c->expires_at = keep(m, expires, &ok);
+        if (sb->git_rule_host != NULL) {
+            c->rules = &m->rule;
+            c->n_rules = 1;
+        }
+        out->n++;
+    }
+    out->items = m->items;
+    if (!ok) {
+        sl_sandbox_clients_free(out);
+        return SL_ENOMEM;
+    }
+    return 0;
+}
+
+void sl_sandbox_clients_free(struct sl_sandbox_clients *c)
+{
+    struct clients_mem *m = c->_mem;
+
+    if (m != NULL) {
+        sl__sandbox_free_strv(m->strs, m->n_strs, true);
+        sl_free(m->items);
+        sl_free(m);
+    }
+    memset(c, 0, sizeof(*c));
+}
+
+/* ---- start, status, close ----------------------------------------------------------------- */
+
+static void maybe_closed(struct sl_sandboxes *sb);
+
+/* The start sequence failed: say why (status and log) and end it. */
+static void fail_start(struct sl_sandboxes *sb, const char *what, const char *err)
+{
+    (void)snprintf(sb->error, sizeof(sb->error), "%s: %s", what, err != NULL ? err : "failed");
+    sl_log(SL_LOG_ERROR, 0, "msg=\"sandboxes are not available\" err=\"%s\"", sb->error);
+    sb->pending_removes--;
+    maybe_closed(sb);
+}
+
+static void on_leftover_removed(void *arg, int rc, const char *err)
+{
+    struct sl_sandboxes *sb = arg;
+
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot remove a leftover sandbox container\" err=\"%s\"",
+               err != NULL ? err : sl_strerror(rc));
+    }
+    if (--sb->pending_removes == 0 && !sb->closing) {
+        sb->ready = true;
+        sl_log(SL_LOG_INFO, 0, "msg=\"sandboxes ready\" network=%s gateway=%s", sb->network,
+               sb->gateway);
+    }
+    maybe_closed(sb);
+}
+
+static void on_listed(void *arg, int rc, const char *err, const struct sl_launcher_entry *entries,
+                      size_t n)
+{
+    struct sl_sandboxes *sb = arg;
+
+    if (rc < 0) {
+        fail_start(sb, "cannot list containers", err);
+        return;
+    }
+    for (size_t i = 0; i < n && !sb->closing; i++) {
+        bool ours = false;
+
+        for (size_t k = 0; k < entries[i].n_labels; k++) {
+            if (strcmp(entries[i].labels[k].key, SL__SANDBOX_LABEL_NETWORK) == 0
+                && strcmp(entries[i].labels[k].value, sb->network) == 0) {
+                ours = true;
+            }
+        }
+        if (!ours) {
+            continue;
+        }
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"removing a sandbox container left by an earlier run\" container=%.12s "
+               "name=%s",
+               entries[i].id, entries[i].name);
+        sb->pending_removes++;
+        sb->cfg.launcher->ops->remove(sb->cfg.launcher, entries[i].id, on_leftover_removed, sb);
+    }
+    /* The list's own count. */
+    on_leftover_removed(sb, 0, NULL);
+}
+
+static void on_network(void *arg, int rc, const char *err)
+{
+    struct sl_sandboxes *sb = arg;
+
+    if (rc < 0) {
+        fail_start(sb, "cannot set up the sandbox network", err);
+        return;
+    }
+    sb->cfg.launcher->ops->list(sb->cfg.launcher, SL__SANDBOX_LABEL, on_listed, sb);
+}
+
+static void on_ping(void *arg, int rc, const char *err)
+{
+    struct sl_sandboxes *sb = arg;
+    struct sl_launcher_network net = { sb->network, sb->network, sb->subnet, sb->gateway };
+
+    if (rc < 0) {
+        fail_start(sb, "the container runtime does not answer", err);
+        return;
+    }
+    sb->cfg.launcher->ops->ensure_network(sb->cfg.launcher, &net, on_network, sb);
+}
+
+void sl_sandboxes_start(struct sl_sandboxes *sb)
+{
+    /* The start sequence counts as one pending removal until it is done. */
+    sb->pending_removes++;
+    sb->cfg.launcher->ops->ping(sb->cfg.launcher, on_ping, sb);
+}
+
+bool sl_sandboxes_is_ready(const struct sl_sandboxes *sb)
+{
+    return sb->ready && !sb->closing;
+}
+
+const char *sl_sandboxes_gateway(const struct sl_sandboxes *sb)
+{
+    return sb->gateway;
+}
+
+void sl_sandboxes_status(const struct sl_sandboxes *sb, json_t *doc)
+{
+    size_t open = 0;
+
+    for (const struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+        open += s->state != SL__SANDBOX_GONE;
+    }
+    (void)json_object_set_new(doc, "sandboxes",
+                              json_pack("{s:b, s:s, s:s, s:I, s:s}", "ready", sb->ready, "network",
+                                        sb->network, "gateway", sb->gateway, "open",
+                                        (json_int_t)open, "error", sb->error));
+}
+
+/* Frees the manager's copies of its settings and the manager. `wipe`: the git token and its
+ * header are complete strings (the manager was created), wiped first. */
+static void free_manager(struct sl_sandboxes *sb, bool wipe)
+{
+    if (wipe && sb->git_token != NULL) {
+        sodium_memzero(sb->git_token, strlen(sb->git_token));
+    }
+    if (wipe && sb->git_auth != NULL) {
+        sodium_memzero(sb->git_auth, strlen(sb->git_auth));
+    }
+    sl_free(sb->ca_bundle);
+    sl_free(sb->resolv_conf);
+    sl_free(sb->git_base);
+    sl_free(sb->git_token);
+    sl_free(sb->git_rule_host);
+    sl_free(sb->git_auth);
+    sl_free(sb);
+}
+
+static void on_sweep_closed(uv_handle_t *h)
+{
+    struct sl_sandboxes *sb = h->data;
+    void (*closed)(void *) = sb->closed;
+    void *arg = sb->closed_arg;
+
+    free_manager(sb, true);
+    if (closed != NULL) {
+        closed(arg);
+    }
+}
+
+static void on_launcher_closed(void *arg)
+{
+    struct sl_sandboxes *sb = arg;
+
+    uv_close((uv_handle_t *)&sb->sweep, on_sweep_closed);
+}
+
+static void maybe_closed(struct sl_sandboxes *sb)
+{
+    if (!sb->closing || sb->shutting || sb->pending_removes > 0 || sb->list != NULL) {
+        return;
+    }
+    sb->shutting = true;
+    sb->cfg.launcher->ops->close(sb->cfg.launcher, on_launcher_closed, sb);
+}
+
+void sl_sandboxes_close(struct sl_sandboxes *sb, void (*closed)(void *arg), void *arg)
+{
+    if (sb->closing) {
+        return;
+    }
+    sb->closing = true;
+    sb->ready = false;
+    sb->closed = closed;
+    sb->closed_arg = arg;
+    (void)uv_timer_stop(&sb->sweep);
+    while (sb->waiters != NULL) {
+        waiter_fire(sb, sb->waiters, false);
+    }
+    while (sb->list != NULL) {
+        struct sl__sandbox *s = sb->list;
+
+        if (s->reply != NULL) {
+            sl__sandbox_create_failed(s, 503, "message", "the control plane is stopping");
+        } else {
+            sl__sandbox_remove(s, "the control plane is stopping", NULL, NULL);
+        }
+    }
+    maybe_closed(sb);
+}
+
+/* ---- creation of the manager -------------------------------------------------------------- */
+
+int sl_sandboxes_subnet_gateway(const char *cidr, char *gateway, size_t cap)
+{
+    char addr[INET_ADDRSTRLEN];
+    const char *slash = cidr != NULL ? strchr(cidr, '/') : NULL;
+    struct in_addr a;
+    char *end = NULL;
+    long bits;
+    uint32_t host;
+
+    if (slash == NULL || (size_t)(slash - cidr) >= sizeof(addr)) {
+        return SL_EINVAL;
+    }
+    memcpy(addr, cidr, (size_t)(slash - cidr));
+    addr[slash - cidr] = '\0';
+    /* Digits only: strtol would also take a sign or leading blanks. */
+    if (slash[1] < '0' || slash[1] > '9') {
+        return SL_EINVAL;
+    }
+    bits = strtol(slash + 1, &end, 10);
+    if (inet_pton(AF_INET, addr, &a) != 1 || *end != '\0' || bits < 8 || bits > 29) {
+        return SL_EINVAL;
+    }
+    host = ntohl(a.s_addr);
+    if ((host & ~(0xFFFFFFFFu << (32 - bits))) != 0) {
+        return SL_EINVAL;
+    }
+    a.s_addr = htonl(host + 1);
+    return inet_ntop(AF_INET, &a, gateway, (socklen_t)cap) != NULL ? 0 : SL_EINVAL;
+}
+
+static bool is_network_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 15) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')
+              || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' || s[i] == '_' || s[i] == '.')) {
+            return false;
+        }
+    }
+    return s[0] != '-' && s[0] != '.';
+}
+
+/* --git-url: https only (the credential is injected over TLS only); the rule's host. */
+static int parse_git(struct sl_sandboxes *sb, const char *url, const char *token, char *err,
+                     size_t errlen)
+{
+    struct sl_url u;
+    const char *why = NULL;
+    size_t n = strlen(url);
+    char plain[512];
+    size_t cap;
+
+    while (n > 0 && url[n - 1] == '/') {
+        n--;
+    }
+    if (sl_url_parse(sl_slice_of(url, n), &u, &why) < 0) {
+        (void)snprintf(err, errlen, "--git-url: bad URL: %s", why != NULL ? why : "malformed");
+        return SL_EINVAL;
+    }
+    if (u.scheme != SL_URL_HTTPS || u.query.n > 0) {
+        (void)snprintf(err, errlen,
+                       "--git-url: an https:// URL without a query is required "
+                       "(the proxy injects the token over TLS only)");
+        return SL_EINVAL;
+    }
+    if (token == NULL || token[0] == '\0' || strpbrk(token, "\r\n") != NULL
+        || strlen(token) > 300) {
+        (void)snprintf(err, errlen, "--git-token: a token (one line) is required with --git-url");
+        return SL_EINVAL;
+    }
+    sb->git_base = sl_strndup(url, n);
+    sb->git_token = sl_strdup(token);
+    sb->git_rule_host = sl_malloc(SL_HOST_NAME_MAX + 8);
+    (void)snprintf(plain, sizeof(plain), "x-access-token:%s", token);
+    cap = strlen("Basic ")
+          + sodium_base64_ENCODED_LEN(strlen(plain), sodium_base64_VARIANT_ORIGINAL);
+    sb->git_auth = sl_malloc(cap);
+    if (sb->git_base == NULL || sb->git_token == NULL || sb->git_rule_host == NULL
+        || sb->git_auth == NULL) {
+        sodium_memzero(plain, sizeof(plain));
+        return SL_ENOMEM;
+    }
+    if (u.port_given && u.port != 443) {
+        (void)snprintf(sb->git_rule_host, SL_HOST_NAME_MAX + 8, "%s:%u", u.host.name,
+                       (unsigned)u.port);
+    } else {
+        (void)snprintf(sb->git_rule_host, SL_HOST_NAME_MAX + 8, "%s", u.host.name);
+    }
+    memcpy(sb->git_auth, "Basic ", 6);
+    (void)sodium_bin2base64(sb->git_auth + 6, cap - 6, (const unsigned char *)plain, strlen(plain),
+                            sodium_base64_VARIANT_ORIGINAL);
+    sodium_memzero(plain, sizeof(plain));
+    return 0;
+}
+
+int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandboxes **out, char *err,
+                        size_t errlen)
+{
+    struct sl_sandboxes *sb;
+    int rc = 0;
+
+    if (cfg->network == NULL || !is_network_name(cfg->network)) {
+        (void)snprintf(err, errlen,
+                       "--network: 1 to 15 letters, digits, '-', '_' or '.' (it names the "
+                       "bridge interface too)");
+        return SL_EINVAL;
+    }
+    if (cfg->proxy_port == 0 || cfg->proxy_port > 65535) {
+        (void)snprintf(err, errlen, "--proxy-port: a port from 1 to 65535 is required");
+        return SL_EINVAL;
+    }
+    if ((cfg->git_url == NULL) != (cfg->git_token == NULL)) {
+        (void)snprintf(err, errlen, "--git-url and --git-token go together");
+        return SL_EINVAL;
+    }
+    sb = sl_calloc(1, sizeof(*sb));
+    if (sb == NULL) {
+        return SL_ENOMEM;
+    }
+    sb->cfg = *cfg;
+    (void)snprintf(sb->network, sizeof(sb->network), "%s", cfg->network);
+    (void)snprintf(sb->subnet, sizeof(sb->subnet), "%s", cfg->subnet);
+    if (cfg->subnet == NULL || strlen(cfg->subnet) >= sizeof(sb->subnet)
+        || sl_sandboxes_subnet_gateway(cfg->subnet, sb->gateway, sizeof(sb->gateway)) < 0) {
+        (void)snprintf(err, errlen,
+                       "--subnet: an IPv4 network like 10.213.0.0/24 (prefix 8 to 29, host "
+                       "bits zero) is required");
+        rc = SL_EINVAL;
+    }
+    if (rc == 0 && cfg->git_url != NULL) {
+        rc = parse_git(sb, cfg->git_url, cfg->git_token, err, errlen);
+    }
+    if (rc == 0) {
+        sb->ca_bundle = sl_malloc(cfg->ca_bundle_len + 1);
+        sb->resolv_conf = cfg->resolv_conf != NULL ? sl_strdup(cfg->resolv_conf) : NULL;
+        if (sb->ca_bundle == NULL || (cfg->resolv_conf != NULL && sb->resolv_conf == NULL)) {
+            rc = SL_ENOMEM;
+        } else {
+            memcpy(sb->ca_bundle, cfg->ca_bundle, cfg->ca_bundle_len);
+        }
+    }
+    if (rc < 0) {
+        free_manager(sb, false);
+        return rc;
+    }
+    sb->cfg.network = sb->network;
+    sb->cfg.subnet = sb->subnet;
+    sb->cfg.ca_bundle = sb->ca_bundle;
+    sb->cfg.resolv_conf = sb->resolv_conf;
+    sb->cfg.git_url = sb->git_base;
+    sb->cfg.git_token = sb->git_token;
+    if (sb->cfg.idle_timeout_ms == 0) {
+        sb->cfg.idle_timeout_ms = (uint64_t)SL_SANDBOX_DEFAULT_IDLE_S * 1000;
+    }
+    if (sb->cfg.lifetime_ms == 0) {
+        sb->cfg.lifetime_ms = (uint64_t)SL_SANDBOX_DEFAULT_LIFETIME_S * 1000;
+    }
+    if (sb->cfg.start_timeout_ms == 0) {
+        sb->cfg.start_timeout_ms = SL_SANDBOX_START_TIMEOUT_MS;
+    }
+    SL_BUG_ON(uv_timer_init(cfg->loop, &sb->sweep) != 0);
+    sb->sweep.data = sb;
+    (void)uv_timer_start(&sb->sweep, on_sweep, SWEEP_MS, SWEEP_MS);
+    *out = sb;
+    return 0;
+}

@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/sandbox/sandbox.h - sandboxes (SPEC.md §5.3-5.4): containers whose only way out is the
+ * proxy, created for a repository, driven by exec/read/write calls, closed, stopped when idle
+ * or expired.
+ *
+ * The manager lives on the control plane's loop and talks to the container runtime only
+ * through control/sandbox/launcher.h. It holds every open sandbox in memory: its id, the proxy
+ * token the container uses (`Proxy-Authorization: Basic base64(id:token)`), its owner, repository,
+ * environment, container and address. The daemon compiles these into the policy snapshot as
+ * client entries (sl_sandboxes_clients()), pushes it, and reports back which snapshot version
+ * holds which state (sl_sandboxes_built()) and what every proxy acknowledged
+ * (sl_sandboxes_acked()). The ordering promises rest on that:
+ *   - a container starts only after every proxy acknowledged a snapshot holding its client
+ *     entry, so its first request is never refused for want of an identity;
+ *   - a close answers only after every proxy acknowledged a snapshot without the entry (or
+ *     5 s passed), so a closed sandbox's token is refused (407) once the close returned.
+ *
+ * Life of a sandbox: starting (entry pushed, container created and started, repository
+ * cloned) -> ready (calls) -> closing (container removed, entry dropped) -> gone. Creation
+ * has 3 minutes; past them, or on any failure, whatever was made is removed and the caller
+ * gets 503 `the sandbox container did not start; try again` (or the precise 4xx, such as
+ * `unknown ref`). A ready sandbox without calls for `idle_timeout_ms` and one whose lifetime
+ * ended are closed by a once-a-second sweep.
+ *
+ * Restarts: a clean stop (sl_sandboxes_close) removes every sandbox of this network; at start
+ * (sl_sandboxes_start) containers of this network left by a crash are removed before the
+ * manager reports ready. No orphan survives, and no container runs without the firewall
+ * (control/sandbox/firewall) that outlives a crashed control plane.
+ *
+ * Results go to a reply callback as (HTTP status, JSON body): {"message"} for errors of the
+ * request or the service, {"error"} for errors raised inside the sandbox (SPEC §5.3).
+ *
+ * Threads: every function on the loop's thread.
+ * Lifecycle: sl_sandboxes_create() -> sl_sandboxes_start() -> calls -> sl_sandboxes_close().
+ */
+#ifndef SL_CONTROL_SANDBOX_SANDBOX_H
+#define SL_CONTROL_SANDBOX_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "base/err.h"
+#include "control/env/snapshot.h"
+#include "control/sandbox/launcher.h"
+
+/* SPEC §5.3 limits. */
+#define SL_SANDBOX_MAX_OPEN_PER_REPO  5
+#define SL_SANDBOX_OUTPUT_MAX         ((size_t)1 << 20)
+#define SL_SANDBOX_FILE_MAX           ((size_t)64 << 20)
+#define SL_SANDBOX_DEFAULT_TIMEOUT_MS 600000u
+#define SL_SANDBOX_START_TIMEOUT_MS   180000u
+#define SL_SANDBOX_DEFAULT_IDLE_S     1800u
+#define SL_SANDBOX_DEFAULT_LIFETIME_S 86400u
+/* Closed sandboxes whose owner the manager still remembers (sl_sandboxes_owned()). */
+#define SL_SANDBOX_RECENT 256
+/* Where the runner and the CA bundle are placed in every container. */
+#define SL_SANDBOX_RUNNER_PATH "/opt/sluice/sluice-run"
+#define SL_SANDBOX_CA_PATH     "/etc/sluice/ca-bundle.pem"
+#define SL_SANDBOX_REPO_DIR    "/workspace/repo"
+
+struct sl_sandboxes; /* opaque */
+
+/* Asks the daemon to build and push a new snapshot (the sandbox set changed). */
+typedef void sl_sandboxes_changed_fn(void *arg);
+/* One answer: `body` is a new reference the callee takes (never NULL). */
+typedef void sl_sandbox_reply_fn(void *arg, int status, json_t *body);
+
+struct sl_sandboxes_config {
+    /* Borrowed; must outlive the manager. */
+    uv_loop_t *loop;
+    struct sl_launcher *launcher;
+    /* Network name (also the bridge's name, so at most 15 characters), its IPv4 subnet
+     * CIDR and the proxy's port on the gateway. Copied. */
+    const char *network;
+    const char *subnet;
+    unsigned proxy_port;
+    /* The CA bundle placed in containers (system CAs + the sluice CA), PEM. Copied. */
+    const void *ca_bundle;
+    size_t ca_bundle_len;
+    /* Host file bind-mounted over /etc/resolv.conf; NULL for the runtime's own. Copied. */
+    const char *resolv_conf;
+    /* The runner binary copied into containers. Borrowed (static data). */
+    const void *runner;
+    size_t runner_len;
+    /* Git platform (both or neither): `https://host[:port][/prefix]` and its token. Copied. */
+    const char *git_url;
+    const char *git_token;
+    /* 0 takes the defaults above. */
+    uint64_t idle_timeout_ms;
+    uint64_t lifetime_ms;
+    uint64_t start_timeout_ms;
+    /* Called when the snapshot must change. */
+    sl_sandboxes_changed_fn *changed;
+    void *changed_arg;
+};
+
+/* Everything a create needs, prepared by the API from the database (off the loop): the
+ * caller, the repository and the resolved environment (SPEC §5.2), values opened. Every
+ * string is owned by the spec (sl_malloc); sl_sandbox_spec_free() frees it. */
+struct sl_sandbox_spec {
+    /* The creator's user id and name (the name for log lines). */
+    char *owner_id;
+    char *owner_name;
+    /* `owner/name`. */
+    char *repo;
+    /* The ref asked for; NULL for the default branch. */
+    char *ref;
+    /* The environment's id and name; NULL when none applies (network off, no variables). */
+    char *env_id;
+    char *env_name;
+    char *image;
+    int64_t cpus_centi;
+    int64_t memory_bytes;
+    /* `NAME=value` strings of the environment's variables, values opened. */
+    char **env;
+    size_t n_env;
+    /* Values replaced by `***` in command output: secret variables and the environment's
+     * credential values. */
+    char **secrets;
+    size_t n_secrets;
+    /* Started by a job (control/jobs/jobs): not counted against, nor refused by, the per-account
+     * limit of SL_SANDBOX_MAX_OPEN_PER_REPO; the job pool's concurrency bounds them. */
+    bool job;
+};
+
+void sl_sandbox_spec_free(struct sl_sandbox_spec *spec);
+
+/* The caller of a sandbox call. Strings borrowed for the call. */
+struct sl_sandbox_caller {
+    const char *user_id;
+    bool is_admin;
+};
+
+/* Validates and copies `cfg`. Returns 0, SL_EINVAL (with `err` set: a bad subnet, network
+ * name or git URL) or SL_ENOMEM. */
+SL_MUST_CHECK int sl_sandboxes_create(const struct sl_sandboxes_config *cfg,
+                                      struct sl_sandboxes **out, char *err, size_t errlen);
+
+/* Checks the runtime, creates the network, removes leftover containers of this network, then
+ * reports ready (sl_sandboxes_status). Failures are logged and reported by the status; calls
+ * get 503 meanwhile. */
+void sl_sandboxes_start(struct sl_sandboxes *sb);
+
+/* True once sl_sandboxes_start() finished (network up, leftovers removed) and until a close. */
+bool sl_sandboxes_is_ready(const struct sl_sandboxes *sb);
+
+/* Writes the gateway of the IPv4 subnet `cidr` (its first address: 10.213.0.0/24 ->
+ * 10.213.0.1), where the proxy listens for the containers, to `gateway`. Returns 0, or
+ * SL_EINVAL when `cidr` is not an IPv4 network address with a prefix of 8 to 29 bits. Pure;
+ * `sluice up` uses it too. */
+SL_MUST_CHECK int sl_sandboxes_subnet_gateway(const char *cidr, char *gateway, size_t cap);
+
+/* The gateway address (the proxy's listen address), e.g. "10.213.0.1". */
+const char *sl_sandboxes_gateway(const struct sl_sandboxes *sb);
+
+/* True when `token` is the proxy token of an open sandbox (such a token is not an API
+ * token: the API answers 403). Constant-time per candidate. */
+bool sl_sandboxes_is_token(const struct sl_sandboxes *sb, const char *token);
+
+/* POST .../sandboxes: takes `spec`. Replies 201 {"id","ref","environment"} or an error. */
+void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
+                       sl_sandbox_reply_fn *reply, void *arg);
+
+/* POST .../sandboxes/{id}/{action}: action "exec", "read", "write" or "close"; `body` is the
+ * parsed request body (borrowed; NULL when it was empty). */
+void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
+                       const char *repo, const char *id, const char *action, json_t *body,
+                       sl_sandbox_reply_fn *reply, void *arg);
+
+/* GET .../sandboxes: the caller's open sandboxes in `repo`, or in every repository when `repo`
+ * is NULL (GET /api/v1/sandboxes). A new array of {"id","repo","ref","environment","status",
+ * "created_at","expires_at"}; NULL when out of memory. */
+json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
+                          const char *repo);
+
+/* Who created each sandbox the manager knows: the open ones and the last SL_SANDBOX_RECENT
+ * closed ones. A new object {"<sandbox id>":"<owner user id>"}; NULL when out of memory. The
+ * audit tail (GET /api/v1/audit) shows a non-admin the lines of the clients they own. */
+json_t *sl_sandboxes_owners(const struct sl_sandboxes *sb);
+
+/* A copy of the client entries for a snapshot build (used off the loop). */
+struct sl_sandbox_clients {
+    struct sl_snapshot_build_client *items;
+    size_t n;
+    /* The state generation the copy holds; pass it to sl_sandboxes_built(). */
+    uint64_t generation;
+    /* Owned storage behind `items`. */
+    void *_mem;
+};
+
+/* Fills `out` (caller storage). Returns 0 or SL_ENOMEM. */
+SL_MUST_CHECK int sl_sandboxes_clients(const struct sl_sandboxes *sb,
+                                       struct sl_sandbox_clients *out);
+/* Frees a copy (secrets wiped). A zeroed one is fine. */
+void sl_sandbox_clients_free(struct sl_sandbox_clients *c);
+
+/* Snapshot `version` holds the state of `generation`. */
+void sl_sandboxes_built(struct sl_sandboxes *sb, uint64_t generation, int64_t version);
+/* Every proxy acknowledged `version`. */
+void sl_sandboxes_acked(struct sl_sandboxes *sb, int64_t version);
+
+/* Adds {"ready","network","gateway","open","error"} as "sandboxes" to `doc`. */
+void sl_sandboxes_status(const struct sl_sandboxes *sb, json_t *doc);
+
+/* Removes every sandbox (containers and entries), answers calls in flight with 503, then
+ * `closed(arg)` runs once and the memory is gone. */
+void sl_sandboxes_close(struct sl_sandboxes *sb, void (*closed)(void *arg), void *arg);
+
+#endif

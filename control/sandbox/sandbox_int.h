@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/sandbox/sandbox_int.h - what the files of the sandbox manager share, and nobody
+ * else: the manager, its sandboxes and the calls between the files.
+ *
+ *   sandbox.c        the registry, waiting for the proxies, removal, the sweep, the snapshot
+ *                    client entries, start, status and close, the manager's creation;
+ *   sandbox_open.c   opening a sandbox;
+ *   sandbox_calls.c  exec, read and write in an open one.
+ *
+ * Everything runs on the manager's loop thread.
+ */
+#ifndef SL_CONTROL_SANDBOX_SANDBOX_INT_H
+#define SL_CONTROL_SANDBOX_SANDBOX_INT_H
+
+#include <arpa/inet.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "control/sandbox/sandbox.h"
+
+/* Sizes of a sandbox's id ("sb_" and 16 hex digits) and token ("sbt_" and 43 base64url
+ * characters), terminators included, with room to spare. */
+#define SL__SANDBOX_ID_MAX    24
+#define SL__SANDBOX_TOKEN_MAX 64
+/* The longest path in a sandbox that a call takes. */
+#define SL__SANDBOX_PATH_MAX 4096
+/* Time beyond the command's own limit (and the runner's 5 s grace) before an exec is
+ * abandoned: the runner should have ended everything long before. */
+#define SL__SANDBOX_EXEC_SLACK_MS 30000u
+/* The container labels that find a manager's sandboxes again (after a restart). */
+#define SL__SANDBOX_LABEL         "sluice.sandbox"
+#define SL__SANDBOX_LABEL_NETWORK "sluice.network"
+
+enum sl__sandbox_state {
+    SL__SANDBOX_STARTING = 0,
+    SL__SANDBOX_READY,
+    SL__SANDBOX_CLOSING,
+    SL__SANDBOX_GONE,
+};
+
+struct sl_sandboxes;
+
+/* Waits until every proxy acknowledged a snapshot holding state generation `gen`. */
+struct sl__sandbox_waiter {
+    struct sl__sandbox_waiter *next;
+    uint64_t gen;
+    /* The first snapshot version holding `gen`, 0 until built. */
+    int64_t version;
+    /* uv_now() deadline. */
+    uint64_t deadline;
+    bool linked;
+    void (*done)(struct sl__sandbox_waiter *w, bool acked);
+};
+
+struct sl__sandbox {
+    struct sl__sandbox *next;
+    struct sl_sandboxes *sb;
+    int refs;
+    enum sl__sandbox_state state;
+    char id[SL__SANDBOX_ID_MAX];
+    char token[SL__SANDBOX_TOKEN_MAX];
+    char *owner_id;
+    char *repo;
+    char *ref;
+    char *env_id;
+    char *env_name;
+    char *container;
+    char ip[INET_ADDRSTRLEN];
+    /* Wall-clock creation and expiry (Unix seconds), loop-clock deadlines and last use. */
+    int64_t created_unix;
+    int64_t expires_unix;
+    uint64_t start_deadline;
+    uint64_t last_used;
+    /* Calls in flight: an exec counts as use until it returns. */
+    int busy;
+    /* A job's sandbox: outside the per-account limit. */
+    bool job;
+    char **secrets;
+    size_t n_secrets;
+    /* The create in progress: its spec and its answer. */
+    struct sl_sandbox_spec *spec;
+    sl_sandbox_reply_fn *reply;
+    void *reply_arg;
+    struct sl__sandbox_waiter wait;
+};
+
+struct sl_sandboxes {
+    struct sl_sandboxes_config cfg;
+    char network[64];
+    char subnet[64];
+    char gateway[INET_ADDRSTRLEN];
+    char *ca_bundle;
+    char *resolv_conf;
+    char *git_base;
+    char *git_token;
+    char *git_rule_host;
+    char *git_auth;
+    uv_timer_t sweep;
+    struct sl__sandbox *list;
+    struct sl__sandbox_waiter *waiters;
+    uint64_t generation;
+    uint64_t built_gen;
+    int64_t built_version;
+    int64_t acked;
+    bool ready;
+    bool closing;
+    /* The launcher's close has been asked for (once). */
+    bool shutting;
+    char error[256];
+    int pending_removes;
+    void (*closed)(void *arg);
+    void *closed_arg;
+
+    /* The last SL_SANDBOX_RECENT closed sandboxes' ids and owners (a ring; `n_recent` counts
+     * every close), so that their audit lines stay theirs after the close. */
+    struct {
+        char id[SL__SANDBOX_ID_MAX];
+        char owner_id[40];
+    } recent[SL_SANDBOX_RECENT];
+
+    uint64_t n_recent;
+};
+
+/* ---- sandbox.c ---- */
+
+/* Frees the `n` strings of `v` (zeroed first when `wipe`) and the array. NULL is fine. */
+void sl__sandbox_free_strv(char **v, size_t n, bool wipe);
+
+/* {key: text}, a new reference (NULL on OOM). */
+json_t *sl__sandbox_message(const char *key, const char *text);
+
+/* Answers through `reply` with {"message": text} or {"error": text}. */
+void sl__sandbox_reply_msg(sl_sandbox_reply_fn *reply, void *arg, int status, const char *text);
+void sl__sandbox_reply_err(sl_sandbox_reply_fn *reply, void *arg, int status, const char *text);
+
+/* Unix seconds as RFC 3339 UTC into `out` of `cap` bytes. */
+void sl__sandbox_rfc3339(int64_t unix_s, char *out, size_t cap);
+
+/* The sandbox with this id that is not gone, or NULL. */
+struct sl__sandbox *sl__sandbox_find(const struct sl_sandboxes *sb, const char *id);
+
+/* Drops one reference; the last one frees the sandbox. */
+void sl__sandbox_unref(struct sl__sandbox *s);
+
+/* The set of sandboxes changed: a new state generation, and the daemon is told (cfg.changed,
+ * not while closing) so that a snapshot holding it gets built. */
+void sl__sandbox_changed(struct sl_sandboxes *sb);
+
+/* Calls `done` once every proxy acknowledged a snapshot holding the current state generation,
+ * or with `acked` false after `timeout_ms`. */
+void sl__sandbox_wait_for_proxies(struct sl_sandboxes *sb, struct sl__sandbox_waiter *w,
+                                  uint64_t timeout_ms,
+                                  void (*done)(struct sl__sandbox_waiter *w, bool acked));
+
+/* Takes `s` out: its entry leaves the snapshot and its container is removed. `reply` (may be
+ * NULL) gets `body` with `status` once the container is gone, or, when `body` is NULL, 204 once
+ * both happened (the proxies' acknowledgement is awaited up to 5 s). Takes `body`. */
+void sl__sandbox_remove_with(struct sl__sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
+                             void *arg, int status, json_t *body);
+
+/* sl__sandbox_remove_with() answering 204 (or 502 when the container could not be removed). */
+void sl__sandbox_remove(struct sl__sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
+                        void *arg);
+
+/* ---- sandbox_open.c ---- */
+
+/* Fails the creation of `s` in progress: answers `status` with {key: text} and removes what
+ * was made. */
+void sl__sandbox_create_failed(struct sl__sandbox *s, int status, const char *key,
+                               const char *text);
+
+#endif

@@ -1,0 +1,472 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/sandbox/sandbox_open.c - opening a sandbox (see sandbox.h, sl_sandboxes_open()): the
+ * checks of the request, the entry in the snapshot and the wait for every proxy to hold it, the
+ * container's creation with its files and variables, and the clone of the repository; a
+ * failure at any step removes what was made.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <sodium.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "control/sandbox/sandbox.h"
+#include "control/sandbox/sandbox_int.h"
+
+#define ID_BYTES    8
+#define TOKEN_BYTES 32
+/* Exit codes of the clone script. */
+#define CLONE_UNKNOWN_REF 42
+
+static void random_text(char *out, size_t cap, const char *prefix, size_t bytes, bool hex)
+{
+    unsigned char raw[TOKEN_BYTES];
+    size_t plen = strlen(prefix);
+
+    SL_BUG_ON(bytes > sizeof(raw) || plen >= cap);
+    randombytes_buf(raw, bytes);
+    memcpy(out, prefix, plen);
+    if (hex) {
+        SL_BUG_ON(plen + bytes * 2 + 1 > cap);
+        (void)sodium_bin2hex(out + plen, cap - plen, raw, bytes);
+    } else {
+        SL_BUG_ON(plen + sodium_base64_ENCODED_LEN(bytes, sodium_base64_VARIANT_URLSAFE_NO_PADDING)
+                  > cap);
+        (void)sodium_bin2base64(out + plen, cap - plen, raw, bytes,
+                                sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+    }
+    sodium_memzero(raw, sizeof(raw));
+}
+
+/* Now plus `lifetime_ms`, rounded up to the second: the proxy compares whole seconds, and a
+ * credential must never expire before its lifetime is over. */
+static int64_t expiry(uint64_t lifetime_ms)
+{
+    struct timespec ts;
+    int64_t now_ms;
+
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (now_ms + (int64_t)lifetime_ms + 999) / 1000;
+}
+
+/* A git ref as sandboxes accept it: what `git check-ref-format --allow-onelevel` takes, or a
+ * commit id, and never something git could read as an option. */
+static bool is_ref(const char *r)
+{
+    size_t n = strlen(r);
+
+    if (n == 0 || n > 255 || r[0] == '-' || r[0] == '/' || r[n - 1] == '/' || r[n - 1] == '.'
+        || strstr(r, "..") != NULL || strstr(r, "//") != NULL || strstr(r, "@{") != NULL
+        || (n >= 5 && strcmp(r + n - 5, ".lock") == 0) || strcmp(r, "@") == 0) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)r[i];
+
+        if (c <= 0x20 || c >= 0x7F || strchr("~^:?*[\\", c) != NULL) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- creation ----------------------------------------------------------------------------- */
+
+void sl__sandbox_create_failed(struct sl__sandbox *s, int status, const char *key, const char *text)
+{
+    sl_sandbox_reply_fn *reply = s->reply;
+    void *arg = s->reply_arg;
+
+    s->reply = NULL;
+    sl_log(SL_LOG_WARN, 0, "msg=\"sandbox did not start\" sandbox=%s repo=%s status=%d why=\"%s\"",
+           s->id, s->repo, status, text);
+    if (s->wait.linked) {
+        for (struct sl__sandbox_waiter **pp = &s->sb->waiters; *pp != NULL; pp = &(*pp)->next) {
+            if (*pp == &s->wait) {
+                *pp = s->wait.next;
+                break;
+            }
+        }
+        s->wait.linked = false;
+    }
+    if (s->state != SL__SANDBOX_GONE) {
+        /* Answer once the container is gone: nothing is left running when the caller hears. */
+        sl__sandbox_remove_with(s, "creation failed", reply, arg, status,
+                                sl__sandbox_message(key, text));
+    } else if (reply != NULL) {
+        reply(arg, status, sl__sandbox_message(key, text));
+    }
+}
+
+static void create_done(struct sl__sandbox *s)
+{
+    sl_sandbox_reply_fn *reply = s->reply;
+    void *arg = s->reply_arg;
+    json_t *body;
+
+    s->reply = NULL;
+    s->state = SL__SANDBOX_READY;
+    s->last_used = uv_now(s->sb->cfg.loop);
+    sl_sandbox_spec_free(s->spec);
+    s->spec = NULL;
+    sl_log(SL_LOG_INFO, 0, "msg=\"sandbox ready\" sandbox=%s repo=%s container=%.12s ip=%s", s->id,
+           s->repo, s->container, s->ip);
+    body = json_pack("{s:s, s:s?, s:s?}", "id", s->id, "ref", s->ref, "environment", s->env_name);
+    reply(arg, 201, body != NULL ? body : json_object());
+}
+
+static void on_cloned(void *arg, const struct sl_launcher_exec_result *r)
+{
+    struct sl__sandbox *s = arg;
+
+    if (s->state != SL__SANDBOX_STARTING) {
+        sl__sandbox_unref(s);
+        return;
+    }
+    if (r->rc == 0 && r->exit_code == 0) {
+        create_done(s);
+    } else if (r->rc == 0 && r->exit_code == CLONE_UNKNOWN_REF) {
+        sl__sandbox_create_failed(s, 422, "message", "unknown ref");
+    } else {
+        char text[512];
+
+        (void)snprintf(text, sizeof(text), "the repository could not be cloned: %.*s",
+                       (int)(r->errout_len > 300 ? 300 : r->errout_len),
+                       r->errout != NULL ? r->errout : "");
+        if (r->rc < 0) {
+            (void)snprintf(text, sizeof(text), "the repository could not be cloned: %s",
+                           r->err != NULL ? r->err : sl_strerror(r->rc));
+        }
+        sl__sandbox_create_failed(s, 502, "message", text);
+    }
+    sl__sandbox_unref(s);
+}
+
+static void clone_repo(struct sl__sandbox *s)
+{
+    struct sl_sandboxes *sb = s->sb;
+    static const char script[] =
+            "cd " SL_SANDBOX_REPO_DIR " || exit 70\n"
+            "git clone -q --no-checkout -- \"$SLUICE_CLONE_URL\" . || exit 71\n"
+            "if [ -z \"${SLUICE_CLONE_REF:-}\" ]; then git checkout -q || exit 72; exit 0; fi\n"
+            "if git rev-parse -q --verify \"refs/remotes/origin/$SLUICE_CLONE_REF^{commit}\" "
+            ">/dev/null; then\n"
+            "  git checkout -q -B \"$SLUICE_CLONE_REF\" \"origin/$SLUICE_CLONE_REF\" -- || exit "
+            "73\n"
+            "elif git rev-parse -q --verify \"$SLUICE_CLONE_REF^{commit}\" >/dev/null; then\n"
+            "  git -c advice.detachedHead=false checkout -q \"$SLUICE_CLONE_REF\" -- || exit 74\n"
+            "else exit 42; fi\n";
+    char url_env[SL__SANDBOX_PATH_MAX];
+    char ref_env[300];
+    char timeout[32];
+    uint64_t now = uv_now(sb->cfg.loop);
+    uint64_t left = s->start_deadline > now + 1000 ? s->start_deadline - now : 1000;
+    const char *argv[] = { SL_SANDBOX_RUNNER_PATH, "--timeout-ms", timeout, "-c", script };
+    const char *env[] = { url_env, ref_env };
+    struct sl_launcher_exec e = {
+        .argv = argv,
+        .argc = SL_ARRAY_LEN(argv),
+        .env = env,
+        .n_env = SL_ARRAY_LEN(env),
+        .cwd = SL_SANDBOX_REPO_DIR,
+        .max_stdout = 64 * 1024,
+        .max_stderr = 64 * 1024,
+        .deadline_ms = left + SL__SANDBOX_EXEC_SLACK_MS,
+    };
+
+    (void)snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long)left);
+    (void)snprintf(url_env, sizeof(url_env), "SLUICE_CLONE_URL=%s/%s.git", sb->git_base, s->repo);
+    (void)snprintf(ref_env, sizeof(ref_env), "SLUICE_CLONE_REF=%s", s->ref != NULL ? s->ref : "");
+    s->refs++;
+    sb->cfg.launcher->ops->exec(sb->cfg.launcher, s->container, &e, on_cloned, s);
+}
+
+static void on_orphan_removed(void *arg, int rc, const char *err)
+{
+    (void)arg;
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"cannot remove a container whose create was given up; a restart of the "
+               "control plane removes it\" err=\"%s\"",
+               err != NULL ? err : sl_strerror(rc));
+    }
+}
+
+static void on_started(void *arg, int rc, const char *err, const char *id, const char *ip)
+{
+    struct sl__sandbox *s = arg;
+    struct sl_sandboxes *sb = s->sb;
+
+    if (rc == 0 && s->state == SL__SANDBOX_STARTING) {
+        s->container = sl_strdup(id);
+        (void)snprintf(s->ip, sizeof(s->ip), "%s", ip != NULL ? ip : "");
+        if (s->container == NULL) {
+            /* Remove it right away: it has no record to be found by. */
+            sb->cfg.launcher->ops->remove(sb->cfg.launcher, id, on_orphan_removed, NULL);
+        }
+    } else if (rc == 0 && id != NULL) {
+        /* Started after the create was given up: take it down again. */
+        sl_free(s->container);
+        s->container = sl_strdup(id);
+        if (s->container != NULL && s->state == SL__SANDBOX_GONE) {
+            sb->cfg.launcher->ops->remove(sb->cfg.launcher, s->container, on_orphan_removed, NULL);
+        }
+    }
+    if (s->state != SL__SANDBOX_STARTING) {
+        sl__sandbox_unref(s);
+        return;
+    }
+    if (rc < 0 || s->container == NULL) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"sandbox container did not start\" sandbox=%s err=\"%s\"",
+               s->id, err != NULL ? err : sl_strerror(rc));
+        sl__sandbox_create_failed(s, 503, "message",
+                                  "the sandbox container did not start; try again");
+        sl__sandbox_unref(s);
+        return;
+    }
+    /* The address tightens the entry: token and source address must both hold. */
+    if (s->ip[0] != '\0') {
+        sl__sandbox_changed(sb);
+    }
+    if (sb->git_base != NULL) {
+        clone_repo(s);
+    } else {
+        create_done(s);
+    }
+    sl__sandbox_unref(s);
+}
+
+/* The container's environment (SPEC §5.4); strings in `store`. */
+static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *offsets, size_t cap,
+                         size_t *n)
+{
+    static const char *const reserved[] = { "HTTP_PROXY",     "HTTPS_PROXY",
+                                            "http_proxy",     "https_proxy",
+                                            "NO_PROXY",       "no_proxy",
+                                            "SSL_CERT_FILE",  "REQUESTS_CA_BUNDLE",
+                                            "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                                            "GIT_SSL_CAINFO", "CI",
+                                            "SLUICE",         "SLUICE_SANDBOX",
+                                            "SLUICE_REF" };
+    static const char *const ca_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+                                           "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO" };
+    static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
+                                              "https_proxy" };
+    struct sl_sandboxes *sb = s->sb;
+    const struct sl_sandbox_spec *spec = s->spec;
+
+    *n = 0;
+#define PUT(...)                                   \
+    do {                                           \
+        if (*n >= cap) {                           \
+            return SL_ETOOBIG;                     \
+        }                                          \
+        offsets[(*n)++] = store->len;              \
+        SL_TRY(sl_buf_printf(store, __VA_ARGS__)); \
+        SL_TRY(sl_buf_append(store, "", 1));       \
+    } while (0)
+    for (size_t i = 0; i < spec->n_env; i++) {
+        const char *eq = strchr(spec->env[i], '=');
+        bool skip = false;
+
+        for (size_t k = 0; eq != NULL && k < SL_ARRAY_LEN(reserved); k++) {
+            if ((size_t)(eq - spec->env[i]) == strlen(reserved[k])
+                && strncmp(spec->env[i], reserved[k], strlen(reserved[k])) == 0) {
+                skip = true;
+            }
+        }
+        if (skip) {
+            sl_log(SL_LOG_WARN, 0,
+                   "msg=\"an environment variable sluice sets itself was ignored\" sandbox=%s "
+                   "name=%.*s",
+                   s->id, (int)(eq - spec->env[i]), spec->env[i]);
+            continue;
+        }
+        PUT("%s", spec->env[i]);
+    }
+    for (size_t k = 0; k < SL_ARRAY_LEN(proxy_vars); k++) {
+        PUT("%s=http://%s:%s@%s:%u", proxy_vars[k], s->id, s->token, sb->gateway,
+            sb->cfg.proxy_port);
+    }
+    PUT("NO_PROXY=");
+    PUT("no_proxy=");
+    for (size_t k = 0; k < SL_ARRAY_LEN(ca_vars); k++) {
+        PUT("%s=%s", ca_vars[k], SL_SANDBOX_CA_PATH);
+    }
+    PUT("CI=true");
+    PUT("SLUICE=true");
+    PUT("SLUICE_SANDBOX=true");
+    PUT("SLUICE_REF=%s", s->ref != NULL ? s->ref : "");
+#undef PUT
+    return 0;
+}
+
+static void launch(struct sl__sandbox *s)
+{
+    enum {
+        ENV_MAX = 160
+    };
+    struct sl_sandboxes *sb = s->sb;
+    struct sl_buf store;
+    size_t offsets[ENV_MAX];
+    const char *env[ENV_MAX];
+    size_t n_env = 0;
+    char name[SL__SANDBOX_ID_MAX + 16];
+    const struct sl_launcher_label labels[] = {
+        { SL__SANDBOX_LABEL, s->id },    { SL__SANDBOX_LABEL_NETWORK, sb->network },
+        { "sluice.owner", s->owner_id }, { "sluice.repo", s->repo },
+        { "sluice.managed", "1" },
+    };
+    const struct sl_launcher_file files[] = {
+        { SL_SANDBOX_CA_PATH, sb->ca_bundle, sb->cfg.ca_bundle_len, 0644 },
+        { SL_SANDBOX_RUNNER_PATH, sb->cfg.runner, sb->cfg.runner_len, 0755 },
+    };
+    const char *dirs[] = { SL_SANDBOX_REPO_DIR };
+    struct sl_launcher_container spec = {
+        .name = name,
+        .image = s->spec->image,
+        .network = sb->network,
+        .env = env,
+        .labels = labels,
+        .n_labels = SL_ARRAY_LEN(labels),
+        .cpus_centi = s->spec->cpus_centi > 0 ? s->spec->cpus_centi : 0,
+        .memory_bytes = s->spec->memory_bytes > 0 ? s->spec->memory_bytes : 0,
+        .resolv_conf = sb->resolv_conf,
+        .files = files,
+        .n_files = SL_ARRAY_LEN(files),
+        .dirs = dirs,
+        .n_dirs = SL_ARRAY_LEN(dirs),
+    };
+    int rc;
+
+    (void)snprintf(name, sizeof(name), "sluice-%s", s->id);
+    sl_buf_init(&store, 256 * 1024);
+    rc = container_env(s, &store, offsets, ENV_MAX, &n_env);
+    if (rc < 0) {
+        if (store.p != NULL) {
+            sodium_memzero(store.p, store.len);
+        }
+        sl_buf_finish(&store);
+        sl__sandbox_create_failed(s, 500, "message", "the sandbox's environment is too large");
+        return;
+    }
+    for (size_t i = 0; i < n_env; i++) {
+        env[i] = (const char *)store.p + offsets[i];
+    }
+    spec.n_env = n_env;
+    s->refs++;
+    sb->cfg.launcher->ops->create_and_start(sb->cfg.launcher, &spec, on_started, s);
+    sodium_memzero(store.p, store.len);
+    sl_buf_finish(&store);
+}
+
+static void on_entry_acked(struct sl__sandbox_waiter *w, bool acked)
+{
+    struct sl__sandbox *s = SL_CONTAINER_OF(w, struct sl__sandbox, wait);
+
+    if (!acked) {
+        sl__sandbox_create_failed(s, 503, "message",
+                                  "the sandbox container did not start; try again");
+        return;
+    }
+    launch(s);
+}
+
+void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
+                       sl_sandbox_reply_fn *reply, void *arg)
+{
+    struct sl__sandbox *s;
+    size_t open = 0;
+    int64_t now = (int64_t)time(NULL);
+
+    if (!sb->ready || sb->closing) {
+        char text[400];
+
+        (void)snprintf(text, sizeof(text), "sandboxes are not available: %s",
+                       sb->error[0] != '\0' ? sb->error : "the container network is not ready");
+        sl_sandbox_spec_free(spec);
+        sl__sandbox_reply_msg(reply, arg, 503, text);
+        return;
+    }
+    if (spec->ref != NULL && !is_ref(spec->ref)) {
+        sl_sandbox_spec_free(spec);
+        sl__sandbox_reply_msg(reply, arg, 422, "unknown ref");
+        return;
+    }
+    for (struct sl__sandbox *o = sb->list; o != NULL; o = o->next) {
+        if (o->state != SL__SANDBOX_GONE && !o->job && strcmp(o->owner_id, spec->owner_id) == 0
+            && strcmp(o->repo, spec->repo) == 0) {
+            open++;
+        }
+    }
+    if (!spec->job && open >= SL_SANDBOX_MAX_OPEN_PER_REPO) {
+        sl_sandbox_spec_free(spec);
+        sl__sandbox_reply_msg(
+                reply, arg, 429,
+                "you have 5 open sandboxes in this repository, the most allowed; close one "
+                "first");
+        return;
+    }
+    s = sl_calloc(1, sizeof(*s));
+    if (s == NULL) {
+        sl_sandbox_spec_free(spec);
+        sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
+        return;
+    }
+    s->sb = sb;
+    s->refs = 1;
+    s->state = SL__SANDBOX_STARTING;
+    random_text(s->id, sizeof(s->id), "sb_", ID_BYTES, true);
+    random_text(s->token, sizeof(s->token), "sbt_", TOKEN_BYTES, false);
+    s->owner_id = sl_strdup(spec->owner_id);
+    s->repo = sl_strdup(spec->repo);
+    s->ref = spec->ref != NULL ? sl_strdup(spec->ref) : NULL;
+    s->env_id = spec->env_id != NULL ? sl_strdup(spec->env_id) : NULL;
+    s->env_name = spec->env_name != NULL ? sl_strdup(spec->env_name) : NULL;
+    s->job = spec->job;
+    s->created_unix = now;
+    s->expires_unix = expiry(sb->cfg.lifetime_ms);
+    s->start_deadline = uv_now(sb->cfg.loop) + sb->cfg.start_timeout_ms;
+    s->secrets = sl_calloc(spec->n_secrets + 3, sizeof(char *));
+    s->spec = spec;
+    s->reply = reply;
+    s->reply_arg = arg;
+    if (s->owner_id == NULL || s->repo == NULL || (spec->ref != NULL && s->ref == NULL)
+        || (spec->env_id != NULL && s->env_id == NULL)
+        || (spec->env_name != NULL && s->env_name == NULL) || s->secrets == NULL) {
+        s->reply = NULL;
+        sl__sandbox_unref(s);
+        sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
+        return;
+    }
+    /* What command output must never show: the proxy token, the environment's secrets, the
+     * git platform's token in both forms. */
+    s->secrets[s->n_secrets++] = sl_strdup(s->token);
+    for (size_t i = 0; i < spec->n_secrets; i++) {
+        s->secrets[s->n_secrets++] = sl_strdup(spec->secrets[i]);
+    }
+    if (sb->git_token != NULL) {
+        s->secrets[s->n_secrets++] = sl_strdup(sb->git_token);
+        s->secrets[s->n_secrets++] = sl_strdup(sb->git_auth + strlen("Basic "));
+    }
+    for (size_t i = 0; i < s->n_secrets; i++) {
+        if (s->secrets[i] == NULL) {
+            s->reply = NULL;
+            sl__sandbox_unref(s);
+            sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
+            return;
+        }
+    }
+    s->next = sb->list;
+    sb->list = s;
+    sl_log(SL_LOG_INFO, 0, "msg=\"sandbox starting\" sandbox=%s repo=%s ref=%s env=%s owner=%s",
+           s->id, s->repo, s->ref != NULL ? s->ref : "-", s->env_id != NULL ? s->env_id : "-",
+           spec->owner_name);
+    sl__sandbox_changed(sb);
+    sl__sandbox_wait_for_proxies(sb, &s->wait, sb->cfg.start_timeout_ms, on_entry_acked);
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/store/model.h - the control plane's records as the database holds them
+ * (docs/control-plane.md). Value types shared by the store (control/store/store) and the API logic
+ * (control/env/environment, control/env/resolve): the store reads and writes them, the API turns
+ * them into and from JSON. Strings are NUL-terminated and owned by whoever filled the struct (the
+ * store allocates with sl_malloc; free with the matching *_finish function).
+ */
+#ifndef SL_CONTROL_STORE_MODEL_H
+#define SL_CONTROL_STORE_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Length of a UUID in text form, without the terminator. */
+#define SL_UUID_LEN 36
+
+enum sl_scope {
+    SL_SCOPE_USER = 0,
+    SL_SCOPE_GLOBAL,
+};
+
+struct sl_user {
+    char id[SL_UUID_LEN + 1];
+    /* Owned. */
+    char *name;
+    bool is_admin;
+    char created_at[32];
+};
+
+/* One environment row plus its repository bindings. */
+struct sl_env_row {
+    char id[SL_UUID_LEN + 1];
+    /* Owned strings. */
+    char *name;
+    char *description;
+    enum sl_scope scope;
+    /* Owner's user id for user scope; "" for global. */
+    char owner_id[SL_UUID_LEN + 1];
+    bool is_default;
+    char *base_image;
+    /* CPUs x 100, or -1 for "inherit". */
+    int64_t cpus_centi;
+    /* Bytes, or -1 for "inherit". */
+    int64_t memory_bytes;
+    /* true = network on. */
+    bool network;
+    /* Sealed-per-value JSON, see docs/control-plane.md. env_json is never NULL ("[]" when
+     * empty); egress_json is NULL when the network is off. Owned. */
+    char *env_json;
+    char *egress_json;
+    /* Repository paths, `n_repos` of them. Owned (array and strings). */
+    char **repos;
+    size_t n_repos;
+    char created_at[32];
+    char updated_at[32];
+};
+
+/* Frees the owned members and zeroes the row. A zeroed row is fine. */
+void sl_env_row_finish(struct sl_env_row *r);
+
+/* Frees the owned members of a user and zeroes it. */
+void sl_user_finish(struct sl_user *u);
+
+#endif

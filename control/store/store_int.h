@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/store/store_int.h - what the files of the store share, and nobody else: the
+ * connection, its cached statements, transactions, and the helpers that bind parameters, run
+ * statements and read columns.
+ *
+ * The store is one file per table group around store.c, which opens the database, upgrades
+ * its schema and holds every SQL text (the schema and the statements that must match it stay
+ * side by side): store_users.c (users and tokens), store_envs.c (environments and their
+ * repositories), store_clients.c (static clients), store_jobs.c (jobs and schedules).
+ *
+ * Every public function of store.h takes the lock (sl__store_lock) for its whole run; the
+ * helpers below run with it held and never take it themselves.
+ *
+ * Binders are sticky: each does nothing once `*acc` holds an error, so a run of binds is
+ * checked once at its end (by sl__store_exec() or sl__store_get_one(), which take `acc`).
+ * Text is bound SQLITE_STATIC: it must outlive the statement's use, which ends with
+ * sl__store_stmt_done() in the same function. NULL binds SQL NULL.
+ */
+#ifndef SL_CONTROL_STORE_STORE_INT_H
+#define SL_CONTROL_STORE_STORE_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "base/err.h"
+#include "control/store/store.h"
+
+/* Size of an RFC 3339 UTC timestamp buffer: 2026-11-30T01:02:03Z, or with milliseconds. */
+#define SL__STORE_TIMESTAMP_SIZE 32
+
+/* The cached statements, prepared on first use; store.c holds their SQL. */
+enum sl__store_stmt {
+    SL__STMT_BEGIN = 0,
+    SL__STMT_COMMIT,
+    SL__STMT_ROLLBACK,
+    SL__STMT_USER_INSERT,
+    SL__STMT_USER_BY_ID,
+    SL__STMT_USER_BY_NAME,
+    SL__STMT_USER_LIST,
+    SL__STMT_TOKEN_INSERT,
+    SL__STMT_TOKEN_FIND,
+    SL__STMT_TOKEN_DELETE,
+    SL__STMT_ENV_INSERT,
+    SL__STMT_ENV_UPDATE,
+    SL__STMT_ENV_DELETE,
+    SL__STMT_ENV_BY_ID,
+    SL__STMT_ENV_BY_NAME,
+    SL__STMT_ENV_BY_REPO,
+    SL__STMT_ENV_LIST_VISIBLE,
+    SL__STMT_ENV_LIST_ALL,
+    SL__STMT_ENV_DEFAULT,
+    SL__STMT_ENV_STATE,
+    SL__STMT_ENV_NAME_HOLDER,
+    SL__STMT_ENV_DEMOTE,
+    SL__STMT_ENV_PROMOTE,
+    SL__STMT_REPO_INSERT,
+    SL__STMT_REPO_DELETE,
+    SL__STMT_REPO_LIST,
+    SL__STMT_REPO_HOLDER,
+    SL__STMT_CLIENT_INSERT,
+    SL__STMT_CLIENT_LIST,
+    SL__STMT_CLIENT_DELETE,
+    SL__STMT_SNAPSHOT_NEXT,
+    SL__STMT_JOB_INSERT,
+    SL__STMT_JOB_GET,
+    SL__STMT_JOB_LIST,
+    SL__STMT_JOB_NEXT,
+    SL__STMT_JOB_START,
+    SL__STMT_JOB_SET_RUN,
+    SL__STMT_JOB_FINISH,
+    SL__STMT_JOB_ABANDON,
+    SL__STMT_SCHED_INSERT,
+    SL__STMT_SCHED_UPDATE,
+    SL__STMT_SCHED_DELETE,
+    SL__STMT_SCHED_GET,
+    SL__STMT_SCHED_LIST,
+    SL__STMT_SCHED_DUE,
+    SL__STMT_SCHED_FIRED,
+    SL__STMT_COUNT,
+};
+
+/* The columns the readers of rows expect, in their order: the user of store_users.c
+ * (read_user), the environment of store_envs.c (read_env), the job and the schedule of
+ * store_jobs.c (read_job, read_schedule). */
+#define SL__STORE_USER_COLS "id, name, is_admin, created_at"
+#define SL__STORE_ENV_COLS                                                               \
+    "e.id, e.name, e.description, e.scope, e.owner_key, e.is_default, e.base_image, "    \
+    "e.cpus_centi, e.memory_bytes, e.network, e.env_json, e.egress_json, e.created_at, " \
+    "e.updated_at"
+#define SL__STORE_JOB_COLS                                                                   \
+    "id, owner_id, schedule_id, repo, ref, command, env_key, timeout_ms, status, env_json, " \
+    "sandbox_id, result_json, error, created_at, started_at, finished_at"
+#define SL__STORE_SCHED_COLS                                                                  \
+    "id, owner_id, name, cron, repos_json, command, env_key, timeout_ms, enabled, next_run, " \
+    "last_run, created_at, updated_at"
+
+struct sl_store {
+    /* The connection; opened without SQLite's own mutex because `lock` serialises it. */
+    sqlite3 *db;
+    /* Held by every public function for its whole run. */
+    pthread_mutex_t lock;
+    /* Prepared on first use, finalised by sl_store_close(). Each is reset after every use. */
+    sqlite3_stmt *stmts[SL__STMT_COUNT];
+    /* The database's path, for log lines. Owned. */
+    char *path;
+};
+
+/* Takes and releases the store's lock (an error there is a bug: abort). */
+void sl__store_lock(struct sl_store *st);
+void sl__store_unlock(struct sl_store *st);
+
+/* Writes the current time as RFC 3339 UTC with seconds (the epoch if the clock fails). */
+void sl__store_now(char out[SL__STORE_TIMESTAMP_SIZE]);
+
+/* True when a fixed-size text member of `cap` bytes is terminated (caller storage is checked
+ * before it is bound). */
+bool sl__store_is_terminated(const char *s, size_t cap);
+
+/*
+ * Turns an SQLite result code into an sl_err. Constraint failures that a caller did not handle
+ * itself map by kind; anything unexpected is logged here, with SQLite's message and `what`
+ * (the operation), because only here is that message known.
+ */
+int sl__store_db_error(struct sl_store *st, int rc, const char *what);
+
+/* The cached statement `id` in `*out`, prepared on first use. Returns 0 or an sl_err. */
+SL_MUST_CHECK int sl__store_stmt(struct sl_store *st, enum sl__store_stmt id, sqlite3_stmt **out);
+
+/* Resets a statement after use, so that it holds no read transaction and no bound pointers. */
+void sl__store_stmt_done(sqlite3_stmt *s);
+
+/* The sticky binders (see the top of this file). bind_optional binds -1 ("inherit") as NULL;
+ * bind_hash binds 32 bytes as a blob. */
+void sl__store_bind_text(sqlite3_stmt *s, int i, const char *v, int *acc);
+void sl__store_bind_int64(sqlite3_stmt *s, int i, int64_t v, int *acc);
+void sl__store_bind_optional(sqlite3_stmt *s, int i, int64_t v, int *acc);
+void sl__store_bind_hash(sqlite3_stmt *s, int i, const uint8_t hash[32], int *acc);
+
+/* Runs a statement that returns no rows and resets it. Returns an SQLite code (SQLITE_DONE on
+ * success), for the callers that tell constraint failures apart. */
+int sl__store_run(sqlite3_stmt *s);
+
+/* Runs the bound statement `s` that returns no rows, unless binding failed (`acc`), and resets
+ * it. Returns 0, or the sl_err of the failure (`what` names the operation). */
+SL_MUST_CHECK int sl__store_exec(struct sl_store *st, sqlite3_stmt *s, int acc, const char *what);
+
+/* Begins a transaction (BEGIN IMMEDIATE). Returns 0 or an sl_err. */
+SL_MUST_CHECK int sl__store_tx_begin(struct sl_store *st);
+
+/* Ends the transaction begun by sl__store_tx_begin() with the outcome `rc` of its work:
+ * commits when `rc` is 0 (a failed commit rolls back and is returned), rolls back otherwise and
+ * returns `rc`. */
+SL_MUST_CHECK int sl__store_tx_end(struct sl_store *st, int rc);
+
+/* ---- reading columns ---- */
+
+/* Copies text column `i` into fixed storage. SQL NULL reads as "". A value that does not fit is
+ * a database this code did not write: SL_EIO. */
+SL_MUST_CHECK int sl__store_col_copy(struct sl_store *st, sqlite3_stmt *s, int i, char *dst,
+                                     size_t cap);
+
+/* Copies text column `i` to the heap (*out, sl_malloc); SQL NULL reads as NULL. */
+SL_MUST_CHECK int sl__store_col_dup(sqlite3_stmt *s, int i, char **out);
+
+/* As sl__store_col_dup() for a column that is never NULL; NULL would be a foreign row:
+ * SL_EIO. */
+SL_MUST_CHECK int sl__store_col_dup_required(struct sl_store *st, sqlite3_stmt *s, int i,
+                                             char **out);
+
+/* True when text column `i` is `text`. */
+bool sl__store_col_is(sqlite3_stmt *s, int i, const char *text);
+
+/*
+ * Grows an array of `size`-byte elements to hold one more than `len`. `array` points to the
+ * caller's pointer variable (of any object pointer type); it is read and written with memcpy so
+ * that no pointer is accessed through an lvalue of another type.
+ */
+SL_MUST_CHECK int sl__store_grow(void *array, size_t *cap, size_t len, size_t size);
+
+/* Reads the current row of a statement into `row` (a typed element of a list); on failure the
+ * element holds nothing. */
+typedef int sl__store_read_row_fn(struct sl_store *st, sqlite3_stmt *s, void *row);
+/* Frees the first `n` elements of a list and the list. */
+typedef void sl__store_free_rows_fn(void *rows, size_t n);
+
+/* Steps the bound statement `s` (unless binding failed: `acc`) to its one row and reads it
+ * into `row` with `read`, then resets `s`. SL_ENOTFOUND when there is no row; `what` names the
+ * query in errors. */
+SL_MUST_CHECK int sl__store_get_one(struct sl_store *st, sqlite3_stmt *s, int acc,
+                                    sl__store_read_row_fn *read, void *row, const char *what);
+
+/* Steps `s` to its end, reading every row with `read` into a new array of `size`-byte elements:
+ * *out and *n, freed with `free_rows`, which also frees what was read when a row fails. `what`
+ * names the query in errors. The caller finishes `s`. */
+SL_MUST_CHECK int sl__store_collect_rows(struct sl_store *st, sqlite3_stmt *s, size_t size,
+                                         sl__store_read_row_fn *read,
+                                         sl__store_free_rows_fn *free_rows, const char *what,
+                                         void **out, size_t *n);
+
+/* Runs the DELETE `id`, keyed by one parameter: the blob `hash` when it is not NULL, the text
+ * `key` otherwise. SL_ENOTFOUND when it deleted nothing. */
+SL_MUST_CHECK int sl__store_delete_one(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                                       const uint8_t *hash, const char *what);
+
+#endif

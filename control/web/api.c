@@ -1,0 +1,697 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/web/api.c - routes, authentication and JSON errors of the REST API (SPEC.md §5): the
+ * results a job builds, the small parsers of paths and queries, the MCP and jobs routes, and
+ * the job itself. Environments and static clients are api_envs.c, resolution and sandboxes
+ * api_sandboxes.c, the audit tail api_audit.c.
+ *
+ * Each request is one thread-pool job: the job owns copies of what it needs from the request
+ * and a result (status and body text); the loop only queues jobs and answers exchanges.
+ */
+#include "control/web/api.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "control/env/environment.h"
+#include "control/jobs/jobs.h"
+#include "control/sandbox/sandbox.h"
+#include "control/store/model.h"
+#include "control/web/api_int.h"
+#include "control/web/dashboard.h"
+#include "control/web/mcp.h"
+
+#define ENVS_PREFIX    "/api/v1/environments"
+#define CLIENTS_PREFIX "/api/v1/clients"
+#define REPOS_PREFIX   "/api/v1/repos/"
+#define AUDIT_PATH     "/api/v1/audit"
+
+struct job {
+    uv_work_t work;
+    struct sl_api *api;
+    /* The exchange to answer; NULL for a request of sl_api_dispatch(), answered by `reply`. */
+    struct sl_http_exchange *x;
+    sl_api_reply_fn *reply;
+    void *reply_arg;
+    /* Borrowed from the exchange, which stays valid until it is answered; or `&ireq`. */
+    const struct sl_http_request *req;
+    /* The request of sl_api_dispatch() (`head` is NULL: such a request has no headers), and
+     * the copies its pointers point to, owned. */
+    struct sl_http_request ireq;
+    char *own_method;
+    char *own_path;
+    char *own_query;
+    char *own_body;
+    /* The Authorization header's value, copied (NULL when absent). */
+    char *auth;
+    /* GET /api/v1/audit: {"<sandbox id>":"<owner id>"} taken on the loop (owned; NULL when
+     * sandboxes are off or for other requests). */
+    json_t *owners;
+    struct sl__api_result res;
+};
+
+/* ---- results ------------------------------------------------------------------------------ */
+
+/* Takes ownership of `doc`. */
+void sl__api_set_json(struct sl__api_result *res, int status, json_t *doc)
+{
+    res->status = status;
+    sl_free(res->body);
+    res->body = NULL;
+    if (doc == NULL) {
+        res->status = 500;
+        return;
+    }
+    res->body = json_dumps(doc, SL_ENV_JSON_FLAGS);
+    json_decref(doc);
+    if (res->body == NULL) {
+        res->status = 500;
+    }
+}
+
+void sl__api_set_error(struct sl__api_result *res, int status, const char *message)
+{
+    sl__api_set_json(res, status, json_pack("{s:s}", "message", message));
+}
+
+void sl__api_set_errorf(struct sl__api_result *res, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sl__api_set_error(res, status, msg);
+}
+
+void sl__api_set_internal(struct sl__api_result *res, const char *what, int rc)
+{
+    sl_log(SL_LOG_ERROR, 0, "msg=\"API request failed\" during=\"%s\" err=%s", what,
+           sl_strerror(rc));
+    sl__api_set_error(res, rc == SL_ENOMEM ? 503 : 500,
+                      "internal error; see the control plane's log");
+}
+
+/* ---- sealing through control/store/secrets --------------------------------------------------- */
+
+static int seal_value(void *arg, const void *p, size_t n, struct sl_buf *out)
+{
+    return sl_secrets_seal(arg, p, n, out);
+}
+
+static int open_value(void *arg, const char *sealed, size_t n, struct sl_buf *out)
+{
+    return sl_secrets_open(arg, sealed, n, out);
+}
+
+void sl__api_call_init(struct sl__api_call *c, struct sl_api *api, struct sl__api_result *res)
+{
+    memset(c, 0, sizeof(*c));
+    c->api = api;
+    c->res = res;
+    c->sealer.seal = seal_value;
+    c->sealer.open = open_value;
+    c->sealer.arg = api->secrets;
+}
+
+/* ---- small parsers ------------------------------------------------------------------------ */
+
+static int hex_value(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+/* Percent-decodes `n` bytes of `s` into `out` (`cap` bytes); '+' is a space when `plus`.
+ * Returns 0, or SL_EINVAL for a bad escape, a NUL byte or a value too long. */
+static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+
+        if (c == '%') {
+            int hi;
+            int lo;
+
+            if (i + 2 >= n) {
+                return SL_EINVAL;
+            }
+            hi = hex_value(s[i + 1]);
+            lo = hex_value(s[i + 2]);
+            if (hi < 0 || lo < 0) {
+                return SL_EINVAL;
+            }
+            c = hi * 16 + lo;
+            i += 2;
+        } else if (c == '+' && plus) {
+            c = ' ';
+        }
+        if (c == 0 || o + 1 >= cap) {
+            return SL_EINVAL;
+        }
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* Finds `key` in the query string and decodes its value into `out`. Returns 0, SL_ENOTFOUND
+ * or SL_EINVAL. */
+int sl__api_query_get(const char *query, const char *key, char *out, size_t cap)
+{
+    size_t klen = strlen(key);
+    const char *p = query;
+
+    while (*p != '\0') {
+        const char *end = strchr(p, '&');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+
+        if (len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            return decode(p + klen + 1, len - klen - 1, true, out, cap);
+        }
+        p += len;
+        if (*p == '&') {
+            p++;
+        }
+    }
+    return SL_ENOTFOUND;
+}
+
+/* Splits the part of a path after a prefix: "" (nothing), "/SEG" or "/SEG/REST". Returns
+ * false when the path has another shape. */
+bool sl__api_split_tail(const char *tail, char *seg, size_t cap, const char **rest)
+{
+    const char *slash;
+
+    *rest = NULL;
+    seg[0] = '\0';
+    if (*tail == '\0') {
+        return true;
+    }
+    if (*tail != '/' || tail[1] == '\0') {
+        return false;
+    }
+    tail++;
+    slash = strchr(tail, '/');
+    if (decode(tail, slash != NULL ? (size_t)(slash - tail) : strlen(tail), false, seg, cap) < 0
+        || seg[0] == '\0') {
+        return false;
+    }
+    if (slash != NULL) {
+        *rest = slash + 1;
+    }
+    return true;
+}
+
+bool sl__api_is_uuid_shaped(const char *s)
+{
+    if (strlen(s) != SL_UUID_LEN) {
+        return false;
+    }
+    for (size_t i = 0; i < SL_UUID_LEN; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+
+        if (dash ? s[i] != '-' : hex_value(s[i]) < 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- MCP (§5.5): read here, answered by control/web/mcp on the loop -------------------------- */
+
+/* A header's value (NUL-terminated in the request's arena), or NULL. */
+static const char *header_value(const struct sl_http_request *req, const char *name)
+{
+    const struct sl_h1_header *h = sl_h1_find(req->head, name);
+
+    return h != NULL ? (const char *)h->value.p : NULL;
+}
+
+static void route_mcp(struct sl__api_call *c)
+{
+    struct sl_mcp_input in;
+    struct sl_mcp_plan *plan;
+
+    if (c->req->head == NULL) {
+        /* A tool call never routes to /mcp itself. */
+        sl__api_set_error(c->res, 404, "no such resource");
+        return;
+    }
+    memset(&in, 0, sizeof(in));
+    in.method = c->req->method;
+    in.content_type = header_value(c->req, "content-type");
+    in.accept = header_value(c->req, "accept");
+    in.protocol_version = header_value(c->req, "mcp-protocol-version");
+    in.mcp_method = header_value(c->req, "mcp-method");
+    in.mcp_name = header_value(c->req, "mcp-name");
+    in.body = c->req->body.p;
+    in.body_len = c->req->body.n;
+    plan = sl_calloc(1, sizeof(*plan));
+    if (plan == NULL || sl_mcp_prepare(&in, plan) < 0) {
+        sl_free(plan);
+        sl__api_set_internal(c->res, "reading an MCP message", SL_ENOMEM);
+        return;
+    }
+    c->res->defer.kind = SL__API_DEFER_MCP;
+    c->res->defer.mcp = plan;
+}
+
+/* ---- jobs and schedules (§5.5): control/jobs/jobs -------------------------------------------- */
+
+static int jobs_find_env(void *arg, const char *key, char id[SL_UUID_LEN + 1], char **name)
+{
+    struct sl__api_call *c = arg;
+    struct sl_env_row r;
+    int rc;
+
+    memset(&r, 0, sizeof(r));
+    rc = sl__api_find_visible(c, key, &r);
+    if (rc == 0) {
+        (void)snprintf(id, SL_UUID_LEN + 1, "%s", r.id);
+        *name = sl_strdup(r.name);
+        rc = *name != NULL ? 0 : SL_ENOMEM;
+    }
+    sl_env_row_finish(&r);
+    return rc;
+}
+
+static void route_jobs(struct sl__api_call *c)
+{
+    struct sl_jobs_http rq = {
+        .store = c->api->store,
+        .user = &c->user,
+        .method = c->req->method,
+        .path = c->req->path,
+        .query = c->req->query,
+        .body = c->req->body.p,
+        .body_len = c->req->body.n,
+        .find_env = jobs_find_env,
+        .query_get = sl__api_query_get,
+        .arg = c,
+    };
+    json_t *doc = NULL;
+    int status = 500;
+    bool kick = false;
+
+    if (strncmp(c->req->path, "/api/v1/jobs", 12) == 0 && strcmp(c->req->method, "POST") == 0
+        && c->api->sandboxes == NULL) {
+        sl__api_set_error(
+                c->res, 503,
+                "jobs need sandboxes, which are not enabled: the control plane needs "
+                "--proxy-admin-socket and a reachable container runtime (--docker-socket)");
+        return;
+    }
+    sl_jobs_http(&rq, &status, &doc, &kick);
+    c->res->jobs_queued = kick;
+    if (doc == NULL) {
+        c->res->status = status;
+        sl_free(c->res->body);
+        c->res->body = NULL;
+        if (status != 204) {
+            sl__api_set_internal(c->res, "answering a jobs request", SL_ENOMEM);
+        }
+        return;
+    }
+    sl__api_set_json(c->res, status, doc);
+}
+
+/* ---- the job ------------------------------------------------------------------------------
+ */
+
+/* Finds the caller. Returns true with c->user filled, or false with the answer set. */
+static bool authenticate(struct sl__api_call *c, const char *auth)
+{
+    uint8_t hash[SL_TOKEN_HASH_BYTES];
+    int rc;
+
+    /* The scheme is case-insensitive (RFC 9110 §11.1). */
+    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
+        sl__api_set_error(c->res, 401, "an API token is required: Authorization: Bearer TOKEN");
+        return false;
+    }
+    rc = sl_token_hash(auth + 7, hash);
+    if (rc == 0) {
+        rc = sl_store_token_find_user(c->api->store, hash, &c->user, NULL);
+    }
+    if (rc == SL_ENOTFOUND) {
+        sl__api_set_error(c->res, 401, "unknown API token");
+        return false;
+    }
+    if (rc < 0) {
+        sl__api_set_internal(c->res, "checking a token", rc);
+        return false;
+    }
+    return true;
+}
+
+static void route(struct sl__api_call *c)
+{
+    const char *path = c->req->path;
+    const char *m = c->req->method;
+
+    if (strncmp(path, ENVS_PREFIX, strlen(ENVS_PREFIX)) == 0) {
+        sl__api_route_envs(c, path + strlen(ENVS_PREFIX));
+    } else if (strncmp(path, CLIENTS_PREFIX, strlen(CLIENTS_PREFIX)) == 0) {
+        sl__api_route_clients(c, path + strlen(CLIENTS_PREFIX));
+    } else if (strncmp(path, REPOS_PREFIX, strlen(REPOS_PREFIX)) == 0) {
+        sl__api_route_repos(c, path + strlen(REPOS_PREFIX));
+    } else if (strcmp(path, "/api/v1/resolve") == 0) {
+        if (strcmp(m, "GET") == 0) {
+            sl__api_resolve(c);
+        } else {
+            sl__api_set_error(c->res, 405, "use GET");
+        }
+    } else if (strcmp(path, "/mcp") == 0) {
+        route_mcp(c);
+    } else if (sl_jobs_http_matches(path)) {
+        route_jobs(c);
+    } else if (strcmp(path, AUDIT_PATH) == 0) {
+        if (strcmp(m, "GET") == 0) {
+            sl__api_audit_tail(c);
+        } else {
+            sl__api_set_error(c->res, 405, "use GET");
+        }
+    } else if (strcmp(path, "/api/v1/me") == 0) {
+        if (strcmp(m, "GET") == 0) {
+            sl__api_set_json(
+                    c->res, 200,
+                    json_pack("{s:s,s:b}", "name", c->user.name, "admin", c->user.is_admin));
+        } else {
+            sl__api_set_error(c->res, 405, "use GET");
+        }
+    } else if (strcmp(path, "/api/v1/sandboxes") == 0) {
+        sl__api_list_all_sandboxes(c);
+    } else if (strcmp(path, "/api/v1/status") == 0) {
+        c->res->doc = json_pack("{s:s,s:s}", "version", SLUICE_VERSION, "user", c->user.name);
+        c->res->status = c->res->doc != NULL ? 200 : 500;
+    } else {
+        sl__api_set_error(c->res, 404, "no such resource");
+    }
+}
+
+static void on_work(uv_work_t *w)
+{
+    struct job *j = SL_CONTAINER_OF(w, struct job, work);
+    struct sl__api_call c;
+
+    sl__api_call_init(&c, j->api, &j->res);
+    c.req = j->req;
+    c.owners = j->owners;
+    if (authenticate(&c, j->auth)) {
+        route(&c);
+    }
+    sl_user_finish(&c.user);
+}
+
+static void free_job(struct job *j)
+{
+    json_decref(j->owners);
+    sl_free(j->res.body);
+    json_decref(j->res.defer.body);
+    sl_sandbox_spec_free(j->res.defer.spec);
+    if (j->res.defer.mcp != NULL) {
+        sl_mcp_plan_finish(j->res.defer.mcp);
+        sl_free(j->res.defer.mcp);
+    }
+    if (j->auth != NULL) {
+        sodium_memzero(j->auth, strlen(j->auth));
+        sl_free(j->auth);
+    }
+    sl_free(j->own_method);
+    sl_free(j->own_path);
+    sl_free(j->own_query);
+    sl_free(j->own_body);
+    j->api->_pending--;
+    sl_free(j);
+}
+
+/* Answers the job's request: `body` is JSON text or NULL (then only a 204 is a good answer).
+ * A 401 says how to authenticate (RFC 6750 §3). */
+static void answer(struct job *j, int status, const char *body)
+{
+    static const char *const bearer[] = { "WWW-Authenticate: Bearer realm=\"sluice\"", NULL };
+    json_t *doc = NULL;
+
+    if (j->x == NULL) {
+        if (body != NULL) {
+            doc = json_loads(body, JSON_DECODE_ANY, NULL);
+            if (doc == NULL) {
+                status = 500;
+                doc = json_pack("{s:s}", "message", "internal error");
+            }
+        } else if (status != 204) {
+            status = 500;
+            doc = json_pack("{s:s}", "message", "internal error");
+        }
+        j->reply(j->reply_arg, status, doc);
+    } else if (body != NULL) {
+        sl_http_respond_headers(j->x, status, status == 401 ? bearer : NULL, "application/json",
+                                body, strlen(body));
+    } else if (status == 204) {
+        sl_http_respond(j->x, 204, NULL, NULL, 0);
+    } else {
+        sl_http_respond_error(j->x, 500, "internal error");
+    }
+}
+
+/* The manager's answer to a sandbox request. */
+static void on_sandbox_reply(void *arg, int status, json_t *body)
+{
+    struct sl_http_exchange *x = arg;
+    char *text;
+
+    if (status == 204 || body == NULL || json_is_null(body)) {
+        json_decref(body);
+        if (status == 204) {
+            sl_http_respond(x, 204, NULL, NULL, 0);
+        } else {
+            sl_http_respond_error(x, 500, "internal error");
+        }
+        return;
+    }
+    text = json_dumps(body, SL_ENV_JSON_FLAGS);
+    json_decref(body);
+    if (text == NULL) {
+        sl_http_respond_error(x, 500, "the answer could not be encoded");
+        return;
+    }
+    sl_http_respond(x, status, "application/json", text, strlen(text));
+    sodium_memzero(text, strlen(text));
+    sl_free(text);
+}
+
+/* Hands sandbox work to the manager on the loop, whose reply answers the exchange (or goes to
+ * the dispatcher's reply), and MCP messages to control/mcp. */
+static void finish_deferred(struct job *j)
+{
+    struct sl__api_defer *d = &j->res.defer;
+    struct sl_sandbox_caller caller = { d->user_id, d->is_admin };
+    struct sl_sandboxes *sb = j->api->sandboxes;
+    sl_sandbox_reply_fn *reply = j->x != NULL ? on_sandbox_reply : j->reply;
+    void *arg = j->x != NULL ? (void *)j->x : j->reply_arg;
+    json_t *list;
+
+    if (d->kind == SL__API_DEFER_MCP) {
+        sl_mcp_run(j->api, j->x, d->mcp, j->auth);
+    } else if (sb == NULL) {
+        reply(arg, 503, json_pack("{s:s}", "message", "sandboxes are not enabled"));
+    } else if (d->kind == SL__API_DEFER_CREATE) {
+        sl_sandboxes_open(sb, d->spec, reply, arg);
+        d->spec = NULL;
+    } else if (d->kind == SL__API_DEFER_CALL) {
+        sl_sandboxes_call(sb, &caller, d->repo, d->id, d->action, d->body, reply, arg);
+    } else {
+        list = sl_sandboxes_list(sb, &caller, d->repo[0] != '\0' ? d->repo : NULL);
+        reply(arg, list != NULL ? 200 : 500, list);
+    }
+    free_job(j);
+}
+
+static void on_work_done(uv_work_t *w, int status)
+{
+    struct job *j = SL_CONTAINER_OF(w, struct job, work);
+    struct sl_api *api = j->api;
+    bool changed = j->res.changed;
+    bool queued = j->res.jobs_queued;
+
+    (void)status;
+    if (j->res.defer.kind != SL__API_DEFER_NONE) {
+        finish_deferred(j);
+        return;
+    }
+    if (j->res.doc != NULL) {
+        if (api->status != NULL) {
+            api->status(api->hook_arg, j->res.doc);
+        }
+        sl__api_set_json(&j->res, 200, j->res.doc);
+        j->res.doc = NULL;
+    }
+    answer(j, j->res.status, j->res.body);
+    free_job(j);
+    if (changed && api->changed != NULL) {
+        api->changed(api->hook_arg);
+    }
+    if (queued && api->jobs_queued != NULL) {
+        api->jobs_queued(api->hook_arg);
+    }
+}
+
+void sl_api_init(struct sl_api *api)
+{
+    api->_pending = 0;
+    api->_mcp_calls = 0;
+}
+
+size_t sl_api_pending(const struct sl_api *api)
+{
+    return api->_pending;
+}
+
+int sl_api_dispatch(struct sl_api *api, const struct sl_api_request *r, sl_api_reply_fn *reply,
+                    void *arg)
+{
+    struct job *j = sl_calloc(1, sizeof(*j));
+    char *body;
+    int rc;
+
+    if (j == NULL) {
+        return SL_ENOMEM;
+    }
+    j->api = api;
+    j->reply = reply;
+    j->reply_arg = arg;
+    j->req = &j->ireq;
+    j->ireq.method = j->own_method = sl_strdup(r->method);
+    j->ireq.path = j->own_path = sl_strdup(r->path);
+    j->ireq.query = j->own_query = sl_strdup(r->query != NULL ? r->query : "");
+    /* As from the server: the body is followed by a NUL byte it does not count. */
+    body = sl_malloc(r->body_len + 1);
+    if (body != NULL) {
+        if (r->body_len > 0) {
+            memcpy(body, r->body, r->body_len);
+        }
+        body[r->body_len] = '\0';
+    }
+    j->own_body = body;
+    j->ireq.body = sl_slice_of(body, r->body_len);
+    j->ireq.peer = "internal";
+    j->auth = r->authorization != NULL ? sl_strdup(r->authorization) : NULL;
+    /* free_job() counts the job out. */
+    api->_pending++;
+    if (j->ireq.method == NULL || j->ireq.path == NULL || j->ireq.query == NULL || body == NULL
+        || (r->authorization != NULL && j->auth == NULL)) {
+        free_job(j);
+        return SL_ENOMEM;
+    }
+    rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
+    if (rc < 0) {
+        free_job(j);
+        return rc;
+    }
+    return 0;
+}
+
+void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+{
+    static const char healthy[] = "{\"ok\":true}";
+    struct sl_api *api = arg;
+    const struct sl_h1_header *h;
+    struct job *j;
+    int rc;
+
+    if (strcmp(req->path, "/healthz") == 0 && strcmp(req->method, "GET") == 0) {
+        sl_http_respond(x, 200, "application/json", healthy, sizeof(healthy) - 1);
+        return;
+    }
+    /* The dashboard's files are public (they hold no data); its API calls carry the token. */
+    if (sl_dashboard_is_path(req->path)) {
+        sl_dashboard_handle(x, req);
+        return;
+    }
+    if (strcmp(req->path, "/mcp") == 0) {
+        const struct sl_h1_header *origin = sl_h1_find(req->head, "origin");
+        const struct sl_h1_header *host = sl_h1_find(req->head, "host");
+
+        /* DNS-rebinding protection of the MCP transport (docs/mcp.md): before anything else. */
+        if (!sl_mcp_origin_ok(origin != NULL ? (const char *)origin->value.p : NULL,
+                              host != NULL ? (const char *)host->value.p : NULL)) {
+            static const char refused[] = "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{"
+                                          "\"code\":-32600,\"message\":\"Forbidden: this "
+                                          "Origin may not use /mcp\"}}";
+
+            sl_http_respond(x, 403, "application/json", refused, sizeof(refused) - 1);
+            return;
+        }
+    }
+    h = sl_h1_find(req->head, "authorization");
+    /* A sandbox's proxy token is not an API token; say so rather than "unknown token". */
+    if (h != NULL && api->sandboxes != NULL && h->value.n > 7 && h->value.n < 200) {
+        char token[200];
+
+        memcpy(token, h->value.p + 7, h->value.n - 7);
+        token[h->value.n - 7] = '\0';
+        if (strncasecmp((const char *)h->value.p, "Bearer ", 7) == 0
+            && sl_sandboxes_is_token(api->sandboxes, token)) {
+            sodium_memzero(token, sizeof(token));
+            sl_http_respond_error(x, 403, "sandbox tokens cannot use the API nor start sandboxes");
+            return;
+        }
+        sodium_memzero(token, sizeof(token));
+    }
+    j = sl_calloc(1, sizeof(*j));
+    if (j == NULL) {
+        sl_http_respond_error(x, 503, "out of memory");
+        return;
+    }
+    j->api = api;
+    j->x = x;
+    j->req = req;
+    h = sl_h1_find(req->head, "authorization");
+    if (h != NULL) {
+        j->auth = sl_strndup((const char *)h->value.p, h->value.n);
+        if (j->auth == NULL) {
+            sl_free(j);
+            sl_http_respond_error(x, 503, "out of memory");
+            return;
+        }
+    }
+    /* Who owns which sandbox is known on the loop only: hand the audit job a copy. */
+    if (strcmp(req->path, AUDIT_PATH) == 0 && api->sandboxes != NULL) {
+        j->owners = sl_sandboxes_owners(api->sandboxes);
+        if (j->owners == NULL) {
+            sl_free(j->auth);
+            sl_free(j);
+            sl_http_respond_error(x, 503, "out of memory");
+            return;
+        }
+    }
+    rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
+    if (rc < 0) {
+        json_decref(j->owners);
+        sl_free(j->auth);
+        sl_free(j);
+        sl_http_respond_error(x, 503, "cannot queue the request");
+        return;
+    }
+    api->_pending++;
+}

@@ -1,0 +1,147 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/web/api_int.h - what the files of the REST API share, and nobody else: the state of
+ * one request in its thread-pool job (struct sl__api_call), the result it builds, and the
+ * routes of each file.
+ *
+ *   api.c            results, small parsers, authentication, the MCP and jobs routes, the job;
+ *   api_envs.c       environments (§5.1) and static clients (§5.1b);
+ *   api_sandboxes.c  resolution (§5.2) and sandboxes (§5.3);
+ *   api_audit.c      the audit tail and the admins' list of sandboxes.
+ *
+ * Everything here runs in the job, on a thread-pool thread, except where a comment says the
+ * loop finishes it (struct sl__api_defer).
+ */
+#ifndef SL_CONTROL_WEB_API_INT_H
+#define SL_CONTROL_WEB_API_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "control/env/environment.h"
+#include "control/sandbox/sandbox.h"
+#include "control/store/model.h"
+#include "control/web/api.h"
+#include "control/web/mcp.h"
+#include "http/server.h"
+
+/* Longest path segment or query value we decode (names are at most 128 code points). */
+#define SL__API_SEGMENT_MAX 1024
+
+enum sl__api_defer_kind {
+    SL__API_DEFER_NONE = 0,
+    SL__API_DEFER_CREATE,
+    SL__API_DEFER_CALL,
+    SL__API_DEFER_LIST,
+    SL__API_DEFER_MCP,
+};
+
+struct sl__api_defer {
+    enum sl__api_defer_kind kind;
+    /* SL__API_DEFER_CREATE: the prepared create (owned). */
+    struct sl_sandbox_spec *spec;
+    char user_id[SL_UUID_LEN + 1];
+    bool is_admin;
+    char repo[SL__API_SEGMENT_MAX];
+    char id[SL__API_SEGMENT_MAX];
+    char action[16];
+    /* SL__API_DEFER_CALL: the parsed body (owned; NULL when empty). */
+    json_t *body;
+    /* SL__API_DEFER_MCP: the prepared MCP message (owned). */
+    struct sl_mcp_plan *mcp;
+};
+
+/* The answer a job builds. */
+struct sl__api_result {
+    int status;
+    /* JSON text (sl_malloc'd via jansson) or NULL for no body. */
+    char *body;
+    /* The job committed a change. */
+    bool changed;
+    /* The job queued jobs (control/jobs/jobs). */
+    bool jobs_queued;
+    /* A document the loop completes (status) before it becomes `body`; owned. */
+    json_t *doc;
+    /* Sandbox work the loop finishes (the manager lives there); the exchange is answered by
+     * the manager's reply. */
+    struct sl__api_defer defer;
+};
+
+/* What a job knows about its caller and its store. */
+struct sl__api_call {
+    struct sl_api *api;
+    const struct sl_http_request *req;
+    struct sl_user user;
+    struct sl_env_sealer sealer;
+    struct sl__api_result *res;
+    /* Borrowed from the job. */
+    const json_t *owners;
+};
+
+/* ---- api.c ---- */
+
+/* Readies `c` for a request of `api` whose answer goes to `res`: zeroed, with the sealer of
+ * api->secrets. */
+void sl__api_call_init(struct sl__api_call *c, struct sl_api *api, struct sl__api_result *res);
+
+/* The answer `status` with the document `doc` (takes ownership; NULL is a 500). */
+void sl__api_set_json(struct sl__api_result *res, int status, json_t *doc);
+
+/* The answer `status` with {"message": message}, or printf-style. */
+void sl__api_set_error(struct sl__api_result *res, int status, const char *message);
+void sl__api_set_errorf(struct sl__api_result *res, int status, const char *fmt, ...)
+        SL_PRINTF(3, 4);
+
+/* A failure of this side: logged with `what`; 503 for SL_ENOMEM, 500 otherwise. */
+void sl__api_set_internal(struct sl__api_result *res, const char *what, int rc);
+
+/* Finds `key` in the query string and decodes its value into `out`. Returns 0, SL_ENOTFOUND
+ * or SL_EINVAL. */
+SL_MUST_CHECK int sl__api_query_get(const char *query, const char *key, char *out, size_t cap);
+
+/* Splits the part of a path after a prefix: "" (nothing), "/SEG" or "/SEG/REST". Returns
+ * false when the path has another shape. */
+bool sl__api_split_tail(const char *tail, char *seg, size_t cap, const char **rest);
+
+/* True when `s` has the shape of a UUID (36 characters, hex digits and dashes). */
+bool sl__api_is_uuid_shaped(const char *s);
+
+/* ---- api_envs.c ---- */
+
+/* Looks up the environment `key` (an id or a name) among those the caller sees: by id, or by
+ * name among the caller's own first, then the global ones. Returns 0, SL_ENOTFOUND or an
+ * error. */
+SL_MUST_CHECK int sl__api_find_visible(struct sl__api_call *c, const char *key,
+                                       struct sl_env_row *out);
+
+/* The name of the owner of `r` as the API shows it: the caller's for user scope, NULL for
+ * global. */
+const char *sl__api_owner_name(const struct sl__api_call *c, const struct sl_env_row *r);
+
+/* /api/v1/environments`tail` and /api/v1/clients`tail`. */
+void sl__api_route_envs(struct sl__api_call *c, const char *tail);
+void sl__api_route_clients(struct sl__api_call *c, const char *tail);
+
+/* ---- api_sandboxes.c ---- */
+
+/* GET /api/v1/resolve?repo=...[&environment=...]. */
+void sl__api_resolve(struct sl__api_call *c);
+
+/* False, with the 503 set, when this control plane runs no sandboxes. */
+bool sl__api_sandboxes_enabled(struct sl__api_call *c);
+
+/* /api/v1/repos/{owner}/{repo}/sandboxes[/{id}[/{action}]] (`tail` after /api/v1/repos/). */
+void sl__api_route_repos(struct sl__api_call *c, const char *tail);
+
+/* ---- api_audit.c ---- */
+
+/* GET /api/v1/audit. */
+void sl__api_audit_tail(struct sl__api_call *c);
+
+/* GET /api/v1/sandboxes: the caller's open sandboxes in every repository. */
+void sl__api_list_all_sandboxes(struct sl__api_call *c);
+
+#endif

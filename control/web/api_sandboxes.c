@@ -1,0 +1,429 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/web/api_sandboxes.c - resolution (SPEC.md §5.2) and sandboxes (§5.3) of the REST API:
+ * which environment a repository gets, and a sandbox's create prepared in the job (the values
+ * opened, the spec built) for control/sandbox/sandbox to finish on the loop; the calls into a
+ * sandbox are deferred to the loop the same way.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "base/buf.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "control/env/environment.h"
+#include "control/env/resolve.h"
+#include "control/web/api.h"
+#include "control/web/api_int.h"
+
+/* ---- resolution (§5.2) -------------------------------------------------------------------- */
+
+/* Loads one candidate; a missing one is fine. */
+static int load_candidate(int rc, struct sl_env_row *row, const struct sl_env_row **cands,
+                          size_t *n)
+{
+    if (rc == SL_ENOTFOUND) {
+        return 0;
+    }
+    if (rc == 0) {
+        cands[(*n)++] = row;
+    }
+    return rc;
+}
+
+/* Loads the candidates for `repo` (and the explicit choice `envkey`, NULL for none) into
+ * `rows` (4, zeroed; the caller finishes them) and resolves. Returns 0 with `*out` filled,
+ * SL_ENOTFOUND (the explicit environment is not visible), SL_EINVAL (bad repo) or another
+ * failure. */
+static int resolve_for(struct sl__api_call *c, const char *repo, const char *envkey, bool webhook,
+                       struct sl_env_row rows[4], struct sl_resolve_result *out)
+{
+    const struct sl_env_row *cands[3];
+    struct sl_resolve_request rq;
+    size_t n = 0;
+    int rc = 0;
+
+    memset(&rq, 0, sizeof(rq));
+    rq.webhook = webhook;
+    if (envkey != NULL) {
+        rc = sl__api_find_visible(c, envkey, &rows[3]);
+        if (rc < 0) {
+            return rc;
+        }
+        rq.explicit_env = &rows[3];
+    }
+    rc = load_candidate(
+            sl_store_env_find_by_repo(c->api->store, SL_SCOPE_USER, c->user.id, repo, &rows[0]),
+            &rows[0], cands, &n);
+    if (rc == 0) {
+        rc = load_candidate(
+                sl_store_env_find_by_repo(c->api->store, SL_SCOPE_GLOBAL, NULL, repo, &rows[1]),
+                &rows[1], cands, &n);
+    }
+    if (rc == 0) {
+        rc = load_candidate(sl_store_env_get_default(c->api->store, &rows[2]), &rows[2], cands, &n);
+    }
+    rq.user_id = c->user.id;
+    rq.is_admin = c->user.is_admin;
+    rq.repo = repo;
+    rq.candidates = cands;
+    rq.n_candidates = n;
+    rq.default_image = c->api->default_image;
+    if (rc == 0) {
+        rc = sl_resolve_run(&rq, out);
+    }
+    return rc;
+}
+
+void sl__api_resolve(struct sl__api_call *c)
+{
+    char repo[SL__API_SEGMENT_MAX] = "";
+    char envkey[SL__API_SEGMENT_MAX] = "";
+    char trigger[32] = "";
+    struct sl_env_row rows[4];
+    struct sl_resolve_result out;
+    bool webhook;
+    bool named;
+    json_t *doc = NULL;
+    int rc;
+
+    memset(rows, 0, sizeof(rows));
+    memset(&out, 0, sizeof(out));
+    if (sl__api_query_get(c->req->query, "repo", repo, sizeof(repo)) < 0
+        || !sl_env_repo_is_valid(repo, strlen(repo))) {
+        sl__api_set_error(c->res, 400, "repo: a repository path like owner/name is required");
+        return;
+    }
+    rc = sl__api_query_get(c->req->query, "trigger", trigger, sizeof(trigger));
+    if (rc == 0 && strcmp(trigger, "webhook") != 0) {
+        sl__api_set_error(c->res, 400, "trigger: only 'webhook' is known");
+        return;
+    }
+    webhook = rc == 0;
+    rc = sl__api_query_get(c->req->query, "environment", envkey, sizeof(envkey));
+    if (rc == SL_EINVAL) {
+        sl__api_set_error(c->res, 400, "environment: malformed");
+        return;
+    }
+    named = rc == 0;
+    rc = resolve_for(c, repo, named ? envkey : NULL, webhook, rows, &out);
+    if (rc == 0) {
+        rc = sl_resolve_render(&out, repo, &c->sealer, &doc);
+    }
+    if (rc == 0) {
+        sl__api_set_json(c->res, 200, doc);
+    } else if (rc == SL_ENOTFOUND) {
+        sl__api_set_errorf(c->res, 404, "no environment '%s'", envkey);
+    } else if (rc == SL_EINVAL) {
+        sl__api_set_error(c->res, 400, "repo: a repository path like owner/name is required");
+    } else {
+        sl__api_set_internal(c->res, "resolving", rc);
+    }
+    sl_resolve_finish(&out);
+    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
+        sl_env_row_finish(&rows[i]);
+    }
+}
+
+/* ---- sandboxes (§5.3): prepared here, finished by control/sandbox/sandbox on the loop -------- */
+
+/* Opens one sealed value into a new string (NULL when it does not open). */
+static char *open_string(struct sl__api_call *c, const char *sealed)
+{
+    struct sl_buf plain;
+    char *s = NULL;
+
+    sl_buf_init(&plain, 64 * 1024);
+    if (c->sealer.open(c->sealer.arg, sealed, strlen(sealed), &plain) == 0) {
+        s = sl_strndup(plain.p != NULL ? (const char *)plain.p : "", plain.len);
+    }
+    if (plain.p != NULL) {
+        sodium_memzero(plain.p, plain.len);
+    }
+    sl_buf_finish(&plain);
+    return s;
+}
+
+static int push_str(char ***v, size_t *n, char *s)
+{
+    char **grown;
+
+    if (s == NULL) {
+        return SL_ENOMEM;
+    }
+    grown = sl_realloc(*v, (*n + 1) * sizeof(char *));
+    if (grown == NULL) {
+        sodium_memzero(s, strlen(s));
+        sl_free(s);
+        return SL_ENOMEM;
+    }
+    grown[(*n)++] = s;
+    *v = grown;
+    return 0;
+}
+
+/* The variables (opened; values that do not open are dropped with a warning, SPEC §5.1) and
+ * the secrets to redact (secret variables and the chosen environment's credentials). */
+static int fill_values(struct sl__api_call *c, const struct sl_resolve_result *r,
+                       struct sl_sandbox_spec *spec)
+{
+    json_t *egress = NULL;
+    json_t *rule;
+    size_t i;
+    int rc = 0;
+
+    for (i = 0; rc == 0 && i < r->n_vars; i++) {
+        char *value = open_string(c, r->vars[i].sealed);
+        char *kv;
+        size_t n;
+
+        if (value == NULL) {
+            sl_log(SL_LOG_WARN, 0,
+                   "msg=\"a variable does not open (encryption key changed?); the sandbox starts "
+                   "without it\" name=%s",
+                   r->vars[i].name);
+            continue;
+        }
+        n = strlen(r->vars[i].name) + 1 + strlen(value) + 1;
+        kv = sl_malloc(n);
+        if (kv != NULL) {
+            (void)snprintf(kv, n, "%s=%s", r->vars[i].name, value);
+        }
+        rc = push_str(&spec->env, &spec->n_env, kv);
+        if (rc == 0 && r->vars[i].secret) {
+            rc = push_str(&spec->secrets, &spec->n_secrets, value);
+            value = NULL;
+        }
+        if (value != NULL) {
+            sodium_memzero(value, strlen(value));
+            sl_free(value);
+        }
+    }
+    if (rc == 0 && r->egress_json != NULL) {
+        egress = json_loads(r->egress_json, 0, NULL);
+    }
+    json_array_foreach(json_object_get(egress, "rules"), i, rule)
+    {
+        const json_t *sealed = json_object_get(json_object_get(rule, "credential"), "sealed");
+        char *value;
+
+        if (rc < 0 || !json_is_string(sealed)) {
+            continue;
+        }
+        value = open_string(c, json_string_value(sealed));
+        if (value != NULL) {
+            rc = push_str(&spec->secrets, &spec->n_secrets, value);
+        }
+    }
+    json_decref(egress);
+    return rc;
+}
+
+/* Resolves the environment for `repo` (`envkey` NULL resolves, else it must be visible) and
+ * builds the create of a sandbox for the caller. Returns 0 with `*specp` (and `*envp`, when
+ * not NULL: {"id","name","matched_by"}, ids null for none), SL_ENOTFOUND (the environment is
+ * not visible) or another failure. */
+static int prepare_spec(struct sl__api_call *c, const char *repo, const char *ref,
+                        const char *envkey, struct sl_sandbox_spec **specp, json_t **envp)
+{
+    struct sl_env_row rows[4];
+    struct sl_resolve_result out;
+    struct sl_sandbox_spec *spec = NULL;
+    int rc;
+
+    memset(rows, 0, sizeof(rows));
+    memset(&out, 0, sizeof(out));
+    rc = resolve_for(c, repo, envkey, false, rows, &out);
+    if (rc == 0) {
+        spec = sl_calloc(1, sizeof(*spec));
+        rc = spec != NULL ? 0 : SL_ENOMEM;
+    }
+    if (rc == 0) {
+        spec->owner_id = sl_strdup(c->user.id);
+        spec->owner_name = sl_strdup(c->user.name);
+        spec->repo = sl_strdup(repo);
+        spec->ref = ref != NULL ? sl_strdup(ref) : NULL;
+        spec->env_id = out.chosen != NULL ? sl_strdup(out.chosen->id) : NULL;
+        spec->env_name = out.chosen != NULL ? sl_strdup(out.chosen->name) : NULL;
+        spec->image = sl_strdup(out.base_image);
+        spec->cpus_centi = out.cpus_centi;
+        spec->memory_bytes = out.memory_bytes;
+        if (spec->owner_id == NULL || spec->owner_name == NULL || spec->repo == NULL
+            || (ref != NULL && spec->ref == NULL) || spec->image == NULL
+            || (out.chosen != NULL && (spec->env_id == NULL || spec->env_name == NULL))) {
+            rc = SL_ENOMEM;
+        }
+    }
+    if (rc == 0) {
+        rc = fill_values(c, &out, spec);
+    }
+    if (rc == 0 && envp != NULL) {
+        *envp = json_pack("{s:s?, s:s?, s:s}", "id", out.chosen != NULL ? out.chosen->id : NULL,
+                          "name", out.chosen != NULL ? out.chosen->name : NULL, "matched_by",
+                          sl_resolve_matched_by_name(out.matched_by));
+        rc = *envp != NULL ? 0 : SL_ENOMEM;
+    }
+    if (rc < 0) {
+        sl_sandbox_spec_free(spec);
+    } else {
+        *specp = spec;
+    }
+    sl_resolve_finish(&out);
+    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
+        sl_env_row_finish(&rows[i]);
+    }
+    return rc;
+}
+
+static void sandbox_create(struct sl__api_call *c, const char *repo)
+{
+    json_error_t jerr;
+    json_t *body = NULL;
+    const json_t *ref;
+    const json_t *env;
+    struct sl_sandbox_spec *spec = NULL;
+    int rc;
+
+    if (c->req->body.n > 0) {
+        body = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
+                          &jerr);
+        if (!json_is_object(body)) {
+            json_decref(body);
+            sl__api_set_error(c->res, 400, "the body must be a JSON object");
+            return;
+        }
+    }
+    ref = json_object_get(body, "ref");
+    env = json_object_get(body, "environment");
+    if ((ref != NULL && !json_is_null(ref) && !json_is_string(ref))
+        || (env != NULL && !json_is_null(env) && !json_is_string(env))) {
+        json_decref(body);
+        sl__api_set_error(c->res, 400, "ref and environment must be strings");
+        return;
+    }
+    rc = prepare_spec(c, repo, json_string_value(ref), json_string_value(env), &spec, NULL);
+    if (rc == SL_ENOTFOUND) {
+        sl__api_set_errorf(c->res, 404, "no environment '%s'", json_string_value(env));
+    } else if (rc < 0) {
+        sl__api_set_internal(c->res, "preparing the sandbox", rc);
+    } else {
+        c->res->defer.kind = SL__API_DEFER_CREATE;
+        c->res->defer.spec = spec;
+    }
+    json_decref(body);
+}
+
+int sl_api_prepare_sandbox(struct sl_api *api, const char *user_id, const char *repo,
+                           const char *ref, const char *envkey, struct sl_sandbox_spec **spec,
+                           json_t **env, char *err, size_t errlen)
+{
+    struct sl__api_result res;
+    struct sl__api_call c;
+    int rc;
+
+    memset(&res, 0, sizeof(res));
+    sl__api_call_init(&c, api, &res);
+    rc = sl_store_user_get(api->store, user_id, &c.user);
+    if (rc == SL_ENOTFOUND) {
+        (void)snprintf(err, errlen, "the job's owner no longer exists");
+        return rc;
+    }
+    if (rc == 0) {
+        rc = prepare_spec(&c, repo, ref, envkey, spec, env);
+    }
+    if (rc == SL_ENOTFOUND) {
+        (void)snprintf(err, errlen, "no environment '%s'", envkey != NULL ? envkey : "");
+    } else if (rc < 0) {
+        (void)snprintf(err, errlen, "the sandbox could not be prepared: %s", sl_strerror(rc));
+    }
+    if (rc == 0) {
+        (*spec)->job = true;
+    }
+    sl_user_finish(&c.user);
+    return rc;
+}
+
+/* False, with the 503 set, when this control plane runs no sandboxes. */
+bool sl__api_sandboxes_enabled(struct sl__api_call *c)
+{
+    if (c->api->sandboxes != NULL) {
+        return true;
+    }
+    sl__api_set_error(
+            c->res, 503,
+            "sandboxes are not enabled: the control plane needs --proxy-admin-socket and a "
+            "reachable container runtime (--docker-socket)");
+    return false;
+}
+
+/* /api/v1/repos/{owner}/{repo}/sandboxes[/{id}[/{action}]] */
+void sl__api_route_repos(struct sl__api_call *c, const char *tail)
+{
+    const char *m = c->req->method;
+    struct sl__api_defer *d = &c->res->defer;
+    char owner[SL__API_SEGMENT_MAX];
+    char name[SL__API_SEGMENT_MAX];
+    char kind[SL__API_SEGMENT_MAX];
+    const char *rest = NULL;
+    char tailbuf[SL__API_SEGMENT_MAX + 2];
+
+    (void)snprintf(tailbuf, sizeof(tailbuf), "/%s", tail);
+    if (!sl__api_split_tail(tailbuf, owner, sizeof(owner), &rest) || owner[0] == '\0'
+        || rest == NULL || snprintf(tailbuf, sizeof(tailbuf), "/%s", rest) >= (int)sizeof(tailbuf)
+        || !sl__api_split_tail(tailbuf, name, sizeof(name), &rest) || name[0] == '\0'
+        || rest == NULL || snprintf(tailbuf, sizeof(tailbuf), "/%s", rest) >= (int)sizeof(tailbuf)
+        || !sl__api_split_tail(tailbuf, kind, sizeof(kind), &rest)
+        || strcmp(kind, "sandboxes") != 0) {
+        sl__api_set_error(c->res, 404, "no such resource");
+        return;
+    }
+    if (snprintf(d->repo, sizeof(d->repo), "%s/%s", owner, name) >= (int)sizeof(d->repo)
+        || !sl_env_repo_is_valid(d->repo, strlen(d->repo)) || strchr(name, '/') != NULL
+        || strchr(owner, '/') != NULL) {
+        sl__api_set_error(c->res, 400, "the repository must be owner/name");
+        return;
+    }
+    if (!sl__api_sandboxes_enabled(c)) {
+        return;
+    }
+    (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
+    d->is_admin = c->user.is_admin;
+    if (rest == NULL) {
+        if (strcmp(m, "GET") == 0) {
+            d->kind = SL__API_DEFER_LIST;
+        } else if (strcmp(m, "POST") == 0) {
+            sandbox_create(c, d->repo);
+        } else {
+            sl__api_set_error(c->res, 405, "use GET or POST");
+        }
+        return;
+    }
+    (void)snprintf(tailbuf, sizeof(tailbuf), "/%s", rest);
+    if (!sl__api_split_tail(tailbuf, d->id, sizeof(d->id), &rest) || d->id[0] == '\0') {
+        sl__api_set_error(c->res, 404, "sandbox not found");
+        return;
+    }
+    if (rest == NULL || strchr(rest, '/') != NULL || strlen(rest) >= sizeof(d->action)) {
+        sl__api_set_error(c->res, 404, "unknown sandbox action");
+        return;
+    }
+    if (strcmp(m, "POST") != 0) {
+        sl__api_set_error(c->res, 405, "use POST");
+        return;
+    }
+    (void)snprintf(d->action, sizeof(d->action), "%s", rest);
+    if (c->req->body.n > 0) {
+        json_error_t jerr;
+
+        d->body = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
+                             &jerr);
+        if (d->body == NULL) {
+            sl__api_set_errorf(c->res, 400, "the body is not JSON: %s", jerr.text);
+            return;
+        }
+    }
+    d->kind = SL__API_DEFER_CALL;
+}
