@@ -91,6 +91,7 @@
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
+#include "tests/support/pki.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -162,7 +163,6 @@ static struct {
     struct sl_proxy_config cfg;
     struct sl__shared sh;
     struct sl__worker w;
-    struct sl_ca *ca;
     struct sl_minter *minter;
     struct sockaddr_in proxy_addr;
     /* The loopback address of this process: the origin's, the proxy's and the client's. */
@@ -305,7 +305,7 @@ static int make_leaf_ctx(X509 *cert, EVP_PKEY *key, void *arg, void **out)
     if (sl_tls_server_ctx_new(&ctx, err, sizeof(err)) < 0) {
         return SL_ECRYPTO;
     }
-    if (SSL_CTX_use_certificate(ctx, cert) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+    if (sl_test_ctx_serve(ctx, cert, key) != 0) {
         SSL_CTX_free(ctx);
         return SL_ECRYPTO;
     }
@@ -368,8 +368,7 @@ static void setup(void)
     g.sh.cfg = &g.cfg;
     SL_BUG_ON(sl_addr_policy_create(&g.sh.addrs) != 0);
     SL_BUG_ON(sl_addr_policy_add_allow(g.sh.addrs, "127.0.0.0/8", err, sizeof(err)) != 0);
-    SL_BUG_ON(sl_ca_create(&g.ca, err, sizeof(err)) != 0);
-    SL_BUG_ON(sl_minter_create(g.ca, &g.minter, err, sizeof(err)) != 0);
+    SL_BUG_ON(sl_test_minter_create(&g.minter, err, sizeof(err)) != 0);
     SL_BUG_ON(sl_leaf_cache_create(g.minter, &cc, &g.sh.leaves) != 0);
     SL_BUG_ON(sl_tls_server_ctx_new(&g.sh.server_ctx, err, sizeof(err)) != 0);
     SL_BUG_ON(sl_tls_client_ctx_new(NULL, 0, &g.sh.client_ctx, err, sizeof(err)) != 0);

@@ -32,8 +32,8 @@
 #include "base/mem.h"
 #include "certs/ca.h"
 #include "certs/cache.h"
-#include "certs/certs_int.h"
 #include "certs/mint.h"
+#include "tests/support/pki.h"
 
 extern char **environ;
 
@@ -861,35 +861,33 @@ static void refuses_hosts_that_are_not_normalised(void **state)
     }
 }
 
-/* Writes a CA made by hand rather than by sl_ca_create() into `dir`: basicConstraints CA:TRUE,
- * then a subject key identifier when `ski`, and the keyUsage `ku` unless NULL. */
-static void write_handmade_ca(const char *dir, bool ski, const char *ku)
+/* Writes a CA made by hand (tests/support/pki) rather than by sl_ca_create() into tmp/`name`:
+ * basicConstraints CA:TRUE, the keyUsage `ku` unless NULL, a subject key identifier when `ski`;
+ * then loads it back with sl_ca_load_dir(). Returns what that returns (the CA in `*ca`, the error
+ * in `err`); the directory is in `dir`. */
+static int load_handmade_ca(const char *name, bool ski, const char *ku, char dir[PATH_BYTES],
+                            struct sl_ca **ca, char *err, size_t errlen)
 {
     char path[PATH_BYTES];
-    EVP_PKEY *key = EVP_EC_gen("P-256");
-    X509 *x = X509_new();
+    EVP_PKEY *key = sl_test_key_new();
+    struct sl_test_cert_spec spec = {
+        .key = key,
+        .cn = "handmade",
+        .serial = 7,
+        .not_before_s = -2L * DAY,
+        .not_after_s = 30L * DAY,
+        .basic_constraints = "critical,CA:TRUE",
+        .key_usage = ku,
+        .subject_key_id = ski ? "hash" : NULL,
+    };
+    X509 *x;
     BIO *bio;
 
     assert_non_null(key);
+    x = sl_test_cert_make(&spec);
     assert_non_null(x);
+    join(dir, fx.tmp, name);
     assert_int_equal(mkdir(dir, 0700), 0);
-    assert_int_equal(X509_set_version(x, X509_VERSION_3), 1);
-    assert_int_equal(ASN1_INTEGER_set(X509_get_serialNumber(x), 7), 1);
-    assert_int_equal(X509_NAME_add_entry_by_txt(X509_get_subject_name(x), "CN", MBSTRING_ASC,
-                                                (const unsigned char *)"handmade", -1, -1, 0),
-                     1);
-    assert_int_equal(X509_set_issuer_name(x, X509_get_subject_name(x)), 1);
-    assert_non_null(X509_gmtime_adj(X509_getm_notBefore(x), -2L * DAY));
-    assert_non_null(X509_gmtime_adj(X509_getm_notAfter(x), 30L * DAY));
-    assert_int_equal(X509_set_pubkey(x, key), 1);
-    assert_int_equal(sl__certs_add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE"), 0);
-    if (ski) {
-        assert_int_equal(sl__certs_add_ext(x, x, NID_subject_key_identifier, "hash"), 0);
-    }
-    if (ku != NULL) {
-        assert_int_equal(sl__certs_add_ext(x, x, NID_key_usage, ku), 0);
-    }
-    assert_true(X509_sign(x, key, EVP_sha256()) > 0);
     join(path, dir, SL_CA_CERT_FILE);
     write_cert(path, x);
     join(path, dir, SL_CA_KEY_FILE);
@@ -899,6 +897,7 @@ static void write_handmade_ca(const char *dir, bool ski, const char *ku)
     BIO_free(bio);
     X509_free(x);
     EVP_PKEY_free(key);
+    return sl_ca_load_dir(dir, true, ca, err, errlen);
 }
 
 static void rejects_ca_whose_key_usage_forbids_signing_certificates(void **state)
@@ -908,9 +907,9 @@ static void rejects_ca_whose_key_usage_forbids_signing_certificates(void **state
     struct sl_ca *ca = NULL;
 
     (void)state;
-    join(dir, fx.tmp, "handmade-ku");
-    write_handmade_ca(dir, true, "critical,digitalSignature");
-    assert_int_equal(sl_ca_load_dir(dir, true, &ca, err, sizeof(err)), SL_EINVAL);
+    assert_int_equal(load_handmade_ca("handmade-ku", true, "critical,digitalSignature", dir, &ca,
+                                      err, sizeof(err)),
+                     SL_EINVAL);
     assert_non_null(strstr(err, dir));
     assert_non_null(strstr(err, "keyCertSign"));
     assert_null(ca);
@@ -924,9 +923,8 @@ static void minter_refuses_ca_without_subject_key_identifier(void **state)
     struct sl_minter *m = NULL;
 
     (void)state;
-    join(dir, fx.tmp, "handmade-no-ski");
-    write_handmade_ca(dir, false, NULL);
-    assert_int_equal(sl_ca_load_dir(dir, true, &ca, err, sizeof(err)), 0);
+    assert_int_equal(load_handmade_ca("handmade-no-ski", false, NULL, dir, &ca, err, sizeof(err)),
+                     0);
     assert_int_equal(sl_minter_create(ca, &m, err, sizeof(err)), SL_EINVAL);
     assert_non_null(strstr(err, "subject key identifier"));
     assert_null(m);
@@ -942,9 +940,7 @@ static void minter_works_with_a_ca_made_elsewhere(void **state)
     X509 *x = NULL;
 
     (void)state;
-    join(dir, fx.tmp, "handmade-ok");
-    write_handmade_ca(dir, true, NULL);
-    assert_int_equal(sl_ca_load_dir(dir, true, &ca, err, sizeof(err)), 0);
+    assert_int_equal(load_handmade_ca("handmade-ok", true, NULL, dir, &ca, err, sizeof(err)), 0);
     assert_int_equal(sl_minter_create(ca, &m, err, sizeof(err)), 0);
     /* The minter keeps its own references: the CA may go first. */
     sl_ca_destroy(ca);
@@ -1141,8 +1137,7 @@ static int make_ctx(X509 *cert, EVP_PKEY *key, void *arg, void **out)
     if (ctx == NULL) {
         return SL_ENOMEM;
     }
-    if (SSL_CTX_use_certificate(ctx, cert) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1
-        || SSL_CTX_check_private_key(ctx) != 1) {
+    if (sl_test_ctx_serve(ctx, cert, key) != 0) {
         SSL_CTX_free(ctx);
         return SL_ECRYPTO;
     }
