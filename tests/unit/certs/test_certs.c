@@ -34,6 +34,7 @@
 #include "certs/cache.h"
 #include "certs/mint.h"
 #include "tests/support/pki.h"
+#include "tests/support/tmpdir.h"
 
 extern char **environ;
 
@@ -59,9 +60,7 @@ static struct fixture fx;
 
 static void join(char *out, const char *a, const char *b)
 {
-    int n = snprintf(out, PATH_BYTES, "%s/%s", a, b);
-
-    assert_true(n > 0 && n < PATH_BYTES);
+    assert_int_equal(sl_test_join(out, PATH_BYTES, a, b), 0);
 }
 
 /* Runs argv with standard output and error discarded; returns its exit status, -1 if it died. */
@@ -246,11 +245,9 @@ static void long_name(char *out, size_t total)
 static int setup(void **state)
 {
     char err[256] = "";
-    char tmpl[] = "/tmp/sluice-test-certs-XXXXXX";
 
     (void)state;
-    assert_non_null(mkdtemp(tmpl));
-    assert_true(snprintf(fx.tmp, sizeof(fx.tmp), "%s", tmpl) > 0);
+    assert_int_equal(sl_test_tmpdir(fx.tmp, sizeof(fx.tmp), "sluice-test-certs"), 0);
     join(fx.dir, fx.tmp, "main");
     join(fx.ca_pem, fx.dir, SL_CA_CERT_FILE);
     fx.born = time(NULL);
@@ -261,12 +258,10 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    const char *rm[] = { "rm", "-rf", fx.tmp, NULL };
-
     (void)state;
     sl_minter_destroy(fx.minter);
     sl_ca_destroy(fx.ca);
-    assert_int_equal(run_quiet(rm), 0);
+    assert_int_equal(sl_test_rmtree(fx.tmp), 0);
     return 0;
 }
 

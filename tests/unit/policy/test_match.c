@@ -25,6 +25,7 @@
 #include "policy/decision.h"
 #include "policy/host.h"
 #include "policy/snapshot.h"
+#include "tests/support/sqjson.h"
 
 /* 2026-11-30T00:00:00Z: "now" for every row. */
 #define NOW 1795996800
@@ -92,12 +93,7 @@ static struct sl_snapshot *parse_text(const char *text)
     int rc;
 
     sl_buf_init(&b, (size_t)64 << 20);
-    assert_int_equal(sl_buf_append_str(&b, text), 0);
-    for (size_t i = 0; i < b.len; i++) {
-        if (b.p[i] == '\'') {
-            b.p[i] = '"';
-        }
-    }
+    assert_int_equal(sl_test_sqjson(&b, text), 0);
     rc = sl_snapshot_parse(b.p, b.len, &s, &errs);
     if (rc != 0) {
         fail_msg("policy invalid: %s: %s", errs.count ? errs.items[0].path : "",

@@ -27,6 +27,9 @@
 #include "control/environment.h"
 #include "control/model.h"
 #include "policy/snapshot.h"
+#include "tests/support/lines.h"
+#include "tests/support/sqjson.h"
+#include "tests/support/toyseal.h"
 
 #define TEST_BUF_MAX ((size_t)64 << 20)
 
@@ -36,75 +39,16 @@
 #define EGRESS_RULES(r) ON("{'default':'deny','rules':[" r "]}")
 #define RULES(r)        EGRESS_RULES(r) "}"
 
-/* ---- the toy sealer ----------------------------------------------------------------------- */
+/* ---- the toy sealer (tests/support/toyseal) ---------------------------------------------- */
 
-struct toy {
-    uint8_t key;
-    /* Every seal fails with SL_ECRYPTO. */
-    bool broken;
-    /* Seals and opens so far. */
-    int seals;
-    int opens;
-};
-
-static int toy_seal(void *arg, const void *p, size_t n, struct sl_buf *out)
-{
-    struct toy *t = arg;
-    const uint8_t *b = p;
-
-    t->seals++;
-    if (t->broken) {
-        return SL_ECRYPTO;
-    }
-    SL_TRY(sl_buf_printf(out, "k%02x:", t->key));
-    for (size_t i = 0; i < n; i++) {
-        SL_TRY(sl_buf_printf(out, "%02x", (unsigned)(b[i] ^ t->key)));
-    }
-    return 0;
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
-}
-
-static int toy_open(void *arg, const char *s, size_t n, struct sl_buf *out)
-{
-    struct toy *t = arg;
-    char prefix[8];
-
-    t->opens++;
-    (void)snprintf(prefix, sizeof(prefix), "k%02x:", t->key);
-    if (n < 4 || memcmp(s, prefix, 4) != 0 || (n - 4) % 2 != 0) {
-        return SL_ECRYPTO;
-    }
-    for (size_t i = 4; i < n; i += 2) {
-        int hi = hex_value(s[i]);
-        int lo = hex_value(s[i + 1]);
-        uint8_t c;
-
-        if (hi < 0 || lo < 0) {
-            return SL_ECRYPTO;
-        }
-        c = (uint8_t)(((hi << 4) | lo) ^ t->key);
-        SL_TRY(sl_buf_append(out, &c, 1));
-    }
-    return 0;
-}
-
-static struct toy toy_a = { .key = 0x5a };
-static struct toy toy_b = { .key = 0x21 };
-static struct toy toy_broken = { .key = 0x5a, .broken = true };
-static const struct sl_env_sealer sealer_a = { toy_seal, toy_open, &toy_a };
+static struct sl_test_toy toy_a = { .key = 0x5a };
+static struct sl_test_toy toy_b = { .key = 0x21 };
+static struct sl_test_toy toy_broken = { .key = 0x5a, .broken = true };
+static const struct sl_env_sealer sealer_a = { sl_test_toy_seal, sl_test_toy_open, &toy_a };
 /* The same store read after the encryption key changed. */
-static const struct sl_env_sealer sealer_b = { toy_seal, toy_open, &toy_b };
-static const struct sl_env_sealer sealer_broken = { toy_seal, toy_open, &toy_broken };
+static const struct sl_env_sealer sealer_b = { sl_test_toy_seal, sl_test_toy_open, &toy_b };
+static const struct sl_env_sealer sealer_broken = { sl_test_toy_seal, sl_test_toy_open,
+                                                    &toy_broken };
 
 /* ---- helpers ------------------------------------------------------------------------------ */
 
@@ -112,12 +56,7 @@ static const struct sl_env_sealer sealer_broken = { toy_seal, toy_open, &toy_bro
 static void json(struct sl_buf *b, const char *text)
 {
     sl_buf_init(b, TEST_BUF_MAX);
-    assert_int_equal(sl_buf_append_str(b, text), 0);
-    for (size_t i = 0; i < b->len; i++) {
-        if (b->p[i] == '\'') {
-            b->p[i] = '"';
-        }
-    }
+    assert_int_equal(sl_test_sqjson(b, text), 0);
 }
 
 static int parse(const char *text, struct sl_env_spec *spec, struct sl_env_errors *errs)
@@ -131,29 +70,22 @@ static int parse(const char *text, struct sl_env_spec *spec, struct sl_env_error
     return rc;
 }
 
+static void error_line(const void *list, size_t i, char *out, size_t cap)
+{
+    const struct sl_env_errors *errs = list;
+
+    (void)snprintf(out, cap, "%s: %s", errs->items[i].field, errs->items[i].message);
+}
+
 /* Checks the errors against `want` (NULL-terminated "field: message"; "...*" matches a
  * prefix). */
 static void check_errors(const char *what, const struct sl_env_errors *errs,
                          const char *const *want)
 {
-    size_t n = 0;
+    char why[2048];
 
-    while (want[n] != NULL) {
-        n++;
-    }
-    for (size_t i = 0; i < errs->count; i++) {
-        char line[SL_ENV_FIELD_MAX + SL_ENV_MESSAGE_MAX + 2];
-        size_t wn = i < n ? strlen(want[i]) : 0;
-        bool prefix = wn > 0 && want[i][wn - 1] == '*';
-
-        (void)snprintf(line, sizeof(line), "%s: %s", errs->items[i].field, errs->items[i].message);
-        if (i >= n || (prefix ? strncmp(line, want[i], wn - 1) != 0 : strcmp(line, want[i]) != 0)) {
-            fail_msg("error %zu of %.300s\n  got:  %s\n  want: %s", i, what, line,
-                     i < n ? want[i] : "(none)");
-        }
-    }
-    if (errs->count != n) {
-        fail_msg("%.300s\n  got %zu errors, want %zu", what, errs->count, n);
+    if (sl_test_lines_check(error_line, errs, errs->count, want, why, sizeof(why)) != 0) {
+        fail_msg("errors of %.300s: %s", what, why);
     }
 }
 
@@ -1458,7 +1390,7 @@ static int raw_seal(void *arg, const void *p, size_t n, struct sl_buf *out)
 
 static void refuses_sealed_text_that_is_not_printable_ascii(void **state)
 {
-    const struct sl_env_sealer raw = { raw_seal, toy_open, NULL };
+    const struct sl_env_sealer raw = { raw_seal, sl_test_toy_open, NULL };
     struct sl_env_errors errs = { 0 };
     struct sl_env_row row;
 
@@ -1500,7 +1432,7 @@ static void stores_egress_the_proxy_accepts(void **state)
         }
         sealed = json_string_value(json_object_get(c, "sealed"));
         sl_buf_init(&plain, TEST_BUF_MAX);
-        assert_int_equal(toy_open(&toy_a, sealed, strlen(sealed), &plain), 0);
+        assert_int_equal(sl_test_toy_open(&toy_a, sealed, strlen(sealed), &plain), 0);
         assert_int_equal(json_object_set_new(c, "value", json_string(sl_buf_cstr(&plain))), 0);
         assert_int_equal(json_object_del(c, "sealed"), 0);
         sl_buf_finish(&plain);
@@ -1662,7 +1594,7 @@ static void renders_list_items_without_values(void **state)
 {
     struct sl_env_row row;
     json_t *j = NULL;
-    int opens = toy_a.opens;
+    unsigned long opens = toy_a.opens;
     char *text;
 
     (void)state;

@@ -5,8 +5,8 @@
  * picked, the merge with the global default and the built-in defaults, the JSON of
  * `GET /api/v1/resolve`, and the allocation-failure sweep.
  *
- * Rows are made the way the API makes them (sl_env_spec_parse + sl_env_spec_to_row) with a toy
- * sealer: "k<key>:" and the hex of each byte XOR the key.
+ * Rows are made the way the API makes them (sl_env_spec_parse + sl_env_spec_to_row) with the
+ * toy sealer of tests/support/toyseal: "k<key>:" and the hex of each byte XOR the key.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,63 +24,19 @@
 #include "control/environment.h"
 #include "control/model.h"
 #include "control/resolve.h"
+#include "tests/support/sqjson.h"
+#include "tests/support/toyseal.h"
 
 #define ALICE "a11ce000-0000-4000-8000-000000000001"
 #define BOB   "b0b00000-0000-4000-8000-000000000002"
 #define REPO  "acme/website"
 
-/* ---- the toy sealer ----------------------------------------------------------------------- */
+/* ---- the toy sealer (tests/support/toyseal) ---------------------------------------------- */
 
-static int toy_seal(void *arg, const void *p, size_t n, struct sl_buf *out)
-{
-    unsigned key = *(const uint8_t *)arg;
-    const uint8_t *b = p;
-
-    SL_TRY(sl_buf_printf(out, "k%02x:", key));
-    for (size_t i = 0; i < n; i++) {
-        SL_TRY(sl_buf_printf(out, "%02x", (unsigned)(b[i] ^ key)));
-    }
-    return 0;
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
-}
-
-static int toy_open(void *arg, const char *s, size_t n, struct sl_buf *out)
-{
-    unsigned key = *(const uint8_t *)arg;
-    char prefix[8];
-
-    (void)snprintf(prefix, sizeof(prefix), "k%02x:", key);
-    if (n < 4 || memcmp(s, prefix, 4) != 0 || (n - 4) % 2 != 0) {
-        return SL_ECRYPTO;
-    }
-    for (size_t i = 4; i < n; i += 2) {
-        int hi = hex_value(s[i]);
-        int lo = hex_value(s[i + 1]);
-        uint8_t c;
-
-        if (hi < 0 || lo < 0) {
-            return SL_ECRYPTO;
-        }
-        c = (uint8_t)((unsigned)((hi << 4) | lo) ^ key);
-        SL_TRY(sl_buf_append(out, &c, 1));
-    }
-    return 0;
-}
-
-static uint8_t key_a = 0x5a;
-static uint8_t key_b = 0x21;
-static const struct sl_env_sealer sealer_a = { toy_seal, toy_open, &key_a };
-static const struct sl_env_sealer sealer_b = { toy_seal, toy_open, &key_b };
+static struct sl_test_toy toy_a = { .key = 0x5a };
+static struct sl_test_toy toy_b = { .key = 0x21 };
+static const struct sl_env_sealer sealer_a = { sl_test_toy_seal, sl_test_toy_open, &toy_a };
+static const struct sl_env_sealer sealer_b = { sl_test_toy_seal, sl_test_toy_open, &toy_b };
 
 /* ---- rows --------------------------------------------------------------------------------- */
 
@@ -93,10 +49,7 @@ static void make_row(struct sl_env_row *row, const char *id, const char *owner, 
     struct sl_buf b;
 
     sl_buf_init(&b, (size_t)1 << 20);
-    assert_int_equal(sl_buf_append_str(&b, body_sq), 0);
-    for (size_t i = 0; i < b.len; i++) {
-        b.p[i] = b.p[i] == '\'' ? '"' : b.p[i];
-    }
+    assert_int_equal(sl_test_sqjson(&b, body_sq), 0);
     memset(row, 0, sizeof(*row));
     if (sl_env_spec_parse(b.p, b.len, &spec, &errs) != 0) {
         fail_msg("%s: %s %s", body_sq, errs.count > 0 ? errs.items[0].field : errs.message,
@@ -477,10 +430,7 @@ static void render(const struct sl_resolve_result *r, const struct sl_env_sealer
     assert_int_equal(sl_resolve_render(r, REPO, sealer, &j), 0);
     got = json_dumps(j, SL_ENV_JSON_FLAGS);
     sl_buf_init(&want, (size_t)1 << 20);
-    assert_int_equal(sl_buf_append_str(&want, want_sq), 0);
-    for (size_t i = 0; i < want.len; i++) {
-        want.p[i] = want.p[i] == '\'' ? '"' : want.p[i];
-    }
+    assert_int_equal(sl_test_sqjson(&want, want_sq), 0);
     if (strcmp(got, (const char *)want.p) != 0) {
         fail_msg("\n  got:  %s\n  want: %s", got, (const char *)want.p);
     }

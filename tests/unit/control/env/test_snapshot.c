@@ -7,7 +7,6 @@
  * extra (sandbox) clients are included, limits and damage fail closed.
  */
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <setjmp.h>
@@ -36,6 +35,7 @@
 #include "policy/decision.h"
 #include "policy/host.h"
 #include "policy/snapshot.h"
+#include "tests/support/tmpdir.h"
 
 /* Two different keys: values sealed under OTHER_KEY do not open under KEY. */
 #define KEY       "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
@@ -58,9 +58,8 @@ static int setup(void **state)
     char err[256] = "";
 
     assert_non_null(f);
-    memcpy(f->dir, "/tmp/sl-snap-XXXXXX", sizeof("/tmp/sl-snap-XXXXXX"));
-    assert_non_null(mkdtemp(f->dir));
-    (void)snprintf(f->path, sizeof(f->path), "%s/sluice.db", f->dir);
+    assert_int_equal(sl_test_tmpdir(f->dir, sizeof(f->dir), "sl-snap"), 0);
+    assert_int_equal(sl_test_join(f->path, sizeof(f->path), f->dir, "sluice.db"), 0);
     assert_int_equal(sl_store_open(f->path, &f->st, err, sizeof(err)), 0);
     assert_int_equal(sl_secrets_create_from_base64(KEY, &f->sec, err, sizeof(err)), 0);
     assert_int_equal(sl_secrets_create_from_base64(OTHER_KEY, &f->other, err, sizeof(err)), 0);
@@ -72,9 +71,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char path[PATH_MAX];
-    struct dirent *e;
-    DIR *d;
 
     sl_snapshot_unref(f->snap);
     sl_snapshot_build_report_finish(&f->report);
@@ -82,16 +78,7 @@ static int teardown(void **state)
     sl_secrets_destroy(f->sec);
     sl_secrets_destroy(f->other);
     sl_store_close(f->st);
-    d = opendir(f->dir);
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            (void)snprintf(path, sizeof(path), "%s/%s", f->dir, e->d_name);
-            assert_int_equal(unlink(path), 0);
-        }
-    }
-    assert_int_equal(closedir(d), 0);
-    assert_int_equal(rmdir(f->dir), 0);
+    assert_int_equal(sl_test_rmtree(f->dir), 0);
     sl_free(f);
     return 0;
 }

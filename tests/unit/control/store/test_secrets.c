@@ -23,6 +23,7 @@
 #include "base/err.h"
 #include "base/mem.h"
 #include "control/secrets.h"
+#include "tests/support/tmpdir.h"
 
 /* base64 of the 32 bytes 0x00 .. 0x1f. */
 #define KEY_A "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
@@ -38,8 +39,7 @@ static int setup(void **state)
     struct fixture *f = sl_calloc(1, sizeof(*f));
 
     assert_non_null(f);
-    memcpy(f->dir, "/tmp/sl-secrets-XXXXXX", sizeof("/tmp/sl-secrets-XXXXXX"));
-    assert_non_null(mkdtemp(f->dir));
+    assert_int_equal(sl_test_tmpdir(f->dir, sizeof(f->dir), "sl-secrets"), 0);
     assert_int_equal(unsetenv(SL_SECRETS_KEY_ENV), 0);
     *state = f;
     return 0;
@@ -48,19 +48,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char path[PATH_MAX];
-    struct dirent *e;
-    DIR *d = opendir(f->dir);
 
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            (void)snprintf(path, sizeof(path), "%s/%s", f->dir, e->d_name);
-            assert_int_equal(unlink(path), 0);
-        }
-    }
-    assert_int_equal(closedir(d), 0);
-    assert_int_equal(rmdir(f->dir), 0);
+    assert_int_equal(sl_test_rmtree(f->dir), 0);
     assert_int_equal(unsetenv(SL_SECRETS_KEY_ENV), 0);
     sl_free(f);
     return 0;
@@ -68,9 +57,7 @@ static int teardown(void **state)
 
 static void key_path(const struct fixture *f, char *out, size_t cap)
 {
-    int n = snprintf(out, cap, "%s/%s", f->dir, SL_SECRETS_KEY_FILE);
-
-    assert_true(n > 0 && (size_t)n < cap);
+    assert_int_equal(sl_test_join(out, cap, f->dir, SL_SECRETS_KEY_FILE), 0);
 }
 
 static void write_file(const char *path, const char *text, mode_t mode)

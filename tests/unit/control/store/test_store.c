@@ -4,7 +4,6 @@
  * refusing files; users and tokens; environments with their names, repositories and the default;
  * static clients; the snapshot counter; concurrent writers; allocation failures.
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -27,6 +26,7 @@
 #include "control/model.h"
 #include "control/secrets.h"
 #include "control/store.h"
+#include "tests/support/tmpdir.h"
 
 struct fixture {
     char dir[64];
@@ -39,9 +39,8 @@ static int setup(void **state)
     struct fixture *f = sl_calloc(1, sizeof(*f));
 
     assert_non_null(f);
-    memcpy(f->dir, "/tmp/sl-store-XXXXXX", sizeof("/tmp/sl-store-XXXXXX"));
-    assert_non_null(mkdtemp(f->dir));
-    (void)snprintf(f->path, sizeof(f->path), "%s/sluice.db", f->dir);
+    assert_int_equal(sl_test_tmpdir(f->dir, sizeof(f->dir), "sl-store"), 0);
+    assert_int_equal(sl_test_join(f->path, sizeof(f->path), f->dir, "sluice.db"), 0);
     *state = f;
     return 0;
 }
@@ -67,21 +66,9 @@ static void close_store(struct fixture *f)
 static int teardown(void **state)
 {
     struct fixture *f = *state;
-    char path[PATH_MAX];
-    struct dirent *e;
-    DIR *d;
 
     sl_store_close(f->st);
-    d = opendir(f->dir);
-    assert_non_null(d);
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
-            (void)snprintf(path, sizeof(path), "%s/%s", f->dir, e->d_name);
-            assert_int_equal(unlink(path), 0);
-        }
-    }
-    assert_int_equal(closedir(d), 0);
-    assert_int_equal(rmdir(f->dir), 0);
+    assert_int_equal(sl_test_rmtree(f->dir), 0);
     sl_free(f);
     return 0;
 }
