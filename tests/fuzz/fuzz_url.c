@@ -17,14 +17,9 @@
 #include "base/mem.h"
 #include "policy/host.h"
 #include "policy/url.h"
+#include "tests/support/hostauth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static bool same_host(const struct sl_host *a, const struct sl_host *b)
-{
-    return a->kind == b->kind && a->len == b->len && memcmp(a->name, b->name, a->len + 1) == 0
-           && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
-}
 
 /* True when the `n` bytes at `p` lie inside [data, data + size). Compared as integers: the
  * pointers may belong to different objects. */
@@ -59,7 +54,7 @@ static void fuzz_authority(const uint8_t *data, size_t size, unsigned flags)
     SL_BUG_ON(n <= 0 || (size_t)n >= sizeof(text));
     SL_BUG_ON(sl_host_parse_authority(sl_slice_of(text, (size_t)n), flags, &again, &port2, NULL)
               != 0);
-    SL_BUG_ON(!same_host(&h, &again) || port != port2);
+    SL_BUG_ON(!sl_test_host_same(&h, &again) || port != port2);
 }
 
 static bool is_visible(const uint8_t *p, size_t n)
@@ -108,7 +103,8 @@ static void fuzz_url(const uint8_t *data, size_t size)
                  u.query.n > 0 ? (const char *)u.query.p : "");
     SL_BUG_ON(n <= 0 || (size_t)n >= cap);
     SL_BUG_ON(sl_url_parse(sl_slice_of(text, (size_t)n), &again, NULL) != 0);
-    SL_BUG_ON(!same_host(&u.host, &again.host) || u.port != again.port || u.scheme != again.scheme);
+    SL_BUG_ON(!sl_test_host_same(&u.host, &again.host) || u.port != again.port
+              || u.scheme != again.scheme);
     SL_BUG_ON(!again.port_given);
     SL_BUG_ON(again.path.n != u.path.n || memcmp(again.path.p, u.path.p, u.path.n) != 0);
     SL_BUG_ON(again.query.n != u.query.n

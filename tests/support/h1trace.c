@@ -51,6 +51,18 @@ uint64_t sl_test_decimal(struct sl_slice s)
     return v;
 }
 
+void sl_test_h1_check_framing(const struct sl_h1_head *h)
+{
+    const struct sl_h1_header *cl = sl_h1_find(h, "content-length");
+    const struct sl_h1_header *te = sl_h1_find(h, "transfer-encoding");
+
+    SL_BUG_ON(h->version_major != 1 || h->version_minor > 1);
+    SL_BUG_ON(sl_test_h1_count(h, "content-length") > 1
+              || sl_test_h1_count(h, "transfer-encoding") > 1);
+    SL_BUG_ON(cl != NULL && te != NULL);
+    SL_BUG_ON(te != NULL && (!sl_h1_name_is(te->value, "chunked") || h->version_minor == 0));
+}
+
 static bool push(struct sl_test_trace *t, struct sl_test_trace_entry e)
 {
     if (t->n == SL_TEST_TRACE_MAX) {

@@ -118,6 +118,11 @@ bool sl_test_trace_same(const struct sl_test_trace *a, const struct sl_test_trac
 void sl_test_h1_check_splits(const struct sl_test_h1_driver *d, const uint8_t *m, size_t n,
                              uint8_t seed);
 
+/* Aborts unless the head is HTTP/1.0 or 1.1 with at most one Content-Length and at most one
+ * Transfer-Encoding, never both, and Transfer-Encoding only as exactly `chunked` and never on
+ * HTTP/1.0: what the parser guarantees to both directions. */
+void sl_test_h1_check_framing(const struct sl_h1_head *h);
+
 /* How many headers of `h` are named `name` (the oracle's own count, not sl_h1_count()). */
 size_t sl_test_h1_count(const struct sl_h1_head *h, const char *name);
 

@@ -856,12 +856,17 @@ static void refuses_hosts_that_are_not_normalised(void **state)
     }
 }
 
+/* A CA made by hand, loaded back: where it was written, and what sl_ca_load_dir() said. */
+struct handmade {
+    char dir[PATH_BYTES];
+    char err[512];
+    struct sl_ca *ca;
+};
+
 /* Writes a CA made by hand (tests/support/pki) rather than by sl_ca_create() into tmp/`name`:
  * basicConstraints CA:TRUE, the keyUsage `ku` unless NULL, a subject key identifier when `ski`;
- * then loads it back with sl_ca_load_dir(). Returns what that returns (the CA in `*ca`, the error
- * in `err`); the directory is in `dir`. */
-static int load_handmade_ca(const char *name, bool ski, const char *ku, char dir[PATH_BYTES],
-                            struct sl_ca **ca, char *err, size_t errlen)
+ * then loads it back with sl_ca_load_dir() and returns what that returns. */
+static int load_handmade_ca(struct handmade *h, const char *name, bool ski, const char *ku)
 {
     char path[PATH_BYTES];
     EVP_PKEY *key = sl_test_key_new();
@@ -881,65 +886,57 @@ static int load_handmade_ca(const char *name, bool ski, const char *ku, char dir
     assert_non_null(key);
     x = sl_test_cert_make(&spec);
     assert_non_null(x);
-    join(dir, fx.tmp, name);
-    assert_int_equal(mkdir(dir, 0700), 0);
-    join(path, dir, SL_CA_CERT_FILE);
+    join(h->dir, fx.tmp, name);
+    assert_int_equal(mkdir(h->dir, 0700), 0);
+    join(path, h->dir, SL_CA_CERT_FILE);
     write_cert(path, x);
-    join(path, dir, SL_CA_KEY_FILE);
+    join(path, h->dir, SL_CA_KEY_FILE);
     bio = BIO_new_file(path, "w");
     assert_non_null(bio);
     assert_int_equal(PEM_write_bio_PrivateKey(bio, key, NULL, NULL, 0, NULL, NULL), 1);
     BIO_free(bio);
     X509_free(x);
     EVP_PKEY_free(key);
-    return sl_ca_load_dir(dir, true, ca, err, errlen);
+    return sl_ca_load_dir(h->dir, true, &h->ca, h->err, sizeof(h->err));
 }
 
 static void rejects_ca_whose_key_usage_forbids_signing_certificates(void **state)
 {
-    char dir[PATH_BYTES];
-    char err[512] = "";
-    struct sl_ca *ca = NULL;
+    struct handmade h = { 0 };
 
     (void)state;
-    assert_int_equal(load_handmade_ca("handmade-ku", true, "critical,digitalSignature", dir, &ca,
-                                      err, sizeof(err)),
+    assert_int_equal(load_handmade_ca(&h, "handmade-ku", true, "critical,digitalSignature"),
                      SL_EINVAL);
-    assert_non_null(strstr(err, dir));
-    assert_non_null(strstr(err, "keyCertSign"));
-    assert_null(ca);
+    assert_non_null(strstr(h.err, h.dir));
+    assert_non_null(strstr(h.err, "keyCertSign"));
+    assert_null(h.ca);
 }
 
 static void minter_refuses_ca_without_subject_key_identifier(void **state)
 {
-    char dir[PATH_BYTES];
-    char err[512] = "";
-    struct sl_ca *ca = NULL;
+    struct handmade h = { 0 };
     struct sl_minter *m = NULL;
 
     (void)state;
-    assert_int_equal(load_handmade_ca("handmade-no-ski", false, NULL, dir, &ca, err, sizeof(err)),
-                     0);
-    assert_int_equal(sl_minter_create(ca, &m, err, sizeof(err)), SL_EINVAL);
-    assert_non_null(strstr(err, "subject key identifier"));
+    assert_int_equal(load_handmade_ca(&h, "handmade-no-ski", false, NULL), 0);
+    assert_int_equal(sl_minter_create(h.ca, &m, h.err, sizeof(h.err)), SL_EINVAL);
+    assert_non_null(strstr(h.err, "subject key identifier"));
     assert_null(m);
-    sl_ca_destroy(ca);
+    sl_ca_destroy(h.ca);
 }
 
 static void minter_works_with_a_ca_made_elsewhere(void **state)
 {
-    char dir[PATH_BYTES];
-    char err[512] = "";
-    struct sl_ca *ca = NULL;
+    struct handmade h = { 0 };
     struct sl_minter *m = NULL;
     X509 *x = NULL;
 
     (void)state;
-    assert_int_equal(load_handmade_ca("handmade-ok", true, NULL, dir, &ca, err, sizeof(err)), 0);
-    assert_int_equal(sl_minter_create(ca, &m, err, sizeof(err)), 0);
+    assert_int_equal(load_handmade_ca(&h, "handmade-ok", true, NULL), 0);
+    assert_int_equal(sl_minter_create(h.ca, &m, h.err, sizeof(h.err)), 0);
     /* The minter keeps its own references: the CA may go first. */
-    sl_ca_destroy(ca);
-    assert_int_equal(sl_minter_mint(m, "elsewhere.sluice.test", &x, err, sizeof(err)), 0);
+    sl_ca_destroy(h.ca);
+    assert_int_equal(sl_minter_mint(m, "elsewhere.sluice.test", &x, h.err, sizeof(h.err)), 0);
     /* Each minter has its own leaf key. */
     assert_int_not_equal(EVP_PKEY_eq(sl_minter_leaf_key(m), sl_minter_leaf_key(fx.minter)), 1);
     sl_minter_destroy(m);

@@ -81,131 +81,123 @@ static void on_answer(void *arg, int status, const struct sl_addrs *addrs)
     }
 }
 
+/* A loop and a resolver on it, with room for two lookups: their requests and answers, and the
+ * addresses of the last one answered at once. */
+struct world {
+    uv_loop_t loop;
+    struct sl_resolver *r;
+    struct sl_resolve_req *q[2];
+    struct answer a[2];
+    struct sl_addrs addrs;
+};
+
+static void open_world(struct world *w, const struct sl_resolver_config *cfg)
+{
+    memset(w, 0, sizeof(*w));
+    assert_int_equal(uv_loop_init(&w->loop), 0);
+    assert_int_equal(sl_resolver_create(&w->loop, cfg, &w->r), 0);
+}
+
+/* Lookup `k` (0 or 1) of host:port; returns what sl_resolver_lookup() returns. */
+static int lookup(struct world *w, size_t k, const char *host, uint16_t port)
+{
+    return sl_resolver_lookup(w->r, host, port, &w->addrs, on_answer, &w->a[k], &w->q[k]);
+}
+
+/* Closes the resolver; its handles and lookups are gone when the loop has run dry. */
+static void close_world(struct world *w)
+{
+    sl_resolver_close(w->r);
+    assert_int_equal(uv_run(&w->loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(uv_loop_close(&w->loop), 0);
+}
+
 static void answers_pins_at_once(void **state)
 {
     struct sl_resolve_pin pin;
     struct sl_resolver_config cfg = { &pin, 1, 0, 0, 0 };
-    struct sl_resolver *r = NULL;
-    struct sl_resolve_req *q = NULL;
-    struct sl_addrs addrs;
-    struct answer a = { 0, 0, { 0 } };
     char err[256];
-    uv_loop_t loop;
+    struct world w;
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
     assert_int_equal(sl_resolve_pin_parse("pinned.example:8443:127.0.0.9", &pin, err, sizeof(err)),
                      0);
-    assert_int_equal(sl_resolver_create(&loop, &cfg, &r), 0);
-    assert_int_equal(sl_resolver_lookup(r, "pinned.example", 8443, &addrs, on_answer, &a, &q), 1);
-    assert_int_equal(addrs.n, 1);
-    assert_int_equal(port_of(&addrs.a[0]), 8443);
-    assert_int_equal(a.calls, 0);
-    sl_resolver_close(r);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    open_world(&w, &cfg);
+    assert_int_equal(lookup(&w, 0, "pinned.example", 8443), 1);
+    assert_int_equal(w.addrs.n, 1);
+    assert_int_equal(port_of(&w.addrs.a[0]), 8443);
+    assert_int_equal(w.a[0].calls, 0);
+    close_world(&w);
 }
 
 static void resolves_off_the_loop_then_caches(void **state)
 {
-    struct sl_resolver *r = NULL;
-    struct sl_resolve_req *q1 = NULL;
-    struct sl_resolve_req *q2 = NULL;
     struct sl_resolver_stats st;
-    struct sl_addrs addrs;
-    struct answer a1 = { 0, 0, { 0 } };
-    struct answer a2 = { 0, 0, { 0 } };
-    uv_loop_t loop;
+    struct world w;
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    assert_int_equal(sl_resolver_create(&loop, NULL, &r), 0);
+    open_world(&w, NULL);
     /* Two lookups before the answer: one getaddrinfo, both called back, never synchronously. */
-    assert_int_equal(sl_resolver_lookup(r, "localhost", 80, &addrs, on_answer, &a1, &q1), 0);
-    assert_int_equal(sl_resolver_lookup(r, "localhost", 443, &addrs, on_answer, &a2, &q2), 0);
-    assert_int_equal(a1.calls + a2.calls, 0);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(a1.calls, 1);
-    assert_int_equal(a2.calls, 1);
-    assert_int_equal(a1.status, 0);
-    assert_true(a1.addrs.n >= 1);
-    for (size_t i = 0; i < a1.addrs.n; i++) {
-        assert_true(is_loopback(&a1.addrs.a[i]));
-        assert_int_equal(port_of(&a1.addrs.a[i]), 80);
+    assert_int_equal(lookup(&w, 0, "localhost", 80), 0);
+    assert_int_equal(lookup(&w, 1, "localhost", 443), 0);
+    assert_int_equal(w.a[0].calls + w.a[1].calls, 0);
+    assert_int_equal(uv_run(&w.loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(w.a[0].calls, 1);
+    assert_int_equal(w.a[1].calls, 1);
+    assert_int_equal(w.a[0].status, 0);
+    assert_true(w.a[0].addrs.n >= 1);
+    for (size_t i = 0; i < w.a[0].addrs.n; i++) {
+        assert_true(is_loopback(&w.a[0].addrs.a[i]));
+        assert_int_equal(port_of(&w.a[0].addrs.a[i]), 80);
     }
-    assert_int_equal(port_of(&a2.addrs.a[0]), 443);
+    assert_int_equal(port_of(&w.a[1].addrs.a[0]), 443);
     /* The third is a cache hit, with its own port. */
-    assert_int_equal(sl_resolver_lookup(r, "localhost", 8080, &addrs, on_answer, &a1, &q1), 1);
-    assert_int_equal(port_of(&addrs.a[0]), 8080);
-    sl_resolver_stats(r, &st);
+    assert_int_equal(lookup(&w, 0, "localhost", 8080), 1);
+    assert_int_equal(port_of(&w.addrs.a[0]), 8080);
+    sl_resolver_stats(w.r, &st);
     assert_int_equal(st.hits, 1);
     assert_int_equal(st.misses, 2);
-    sl_resolver_close(r);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    close_world(&w);
 }
 
 static void never_calls_a_cancelled_lookup_back(void **state)
 {
-    struct sl_resolver *r = NULL;
-    struct sl_resolve_req *q1 = NULL;
-    struct sl_resolve_req *q2 = NULL;
-    struct sl_addrs addrs;
-    struct answer a1 = { 0, 0, { 0 } };
-    struct answer a2 = { 0, 0, { 0 } };
-    uv_loop_t loop;
+    struct world w;
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    assert_int_equal(sl_resolver_create(&loop, NULL, &r), 0);
-    assert_int_equal(sl_resolver_lookup(r, "localhost", 80, &addrs, on_answer, &a1, &q1), 0);
-    assert_int_equal(sl_resolver_lookup(r, "localhost", 80, &addrs, on_answer, &a2, &q2), 0);
-    sl_resolve_cancel(q1);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(a1.calls, 0);
-    assert_int_equal(a2.calls, 1);
-    sl_resolver_close(r);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    open_world(&w, NULL);
+    assert_int_equal(lookup(&w, 0, "localhost", 80), 0);
+    assert_int_equal(lookup(&w, 1, "localhost", 80), 0);
+    sl_resolve_cancel(w.q[0]);
+    assert_int_equal(uv_run(&w.loop, UV_RUN_DEFAULT), 0);
+    assert_int_equal(w.a[0].calls, 0);
+    assert_int_equal(w.a[1].calls, 1);
+    close_world(&w);
 }
 
 static void closes_with_a_lookup_in_flight(void **state)
 {
-    struct sl_resolver *r = NULL;
-    struct sl_resolve_req *q = NULL;
-    struct sl_addrs addrs;
-    struct answer a = { 0, 0, { 0 } };
-    uv_loop_t loop;
+    struct world w;
 
     (void)state;
-    assert_int_equal(uv_loop_init(&loop), 0);
-    assert_int_equal(sl_resolver_create(&loop, NULL, &r), 0);
-    assert_int_equal(sl_resolver_lookup(r, "localhost", 80, &addrs, on_answer, &a, &q), 0);
-    sl_resolver_close(r);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(a.calls, 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    open_world(&w, NULL);
+    assert_int_equal(lookup(&w, 0, "localhost", 80), 0);
+    close_world(&w);
+    assert_int_equal(w.a[0].calls, 0);
 }
 
 static void refuses_names_that_are_not_names(void **state)
 {
-    struct sl_resolver *r = NULL;
-    struct sl_resolve_req *q = NULL;
-    struct sl_addrs addrs;
-    struct answer a = { 0, 0, { 0 } };
     char long_name[300];
-    uv_loop_t loop;
+    struct world w;
 
     (void)state;
     memset(long_name, 'a', sizeof(long_name) - 1);
     long_name[sizeof(long_name) - 1] = '\0';
-    assert_int_equal(uv_loop_init(&loop), 0);
-    assert_int_equal(sl_resolver_create(&loop, NULL, &r), 0);
-    assert_true(sl_resolver_lookup(r, "", 80, &addrs, on_answer, &a, &q) < 0);
-    assert_true(sl_resolver_lookup(r, long_name, 80, &addrs, on_answer, &a, &q) < 0);
-    sl_resolver_close(r);
-    assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
-    assert_int_equal(uv_loop_close(&loop), 0);
+    open_world(&w, NULL);
+    assert_true(lookup(&w, 0, "", 80) < 0);
+    assert_true(lookup(&w, 0, long_name, 80) < 0);
+    close_world(&w);
 }
 
 int main(void)

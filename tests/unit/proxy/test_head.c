@@ -92,6 +92,20 @@ static struct sl_head_ctx tunnel(struct fixture *f, const char *host, uint16_t p
 
 static const struct sl_head_ctx absolute = { false, false, NULL, 0 };
 
+/* Resolves the request head `h` in `ctx` (it must succeed; the target in `t`), builds the head
+ * sent upstream with the credential header `name: value` (NULL: none) and checks that it is
+ * `want`. */
+static void build_ok(struct fixture *f, const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
+                     const char *name, const char *value, const char *want,
+                     struct sl_head_target *t)
+{
+    struct sl_head_refusal why;
+
+    assert_int_equal(sl_head_resolve(h, ctx, &f->arena, t, &why), 0);
+    assert_int_equal(sl_head_build(&f->out, h, t, name, value), 0);
+    assert_out(f, want);
+}
+
 static void builds_an_intercepted_request_with_its_credential(void **state)
 {
     struct fixture *f = *state;
@@ -106,22 +120,18 @@ static void builds_an_intercepted_request_with_its_credential(void **state)
                                           "Content-Length: 3\r\n\r\n");
     struct sl_head_ctx ctx = tunnel(f, "API.example.com", 443, true);
     struct sl_head_target t;
-    struct sl_head_refusal why;
     static const char want[] = "POST /v1/x?a=b HTTP/1.1\r\n"
                                "Host: api.example.com\r\n"
                                "Accept: */*\r\n"
                                "Authorization: Bearer s3cr3t\r\n"
                                "Content-Length: 3\r\n\r\n";
 
-    assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), 0);
+    build_ok(f, h, &ctx, "Authorization", "Bearer s3cr3t", want, &t);
     assert_string_equal(t.scheme, "https");
     assert_string_equal(t.host.name, "api.example.com");
     assert_int_equal(t.port, 443);
     assert_string_equal(t.target, "/v1/x?a=b");
     assert_false(t.websocket);
-    assert_int_equal(sl_head_build(&f->out, h, &t, "Authorization", "Bearer s3cr3t"), 0);
-    assert_int_equal(f->out.len, strlen(want));
-    assert_memory_equal(f->out.p, want, f->out.len);
 }
 
 static void builds_an_absolute_form_request_in_origin_form(void **state)
@@ -134,20 +144,16 @@ static void builds_an_absolute_form_request_in_origin_form(void **state)
                                           "Authorization: mine\r\n"
                                           "Transfer-Encoding: chunked\r\n\r\n");
     struct sl_head_target t;
-    struct sl_head_refusal why;
     static const char want[] = "GET /a%20b?q HTTP/1.1\r\n"
                                "Host: files.example.org:8080\r\n"
                                "Authorization: mine\r\n"
                                "Transfer-Encoding: chunked\r\n\r\n";
 
-    assert_int_equal(sl_head_resolve(h, &absolute, &f->arena, &t, &why), 0);
+    /* No credential decided: the client's own end-to-end Authorization goes through. */
+    build_ok(f, h, &absolute, NULL, NULL, want, &t);
     assert_string_equal(t.scheme, "http");
     assert_int_equal(t.port, 8080);
     assert_string_equal(t.target, "/a%20b?q");
-    /* No credential decided: the client's own end-to-end Authorization goes through. */
-    assert_int_equal(sl_head_build(&f->out, h, &t, NULL, NULL), 0);
-    assert_int_equal(f->out.len, strlen(want));
-    assert_memory_equal(f->out.p, want, f->out.len);
 }
 
 static void relays_a_websocket_upgrade_only(void **state)
@@ -160,17 +166,13 @@ static void relays_a_websocket_upgrade_only(void **state)
                                           "Sec-WebSocket-Version: 13\r\n\r\n");
     struct sl_head_ctx ctx = tunnel(f, "ws.example.org", 8443, true);
     struct sl_head_target t;
-    struct sl_head_refusal why;
     static const char want[] = "GET /ws HTTP/1.1\r\n"
                                "Host: ws.example.org:8443\r\n"
                                "Sec-WebSocket-Version: 13\r\n"
                                "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
 
-    assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), 0);
+    build_ok(f, h, &ctx, NULL, NULL, want, &t);
     assert_true(t.websocket);
-    assert_int_equal(sl_head_build(&f->out, h, &t, NULL, NULL), 0);
-    assert_int_equal(f->out.len, strlen(want));
-    assert_memory_equal(f->out.p, want, f->out.len);
 }
 
 struct refusal_row {
@@ -266,14 +268,10 @@ static void keeps_the_query_of_an_absolute_url_without_a_path(void **state)
             parse(f, "GET https://api.example.com?p=1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n");
     struct sl_head_ctx ctx = tunnel(f, "api.example.com", 443, true);
     struct sl_head_target t;
-    struct sl_head_refusal why;
     static const char want[] = "GET /?p=1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n";
 
-    assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), 0);
+    build_ok(f, h, &ctx, NULL, NULL, want, &t);
     assert_string_equal(t.target, "/?p=1");
-    assert_int_equal(sl_head_build(&f->out, h, &t, NULL, NULL), 0);
-    assert_int_equal(f->out.len, strlen(want));
-    assert_memory_equal(f->out.p, want, f->out.len);
 }
 
 static void takes_http_1_0_without_host_and_https_default_port(void **state)
@@ -282,13 +280,9 @@ static void takes_http_1_0_without_host_and_https_default_port(void **state)
     const struct sl_h1_head *h = parse(f, "GET /old HTTP/1.0\r\n\r\n");
     struct sl_head_ctx ctx = tunnel(f, "api.example.com", 8443, true);
     struct sl_head_target t;
-    struct sl_head_refusal why;
     static const char want[] = "GET /old HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n";
 
-    assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), 0);
-    assert_int_equal(sl_head_build(&f->out, h, &t, NULL, NULL), 0);
-    assert_int_equal(f->out.len, strlen(want));
-    assert_memory_equal(f->out.p, want, f->out.len);
+    build_ok(f, h, &ctx, NULL, NULL, want, &t);
 }
 
 static const struct sl_head_resp_ctx client11 = { .client_keep_alive = true };

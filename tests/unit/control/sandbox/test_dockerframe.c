@@ -76,21 +76,52 @@ static void check_mixed(const struct sink *s)
     assert_string_equal(sl_buf_cstr(&s->in), "in");
 }
 
-static void demultiplexes_whole_input(void **state)
-{
+/* A demultiplexer and the sink of its pieces. */
+struct demux {
     struct sl_dockerframe f;
     struct sink s;
+};
+
+static void demux_open(struct demux *d)
+{
+    sink_init(&d->s);
+    sl_dockerframe_init(&d->f);
+    assert_true(sl_dockerframe_is_at_boundary(&d->f));
+}
+
+static int feed(struct demux *d, const void *p, size_t n)
+{
+    return sl_dockerframe_feed(&d->f, p, n, on_piece, &d->s);
+}
+
+/* Feeds all of `b` in pieces of `step` bytes (the last one shorter), each accepted; the input
+ * ends at a frame boundary. */
+static void feed_in_pieces(struct demux *d, const struct sl_buf *b, size_t step)
+{
+    size_t n;
+
+    for (size_t i = 0; i < b->len; i += n) {
+        n = b->len - i < step ? b->len - i : step;
+        assert_int_equal(feed(d, b->p + i, n), 0);
+    }
+    assert_true(sl_dockerframe_is_at_boundary(&d->f));
+}
+
+static void demultiplexes_whole_input_or_a_byte_at_a_time(void **state)
+{
+    static const size_t steps[] = { SIZE_MAX, 1 };
     struct sl_buf b;
 
     (void)state;
     build_mixed(&b);
-    sink_init(&s);
-    sl_dockerframe_init(&f);
-    assert_true(sl_dockerframe_is_at_boundary(&f));
-    assert_int_equal(sl_dockerframe_feed(&f, b.p, b.len, on_piece, &s), 0);
-    assert_true(sl_dockerframe_is_at_boundary(&f));
-    check_mixed(&s);
-    sink_finish(&s);
+    for (size_t i = 0; i < SL_ARRAY_LEN(steps); i++) {
+        struct demux d;
+
+        demux_open(&d);
+        feed_in_pieces(&d, &b, steps[i]);
+        check_mixed(&d.s);
+        sink_finish(&d.s);
+    }
     sl_buf_finish(&b);
 }
 
@@ -102,65 +133,41 @@ static void demultiplexes_split_at_every_offset(void **state)
     build_mixed(&b);
     for (size_t cut = 0; cut <= b.len; cut++) {
         for (size_t cut2 = cut; cut2 <= b.len; cut2++) {
-            struct sl_dockerframe f;
-            struct sink s;
+            struct demux d;
 
-            sink_init(&s);
-            sl_dockerframe_init(&f);
-            assert_int_equal(sl_dockerframe_feed(&f, b.p, cut, on_piece, &s), 0);
-            assert_int_equal(sl_dockerframe_feed(&f, b.p + cut, cut2 - cut, on_piece, &s), 0);
-            assert_int_equal(sl_dockerframe_feed(&f, b.p + cut2, b.len - cut2, on_piece, &s), 0);
-            assert_true(sl_dockerframe_is_at_boundary(&f));
-            check_mixed(&s);
-            sink_finish(&s);
+            demux_open(&d);
+            assert_int_equal(feed(&d, b.p, cut), 0);
+            assert_int_equal(feed(&d, b.p + cut, cut2 - cut), 0);
+            assert_int_equal(feed(&d, b.p + cut2, b.len - cut2), 0);
+            assert_true(sl_dockerframe_is_at_boundary(&d.f));
+            check_mixed(&d.s);
+            sink_finish(&d.s);
         }
     }
     sl_buf_finish(&b);
 }
 
-static void demultiplexes_one_byte_at_a_time(void **state)
-{
-    struct sl_dockerframe f;
-    struct sink s;
-    struct sl_buf b;
-
-    (void)state;
-    build_mixed(&b);
-    sink_init(&s);
-    sl_dockerframe_init(&f);
-    for (size_t i = 0; i < b.len; i++) {
-        assert_int_equal(sl_dockerframe_feed(&f, b.p + i, 1, on_piece, &s), 0);
-    }
-    assert_true(sl_dockerframe_is_at_boundary(&f));
-    check_mixed(&s);
-    sink_finish(&s);
-    sl_buf_finish(&b);
-}
-
 static void reports_a_partial_frame_as_no_boundary(void **state)
 {
-    struct sl_dockerframe f;
-    struct sink s;
+    struct demux d;
     uint8_t hdr[8] = { 1, 0, 0, 0, 0, 0, 0, 5 };
 
     (void)state;
-    sink_init(&s);
-    sl_dockerframe_init(&f);
-    assert_int_equal(sl_dockerframe_feed(&f, hdr, 4, on_piece, &s), 0);
-    assert_false(sl_dockerframe_is_at_boundary(&f));
-    assert_int_equal(sl_dockerframe_feed(&f, hdr + 4, 4, on_piece, &s), 0);
-    assert_false(sl_dockerframe_is_at_boundary(&f));
-    assert_int_equal(sl_dockerframe_feed(&f, "abcde", 5, on_piece, &s), 0);
-    assert_true(sl_dockerframe_is_at_boundary(&f));
-    assert_string_equal(sl_buf_cstr(&s.out), "abcde");
-    sink_finish(&s);
+    demux_open(&d);
+    assert_int_equal(feed(&d, hdr, 4), 0);
+    assert_false(sl_dockerframe_is_at_boundary(&d.f));
+    assert_int_equal(feed(&d, hdr + 4, 4), 0);
+    assert_false(sl_dockerframe_is_at_boundary(&d.f));
+    assert_int_equal(feed(&d, "abcde", 5), 0);
+    assert_true(sl_dockerframe_is_at_boundary(&d.f));
+    assert_string_equal(sl_buf_cstr(&d.s.out), "abcde");
+    sink_finish(&d.s);
 }
 
 static void carries_a_large_frame_in_pieces(void **state)
 {
     static uint8_t big[300000];
-    struct sl_dockerframe f;
-    struct sink s;
+    struct demux d;
     struct sl_buf b;
 
     (void)state;
@@ -169,24 +176,18 @@ static void carries_a_large_frame_in_pieces(void **state)
     }
     sl_buf_init(&b, 1u << 20);
     frame(&b, 2, big, sizeof(big));
-    sink_init(&s);
-    sl_dockerframe_init(&f);
-    for (size_t i = 0; i < b.len; i += 4093) {
-        size_t n = b.len - i < 4093 ? b.len - i : 4093;
-
-        assert_int_equal(sl_dockerframe_feed(&f, b.p + i, n, on_piece, &s), 0);
-    }
-    assert_int_equal(s.err.len, sizeof(big));
-    assert_memory_equal(s.err.p, big, sizeof(big));
-    assert_int_equal(s.out.len, 0);
-    sink_finish(&s);
+    demux_open(&d);
+    feed_in_pieces(&d, &b, 4093);
+    assert_int_equal(d.s.err.len, sizeof(big));
+    assert_memory_equal(d.s.err.p, big, sizeof(big));
+    assert_int_equal(d.s.out.len, 0);
+    sink_finish(&d.s);
     sl_buf_finish(&b);
 }
 
 static void rejects_unknown_stream_and_stays_refusing(void **state)
 {
-    struct sl_dockerframe f;
-    struct sink s;
+    struct demux d;
     struct sl_buf b;
     uint8_t bad[8] = { 3, 0, 0, 0, 0, 0, 0, 1 };
 
@@ -195,63 +196,56 @@ static void rejects_unknown_stream_and_stays_refusing(void **state)
     frame(&b, 1, "ok", 2);
     assert_int_equal(sl_buf_append(&b, bad, sizeof(bad)), 0);
     frame(&b, 1, "later", 5);
-    sink_init(&s);
-    sl_dockerframe_init(&f);
-    assert_int_equal(sl_dockerframe_feed(&f, b.p, b.len, on_piece, &s), SL_EINVAL);
-    assert_string_equal(sl_buf_cstr(&s.out), "ok");
-    assert_false(sl_dockerframe_is_at_boundary(&f));
-    assert_int_equal(sl_dockerframe_feed(&f, "x", 1, on_piece, &s), SL_EINVAL);
-    assert_string_equal(sl_buf_cstr(&s.out), "ok");
-    sink_finish(&s);
+    demux_open(&d);
+    assert_int_equal(feed(&d, b.p, b.len), SL_EINVAL);
+    assert_string_equal(sl_buf_cstr(&d.s.out), "ok");
+    assert_false(sl_dockerframe_is_at_boundary(&d.f));
+    assert_int_equal(feed(&d, "x", 1), SL_EINVAL);
+    assert_string_equal(sl_buf_cstr(&d.s.out), "ok");
+    sink_finish(&d.s);
     sl_buf_finish(&b);
 }
 
 static void rejects_nonzero_padding(void **state)
 {
     for (int pos = 1; pos <= 3; pos++) {
-        struct sl_dockerframe f;
-        struct sink s;
+        struct demux d;
         uint8_t bad[9] = { 1, 0, 0, 0, 0, 0, 0, 1, 'x' };
 
         (void)state;
         bad[pos] = 1;
-        sink_init(&s);
-        sl_dockerframe_init(&f);
-        assert_int_equal(sl_dockerframe_feed(&f, bad, sizeof(bad), on_piece, &s), SL_EINVAL);
-        assert_int_equal(s.pieces, 0);
-        sink_finish(&s);
+        demux_open(&d);
+        assert_int_equal(feed(&d, bad, sizeof(bad)), SL_EINVAL);
+        assert_int_equal(d.s.pieces, 0);
+        sink_finish(&d.s);
     }
 }
 
 static void accepts_empty_input(void **state)
 {
-    struct sl_dockerframe f;
-    struct sink s;
+    struct demux d;
 
     (void)state;
-    sink_init(&s);
-    sl_dockerframe_init(&f);
-    assert_int_equal(sl_dockerframe_feed(&f, NULL, 0, on_piece, &s), 0);
-    assert_true(sl_dockerframe_is_at_boundary(&f));
-    assert_int_equal(s.pieces, 0);
-    sink_finish(&s);
+    demux_open(&d);
+    assert_int_equal(feed(&d, NULL, 0), 0);
+    assert_true(sl_dockerframe_is_at_boundary(&d.f));
+    assert_int_equal(d.s.pieces, 0);
+    sink_finish(&d.s);
 }
 
 /* A 4 GiB - 1 size header: the payload is simply awaited, nothing is allocated. */
 static void awaits_a_huge_declared_size_without_allocating(void **state)
 {
-    struct sl_dockerframe f;
-    struct sink s;
+    struct demux d;
     uint8_t hdr[8] = { 1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff };
 
     (void)state;
-    sink_init(&s);
-    sl_dockerframe_init(&f);
-    assert_int_equal(sl_dockerframe_feed(&f, hdr, sizeof(hdr), on_piece, &s), 0);
-    assert_int_equal(sl_dockerframe_feed(&f, "abc", 3, on_piece, &s), 0);
-    assert_string_equal(sl_buf_cstr(&s.out), "abc");
-    assert_false(sl_dockerframe_is_at_boundary(&f));
-    sink_finish(&s);
+    demux_open(&d);
+    assert_int_equal(feed(&d, hdr, sizeof(hdr)), 0);
+    assert_int_equal(feed(&d, "abc", 3), 0);
+    assert_string_equal(sl_buf_cstr(&d.s.out), "abc");
+    assert_false(sl_dockerframe_is_at_boundary(&d.f));
+    sink_finish(&d.s);
 }
 
 static void keeps_up_to_the_cap_and_marks_truncation(void **state)
@@ -337,9 +331,8 @@ static void caps_streams_independently(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(demultiplexes_whole_input),
+        cmocka_unit_test(demultiplexes_whole_input_or_a_byte_at_a_time),
         cmocka_unit_test(demultiplexes_split_at_every_offset),
-        cmocka_unit_test(demultiplexes_one_byte_at_a_time),
         cmocka_unit_test(reports_a_partial_frame_as_no_boundary),
         cmocka_unit_test(carries_a_large_frame_in_pieces),
         cmocka_unit_test(rejects_unknown_stream_and_stays_refusing),

@@ -503,6 +503,30 @@ static void replace_repos(struct sl_env_row *r, const char *const *repos, size_t
     r->n_repos = n;
 }
 
+/* The refusal reported in `c`: its kind, and the other environment's id and name and the
+ * repository where given (NULL: not checked). */
+static void expect_conflict(const struct sl_store_conflict_info *c, enum sl_store_conflict kind,
+                            const char *env_id, const char *env_name, const char *repo)
+{
+    assert_int_equal(c->kind, kind);
+    if (env_id != NULL) {
+        assert_string_equal(c->env_id, env_id);
+    }
+    if (env_name != NULL) {
+        assert_string_equal(c->env_name, env_name);
+    }
+    if (repo != NULL) {
+        assert_string_equal(c->repo, repo);
+    }
+}
+
+/* The users "alice" and "bob" (neither an admin), for the environment tests. */
+static void add_alice_and_bob(struct sl_store *st, struct sl_user *alice, struct sl_user *bob)
+{
+    assert_int_equal(sl_store_user_create(st, "alice", false, alice), 0);
+    assert_int_equal(sl_store_user_create(st, "bob", false, bob), 0);
+}
+
 static void environments_are_inserted_and_read_back(void **state)
 {
     static const char *const repos[] = { "acme/website", "group/sub/repo" };
@@ -627,8 +651,7 @@ static void visible_environments_are_hers_then_global_by_name(void **state)
     struct sl_env_row *list = NULL;
     size_t n = 0;
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
-    assert_int_equal(sl_store_user_create(st, "bob", false, &bob), 0);
+    add_alice_and_bob(st, &alice, &bob);
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "ci-python", NULL, 0, NULL, NULL), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "base", NULL, 0, NULL, NULL), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "aardvark", NULL, 0, NULL, NULL), 0);
@@ -663,21 +686,17 @@ static void environment_names_are_unique_per_scope_and_owner(void **state)
     char global[SL_UUID_LEN + 1];
     char other[SL_UUID_LEN + 1];
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
-    assert_int_equal(sl_store_user_create(st, "bob", false, &bob), 0);
+    add_alice_and_bob(st, &alice, &bob);
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "ci", NULL, 0, first, &c), 0);
     assert_int_equal(c.kind, SL_STORE_CONFLICT_NONE);
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "ci", NULL, 0, NULL, &c), SL_EEXIST);
-    assert_int_equal(c.kind, SL_STORE_CONFLICT_NAME);
-    assert_string_equal(c.env_id, first);
-    assert_string_equal(c.env_name, "ci");
+    expect_conflict(&c, SL_STORE_CONFLICT_NAME, first, "ci", NULL);
     /* The same name elsewhere: another user's scope, and global. */
     assert_int_equal(insert_env(st, SL_SCOPE_USER, bob.id, "ci", NULL, 0, NULL, &c), 0);
     assert_int_equal(c.kind, SL_STORE_CONFLICT_NONE);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "ci", NULL, 0, global, &c), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "ci", NULL, 0, NULL, &c), SL_EEXIST);
-    assert_int_equal(c.kind, SL_STORE_CONFLICT_NAME);
-    assert_string_equal(c.env_id, global);
+    expect_conflict(&c, SL_STORE_CONFLICT_NAME, global, NULL, NULL);
 
     /* Renaming onto a taken name. */
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "other", NULL, 0, other, &c), 0);
@@ -685,8 +704,7 @@ static void environment_names_are_unique_per_scope_and_owner(void **state)
     sl_free(r.name);
     r.name = sl_strdup("ci");
     assert_int_equal(sl_store_env_replace(st, &r, &c), SL_EEXIST);
-    assert_int_equal(c.kind, SL_STORE_CONFLICT_NAME);
-    assert_string_equal(c.env_id, first);
+    expect_conflict(&c, SL_STORE_CONFLICT_NAME, first, NULL, NULL);
     /* Keeping its own name is no conflict. */
     sl_free(r.name);
     r.name = sl_strdup("other");
@@ -794,17 +812,13 @@ static void repository_bindings_conflict_within_scope_and_owner_only(void **stat
     char g[SL_UUID_LEN + 1];
     char b[SL_UUID_LEN + 1];
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
-    assert_int_equal(sl_store_user_create(st, "bob", false, &bob), 0);
+    add_alice_and_bob(st, &alice, &bob);
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "A", web, 1, a, &c), 0);
 
     /* Another of alice's environments: refused, naming A; nothing of B was written. */
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "B", web_and_api, 2, NULL, &c),
                      SL_EEXIST);
-    assert_int_equal(c.kind, SL_STORE_CONFLICT_REPO);
-    assert_string_equal(c.env_id, a);
-    assert_string_equal(c.env_name, "A");
-    assert_string_equal(c.repo, "acme/web");
+    expect_conflict(&c, SL_STORE_CONFLICT_REPO, a, "A", "acme/web");
     assert_int_equal(sl_store_env_get_by_name(st, SL_SCOPE_USER, alice.id, "B", &r), SL_ENOTFOUND);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM env_repos WHERE repo = 'acme/api'"), 0);
 
@@ -812,9 +826,7 @@ static void repository_bindings_conflict_within_scope_and_owner_only(void **stat
     assert_int_equal(insert_env(st, SL_SCOPE_USER, bob.id, "B", web, 1, b, &c), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "G", web, 1, g, &c), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "G2", web, 1, NULL, &c), SL_EEXIST);
-    assert_int_equal(c.kind, SL_STORE_CONFLICT_REPO);
-    assert_string_equal(c.env_id, g);
-    assert_string_equal(c.env_name, "G");
+    expect_conflict(&c, SL_STORE_CONFLICT_REPO, g, "G", NULL);
 
     assert_int_equal(sl_store_env_find_by_repo(st, SL_SCOPE_GLOBAL, NULL, "acme/web", &r), 0);
     assert_string_equal(r.id, g);
@@ -825,8 +837,7 @@ static void repository_bindings_conflict_within_scope_and_owner_only(void **stat
 
     /* A row that lists a repository twice. */
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "T", twice, 2, NULL, &c), SL_EINVAL);
-    assert_int_equal(c.kind, SL_STORE_CONFLICT_REPO_TWICE);
-    assert_string_equal(c.repo, "acme/x");
+    expect_conflict(&c, SL_STORE_CONFLICT_REPO_TWICE, NULL, NULL, "acme/x");
 
     /* Replacing A with its own repository and a new one is fine. */
     assert_int_equal(sl_store_env_get(st, a, &r), 0);
@@ -870,8 +881,7 @@ static void refused_replace_leaves_the_row_as_it_was(void **state)
     r.cpus_centi = 400;
     replace_repos(&r, new_and_web, 2);
     assert_int_equal(sl_store_env_replace(st, &r, &c), SL_EEXIST);
-    assert_int_equal(c.kind, SL_STORE_CONFLICT_REPO);
-    assert_string_equal(c.env_id, a);
+    expect_conflict(&c, SL_STORE_CONFLICT_REPO, a, NULL, NULL);
     sl_env_row_finish(&r);
 
     assert_int_equal(sl_store_env_get_by_name(st, SL_SCOPE_USER, alice.id, "C", &r), 0);

@@ -222,38 +222,51 @@ static void checks_content_type_accept_and_protocol_version(void **state)
 
 /* ---- the envelope ------------------------------------------------------------------------- */
 
+/* A body refused before any method runs: HTTP 400, JSON-RPC error `code`, a message
+ * containing `part`, a null id. */
+struct bad_envelope {
+    const char *body;
+    int code;
+    const char *part;
+};
+
+static void expect_envelope_errors(const struct bad_envelope *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct sl_mcp_plan plan;
+
+        post(rows[i].body, &plan);
+        assert_rpc_error(&plan, 400, rows[i].code, rows[i].part, NULL);
+    }
+}
+
 static void malformed_json_is_a_parse_error(void **state)
 {
-    struct sl_mcp_plan plan;
+    static const struct bad_envelope rows[] = {
+        { "{'jsonrpc':'2.0','id':1,", SL_MCP_PARSE_ERROR, "Parse error" },
+        { "", SL_MCP_PARSE_ERROR, "Parse error" },
+        { "{'jsonrpc':'2.0','id':1,'id':2,'method':'ping'}", SL_MCP_PARSE_ERROR, "duplicate" },
+    };
 
     (void)state;
-    post("{'jsonrpc':'2.0','id':1,", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_PARSE_ERROR, "Parse error", NULL);
-    post("", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_PARSE_ERROR, "Parse error", NULL);
-    post("{'jsonrpc':'2.0','id':1,'id':2,'method':'ping'}", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_PARSE_ERROR, "duplicate", NULL);
+    expect_envelope_errors(rows, SL_ARRAY_LEN(rows));
 }
 
 static void batches_and_non_objects_are_invalid_requests(void **state)
 {
-    struct sl_mcp_plan plan;
+    static const struct bad_envelope rows[] = {
+        { "[{'jsonrpc':'2.0','id':1,'method':'ping'}]", SL_MCP_INVALID_REQUEST,
+          "batches are not supported" },
+        { "42", SL_MCP_INVALID_REQUEST, "an object" },
+        { "{'jsonrpc':'1.0','id':1,'method':'ping'}", SL_MCP_INVALID_REQUEST, "jsonrpc" },
+        { "{'id':1,'method':'ping'}", SL_MCP_INVALID_REQUEST, "jsonrpc" },
+        { "{'jsonrpc':'2.0','id':null,'method':'ping'}", SL_MCP_INVALID_REQUEST, "id must be" },
+        { "{'jsonrpc':'2.0','id':1.5,'method':'ping'}", SL_MCP_INVALID_REQUEST, "id must be" },
+        { "{'jsonrpc':'2.0','id':1}", SL_MCP_INVALID_REQUEST, "method is required" },
+    };
 
     (void)state;
-    post("[{'jsonrpc':'2.0','id':1,'method':'ping'}]", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "batches are not supported", NULL);
-    post("42", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "an object", NULL);
-    post("{'jsonrpc':'1.0','id':1,'method':'ping'}", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "jsonrpc", NULL);
-    post("{'id':1,'method':'ping'}", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "jsonrpc", NULL);
-    post("{'jsonrpc':'2.0','id':null,'method':'ping'}", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "id must be", NULL);
-    post("{'jsonrpc':'2.0','id':1.5,'method':'ping'}", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "id must be", NULL);
-    post("{'jsonrpc':'2.0','id':1}", &plan);
-    assert_rpc_error(&plan, 400, SL_MCP_INVALID_REQUEST, "method is required", NULL);
+    expect_envelope_errors(rows, SL_ARRAY_LEN(rows));
 }
 
 static void notifications_and_responses_get_202_without_body(void **state)
