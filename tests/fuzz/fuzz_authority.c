@@ -60,14 +60,9 @@ static void check_accepted(const char *s, size_t n, const struct sl_host *h, uin
     struct sl_host again;
     uint16_t port2;
     size_t host_end;
-    int w;
 
     sl_test_host_check(h, 0);
-    w = port != 0 ? snprintf(text, sizeof(text), "%s:%u", h->name, (unsigned)port)
-                  : snprintf(text, sizeof(text), "%s", h->name);
-    SL_BUG_ON(w <= 0 || (size_t)w >= sizeof(text));
-    SL_BUG_ON(parse(text, (size_t)w, &again, &port2) != 0);
-    SL_BUG_ON(!sl_test_host_same(h, &again) || port2 != port);
+    sl_test_authority_round_trip(h, port, 0);
 
     /* Uppercase. */
     for (size_t i = 0; i < n; i++) {

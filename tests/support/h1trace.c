@@ -61,6 +61,23 @@ void sl_test_h1_check_framing(const struct sl_h1_head *h)
               || sl_test_h1_count(h, "transfer-encoding") > 1);
     SL_BUG_ON(cl != NULL && te != NULL);
     SL_BUG_ON(te != NULL && (!sl_h1_name_is(te->value, "chunked") || h->version_minor == 0));
+    SL_BUG_ON(h->body == SL_H1_BODY_LENGTH
+              && (cl == NULL || sl_test_decimal(cl->value) != h->content_length));
+    SL_BUG_ON(h->body == SL_H1_BODY_CHUNKED && te == NULL);
+}
+
+void sl_test_h1_check_no_hop_headers(const struct sl_h1_head *h)
+{
+    static const char *const never[] = { "proxy-authorization",
+                                         "proxy-authenticate",
+                                         "proxy-connection",
+                                         "keep-alive",
+                                         "te",
+                                         "trailer" };
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(never); i++) {
+        SL_BUG_ON(sl_test_h1_count(h, never[i]) != 0);
+    }
 }
 
 static bool push(struct sl_test_trace *t, struct sl_test_trace_entry e)

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/support/h1trace.h - the trace oracle of the HTTP/1.x fuzz targets (fuzz_response,
- * fuzz_server): a stream of messages fed to http/h1 whole, one byte at a time and in
- * seed-derived pieces must give the same trace of events (each head as the target sums it up,
+ * tests/support/h1trace.h - the oracles of the HTTP/1.x fuzz targets. The trace oracle
+ * (fuzz_response, fuzz_server): a stream of messages fed to http/h1 whole, one byte at a time and
+ * in seed-derived pieces must give the same trace of events (each head as the target sums it up,
  * body byte counts and contents, ends, the error code or the close outcome). Along the way the
  * driver checks what holds for every stream: an error is SL_EINVAL or SL_ETOOBIG, a feed that
  * reports no event used its whole piece, body events come only inside a message with a body,
  * Content-Length framing gets exactly that many bytes, a close-delimited body ends only at the
- * close, nothing parses after an upgrade.
+ * close, nothing parses after an upgrade. The head checks that several targets share (framing,
+ * hop-by-hop headers) come with it.
  *
  * Lifecycle: the target fills a struct sl_test_h1_driver (parser kind, limits, arena bounds,
  * its head check) and calls sl_test_h1_check_splits() once per input; a failed invariant is an
@@ -120,8 +121,13 @@ void sl_test_h1_check_splits(const struct sl_test_h1_driver *d, const uint8_t *m
 
 /* Aborts unless the head is HTTP/1.0 or 1.1 with at most one Content-Length and at most one
  * Transfer-Encoding, never both, and Transfer-Encoding only as exactly `chunked` and never on
- * HTTP/1.0: what the parser guarantees to both directions. */
+ * HTTP/1.0; a body framed by length has that Content-Length, a chunked one that
+ * Transfer-Encoding: what the parser guarantees to both directions. */
 void sl_test_h1_check_framing(const struct sl_h1_head *h);
+
+/* Aborts if the head carries a header the proxy never forwards (SPEC.md §4.6):
+ * Proxy-Authorization, Proxy-Authenticate, Proxy-Connection, Keep-Alive, TE, Trailer. */
+void sl_test_h1_check_no_hop_headers(const struct sl_h1_head *h);
 
 /* How many headers of `h` are named `name` (the oracle's own count, not sl_h1_count()). */
 size_t sl_test_h1_count(const struct sl_h1_head *h, const char *name);

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/err.h"
@@ -51,6 +52,20 @@ void sl_test_host_check(const struct sl_host *h, unsigned flags)
                   || strlen(text) != h->len - 2 || memcmp(text, h->name + 1, h->len - 2) != 0);
         break;
     }
+}
+
+void sl_test_authority_round_trip(const struct sl_host *h, uint16_t port, unsigned flags)
+{
+    char text[SL_HOST_NAME_MAX + 8];
+    struct sl_host again;
+    uint16_t port2 = 1;
+    int n = port != 0 ? snprintf(text, sizeof(text), "%s:%u", h->name, (unsigned)port)
+                      : snprintf(text, sizeof(text), "%s", h->name);
+
+    SL_BUG_ON(n <= 0 || (size_t)n >= sizeof(text));
+    SL_BUG_ON(sl_host_parse_authority(sl_slice_of(text, (size_t)n), flags, &again, &port2, NULL)
+              != 0);
+    SL_BUG_ON(!sl_test_host_same(h, &again) || port2 != port);
 }
 
 /* The base64 of one byte of "id:token", read at `i` of the concatenation. */

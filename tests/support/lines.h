@@ -11,6 +11,10 @@
 
 #include "base/err.h"
 
+/* The expected lines as a NULL-terminated array (a compound literal of the enclosing block):
+ * SL_TEST_LINES("a: x", "b: y"); SL_TEST_LINES(NULL) expects none. */
+#define SL_TEST_LINES(...) ((const char *const[]){ __VA_ARGS__, NULL })
+
 /* Writes the `i`-th line of `list` (NUL-terminated, truncated to `cap` bytes) to `out`. */
 typedef void sl_test_line_fn(const void *list, size_t i, char *out, size_t cap);
 

@@ -75,11 +75,7 @@ static void expect_errors(const char *text, const char *const *want)
     sl_buf_finish(&b);
 }
 
-#define EXPECT(text, ...)                                  \
-    do {                                                   \
-        const char *const want_[] = { __VA_ARGS__, NULL }; \
-        expect_errors((text), want_);                      \
-    } while (0)
+#define EXPECT(text, ...) expect_errors((text), SL_TEST_LINES(__VA_ARGS__))
 
 #define EXPECT_VALID(text) EXPECT((text), NULL)
 
