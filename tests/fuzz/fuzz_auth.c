@@ -14,31 +14,13 @@
 #include "base/err.h"
 #include "base/mem.h"
 #include "policy/auth.h"
+#include "tests/support/hostauth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Caps of the small run: the first input byte picks them, so the fuzzer reaches the limit. */
 #define SMALL_ID_CAP_MAX    9
 #define SMALL_TOKEN_CAP_MAX 17
-
-static void encode_b64(const uint8_t *in, size_t n, char *out)
-{
-    static const char alphabet[] =
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)in[i] << 16;
-
-        w |= i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0;
-        w |= i + 2 < n ? in[i + 2] : 0;
-        out[o++] = alphabet[(w >> 18) & 63];
-        out[o++] = alphabet[(w >> 12) & 63];
-        out[o++] = i + 1 < n ? alphabet[(w >> 6) & 63] : '=';
-        out[o++] = i + 2 < n ? alphabet[w & 63] : '=';
-    }
-    out[o] = '\0';
-}
 
 /* Checks a pair that the parser accepted into buffers of `id_cap` and `token_cap` bytes. */
 static void check_pair(const char *id, size_t id_cap, const char *token, size_t token_cap)
@@ -86,15 +68,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char token2[SL_AUTH_TOKEN_MAX + 1];
     char small_id[SMALL_ID_CAP_MAX];
     char small_token[SMALL_TOKEN_CAP_MAX];
-    uint8_t plain[SL_AUTH_ID_MAX + SL_AUTH_TOKEN_MAX + 2];
-    char header[6 + 4 * ((sizeof(plain) + 2) / 3) + 1];
+    char header[6 + 4 * ((SL_AUTH_ID_MAX + SL_AUTH_TOKEN_MAX + 2 + 2) / 3) + 1];
     size_t small_id_cap = 1 + (size > 0 ? data[0] % SMALL_ID_CAP_MAX : 0);
     size_t small_token_cap = 1 + (size > 1 ? data[1] % SMALL_TOKEN_CAP_MAX : 0);
     uint8_t *copy = sl_malloc(size > 0 ? size : 1);
     bool big_ok;
     bool small_ok;
-    size_t in;
-    size_t tn;
 
     if (copy == NULL) {
         return 0;
@@ -127,13 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_pair(id, sizeof(id), token, sizeof(token));
     check_equal(token, id);
 
-    in = strlen(id);
-    tn = strlen(token);
-    memcpy(plain, id, in);
-    plain[in] = ':';
-    memcpy(plain + in + 1, token, tn);
-    memcpy(header, "Basic ", 6);
-    encode_b64(plain, in + 1 + tn, header + 6);
+    (void)sl_test_basic_header(id, token, header, sizeof(header));
     SL_BUG_ON(sl_auth_parse_basic(sl_slice_str(header), id2, sizeof(id2), token2, sizeof(token2))
               != 0);
     SL_BUG_ON(strcmp(id, id2) != 0 || strcmp(token, token2) != 0);

@@ -28,16 +28,11 @@
 #include "base/err.h"
 #include "policy/host.h"
 #include "policy/url.h"
+#include "tests/support/hostauth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define TEXT_MAX 1024
-
-static bool same_host(const struct sl_host *a, const struct sl_host *b)
-{
-    return a->kind == b->kind && a->len == b->len && memcmp(a->name, b->name, a->len + 1) == 0
-           && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
-}
 
 /* proxy/conn.c's comparison: names as text, ports after defaulting. */
 static bool same_authority(const struct sl_host *a, uint16_t a_port, const struct sl_host *b,
@@ -50,39 +45,6 @@ static bool same_authority(const struct sl_host *a, uint16_t a_port, const struc
         b_port = default_port;
     }
     return a->len == b->len && memcmp(a->name, b->name, a->len) == 0 && a_port == b_port;
-}
-
-static void check_form(const struct sl_host *h)
-{
-    char text[INET6_ADDRSTRLEN + 2];
-    uint8_t addr[16];
-    static const uint8_t zero[16];
-
-    SL_BUG_ON(h->len == 0 || h->len > SL_HOST_NAME_MAX || strlen(h->name) != h->len);
-    SL_BUG_ON(h->name[h->len - 1] == '.');
-    switch (h->kind) {
-    case SL_HOST_DNS:
-        for (size_t i = 0; i < h->len; i++) {
-            char c = h->name[i];
-
-            SL_BUG_ON(!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-'));
-        }
-        SL_BUG_ON(memcmp(h->addr, zero, sizeof(zero)) != 0);
-        break;
-    case SL_HOST_IPV4:
-        SL_BUG_ON(inet_pton(AF_INET, h->name, addr) != 1 || memcmp(addr, h->addr, 4) != 0);
-        SL_BUG_ON(inet_ntop(AF_INET, addr, text, sizeof(text)) == NULL
-                  || strcmp(text, h->name) != 0);
-        break;
-    case SL_HOST_IPV6:
-        SL_BUG_ON(h->name[0] != '[' || h->name[h->len - 1] != ']' || h->len - 2 >= sizeof(text));
-        memcpy(text, h->name + 1, h->len - 2);
-        text[h->len - 2] = '\0';
-        SL_BUG_ON(inet_pton(AF_INET6, text, addr) != 1 || memcmp(addr, h->addr, 16) != 0);
-        SL_BUG_ON(inet_ntop(AF_INET6, addr, text, sizeof(text)) == NULL
-                  || strlen(text) != h->len - 2 || memcmp(text, h->name + 1, h->len - 2) != 0);
-        break;
-    }
 }
 
 static int parse(const char *s, size_t n, struct sl_host *h, uint16_t *port)
@@ -98,28 +60,23 @@ static void check_accepted(const char *s, size_t n, const struct sl_host *h, uin
     struct sl_host again;
     uint16_t port2;
     size_t host_end;
-    int w;
 
-    check_form(h);
-    w = port != 0 ? snprintf(text, sizeof(text), "%s:%u", h->name, (unsigned)port)
-                  : snprintf(text, sizeof(text), "%s", h->name);
-    SL_BUG_ON(w <= 0 || (size_t)w >= sizeof(text));
-    SL_BUG_ON(parse(text, (size_t)w, &again, &port2) != 0);
-    SL_BUG_ON(!same_host(h, &again) || port2 != port);
+    sl_test_host_check(h, 0);
+    sl_test_authority_round_trip(h, port, 0);
 
     /* Uppercase. */
     for (size_t i = 0; i < n; i++) {
         text[i] = s[i] >= 'a' && s[i] <= 'z' ? (char)(s[i] - 'a' + 'A') : s[i];
     }
     SL_BUG_ON(parse(text, n, &again, &port2) != 0);
-    SL_BUG_ON(!same_host(h, &again) || port2 != port);
+    SL_BUG_ON(!sl_test_host_same(h, &again) || port2 != port);
 
     /* The default port written out. */
     if (port == 0) {
         memcpy(text, s, n);
         memcpy(text + n, ":443", 4);
         SL_BUG_ON(parse(text, n + 4, &again, &port2) != 0);
-        SL_BUG_ON(!same_host(h, &again) || port2 != 443);
+        SL_BUG_ON(!sl_test_host_same(h, &again) || port2 != 443);
         SL_BUG_ON(!same_authority(h, port, &again, port2, 443));
         SL_BUG_ON(same_authority(h, port, &again, port2, 80));
     }
@@ -137,7 +94,7 @@ static void check_accepted(const char *s, size_t n, const struct sl_host *h, uin
         text[host_end] = '.';
         memcpy(text + host_end + 1, s + host_end, n - host_end);
         SL_BUG_ON(parse(text, n + 1, &again, &port2) != 0);
-        SL_BUG_ON(!same_host(h, &again) || port2 != port);
+        SL_BUG_ON(!sl_test_host_same(h, &again) || port2 != port);
     }
 }
 
@@ -162,7 +119,7 @@ static void check_url(const char *b, size_t n, bool ok, const struct sl_host *h,
         rc = sl_url_parse(sl_slice_of(text, sn + n + 1), &u, NULL);
         SL_BUG_ON((rc == 0) != ok);
         if (rc == 0) {
-            SL_BUG_ON(!same_host(h, &u.host));
+            SL_BUG_ON(!sl_test_host_same(h, &u.host));
             SL_BUG_ON(u.port != (port != 0 ? port : i == 0 ? 80 : 443));
             SL_BUG_ON(u.port_given != (port != 0));
             SL_BUG_ON(u.path.n != 1 || u.path.p[0] != '/' || u.query.n != 0);
@@ -212,7 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         bool same_text = ha.len == hb.len && memcmp(ha.name, hb.name, ha.len) == 0;
 
         /* Text equality is the proxy's equality; it must mean the same host. */
-        SL_BUG_ON(same_text && !same_host(&ha, &hb));
+        SL_BUG_ON(same_text && !sl_test_host_same(&ha, &hb));
         SL_BUG_ON(ha.kind != SL_HOST_DNS && ha.kind == hb.kind
                   && memcmp(ha.addr, hb.addr, sizeof(ha.addr)) == 0 && !same_text);
         /* The comparison is symmetric and, for equal ports, the text equality. */

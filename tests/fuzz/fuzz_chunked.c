@@ -32,6 +32,7 @@
 #include "base/arena.h"
 #include "base/err.h"
 #include "http/h1.h"
+#include "tests/support/h1trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -220,31 +221,9 @@ static void reference(const uint8_t *b, size_t n, struct result *r)
     }
 }
 
-/* Piece sizes: 0 whole, 1 one byte at a time, else pseudo-random in 1..max. */
-struct splitter {
-    unsigned mode;
-    uint32_t state;
-    size_t max;
-};
-
-static size_t next_piece(struct splitter *s, size_t left)
-{
-    size_t n;
-
-    if (s->mode == 0) {
-        return left;
-    }
-    if (s->mode == 1) {
-        return left > 0 ? 1 : 0;
-    }
-    s->state = s->state * 1103515245u + 12345u;
-    n = 1 + (s->state >> 16) % s->max;
-    return n < left ? n : left;
-}
-
 /* Feeds `m` (head + body) to a fresh parser in pieces; fills `r` (O_END's `end` counts from the
  * start of `m`). */
-static void run(enum sl_h1_kind kind, const uint8_t *m, size_t n, struct splitter *sp,
+static void run(enum sl_h1_kind kind, const uint8_t *m, size_t n, struct sl_test_splitter *sp,
                 struct result *r)
 {
     struct sl_arena arena;
@@ -259,7 +238,7 @@ static void run(enum sl_h1_kind kind, const uint8_t *m, size_t n, struct splitte
     sl_arena_init(&arena, 1024, 1 << 20);
     sl_h1_init(&p, kind, &limits, &arena);
     while (pos < n) {
-        size_t piece_end = pos + next_piece(sp, n - pos);
+        size_t piece_end = pos + sl_test_split_next(sp, n - pos);
         bool done = false;
 
         while (!done) {
@@ -352,7 +331,7 @@ static void round_trip(enum sl_h1_kind kind, const char *head, const struct resu
 {
     static uint8_t enc[MESSAGE_MAX * 4 + 256];
     static struct result again;
-    struct splitter whole = { 0, 0, 1 };
+    struct sl_test_splitter whole = { SL_TEST_SPLIT_WHOLE, 0, 1 };
     size_t hn = strlen(head);
     size_t n = hn;
     size_t off = 0;
@@ -387,7 +366,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *head;
     size_t hn;
     size_t n;
-    struct splitter sp;
+    struct sl_test_splitter sp;
 
     if (size < 2 || size - 2 > INPUT_MAX) {
         return 0;
@@ -413,10 +392,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
 
-    sp = (struct splitter){ 0, 0, 1 };
+    sp = (struct sl_test_splitter){ SL_TEST_SPLIT_WHOLE, 0, 1 };
     run(kind, m, n, &sp, &whole);
-    for (unsigned mode = 1; mode <= 2; mode++) {
-        sp = (struct splitter){ mode, data[0], (size_t)(data[1] >> 1) + 1 };
+    for (unsigned mode = SL_TEST_SPLIT_BYTES; mode <= SL_TEST_SPLIT_SEEDED; mode++) {
+        sp = (struct sl_test_splitter){ (enum sl_test_split)mode, data[0],
+                                        (size_t)(data[1] >> 1) + 1 };
         run(kind, m, n, &sp, &split);
         SL_BUG_ON(!same_result(&whole, &split));
     }

@@ -91,6 +91,8 @@
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
+#include "tests/support/h1trace.h"
+#include "tests/support/pki.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -162,7 +164,6 @@ static struct {
     struct sl_proxy_config cfg;
     struct sl__shared sh;
     struct sl__worker w;
-    struct sl_ca *ca;
     struct sl_minter *minter;
     struct sockaddr_in proxy_addr;
     /* The loopback address of this process: the origin's, the proxy's and the client's. */
@@ -305,7 +306,7 @@ static int make_leaf_ctx(X509 *cert, EVP_PKEY *key, void *arg, void **out)
     if (sl_tls_server_ctx_new(&ctx, err, sizeof(err)) < 0) {
         return SL_ECRYPTO;
     }
-    if (SSL_CTX_use_certificate(ctx, cert) != 1 || SSL_CTX_use_PrivateKey(ctx, key) != 1) {
+    if (sl_test_ctx_serve(ctx, cert, key) != 0) {
         SSL_CTX_free(ctx);
         return SL_ECRYPTO;
     }
@@ -368,8 +369,7 @@ static void setup(void)
     g.sh.cfg = &g.cfg;
     SL_BUG_ON(sl_addr_policy_create(&g.sh.addrs) != 0);
     SL_BUG_ON(sl_addr_policy_add_allow(g.sh.addrs, "127.0.0.0/8", err, sizeof(err)) != 0);
-    SL_BUG_ON(sl_ca_create(&g.ca, err, sizeof(err)) != 0);
-    SL_BUG_ON(sl_minter_create(g.ca, &g.minter, err, sizeof(err)) != 0);
+    SL_BUG_ON(sl_test_minter_create(&g.minter, err, sizeof(err)) != 0);
     SL_BUG_ON(sl_leaf_cache_create(g.minter, &cc, &g.sh.leaves) != 0);
     SL_BUG_ON(sl_tls_server_ctx_new(&g.sh.server_ctx, err, sizeof(err)) != 0);
     SL_BUG_ON(sl_tls_client_ctx_new(NULL, 0, &g.sh.client_ctx, err, sizeof(err)) != 0);
@@ -400,12 +400,6 @@ static void setup(void)
 static void check_origin_head(const struct origin_conn *o, const struct sl_h1_head *h)
 {
     static const char *const methods[] = { "GET", "HEAD", "POST", "PUT" };
-    static const char *const never[] = { "proxy-authorization",
-                                         "proxy-authenticate",
-                                         "proxy-connection",
-                                         "keep-alive",
-                                         "te",
-                                         "trailer" };
     const struct sl_h1_header *host = sl_h1_find(h, "host");
     const struct origin_host *want = NULL;
     bool method_ok = false;
@@ -445,9 +439,7 @@ static void check_origin_head(const struct origin_conn *o, const struct sl_h1_he
     }
     SL_BUG_ON(h->target[0] != '/');
     SL_BUG_ON(h->version_major != 1 || h->version_minor != 1);
-    for (size_t i = 0; i < SL_ARRAY_LEN(never); i++) {
-        SL_BUG_ON(sl_h1_count(h, never[i]) != 0);
-    }
+    sl_test_h1_check_no_hop_headers(h);
     SL_BUG_ON(sl_h1_count(h, "connection") > 1 || sl_h1_count(h, "upgrade") > 1);
     SL_BUG_ON(sl_h1_count(h, "upgrade") != sl_h1_count(h, "connection"));
     if (sl_h1_count(h, "upgrade") == 1) {

@@ -21,57 +21,14 @@
 #include "base/mem.h"
 #include "control/env/environment.h"
 #include "control/store/model.h"
+#include "tests/support/toyseal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* ---- the toy sealer: "t:" and the hex of each byte XOR 0x5a ------------------------------ */
+/* ---- the toy sealer (tests/support/toyseal) ---------------------------------------------- */
 
-#define TOY_KEY 0x5a
-
-static int toy_seal(void *arg, const void *p, size_t n, struct sl_buf *out)
-{
-    const uint8_t *b = p;
-
-    (void)arg;
-    SL_TRY(sl_buf_append(out, "t:", 2));
-    for (size_t i = 0; i < n; i++) {
-        SL_TRY(sl_buf_printf(out, "%02x", (unsigned)(b[i] ^ TOY_KEY)));
-    }
-    return 0;
-}
-
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
-}
-
-static int toy_open(void *arg, const char *s, size_t n, struct sl_buf *out)
-{
-    (void)arg;
-    if (n < 2 || memcmp(s, "t:", 2) != 0 || (n - 2) % 2 != 0) {
-        return SL_ECRYPTO;
-    }
-    for (size_t i = 2; i < n; i += 2) {
-        int hi = hex_value(s[i]);
-        int lo = hex_value(s[i + 1]);
-        uint8_t c;
-
-        if (hi < 0 || lo < 0) {
-            return SL_ECRYPTO;
-        }
-        c = (uint8_t)(((hi << 4) | lo) ^ TOY_KEY);
-        SL_TRY(sl_buf_append(out, &c, 1));
-    }
-    return 0;
-}
-
-static const struct sl_env_sealer toy = { toy_seal, toy_open, NULL };
+static struct sl_test_toy toy_key = { .key = 0x5a };
+static const struct sl_env_sealer toy = { sl_test_toy_seal, sl_test_toy_open, &toy_key };
 
 /* ---- checks ------------------------------------------------------------------------------- */
 

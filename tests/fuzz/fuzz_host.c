@@ -18,47 +18,9 @@
 #include "policy/auth.h"
 #include "policy/host.h"
 #include "policy/url.h"
+#include "tests/support/hostauth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static bool same_host(const struct sl_host *a, const struct sl_host *b)
-{
-    return a->kind == b->kind && a->len == b->len && memcmp(a->name, b->name, a->len + 1) == 0
-           && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
-}
-
-/* The text is what its kind says, in canonical form. */
-static void check_form(const struct sl_host *h, unsigned flags)
-{
-    char text[INET6_ADDRSTRLEN + 2];
-    uint8_t addr[16];
-
-    SL_BUG_ON(h->len == 0 || h->len > SL_HOST_NAME_MAX || strlen(h->name) != h->len);
-    switch (h->kind) {
-    case SL_HOST_DNS:
-        for (size_t i = 0; i < h->len; i++) {
-            char c = h->name[i];
-
-            SL_BUG_ON(!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '-'
-                        || (c == '*' && (flags & SL_HOST_GLOB) != 0)));
-        }
-        SL_BUG_ON(h->name[0] == '.' || h->name[h->len - 1] == '.');
-        break;
-    case SL_HOST_IPV4:
-        SL_BUG_ON(inet_pton(AF_INET, h->name, addr) != 1 || memcmp(addr, h->addr, 4) != 0);
-        SL_BUG_ON(inet_ntop(AF_INET, addr, text, sizeof(text)) == NULL
-                  || strcmp(text, h->name) != 0);
-        break;
-    case SL_HOST_IPV6:
-        SL_BUG_ON(h->name[0] != '[' || h->name[h->len - 1] != ']' || h->len - 2 >= sizeof(text));
-        memcpy(text, h->name + 1, h->len - 2);
-        text[h->len - 2] = '\0';
-        SL_BUG_ON(inet_pton(AF_INET6, text, addr) != 1 || memcmp(addr, h->addr, 16) != 0);
-        SL_BUG_ON(inet_ntop(AF_INET6, addr, text, sizeof(text)) == NULL
-                  || strlen(text) != h->len - 2 || memcmp(text, h->name + 1, h->len - 2) != 0);
-        break;
-    }
-}
 
 static void fuzz_normalize(const uint8_t *data, size_t size)
 {
@@ -67,19 +29,19 @@ static void fuzz_normalize(const uint8_t *data, size_t size)
     struct sl_host glob;
 
     if (sl_host_normalize(sl_slice_of(data, size), 0, &h, NULL) == 0) {
-        check_form(&h, 0);
+        sl_test_host_check(&h, 0);
         SL_BUG_ON(sl_host_normalize(sl_slice_of(h.name, h.len), 0, &again, NULL) != 0);
-        SL_BUG_ON(!same_host(&h, &again));
+        SL_BUG_ON(!sl_test_host_same(&h, &again));
         SL_BUG_ON(!sl_host_is_valid(&h));
         /* A host is also a valid pattern, with the same normal form. */
         SL_BUG_ON(sl_host_normalize(sl_slice_of(data, size), SL_HOST_GLOB, &glob, NULL) != 0);
-        SL_BUG_ON(!same_host(&h, &glob));
+        SL_BUG_ON(!sl_test_host_same(&h, &glob));
     }
     if (sl_host_normalize(sl_slice_of(data, size), SL_HOST_GLOB, &glob, NULL) == 0) {
-        check_form(&glob, SL_HOST_GLOB);
+        sl_test_host_check(&glob, SL_HOST_GLOB);
         SL_BUG_ON(sl_host_normalize(sl_slice_of(glob.name, glob.len), SL_HOST_GLOB, &again, NULL)
                   != 0);
-        SL_BUG_ON(!same_host(&glob, &again));
+        SL_BUG_ON(!sl_test_host_same(&glob, &again));
         SL_BUG_ON(glob.kind != SL_HOST_DNS && memchr(data, '*', size) != NULL);
     }
 }
@@ -87,21 +49,13 @@ static void fuzz_normalize(const uint8_t *data, size_t size)
 static void fuzz_authority(const uint8_t *data, size_t size)
 {
     struct sl_host h;
-    struct sl_host again;
     uint16_t port = 1;
-    uint16_t port2 = 1;
-    char text[SL_HOST_NAME_MAX + 8];
-    int n;
 
     if (sl_host_parse_authority(sl_slice_of(data, size), 0, &h, &port, NULL) != 0) {
         return;
     }
-    check_form(&h, 0);
-    n = port != 0 ? snprintf(text, sizeof(text), "%s:%u", h.name, (unsigned)port)
-                  : snprintf(text, sizeof(text), "%s", h.name);
-    SL_BUG_ON(n <= 0 || (size_t)n >= sizeof(text));
-    SL_BUG_ON(sl_host_parse_authority(sl_slice_of(text, (size_t)n), 0, &again, &port2, NULL) != 0);
-    SL_BUG_ON(!same_host(&h, &again) || port != port2);
+    sl_test_host_check(&h, 0);
+    sl_test_authority_round_trip(&h, port, 0);
 }
 
 static void fuzz_url(const uint8_t *data, size_t size)
@@ -114,7 +68,7 @@ static void fuzz_url(const uint8_t *data, size_t size)
     if (sl_url_parse(sl_slice_of(data, size), &u, NULL) != 0) {
         return;
     }
-    check_form(&u.host, 0);
+    sl_test_host_check(&u.host, 0);
     SL_BUG_ON(u.port == 0 || (!u.port_given && u.port != (u.scheme == SL_URL_HTTPS ? 443 : 80)));
     SL_BUG_ON(u.path.n == 0 || u.path.p[0] != '/' || memchr(u.path.p, '?', u.path.n) != NULL);
     SL_BUG_ON(u.query.n > 0 && u.query.p[0] != '?');
@@ -124,32 +78,8 @@ static void fuzz_url(const uint8_t *data, size_t size)
                  (unsigned)u.port);
     SL_BUG_ON(n <= 0 || (size_t)n >= sizeof(text));
     SL_BUG_ON(sl_url_parse(sl_slice_of(text, (size_t)n), &again, NULL) != 0);
-    SL_BUG_ON(!same_host(&u.host, &again.host) || u.port != again.port || u.scheme != again.scheme);
-}
-
-static void encode_b64(const uint8_t *in, size_t n, char *out)
-{
-    static const char alphabet[] =
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    size_t o = 0;
-
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)in[i] << 16;
-
-        w |= i + 1 < n ? (uint32_t)in[i + 1] << 8 : 0;
-        w |= i + 2 < n ? in[i + 2] : 0;
-        out[o++] = alphabet[(w >> 18) & 63];
-        out[o++] = alphabet[(w >> 12) & 63];
-        out[o++] = '=';
-        out[o++] = '=';
-        if (i + 1 < n) {
-            out[o - 2] = alphabet[(w >> 6) & 63];
-        }
-        if (i + 2 < n) {
-            out[o - 1] = alphabet[w & 63];
-        }
-    }
-    out[o] = '\0';
+    SL_BUG_ON(!sl_test_host_same(&u.host, &again.host) || u.port != again.port
+              || u.scheme != again.scheme);
 }
 
 static void fuzz_basic(const uint8_t *data, size_t size)
@@ -158,23 +88,14 @@ static void fuzz_basic(const uint8_t *data, size_t size)
     char token[SL_AUTH_TOKEN_MAX + 1];
     char id2[SL_AUTH_ID_MAX + 1];
     char token2[SL_AUTH_TOKEN_MAX + 1];
-    uint8_t plain[SL_AUTH_ID_MAX + SL_AUTH_TOKEN_MAX + 2];
-    char header[6 + 4 * sizeof(plain) / 3 + 8];
-    size_t in;
-    size_t tn;
+    char header[6 + 4 * (SL_AUTH_ID_MAX + SL_AUTH_TOKEN_MAX + 2) / 3 + 8];
 
     if (sl_auth_parse_basic(sl_slice_of(data, size), id, sizeof(id), token, sizeof(token)) != 0) {
         return;
     }
-    in = strlen(id);
-    tn = strlen(token);
-    SL_BUG_ON(in == 0 || tn == 0 || strchr(id, ':') != NULL);
-    SL_BUG_ON(!sl_auth_equal(sl_slice_of(token, tn), sl_slice_of(token, tn)));
-    memcpy(plain, id, in);
-    plain[in] = ':';
-    memcpy(plain + in + 1, token, tn);
-    memcpy(header, "Basic ", 6);
-    encode_b64(plain, in + 1 + tn, header + 6);
+    SL_BUG_ON(id[0] == '\0' || token[0] == '\0' || strchr(id, ':') != NULL);
+    SL_BUG_ON(!sl_auth_equal(sl_slice_str(token), sl_slice_str(token)));
+    (void)sl_test_basic_header(id, token, header, sizeof(header));
     SL_BUG_ON(sl_auth_parse_basic(sl_slice_str(header), id2, sizeof(id2), token2, sizeof(token2))
               != 0);
     SL_BUG_ON(strcmp(id, id2) != 0 || strcmp(token, token2) != 0);

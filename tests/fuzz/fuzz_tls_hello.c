@@ -14,9 +14,9 @@
 #include <openssl/ssl.h>
 
 #include "base/err.h"
-#include "certs/ca.h"
 #include "certs/mint.h"
 #include "proxy/tls.h"
+#include "tests/support/pki.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -26,20 +26,17 @@ static EVP_PKEY *leaf_key;
 
 static void init_once(void)
 {
-    struct sl_ca *ca = NULL;
     struct sl_minter *m = NULL;
     char err[256];
 
     if (server_ctx != NULL) {
         return;
     }
-    SL_BUG_ON(sl_ca_create(&ca, err, sizeof(err)) != 0);
-    SL_BUG_ON(sl_minter_create(ca, &m, err, sizeof(err)) != 0);
+    SL_BUG_ON(sl_test_minter_create(&m, err, sizeof(err)) != 0);
     SL_BUG_ON(sl_minter_mint(m, "fuzz.sluice.test", &leaf, err, sizeof(err)) != 0);
     leaf_key = sl_minter_leaf_key(m);
     SL_BUG_ON(EVP_PKEY_up_ref(leaf_key) != 1);
     sl_minter_destroy(m);
-    sl_ca_destroy(ca);
     SL_BUG_ON(sl_tls_server_ctx_new(&server_ctx, err, sizeof(err)) != 0);
 }
 

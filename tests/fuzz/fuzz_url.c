@@ -17,14 +17,9 @@
 #include "base/mem.h"
 #include "policy/host.h"
 #include "policy/url.h"
+#include "tests/support/hostauth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static bool same_host(const struct sl_host *a, const struct sl_host *b)
-{
-    return a->kind == b->kind && a->len == b->len && memcmp(a->name, b->name, a->len + 1) == 0
-           && memcmp(a->addr, b->addr, sizeof(a->addr)) == 0;
-}
 
 /* True when the `n` bytes at `p` lie inside [data, data + size). Compared as integers: the
  * pointers may belong to different objects. */
@@ -39,11 +34,7 @@ static bool is_inside(const uint8_t *p, size_t n, const uint8_t *data, size_t si
 static void fuzz_authority(const uint8_t *data, size_t size, unsigned flags)
 {
     struct sl_host h;
-    struct sl_host again;
     uint16_t port = 1;
-    uint16_t port2 = 1;
-    char text[SL_HOST_NAME_MAX + 8];
-    int n;
 
     if (sl_host_parse_authority(sl_slice_of(data, size), flags, &h, &port, NULL) != 0) {
         return;
@@ -54,12 +45,7 @@ static void fuzz_authority(const uint8_t *data, size_t size, unsigned flags)
     }
     /* A port of 0 means "none given"; an explicit one is 1-65535, so "host:0" must fail. */
     SL_BUG_ON(port != 0 && memchr(data, ':', size) == NULL);
-    n = port != 0 ? snprintf(text, sizeof(text), "%s:%u", h.name, (unsigned)port)
-                  : snprintf(text, sizeof(text), "%s", h.name);
-    SL_BUG_ON(n <= 0 || (size_t)n >= sizeof(text));
-    SL_BUG_ON(sl_host_parse_authority(sl_slice_of(text, (size_t)n), flags, &again, &port2, NULL)
-              != 0);
-    SL_BUG_ON(!same_host(&h, &again) || port != port2);
+    sl_test_authority_round_trip(&h, port, flags);
 }
 
 static bool is_visible(const uint8_t *p, size_t n)
@@ -108,7 +94,8 @@ static void fuzz_url(const uint8_t *data, size_t size)
                  u.query.n > 0 ? (const char *)u.query.p : "");
     SL_BUG_ON(n <= 0 || (size_t)n >= cap);
     SL_BUG_ON(sl_url_parse(sl_slice_of(text, (size_t)n), &again, NULL) != 0);
-    SL_BUG_ON(!same_host(&u.host, &again.host) || u.port != again.port || u.scheme != again.scheme);
+    SL_BUG_ON(!sl_test_host_same(&u.host, &again.host) || u.port != again.port
+              || u.scheme != again.scheme);
     SL_BUG_ON(!again.port_given);
     SL_BUG_ON(again.path.n != u.path.n || memcmp(again.path.p, u.path.p, u.path.n) != 0);
     SL_BUG_ON(again.query.n != u.query.n

@@ -10,13 +10,12 @@
 # sees its CPU time.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-# The build puts sluice-load in bench/ next to the sluice binary.
-LOAD=${SLUICE_LOAD:-$(dirname "$SLUICE_BIN")/bench/sluice-load}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
+fx_setup
+# The build puts sluice-load in bench/ next to the sluice binary.
+LOAD=${SLUICE_LOAD:-$(dirname "$SLUICE_BIN")/bench/sluice-load}
 
 if [ ! -x "$LOAD" ]; then
   fx_bail "sluice-load is built ($LOAD)"

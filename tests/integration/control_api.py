@@ -16,6 +16,9 @@ import tempfile
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from httpjson import free_port, request, bearer, unix_get_json, wait_healthy  # noqa: E402
+
 BIN = os.environ.get("SLUICE_BIN") or sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="sluice-control-api-")
 DATA = os.path.join(WORK, "data")
@@ -26,30 +29,13 @@ state = {"proc": None, "port": 0}
 tokens = {}
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def start(extra=()):
     port = free_port()
     log = open(os.path.join(WORK, "control.log"), "ab")
     proc = subprocess.Popen([BIN, "control", "--listen", "127.0.0.1:%d" % port, "--data", DATA]
                             + list(extra), env=ENV, stdout=log, stderr=log)
     state["proc"], state["port"] = proc, port
-    for _ in range(200):
-        try:
-            if call("GET", "/healthz")[0] == 200:
-                return
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            raise AssertionError("sluice control exited with %d" % proc.returncode)
-        time.sleep(0.05)
-    raise AssertionError("sluice control did not start")
+    wait_healthy(proc, port, 10)
 
 
 def stop():
@@ -61,20 +47,8 @@ def stop():
 
 def call(method, path, body=None, who=None, raw=None):
     conn = http.client.HTTPConnection("127.0.0.1", state["port"], timeout=10)
-    headers = {}
-    if who is not None:
-        headers["Authorization"] = "Bearer " + tokens.get(who, who)
-    data = raw
-    if body is not None:
-        data = json.dumps(body).encode()
-    if data is not None:
-        headers["Content-Type"] = "application/json"
-    conn.request(method, path, body=data, headers=headers)
-    resp = conn.getresponse()
-    text = resp.read()
-    conn.close()
-    doc = json.loads(text) if text else None
-    return resp.status, doc
+    return request(conn, method, path, body, bearer(None if who is None else tokens.get(who, who)),
+                   raw)
 
 
 def expect(got, status, what):
@@ -433,21 +407,6 @@ def test_resolve_none_on_a_fresh_database():
         DATA = saved
 
 
-def unix_get(path, target):
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(5)
-    s.connect(path)
-    s.sendall(("GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % target).encode())
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data.split(b"\r\n\r\n", 1)[1])
-
-
 def test_snapshots_reach_the_proxy():
     global DATA
     d = os.path.join(WORK, "push")
@@ -475,7 +434,7 @@ def test_snapshots_reach_the_proxy():
         create("erin", "pushed", scope="global", network="on",
                egress={"default": "deny", "rules": [{"host": "pkgs.example.org"}]})
         second = acked(first + 1)
-        assert unix_get(sock, "/v1/status")["version"] == second
+        assert unix_get_json(sock, "/v1/status")["version"] == second
     finally:
         DATA = saved
         proxy.send_signal(signal.SIGTERM)

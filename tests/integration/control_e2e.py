@@ -20,6 +20,9 @@ import threading
 import time
 import urllib.parse
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from httpjson import free_port, request, bearer, unix_get_json, wait_healthy  # noqa: E402
+
 BIN = os.environ["SLUICE_BIN"]
 PORT = int(os.environ["FX_TLS_PORT"])
 TESTCA = os.environ["FX_TEST_CA"]
@@ -77,14 +80,6 @@ def clean(text):
     return not any(m in text for m in SANITIZER)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def port_open(port):
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
@@ -97,25 +92,8 @@ def port_open(port):
 
 def call(method, path, body=None, who="root", raw=None, timeout=10):
     conn = http.client.HTTPConnection("127.0.0.1", st["cport"], timeout=timeout)
-    headers = {}
-    if who is not None:
-        headers["Authorization"] = "Bearer " + tokens.get(who, who)
-    data = raw
-    if body is not None:
-        data = json.dumps(body).encode()
-    if data is not None:
-        headers["Content-Type"] = "application/json"
-    try:
-        conn.request(method, path, body=data, headers=headers)
-        resp = conn.getresponse()
-        text = resp.read()
-    finally:
-        conn.close()
-    try:
-        doc = json.loads(text) if text else None
-    except ValueError:
-        doc = text
-    return resp.status, doc
+    return request(conn, method, path, body, bearer(None if who is None else tokens.get(who, who)),
+                   raw, lenient=True)
 
 
 def control_start(key=None, data=None, wait=True):
@@ -130,17 +108,8 @@ def control_start(key=None, data=None, wait=True):
     st["control"], st["cport"], st["key"] = proc, port, key
     if not wait:
         return proc
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        try:
-            if call("GET", "/healthz", who=None, timeout=2)[0] == 200:
-                return proc
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            raise AssertionError("sluice control exited with %d" % proc.returncode)
-        time.sleep(0.05)
-    raise AssertionError("sluice control did not start")
+    wait_healthy(proc, port, 15, timeout=2)
+    return proc
 
 
 def control_stop():
@@ -196,18 +165,7 @@ def proxy_start():
 
 
 def admin_status():
-    s = socket.socket(socket.AF_UNIX)
-    s.settimeout(3)
-    s.connect(SOCK)
-    s.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+    return unix_get_json(SOCK, "/v1/status", timeout=3)
 
 
 def proxy_version():
@@ -406,37 +364,31 @@ def test_restart_keeps_everything():
           all("undecryptable" not in x for x in lst))
 
 
-def test_corrupt_database():
-    d = os.path.join(WORK, "corrupt")
-    os.makedirs(d)
+def refuses_corrupt(d, content, what):
+    """`sluice control` on the data directory `d` whose sluice.db holds `content` must exit
+    non-zero naming the file, and leave the file byte for byte as it was."""
     db = os.path.join(d, "sluice.db")
-    junk = os.urandom(os.path.getsize(os.path.join(CDATA, "sluice.db")) or 65536)
+    os.makedirs(d)
     with open(db, "wb") as f:
-        f.write(junk)
+        f.write(content)
     r = subprocess.run([BIN, "control", "--listen", "127.0.0.1:%d" % free_port(), "--data", d],
                        env=env_for(KEY1), capture_output=True, text=True, timeout=15)
     short_stderr.append(r.stderr)
-    check("4. a corrupt sluice.db: non-zero exit, message names the file",
+    check("4. %s: non-zero exit, message names the file" % what,
           r.returncode != 0 and "sluice.db" in r.stderr, "rc %d: %r" % (r.returncode, r.stderr))
     with open(db, "rb") as f:
-        check("4. the corrupt file is byte-identical afterwards", f.read() == junk)
+        check("4. %s: the file is byte-identical afterwards" % what, f.read() == content)
+
+
+def test_corrupt_database():
+    junk = os.urandom(os.path.getsize(os.path.join(CDATA, "sluice.db")) or 65536)
+    refuses_corrupt(os.path.join(WORK, "corrupt"), junk, "a corrupt sluice.db")
     # A real database with its pages (after the header) overwritten.
-    d2 = os.path.join(WORK, "corrupt2")
-    os.makedirs(d2)
     with open(os.path.join(CDATA, "sluice.db"), "rb") as f:
         real = bytearray(f.read())
-    rnd = os.urandom(len(real) - 100)
-    real[100:] = rnd
-    db2 = os.path.join(d2, "sluice.db")
-    with open(db2, "wb") as f:
-        f.write(real)
-    r = subprocess.run([BIN, "control", "--listen", "127.0.0.1:%d" % free_port(), "--data", d2],
-                       env=env_for(KEY1), capture_output=True, text=True, timeout=15)
-    short_stderr.append(r.stderr)
-    check("4. a sluice.db with valid header and random pages: non-zero exit naming the file",
-          r.returncode != 0 and "sluice.db" in r.stderr, "rc %d: %r" % (r.returncode, r.stderr))
-    with open(db2, "rb") as f:
-        check("4. ... and that file is byte-identical afterwards", f.read() == bytes(real))
+    real[100:] = os.urandom(len(real) - 100)
+    refuses_corrupt(os.path.join(WORK, "corrupt2"), bytes(real),
+                    "a sluice.db with valid header and random pages")
 
 
 # ---- 3. bad input ----------------------------------------------------------------------------

@@ -8,13 +8,10 @@
 # The checks live in control_e2e.py; this script starts nginx with tests/support/fixture.sh.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_nginx_start || fx_bail "nginx starts"
+fx_setup nginx
 
 rc=0
 SLUICE_BIN=$SLUICE_BIN FX_TLS_PORT=$FX_TLS_PORT FX_TEST_CA=$FX_TEST_CA \

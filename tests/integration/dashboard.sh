@@ -12,7 +12,6 @@
 # Network sl-t-dash, subnet 10.213.23.0/24. Without Docker, all but the sandbox steps run.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
@@ -51,7 +50,7 @@ dash_setup_without_docker() {
   sbx_env_setup || fx_bail "environments created"
 }
 
-fx_init
+fx_setup
 DASH_SANDBOXES=1
 if [ "${SLUICE_TEST_NO_DOCKER:-0}" != 1 ] && sbx_dockerctl ping &&
   sbx_dockerctl image-exists "$SBX_IMAGE"; then

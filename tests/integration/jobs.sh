@@ -13,7 +13,6 @@
 # shellcheck disable=SC2016,SC2317 # commands run inside the sandbox are single-quoted on purpose; helpers run through fx_wait
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
@@ -21,7 +20,7 @@ source "$SLUICE_SRC/tests/support/fixture.sh"
 source "$SLUICE_SRC/tests/support/gitserver.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-fx_init
+fx_setup
 
 GIT_TOKEN=gt-$(fx_random_hex 32)
 fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"

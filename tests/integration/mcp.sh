@@ -17,13 +17,12 @@
 # Network sl-t-mcp, subnet 10.213.31.0/24.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-fx_init
+fx_setup
 
 MCP_DIR=$SLUICE_SRC/tests/mcp
 if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextprotocol/sdk" ] ||

@@ -13,11 +13,10 @@
 # every loop of which is bounded in count and time.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
+fx_setup
 t_start=$(date +%s)
 
 # 1 000 clients + the proxy's two descriptors per connection: lift the soft limit to the hard one.

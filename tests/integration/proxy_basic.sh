@@ -7,14 +7,10 @@
 # identity by token (407, expired 403); ALPN offers http/1.1 only.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_nginx_start || fx_bail "nginx starts"
-fx_origin_start || fx_bail "origin.py starts"
+fx_setup nginx origin
 
 secret="Bearer sl-$(fx_random_hex 24)"
 secret_token=${secret#Bearer }

@@ -16,11 +16,10 @@
 # packet leaves the namespace, and the machine's resolv.conf is never touched.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
+fx_setup
 
 if [ "$(id -u)" != 0 ] || ! command -v unshare >/dev/null || ! command -v nsenter >/dev/null ||
   ! command -v ip >/dev/null; then
@@ -38,14 +37,7 @@ FX_PIDS+=("$ns_pid")
 # ns CMD... : runs CMD in the namespace. Background peers are started with nsenter itself
 # (--no-fork execs CMD), so that $! is CMD's own pid for the EXIT trap.
 ns() { nsenter --no-fork --target "$ns_pid" --net --mount -- "$@"; }
-# shellcheck disable=SC2317 # called through fx_wait
-ns_ready() {
-  local mine theirs
-  mine=$(readlink /proc/self/ns/net)
-  theirs=$(readlink "/proc/$ns_pid/ns/net" 2>/dev/null) || return 1
-  [ -n "$theirs" ] && [ "$theirs" != "$mine" ]
-}
-fx_wait 5 ns_ready || fx_bail "a private network and mount namespace (unshare --net --mount)"
+fx_wait 5 fx_netns_own "$ns_pid" || fx_bail "a private network and mount namespace (unshare --net --mount)"
 d=$FX_WORK/dns
 mkdir -p "$d"
 printf 'nameserver 127.0.0.1\noptions timeout:2 attempts:2\n' >"$d/resolv.conf"
@@ -161,15 +153,7 @@ nsenter --no-fork --target "$ns_pid" --net --mount -- "$SLUICE_BIN" proxy \
 FX_PROXY_PID=$!
 FX_PIDS+=("$FX_PROXY_PID")
 # shellcheck disable=SC2317 # called through fx_wait
-ns_port_open() {
-  ns "$FX_PYTHON" -c '
-import socket, sys
-try:
-    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-except OSError:
-    sys.exit(1)
-' "$1"
-}
+ns_port_open() { FX_PROBE_IN=ns fx_port_open "$1"; }
 fx_wait 10 ns_port_open "$FX_PROXY_PORT" || fx_bail "sluice proxy starts in the namespace"
 ok "sluice proxy starts in the namespace"
 # fx_curl runs curl in the namespace, through that proxy.

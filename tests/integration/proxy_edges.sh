@@ -9,14 +9,10 @@
 # tunnel is open, and the client and environment on every refusal line inside a tunnel.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_nginx_start || fx_bail "nginx starts"
-fx_origin_start || fx_bail "origin.py starts"
+fx_setup nginx origin
 
 A=a.sluice.test
 B=b.sluice.test
@@ -51,16 +47,6 @@ req() {
   printf '%s\\r\\n' "$out"
 }
 
-# pc ARGS... : proxy_client.py through the proxy (10 s per socket operation), its output lines
-# joined by spaces, status lines cut to "status=N reason=R", "tls=ok ..." to "tls=ok".
-pc() {
-  { fx_pyclient --timeout 10 "$@" 2>&1 || true; } |
-    sed -E 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/; s/^tls=ok .*/tls=ok/' | paste -sd' ' -
-}
-
-# seen TEXT : how many requests origin.py logged whose target contains TEXT.
-seen() { fx_jsonl_count "$FX_ORIGIN_LOG" target~"$1"; }
-
 # origin_headers TEXT NAME... : "name=value" (sorted, space-separated) of the headers NAME of
 # the first request origin.py logged whose target contains TEXT.
 origin_headers() {
@@ -82,23 +68,23 @@ EOF
 audit_at_least() { [ "$(fx_jsonl_count "$FX_AUDIT" "${@:2}")" -ge "$1" ]; }
 
 # --- (1) not-tls: a tunnel whose first bytes are not a TLS ClientHello is closed --------------
-out=$(pc --connect "$A:$FX_TLS_PORT" --no-tls --raw '\x00\x01\x02 hello' --responses 0 \
+out=$(fx_pc --connect "$A:$FX_TLS_PORT" --no-tls --raw '\x00\x01\x02 hello' --responses 0 \
   --eof-wait 5)
 check_eq "not-tls: garbage in a tunnel to a TLS port: the proxy closes it, answering nothing" \
   "$out" "connect=200 tls=none eof"
 check_audit "not-tls: audit line (deny, reason not-tls, host, port)" \
   decision=deny reason=not-tls host="$A" port="$FX_TLS_PORT"
 
-out=$(pc --connect "$PYH" --no-tls --raw "$(req GET /echo?probe=nt-http "$PYH")" \
+out=$(fx_pc --connect "$PYH" --no-tls --raw "$(req GET /echo?probe=nt-http "$PYH")" \
   --responses 0 --eof-wait 5)
 check_eq "not-tls: plain HTTP in a tunnel to a port other than 80 is closed unanswered" \
   "$out" "connect=200 tls=none eof"
-check_eq "not-tls: ... and that request never reached the origin" "$(seen probe=nt-http)" 0
+check_eq "not-tls: ... and that request never reached the origin" "$(fx_seen probe=nt-http)" 0
 check_audit "not-tls: audit line for the plain-HTTP tunnel" \
   decision=deny reason=not-tls host="$A" port="$FX_PY_HTTP_PORT"
 
 # A TLS record header (handshake, 3.1) whose message is a ServerHello, not a ClientHello.
-out=$(pc --connect "$A:$FX_TLS_PORT" --no-tls --responses 0 --eof-wait 5 \
+out=$(fx_pc --connect "$A:$FX_TLS_PORT" --no-tls --responses 0 --eof-wait 5 \
   --raw '\x16\x03\x01\x00\x08\x02\x00\x00\x04\x03\x03\x00\x00')
 check_eq "not-tls: a TLS record that is not a ClientHello is closed too" \
   "$out" "connect=200 tls=none eof"
@@ -113,29 +99,14 @@ check_eq "not-tls: a TLS record that is not a ClientHello is closed too" \
 # CMD's own pid in $! (not through this function, which would put a subshell in between).
 ns() { nsenter --no-fork --target "$ns_pid" --net -- "$@"; }
 # shellcheck disable=SC2317 # called through fx_wait
-ns_ready() { # the holder process has its own network namespace
-  local mine theirs
-  mine=$(readlink /proc/self/ns/net)
-  theirs=$(readlink "/proc/$ns_pid/ns/net" 2>/dev/null) || return 1
-  [ -n "$theirs" ] && [ "$theirs" != "$mine" ]
-}
-# shellcheck disable=SC2317 # called through fx_wait
-ns_port_open() { # ns_port_open PORT : something accepts on 127.0.0.1:PORT in the namespace
-  ns "$FX_PYTHON" -c '
-import socket, sys
-try:
-    socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1).close()
-except OSError:
-    sys.exit(1)
-' "$1"
-}
+ns_port_open() { FX_PROBE_IN=ns fx_port_open "$1"; } # something accepts on 127.0.0.1:PORT there
 ns_pid=
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v nsenter >/dev/null &&
   command -v ip >/dev/null; then
   unshare --net sleep 600 2>/dev/null &
   ns_pid=$!
   FX_PIDS+=("$ns_pid")
-  if ! fx_wait 5 ns_ready || ! ns ip link set lo up 2>/dev/null; then
+  if ! fx_wait 5 fx_netns_own "$ns_pid" || ! ns ip link set lo up 2>/dev/null; then
     ns_pid=
   fi
 fi
@@ -239,57 +210,57 @@ check "an SNI differing only in letter case (A.Sluice.TEST) names the same host:
     ! grep -q 'Cipher is (NONE)' '$FX_WORK/sni-case.out'"
 
 # (b) a Host header naming another host inside the tunnel: 421, never reaches the origin.
-out=$(pc --connect "$PYT" --host-header "$B:$FX_PY_TLS_PORT" --request 'GET /echo?probe=hm-b')
+out=$(fx_pc --connect "$PYT" --host-header "$B:$FX_PY_TLS_PORT" --request 'GET /echo?probe=hm-b')
 check_match "host-mismatch: Host: $B in a tunnel to $A -> 421 (though $B is allowed)" \
   "$out" "^connect=200 tls=ok status=421 reason=host-mismatch( closed)?\$"
-check_eq "host-mismatch: ... the origin never saw it" "$(seen probe=hm-b)" 0
+check_eq "host-mismatch: ... the origin never saw it" "$(fx_seen probe=hm-b)" 0
 check_audit "host-mismatch: audit line for the Host header" \
   decision=deny reason=host-mismatch host="$A" port="$FX_PY_TLS_PORT" method=GET
-out=$(pc --connect "$PYT" --host-header "$A" --request 'GET /echo?probe=hm-port')
+out=$(fx_pc --connect "$PYT" --host-header "$A" --request 'GET /echo?probe=hm-port')
 check_match "host-mismatch: Host without a port (so 443) in a tunnel to another port -> 421" \
   "$out" "^connect=200 tls=ok status=421 reason=host-mismatch( closed)?\$"
-check_eq "host-mismatch: ... the origin never saw it" "$(seen probe=hm-port)" 0
-out=$(pc --connect "$PYT" --host-header "A.Sluice.Test.:$FX_PY_TLS_PORT" \
+check_eq "host-mismatch: ... the origin never saw it" "$(fx_seen probe=hm-port)" 0
+out=$(fx_pc --connect "$PYT" --host-header "A.Sluice.Test.:$FX_PY_TLS_PORT" \
   --request 'GET /echo?probe=hm-norm')
 check_eq "Host: A.Sluice.Test.:PORT (letter case, trailing dot) is the tunnel's host: 200" \
   "$out" "connect=200 tls=ok status=200 reason=-"
 
 # (b2) the CONNECT's own Host header naming another host (RFC 9110 §7.2: the target's
 # authority): 421 before any tunnel; a Host without a port or in other letter case is fine.
-out=$(pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: $B:$FX_PY_TLS_PORT\r\n\r\n")
+out=$(fx_pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: $B:$FX_PY_TLS_PORT\r\n\r\n")
 check_eq "host-mismatch: CONNECT $A with Host: $B -> 421 (though $B is allowed)" \
   "$out" "status=421 reason=host-mismatch"
 check_audit "host-mismatch: audit line for the CONNECT's Host header" \
   decision=deny reason=host-mismatch host="$A" port="$FX_PY_TLS_PORT" method=CONNECT
-out=$(pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: A.Sluice.Test\r\n\r\n")
+out=$(fx_pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: A.Sluice.Test\r\n\r\n")
 check_eq "CONNECT $A with Host: A.Sluice.Test (no port, letter case) -> 200" \
   "$out" "status=200 reason=-"
 
 # (c) an absolute-form target naming another host inside the tunnel.
-out=$(pc --connect "$PYT" \
+out=$(fx_pc --connect "$PYT" \
   --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?probe=hm-c1" "$B:$FX_PY_TLS_PORT")")
 check_eq "host-mismatch: absolute-form https://$B/... in a tunnel to $A -> 421" \
   "$out" "connect=200 tls=ok status=421 reason=host-mismatch"
-out=$(pc --connect "$PYT" --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?probe=hm-c2" "$PYT")")
+out=$(fx_pc --connect "$PYT" --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?probe=hm-c2" "$PYT")")
 check_eq "host-mismatch: ... also when its Host header names the tunnel's host" \
   "$out" "connect=200 tls=ok status=421 reason=host-mismatch"
-check_eq "host-mismatch: ... the origin saw neither" "$(seen probe=hm-c)" 0
-out=$(pc --connect "$PYT" --raw "$(req GET "https://$PYT/echo?probe=abs-ok" "$PYT")")
+check_eq "host-mismatch: ... the origin saw neither" "$(fx_seen probe=hm-c)" 0
+out=$(fx_pc --connect "$PYT" --raw "$(req GET "https://$PYT/echo?probe=abs-ok" "$PYT")")
 check_eq "absolute-form naming the tunnel's own host inside the tunnel: 200" \
   "$out" "connect=200 tls=ok status=200 reason=-"
 check_eq "absolute-form naming the tunnel's own host: the origin got it in origin-form" \
   "$(fx_jsonl_count "$FX_ORIGIN_LOG" target=/echo?probe=abs-ok)" 1
 
 # (d) plain HTTP in absolute-form whose Host header names another host.
-out=$(pc --absolute "http://$PYH/echo?probe=hm-d" --host-header "$B:$FX_PY_HTTP_PORT")
+out=$(fx_pc --absolute "http://$PYH/echo?probe=hm-d" --host-header "$B:$FX_PY_HTTP_PORT")
 check_eq "host-mismatch: plain http://$A/ with Host: $B -> 421" \
   "$out" "status=421 reason=host-mismatch"
-check_eq "host-mismatch: ... the origin never saw it" "$(seen probe=hm-d)" 0
+check_eq "host-mismatch: ... the origin never saw it" "$(fx_seen probe=hm-d)" 0
 
 # --- (4) bad-host (SPEC §4.3) -----------------------------------------------------------------
 badhost() { # badhost DESCRIPTION METHOD TARGET : a raw proxy request -> 400 bad-host
   local o
-  o=$(pc --raw "$(req "$2" "$3" x)")
+  o=$(fx_pc --raw "$(req "$2" "$3" x)")
   check_eq "bad-host: $1 -> 400 bad-host" "$o" "status=400 reason=bad-host"
 }
 badhost "CONNECT bad_host.example:443" CONNECT bad_host.example:443
@@ -301,34 +272,34 @@ badhost "GET http://a%00b.example/" GET http://a%00b.example/
 # Non-ASCII (UTF-8 bytes; IDNs must arrive as xn-- A-labels): bad-host per SPEC §4.3.
 badhost "CONNECT ex\\xc3\\xa4mple.com:443 (UTF-8 name)" CONNECT 'ex\xc3\xa4mple.com:443'
 # A space splits the request line itself: malformed either way, 400.
-out=$(pc --raw "$(req GET 'http://exa mple.com/' 'exa mple.com')")
+out=$(fx_pc --raw "$(req GET 'http://exa mple.com/' 'exa mple.com')")
 check_match "GET http://exa mple.com/ (a space splits the request line) -> 400" \
   "$out" '^status=400 reason=(bad-request|bad-host)$'
 for h in bad_host 'exa mple.com' 'ex\xc3\xa4mple.com'; do
-  out=$(pc --connect "$PYT" --raw "$(req GET /echo?probe=bh-hdr "$h")")
+  out=$(fx_pc --connect "$PYT" --raw "$(req GET /echo?probe=bh-hdr "$h")")
   check_eq "bad-host: Host: $h inside a tunnel -> 400 bad-host" \
     "$out" "connect=200 tls=ok status=400 reason=bad-host"
 done
-out=$(pc --raw "$(req GET "http://$PYH/echo?probe=bh-hdr" 'exa mple.com')")
+out=$(fx_pc --raw "$(req GET "http://$PYH/echo?probe=bh-hdr" 'exa mple.com')")
 check_eq "bad-host: plain http://$A/ with Host: exa mple.com -> 400 bad-host" \
   "$out" "status=400 reason=bad-host"
-check_eq "bad-host: ... the origin never saw any of them" "$(seen probe=bh-hdr)" 0
+check_eq "bad-host: ... the origin never saw any of them" "$(fx_seen probe=bh-hdr)" 0
 check_audit "bad-host: audit line with reason bad-host" decision=deny reason=bad-host
 
 # --- (5) too-large: a request head over 64 KiB -> 431 (SPEC §4.10) ----------------------------
 big="X-Big: $(head -c 70000 /dev/zero | tr '\0' a)"
-out=$(pc --raw "$(req GET "http://$PYH/echo?probe=big-plain" "$PYH" "$big")")
+out=$(fx_pc --raw "$(req GET "http://$PYH/echo?probe=big-plain" "$PYH" "$big")")
 check_eq "too-large: a 70 kB plain proxy request head -> 431 too-large" \
   "$out" "status=431 reason=too-large"
-out=$(pc --raw "$(req CONNECT "$PYT" "$PYT" "$big")")
+out=$(fx_pc --raw "$(req CONNECT "$PYT" "$PYT" "$big")")
 check_eq "too-large: a 70 kB CONNECT head -> 431 too-large" "$out" "status=431 reason=too-large"
-out=$(pc --connect "$PYT" --raw "$(req GET /echo?probe=big-tunnel "$PYT" "$big")")
+out=$(fx_pc --connect "$PYT" --raw "$(req GET /echo?probe=big-tunnel "$PYT" "$big")")
 check_eq "too-large: a 70 kB head inside a tunnel -> 431 too-large" \
   "$out" "connect=200 tls=ok status=431 reason=too-large"
-check_eq "too-large: the origin saw none of them" "$(seen probe=big-)" 0
+check_eq "too-large: the origin saw none of them" "$(fx_seen probe=big-)" 0
 check_audit "too-large: audit line with reason too-large" decision=deny reason=too-large
 fine=$(head -c 60000 /dev/zero | tr '\0' b)
-out=$(pc --connect "$PYT" --header "X-Fine: $fine" --request 'GET /echo?probe=fine-60k')
+out=$(fx_pc --connect "$PYT" --header "X-Fine: $fine" --request 'GET /echo?probe=fine-60k')
 check_eq "a 60 kB head (under the bound) inside a tunnel is forwarded: 200" \
   "$out" "connect=200 tls=ok status=200 reason=-"
 check_eq "... and the origin got the 60 kB header" \
@@ -345,20 +316,20 @@ fx_pyclient --timeout 10 --connect "$PYT" --pipeline --show-body \
 check_eq "pipelining in a tunnel: three requests in one write, three responses in order" \
   "$(bodies <"$FX_WORK/pipe.out")" "$want_bodies"
 check_eq "pipelining in a tunnel: the origin got the three on one connection" \
-  "$(fx_jsonl_distinct "$FX_ORIGIN_LOG" conn target~probe=pipe-) $(seen probe=pipe-)" "1 3"
+  "$(fx_jsonl_distinct "$FX_ORIGIN_LOG" conn target~probe=pipe-) $(fx_seen probe=pipe-)" "1 3"
 fx_pyclient --timeout 10 --connect "m.sluice.test:$FX_PY_TLS_PORT" --pipeline \
   --request 'GET /hello?probe=pipm-1' --request 'DELETE /echo?probe=pipm-2' \
   --request 'GET /status?code=202&probe=pipm-3' >"$FX_WORK/pipe-m.out" 2>&1 || true
 check_eq "pipelining: a refused request in the middle (DELETE, GET-only rule) -> 200, 403, 202" \
   "$(grep -oE '^status=[0-9]+ reason=[^ ]+' "$FX_WORK/pipe-m.out" | paste -sd' ' -)" \
   "status=200 reason=- status=403 reason=method-not-allowed status=202 reason=-"
-check_eq "pipelining: ... the origin never saw the DELETE" "$(seen probe=pipm-2)" 0
+check_eq "pipelining: ... the origin never saw the DELETE" "$(fx_seen probe=pipm-2)" 0
 fx_pyclient --timeout 10 --absolute "http://$PYH/hello?probe=pp-1" --pipeline --show-body \
   --request 'GET' --request "GET http://$PYH/status?code=202&probe=pp-2" \
   --request "GET http://$PYH/status?code=203&probe=pp-3" >"$FX_WORK/pipe-plain.out" 2>&1 || true
 check_eq "pipelining on plain HTTP: three absolute-form requests in one write, in order" \
   "$(bodies <"$FX_WORK/pipe-plain.out")" "$want_bodies"
-check_eq "pipelining on plain HTTP: the origin got all three" "$(seen probe=pp-)" 3
+check_eq "pipelining on plain HTTP: the origin got all three" "$(fx_seen probe=pp-)" 3
 
 # --- (8) WebSocket relayed both ways; h2c refused (SPEC §4.1) ---------------------------------
 ws_key=dGhlIHNhbXBsZSBub25jZQ== # RFC 6455 §1.3: its accept value is s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
@@ -366,7 +337,7 @@ ws() { # ws PROBE : a WebSocket opening handshake for origin.py's /ws
   req GET "/ws?probe=$1" "$PYT" 'Upgrade: websocket' 'Connection: Upgrade' \
     "Sec-WebSocket-Key: $ws_key" 'Sec-WebSocket-Version: 13'
 }
-out=$(pc --connect "$PYT" --raw "$(ws ws-1)" --show-header Sec-WebSocket-Accept \
+out=$(fx_pc --connect "$PYT" --raw "$(ws ws-1)" --show-header Sec-WebSocket-Accept \
   --then 'hello ws\x00\xff\r\n' --then 'more bytes, then BYE' --eof-wait 5)
 check_eq "websocket: 101, the accept value, bytes echoed both ways, the origin's close relayed" \
   "$out" "connect=200 tls=ok status=101 reason=- \
@@ -378,35 +349,35 @@ check_eq "websocket: the origin got Upgrade: websocket, Connection: Upgrade and 
 check_audit "websocket: audit line (allow, 101) once the relay ended" \
   decision=allow method=GET host="$A" path=/ws status=101
 # Bytes sent in the same write as the upgrade request; then the client closes first.
-out=$(pc --connect "$PYT" --raw "$(ws ws-2)early bytes" --recv 11 --then 'late')
+out=$(fx_pc --connect "$PYT" --raw "$(ws ws-2)early bytes" --recv 11 --then 'late')
 check_eq "websocket: bytes sent right behind the upgrade request are relayed after the 101" \
   "$out" "connect=200 tls=ok status=101 reason=- recv=early bytes recv=late"
 check "websocket: the client closing ends the relay (its audit line within 5 s)" \
   fx_wait 5 audit_at_least 2 method=GET path=/ws status=101
-out=$(pc --connect "$PYT" --raw "$(req GET /hello?probe=ws-no "$PYT" 'Upgrade: websocket' \
+out=$(fx_pc --connect "$PYT" --raw "$(req GET /hello?probe=ws-no "$PYT" 'Upgrade: websocket' \
   'Connection: Upgrade' "Sec-WebSocket-Key: $ws_key" 'Sec-WebSocket-Version: 13')" --show-body)
 check_eq "websocket: an origin that does not upgrade: its own answer reaches the client" \
   "$out" "connect=200 tls=ok status=200 reason=- body=hello from origin.py\\n"
-out=$(pc --connect "$PYT" --raw "$(req GET /echo?probe=h2c "$PYT" \
+out=$(fx_pc --connect "$PYT" --raw "$(req GET /echo?probe=h2c "$PYT" \
   'Connection: Upgrade, HTTP2-Settings' 'Upgrade: h2c' 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA')")
 check_eq "Upgrade: h2c inside a tunnel -> 400 bad-request" \
   "$out" "connect=200 tls=ok status=400 reason=bad-request"
-check_eq "Upgrade: h2c: the origin never saw it" "$(seen probe=h2c)" 0
+check_eq "Upgrade: h2c: the origin never saw it" "$(fx_seen probe=h2c)" 0
 
 # --- (9) CONNECT inside a tunnel -> 400 -------------------------------------------------------
-out=$(pc --connect "$PYT" --raw "$(req CONNECT "$B:$FX_PY_TLS_PORT" "$B:$FX_PY_TLS_PORT")")
+out=$(fx_pc --connect "$PYT" --raw "$(req CONNECT "$B:$FX_PY_TLS_PORT" "$B:$FX_PY_TLS_PORT")")
 check_eq "CONNECT inside a tunnel -> 400 bad-request" \
   "$out" "connect=200 tls=ok status=400 reason=bad-request"
 fx_skip "an origin-form request sent straight to the proxy -> 400" "covered by proxy_http.sh"
 
 # --- (10) Proxy-Authorization inside a tunnel is not forwarded (SPEC §4.6) --------------------
 pa=$(printf 'local:pt-inner-%s' "$(fx_random_hex 8)" | base64 -w0)
-out=$(pc --connect "$PYT" --header "Proxy-Authorization: Basic $pa" \
+out=$(fx_pc --connect "$PYT" --header "Proxy-Authorization: Basic $pa" \
   --request 'GET /echo?probe=pa-tunnel')
 check_eq "Proxy-Authorization inside a tunnel: the request passes" \
   "$out" "connect=200 tls=ok status=200 reason=-"
 check_eq "Proxy-Authorization inside a tunnel: it never reaches the origin" \
-  "$(seen probe=pa-tunnel) $(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=pa-tunnel \
+  "$(fx_seen probe=pa-tunnel) $(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=pa-tunnel \
     headers~"$pa")" "1 0"
 fx_skip "Proxy-Authorization of a plain HTTP request is not forwarded" "covered by proxy_basic.sh"
 
@@ -452,16 +423,16 @@ conns_are() { # conns_are N : GET /v1/status says N connections
   fx_admin GET /v1/status && [ "$(fx_json "$FX_ADMIN_BODY" 'str(d["connections"])')" = "$1" ]
 }
 check "overloaded: the proxy counts the two idle connections" fx_wait 5 conns_are 2
-out=$(pc --raw "$(req GET "http://$PYH/hello?probe=over" "$PYH")" --eof-wait 5)
+out=$(fx_pc --raw "$(req GET "http://$PYH/hello?probe=over" "$PYH")" --eof-wait 5)
 check_eq "overloaded: a third connection gets 503 overloaded, then the proxy closes it" \
   "$out" "status=503 reason=overloaded eof"
-check_eq "overloaded: ... the origin never saw it" "$(seen probe=over)" 0
+check_eq "overloaded: ... the origin never saw it" "$(fx_seen probe=over)" 0
 check_audit "overloaded: audit line with reason overloaded" decision=deny reason=overloaded
 kill "$hold_pid" 2>/dev/null || true
 wait "$hold_pid" 2>/dev/null || true
 check "overloaded: the held connections are released (0 connections within 5 s)" \
   fx_wait 5 conns_are 0
-out=$(pc --absolute "http://$PYH/hello?probe=after-over")
+out=$(fx_pc --absolute "http://$PYH/hello?probe=after-over")
 check_eq "overloaded: once they are gone, a new connection is served" "$out" "status=200 reason=-"
 check "SIGTERM stops the --max-connections proxy with exit 0" fx_proxy_stop
 
@@ -490,7 +461,7 @@ if fx_client_open exp --connect "$PYT" --timeout 20; then
   r2=$(fx_client_send exp 'GET /hello?probe=exp-2')
   check_match "expiry: after expires_at the next request on the same tunnel -> 403 expired" \
     "$r2" '^status=403 reason=expired '
-  check_eq "expiry: ... the origin never saw it" "$(seen probe=exp-2)" 0
+  check_eq "expiry: ... the origin never saw it" "$(fx_seen probe=exp-2)" 0
   check_audit "expiry: audit line with reason expired for that client" \
     decision=deny reason=expired client=soon host="$A"
   fx_client_close exp

@@ -9,13 +9,10 @@
 # HTTP. After each refusal a fresh tunnel must still work.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_origin_start || fx_bail "origin.py starts"
+fx_setup origin
 
 A=a.sluice.test
 M=m.sluice.test
@@ -39,16 +36,6 @@ ok "sluice proxy starts"
 PYT=$A:$FX_PY_TLS_PORT  # origin.py over TLS
 PYH=$A:$FX_PY_HTTP_PORT # origin.py in the clear (plain absolute-form HTTP)
 
-# pc ARGS... : proxy_client.py through the proxy (10 s per socket operation), its output lines
-# joined by spaces, status lines cut to "status=N reason=R", "tls=ok ..." to "tls=ok".
-pc() {
-  { fx_pyclient --timeout 10 "$@" 2>&1 || true; } |
-    sed -E 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/; s/^tls=ok .*/tls=ok/' | paste -sd' ' -
-}
-
-# seen TEXT : how many requests origin.py logged whose target contains TEXT.
-seen() { fx_jsonl_count "$FX_ORIGIN_LOG" target~"$1"; }
-
 # conn_of TEXT : origin.py's connection number of the last request whose target contains TEXT.
 conn_of() {
   "$FX_PYTHON" - "$FX_ORIGIN_LOG" "$1" <<'EOF'
@@ -66,7 +53,7 @@ EOF
 # healthy TAG : a fresh tunnel to origin.py still gets 200 (the proxy survived the last check).
 # shellcheck disable=SC2317 # called through check
 healthy() {
-  [ "$(pc --connect "$PYT" --request "GET /hello?probe=$1")" = "connect=200 tls=ok status=200 reason=-" ]
+  [ "$(fx_pc --connect "$PYT" --request "GET /hello?probe=$1")" = "connect=200 tls=ok status=200 reason=-" ]
 }
 
 # The client sees the refusal, then the proxy's close (clean or by reset, nothing after it).
@@ -78,21 +65,21 @@ want_400_plain='^status=400 reason=bad-request eof( reset)?$'
 # reached origin.py; a fresh tunnel still works.
 bad_req() {
   local name=$1 raw=$2 out
-  out=$(pc --connect "$PYT" --raw "$raw" --eof-wait 5)
+  out=$(fx_pc --connect "$PYT" --raw "$raw" --eof-wait 5)
   check_match "request $name (tunnel): 400 bad-request, then the connection is closed" \
     "$out" "$want_400_tls"
-  check_eq "request $name (tunnel): origin.py received nothing of it" "$(seen "probe=rq-$name")" 0
+  check_eq "request $name (tunnel): origin.py received nothing of it" "$(fx_seen "probe=rq-$name")" 0
   check "request $name (tunnel): a fresh tunnel still works afterwards" healthy "after-$name"
 }
 
 # bad_plain NAME RAW : the same on plain absolute-form HTTP (no tunnel).
 bad_plain() {
   local name=$1 raw=$2 out
-  out=$(pc --raw "$raw" --eof-wait 5)
+  out=$(fx_pc --raw "$raw" --eof-wait 5)
   check_match "request $name (plain HTTP): 400 bad-request, then the connection is closed" \
     "$out" "$want_400_plain"
   check_eq "request $name (plain HTTP): origin.py received nothing of it" \
-    "$(seen "probe=rp-$name")" 0
+    "$(fx_seen "probe=rp-$name")" 0
 }
 
 # bad_req_body NAME RAW : RAW's head is well formed, its chunked body is not. The head is
@@ -102,7 +89,7 @@ bad_plain() {
 # tunnel still works.
 bad_req_body() {
   local name=$1 raw=$2 out
-  out=$(pc --connect "$PYT" --raw "$raw" --eof-wait 5)
+  out=$(fx_pc --connect "$PYT" --raw "$raw" --eof-wait 5)
   check_match "request $name (tunnel): 400 bad-request and closed, never answered by origin" \
     "$out" '^connect=200 tls=ok status=400 reason=bad-request eof( reset)?$'
   check "request $name (tunnel): a fresh tunnel still works afterwards" healthy "after-$name"
@@ -145,7 +132,7 @@ bad_req_body chunk-size-huge "POST ${P}chunk-size-huge HTTP/1.1\\r\\n${H}Transfe
 bad_req space-in-name "GET ${P}space-in-name HTTP/1.1\\r\\n${H}X A: b\\r\\n\\r\\n"
 bad_req nul-name "GET ${P}nul-name HTTP/1.1\\r\\n${H}X\\x00A: b\\r\\n\\r\\n"
 # Every smuggled request above was tagged rq-smuggled.
-check_eq "requests: no smuggled request ever reached origin.py" "$(seen probe=rq-smuggled)" 0
+check_eq "requests: no smuggled request ever reached origin.py" "$(fx_seen probe=rq-smuggled)" 0
 
 # --- (2) the same on plain absolute-form HTTP -------------------------------------------------
 U="http://$PYH/echo?probe=rp-"
@@ -163,14 +150,14 @@ bad_plain bare-cr "GET ${U}bare-cr HTTP/1.1\\r\\n${HP}X-A: a\\rX-B: b\\r\\n\\r\\
 bad_plain two-hosts "GET ${U}two-hosts HTTP/1.1\\r\\n${HP}${HP}\\r\\n"
 bad_plain nul-value "GET ${U}nul-value HTTP/1.1\\r\\n${HP}X-A: a\\x00b\\r\\n\\r\\n"
 bad_plain te-cl-smuggle "POST ${U}te-cl-smuggle HTTP/1.1\\r\\n${HP}Transfer-Encoding: chunked\\r\\nContent-Length: 4\\r\\n\\r\\n5c\\r\\nGET http://$PYH/hello?probe=rp-smuggled HTTP/1.1\\r\\n${HP}\\r\\n\\r\\n0\\r\\n\\r\\n"
-check_eq "plain HTTP: no smuggled request ever reached origin.py" "$(seen probe=rp-smuggled)" 0
+check_eq "plain HTTP: no smuggled request ever reached origin.py" "$(fx_seen probe=rp-smuggled)" 0
 
 # --- (3) malformed upstream responses -> 502, connection never pooled -------------------------
 # Positive control first: a well-formed /raw response leaves its connection pooled, and the next
 # request (fresh tunnel) reuses it - so a new connection after a bad case means "not pooled".
-out=$(pc --connect "$PYT" --request "GET /raw?probe=rs-ok&case=ok")
+out=$(fx_pc --connect "$PYT" --request "GET /raw?probe=rs-ok&case=ok")
 check_eq "response control: /raw?case=ok relayed (200)" "$out" "connect=200 tls=ok status=200 reason=-"
-out=$(pc --connect "$PYT" --request "GET /hello?probe=rs-ok-next")
+out=$(fx_pc --connect "$PYT" --request "GET /hello?probe=rs-ok-next")
 check_eq "response control: the next request reuses the pooled upstream connection" \
   "$out $(conn_of probe=rs-ok-next)" "connect=200 tls=ok status=200 reason=- $(conn_of "probe=rs-ok&")"
 
@@ -185,10 +172,10 @@ bad_resp() {
     want='^connect=200 tls=ok (status=502 reason=[a-z][a-z-]* (eof|eof reset|open)|error closed by peer|error recv: .*)$'
     what="502, or the client connection aborted before a complete response"
   fi
-  out=$(pc --connect "$PYT" --raw "GET /raw?probe=rs-$name&case=$name HTTP/1.1\\r\\n${H}\\r\\n" \
+  out=$(fx_pc --connect "$PYT" --raw "GET /raw?probe=rs-$name&case=$name HTTP/1.1\\r\\n${H}\\r\\n" \
     --eof-wait 3)
   check_match "response $name: $what" "$out" "$want"
-  out=$(pc --connect "$PYT" --request "GET /hello?probe=rs-$name-next")
+  out=$(fx_pc --connect "$PYT" --request "GET /hello?probe=rs-$name-next")
   check_eq "response $name: the proxy is healthy afterwards" "$out" \
     "connect=200 tls=ok status=200 reason=-"
   check "response $name: that upstream connection was not reused" \
@@ -198,11 +185,11 @@ for c in cl-te dup-cl dup-cl-same cl-list te-gzip te-gzip-chunked te-chunked-htt
   empty-name http2-status icy-status unsolicited-101 bare-lf bare-cr nul-value interim-flood; do
   bad_resp "$c"
 done
-out=$(pc --connect "$PYT" --raw "GET /raw?probe=rs-interims&case=interims HTTP/1.1\r\n${H}\r\n" \
+out=$(fx_pc --connect "$PYT" --raw "GET /raw?probe=rs-interims&case=interims HTTP/1.1\r\n${H}\r\n" \
   --recv 0 --dump "$FX_WORK/interims.raw")
 check_eq "response interims: a 100 and a 103 before the answer are relayed, then the 200" \
   "$out $(grep -c '^HTTP/1.1 1' "$FX_WORK/interims.raw")" "connect=200 tls=ok status=200 reason=- 2"
-out=$(pc --connect "$PYT" --raw "GET /raw?probe=rs-flood2&case=interim-flood HTTP/1.1\r\n${H}\r\n" \
+out=$(fx_pc --connect "$PYT" --raw "GET /raw?probe=rs-flood2&case=interim-flood HTTP/1.1\r\n${H}\r\n" \
   --dump "$FX_WORK/flood.raw" --show-body)
 check "response interim-flood: 32 interims relayed, then a 502 that says why" \
   bash -c "[ \"\$(grep -c '^HTTP/1.1 100' '$FX_WORK/flood.raw')\" -le 33 ] &&
@@ -212,7 +199,7 @@ bad_resp chunk-no-crlf body
 
 # --- (4) an origin that answers before the request body is finished ---------------------------
 pad=$(head -c 60000 /dev/zero | tr '\0' x)
-out=$(pc --connect "$PYT" --eof-wait 10 --show-header connection --raw \
+out=$(fx_pc --connect "$PYT" --eof-wait 10 --show-header connection --raw \
   "POST /raw?probe=rs-early&case=early-413 HTTP/1.1\\r\\n${H}Content-Length: 10000000\\r\\n\\r\\n$pad")
 check_match "early response: the origin's 413 arrives with Connection: close, then the close" \
   "$out" '^connect=200 tls=ok status=413 reason=- header connection=close (eof|eof reset)$'
@@ -232,7 +219,7 @@ fx_pyclient --timeout 10 --connect "$M:$FX_PY_TLS_PORT" --pipeline --show-body \
 check_match "pipelining: refused DELETE then GET: 403, then the GET's own response or a close" \
   "$(statuses "$FX_WORK/pl.out")" \
   "^$refused\\|(status=200 reason=-\\|body=hello from origin\\.py\\\\n|closed)$"
-check_eq "pipelining: ... the DELETE never reached origin.py" "$(seen probe=pl-1)" 0
+check_eq "pipelining: ... the DELETE never reached origin.py" "$(fx_seen probe=pl-1)" 0
 
 # A refused POST whose body is itself a request: the body must be skipped, never parsed.
 inner="$(mp "/hello?probe=pl-smuggled")"
@@ -243,7 +230,7 @@ fx_pyclient --timeout 10 --connect "$M:$FX_PY_TLS_PORT" --show-body --responses 
 check_match "pipelining: refused POST carrying a request as body: 403, then 202 (or closed)" \
   "$(statuses "$FX_WORK/pl-cl.out")" "^$refused\\|(status=202 reason=-\\|body=status 202\\\\n|closed)$"
 check_eq "pipelining: ... the request inside the refused body never reached origin.py" \
-  "$(seen probe=pl-smuggled)" 0
+  "$(fx_seen probe=pl-smuggled)" 0
 
 inner_hex=$(printf '%x' "$inner_len")
 fx_pyclient --timeout 10 --connect "$M:$FX_PY_TLS_PORT" --show-body --responses 2 --raw \
@@ -252,7 +239,7 @@ fx_pyclient --timeout 10 --connect "$M:$FX_PY_TLS_PORT" --show-body --responses 
 check_match "pipelining: refused chunked POST carrying a request: 403, then 203 (or closed)" \
   "$(statuses "$FX_WORK/pl-te.out")" "^$refused\\|(status=203 reason=-\\|body=status 203\\\\n|closed)$"
 check_eq "pipelining: ... the chunked body's request never reached origin.py" \
-  "$(seen probe=pl-smuggled)" 0
+  "$(fx_seen probe=pl-smuggled)" 0
 
 check "the proxy is still running" fx_proxy_alive
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop

@@ -8,17 +8,13 @@
 # download is in flight.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
+fx_setup nginx origin
+fx_nginx_big
 
 rss_limit_kib=$((64 * 1024))
-
-fx_nginx_start || fx_bail "nginx starts"
-fx_nginx_big
-fx_origin_start || fx_bail "origin.py starts"
 
 secret="Bearer sl-$(fx_random_hex 24)"
 policy=$FX_WORK/policy.json

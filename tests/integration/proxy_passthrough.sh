@@ -11,13 +11,10 @@
 # allows them, and when their client's expires_at passes, while a relay still allowed stays.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_origin_start || fx_bail "origin.py starts"
+fx_setup origin
 
 P=pin.sluice.test   # passthrough
 I=int.sluice.test   # intercepted
@@ -53,11 +50,6 @@ fx_proxy_start --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RE
 put "$FX_WORK/v1.json"
 check_eq "PUT version 1 with passthrough rules: 200" "$FX_CODE" 200
 
-pc() { # pc ARGS... : proxy_client.py, its output lines joined by spaces, tls=ok cut short
-  { fx_pyclient --timeout 10 "$@" 2>&1 || true; } |
-    sed -E 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/; s/^tls=ok .*/tls=ok/' | paste -sd' ' -
-}
-seen() { fx_jsonl_count "$FX_ORIGIN_LOG" target~"$1"; }
 # shellcheck disable=SC2317 # called through fx_wait
 audit_count_is() { [ "$(fx_jsonl_count "$FX_AUDIT" "${@:2}")" = "$1" ]; }
 
@@ -129,13 +121,13 @@ with open(sys.argv[1], encoding="utf-8") as f:
             break
 EOF
 }
-out=$(pc --connect "$P:$PT" --cafile "$FX_TEST_CA" --raw "$(raw "$P" pt-exact)")
+out=$(fx_pc --connect "$P:$PT" --cafile "$FX_TEST_CA" --raw "$(raw "$P" pt-exact)")
 check_eq "passthrough: a raw request through the tunnel: 200 from the origin" \
   "$out" "connect=200 tls=ok status=200 reason=-"
 want="Host: $P:$PT|$(printf '%s|' "${hop[@]}")"
 check_eq "passthrough: the origin got the head byte for byte (hop-by-hop headers included)" \
   "$(origin_headers pt-exact)" "${want%|}"
-out=$(pc --connect "$I:$PT" --raw "$(raw "$I" int-exact)")
+out=$(fx_pc --connect "$I:$PT" --raw "$(raw "$I" int-exact)")
 check_eq "intercept: the same request to the intercepted host: 200" \
   "$out" "connect=200 tls=ok status=200 reason=-"
 check_eq "intercept: ... there the proxy removed the hop-by-hop headers (the contrast)" \
@@ -147,12 +139,12 @@ check "host-mismatch: SNI $I in a passthrough tunnel to $P: no handshake, no cer
   bash -c "grep -q 'no peer certificate available' '$FX_WORK/pt-mismatch.out'"
 check_audit "host-mismatch: audit line (deny, host-mismatch, tls=passthrough)" \
   method=CONNECT host="$P" decision=deny reason=host-mismatch tls=passthrough
-out=$(pc --connect "$P:$PT" --no-tls --raw '\x00\x01\x02 hello' --responses 0 --eof-wait 5)
+out=$(fx_pc --connect "$P:$PT" --no-tls --raw '\x00\x01\x02 hello' --responses 0 --eof-wait 5)
 check_eq "not-tls: garbage in a passthrough tunnel is closed unanswered" \
   "$out" "connect=200 tls=none eof"
 check_audit "not-tls: audit line (deny, not-tls, tls=passthrough)" \
   method=CONNECT host="$P" port="$PT" decision=deny reason=not-tls tls=passthrough
-out=$(pc --connect "$P:$PH" --no-tls --raw "GET /echo?probe=pt-http HTTP/1.1\\r\\nHost: $P\\r\\n\\r\\n" \
+out=$(fx_pc --connect "$P:$PH" --no-tls --raw "GET /echo?probe=pt-http HTTP/1.1\\r\\nHost: $P\\r\\n\\r\\n" \
   --responses 0 --eof-wait 5)
 check_eq "not-tls: plain HTTP in a passthrough tunnel is closed unanswered" \
   "$out" "connect=200 tls=none eof"
@@ -161,7 +153,7 @@ check_status "not-tls: an absolute-form http:// request under a passthrough rule
 check "not-tls: ... its body says the rule is passthrough and to use https" \
   grep -q 'use https: rule {"host":"'"$P:$PH"'","tls":"passthrough"}' "$FX_BODY"
 check_eq "not-tls: the origin saw neither plain request" \
-  "$(seen probe=pt-http) $(seen probe=pt-abs)" "0 0"
+  "$(fx_seen probe=pt-http) $(fx_seen probe=pt-abs)" "0 0"
 
 # --- (5) passthrough with methods or a credential is refused, with the JSON path --------------
 snapshot 9 "" "$(pass "$P" "$PT")" \

@@ -7,13 +7,10 @@
 # status and metrics.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_nginx_start || fx_bail "nginx starts"
+fx_setup nginx
 
 # snapshot VERSION NAME... : a policy allowing NAME.sluice.test on nginx's TLS port, for 127/8.
 snapshot() {

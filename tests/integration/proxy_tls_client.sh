@@ -8,13 +8,10 @@
 # h2,http/1.1 are in proxy_basic.sh.)
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_nginx_start || fx_bail "nginx starts"
+fx_setup nginx
 A=a.sluice.test
 policy=$FX_WORK/policy.json
 fx_policy "$policy" "{

@@ -7,14 +7,10 @@
 # IP literals in any spelling, [::1], 169.254.169.254, --deny-upstream over --allow-upstream.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
-
-fx_nginx_start || fx_bail "nginx starts"
-fx_origin_start || fx_bail "origin.py starts"
+fx_setup nginx origin
 dead_port=$(fx_free_port) # nothing listens there
 tls6_port=${FX_TLS6_PORT:-$FX_TLS_PORT}
 

@@ -12,11 +12,10 @@
 # that the setup itself works.
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_init
+fx_setup
 
 fx_test_ca_matrix || fx_bail "the test CA makes the matrix leaves"
 ok "the test CA makes the matrix leaves"

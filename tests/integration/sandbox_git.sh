@@ -11,7 +11,6 @@
 # shellcheck disable=SC2016 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
@@ -19,7 +18,7 @@ source "$SLUICE_SRC/tests/support/fixture.sh"
 source "$SLUICE_SRC/tests/support/gitserver.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-fx_init
+fx_setup
 
 GIT_TOKEN=gt-$(fx_random_hex 32)
 GIT_BASIC_B64=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)

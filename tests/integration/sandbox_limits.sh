@@ -11,13 +11,12 @@
 # shellcheck disable=SC2016,SC2317,SC2034 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-fx_init
+fx_setup
 sbx_setup sl-t-limits 15
 
 LIMIT_MSG="you have 5 open sandboxes in this repository, the most allowed; close one first"

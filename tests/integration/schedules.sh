@@ -10,13 +10,12 @@
 # shellcheck disable=SC2317 # helpers run through fx_wait
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-fx_init
+fx_setup
 sbx_setup sl-t-sched 25
 
 field_of() { sbx_field '",".join(e["field"] for e in d.get("errors", []))'; }

@@ -17,13 +17,12 @@
 # shellcheck disable=SC2016,SC2317 # sandbox commands single-quoted on purpose; helpers run via check, fx_wait and trap
 set -euo pipefail
 
-: "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-fx_init
+fx_setup
 
 NET=sl-t-up
 SUBNET=10.213.41.0/24

@@ -248,6 +248,22 @@ def read_response(tls):
     return status, len(body)
 
 
+def bio_handshake(s, ctx, host):
+    """A TLS client session for `host` over memory BIOs, its handshake driven on the blocking
+    socket `s` (at most 20 rounds). Returns the SSLObject and its incoming and outgoing BIOs;
+    what the handshake leaves to send (its last flight) is still in the outgoing one."""
+    inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(inc, outg, server_hostname=host)
+    for _ in range(20):
+        try:
+            obj.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            s.sendall(outg.read())
+            inc.write(s.recv(16384))
+    return obj, inc, outg
+
+
 def tunnel(proxy, hostport, timeout):
     s = socket.create_connection(("127.0.0.1", proxy), timeout=timeout)
     s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (hostport, hostport)).encode())
@@ -444,15 +460,7 @@ def run_noread(a):
             if not d:
                 break
             buf += d
-        inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
-        obj = ctx.wrap_bio(inc, outg, server_hostname=host)
-        for _ in range(20):
-            try:
-                obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                s.sendall(outg.read())
-                inc.write(s.recv(16384))
+        obj, _, outg = bio_handshake(s, ctx, host)
         obj.write(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.path, a.tunnel)).encode())
         s.sendall(outg.read())
         socks.append((s, obj))
@@ -536,15 +544,7 @@ def run_halfclose(a):
     else:
         host = a.connect.rsplit(":", 1)[0]
         s = tunnel(a.proxy, a.connect, 10)
-        inc, outg = ssl.MemoryBIO(), ssl.MemoryBIO()
-        obj = verified_ctx(a.cafile).wrap_bio(inc, outg, server_hostname=host)
-        for _ in range(20):
-            try:
-                obj.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                s.sendall(outg.read())
-                inc.write(s.recv(16384))
+        obj, inc, outg = bio_handshake(s, verified_ctx(a.cafile), host)
         s.sendall(outg.read())
         obj.write(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.path, a.connect)).encode())
         # close_notify (TLS half-close, RFC 8446 §6.1), then FIN.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # tests/support/dockerctl.py - the few Docker Engine API calls the sandbox tests make themselves
-# (on the unix socket, API 1.41, stdlib only; the docker CLI is not needed):
+# (on the unix socket through httpjson.py, API 1.41, stdlib only; the docker CLI is not needed):
 #
 #   dockerctl.py ping                          exit 0 when the daemon answers
 #   dockerctl.py image-exists IMAGE            exit 0 when IMAGE is present
@@ -24,46 +24,19 @@
 #
 # "Containers of this test" (NET): label sluice.sandbox and attached to NET, or label
 # sluice.network=NET, or label sluice.test=NET (the helpers a test starts).
-import http.client
 import json
 import os
-import socket
 import sys
 import urllib.parse
+
+from httpjson import UnixConnection, request
 
 SOCK = os.environ.get("DOCKER_SOCK", "/var/run/docker.sock")
 API = "/v1.41"
 
 
-class Conn(http.client.HTTPConnection):
-    def __init__(self, timeout=30):
-        super().__init__("localhost", timeout=timeout)
-
-    def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        s.connect(SOCK)
-        self.sock = s
-
-
 def call(method, path, body=None, timeout=30):
-    c = Conn(timeout)
-    headers = {}
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers["Content-Type"] = "application/json"
-    try:
-        c.request(method, API + path, body=data, headers=headers)
-        r = c.getresponse()
-        text = r.read()
-    finally:
-        c.close()
-    try:
-        doc = json.loads(text) if text else None
-    except ValueError:
-        doc = text.decode(errors="replace")
-    return r.status, doc
+    return request(UnixConnection(SOCK, timeout), method, API + path, body, lenient=True)
 
 
 def q(filters):
@@ -155,7 +128,7 @@ def main(argv):
                 print("start: %s %r" % (s, e), file=sys.stderr)
                 return 125
             s, w = call("POST", "/containers/%s/wait" % cid, timeout=60)
-            c = Conn(30)
+            c = UnixConnection(SOCK, 30)
             c.request("GET", API + "/containers/%s/logs?stdout=1&stderr=1" % cid)
             raw = c.getresponse().read()
             c.close()

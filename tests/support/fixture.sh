@@ -7,7 +7,7 @@
 # function and variable. Rules it keeps: loopback only, no fixed port, every wait bounded, every
 # process it starts killed by the EXIT trap, every key generated at test time in the work dir.
 #
-# Functions that set variables (fx_init, fx_test_ca, fx_nginx_start, fx_origin_start,
+# Functions that set variables (fx_setup, fx_init, fx_test_ca, fx_nginx_start, fx_origin_start,
 # fx_proxy_start, fx_proxy_stop, fx_curl) must be called in the test's own shell, never inside
 # $(...), or what they set is lost.
 
@@ -37,6 +37,23 @@ fx_init() {
   trap 'exit 130' INT
   trap 'exit 143' TERM HUP
   echo "# work dir $FX_WORK"
+}
+
+# fx_setup [PEER...] : the start every proxy test shares: SLUICE_BIN must be set, fx_init, then
+# each PEER in the order given, the test bailing out when one does not start: `nginx`
+# (fx_nginx_start), `origin` (fx_origin_start).
+# shellcheck disable=SC2120 # the peers are optional
+fx_setup() {
+  local peer
+  : "${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}"
+  fx_init
+  for peer in "$@"; do
+    case $peer in
+    nginx) fx_nginx_start || fx_bail "nginx starts" ;;
+    origin) fx_origin_start || fx_bail "origin.py starts" ;;
+    *) fx_bail "fx_setup: no peer named '$peer'" ;;
+    esac
+  done
 }
 
 fx__cleanup() {
@@ -199,8 +216,10 @@ for s in socks:
 }
 
 # fx_port_open PORT [ADDR] : succeeds when something accepts TCP connections on ADDR:PORT.
+# FX_PROBE_IN, when set, is a command prefix the probe runs under (a function that enters a
+# network namespace, say).
 fx_port_open() {
-  "$FX_PYTHON" -c '
+  ${FX_PROBE_IN:-} "$FX_PYTHON" -c '
 import socket, sys
 try:
     socket.create_connection((sys.argv[2], int(sys.argv[1])), timeout=1).close()
@@ -216,6 +235,15 @@ import socket
 s = socket.socket(socket.AF_INET6)
 s.bind(("::1", 0))
 ' 2>/dev/null
+}
+
+# fx_netns_own PID : the process PID has a network namespace of its own (not this shell's), as
+# `unshare --net` gives it once it has started.
+fx_netns_own() {
+  local mine theirs
+  mine=$(readlink /proc/self/ns/net)
+  theirs=$(readlink "/proc/$1/ns/net" 2>/dev/null) || return 1
+  [ -n "$theirs" ] && [ "$theirs" != "$mine" ]
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -381,7 +409,7 @@ fx_test_ca_matrix() {
 # $FX_NGINX_DIR/common.conf, which exists by then), and the ports listed in FX_NGINX_EXTRA_PORTS
 # are waited for like the others.
 fx_nginx_start() {
-  local d=$FX_WORK/nginx ports user_line="" listen6="" i
+  local d=$FX_WORK/nginx ports listen6="" i
   if [ ! -x "$FX_NGINX" ]; then
     echo "# fx_nginx_start: $FX_NGINX not found (Debian: apt-get install -y nginx)"
     return 1
@@ -406,9 +434,6 @@ print(s.getsockname()[1])')
     listen6="listen [::1]:$FX_TLS6_PORT ssl;"
   fi
   export FX_TLS_PORT FX_WRONG_PORT FX_EXPIRED_PORT FX_UNTRUSTED_PORT FX_HTTP_PORT FX_TLS6_PORT
-  if [ "$(id -u)" = 0 ]; then
-    user_line="user root root;"
-  fi
   printf 'sluice fixture index\n' >"$d/www/index.html"
   printf 'static file for conditional requests\n' >"$d/www/static.txt"
 
@@ -422,13 +447,7 @@ location = /echo-auth { default_type text/plain; return 200 "auth=\$http_authori
 location / { }
 EOF
   cat >"$d/nginx.conf" <<EOF
-$user_line
-daemon off;
-master_process off;
-worker_processes 1;
-pid $d/nginx.pid;
-error_log $d/error.log info;
-events { worker_connections 1024; }
+$(fx__nginx_main "$d" 1024)
 http {
   default_type application/octet-stream;
   log_format fx escape=json '{"port":\$server_port,"conn":\$connection,'
@@ -441,41 +460,14 @@ http {
   tcp_nodelay on;
   keepalive_timeout 300s;
   keepalive_requests 100000;
-  client_max_body_size 0;
-  client_body_temp_path $d/tmp/body;
-  proxy_temp_path $d/tmp/proxy;
-  fastcgi_temp_path $d/tmp/fastcgi;
-  uwsgi_temp_path $d/tmp/uwsgi;
-  scgi_temp_path $d/tmp/scgi;
-  ssl_protocols TLSv1.2 TLSv1.3;
+$(fx__nginx_http "$d")
   ssl_session_cache shared:FX:1m;
   ssl_session_timeout 1h;
   ssl_session_tickets on;
-  server {
-    listen 127.0.0.1:$FX_TLS_PORT ssl;
-    $listen6
-    ssl_certificate $FX_PKI/good.pem;
-    ssl_certificate_key $FX_PKI/good.key;
-    include $d/common.conf;
-  }
-  server {
-    listen 127.0.0.1:$FX_WRONG_PORT ssl;
-    ssl_certificate $FX_PKI/wrong.pem;
-    ssl_certificate_key $FX_PKI/wrong.key;
-    include $d/common.conf;
-  }
-  server {
-    listen 127.0.0.1:$FX_EXPIRED_PORT ssl;
-    ssl_certificate $FX_PKI/expired.pem;
-    ssl_certificate_key $FX_PKI/expired.key;
-    include $d/common.conf;
-  }
-  server {
-    listen 127.0.0.1:$FX_UNTRUSTED_PORT ssl;
-    ssl_certificate $FX_PKI/untrusted.pem;
-    ssl_certificate_key $FX_PKI/untrusted.key;
-    include $d/common.conf;
-  }
+$(fx__nginx_tls_server "$FX_TLS_PORT" good "include $d/common.conf;" "$listen6")
+$(fx__nginx_tls_server "$FX_WRONG_PORT" wrong "include $d/common.conf;")
+$(fx__nginx_tls_server "$FX_EXPIRED_PORT" expired "include $d/common.conf;")
+$(fx__nginx_tls_server "$FX_UNTRUSTED_PORT" untrusted "include $d/common.conf;")
   server {
     listen 127.0.0.1:$FX_HTTP_PORT;
     include $d/common.conf;
@@ -498,6 +490,47 @@ EOF
     fx__dump "$d/error.log"
     return 1
   fi
+}
+
+# fx__nginx_main DIR CONNECTIONS : the main context of an nginx.conf for an nginx run in DIR,
+# in the foreground, one process (as root, its workers stay root: they read the work dir).
+fx__nginx_main() {
+  if [ "$(id -u)" = 0 ]; then
+    echo "user root root;"
+  fi
+  cat <<EOF
+daemon off;
+master_process off;
+worker_processes 1;
+pid $1/nginx.pid;
+error_log $1/error.log info;
+events { worker_connections $2; }
+EOF
+}
+
+# fx__nginx_http DIR : what every http { } of the fixtures sets: temporary files in DIR/tmp, no
+# body size limit, TLS 1.2 and 1.3.
+fx__nginx_http() {
+  cat <<EOF
+  client_max_body_size 0;
+  client_body_temp_path $1/tmp/body;
+  proxy_temp_path $1/tmp/proxy;
+  fastcgi_temp_path $1/tmp/fastcgi;
+  uwsgi_temp_path $1/tmp/uwsgi;
+  scgi_temp_path $1/tmp/scgi;
+  ssl_protocols TLSv1.2 TLSv1.3;
+EOF
+}
+
+# fx__nginx_tls_server PORT LEAF BODY [LISTEN] : a server { } on 127.0.0.1:PORT with TLS and
+# the test CA's leaf LEAF (FX_PKI/LEAF.pem, .key), BODY inside it, LISTEN an extra listen line.
+fx__nginx_tls_server() {
+  printf '  server {\n    listen 127.0.0.1:%s ssl;\n' "$1"
+  if [ -n "${4:-}" ]; then
+    printf '    %s\n' "$4"
+  fi
+  printf '    ssl_certificate %s.pem;\n    ssl_certificate_key %s.key;\n    %s\n  }\n' \
+    "$FX_PKI/$2" "$FX_PKI/$2" "$3"
 }
 
 # fx_nginx_big : creates /big, a 1 GiB sparse file of zeros (FX_BIG_SIZE bytes, FX_BIG_SHA256).
@@ -722,12 +755,7 @@ fx_admin() {
 # FX_CURL_IN, when set, is a command prefix curl runs under (e.g. nsenter into a namespace).
 fx_curl() {
   local w
-  FX_HDRS=$FX_WORK/curl.headers
-  FX_BODY=$FX_WORK/curl.body
-  FX_ERR=$FX_WORK/curl.err
-  : >"$FX_HDRS"
-  : >"$FX_BODY"
-  FX_RC=0
+  fx__curl_reset
   w=$(${FX_CURL_IN:-} curl -q -sS --max-time 20 --proxy "http://127.0.0.1:$FX_PROXY_PORT" \
     --cacert "$FX_SLUICE_CA" -D "$FX_HDRS" -o "$FX_BODY" \
     -w '%{http_code} %{http_connect} %{size_download}' "$@" 2>"$FX_ERR") || FX_RC=$?
@@ -749,6 +777,16 @@ fx_curl() {
   if [ "$FX_CODE" = 000 ] && [ "$FX_CONNECT_CODE" != 000 ] && [ "$FX_CONNECT_CODE" != 200 ]; then
     FX_CODE=$FX_CONNECT_CODE
   fi
+}
+
+# fx__curl_reset : the files of the next curl (FX_HDRS and FX_BODY emptied, FX_ERR) and FX_RC 0.
+fx__curl_reset() {
+  FX_HDRS=$FX_WORK/curl.headers
+  FX_BODY=$FX_WORK/curl.body
+  FX_ERR=$FX_WORK/curl.err
+  : >"$FX_HDRS"
+  : >"$FX_BODY"
+  FX_RC=0
 }
 
 # fx_header NAME [FILE] : value of header NAME in the last head of FILE (default FX_HDRS).
@@ -939,6 +977,19 @@ fx_pyclient_bg() {
     --cafile "$FX_SLUICE_CA" "$@" >"$outfile" 2>&1 &
   FX_BG_PID=$!
   FX_PIDS+=("$FX_BG_PID")
+}
+
+# fx_pc ARGS... : fx_pyclient with 10 s per socket operation, its output (stderr too) on one
+# line, the events joined by spaces, status lines cut to "status=N reason=R" and "tls=ok ..." to
+# "tls=ok": one string to compare with what a test expects. Never fails.
+fx_pc() {
+  { fx_pyclient --timeout 10 "$@" 2>&1 || true; } |
+    sed -E 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/; s/^tls=ok .*/tls=ok/' | paste -sd' ' -
+}
+
+# fx_seen TEXT : how many requests origin.py logged whose target contains TEXT.
+fx_seen() {
+  fx_jsonl_count "$FX_ORIGIN_LOG" target~"$1"
 }
 
 # fx_client_open NAME ARGS... : starts an interactive proxy_client.py (a tunnel kept open);

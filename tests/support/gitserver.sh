@@ -20,7 +20,7 @@
 #                             the fixture checking itself (`git -c http.extraHeader=...`).
 
 fx_git_server() {
-  local token=$1 d=$FX_WORK/git user_line="" basic
+  local token=$1 d=$FX_WORK/git basic
   if ! command -v fcgiwrap >/dev/null && [ ! -x /usr/sbin/fcgiwrap ]; then
     echo "# fx_git_server: fcgiwrap not found (Debian: apt-get install -y fcgiwrap)"
     return 1
@@ -46,17 +46,8 @@ fx_git_server() {
     fx__dump "$d/fcgiwrap.log"
     return 1
   fi
-  if [ "$(id -u)" = 0 ]; then
-    user_line="user root root;"
-  fi
   cat >"$d/nginx.conf" <<EOF
-$user_line
-daemon off;
-master_process off;
-worker_processes 1;
-pid $d/nginx.pid;
-error_log $d/error.log info;
-events { worker_connections 256; }
+$(fx__nginx_main "$d" 256)
 http {
   map_hash_bucket_size 256;
   map \$http_authorization \$fx_git_auth {
@@ -66,13 +57,7 @@ http {
   log_format fxgit escape=json '{"method":"\$request_method","uri":"\$request_uri",'
     '"status":\$status,"auth":\$fx_git_auth,"ua":"\$http_user_agent"}';
   access_log $d/access.log fxgit;
-  client_body_temp_path $d/tmp/body;
-  proxy_temp_path $d/tmp/proxy;
-  fastcgi_temp_path $d/tmp/fastcgi;
-  uwsgi_temp_path $d/tmp/uwsgi;
-  scgi_temp_path $d/tmp/scgi;
-  client_max_body_size 0;
-  ssl_protocols TLSv1.2 TLSv1.3;
+$(fx__nginx_http "$d")
   server {
     listen 127.0.0.1:$FX_GIT_PORT ssl;
     ssl_certificate $FX_PKI/good.pem;

@@ -375,12 +375,7 @@ sbx_no_leftovers() {
 sbx_host_curl() {
   local id=$1 tok=$2 url=$3 w
   shift 3
-  FX_HDRS=$FX_WORK/curl.headers
-  FX_BODY=$FX_WORK/curl.body
-  FX_ERR=$FX_WORK/curl.err
-  : >"$FX_HDRS"
-  : >"$FX_BODY"
-  FX_RC=0
+  fx__curl_reset
   w=$(curl -q -sS --max-time 10 --proxy "http://$SBX_GW:$SBX_PPORT" --proxy-user "$id:$tok" \
     --cacert "$FX_SLUICE_CA" -D "$FX_HDRS" -o "$FX_BODY" \
     -w '%{http_code} %{http_connect}' "$@" "$url" 2>"$FX_ERR") || FX_RC=$?

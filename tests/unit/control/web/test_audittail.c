@@ -1,0 +1,390 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tests/unit/control/web/test_audittail.c - the end of the audit log (control/web/audittail.h): the
+ * last N lines newest first, across chunk boundaries; a last line without its newline (being
+ * written) is left out; lines over the cap are skipped whole while their neighbours are kept; the
+ * byte budget bounds the read; a missing file is no line; a directory is refused; and the suggested
+ * rule of a policy refusal (SPEC.md §4.5) for each refusal reason, and none for the rest.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "control/web/audittail.h"
+
+#define MAX_SEEN 4096
+
+/* What the callback saw. */
+struct seen {
+    size_t n;
+    char *lines[MAX_SEEN];
+    /* Accept only lines starting with this (NULL: all). */
+    const char *prefix;
+};
+
+static bool collect(void *arg, const char *line, size_t n)
+{
+    struct seen *s = arg;
+    char *copy;
+
+    if (s->prefix != NULL
+        && (n < strlen(s->prefix) || memcmp(line, s->prefix, strlen(s->prefix)) != 0)) {
+        return false;
+    }
+    assert_true(s->n < MAX_SEEN);
+    copy = test_malloc(n + 1);
+    memcpy(copy, line, n);
+    copy[n] = '\0';
+    s->lines[s->n++] = copy;
+    return true;
+}
+
+static void seen_free(struct seen *s)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        test_free(s->lines[i]);
+    }
+    s->n = 0;
+}
+
+/* A temporary file holding `n` bytes of `p`; returns its path in `path` (64 bytes). */
+static void write_file(char *path, const void *p, size_t n)
+{
+    int fd;
+
+    (void)snprintf(path, 64, "/tmp/sl-audittail-XXXXXX");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, p, n), (ssize_t)n);
+    assert_int_equal(close(fd), 0);
+}
+
+static void returns_the_last_lines_newest_first(void **state)
+{
+    const char text[] = "one\ntwo\nthree\nfour\n";
+    struct seen s = { 0 };
+    char path[64];
+
+    (void)state;
+    write_file(path, text, strlen(text));
+    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.lines[0], "four");
+    assert_string_equal(s.lines[1], "three");
+    seen_free(&s);
+    /* More asked than there are: all of them, the first line included. */
+    assert_int_equal(sl_audittail_read(path, 100, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 4);
+    assert_string_equal(s.lines[3], "one");
+    seen_free(&s);
+    assert_int_equal(unlink(path), 0);
+}
+
+static void drops_a_last_line_still_being_written(void **state)
+{
+    const char text[] = "one\ntwo\n{\"half\":";
+    struct seen s = { 0 };
+    char path[64];
+
+    (void)state;
+    write_file(path, text, strlen(text));
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.lines[0], "two");
+    assert_string_equal(s.lines[1], "one");
+    seen_free(&s);
+    assert_int_equal(unlink(path), 0);
+}
+
+static void skips_empty_lines_and_counts_only_accepted_ones(void **state)
+{
+    const char text[] = "a1\n\nb2\na3\nb4\n\n";
+    struct seen s = { 0 };
+    char path[64];
+
+    (void)state;
+    write_file(path, text, strlen(text));
+    s.prefix = "a";
+    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.lines[0], "a3");
+    assert_string_equal(s.lines[1], "a1");
+    seen_free(&s);
+    assert_int_equal(unlink(path), 0);
+}
+
+/* Many lines over many 64 KiB chunks: every line comes back whole and in order. */
+static void lines_spanning_chunks_come_back_whole(void **state)
+{
+    size_t cap = 3000 * 64;
+    char *text = test_malloc(cap);
+    size_t len = 0;
+    struct seen s = { 0 };
+    char path[64];
+    char want[64];
+
+    (void)state;
+    for (int i = 0; i < 3000; i++) {
+        /* Lines of varying length, so that chunk edges fall everywhere. */
+        len += (size_t)snprintf(text + len, cap - len, "line-%04d-%.*s\n", i, i % 37,
+                                "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+    }
+    write_file(path, text, len);
+    test_free(text);
+    assert_int_equal(sl_audittail_read(path, 3000, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 3000);
+    for (int i = 0; i < 3000; i++) {
+        (void)snprintf(want, sizeof(want), "line-%04d-%.*s", 2999 - i, (2999 - i) % 37,
+                       "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+        assert_string_equal(s.lines[i], want);
+    }
+    seen_free(&s);
+    assert_int_equal(unlink(path), 0);
+}
+
+/* A line of 300 KiB (over the cap, over several chunks) is skipped; its neighbours are not. */
+static void a_huge_line_is_skipped_whole(void **state)
+{
+    size_t huge = 300 * 1024;
+    size_t cap = huge + 64;
+    char *text = test_malloc(cap);
+    size_t len = 0;
+    struct seen s = { 0 };
+    char path[64];
+
+    (void)state;
+    len += (size_t)snprintf(text, cap, "before\n");
+    memset(text + len, 'h', huge);
+    len += huge;
+    len += (size_t)snprintf(text + len, cap - len, "\nafter\n");
+    write_file(path, text, len);
+    test_free(text);
+    assert_int_equal(sl_audittail_read(path, 10, 16 * 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 2);
+    assert_string_equal(s.lines[0], "after");
+    assert_string_equal(s.lines[1], "before");
+    seen_free(&s);
+    /* A line just over the cap inside one chunk is skipped too; one at the cap is kept. */
+    {
+        char t2[64];
+
+        (void)snprintf(t2, sizeof(t2), "12345\n123456\n1234\n");
+        assert_int_equal(unlink(path), 0);
+        write_file(path, t2, strlen(t2));
+        assert_int_equal(sl_audittail_read(path, 10, 5, 1 << 20, collect, &s), 0);
+        assert_int_equal(s.n, 2);
+        assert_string_equal(s.lines[0], "1234");
+        assert_string_equal(s.lines[1], "12345");
+        seen_free(&s);
+    }
+    assert_int_equal(unlink(path), 0);
+}
+
+/* The budget bounds what is read: the oldest line cut by it is not returned. */
+static void the_budget_bounds_the_read(void **state)
+{
+    const char text[] = "aaaaaaaaaa\nbbbbbbbbbb\ncccccccccc\n";
+    struct seen s = { 0 };
+    char path[64];
+
+    (void)state;
+    write_file(path, text, strlen(text));
+    /* 15 bytes from the end are "bbb\ncccccccccc\n": only the c line is whole. */
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 15, collect, &s), 0);
+    assert_int_equal(s.n, 1);
+    assert_string_equal(s.lines[0], "cccccccccc");
+    seen_free(&s);
+    assert_int_equal(unlink(path), 0);
+}
+
+static void a_missing_file_is_no_line(void **state)
+{
+    struct seen s = { 0 };
+
+    (void)state;
+    assert_int_equal(sl_audittail_read("/tmp/sl-audittail-does-not-exist/x.log", 10, 1024, 1 << 20,
+                                       collect, &s),
+                     0);
+    assert_int_equal(s.n, 0);
+}
+
+static void an_empty_file_or_a_zero_limit_is_no_line(void **state)
+{
+    struct seen s = { 0 };
+    char path[64];
+
+    (void)state;
+    write_file(path, "", 0);
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(unlink(path), 0);
+    write_file(path, "x\n", 2);
+    assert_int_equal(sl_audittail_read(path, 0, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(s.n, 0);
+    assert_int_equal(unlink(path), 0);
+}
+
+static void a_directory_is_refused(void **state)
+{
+    struct seen s = { 0 };
+
+    (void)state;
+    assert_int_equal(sl_audittail_read("/tmp", 10, 1024, 1 << 20, collect, &s), SL_ENOTFILE);
+}
+
+/* ---- suggestions ------------------------------------------------------------------------- */
+
+static void expect_suggestion(const char *line, const char *want)
+{
+    json_t *e = json_loads(line, 0, NULL);
+    char out[512];
+    int n;
+
+    assert_non_null(e);
+    n = sl_audittail_suggest(e, NULL, out, sizeof(out));
+    json_decref(e);
+    if (want == NULL) {
+        assert_int_equal(n, 0);
+        assert_string_equal(out, "");
+        return;
+    }
+    assert_string_equal(out, want);
+    assert_int_equal(n, (int)strlen(want));
+}
+
+static void suggests_a_rule_for_a_refused_host(void **state)
+{
+    (void)state;
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "\"ci-python\",\"method\":\"POST\",\"host\":\"api.github.com\",\"port\":443}",
+                      "to allow it, add {\"host\":\"api.github.com\",\"methods\":[\"POST\"]} to "
+                      "environment ci-python");
+    /* A port other than 80/443 goes into the host. */
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"port-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"GET\",\"host\":\"pkgs.example.org\",\"port\":8080}",
+                      "to allow it, add {\"host\":\"pkgs.example.org:8080\",\"methods\":[\"GET\"]} "
+                      "to environment ci");
+    /* A refused tunnel: a rule for the host, any method. */
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"CONNECT\",\"host\":\"evil.example\",\"port\":443}",
+                      "to allow it, add {\"host\":\"evil.example\"} to environment ci");
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":null,\"host\":\"evil.example\",\"port\":443}",
+                      "to allow it, add {\"host\":\"evil.example\"} to environment ci");
+}
+
+static void suggests_a_method_for_a_refused_method(void **state)
+{
+    (void)state;
+    /* The rule is for exactly this host: extend it. */
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"DELETE\",\"host\":\"api.example.com\",\"port\":443,"
+                      "\"rule\":\"api.example.com\"}",
+                      "to allow it, add \"DELETE\" to the methods of {\"host\":\"api.example.com\"}"
+                      " in environment ci");
+    /* A wildcard rule refused it: a rule for the host. */
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"PUT\",\"host\":\"a.example.com\",\"port\":443,"
+                      "\"rule\":\"*.example.com\"}",
+                      "to allow it, add {\"host\":\"a.example.com\",\"methods\":[\"PUT\"]} to "
+                      "environment ci");
+}
+
+static void no_suggestion_for_other_lines(void **state)
+{
+    (void)state;
+    expect_suggestion("{\"decision\":\"allow\",\"reason\":null,\"environment\":\"ci\",\"method\":"
+                      "\"GET\",\"host\":\"a.example\",\"port\":443}",
+                      NULL);
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"no-identity\",\"environment\":null,"
+                      "\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+                      NULL);
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"private-address\",\"environment\":"
+                      "\"ci\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+                      NULL);
+    /* No environment: nowhere to add a rule. */
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "null,\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+                      NULL);
+    /* Hostile values are not echoed into a rule. */
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"GET\",\"host\":\"a\\\"b.example\",\"port\":443}",
+                      NULL);
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"G\\\"ET\",\"host\":\"a.example\",\"port\":443}",
+                      NULL);
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "\"c\\ni\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+                      NULL);
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":70000}",
+                      NULL);
+    /* A refused tunnel has no method to add. */
+    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
+                      "\"ci\",\"method\":\"CONNECT\",\"host\":\"a.example\",\"port\":443}",
+                      NULL);
+}
+
+/* The proxy names a control-plane environment by its id; the API passes the name. */
+static void the_environment_name_given_replaces_the_lines_key(void **state)
+{
+    json_t *e = json_loads("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                           "\"48b0b122-8e9f-4e1e-a0ab-9685c1e53354\",\"method\":\"GET\",\"host\":"
+                           "\"a.example\",\"port\":443}",
+                           0, NULL);
+    char out[256];
+
+    (void)state;
+    assert_non_null(e);
+    assert_true(sl_audittail_suggest(e, "web", out, sizeof(out)) > 0);
+    assert_string_equal(
+            out,
+            "to allow it, add {\"host\":\"a.example\",\"methods\":[\"GET\"]} to environment web");
+    /* A name that could break the sentence is refused like a hostile line's. */
+    assert_int_equal(sl_audittail_suggest(e, "w\"eb", out, sizeof(out)), 0);
+    json_decref(e);
+}
+
+static void a_suggestion_that_does_not_fit_is_refused(void **state)
+{
+    json_t *e = json_loads("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+                           "\"ci\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+                           0, NULL);
+    char out[16];
+
+    (void)state;
+    assert_non_null(e);
+    assert_int_equal(sl_audittail_suggest(e, NULL, out, sizeof(out)), SL_ETOOBIG);
+    assert_string_equal(out, "");
+    json_decref(e);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(returns_the_last_lines_newest_first),
+        cmocka_unit_test(drops_a_last_line_still_being_written),
+        cmocka_unit_test(skips_empty_lines_and_counts_only_accepted_ones),
+        cmocka_unit_test(lines_spanning_chunks_come_back_whole),
+        cmocka_unit_test(a_huge_line_is_skipped_whole),
+        cmocka_unit_test(the_budget_bounds_the_read),
+        cmocka_unit_test(a_missing_file_is_no_line),
+        cmocka_unit_test(an_empty_file_or_a_zero_limit_is_no_line),
+        cmocka_unit_test(a_directory_is_refused),
+        cmocka_unit_test(suggests_a_rule_for_a_refused_host),
+        cmocka_unit_test(suggests_a_method_for_a_refused_method),
+        cmocka_unit_test(no_suggestion_for_other_lines),
+        cmocka_unit_test(the_environment_name_given_replaces_the_lines_key),
+        cmocka_unit_test(a_suggestion_that_does_not_fit_is_refused),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

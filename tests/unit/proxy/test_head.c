@@ -1,0 +1,507 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * tests/unit/proxy/test_head.c - proxy/head: the target and refusal of a request head, the head the
+ * proxy sends upstream, and what becomes of an upstream response head, byte for byte.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "http/h1.h"
+#include "policy/host.h"
+#include "proxy/head.h"
+
+struct fixture {
+    struct sl_arena arena;
+    struct sl_h1 p;
+    /* Upstream responses. */
+    struct sl_h1 rp;
+    struct sl_host thost;
+    struct sl_buf out;
+};
+
+static int setup(void **state)
+{
+    struct fixture *f = test_calloc(1, sizeof(*f));
+
+    sl_arena_init(&f->arena, 4096, 1 << 20);
+    sl_h1_init(&f->p, SL_H1_REQUEST, NULL, &f->arena);
+    sl_h1_init(&f->rp, SL_H1_RESPONSE, NULL, &f->arena);
+    sl_buf_init(&f->out, 1 << 16);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+
+    sl_buf_finish(&f->out);
+    sl_h1_finish(&f->p);
+    sl_h1_finish(&f->rp);
+    sl_arena_finish(&f->arena);
+    test_free(f);
+    return 0;
+}
+
+/* Parses the head `text` (complete, with its terminating empty line). */
+static const struct sl_h1_head *parse(struct fixture *f, const char *text)
+{
+    struct sl_h1_event ev;
+    int used = sl_h1_feed(&f->p, (const uint8_t *)text, strlen(text), &ev);
+
+    assert_true(used > 0);
+    assert_int_equal(ev.type, SL_H1_EV_HEAD);
+    return sl_h1_head(&f->p);
+}
+
+/* Parses the response head `text` as the proxy does, answering a HEAD request when `is_head`. */
+static const struct sl_h1_head *parse_response(struct fixture *f, const char *text, bool is_head)
+{
+    struct sl_h1_event ev;
+    int used;
+
+    sl_h1_finish(&f->rp);
+    sl_h1_init(&f->rp, SL_H1_RESPONSE, NULL, &f->arena);
+    if (is_head) {
+        sl_h1_expect_no_body(&f->rp);
+    }
+    used = sl_h1_feed(&f->rp, (const uint8_t *)text, strlen(text), &ev);
+    assert_true(used > 0);
+    assert_int_equal(ev.type, SL_H1_EV_HEAD);
+    return sl_h1_head(&f->rp);
+}
+
+static void assert_out(const struct fixture *f, const char *want)
+{
+    assert_int_equal(f->out.len, strlen(want));
+    assert_memory_equal(f->out.p, want, f->out.len);
+}
+
+static struct sl_head_ctx tunnel(struct fixture *f, const char *host, uint16_t port, bool tls)
+{
+    assert_int_equal(sl_host_normalize(sl_slice_str(host), 0, &f->thost, NULL), 0);
+    return (struct sl_head_ctx){ true, tls, &f->thost, port };
+}
+
+static const struct sl_head_ctx absolute = { false, false, NULL, 0 };
+
+/* Resolves the request head `h` in `ctx` (it must succeed; the target in `t`), builds the head
+ * sent upstream with the credential header `name: value` (NULL: none) and checks that it is
+ * `want`. */
+static void build_ok(struct fixture *f, const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
+                     const char *name, const char *value, const char *want,
+                     struct sl_head_target *t)
+{
+    struct sl_head_refusal why;
+
+    assert_int_equal(sl_head_resolve(h, ctx, &f->arena, t, &why), 0);
+    assert_int_equal(sl_head_build(&f->out, h, t, name, value), 0);
+    assert_out(f, want);
+}
+
+static void builds_an_intercepted_request_with_its_credential(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "POST /v1/x?a=b HTTP/1.1\r\n"
+                                          "Host: api.example.com\r\n"
+                                          "Authorization: Bearer client-own\r\n"
+                                          "Connection: keep-alive, X-Hop\r\n"
+                                          "X-Hop: 1\r\n"
+                                          "Keep-Alive: timeout=5\r\n"
+                                          "TE: trailers\r\n"
+                                          "Accept: */*\r\n"
+                                          "Content-Length: 3\r\n\r\n");
+    struct sl_head_ctx ctx = tunnel(f, "API.example.com", 443, true);
+    struct sl_head_target t;
+    static const char want[] = "POST /v1/x?a=b HTTP/1.1\r\n"
+                               "Host: api.example.com\r\n"
+                               "Accept: */*\r\n"
+                               "Authorization: Bearer s3cr3t\r\n"
+                               "Content-Length: 3\r\n\r\n";
+
+    build_ok(f, h, &ctx, "Authorization", "Bearer s3cr3t", want, &t);
+    assert_string_equal(t.scheme, "https");
+    assert_string_equal(t.host.name, "api.example.com");
+    assert_int_equal(t.port, 443);
+    assert_string_equal(t.target, "/v1/x?a=b");
+    assert_false(t.websocket);
+}
+
+static void builds_an_absolute_form_request_in_origin_form(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "GET http://Files.Example.org:8080/a%20b?q HTTP/1.1\r\n"
+                                          "Host: files.example.org:8080\r\n"
+                                          "Proxy-Authorization: Basic Yzp0\r\n"
+                                          "Proxy-Connection: keep-alive\r\n"
+                                          "Authorization: mine\r\n"
+                                          "Transfer-Encoding: chunked\r\n\r\n");
+    struct sl_head_target t;
+    static const char want[] = "GET /a%20b?q HTTP/1.1\r\n"
+                               "Host: files.example.org:8080\r\n"
+                               "Authorization: mine\r\n"
+                               "Transfer-Encoding: chunked\r\n\r\n";
+
+    /* No credential decided: the client's own end-to-end Authorization goes through. */
+    build_ok(f, h, &absolute, NULL, NULL, want, &t);
+    assert_string_equal(t.scheme, "http");
+    assert_int_equal(t.port, 8080);
+    assert_string_equal(t.target, "/a%20b?q");
+}
+
+static void relays_a_websocket_upgrade_only(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "GET /ws HTTP/1.1\r\n"
+                                          "Host: ws.example.org:8443\r\n"
+                                          "Connection: Upgrade\r\n"
+                                          "Upgrade: websocket\r\n"
+                                          "Sec-WebSocket-Version: 13\r\n\r\n");
+    struct sl_head_ctx ctx = tunnel(f, "ws.example.org", 8443, true);
+    struct sl_head_target t;
+    static const char want[] = "GET /ws HTTP/1.1\r\n"
+                               "Host: ws.example.org:8443\r\n"
+                               "Sec-WebSocket-Version: 13\r\n"
+                               "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
+
+    build_ok(f, h, &ctx, NULL, NULL, want, &t);
+    assert_true(t.websocket);
+}
+
+struct refusal_row {
+    bool in_tunnel;
+    const char *head;
+    enum sl_reason reason;
+    /* The host is known to the audit line of the refusal. */
+    bool has_host;
+};
+
+static void refuses_what_conn_refuses(void **state)
+{
+    static const struct refusal_row rows[] = {
+        { false, "GET /x HTTP/1.1\r\nHost: a.example.com\r\n\r\n", SL_REASON_BAD_REQUEST, false },
+        { false, "OPTIONS * HTTP/1.1\r\nHost: a.example.com\r\n\r\n", SL_REASON_BAD_REQUEST,
+          false },
+        { false, "GET https://a.example.com/ HTTP/1.1\r\nHost: a.example.com\r\n\r\n",
+          SL_REASON_BAD_REQUEST, false },
+        { false, "GET http://a.example.com/ HTTP/1.1\r\nHost: b.example.com\r\n\r\n",
+          SL_REASON_HOST_MISMATCH, true },
+        { false, "GET http://a.example.com/ HTTP/1.1\r\nHost: a.example.com:81\r\n\r\n",
+          SL_REASON_HOST_MISMATCH, true },
+        { false, "GET http://a.example.com/ HTTP/1.1\r\nHost: a..b\r\n\r\n", SL_REASON_BAD_HOST,
+          true },
+        { true, "GET / HTTP/1.1\r\n\r\n", SL_REASON_BAD_REQUEST, true },
+        { true, "GET / HTTP/1.1\r\nHost: other.example.com\r\n\r\n", SL_REASON_HOST_MISMATCH,
+          true },
+        { true, "GET http://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+          SL_REASON_HOST_MISMATCH, true },
+        { true, "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
+          SL_REASON_BAD_REQUEST, false },
+        { true,
+          "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+          SL_REASON_BAD_REQUEST, true },
+    };
+
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct fixture *f = *state;
+        const struct sl_h1_head *h = parse(f, rows[i].head);
+        struct sl_head_ctx ctx =
+                rows[i].in_tunnel ? tunnel(f, "api.example.com", 443, true) : absolute;
+        struct sl_head_target t;
+        struct sl_head_refusal why;
+
+        print_message("row %zu\n", i);
+        assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), SL_EINVAL);
+        assert_int_equal(why.reason, rows[i].reason);
+        assert_int_equal(t.has_host, rows[i].has_host);
+        teardown(state);
+        setup(state);
+    }
+}
+
+static void a_connect_host_header_names_the_connect_host(void **state)
+{
+    static const struct {
+        const char *head;
+        int rc;
+        enum sl_reason reason;
+    } rows[] = {
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n", 0,
+          SL_REASON_NONE },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: API.Example.com\r\n\r\n", 0,
+          SL_REASON_NONE },
+        { "CONNECT api.example.com:443 HTTP/1.0\r\n\r\n", 0, SL_REASON_NONE },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n", SL_EINVAL,
+          SL_REASON_HOST_MISMATCH },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", SL_EINVAL,
+          SL_REASON_HOST_MISMATCH },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api..example.com\r\n\r\n", SL_EINVAL,
+          SL_REASON_BAD_HOST },
+    };
+
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct fixture *f = *state;
+        const struct sl_h1_head *h = parse(f, rows[i].head);
+        struct sl_host host;
+        struct sl_head_refusal why;
+
+        print_message("row %zu\n", i);
+        assert_int_equal(sl_host_normalize(sl_slice_str("api.example.com"), 0, &host, NULL), 0);
+        assert_int_equal(sl_head_connect_host(h, &host, 443, &why), rows[i].rc);
+        assert_int_equal(why.reason, rows[i].reason);
+        teardown(state);
+        setup(state);
+    }
+}
+
+static void keeps_the_query_of_an_absolute_url_without_a_path(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h =
+            parse(f, "GET https://api.example.com?p=1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n");
+    struct sl_head_ctx ctx = tunnel(f, "api.example.com", 443, true);
+    struct sl_head_target t;
+    static const char want[] = "GET /?p=1 HTTP/1.1\r\nHost: api.example.com\r\n\r\n";
+
+    build_ok(f, h, &ctx, NULL, NULL, want, &t);
+    assert_string_equal(t.target, "/?p=1");
+}
+
+static void takes_http_1_0_without_host_and_https_default_port(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "GET /old HTTP/1.0\r\n\r\n");
+    struct sl_head_ctx ctx = tunnel(f, "api.example.com", 8443, true);
+    struct sl_head_target t;
+    static const char want[] = "GET /old HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n";
+
+    build_ok(f, h, &ctx, NULL, NULL, want, &t);
+}
+
+static const struct sl_head_resp_ctx client11 = { .client_keep_alive = true };
+static const struct sl_head_resp_ctx client10 = { .client_http10 = true,
+                                                  .client_keep_alive = true };
+
+/* Every name of SPEC §4.6 (plus the framing and Host the proxy writes itself, and the refusal
+ * marker), in any case; nothing else, including names one letter away. */
+static void knows_exactly_the_hop_by_hop_names(void **state)
+{
+    static const char *const hop[] = { "Connection",
+                                       "proxy-connection",
+                                       "KEEP-ALIVE",
+                                       "Proxy-Authorization",
+                                       "proxy-authenticate",
+                                       "TE",
+                                       "Trailer",
+                                       "transfer-encoding",
+                                       "Upgrade",
+                                       "Content-Length",
+                                       "host",
+                                       "X-Sluice-Reason" };
+    static const char *const end_to_end[] = { "t",
+                                              "tE2",
+                                              "hosts",
+                                              "hos",
+                                              "content-type",
+                                              "trailers",
+                                              "upgrade-",
+                                              "keep-alivE1",
+                                              "connectio",
+                                              "proxy-connections",
+                                              "x-sluice",
+                                              "user-agent",
+                                              "authorization",
+                                              "accept",
+                                              "transfer-encodin",
+                                              "te ",
+                                              "",
+                                              "x-sluice-reasoN2",
+                                              "proxy-authenticates" };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++) {
+        if (!sl_head_is_hop_by_hop(sl_slice_str(hop[i]))) {
+            fail_msg("'%s' is hop-by-hop", hop[i]);
+        }
+    }
+    for (size_t i = 0; i < sizeof(end_to_end) / sizeof(end_to_end[0]); i++) {
+        if (sl_head_is_hop_by_hop(sl_slice_str(end_to_end[i]))) {
+            fail_msg("'%s' is not hop-by-hop", end_to_end[i]);
+        }
+    }
+}
+
+static void rechunks_a_response_without_its_hop_by_hop_headers(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse_response(f,
+                                                "HTTP/1.1 200 OK\r\n"
+                                                "Transfer-Encoding: chunked\r\n"
+                                                "Connection: keep-alive, X-Hop\r\n"
+                                                "X-Hop: 1\r\n"
+                                                "Keep-Alive: timeout=5\r\n"
+                                                "Proxy-Authenticate: Basic\r\n"
+                                                "Trailer: X-T\r\n"
+                                                "X-Sluice-Reason: host-not-allowed\r\n"
+                                                "Content-Type: text/plain\r\n\r\n",
+                                                false);
+    struct sl_head_resp_plan plan;
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_RELAY);
+    assert_true(plan.final && plan.chunked);
+    assert_false(plan.close_delimited || plan.close_after);
+    assert_out(f, "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                  "Transfer-Encoding: chunked\r\n\r\n");
+}
+
+static void gives_an_http_1_0_client_a_close_delimited_body_or_keep_alive(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h =
+            parse_response(f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false);
+    struct sl_head_resp_plan plan;
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client10, &plan), 0);
+    assert_true(plan.close_delimited && plan.close_after);
+    assert_false(plan.chunked);
+    assert_out(f, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\n\r\n", false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &client10, &plan), 0);
+    assert_false(plan.close_delimited || plan.close_after || plan.chunked);
+    assert_out(f, "HTTP/1.1 404 Not Found\r\nContent-Length: 5\r\n"
+                  "Connection: keep-alive\r\n\r\n");
+}
+
+static void keeps_the_length_of_head_and_304_but_not_of_204(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_head_resp_ctx head = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h;
+
+    head.is_head = true;
+    h = parse_response(f, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n", true);
+    assert_int_equal(sl_head_build_response(&f->out, h, &head, &plan), 0);
+    assert_out(f, "HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", true);
+    assert_int_equal(sl_head_build_response(&f->out, h, &head, &plan), 0);
+    assert_false(plan.chunked || plan.close_delimited);
+    assert_out(f, "HTTP/1.1 200 OK\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 304 Not Modified\r\nContent-Length: 7\r\nETag: x\r\n\r\n",
+                       false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_out(f, "HTTP/1.1 304 Not Modified\r\nETag: x\r\nContent-Length: 7\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n", false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_out(f, "HTTP/1.1 204 No Content\r\n\r\n");
+}
+
+static void relays_101_only_for_a_websocket_request(void **state)
+{
+    struct fixture *f = *state;
+    static const char text[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n"
+                               "Upgrade: websocket\r\nSec-WebSocket-Accept: abc\r\n\r\n";
+    struct sl_head_resp_ctx ws = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h = parse_response(f, text, false);
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_REFUSE);
+    assert_int_equal(f->out.len, 0);
+
+    ws.websocket = true;
+    assert_int_equal(sl_head_build_response(&f->out, h, &ws, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_RELAY);
+    assert_true(plan.final);
+    assert_false(plan.close_after);
+    assert_out(f, "HTTP/1.1 101 Switching Protocols\r\nSec-WebSocket-Accept: abc\r\n"
+                  "Connection: Upgrade\r\nUpgrade: websocket\r\n\r\n");
+
+    /* A refused upgrade ends the connection: the request parser took it as granted. */
+    h = parse_response(f, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n", false);
+    assert_int_equal(sl_head_build_response(&f->out, h, &ws, &plan), 0);
+    assert_true(plan.close_after);
+    assert_out(f, "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+static void relays_interim_responses_to_http_1_1_only(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_head_resp_ctx closing = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h = parse_response(
+            f, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\nConnection: close\r\n\r\n", false);
+
+    closing.close_after = true;
+    assert_int_equal(sl_head_build_response(&f->out, h, &closing, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_RELAY);
+    assert_false(plan.final);
+    assert_true(plan.close_after);
+    assert_out(f, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n");
+
+    assert_int_equal(sl_head_build_response(&f->out, h, &client10, &plan), 0);
+    assert_int_equal(plan.verdict, SL_HEAD_RESP_SKIP);
+    assert_int_equal(f->out.len, 0);
+}
+
+static void closes_when_asked_and_adds_length_zero_without_a_body(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_head_resp_ctx closing = client11;
+    struct sl_head_resp_plan plan;
+    const struct sl_h1_head *h = parse_response(f, "HTTP/1.0 200 OK\r\n\r\n", false);
+
+    /* Close-delimited upstream, HTTP/1.1 client: re-chunked, the connection goes on. */
+    assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+    assert_true(plan.chunked);
+    assert_out(f, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n");
+
+    h = parse_response(f, "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\n\r\n", false);
+    closing.client_keep_alive = false;
+    assert_int_equal(sl_head_build_response(&f->out, h, &closing, &plan), 0);
+    assert_true(plan.close_after);
+    assert_out(f, "HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(builds_an_intercepted_request_with_its_credential, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(builds_an_absolute_form_request_in_origin_form, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(relays_a_websocket_upgrade_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(refuses_what_conn_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_connect_host_header_names_the_connect_host, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(keeps_the_query_of_an_absolute_url_without_a_path, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(takes_http_1_0_without_host_and_https_default_port, setup,
+                                        teardown),
+        cmocka_unit_test(knows_exactly_the_hop_by_hop_names),
+        cmocka_unit_test_setup_teardown(rechunks_a_response_without_its_hop_by_hop_headers, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+                gives_an_http_1_0_client_a_close_delimited_body_or_keep_alive, setup, teardown),
+        cmocka_unit_test_setup_teardown(keeps_the_length_of_head_and_304_but_not_of_204, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(relays_101_only_for_a_websocket_request, setup, teardown),
+        cmocka_unit_test_setup_teardown(relays_interim_responses_to_http_1_1_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(closes_when_asked_and_adds_length_zero_without_a_body,
+                                        setup, teardown),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
