@@ -25,8 +25,8 @@
 #include "policy/snapshot.h"
 #include "proxy/addr.h"
 #include "proxy/audit.h"
+#include "proxy/dns.h"
 #include "proxy/proxy.h"
-#include "proxy/resolve.h"
 
 /* Buckets of the request latency histogram, +Inf included. */
 #define SL__LATENCY_BUCKETS 13
@@ -117,7 +117,7 @@ struct sl__worker {
     struct sl__conn *resuming;
     /* The newest snapshot this worker has (a reference), or NULL before the first. */
     struct sl_snapshot *snapshot;
-    struct sl_resolver *resolver;
+    struct sl_dns *dns;
     /* Open client connections, for draining at shutdown. */
     struct sl__conn *conns;
     size_t n_conns;

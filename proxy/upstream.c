@@ -8,8 +8,8 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "proxy/addr.h"
+#include "proxy/dns.h"
 #include "proxy/proxy_int.h"
-#include "proxy/resolve.h"
 
 /* Idle connections one worker keeps, and for how long at most. */
 #define IDLE_MAX 128
@@ -42,7 +42,7 @@ struct sl_upstream {
     /* The owner's callback; NULL while pooled. */
     sl_upstream_event_fn *fn;
     void *arg;
-    struct sl_resolve_req *rreq;
+    struct sl_dns_req *rreq;
     struct sl_addrs addrs;
     /* Next address to try. */
     size_t next;
@@ -87,7 +87,7 @@ static void fail(struct sl_upstream *u, enum sl_reason reason, const char *detai
     u->detail = detail;
     (void)uv_timer_stop(&u->timer);
     if (u->rreq != NULL) {
-        sl_resolve_cancel(u->rreq);
+        sl_dns_cancel(u->rreq);
         u->rreq = NULL;
     }
     notify(u);
@@ -164,7 +164,7 @@ void sl_upstream_close(struct sl_upstream *u)
     u->closing = true;
     pool_remove(u);
     if (u->rreq != NULL) {
-        sl_resolve_cancel(u->rreq);
+        sl_dns_cancel(u->rreq);
         u->rreq = NULL;
     }
     (void)uv_timer_stop(&u->timer);
@@ -426,7 +426,7 @@ int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t 
         set_literal(u);
         try_next(u);
     } else {
-        rc = sl_resolver_lookup(w->resolver, host->name, port, &u->addrs, on_resolved, u, &u->rreq);
+        rc = sl_dns_lookup(w->dns, host->name, port, &u->addrs, on_resolved, u, &u->rreq);
         if (rc == 1) {
             try_next(u);
         } else if (rc < 0) {

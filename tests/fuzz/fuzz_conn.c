@@ -363,7 +363,7 @@ static void setup(void)
         char arg[128];
 
         SL_BUG_ON(snprintf(arg, sizeof(arg), "%s:%s", pinned[i], origin_ip) <= 0);
-        SL_BUG_ON(sl_resolve_pin_parse(arg, &g.cfg.pins[g.cfg.n_pins++], err, sizeof(err)) != 0);
+        SL_BUG_ON(sl_dns_pin_parse(arg, &g.cfg.pins[g.cfg.n_pins++], err, sizeof(err)) != 0);
     }
     g.sh.cfg = &g.cfg;
     SL_BUG_ON(sl_addr_policy_create(&g.sh.addrs) != 0);
@@ -910,11 +910,11 @@ static void teardown(struct run *r)
     SL_BUG_ON(loop_handles() != g.baseline_handles);
     SL_BUG_ON(atomic_load(&g.sh.connections) != 0);
     {
-        struct sl_resolver_stats rs;
+        struct sl_dns_stats rs;
 
         /* Every name the policy allows is pinned: the system resolver is never asked (this
          * harness stays on loopback). */
-        sl_resolver_stats(g.w.resolver, &rs);
+        sl_dns_stats(g.w.dns, &rs);
         SL_BUG_ON(rs.misses != 0 || rs.hits != 0);
     }
 }
