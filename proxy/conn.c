@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "proxy/conn.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -22,8 +23,8 @@
 #include "proxy/tls.h"
 #include "proxy/upstream.h"
 
-/* After the last response, how long a closing connection still reads (and discards) what the
- * client sends, so that its unread bytes do not turn our FIN into a RST that destroys the
+/* After the last response, how long an ending connection (LINGERING) still reads (and discards)
+ * what the client sends, so that its unread bytes do not turn our FIN into a RST that destroys the
  * response in flight. */
 #define LINGER_MS 2000u
 /* A head we write: the largest head we accept plus our own additions. */
@@ -45,30 +46,133 @@
  * the decision it triggers sees the client expired (time() has ticked over). */
 #define EXPIRY_SLACK_MS 20
 
-enum sl_conn_state {
+/*
+ * The states. Only set_state() assigns `state`; its entry action starts the phase timer the
+ * state table gives (state_table[] below).
+ */
+enum sl__conn_state {
+    /* Accepted; sl__conn_accept() is setting the connection up (or refusing it). */
+    SL__CONN_NEW = 0,
     /* Waiting for a request head: a proxy request (CONNECT or absolute-form) outside a
      * tunnel, an origin-form request inside one. */
-    SL_CONN_REQUEST_HEAD = 0,
+    SL__CONN_REQUEST_HEAD,
     /* CONNECT answered 200; waiting for the tunnel's first bytes. */
-    SL_CONN_TUNNEL_SNIFF,
+    SL__CONN_TUNNEL_SNIFF,
     /* Intercepting: the client's TLS handshake. */
-    SL_CONN_TLS_HANDSHAKE,
+    SL__CONN_TLS_HANDSHAKE,
     /* The handshake waits for a leaf minted on the thread pool. */
-    SL_CONN_MINTING,
+    SL__CONN_MINTING,
     /* The request is allowed; the upstream is being dialled. */
-    SL_CONN_DIALING,
+    SL__CONN_DIALING,
     /* Request body and response in flight. */
-    SL_CONN_FORWARDING,
+    SL__CONN_FORWARDING,
     /* After a 101, or a passthrough tunnel's upstream connected: bytes relayed both ways
      * until either side closes, for as long as the decision holds (relay_holds()). */
-    SL_CONN_RELAY,
-    /* The last response is being flushed; input is discarded; then close. */
-    SL_CONN_CLOSING,
+    SL__CONN_RELAY,
+    /* No more requests (end_connection()): the last response is leaving, input is discarded;
+     * once it has left, our FIN follows and the connection lingers. */
+    SL__CONN_FLUSHING,
+    /* The last response has left and our FIN with it: input is still read and discarded for
+     * LINGER_MS, so that unread bytes do not turn the FIN into a RST that destroys the response
+     * in flight; then the connection closes. */
+    SL__CONN_LINGERING,
+    /* conn_close(): the handles are closing; the memory goes with the last callback owed. */
+    SL__CONN_CLOSED,
 };
 
-static const char *const state_names[] = { "request-head", "tunnel-sniff", "tls-handshake",
-                                           "minting",      "dialing",      "forwarding",
-                                           "relay",        "closing" };
+/*
+ * What the connection's one timer is timing. A state's entry starts the phase of its row in
+ * state_table[] (SL__PHASE_KEEP: the deadline running goes on); inside a state, only the
+ * state's `inner` phase, or its entry phase again, may be started (rearm()).
+ */
+enum sl__conn_phase {
+    /* Entry only: the timer runs on untouched. */
+    SL__PHASE_KEEP = 0,
+    /* No timer. */
+    SL__PHASE_NONE,
+    /* A request head arriving: header_timeout_s. */
+    SL__PHASE_HEADER,
+    /* A connection with nothing to do but wait for its peer, or a transfer that must make
+     * progress: idle_timeout_s. */
+    SL__PHASE_IDLE,
+    /* A tunnel's first bytes and the whole TLS handshake: tls_handshake_timeout_s. */
+    SL__PHASE_HANDSHAKE,
+    /* Dialling: upstream_timeout_s plus a second, so that the upstream's own dial timer fires
+     * first with the precise failure (proxy/upstream.h). */
+    SL__PHASE_DIAL,
+    /* The upstream's answer: upstream_timeout_s. */
+    SL__PHASE_UPSTREAM,
+    /* A relay's deadline: its idle deadline or the client's expiry, whichever comes first
+     * (relay_deadline_ms()). */
+    SL__PHASE_RELAY,
+    /* The linger after the last response: LINGER_MS. */
+    SL__PHASE_LINGER,
+};
+
+/* The state table: each state's name (for trace and debug lines), the phase its entry starts,
+ * the one other phase its own events may start (SL__PHASE_NONE: none), and whether the client
+ * is read: not while the upstream is dialled (pipelined requests wait in the kernel) or a leaf
+ * is minted. In FORWARDING the client is read even after its request is complete: a hang-up must
+ * be noticed; pipelined bytes just wait in the (bounded) buffer. */
+static const struct {
+    const char *name;
+    enum sl__conn_phase entry;
+    enum sl__conn_phase inner;
+    bool reads;
+} state_table[] = {
+    [SL__CONN_NEW] = { "new", SL__PHASE_NONE, SL__PHASE_NONE, false },
+    /* Entered at the accept, or from TUNNEL_SNIFF (a tunnel carrying plain HTTP), a head is due
+     * at once: HEADER, so that a client cannot hold its slot longer by sending its first byte
+     * late (set_state()). Otherwise (after an exchange, or a TLS handshake) the connection
+     * idles, and a head's first byte starts HEADER (step_request_head()). */
+    [SL__CONN_REQUEST_HEAD] = { "request-head", SL__PHASE_IDLE, SL__PHASE_HEADER, true },
+    /* One deadline for the first bytes and the whole handshake, minting included. */
+    [SL__CONN_TUNNEL_SNIFF] = { "tunnel-sniff", SL__PHASE_HANDSHAKE, SL__PHASE_NONE, true },
+    [SL__CONN_TLS_HANDSHAKE] = { "tls-handshake", SL__PHASE_KEEP, SL__PHASE_NONE, true },
+    [SL__CONN_MINTING] = { "minting", SL__PHASE_KEEP, SL__PHASE_NONE, false },
+    [SL__CONN_DIALING] = { "dialing", SL__PHASE_DIAL, SL__PHASE_NONE, false },
+    /* UPSTREAM, started again by each piece of the request body before the final response
+     * head; IDLE once a response head went to the client, started again by each piece of the
+     * response body (forward_request(), forward_response()). */
+    [SL__CONN_FORWARDING] = { "forwarding", SL__PHASE_UPSTREAM, SL__PHASE_IDLE, true },
+    /* Computed again when it fires and when the policy changes (the expiry may move). */
+    [SL__CONN_RELAY] = { "relay", SL__PHASE_RELAY, SL__PHASE_RELAY, true },
+    /* Started again while the client takes the tail of its response (step_ending()). */
+    [SL__CONN_FLUSHING] = { "flushing", SL__PHASE_IDLE, SL__PHASE_NONE, true },
+    [SL__CONN_LINGERING] = { "lingering", SL__PHASE_LINGER, SL__PHASE_NONE, true },
+    [SL__CONN_CLOSED] = { "closed", SL__PHASE_NONE, SL__PHASE_NONE, false },
+};
+
+/* How far one side of an exchange has come. */
+enum sl__msg_stage {
+    /* Waiting for the head (of a response: the final one; interim ones pass). */
+    SL__MSG_HEAD = 0,
+    /* The head was taken; body bytes may follow. */
+    SL__MSG_BODY,
+    /* The body ended; a chunked body's last chunk is still to be written. */
+    SL__MSG_END_OWED,
+    /* Complete. */
+    SL__MSG_DONE,
+};
+
+/* How the response body goes to the client. */
+enum sl__framing {
+    /* As the upstream framed it: its Content-Length, or nothing. */
+    SL__FRAMING_AS_IS = 0,
+    /* Re-framed as chunked (a chunked or close-delimited upstream body, an HTTP/1.1 client). */
+    SL__FRAMING_CHUNKED,
+    /* Ended by our closing the connection (the same, for an HTTP/1.0 client). */
+    SL__FRAMING_CLOSE,
+};
+
+/* Where the head in c->head goes. */
+enum sl__head_to {
+    SL__HEAD_NONE = 0,
+    /* The request head, to the upstream. */
+    SL__HEAD_TO_UPSTREAM,
+    /* A response head (interim or final), to the client. */
+    SL__HEAD_TO_CLIENT,
+};
 
 /* A body event not yet passed on: `len` bytes at `off` from the start of the source stream's
  * window, which stays put until `used` bytes are consumed at the end. */
@@ -81,7 +185,8 @@ struct pending {
     bool framed;
 };
 
-/* What the audit line and a refusal say about the current request. */
+/* The current request: what its head said, and what its audit line and a refusal say about it.
+ * Reset by begin_request(). */
 struct req_info {
     const char *method;
     const char *scheme;
@@ -90,9 +195,15 @@ struct req_info {
     uint16_t port;
     /* Origin-form target (path and query), arena-owned; NULL for CONNECT. */
     const char *target;
+    /* From its head: HTTP/1.0, keep-alive, a HEAD request, a websocket upgrade request. */
+    bool client_http10;
+    bool client_keep_alive;
+    bool is_head;
+    bool websocket;
     uint64_t start_ns;
     uint64_t bytes_up;
     uint64_t bytes_down;
+    /* The status of the audit line: 0 until the final response head (or a refusal) is taken. */
     int status;
     bool allow;
     enum sl_reason reason;
@@ -103,93 +214,102 @@ struct req_info {
 };
 
 struct sl__conn {
-    struct sl_stream client;
-    uv_timer_t timer;
+    /* --- The connection and its lifecycle --- */
+    /* The owning worker (borrowed; outlives the connection); its conns list links us. */
     struct sl__worker *w;
     struct sl__conn *next;
     struct sl__conn *prev;
+    /* Process-unique, from 1; names the connection in log lines. */
     uint64_t id;
-    enum sl_conn_state state;
-    struct sockaddr_storage peer;
-    /* Credentials from Proxy-Authorization (of the CONNECT, for a tunnel). */
-    bool has_auth;
-    char auth_id[SL_AUTH_ID_MAX + 1];
-    char auth_token[SL_AUTH_TOKEN_MAX + 1];
-    /* The tunnel, once a CONNECT was allowed. */
-    bool tunnel;
-    bool tls;
-    struct sl_host thost;
-    uint16_t tport;
-    /* The SNI differed from the CONNECT host. */
-    bool sni_mismatch;
-    /* The tunnel won a `"tls": "passthrough"` rule: relayed uninspected, no request parsed.
-     * `snap` and `dec` then stay those of the CONNECT until the tunnel's one audit line. */
-    bool passthrough;
-    /* A passthrough tunnel's ClientHello reached the SNI callback (peek_hello()). */
-    bool hello_seen;
-    /* RELAY: loop time (ms) at which the relay is idle for too long; pushed back by every
-     * byte moved. The timer fires at this or at the expiry, whichever comes first. */
-    uint64_t relay_idle_at;
-    /* RELAY: the client's expires_at (seconds since the epoch) when `relay_expires`. */
-    bool relay_expires;
-    int64_t relay_expires_at_s;
-    /* Minting off the loop. */
-    uv_work_t work;
-    bool work_pending;
-    struct sl_leaf *leaf;
-    int mint_rc;
-    /* Request parsing (client side) and response parsing (upstream side). */
-    struct sl_arena arena;
-    struct sl_h1 req;
-    struct sl_arena resp_arena;
-    struct sl_h1 resp;
-    bool resp_live;
-    /* A head to write; `head_to` says where (the client when false). */
-    struct sl_buf head;
-    bool head_pending;
-    bool head_to_upstream;
-    /* conn_step() is running, and the upstream stream it corked (NULL: none yet). */
+    /* Written by set_state() only. */
+    enum sl__conn_state state;
+    /* Callbacks still owed before the memory may go: the close callbacks of the two handles
+     * (from conn_close() on), and the minting job while it is on the thread pool. The last one
+     * frees the connection. */
+    unsigned pending;
+    /* The timer of the state's phase (state_table[]). */
+    uv_timer_t timer;
+    /* The stepper: conn_step() is running, and the upstream stream it corked (NULL: none). */
     bool stepping;
     struct sl_stream *corked_up;
     /* Queued on the worker's resume list (conn_step() stopped at its pass bound). */
     bool resume_queued;
     struct sl__conn *resume_next;
-    struct sl_upstream *up;
-    /* The snapshot deciding the current request (a reference) and its decision. */
+    /* The connection ends after the current exchange (draining, or a response or a request
+     * that said so). */
+    bool close_after;
+    /* A byte of the current request head has arrived: its timeout is answered with 408, not a
+     * silent close. Cleared when an exchange ends (reset_exchange()); a CONNECT's stays set in
+     * the tunnel that follows until its first exchange ends. */
+    bool head_started;
+    /* Entering REQUEST_HEAD started the header timer for the head to come (at the accept, or a
+     * tunnel to port 80 carrying plain HTTP): that head's first byte does not start it again,
+     * and clears this. */
+    bool header_armed;
+    /* FLUSHING: the client's bytes_out when the idle timer last started (progress restarts
+     * it). */
+    uint64_t flush_out;
+
+    /* --- The client --- */
+    struct sl_stream client;
+    struct sockaddr_storage peer;
+    /* Credentials from Proxy-Authorization (of the CONNECT, for a tunnel); the token is wiped
+     * before the memory is freed. */
+    bool has_auth;
+    char auth_id[SL_AUTH_ID_MAX + 1];
+    char auth_token[SL_AUTH_TOKEN_MAX + 1];
+
+    /* --- The tunnel, once a CONNECT was allowed (in_tunnel(): tport != 0) --- */
+    struct sl_host thost;
+    uint16_t tport;
+    /* The tunnel won a `"tls": "passthrough"` rule: relayed uninspected, no request parsed.
+     * `snap` and `dec` then stay those of the CONNECT until the tunnel's one audit line. */
+    bool passthrough;
+    /* The ClientHello's SNI named another host than the CONNECT. */
+    bool sni_mismatch;
+    /* Minting a leaf on the thread pool (MINTING): the job, its leaf (a reference) and its
+     * result. */
+    uv_work_t work;
+    struct sl_leaf *leaf;
+    int mint_rc;
+
+    /* --- The current request and its decision --- */
+    /* The snapshot deciding it (a reference, NULL between requests) and its decision. */
     struct sl_snapshot *snap;
     struct sl_decision dec;
     struct req_info r;
-    /* Exchange state. */
-    bool head_started;
-    /* The header timer already runs for the next head (armed at the accept, or when a tunnel to
-     * port 80 turned out to carry plain HTTP): its first byte does not restart it. */
-    bool header_armed;
-    bool req_done;
-    bool req_chunked;
-    bool req_end_owed;
+
+    /* --- The exchange: parsers, heads, bodies --- */
+    /* The request parser (client side) and its arena; the response parser (upstream side) and
+     * its arena, initialised by start_forwarding(). */
+    struct sl_arena arena;
+    struct sl_h1 req;
+    struct sl_arena resp_arena;
+    struct sl_h1 resp;
+    /* A head to write whole, and where it goes (SL__HEAD_NONE: nothing pending). */
+    struct sl_buf head;
+    enum sl__head_to head_to;
+    /* The upstream (NULL when none), released or closed when the exchange ends. */
+    struct sl_upstream *up;
+    enum sl__msg_stage req_stage;
     struct pending req_pend;
-    bool resp_head_sent;
-    bool resp_done;
-    bool resp_chunked_out;
-    bool resp_close_out;
-    bool resp_end_owed;
+    enum sl__msg_stage resp_stage;
     struct pending resp_pend;
+    enum sl__framing resp_framing;
     /* Interim (1xx) responses relayed for this request; the final one is still to come. */
     unsigned interims;
-    bool client_http10;
-    bool client_keep_alive;
-    bool is_head;
-    bool websocket;
+    /* The request went again to a fresh upstream connection (retry_stale(), once). */
+    bool retried;
+
+    /* --- The relay (RELAY) --- */
+    /* Loop time (ms) at which the relay is idle for too long; pushed back by every byte moved.
+     * The timer fires at this or at the expiry, whichever comes first. */
+    uint64_t relay_idle_at;
+    /* The client's expires_at (seconds since the epoch), or INT64_MAX when it has none. */
+    int64_t relay_expires_at_s;
+    /* Each direction's end (client to upstream, upstream to client) was passed on. */
     bool relay_up_eof;
     bool relay_down_eof;
-    bool retried;
-    bool close_after;
-    bool closing;
-    /* CLOSING: the last response is flushed and the linger timer runs. Until then, the
-     * client's bytes_out when the idle timer was last armed (progress re-arms it). */
-    bool lingering;
-    uint64_t closing_out;
-    int pending_closes;
 };
 
 static void conn_step(struct sl__conn *c);
@@ -212,22 +332,102 @@ static const struct sl_proxy_config *cfg(const struct sl__conn *c)
     return c->w->shared->cfg;
 }
 
-static void set_state(struct sl__conn *c, enum sl_conn_state s)
-{
-    sl_trace(c->id, "state=%s next=%s", state_names[c->state], state_names[s]);
-    c->state = s;
-}
-
-static void on_timer(uv_timer_t *t);
-
-static void arm(struct sl__conn *c, uint64_t ms)
-{
-    (void)uv_timer_start(&c->timer, on_timer, ms, 0);
-}
-
 static uint64_t secs_ms(unsigned s)
 {
     return (uint64_t)s * 1000u;
+}
+
+/* Inside a tunnel: a CONNECT was allowed on this connection. */
+static bool in_tunnel(const struct sl__conn *c)
+{
+    return c->tport != 0;
+}
+
+/* Intercepting: the client speaks TLS to us inside its tunnel. */
+static bool is_intercepted(struct sl__conn *c)
+{
+    return sl_stream_tls(&c->client) != NULL;
+}
+
+/* The final response head was taken: relayed, or on its way to the client. */
+static bool resp_head_sent(const struct sl__conn *c)
+{
+    return c->resp_stage != SL__MSG_HEAD;
+}
+
+/* The chunked framing of the request body, as it goes upstream too. */
+static bool req_chunked(const struct sl__conn *c)
+{
+    return sl_h1_head(&c->req)->body == SL_H1_BODY_CHUNKED;
+}
+
+/*
+ * The phase timer.
+ */
+
+static uint64_t relay_deadline_ms(struct sl__conn *c);
+static void on_timer(uv_timer_t *t);
+
+/* Starts the timer for `phase` (stops it for SL__PHASE_NONE, leaves it for SL__PHASE_KEEP). The
+ * one place that starts the timer. */
+static void start_phase(struct sl__conn *c, enum sl__conn_phase phase)
+{
+    const struct sl_proxy_config *k = cfg(c);
+    uint64_t ms = 0;
+
+    switch (phase) {
+    case SL__PHASE_KEEP:
+        return;
+    case SL__PHASE_NONE:
+        (void)uv_timer_stop(&c->timer);
+        return;
+    case SL__PHASE_HEADER:
+        ms = secs_ms(k->header_timeout_s);
+        break;
+    case SL__PHASE_IDLE:
+        ms = secs_ms(k->idle_timeout_s);
+        break;
+    case SL__PHASE_HANDSHAKE:
+        ms = secs_ms(k->tls_handshake_timeout_s);
+        break;
+    case SL__PHASE_DIAL:
+        ms = secs_ms(k->upstream_timeout_s) + 1000u;
+        break;
+    case SL__PHASE_UPSTREAM:
+        ms = secs_ms(k->upstream_timeout_s);
+        break;
+    case SL__PHASE_RELAY:
+        ms = relay_deadline_ms(c);
+        break;
+    case SL__PHASE_LINGER:
+        ms = LINGER_MS;
+        break;
+    }
+    (void)uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+/* The one writer of `state`. Its entry action starts the state's phase (state_table[]). */
+static void set_state(struct sl__conn *c, enum sl__conn_state s)
+{
+    enum sl__conn_phase phase = state_table[s].entry;
+
+    sl_trace(c->id, "state=%s next=%s", state_table[c->state].name, state_table[s].name);
+    if (s == SL__CONN_REQUEST_HEAD
+        && (c->state == SL__CONN_NEW || c->state == SL__CONN_TUNNEL_SNIFF)) {
+        /* A head due at once (state_table[]): its header timer runs from here. */
+        phase = SL__PHASE_HEADER;
+        c->header_armed = true;
+    }
+    c->state = s;
+    start_phase(c, phase);
+}
+
+/* Inside the current state: starts `phase` now, one the state table allows the state (its
+ * entry phase again, or its inner one). */
+static void rearm(struct sl__conn *c, enum sl__conn_phase phase)
+{
+    assert(phase == state_table[c->state].entry || phase == state_table[c->state].inner);
+    start_phase(c, phase);
 }
 
 /*
@@ -239,14 +439,14 @@ static void note_identity(struct sl__conn *c);
 static void begin_request(struct sl__conn *c, const char *method)
 {
     c->r = (struct req_info){ .method = method,
-                              .scheme = c->tunnel && c->tls ? "https" : "http",
+                              .scheme = is_intercepted(c) ? "https" : "http",
                               .start_ns = uv_hrtime(),
                               .allow = true,
                               .reason = SL_REASON_NONE };
     c->dec = (struct sl_decision){ .allow = false };
     sl_snapshot_unref(c->snap);
     c->snap = c->w->snapshot != NULL ? sl_snapshot_ref(c->w->snapshot) : NULL;
-    if (c->tunnel) {
+    if (in_tunnel(c)) {
         note_identity(c);
     }
 }
@@ -401,7 +601,7 @@ static const char *status_text(int status)
     }
 }
 
-static void begin_closing(struct sl__conn *c);
+static void end_connection(struct sl__conn *c);
 static void end_exchange(struct sl__conn *c);
 
 /* The one-line body of a refusal (SPEC.md §4.5): what was refused and why, the detail, and for
@@ -428,8 +628,7 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
     }
     if (c->r.has_host && c->dec.environment != NULL) {
         struct sl_request_view v = { &c->r.host, c->r.port,
-                                     c->r.target != NULL ? hint_method : NULL,
-                                     c->tunnel ? c->tls : false };
+                                     c->r.target != NULL ? hint_method : NULL, is_intercepted(c) };
 
         if (sl_policy_hint(&c->dec, &v, hint, sizeof(hint)) > 0) {
             SL_TRY(sl_buf_printf(b, "; %s", hint));
@@ -444,7 +643,7 @@ static void refuse(struct sl__conn *c, enum sl_reason reason, int status, const 
                    bool keep)
 {
     struct sl_buf body;
-    bool go_on = keep && c->client_keep_alive && !c->close_after && !c->w->draining;
+    bool go_on = keep && c->r.client_keep_alive && !c->close_after && !c->w->draining;
     int rc;
 
     c->r.allow = false;
@@ -461,7 +660,7 @@ static void refuse(struct sl__conn *c, enum sl_reason reason, int status, const 
                            status == 407 ? "Proxy-Authenticate: Basic realm=\"sluice\"\r\n" : "",
                            go_on ? "" : "Connection: close\r\n");
     }
-    if (rc == 0 && !c->is_head) {
+    if (rc == 0 && !c->r.is_head) {
         rc = sl_buf_append(&c->head, body.p, body.len);
     }
     sl_buf_finish(&body);
@@ -477,7 +676,7 @@ static void refuse(struct sl__conn *c, enum sl_reason reason, int status, const 
         c->up = NULL;
     }
     if (rc < 0 || !go_on) {
-        begin_closing(c);
+        end_connection(c);
         return;
     }
     end_exchange(c);
@@ -500,10 +699,8 @@ static void drop(struct sl__conn *c, enum sl_reason reason)
 }
 
 /*
- * Closing.
+ * Ending and closing.
  */
-
-static void on_work_done_closed(struct sl__conn *c);
 
 /* Removes `c` from the singly linked resume list at `*head`, if it is there. */
 static void resume_unlink(struct sl__conn **head, struct sl__conn *c)
@@ -550,9 +747,10 @@ static void free_conn(struct sl__conn *c)
     sl_free(c);
 }
 
-static void on_handle_closed(struct sl__conn *c)
+/* One callback owed (`pending`) has come. */
+static void on_owed_done(struct sl__conn *c)
 {
-    if (--c->pending_closes == 0 && !c->work_pending) {
+    if (--c->pending == 0) {
         free_conn(c);
     }
 }
@@ -560,45 +758,46 @@ static void on_handle_closed(struct sl__conn *c)
 static void on_client_closed(struct sl_stream *s, void *arg)
 {
     (void)s;
-    on_handle_closed(arg);
+    on_owed_done(arg);
 }
 
 static void on_timer_closed(uv_handle_t *h)
 {
-    on_handle_closed(h->data);
+    on_owed_done(h->data);
 }
 
+/* Closes the connection now (CLOSED): the upstream, the timer and the client's stream; the
+ * memory goes with the last callback owed. Idempotent. */
 static void conn_close(struct sl__conn *c)
 {
-    if (c->closing) {
+    if (c->state == SL__CONN_CLOSED) {
         return;
     }
-    c->closing = true;
     if (c->up != NULL) {
         sl_upstream_close(c->up);
         c->up = NULL;
     }
-    (void)uv_timer_stop(&c->timer);
-    c->pending_closes = 2;
+    set_state(c, SL__CONN_CLOSED);
+    c->pending += 2;
     uv_close((uv_handle_t *)&c->timer, on_timer_closed);
     sl_stream_close(&c->client, on_client_closed);
 }
 
-static void begin_closing(struct sl__conn *c)
+/* Ends the connection after its last response: no more requests, the response flushes
+ * (FLUSHING), our FIN follows and the connection lingers (LINGERING), then closes. The linger
+ * starts once the last response has left our buffers: a slow reader still taking its tail
+ * gets the idle timeout (started again as it drains, step_ending()), not a cut after
+ * LINGER_MS. */
+static void end_connection(struct sl__conn *c)
 {
     if (c->up != NULL) {
         sl_upstream_close(c->up);
         c->up = NULL;
     }
-    set_state(c, SL_CONN_CLOSING);
     sl_stream_end(&c->client);
     sl_stream_want_read(&c->client, true);
-    /* The linger starts once the last response has left our buffers: a slow reader still
-     * taking its tail gets the idle timeout (re-armed as it drains, step_closing), not a cut
-     * after LINGER_MS. */
-    c->lingering = sl_stream_is_flushed(&c->client);
-    c->closing_out = c->client.bytes_out;
-    arm(c, c->lingering ? LINGER_MS : secs_ms(cfg(c)->idle_timeout_s));
+    c->flush_out = c->client.bytes_out;
+    set_state(c, sl_stream_is_flushed(&c->client) ? SL__CONN_LINGERING : SL__CONN_FLUSHING);
 }
 
 /*
@@ -608,26 +807,16 @@ static void begin_closing(struct sl__conn *c)
 static void reset_exchange(struct sl__conn *c)
 {
     c->head_started = false;
-    c->req_done = false;
-    c->req_chunked = false;
-    c->req_end_owed = false;
-    c->resp_end_owed = false;
+    c->req_stage = SL__MSG_HEAD;
     c->req_pend = (struct pending){ false, 0, 0, 0, false };
-    c->resp_head_sent = false;
-    c->resp_done = false;
-    c->resp_chunked_out = false;
-    c->resp_close_out = false;
+    c->resp_stage = SL__MSG_HEAD;
     c->resp_pend = (struct pending){ false, 0, 0, 0, false };
-    c->is_head = false;
-    c->websocket = false;
+    c->resp_framing = SL__FRAMING_AS_IS;
     c->retried = false;
     c->interims = 0;
-    c->head_pending = false;
+    c->head_to = SL__HEAD_NONE;
     sl_buf_reset(&c->head);
-    if (c->resp_live) {
-        sl_h1_finish(&c->resp);
-        c->resp_live = false;
-    }
+    sl_h1_finish(&c->resp);
     sl_arena_reset(&c->resp_arena);
 }
 
@@ -643,12 +832,11 @@ static void end_exchange(struct sl__conn *c)
     sl_arena_finish(&c->arena);
     sl_arena_finish(&c->resp_arena);
     if (c->w->draining) {
-        begin_closing(c);
+        end_connection(c);
         return;
     }
-    set_state(c, SL_CONN_REQUEST_HEAD);
+    set_state(c, SL__CONN_REQUEST_HEAD);
     sl_stream_want_read(&c->client, true);
-    arm(c, secs_ms(cfg(c)->idle_timeout_s));
 }
 
 /*
@@ -674,12 +862,14 @@ static bool take_credentials(struct sl__conn *c, const struct sl_h1_head *h)
     return true;
 }
 
-static const struct sl_client *identify(struct sl__conn *c)
+/* The client of `snap` (NULL: none) that the connection's credentials and address name, or
+ * NULL. */
+static const struct sl_client *identify(const struct sl__conn *c, const struct sl_snapshot *snap)
 {
-    if (c->snap == NULL) {
+    if (snap == NULL) {
         return NULL;
     }
-    return sl_policy_identify(c->snap, c->has_auth ? c->auth_id : NULL,
+    return sl_policy_identify(snap, c->has_auth ? c->auth_id : NULL,
                               c->has_auth ? c->auth_token : NULL,
                               (const struct sockaddr *)&c->peer);
 }
@@ -688,7 +878,7 @@ static const struct sl_client *identify(struct sl__conn *c)
  * (a malformed request inside a tunnel still belongs to someone, SPEC §4.7). */
 static void note_identity(struct sl__conn *c)
 {
-    const struct sl_client *client = identify(c);
+    const struct sl_client *client = identify(c, c->snap);
 
     if (client != NULL) {
         c->dec.client = sl_client_id(client);
@@ -702,7 +892,7 @@ static void note_identity(struct sl__conn *c)
 static bool decide(struct sl__conn *c, const char *method, bool tls, bool keep)
 {
     struct sl_request_view v = { &c->r.host, c->r.port, method, tls };
-    const struct sl_client *client = identify(c);
+    const struct sl_client *client = identify(c, c->snap);
 
     sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
     if (!c->dec.allow) {
@@ -758,7 +948,7 @@ static bool overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, bo
         }
         method[f->value.n] = '\0';
         if (!identified) {
-            client = identify(c);
+            client = identify(c, c->snap);
             identified = true;
         }
         v = (struct sl_request_view){ &c->r.host, c->r.port, method, tls };
@@ -789,13 +979,14 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Arms the relay's timer for its idle deadline or the client's expiry, whichever is first. */
-static void relay_arm(struct sl__conn *c)
+/* The relay's deadline from now (SL__PHASE_RELAY), in ms: its idle deadline or the client's
+ * expiry, whichever comes first. */
+static uint64_t relay_deadline_ms(struct sl__conn *c)
 {
     uint64_t now = uv_now(&c->w->loop);
     uint64_t ms = c->relay_idle_at > now ? c->relay_idle_at - now : 0;
 
-    if (c->relay_expires) {
+    if (c->relay_expires_at_s != INT64_MAX) {
         int64_t left = c->relay_expires_at_s * 1000 - wall_ms() + EXPIRY_SLACK_MS;
 
         if (left < 0) {
@@ -805,7 +996,7 @@ static void relay_arm(struct sl__conn *c)
             ms = (uint64_t)left;
         }
     }
-    arm(c, ms);
+    return ms;
 }
 
 /* Decides a long-lived relay again, with the worker's newest snapshot at this second: its
@@ -818,24 +1009,21 @@ static void relay_arm(struct sl__conn *c)
 static bool relay_holds(struct sl__conn *c)
 {
     struct sl_snapshot *snap = c->w->snapshot;
-    const struct sl_client *client = NULL;
+    const struct sl_client *client = identify(c, snap);
     struct sl_request_view v = { &c->r.host, c->r.port, c->passthrough ? NULL : c->r.method,
-                                 c->passthrough || (c->tunnel && c->tls) };
+                                 c->passthrough || is_intercepted(c) };
     struct sl_decision d;
     enum sl_reason reason;
 
-    if (snap != NULL) {
-        client = sl_policy_identify(snap, c->has_auth ? c->auth_id : NULL,
-                                    c->has_auth ? c->auth_token : NULL,
-                                    (const struct sockaddr *)&c->peer);
-    }
     sl_policy_decide(snap, client, &v, (int64_t)time(NULL), &d);
     reason = d.reason;
     if (d.allow && c->passthrough && !d.passthrough) {
         reason = SL_REASON_HOST_NOT_ALLOWED;
     }
     if (reason == SL_REASON_NONE) {
-        c->relay_expires = sl_client_expiry(client, &c->relay_expires_at_s);
+        if (!sl_client_expiry(client, &c->relay_expires_at_s)) {
+            c->relay_expires_at_s = INT64_MAX;
+        }
         return true;
     }
     sl_log(SL_LOG_INFO, c->id,
@@ -855,19 +1043,18 @@ static bool relay_holds(struct sl__conn *c)
     return false;
 }
 
-/* The entry action of RELAY. The decision is taken again first (the snapshot may have changed,
- * or the client expired, since the request or the CONNECT). Returns false when it no longer
- * holds: the connection is then closing. */
+/* Enters RELAY. The decision is taken again first (the snapshot may have changed, or the
+ * client expired, since the request or the CONNECT). Returns false when it no longer holds: the
+ * connection is then closed. */
 static bool enter_relay(struct sl__conn *c)
 {
-    set_state(c, SL_CONN_RELAY);
     if (!relay_holds(c)) {
         return false;
     }
     c->relay_idle_at = uv_now(&c->w->loop) + secs_ms(cfg(c)->idle_timeout_s);
+    set_state(c, SL__CONN_RELAY);
     sl_stream_want_read(&c->client, true);
     sl_stream_want_read(sl_upstream_stream(c->up), true);
-    relay_arm(c);
     return true;
 }
 
@@ -883,22 +1070,22 @@ static void on_relay_timer(struct sl__conn *c)
         conn_close(c);
         return;
     }
-    relay_arm(c);
+    rearm(c, SL__PHASE_RELAY);
 }
 
 void sl__conn_policy_changed(struct sl__worker *w)
 {
     for (struct sl__conn *c = w->conns; c != NULL; c = c->next) {
-        if (c->closing) {
+        if (c->state == SL__CONN_CLOSED) {
             continue;
         }
-        if (c->state == SL_CONN_RELAY) {
+        if (c->state == SL__CONN_RELAY) {
             if (relay_holds(c)) {
                 /* The expiry may have moved. */
-                relay_arm(c);
+                rearm(c, SL__PHASE_RELAY);
             }
         } else if (c->passthrough
-                   && (c->state == SL_CONN_TUNNEL_SNIFF || c->state == SL_CONN_DIALING)) {
+                   && (c->state == SL__CONN_TUNNEL_SNIFF || c->state == SL__CONN_DIALING)) {
             /* Not relaying yet: its own timeout runs; the decision is checked again when the
              * relay starts, and now. */
             (void)relay_holds(c);
@@ -971,11 +1158,11 @@ static void mint_done(uv_work_t *req, int status)
 {
     struct sl__conn *c = req->data;
 
-    c->work_pending = false;
-    if (c->closing) {
-        on_work_done_closed(c);
+    if (c->state == SL__CONN_CLOSED) {
+        on_owed_done(c);
         return;
     }
+    c->pending--;
     if (status < 0 || c->mint_rc < 0
         || sl_tls_set_certificate(sl_stream_tls(&c->client), sl_leaf_cert(c->leaf),
                                   sl_leaf_key(c->leaf))
@@ -985,15 +1172,8 @@ static void mint_done(uv_work_t *req, int status)
     }
     sl_leaf_unref(c->leaf);
     c->leaf = NULL;
-    set_state(c, SL_CONN_TLS_HANDSHAKE);
+    set_state(c, SL__CONN_TLS_HANDSHAKE);
     conn_step(c);
-}
-
-static void on_work_done_closed(struct sl__conn *c)
-{
-    if (c->pending_closes == 0) {
-        free_conn(c);
-    }
 }
 
 /*
@@ -1008,9 +1188,8 @@ static int build_request_head(struct sl__conn *c, const struct sl_h1_head *h)
                                 .host = c->r.host,
                                 .port = c->r.port,
                                 .target = c->r.target,
-                                .websocket = c->websocket };
+                                .websocket = c->r.websocket };
 
-    c->req_chunked = h->body == SL_H1_BODY_CHUNKED;
     return sl_head_build(&c->head, h, &t, c->dec.credential_header, c->dec.credential_value);
 }
 
@@ -1057,7 +1236,6 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
         return;
     }
     c->r.status = 200;
-    c->tunnel = true;
     c->thost = c->r.host;
     c->tport = c->r.port;
     if (c->dec.passthrough) {
@@ -1074,29 +1252,28 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
     sl_h1_finish(&c->req);
     sl_arena_reset(&c->arena);
     sl_h1_init(&c->req, SL_H1_REQUEST, NULL, &c->arena);
-    set_state(c, SL_CONN_TUNNEL_SNIFF);
-    arm(c, secs_ms(cfg(c)->tls_handshake_timeout_s));
+    set_state(c, SL__CONN_TUNNEL_SNIFF);
 }
 
 static void on_request_head(struct sl__conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->req);
     bool has_body = h->body != SL_H1_BODY_NONE;
-    struct sl_head_ctx ctx = { c->tunnel, c->tls, &c->thost, c->tport };
+    struct sl_head_ctx ctx = { in_tunnel(c), is_intercepted(c), &c->thost, c->tport };
     struct sl_head_target t;
     struct sl_head_refusal why;
     int rc;
 
     begin_request(c, h->method);
-    c->client_http10 = h->version_minor == 0;
-    c->client_keep_alive = h->keep_alive;
-    c->is_head = strcmp(h->method, "HEAD") == 0;
-    (void)uv_timer_stop(&c->timer);
-    if (!c->tunnel && strcmp(h->method, "CONNECT") == 0) {
+    c->r.client_http10 = h->version_minor == 0;
+    c->r.client_keep_alive = h->keep_alive;
+    c->r.is_head = strcmp(h->method, "HEAD") == 0;
+    c->req_stage = SL__MSG_BODY;
+    if (!in_tunnel(c) && strcmp(h->method, "CONNECT") == 0) {
         on_connect_head(c, h);
         return;
     }
-    if (!c->tunnel) {
+    if (!in_tunnel(c)) {
         if (!take_credentials(c, h)) {
             refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization", false);
             return;
@@ -1111,15 +1288,15 @@ static void on_request_head(struct sl__conn *c)
         c->r.port = t.port;
     }
     c->r.target = t.target;
-    c->websocket = t.websocket;
+    c->r.websocket = t.websocket;
     if (rc < 0) {
         refuse_reason(c, why.reason, why.detail, false);
         return;
     }
     /* A refused request leaves the connection open when nothing of it is left unread, unless
      * it asked for an upgrade: the parser takes nothing after an upgrade request. */
-    if (!decide(c, h->method, c->tunnel && c->tls, !has_body && !h->upgrade)
-        || !overrides_allowed(c, h, c->tunnel && c->tls, !has_body && !h->upgrade)) {
+    if (!decide(c, h->method, is_intercepted(c), !has_body && !h->upgrade)
+        || !overrides_allowed(c, h, is_intercepted(c), !has_body && !h->upgrade)) {
         return;
     }
     if (build_request_head(c, h) < 0) {
@@ -1143,7 +1320,7 @@ static void on_upstream_event(struct sl_upstream *u, void *arg)
 
 static void start_dialing(struct sl__conn *c)
 {
-    bool tls = c->tunnel && c->tls;
+    bool tls = is_intercepted(c);
     int rc = sl_upstream_open(c->w, &c->r.host, c->r.port, tls, on_upstream_event, c, &c->up);
 
     if (rc < 0) {
@@ -1152,8 +1329,7 @@ static void start_dialing(struct sl__conn *c)
         return;
     }
     /* No more request bytes are parsed until the upstream is there. */
-    set_state(c, SL_CONN_DIALING);
-    arm(c, secs_ms(cfg(c)->upstream_timeout_s) + 1000u);
+    set_state(c, SL__CONN_DIALING);
 }
 
 static void start_forwarding(struct sl__conn *c)
@@ -1162,20 +1338,17 @@ static void start_forwarding(struct sl__conn *c)
 
     sl_arena_reset(&c->resp_arena);
     sl_h1_init(&c->resp, SL_H1_RESPONSE, NULL, &c->resp_arena);
-    c->resp_live = true;
-    if (c->is_head) {
+    if (c->r.is_head) {
         sl_h1_expect_no_body(&c->resp);
     }
-    c->head_pending = true;
-    c->head_to_upstream = true;
+    c->head_to = SL__HEAD_TO_UPSTREAM;
     if (c->stepping && c->corked_up == NULL) {
         /* An upstream taken during this step: its request head leaves with the step's end. */
         sl_stream_cork(us);
         c->corked_up = us;
     }
     sl_stream_want_read(us, true);
-    set_state(c, SL_CONN_FORWARDING);
-    arm(c, secs_ms(cfg(c)->upstream_timeout_s));
+    set_state(c, SL__CONN_FORWARDING);
 }
 
 /*
@@ -1263,40 +1436,40 @@ static int write_head(struct sl__conn *c, struct sl_stream *dst)
     if (rc < 0) {
         return -1;
     }
-    c->head_pending = false;
+    c->head_to = SL__HEAD_NONE;
     sl_buf_reset(&c->head);
     return 1;
 }
 
-/* Request side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 after closing. */
+/* Request side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 once the exchange has
+ * ended (refused, or the connection closed). */
 static int forward_request(struct sl__conn *c)
 {
     struct sl_stream *us = sl_upstream_stream(c->up);
     int ev;
 
-    if (c->head_pending && c->head_to_upstream) {
+    if (c->head_to == SL__HEAD_TO_UPSTREAM) {
         return write_head(c, us);
     }
-    if (c->req_done) {
+    if (c->req_stage == SL__MSG_DONE) {
         return 0;
     }
-    if (c->req_end_owed) {
-        int rc = c->req_chunked ? sl_stream_write_all(us, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
+    if (c->req_stage == SL__MSG_END_OWED) {
+        int rc = req_chunked(c) ? sl_stream_write_all(us, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
                                 : 0;
 
         if (rc != 0) {
             return rc == SL_EAGAIN ? 0 : -1;
         }
-        c->req_end_owed = false;
-        c->req_done = true;
+        c->req_stage = SL__MSG_DONE;
         return 1;
     }
     if (c->req_pend.active) {
-        int rc = write_pending(&c->client, us, &c->req_pend, c->req_chunked, &c->r.bytes_up);
+        int rc = write_pending(&c->client, us, &c->req_pend, req_chunked(c), &c->r.bytes_up);
 
-        if (rc > 0 && !c->resp_head_sent) {
+        if (rc > 0 && !resp_head_sent(c)) {
             /* A long upload is progress: the upstream answers after it. */
-            arm(c, secs_ms(cfg(c)->upstream_timeout_s));
+            rearm(c, SL__PHASE_UPSTREAM);
         }
         return rc;
     }
@@ -1306,7 +1479,7 @@ static int forward_request(struct sl__conn *c)
         return 1;
     case SL_H1_EV_END:
     case SL_H1_EV_UPGRADE:
-        c->req_end_owed = true;
+        c->req_stage = SL__MSG_END_OWED;
         return 1;
     case SL_H1_EV_NONE:
         if (sl_stream_in_status(&c->client) != 0) {
@@ -1322,7 +1495,7 @@ static int forward_request(struct sl__conn *c)
     /* A malformed body (bad chunk size, chunk data without its CRLF): SPEC §4.6 says 400 and
      * close. The head already went upstream, so that connection goes too (refuse() closes
      * it): its request never completes and nothing after it is read from it. */
-    if (!c->resp_head_sent) {
+    if (!resp_head_sent(c)) {
         refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 400,
                sl_h1_error(&c->req), false);
     }
@@ -1330,18 +1503,19 @@ static int forward_request(struct sl__conn *c)
 }
 
 /* The response head arrived: relay it (interim ones too), or refuse a malformed situation.
- * Returns 1 on progress, 0 when the client has no room yet, -1 after closing. */
+ * Returns 1 on progress, 0 when the client has no room yet, -1 once the exchange has ended. */
 static int on_response_head(struct sl__conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->resp);
-    struct sl_head_resp_ctx ctx = { .is_head = c->is_head,
-                                    .websocket = c->websocket,
-                                    .client_http10 = c->client_http10,
-                                    .client_keep_alive = c->client_keep_alive,
+    struct sl_head_resp_ctx ctx = { .is_head = c->r.is_head,
+                                    .websocket = c->r.websocket,
+                                    .client_http10 = c->r.client_http10,
+                                    .client_keep_alive = c->r.client_keep_alive,
                                     /* A final answer before the whole request went up
                                      * ends the connection (finish_exchange()): say so. */
-                                    .close_after = c->close_after || c->w->draining
-                                                   || (h->status >= 200 && !c->req_done) };
+                                    .close_after =
+                                            c->close_after || c->w->draining
+                                            || (h->status >= 200 && c->req_stage != SL__MSG_DONE) };
     struct sl_head_resp_plan plan;
     int rc = sl_head_build_response(&c->head, h, &ctx, &plan);
 
@@ -1360,53 +1534,52 @@ static int on_response_head(struct sl__conn *c)
         refuse(c, SL_REASON_TOO_LARGE, 502, "the upstream's response head is too large", false);
         return -1;
     }
-    c->resp_chunked_out = plan.chunked;
-    c->resp_close_out = plan.close_delimited;
-    c->head_pending = true;
-    c->head_to_upstream = false;
+    c->resp_framing = plan.chunked           ? SL__FRAMING_CHUNKED
+                      : plan.close_delimited ? SL__FRAMING_CLOSE
+                                             : SL__FRAMING_AS_IS;
+    c->head_to = SL__HEAD_TO_CLIENT;
     if (plan.final) {
         c->r.status = h->status;
-        c->resp_head_sent = true;
+        c->resp_stage = SL__MSG_BODY;
     }
     return 1;
 }
 
-/* Response side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 after closing. */
+/* Response side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 once the exchange has
+ * ended. */
 static int forward_response(struct sl__conn *c)
 {
     struct sl_stream *us = sl_upstream_stream(c->up);
+    bool chunked = c->resp_framing == SL__FRAMING_CHUNKED;
     int ev;
 
-    if (c->head_pending && !c->head_to_upstream) {
+    if (c->head_to == SL__HEAD_TO_CLIENT) {
         int rc = write_head(c, &c->client);
 
         if (rc > 0) {
             /* The next timeout is for a stalled body, not for the head. */
-            arm(c, secs_ms(cfg(c)->idle_timeout_s));
+            rearm(c, SL__PHASE_IDLE);
         }
         return rc;
     }
-    if (c->head_pending || c->resp_done) {
+    if (c->head_to != SL__HEAD_NONE || c->resp_stage == SL__MSG_DONE) {
         return 0;
     }
-    if (c->resp_end_owed) {
-        int rc = c->resp_chunked_out
-                         ? sl_stream_write_all(&c->client, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
+    if (c->resp_stage == SL__MSG_END_OWED) {
+        int rc = chunked ? sl_stream_write_all(&c->client, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
                          : 0;
 
         if (rc != 0) {
             return rc == SL_EAGAIN ? 0 : -1;
         }
-        c->resp_end_owed = false;
-        c->resp_done = true;
+        c->resp_stage = SL__MSG_DONE;
         return 1;
     }
     if (c->resp_pend.active) {
-        int rc =
-                write_pending(us, &c->client, &c->resp_pend, c->resp_chunked_out, &c->r.bytes_down);
+        int rc = write_pending(us, &c->client, &c->resp_pend, chunked, &c->r.bytes_down);
 
         if (rc > 0) {
-            arm(c, secs_ms(cfg(c)->idle_timeout_s));
+            rearm(c, SL__PHASE_IDLE);
         }
         return rc;
     }
@@ -1429,7 +1602,7 @@ static int forward_response(struct sl__conn *c)
     case SL_H1_EV_BODY:
         return 1;
     case SL_H1_EV_END:
-        if (!c->resp_head_sent) {
+        if (!resp_head_sent(c)) {
             /* An interim response ended; the final one follows on the same parser. An
              * upstream that keeps sending them instead is refused: each costs a head. */
             if (++c->interims > INTERIMS_MAX) {
@@ -1440,16 +1613,16 @@ static int forward_response(struct sl__conn *c)
             }
             return 1;
         }
-        c->resp_end_owed = true;
+        c->resp_stage = SL__MSG_END_OWED;
         return 1;
     case SL_H1_EV_UPGRADE:
-        c->resp_done = true;
+        c->resp_stage = SL__MSG_DONE;
         return enter_relay(c) ? 1 : -1;
     default:
         break;
     }
-    if (!c->resp_head_sent && c->r.bytes_down == 0) {
-        const char *why = ev == SL_EINVAL && c->resp_live ? sl_h1_error(&c->resp) : "";
+    if (!resp_head_sent(c) && c->r.bytes_down == 0) {
+        const char *why = ev == SL_EINVAL ? sl_h1_error(&c->resp) : "";
         char detail[160];
 
         (void)snprintf(detail, sizeof(detail), "the upstream's response was malformed: %s", why);
@@ -1461,7 +1634,7 @@ static int forward_response(struct sl__conn *c)
     sl_log(SL_LOG_WARN, c->id,
            "msg=\"upstream response malformed after its head was relayed; connection aborted\" "
            "host=%s err=\"%s\"",
-           c->r.host.name, c->resp_live ? sl_h1_error(&c->resp) : "closed");
+           c->r.host.name, sl_h1_error(&c->resp));
     c->r.status = c->r.status != 0 ? c->r.status : 502;
     audit(c);
     conn_close(c);
@@ -1472,14 +1645,14 @@ static int forward_response(struct sl__conn *c)
 static void finish_exchange(struct sl__conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->resp);
-    bool reusable = h->keep_alive && h->body != SL_H1_BODY_CLOSE && c->req_done;
+    bool reusable = h->keep_alive && h->body != SL_H1_BODY_CLOSE && c->req_stage == SL__MSG_DONE;
 
     audit(c);
     sl_upstream_release(c->up, reusable);
     c->up = NULL;
-    if (c->close_after || !c->client_keep_alive || c->resp_close_out
+    if (c->close_after || !c->r.client_keep_alive || c->resp_framing == SL__FRAMING_CLOSE
         || sl_stream_peer_closed(&c->client)) {
-        begin_closing(c);
+        end_connection(c);
         return;
     }
     end_exchange(c);
@@ -1491,7 +1664,7 @@ static bool retry_stale(struct sl__conn *c)
 {
     struct sl_stream *us = sl_upstream_stream(c->up);
 
-    if (c->retried || !sl_upstream_is_reused(c->up) || c->resp_head_sent || c->r.bytes_up > 0
+    if (c->retried || !sl_upstream_is_reused(c->up) || resp_head_sent(c) || c->r.bytes_up > 0
         || c->req_pend.active || (sl_stream_in_status(us) == 0 && sl_stream_error(us) == 0)
         || sl_stream_peek(us).n > 0) {
         return false;
@@ -1499,10 +1672,7 @@ static bool retry_stale(struct sl__conn *c)
     c->retried = true;
     sl_upstream_close(c->up);
     c->up = NULL;
-    if (c->resp_live) {
-        sl_h1_finish(&c->resp);
-        c->resp_live = false;
-    }
+    sl_h1_finish(&c->resp);
     if (build_request_head(c, sl_h1_head(&c->req)) < 0) {
         return false;
     }
@@ -1513,7 +1683,7 @@ static bool retry_stale(struct sl__conn *c)
 /* The exchange cannot go on (a side failed, the client left): log what happened, close. */
 static void abort_exchange(struct sl__conn *c)
 {
-    if (!c->closing && c->state == SL_CONN_FORWARDING) {
+    if (c->state == SL__CONN_FORWARDING) {
         audit(c);
         conn_close(c);
     }
@@ -1542,11 +1712,11 @@ static int step_forwarding(struct sl__conn *c)
         abort_exchange(c);
         return -1;
     }
-    if (c->state != SL_CONN_FORWARDING) {
+    if (c->state != SL__CONN_FORWARDING) {
         return 1;
     }
-    if (c->resp_done && !c->head_pending) {
-        if (!c->req_done) {
+    if (c->resp_stage == SL__MSG_DONE && c->head_to == SL__HEAD_NONE) {
+        if (c->req_stage != SL__MSG_DONE) {
             /* The response came before the whole request: the rest of the request can
              * neither be skipped safely nor reused; finish this exchange and close. */
             c->close_after = true;
@@ -1566,20 +1736,6 @@ static int step_relay(struct sl__conn *c)
     uint64_t *counts[2] = { &c->r.bytes_up, &c->r.bytes_down };
     int progress = 0;
 
-    if (c->head_pending) {
-        int rc = write_head(c, &c->client);
-
-        if (rc == 0) {
-            return 0;
-        }
-        if (rc < 0) {
-            drop(c, SL_REASON_NONE);
-            return -1;
-        }
-        sl_stream_want_read(&c->client, true);
-        sl_stream_want_read(us, true);
-        progress = 1;
-    }
     for (int i = 0; i < 2; i++) {
         struct sl_stream *from = ends[i][0];
         struct sl_stream *to = ends[i][1];
@@ -1637,10 +1793,10 @@ static int step_request_head(struct sl__conn *c)
     }
     if (!c->head_started) {
         c->head_started = true;
-        /* Between requests the idle timer ran; a first request's time counts from the accept,
-         * so a client cannot hold its slot longer by sending its first byte late. */
+        /* Between requests the idle timer ran; a head due since the state's entry has its
+         * header timer running already (state_table[]). */
         if (!c->header_armed) {
-            arm(c, secs_ms(cfg(c)->header_timeout_s));
+            rearm(c, SL__PHASE_HEADER);
         }
         c->header_armed = false;
     }
@@ -1675,14 +1831,21 @@ static int step_request_head(struct sl__conn *c)
  * Passthrough tunnels.
  */
 
+/* What peek_hello()'s SNI callback saw. */
+struct hello_peek {
+    struct sl__conn *c;
+    /* The ClientHello reached the callback. */
+    bool seen;
+};
+
 /* The SNI callback of peek_hello(): records the verdict and stops the handshake there. */
 static enum sl_tls_sni_verdict on_passthrough_sni(struct sl_tls *t, const char *sni, void *arg)
 {
-    struct sl__conn *c = arg;
+    struct hello_peek *peek = arg;
 
     (void)t;
-    c->hello_seen = true;
-    c->sni_mismatch = sni != NULL && !sni_names_tunnel(c, sni);
+    peek->seen = true;
+    peek->c->sni_mismatch = sni != NULL && !sni_names_tunnel(peek->c, sni);
     return SL_TLS_SNI_RETRY;
 }
 
@@ -1694,12 +1857,12 @@ static enum sl_tls_sni_verdict on_passthrough_sni(struct sl_tls *t, const char *
  * bytes are no ClientHello OpenSSL accepts, or memory ran out. */
 static int peek_hello(struct sl__conn *c, struct sl_slice in)
 {
+    struct hello_peek peek = { c, false };
     struct sl_tls *t = NULL;
     int rc;
 
     SL_TRY(sl_tls_create_server(shared(c)->server_ctx, 0, &t));
-    sl_tls_set_sni_fn(t, on_passthrough_sni, c);
-    c->hello_seen = false;
+    sl_tls_set_sni_fn(t, on_passthrough_sni, &peek);
     /* The stream's buffer (SL_STREAM_RAW_BYTES) is smaller than the engine's input ring. */
     rc = sl_tls_feed(t, in.p, in.n);
     if (rc >= 0 && (size_t)rc != in.n) {
@@ -1709,7 +1872,7 @@ static int peek_hello(struct sl__conn *c, struct sl_slice in)
         rc = sl_tls_handshake(t);
     }
     sl_tls_destroy(t);
-    if (c->hello_seen) {
+    if (peek.seen) {
         return 1;
     }
     if (rc == SL_TLS_HS_WANT_IO) {
@@ -1738,8 +1901,7 @@ static void start_passthrough_dial(struct sl__conn *c)
         drop(c, SL_REASON_UPSTREAM_UNREACHABLE);
         return;
     }
-    set_state(c, SL_CONN_DIALING);
-    arm(c, secs_ms(cfg(c)->upstream_timeout_s) + 1000u);
+    set_state(c, SL__CONN_DIALING);
 }
 
 /* A passthrough tunnel's first bytes: a ClientHello whose SNI, when present, names the CONNECT
@@ -1795,7 +1957,7 @@ static int step_passthrough_sniff(struct sl__conn *c)
         return -1;
     }
     start_passthrough_dial(c);
-    return c->closing ? -1 : 1;
+    return c->state == SL__CONN_CLOSED ? -1 : 1;
 }
 
 static int step_tunnel_sniff(struct sl__conn *c)
@@ -1831,17 +1993,13 @@ static int step_tunnel_sniff(struct sl__conn *c)
             drop(c, SL_REASON_BAD_REQUEST);
             return -1;
         }
-        c->tls = true;
-        set_state(c, SL_CONN_TLS_HANDSHAKE);
+        set_state(c, SL__CONN_TLS_HANDSHAKE);
         return 1;
     case SL_TLS_SNIFF_HTTP:
         if (c->tport == 80) {
-            c->tls = false;
             sl_snapshot_unref(c->snap);
             c->snap = NULL;
-            set_state(c, SL_CONN_REQUEST_HEAD);
-            arm(c, secs_ms(cfg(c)->header_timeout_s));
-            c->header_armed = true;
+            set_state(c, SL__CONN_REQUEST_HEAD);
             return 1;
         }
         break;
@@ -1861,8 +2019,7 @@ static int step_tls_handshake(struct sl__conn *c)
         sl__count(&c->w->counters.tls_handshakes, 1);
         sl_snapshot_unref(c->snap);
         c->snap = NULL;
-        set_state(c, SL_CONN_REQUEST_HEAD);
-        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+        set_state(c, SL__CONN_REQUEST_HEAD);
         return 1;
     case SL_TLS_HS_WANT_IO:
         if (sl_stream_in_status(&c->client) != 0 || sl_stream_error(&c->client) != 0) {
@@ -1874,8 +2031,8 @@ static int step_tls_handshake(struct sl__conn *c)
         if (uv_queue_work(&c->w->loop, &c->work, mint_work, mint_done) < 0) {
             break;
         }
-        c->work_pending = true;
-        set_state(c, SL_CONN_MINTING);
+        c->pending++;
+        set_state(c, SL__CONN_MINTING);
         return 0;
     default:
         break;
@@ -1926,17 +2083,21 @@ static int step_dialing(struct sl__conn *c)
     return -1;
 }
 
-static int step_closing(struct sl__conn *c)
+/* FLUSHING and LINGERING: input is discarded; the connection closes when the client is gone
+ * and everything has left, or on the timer. */
+static int step_ending(struct sl__conn *c)
 {
     struct sl_slice in = sl_stream_peek(&c->client);
 
-    if (!c->lingering && sl_stream_is_flushed(&c->client)) {
-        c->lingering = true;
-        arm(c, LINGER_MS);
-    } else if (!c->lingering && c->client.bytes_out != c->closing_out) {
-        /* The client takes the tail of its response: progress (bytes it sends do not count). */
-        c->closing_out = c->client.bytes_out;
-        arm(c, secs_ms(cfg(c)->idle_timeout_s));
+    if (c->state == SL__CONN_FLUSHING) {
+        if (sl_stream_is_flushed(&c->client)) {
+            set_state(c, SL__CONN_LINGERING);
+        } else if (c->client.bytes_out != c->flush_out) {
+            /* The client takes the tail of its response: progress (bytes it sends do not
+             * count). */
+            c->flush_out = c->client.bytes_out;
+            rearm(c, SL__PHASE_IDLE);
+        }
     }
 
     if (in.n > 0) {
@@ -1953,49 +2114,50 @@ static int step_closing(struct sl__conn *c)
 
 static void run_states(struct sl__conn *c)
 {
-    for (int rounds = 0; rounds < 64 && !c->closing; rounds++) {
+    for (int rounds = 0; rounds < 64 && c->state != SL__CONN_CLOSED; rounds++) {
         int rc = 0;
 
         switch (c->state) {
-        case SL_CONN_REQUEST_HEAD:
-            rc = step_request_head(c);
-            break;
-        case SL_CONN_TUNNEL_SNIFF:
-            rc = step_tunnel_sniff(c);
-            break;
-        case SL_CONN_TLS_HANDSHAKE:
-            rc = step_tls_handshake(c);
-            break;
-        case SL_CONN_MINTING:
+        case SL__CONN_NEW:
+        case SL__CONN_CLOSED:
             rc = 0;
             break;
-        case SL_CONN_DIALING:
+        case SL__CONN_REQUEST_HEAD:
+            rc = step_request_head(c);
+            break;
+        case SL__CONN_TUNNEL_SNIFF:
+            rc = step_tunnel_sniff(c);
+            break;
+        case SL__CONN_TLS_HANDSHAKE:
+            rc = step_tls_handshake(c);
+            break;
+        case SL__CONN_MINTING:
+            rc = 0;
+            break;
+        case SL__CONN_DIALING:
             rc = step_dialing(c);
             break;
-        case SL_CONN_FORWARDING:
+        case SL__CONN_FORWARDING:
             rc = step_forwarding(c);
             break;
-        case SL_CONN_RELAY:
+        case SL__CONN_RELAY:
             rc = step_relay(c);
             break;
-        case SL_CONN_CLOSING:
-            rc = step_closing(c);
+        case SL__CONN_FLUSHING:
+        case SL__CONN_LINGERING:
+            rc = step_ending(c);
             break;
         }
         if (rc <= 0) {
             break;
         }
     }
-    /* Reading follows the state: a connection waiting on its upstream reads nothing more
-     * from the client (pipelined requests wait in the kernel). */
-    if (!c->closing) {
-        /* In FORWARDING the client is read even after its request is complete: a hang-up
-         * must be noticed; pipelined bytes just wait in the (bounded) buffer. */
-        bool want = c->state != SL_CONN_DIALING && c->state != SL_CONN_MINTING;
-
-        sl_stream_want_read(&c->client, want);
-        if (c->up != NULL && c->state == SL_CONN_FORWARDING) {
-            sl_stream_want_read(sl_upstream_stream(c->up), !c->resp_pend.active && !c->resp_done);
+    /* Reading follows the state (state_table[].reads). */
+    if (c->state != SL__CONN_CLOSED) {
+        sl_stream_want_read(&c->client, state_table[c->state].reads);
+        if (c->up != NULL && c->state == SL__CONN_FORWARDING) {
+            sl_stream_want_read(sl_upstream_stream(c->up),
+                                !c->resp_pend.active && c->resp_stage != SL__MSG_DONE);
         }
     }
 }
@@ -2016,7 +2178,7 @@ static void conn_step(struct sl__conn *c)
     }
     bool again = false;
 
-    for (int pass = 0; pass < STEP_PASSES_MAX && !c->closing; pass++) {
+    for (int pass = 0; pass < STEP_PASSES_MAX && c->state != SL__CONN_CLOSED; pass++) {
         c->corked_up = c->up != NULL ? sl_upstream_stream(c->up) : NULL;
         sl_stream_cork(&c->client);
         if (c->corked_up != NULL) {
@@ -2034,7 +2196,7 @@ static void conn_step(struct sl__conn *c)
             return;
         }
     }
-    if (again && !c->closing && !c->resume_queued) {
+    if (again && c->state != SL__CONN_CLOSED && !c->resume_queued) {
         /* Work is left, and no output-drained event will come for it (the sockets took
          * everything): the loop's next turn resumes it, after the other connections had
          * theirs. */
@@ -2060,7 +2222,7 @@ static void on_resume(uv_idle_t *h)
         w->resuming = c->resume_next;
         c->resume_next = NULL;
         c->resume_queued = false;
-        if (!c->closing) {
+        if (c->state != SL__CONN_CLOSED) {
             conn_step(c);
         }
     }
@@ -2070,33 +2232,36 @@ static void on_resume(uv_idle_t *h)
 }
 
 /* Counts the timeout that fired, by what the connection was waiting for (sluice_timeouts_total).
- * A closing connection's linger ending is no timeout. */
+ * An ending connection's timer (FLUSHING, LINGERING) counts as no timeout. */
 static void count_timeout(struct sl__conn *c)
 {
     enum sl__timeout phase = SL__TIMEOUT_IDLE;
 
     switch (c->state) {
-    case SL_CONN_REQUEST_HEAD:
+    case SL__CONN_REQUEST_HEAD:
         /* Waiting for a first request, or a head that started: the header timeout; between
          * requests (after one, or after a tunnel's handshake): the idle timeout. */
-        if (c->head_started || (!c->tunnel && c->r.method == NULL)) {
+        if (c->head_started || (!in_tunnel(c) && c->r.method == NULL)) {
             phase = SL__TIMEOUT_HEADER;
         }
         break;
-    case SL_CONN_TUNNEL_SNIFF:
-    case SL_CONN_TLS_HANDSHAKE:
-    case SL_CONN_MINTING:
+    case SL__CONN_TUNNEL_SNIFF:
+    case SL__CONN_TLS_HANDSHAKE:
+    case SL__CONN_MINTING:
         phase = SL__TIMEOUT_HANDSHAKE;
         break;
-    case SL_CONN_DIALING:
-    case SL_CONN_FORWARDING:
-        if (!c->resp_head_sent) {
+    case SL__CONN_DIALING:
+    case SL__CONN_FORWARDING:
+        if (!resp_head_sent(c)) {
             phase = SL__TIMEOUT_UPSTREAM;
         }
         break;
-    case SL_CONN_RELAY:
+    case SL__CONN_RELAY:
         break;
-    case SL_CONN_CLOSING:
+    case SL__CONN_NEW:
+    case SL__CONN_FLUSHING:
+    case SL__CONN_LINGERING:
+    case SL__CONN_CLOSED:
         return;
     }
     sl__count(&c->w->counters.timeouts[phase], 1);
@@ -2106,10 +2271,10 @@ static void on_timer(uv_timer_t *t)
 {
     struct sl__conn *c = t->data;
 
-    sl_log(SL_LOG_DEBUG, c->id, "msg=timeout state=%s", state_names[c->state]);
+    sl_log(SL_LOG_DEBUG, c->id, "msg=timeout state=%s", state_table[c->state].name);
     count_timeout(c);
     switch (c->state) {
-    case SL_CONN_REQUEST_HEAD:
+    case SL__CONN_REQUEST_HEAD:
         if (c->head_started) {
             begin_request(c, NULL);
             refuse(c, SL_REASON_BAD_REQUEST, 408, "the request head did not arrive in time", false);
@@ -2117,13 +2282,13 @@ static void on_timer(uv_timer_t *t)
         }
         conn_close(c);
         return;
-    case SL_CONN_DIALING:
-    case SL_CONN_FORWARDING:
+    case SL__CONN_DIALING:
+    case SL__CONN_FORWARDING:
         if (c->passthrough) {
             drop(c, SL_REASON_UPSTREAM_TIMEOUT);
             return;
         }
-        if (!c->resp_head_sent) {
+        if (!resp_head_sent(c)) {
             refuse_reason(c, SL_REASON_UPSTREAM_TIMEOUT, "the upstream did not answer in time",
                           false);
             return;
@@ -2131,10 +2296,10 @@ static void on_timer(uv_timer_t *t)
         audit(c);
         conn_close(c);
         return;
-    case SL_CONN_RELAY:
+    case SL__CONN_RELAY:
         on_relay_timer(c);
         return;
-    case SL_CONN_TUNNEL_SNIFF:
+    case SL__CONN_TUNNEL_SNIFF:
         if (c->passthrough) {
             /* No complete ClientHello in time: the tunnel's line, then close. */
             drop(c, SL_REASON_NOT_TLS);
@@ -2142,10 +2307,15 @@ static void on_timer(uv_timer_t *t)
         }
         conn_close(c);
         return;
-    case SL_CONN_TLS_HANDSHAKE:
-    case SL_CONN_MINTING:
-    case SL_CONN_CLOSING:
+    case SL__CONN_TLS_HANDSHAKE:
+    case SL__CONN_MINTING:
+    case SL__CONN_FLUSHING:
+    case SL__CONN_LINGERING:
         conn_close(c);
+        return;
+    case SL__CONN_NEW:
+    case SL__CONN_CLOSED:
+        /* No timer runs. */
         return;
     }
 }
@@ -2163,7 +2333,6 @@ static void on_client_event(struct sl_stream *s, void *arg)
 static void refuse_overloaded(struct sl__conn *c)
 {
     begin_request(c, NULL);
-    c->client_keep_alive = false;
     refuse_reason(c, SL_REASON_OVERLOADED, "the proxy has too many connections", false);
 }
 
@@ -2211,22 +2380,20 @@ void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener)
         conn_close(c);
         return;
     }
-    c->client_keep_alive = true;
     if (open > sh->cfg->max_connections) {
         sl__count(&w->counters.connections_refused, 1);
         refuse_overloaded(c);
         return;
     }
-    set_state(c, SL_CONN_REQUEST_HEAD);
+    /* From NEW: the header timer starts now (state_table[]). */
+    set_state(c, SL__CONN_REQUEST_HEAD);
     sl_stream_want_read(&c->client, true);
-    arm(c, secs_ms(sh->cfg->header_timeout_s));
-    c->header_armed = true;
 }
 
 void sl__conn_drain_all(struct sl__worker *w)
 {
     for (struct sl__conn *c = w->conns; c != NULL; c = c->next) {
-        if (c->state == SL_CONN_REQUEST_HEAD && !c->head_started) {
+        if (c->state == SL__CONN_REQUEST_HEAD && !c->head_started) {
             conn_close(c);
         } else {
             c->close_after = true;
