@@ -135,14 +135,4 @@ struct sl__worker {
     bool mail_stop;
 };
 
-/* Client connections (conn.c). */
-void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener);
-/* Asks every connection of `w` to finish its current request and close. */
-void sl__conn_drain_all(struct sl__worker *w);
-/* Closes every connection of `w` now. */
-void sl__conn_close_all(struct sl__worker *w);
-/* `w->snapshot` was replaced: every long-lived relay (websocket, passthrough tunnel) is
- * decided again and closed, with its audit line, when it is no longer allowed. */
-void sl__conn_policy_changed(struct sl__worker *w);
-
 #endif

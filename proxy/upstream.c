@@ -19,7 +19,7 @@
  * come back, while 32 per worker cover the steady state of many busy clients. */
 #define IDLE_PER_PLACE 32u
 #define IDLE_LIMIT_MS  30000u
-/* Ciphertext an upstream engine may hold before writes wait: one record (see proxy/conn.c). */
+/* Ciphertext an upstream engine may hold before writes wait: one record (see proxy/conn_tls.c). */
 #define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
 
 enum phase {

@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "policy/host.h"
+#include "proxy/conn.h"
 #include "proxy/stream.h"
 #include "proxy/upstream.h"
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_conn.c - the connection state machine of proxy/conn.c, run for real: a worker
- * (sl__worker_init(), its libuv loop and its listener, its resolver with --resolve pins, its
- * upstream pool) inside the fuzz process, a client that sends the fuzz input, and a scripted
- * origin. Request head -> decide -> CONNECT / tunnel sniff / absolute-form -> dial -> forward
+ * tests/fuzz/fuzz_conn.c - the connection state machine of proxy/conn.c (and its rooms), run for
+ * real: a worker (sl__worker_init(), its libuv loop and its listener, its resolver with --resolve
+ * pins, its upstream pool) inside the fuzz process, a client that sends the fuzz input, and a
+ * scripted origin. Request head -> decide -> CONNECT / tunnel sniff / absolute-form -> dial ->
+ * forward
  * -> response, with the proxy's own stream, upstream and TLS code.
  *
  * Transport: TCP on loopback only. proxy/stream.c is bound to uv_tcp_t (TCP_NODELAY, the peer
@@ -86,6 +87,7 @@
 #include "policy/decision.h"
 #include "policy/snapshot.h"
 #include "proxy/addr.h"
+#include "proxy/conn.h"
 #include "proxy/proxy.h"
 #include "proxy/proxy_int.h"
 #include "proxy/tls.h"
