@@ -153,6 +153,25 @@ int sl__conn_step_dialing(struct sl__conn *c)
  * Forwarding: heads and bodies both ways.
  */
 
+/* Writes `n` bytes of protocol text (a head, chunk framing) to `dst` whole. Returns 1 once
+ * written, 0 when `dst` has no room for them yet, -1 when `dst` failed. */
+static int write_whole(struct sl_stream *dst, const void *p, size_t n)
+{
+    int rc = sl_stream_write_all(dst, p, n);
+
+    if (rc == 0) {
+        return 1;
+    }
+    return rc == SL_EAGAIN ? 0 : -1;
+}
+
+/* Writes the end of a body to `dst`: the last chunk when `chunked`, nothing otherwise. Returns
+ * as write_whole() does. */
+static int write_body_end(struct sl_stream *dst, bool chunked)
+{
+    return chunked ? write_whole(dst, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN) : 1;
+}
+
 /* Writes the pending body event of `src` into `dst`, framing it as a chunk when `chunked`.
  * Returns 1 when it is all written (and consumed from `src`), 0 when `dst` is full, -1 when
  * `dst` failed. */
@@ -166,11 +185,10 @@ static int write_pending(struct sl_stream *src, struct sl_stream *dst, struct sl
 
         if (chunked && !p->framed) {
             char frame[SL_H1_CHUNK_HEADER_MAX];
-            size_t fn = sl_h1_chunk_header(frame, sizeof(frame), p->len);
-            int rc = sl_stream_write_all(dst, frame, fn);
+            int rc = write_whole(dst, frame, sl_h1_chunk_header(frame, sizeof(frame), p->len));
 
-            if (rc != 0) {
-                return rc == SL_EAGAIN ? 0 : -1;
+            if (rc <= 0) {
+                return rc;
             }
             p->framed = true;
         }
@@ -183,10 +201,10 @@ static int write_pending(struct sl_stream *src, struct sl_stream *dst, struct sl
         *count += (uint64_t)n;
     }
     if (chunked && p->framed) {
-        int rc = sl_stream_write_all(dst, SL_H1_CHUNK_END, SL_H1_CHUNK_END_LEN);
+        int rc = write_whole(dst, SL_H1_CHUNK_END, SL_H1_CHUNK_END_LEN);
 
-        if (rc != 0) {
-            return rc == SL_EAGAIN ? 0 : -1;
+        if (rc <= 0) {
+            return rc;
         }
         p->framed = false;
     }
@@ -227,13 +245,10 @@ static int pull(struct sl_h1 *parser, struct sl_stream *src, struct sl__pending 
  * when `dst` has no room yet, -1 when `dst` failed. */
 static int write_head(struct sl__conn *c, struct sl_stream *dst)
 {
-    int rc = sl_stream_write_all(dst, c->head.p, c->head.len);
+    int rc = write_whole(dst, c->head.p, c->head.len);
 
-    if (rc == SL_EAGAIN) {
-        return 0;
-    }
-    if (rc < 0) {
-        return -1;
+    if (rc <= 0) {
+        return rc;
     }
     c->head_to = SL__HEAD_NONE;
     sl_buf_reset(&c->head);
@@ -254,14 +269,12 @@ static int forward_request(struct sl__conn *c)
         return 0;
     }
     if (c->req_stage == SL__MSG_END_OWED) {
-        int rc = req_chunked(c) ? sl_stream_write_all(us, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
-                                : 0;
+        int rc = write_body_end(us, req_chunked(c));
 
-        if (rc != 0) {
-            return rc == SL_EAGAIN ? 0 : -1;
+        if (rc > 0) {
+            c->req_stage = SL__MSG_DONE;
         }
-        c->req_stage = SL__MSG_DONE;
-        return 1;
+        return rc;
     }
     if (c->req_pend.active) {
         int rc = write_pending(&c->client, us, &c->req_pend, req_chunked(c), &c->r.bytes_up);
@@ -367,14 +380,12 @@ static int forward_response(struct sl__conn *c)
         return 0;
     }
     if (c->resp_stage == SL__MSG_END_OWED) {
-        int rc = chunked ? sl_stream_write_all(&c->client, SL_H1_CHUNK_LAST, SL_H1_CHUNK_LAST_LEN)
-                         : 0;
+        int rc = write_body_end(&c->client, chunked);
 
-        if (rc != 0) {
-            return rc == SL_EAGAIN ? 0 : -1;
+        if (rc > 0) {
+            c->resp_stage = SL__MSG_DONE;
         }
-        c->resp_stage = SL__MSG_DONE;
-        return 1;
+        return rc;
     }
     if (c->resp_pend.active) {
         int rc = write_pending(us, &c->client, &c->resp_pend, chunked, &c->r.bytes_down);
