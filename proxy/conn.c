@@ -490,7 +490,9 @@ static void run_states(struct sl__conn *c)
 
         switch (c->state) {
         case SL__CONN_NEW:
+        case SL__CONN_MINTING:
         case SL__CONN_CLOSED:
+            /* Nothing to step: being set up, waiting for the thread pool, or closed. */
             rc = 0;
             break;
         case SL__CONN_REQUEST_HEAD:
@@ -501,9 +503,6 @@ static void run_states(struct sl__conn *c)
             break;
         case SL__CONN_TLS_HANDSHAKE:
             rc = sl__conn_step_tls_handshake(c);
-            break;
-        case SL__CONN_MINTING:
-            rc = 0;
             break;
         case SL__CONN_DIALING:
             rc = sl__conn_step_dialing(c);

@@ -105,26 +105,27 @@ static void release_out(struct sl_stream *s)
     }
 }
 
+/* Gives back an input block (`*block` holding [*off, *len)) once it holds nothing. */
+static void release_block(uint8_t **block, size_t *off, size_t *len)
+{
+    if (*block != NULL && *off == *len) {
+        block_put(*block);
+        *block = NULL;
+        *off = 0;
+        *len = 0;
+    }
+}
+
 /* Gives back the raw block once it holds nothing. */
 static void release_raw(struct sl_stream *s)
 {
-    if (s->_raw != NULL && s->_raw_off == s->_raw_len) {
-        block_put(s->_raw);
-        s->_raw = NULL;
-        s->_raw_off = 0;
-        s->_raw_len = 0;
-    }
+    release_block(&s->_raw, &s->_raw_off, &s->_raw_len);
 }
 
 /* Gives back the plaintext block once it holds nothing. */
 static void release_plain(struct sl_stream *s)
 {
-    if (s->_plain != NULL && s->_plain_off == s->_plain_len) {
-        block_put(s->_plain);
-        s->_plain = NULL;
-        s->_plain_off = 0;
-        s->_plain_len = 0;
-    }
+    release_block(&s->_plain, &s->_plain_off, &s->_plain_len);
 }
 
 static void update_reading(struct sl_stream *s);

@@ -221,6 +221,17 @@ static void on_stream_event(struct sl_stream *s, void *arg)
     }
 }
 
+/* The connect to the current address failed with `rc`: the handle of a failed connect cannot
+ * be reused, so it is closed, and its close callback tries the next address. */
+static void connect_failed(struct sl_upstream *u, int rc)
+{
+    u->connect_error = rc;
+    u->next++;
+    u->pending_closes++;
+    u->retrying = true;
+    sl_stream_close(&u->stream, on_stream_closed);
+}
+
 static void on_connect(uv_connect_t *req, int status)
 {
     struct sl_upstream *u = req->data;
@@ -233,12 +244,7 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     if (status < 0) {
-        u->connect_error = status;
-        u->next++;
-        /* The handle of a failed connect cannot be reused: close it, then try the next. */
-        u->pending_closes++;
-        u->retrying = true;
-        sl_stream_close(&u->stream, on_stream_closed);
+        connect_failed(u, status);
         return;
     }
     rc = sl_stream_start(&u->stream);
@@ -303,11 +309,7 @@ static void try_next(struct sl_upstream *u)
         if (rc == 0) {
             return;
         }
-        u->connect_error = rc;
-        u->next++;
-        u->pending_closes++;
-        u->retrying = true;
-        sl_stream_close(&u->stream, on_stream_closed);
+        connect_failed(u, rc);
         return;
     }
     if (u->connect_error != 0) {
