@@ -211,8 +211,9 @@ struct sl__conn {
      * follows until its first exchange ends. */
     bool head_started;
     /* Entering REQUEST_HEAD started the header timer for the head to come (at the accept, or a
-     * tunnel to port 80 carrying plain HTTP): that head's first byte does not start it again,
-     * and clears this. */
+     * tunnel to port 80 carrying plain HTTP): the next head whose first byte sets head_started
+     * does not start it again, and clears this. (In a port-80 tunnel head_started is still the
+     * CONNECT's, so that is the tunnel's second head.) */
     bool header_armed;
     /* FLUSHING: the client's bytes_out when the idle timer last started (progress restarts
      * it). */
