@@ -32,6 +32,8 @@
 #define ARENA_MAX    ((size_t)256 * 1024)
 /* Passes of sl__conn_step() before the rest of the work waits for the loop's next turn. */
 #define STEP_PASSES_MAX 16
+/* Rounds of one pass: each runs the current state's step once. */
+#define ROUNDS_MAX 64
 
 /* The state table: each state's name (for trace and debug lines), the phase its entry starts,
  * the one other phase its own events may start (SL__PHASE_NONE: none), and whether the client
@@ -483,9 +485,14 @@ static int step_request_head(struct sl__conn *c)
  * The stepper.
  */
 
+/* One pass: the current state's step, round after round, while it makes progress (the state may
+ * change on the way), for at most ROUNDS_MAX rounds. */
 static void run_states(struct sl__conn *c)
 {
-    for (int rounds = 0; rounds < 64 && c->state != SL__CONN_CLOSED; rounds++) {
+    int rounds = 0;
+
+    while (rounds < ROUNDS_MAX && c->state != SL__CONN_CLOSED) {
+        int ran = 1;
         int rc = 0;
 
         switch (c->state) {
@@ -508,7 +515,7 @@ static void run_states(struct sl__conn *c)
             rc = sl__conn_step_dialing(c);
             break;
         case SL__CONN_FORWARDING:
-            rc = sl__conn_step_forwarding(c);
+            rc = sl__conn_step_forwarding(c, ROUNDS_MAX - rounds, &ran);
             break;
         case SL__CONN_RELAY:
             rc = sl__conn_step_relay(c);
@@ -518,6 +525,7 @@ static void run_states(struct sl__conn *c)
             rc = step_ending(c);
             break;
         }
+        rounds += ran;
         if (rc <= 0) {
             break;
         }

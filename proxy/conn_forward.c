@@ -502,9 +502,9 @@ static void abort_exchange(struct sl__conn *c)
     }
 }
 
-/* FORWARDING: both sides as far as they go, then the end of the exchange once the response is
- * complete. */
-int sl__conn_step_forwarding(struct sl__conn *c)
+/* One round of FORWARDING: both sides as far as they go, then the end of the exchange once the
+ * response is complete. */
+static int forward_round(struct sl__conn *c)
 {
     int a;
     int b;
@@ -540,4 +540,16 @@ int sl__conn_step_forwarding(struct sl__conn *c)
         return 1;
     }
     return a > 0 || b > 0;
+}
+
+int sl__conn_step_forwarding(struct sl__conn *c, int max_rounds, int *rounds)
+{
+    int rc;
+
+    *rounds = 0;
+    do {
+        rc = forward_round(c);
+        ++*rounds;
+    } while (rc > 0 && c->state == SL__CONN_FORWARDING && *rounds < max_rounds);
+    return rc;
 }

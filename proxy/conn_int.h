@@ -382,9 +382,13 @@ int sl__conn_step_tls_handshake(struct sl__conn *c);
 void sl__conn_start_request(struct sl__conn *c, const struct sl_h1_head *h);
 /* Dials the CONNECT host of a passthrough tunnel (DIALING), or drops the tunnel. */
 void sl__conn_start_passthrough_dial(struct sl__conn *c);
-/* DIALING and FORWARDING steps, returning as the steps above do. */
+/* The DIALING step, returning as the steps above do. */
 int sl__conn_step_dialing(struct sl__conn *c);
-int sl__conn_step_forwarding(struct sl__conn *c);
+/* FORWARDING, the hot one: runs the stepper's rounds itself, so that a request's rounds stay
+ * inside this file (one call instead of one per round): up to `max_rounds` (at least one), while
+ * each makes progress and the connection stays in FORWARDING. Returns the last round's result,
+ * as the steps above do, and sets `*rounds` to the rounds it ran. */
+int sl__conn_step_forwarding(struct sl__conn *c, int max_rounds, int *rounds);
 
 /*
  * conn_relay.c: long-lived relays.
