@@ -73,7 +73,7 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
     }
     cfg->n_listen = r->n_listen;
     for (size_t i = 0; i < r->n_resolve; i++) {
-        if (sl_resolve_pin_parse(r->resolve[i], &cfg->pins[i], err, sizeof(err)) < 0) {
+        if (sl_dns_pin_parse(r->resolve[i], &cfg->pins[i], err, sizeof(err)) < 0) {
             sl_eprintf("%s: %s", cmd, err);
             return SL_CMD_USAGE;
         }

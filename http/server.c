@@ -1,19 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * http/server.c - the connections of http/server.h: accepting one, reading and parsing its
+ * requests, the exchanges handed to the handler, the responses written back, timeouts and
+ * lingering, and the text they need (reason phrases, JSON strings, dates). The server itself
+ * and its listeners are in http/server_listen.c.
+ */
 #include "http/server.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <uv.h>
 
@@ -21,6 +20,7 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "http/server_int.h"
 
 /* Bytes read from a socket at once; the parser consumes them before the next read. */
 #define READ_BUF_BYTES 16384
@@ -31,73 +31,10 @@
 /* After the last response of a connection the server shuts its write side and drains the
  * client's leftovers for at most this long and this many bytes, so that closing with unread
  * data (which makes the kernel send RST) does not destroy the response in flight. */
-#define LINGER_MS         2000
-#define LINGER_MAX_BYTES  ((size_t)1024 * 1024)
-#define LISTEN_BACKLOG    128
-#define ARENA_CHUNK_BYTES ((size_t)4096)
+#define LINGER_MS        2000
+#define LINGER_MAX_BYTES ((size_t)1024 * 1024)
 /* Room for "[<IPv6 text>]:<port>". */
 #define PEER_MAX 80
-
-union sock {
-    uv_handle_t handle;
-    uv_stream_t stream;
-    uv_tcp_t tcp;
-    uv_pipe_t pipe;
-};
-
-enum listener_state {
-    LISTENER_FREE = 0,
-    LISTENER_OPEN,
-    LISTENER_CLOSING,
-};
-
-/* One listening socket; embedded in the server. */
-struct listener {
-    /* The owner; set when the slot is first used. */
-    struct sl_http_server *srv;
-    enum listener_state state;
-    bool is_unix;
-    /* The listening handle; initialised while state != LISTENER_FREE. */
-    union sock sock;
-    /* A handle to accept a connection into only to refuse it (over the connection limit, or
-     * out of memory). Busy from the accept until its close callback; while it is busy,
-     * another connection to refuse leaves the listener stalled (libuv stops polling it until
-     * the pending connection is accepted), and the close callback accepts it. */
-    union sock spare;
-    bool spare_busy;
-    bool stalled;
-};
-
-struct sl_http_server {
-    /* Borrowed; outlives the server. */
-    uv_loop_t *loop;
-    sl_http_handler_fn *handler;
-    void *arg;
-    /* Configuration with every default applied; `error_key` points at `error_key_buf`. */
-    struct sl_http_server_config cfg;
-    char error_key_buf[SL_HTTP_ERROR_KEY_MAX + 1];
-    /* Cap on each request arena (the parser's and each exchange's), from the head limits. */
-    size_t arena_max_bytes;
-    /* The canned response for refused connections (libuv needs a non-const buffer). */
-    char overload[512];
-    size_t overload_len;
-    struct listener listeners[SL_HTTP_SERVER_LISTENERS_MAX];
-    /* An idle handle that makes the end of sl_http_server_close() always asynchronous, even
-     * for a server that never listened. Never started. */
-    uv_timer_t anchor;
-    /* Server-owned handles (anchor, listeners, busy spares) whose close callback is owed. */
-    unsigned pending_closes;
-    /* Open connections (each owns itself; unlinked in its last close callback). */
-    struct http_conn *conns;
-    size_t n_conns;
-    /* Last connection id handed out. */
-    uint64_t next_id;
-    /* Local port of the most recent TCP listener, or -1. */
-    int tcp_port;
-    bool closing;
-    sl_http_closed_fn *closed;
-    void *closed_arg;
-};
 
 /* What a connection waits for. Only conn_set_state() assigns `state`; it re-arms the timer. */
 enum conn_state {
@@ -117,12 +54,12 @@ enum conn_state {
     CONN_CLOSED,
 };
 
-struct http_conn {
+struct sl__http_conn {
     /* Borrowed; the server outlives its connections. */
     struct sl_http_server *srv;
-    struct http_conn *prev;
-    struct http_conn *next;
-    union sock sock;
+    struct sl__http_conn *prev;
+    struct sl__http_conn *next;
+    union sl__http_sock sock;
     uv_timer_t timer;
     uv_write_t write_req;
     uv_write_t continue_req;
@@ -161,7 +98,7 @@ struct http_conn {
 
 struct sl_http_exchange {
     /* The connection, or NULL once it is gone (then responding only frees the exchange). */
-    struct http_conn *conn;
+    struct sl__http_conn *conn;
     /* Handed to the handler (points into `head`, `arena`, `body`, `peer`). */
     struct sl_http_request req;
     /* The request head, copied into `arena`. */
@@ -180,25 +117,9 @@ struct sl_http_exchange {
     char peer[PEER_MAX];
 };
 
-static void conn_step(struct http_conn *c);
-static void conn_close(struct http_conn *c);
-static void listener_accept(struct listener *l);
+static void conn_step(struct sl__http_conn *c);
+static void conn_close(struct sl__http_conn *c);
 static void on_conn_timer(uv_timer_t *t);
-static void server_maybe_finish(struct sl_http_server *srv);
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) SL_PRINTF(3, 4);
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- Small helpers: reasons, JSON, dates, log escaping ---- */
 
@@ -443,7 +364,7 @@ static int copy_headers(struct sl_http_exchange *x, const struct sl_h1_head *h)
 }
 
 /* Copies the head `h` (whose target is origin-form) into a new exchange of `c`. */
-static int exchange_create(struct http_conn *c, const struct sl_h1_head *h,
+static int exchange_create(struct sl__http_conn *c, const struct sl_h1_head *h,
                            struct sl_http_exchange **out)
 {
     struct sl_http_server *srv = c->srv;
@@ -457,7 +378,7 @@ static int exchange_create(struct http_conn *c, const struct sl_h1_head *h,
     if (x == NULL) {
         return SL_ENOMEM;
     }
-    sl_arena_init(&x->arena, ARENA_CHUNK_BYTES, srv->arena_max_bytes);
+    sl_arena_init(&x->arena, SL__HTTP_ARENA_CHUNK_BYTES, srv->arena_max_bytes);
     sl_buf_init(&x->body, srv->cfg.body_max_bytes);
     x->head = *h;
     x->head.reason = "";
@@ -501,7 +422,7 @@ bool sl_http_exchange_is_gone(const struct sl_http_exchange *x)
 
 /* ---- Connections: state, timers, reading ---- */
 
-static void conn_set_state(struct http_conn *c, enum conn_state s)
+static void conn_set_state(struct sl__http_conn *c, enum conn_state s)
 {
     const struct sl_http_server_config *cfg = &c->srv->cfg;
     uint64_t ms = 0;
@@ -549,7 +470,7 @@ static bool state_reads(enum conn_state s)
 
 static void on_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
-    struct http_conn *c = SL_CONTAINER_OF(h, struct http_conn, sock.handle);
+    struct sl__http_conn *c = SL_CONTAINER_OF(h, struct sl__http_conn, sock.handle);
 
     (void)suggested;
     /* Reading runs only once everything received is parsed, so this is normally the whole
@@ -562,7 +483,7 @@ static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 /* Reads exactly when the state wants bytes and every byte received so far is parsed: a
  * connection never takes more from the socket than it has room to parse (backpressure). */
-static void conn_update_reading(struct http_conn *c)
+static void conn_update_reading(struct sl__http_conn *c)
 {
     bool want = state_reads(c->state) && !c->eof && c->rlen == 0;
     int rc;
@@ -583,7 +504,7 @@ static void conn_update_reading(struct http_conn *c)
     c->reading = want;
 }
 
-static void conn_release(struct http_conn *c)
+static void conn_release(struct sl__http_conn *c)
 {
     struct sl_http_server *srv = c->srv;
 
@@ -603,23 +524,23 @@ static void conn_release(struct http_conn *c)
     sl_arena_finish(&c->arena);
     sl_buf_finish(&c->out);
     sl_free(c);
-    server_maybe_finish(srv);
+    sl__http_server_maybe_finish(srv);
 }
 
 static void on_conn_sock_closed(uv_handle_t *h)
 {
-    conn_release(SL_CONTAINER_OF(h, struct http_conn, sock.handle));
+    conn_release(SL_CONTAINER_OF(h, struct sl__http_conn, sock.handle));
 }
 
 static void on_conn_timer_closed(uv_handle_t *h)
 {
-    conn_release(SL_CONTAINER_OF(h, struct http_conn, timer));
+    conn_release(SL_CONTAINER_OF(h, struct sl__http_conn, timer));
 }
 
 /* Closes the connection (idempotent). Memory goes in the last close callback; pending write
  * and shutdown callbacks run before it with UV_ECANCELED. A dispatched exchange becomes gone
  * and stays with its handler; one still being received is freed here. */
-static void conn_close(struct http_conn *c)
+static void conn_close(struct sl__http_conn *c)
 {
     if (c->state == CONN_CLOSED) {
         return;
@@ -640,7 +561,7 @@ static void conn_close(struct http_conn *c)
 
 static void on_conn_shutdown(uv_shutdown_t *req, int status)
 {
-    struct http_conn *c = SL_CONTAINER_OF(req, struct http_conn, shutdown_req);
+    struct sl__http_conn *c = SL_CONTAINER_OF(req, struct sl__http_conn, shutdown_req);
 
     if (status < 0) {
         conn_close(c);
@@ -649,7 +570,7 @@ static void on_conn_shutdown(uv_shutdown_t *req, int status)
 
 /* Ends the connection after its last response: shut the write side (FIN), then drain what the
  * client still sends until its EOF or the linger timer, and close. */
-static void conn_linger(struct http_conn *c)
+static void conn_linger(struct sl__http_conn *c)
 {
     int rc;
 
@@ -670,7 +591,7 @@ static void conn_linger(struct http_conn *c)
 
 static void on_response_written(uv_write_t *req, int status)
 {
-    struct http_conn *c = SL_CONTAINER_OF(req, struct http_conn, write_req);
+    struct sl__http_conn *c = SL_CONTAINER_OF(req, struct sl__http_conn, write_req);
 
     sl_buf_finish(&c->out);
     if (c->state == CONN_CLOSED) {
@@ -692,7 +613,7 @@ static void on_response_written(uv_write_t *req, int status)
 
 static void on_continue_written(uv_write_t *req, int status)
 {
-    struct http_conn *c = SL_CONTAINER_OF(req, struct http_conn, continue_req);
+    struct sl__http_conn *c = SL_CONTAINER_OF(req, struct sl__http_conn, continue_req);
 
     c->continue_pending = false;
     if (status < 0) {
@@ -704,7 +625,7 @@ static void on_continue_written(uv_write_t *req, int status)
  * to it. */
 static char continue_line[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-static int send_continue(struct http_conn *c)
+static int send_continue(struct sl__http_conn *c)
 {
     uv_buf_t buf;
     int rc;
@@ -751,7 +672,7 @@ static int build_head(struct sl_buf *b, int status, const char *const *headers,
 
 /* Builds the response in `c->out` and starts writing it; the connection goes to WRITING, or
  * is closed when the response cannot be built or written. */
-static void queue_response(struct http_conn *c, int status, const char *const *headers,
+static void queue_response(struct sl__http_conn *c, int status, const char *const *headers,
                            const char *content_type, const void *body, size_t len, bool head_only)
 {
     size_t send = head_only || status == 204 || status == 304 ? 0 : len;
@@ -783,7 +704,7 @@ static void queue_response(struct http_conn *c, int status, const char *const *h
 }
 
 /* Answers with a JSON error body and the connection's current close decision. */
-static void queue_error(struct http_conn *c, int status, const char *message)
+static void queue_error(struct sl__http_conn *c, int status, const char *message)
 {
     struct sl_buf b;
     int rc;
@@ -801,7 +722,7 @@ static void queue_error(struct http_conn *c, int status, const char *message)
 
 /* Refuses the request being received with a server-generated error and ends the connection
  * after it: the rest of the input is never parsed. Always returns SL_EINVAL. */
-static int conn_fail(struct http_conn *c, int status, const char *why)
+static int conn_fail(struct sl__http_conn *c, int status, const char *why)
 {
     sl_log(SL_LOG_DEBUG, c->id, "http refused peer=%s status=%d err=\"%s\"", c->peer, status, why);
     if (c->x != NULL) {
@@ -864,7 +785,7 @@ static const char *check_response(int status, const char *const *headers, const 
     return NULL;
 }
 
-static void log_request(const struct http_conn *c, const struct sl_http_exchange *x, int status,
+static void log_request(const struct sl__http_conn *c, const struct sl_http_exchange *x, int status,
                         size_t len)
 {
     char path[128];
@@ -882,7 +803,7 @@ static void log_request(const struct http_conn *c, const struct sl_http_exchange
 void sl_http_respond_headers(struct sl_http_exchange *x, int status, const char *const *headers,
                              const char *content_type, const void *body, size_t len)
 {
-    struct http_conn *c = x->conn;
+    struct sl__http_conn *c = x->conn;
     const char *why;
 
     if (c == NULL) {
@@ -931,7 +852,7 @@ void sl_http_respond_error(struct sl_http_exchange *x, int status, const char *m
 
 /* ---- Connections: the request stepper ---- */
 
-static int on_head(struct http_conn *c)
+static int on_head(struct sl__http_conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->parser);
     int rc;
@@ -958,7 +879,7 @@ static int on_head(struct http_conn *c)
     return 0;
 }
 
-static int on_body(struct http_conn *c, struct sl_slice data)
+static int on_body(struct sl__http_conn *c, struct sl_slice data)
 {
     int rc = sl_buf_append(&c->x->body, data.p, data.n);
 
@@ -971,7 +892,7 @@ static int on_body(struct http_conn *c, struct sl_slice data)
     return 0;
 }
 
-static void dispatch(struct http_conn *c)
+static void dispatch(struct sl__http_conn *c)
 {
     struct sl_http_exchange *x = c->x;
     struct sl_http_server *srv = c->srv;
@@ -984,7 +905,7 @@ static void dispatch(struct http_conn *c)
     srv->handler(x, &x->req, srv->arg);
 }
 
-static void fail_parse(struct http_conn *c, int rc)
+static void fail_parse(struct sl__http_conn *c, int rc)
 {
     if (rc == SL_ETOOBIG) {
         (void)conn_fail(c, 431, sl_h1_error(&c->parser));
@@ -996,7 +917,7 @@ static void fail_parse(struct http_conn *c, int rc)
 }
 
 /* Every byte received is parsed; decides what the client's EOF means. */
-static void on_input_drained(struct http_conn *c)
+static void on_input_drained(struct sl__http_conn *c)
 {
     if (!c->eof) {
         return;
@@ -1009,7 +930,7 @@ static void on_input_drained(struct http_conn *c)
 
 /* Parses what has been received, one event at a time, until the connection has to wait: for
  * bytes, for the handler, or for a write. Called from libuv callbacks only. */
-static void conn_step(struct http_conn *c)
+static void conn_step(struct sl__http_conn *c)
 {
     while (c->state == CONN_IDLE || c->state == CONN_HEAD || c->state == CONN_BODY) {
         struct sl_h1_event ev;
@@ -1070,7 +991,7 @@ out:
 
 static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-    struct http_conn *c = SL_CONTAINER_OF(s, struct http_conn, sock.stream);
+    struct sl__http_conn *c = SL_CONTAINER_OF(s, struct sl__http_conn, sock.stream);
 
     (void)buf;
     if (nread == 0) {
@@ -1108,7 +1029,7 @@ static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 
 static void on_conn_timer(uv_timer_t *t)
 {
-    struct http_conn *c = SL_CONTAINER_OF(t, struct http_conn, timer);
+    struct sl__http_conn *c = SL_CONTAINER_OF(t, struct sl__http_conn, timer);
 
     switch (c->state) {
     case CONN_HEAD:
@@ -1133,9 +1054,9 @@ static void on_conn_timer(uv_timer_t *t)
     }
 }
 
-/* ---- Accepting ---- */
+/* ---- Accepting: a new connection ---- */
 
-static void describe_peer(struct http_conn *c)
+static void describe_peer(struct sl__http_conn *c)
 {
     struct sockaddr_storage ss;
     int len = (int)sizeof(ss);
@@ -1159,7 +1080,7 @@ static void describe_peer(struct http_conn *c)
     }
 }
 
-static void conn_link(struct http_conn *c)
+static void conn_link(struct sl__http_conn *c)
 {
     struct sl_http_server *srv = c->srv;
 
@@ -1175,10 +1096,10 @@ static void conn_link(struct http_conn *c)
 /* Accepts the pending connection of `l` into a new connection. Returns 0 when the pending
  * connection was taken (served, or closed at once), or a negative code when it was not
  * touched and the caller must refuse it. */
-static int conn_create(struct listener *l)
+int sl__http_conn_create(struct sl__http_listener *l)
 {
     struct sl_http_server *srv = l->srv;
-    struct http_conn *c = sl_calloc(1, sizeof(*c));
+    struct sl__http_conn *c = sl_calloc(1, sizeof(*c));
     int rc;
 
     if (c == NULL) {
@@ -1186,7 +1107,7 @@ static int conn_create(struct listener *l)
     }
     c->srv = srv;
     c->is_unix = l->is_unix;
-    sl_arena_init(&c->arena, ARENA_CHUNK_BYTES, srv->arena_max_bytes);
+    sl_arena_init(&c->arena, SL__HTTP_ARENA_CHUNK_BYTES, srv->arena_max_bytes);
     sl_h1_init(&c->parser, SL_H1_REQUEST, &srv->cfg.head_limits, &c->arena);
     sl_buf_init(&c->out, 0);
     rc = c->is_unix ? uv_pipe_init(srv->loop, &c->sock.pipe, 0)
@@ -1224,480 +1145,10 @@ fail_free:
     return rc;
 }
 
-static void on_spare_closed(uv_handle_t *h)
+void sl__http_conns_close(struct sl_http_server *srv)
 {
-    struct listener *l = SL_CONTAINER_OF(h, struct listener, spare.handle);
-    struct sl_http_server *srv = l->srv;
-
-    l->spare_busy = false;
-    srv->pending_closes--;
-    if (l->stalled && l->state == LISTENER_OPEN) {
-        l->stalled = false;
-        listener_accept(l);
-    }
-    server_maybe_finish(srv);
-}
-
-/* Accepts the pending connection only to answer the canned 503 and close it. */
-static void listener_refuse(struct listener *l)
-{
-    struct sl_http_server *srv = l->srv;
-    uv_buf_t buf;
-    int rc;
-
-    if (l->spare_busy) {
-        l->stalled = true; /* libuv stops polling until the connection is accepted */
-        return;
-    }
-    rc = l->is_unix ? uv_pipe_init(srv->loop, &l->spare.pipe, 0)
-                    : uv_tcp_init(srv->loop, &l->spare.tcp);
-    if (rc < 0) {
-        sl_log(SL_LOG_ERROR, 0, "http cannot refuse a connection err=%s", sl_strerror(rc));
-        return;
-    }
-    l->spare_busy = true;
-    srv->pending_closes++;
-    if (uv_accept(&l->sock.stream, &l->spare.stream) == 0) {
-        buf.base = srv->overload;
-        buf.len = srv->overload_len;
-        /* A fresh socket's send buffer takes this whole; a short write only cuts a 503. */
-        (void)uv_try_write(&l->spare.stream, &buf, 1);
-    }
-    uv_close(&l->spare.handle, on_spare_closed);
-}
-
-static void listener_accept(struct listener *l)
-{
-    struct sl_http_server *srv = l->srv;
-    int rc;
-
-    if (srv->n_conns >= srv->cfg.max_connections) {
-        sl_log(SL_LOG_DEBUG, 0, "http connection refused: %zu connections open", srv->n_conns);
-        listener_refuse(l);
-        return;
-    }
-    rc = conn_create(l);
-    if (rc < 0) {
-        sl_log(SL_LOG_WARN, 0, "http connection refused err=%s", sl_strerror(rc));
-        listener_refuse(l);
-    }
-}
-
-static void on_listener_connection(uv_stream_t *s, int status)
-{
-    struct listener *l = SL_CONTAINER_OF(s, struct listener, sock.stream);
-
-    if (status < 0) {
-        sl_log(SL_LOG_WARN, 0, "http accept failed err=%s", sl_strerror(status));
-        return;
-    }
-    listener_accept(l);
-}
-
-/* ---- The server ---- */
-
-/* Frees the server once it is closing and nothing it owns is open, then tells the owner. */
-static void server_maybe_finish(struct sl_http_server *srv)
-{
-    sl_http_closed_fn *closed = srv->closed;
-    void *arg = srv->closed_arg;
-
-    if (!srv->closing || srv->pending_closes > 0 || srv->n_conns > 0) {
-        return;
-    }
-    sl_free(srv);
-    if (closed != NULL) {
-        closed(arg);
-    }
-}
-
-static void on_anchor_closed(uv_handle_t *h)
-{
-    struct sl_http_server *srv = SL_CONTAINER_OF(h, struct sl_http_server, anchor);
-
-    srv->pending_closes--;
-    server_maybe_finish(srv);
-}
-
-static void on_listener_closed(uv_handle_t *h)
-{
-    struct listener *l = SL_CONTAINER_OF(h, struct listener, sock.handle);
-    struct sl_http_server *srv = l->srv;
-
-    l->state = LISTENER_FREE;
-    srv->pending_closes--;
-    server_maybe_finish(srv);
-}
-
-/* libuv removes a unix socket's file when its listener closes. */
-static void listener_close(struct listener *l)
-{
-    if (l->state != LISTENER_OPEN) {
-        return;
-    }
-    l->state = LISTENER_CLOSING;
-    l->stalled = false;
-    uv_close(&l->sock.handle, on_listener_closed);
-}
-
-static struct listener *listener_slot(struct sl_http_server *srv, bool is_unix)
-{
-    for (size_t i = 0; i < SL_ARRAY_LEN(srv->listeners); i++) {
-        struct listener *l = &srv->listeners[i];
-
-        if (l->state == LISTENER_FREE && !l->spare_busy) {
-            l->srv = srv;
-            l->is_unix = is_unix;
-            l->stalled = false;
-            return l;
-        }
-    }
-    return NULL;
-}
-
-/* Marks a slot whose handle was just initialised as open (its close is owed from now on). */
-static void listener_opened(struct listener *l)
-{
-    l->state = LISTENER_OPEN;
-    l->srv->pending_closes++;
-}
-
-static bool error_key_is_valid(const char *key)
-{
-    size_t n = strlen(key);
-
-    if (n == 0 || n > SL_HTTP_ERROR_KEY_MAX) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)key[i];
-
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z')
-              || ch == '_' || ch == '-' || ch == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Applies defaults to `cfg` (a copy) and checks it. */
-static int resolve_config(struct sl_http_server *srv, const struct sl_http_server_config *cfg)
-{
-    struct sl_http_server_config *c = &srv->cfg;
-
-    *c = cfg != NULL ? *cfg : (struct sl_http_server_config){ 0 };
-    if (c->body_max_bytes == 0) {
-        c->body_max_bytes = SL_HTTP_DEFAULT_BODY_MAX_BYTES;
-    }
-    if (c->head_limits.head_max_bytes == 0) {
-        c->head_limits.head_max_bytes = sl_h1_default_limits.head_max_bytes;
-    }
-    if (c->head_limits.headers_max == 0) {
-        c->head_limits.headers_max = sl_h1_default_limits.headers_max;
-    }
-    if (c->header_timeout_ms == 0) {
-        c->header_timeout_ms = SL_HTTP_DEFAULT_HEADER_TIMEOUT_MS;
-    }
-    if (c->idle_timeout_ms == 0) {
-        c->idle_timeout_ms = SL_HTTP_DEFAULT_IDLE_TIMEOUT_MS;
-    }
-    if (c->max_connections == 0) {
-        c->max_connections = SL_HTTP_DEFAULT_MAX_CONNECTIONS;
-    }
-    if (c->error_key == NULL) {
-        c->error_key = SL_HTTP_DEFAULT_ERROR_KEY;
-    }
-    /* Bounds that keep the arithmetic below far from overflow. */
-    SL_ENSURE(error_key_is_valid(c->error_key), SL_EINVAL);
-    SL_ENSURE(c->head_limits.head_max_bytes <= SIZE_MAX / 8, SL_EINVAL);
-    SL_ENSURE(c->head_limits.headers_max <= SIZE_MAX / 8 / sizeof(struct sl_h1_header) / 4,
-              SL_EINVAL);
-    SL_ENSURE(c->body_max_bytes < SIZE_MAX, SL_EINVAL);
-    memcpy(srv->error_key_buf, c->error_key, strlen(c->error_key) + 1);
-    c->error_key = srv->error_key_buf;
-    /* Head strings with their terminators, the header array (doubling in the parser's arena),
-     * and what chunk ends waste. */
-    srv->arena_max_bytes = 3 * c->head_limits.head_max_bytes
-                           + 4 * c->head_limits.headers_max * sizeof(struct sl_h1_header)
-                           + 4 * ARENA_CHUNK_BYTES;
-    return 0;
-}
-
-static int build_overload_response(struct sl_http_server *srv)
-{
-    char body[96];
-    int n = snprintf(body, sizeof(body), "{\"%s\":\"too many connections\"}", srv->cfg.error_key);
-    int m;
-
-    SL_ENSURE(n > 0 && (size_t)n < sizeof(body), SL_EINVAL);
-    m = snprintf(srv->overload, sizeof(srv->overload),
-                 "HTTP/1.1 503 Service Unavailable\r\nServer: sluice\r\n"
-                 "Content-Type: application/json\r\nContent-Length: %d\r\n"
-                 "Connection: close\r\n\r\n%s",
-                 n, body);
-    SL_ENSURE(m > 0 && (size_t)m < sizeof(srv->overload), SL_EINVAL);
-    srv->overload_len = (size_t)m;
-    return 0;
-}
-
-int sl_http_server_create(uv_loop_t *loop, const struct sl_http_server_config *cfg,
-                          sl_http_handler_fn *handler, void *arg, struct sl_http_server **out)
-{
-    struct sl_http_server *srv;
-    int rc;
-
-    SL_ENSURE(loop != NULL && handler != NULL && out != NULL, SL_EINVAL);
-    srv = sl_calloc(1, sizeof(*srv));
-    SL_ENSURE(srv != NULL, SL_ENOMEM);
-    srv->loop = loop;
-    srv->handler = handler;
-    srv->arg = arg;
-    srv->tcp_port = -1;
-    rc = resolve_config(srv, cfg);
-    if (rc == 0) {
-        rc = build_overload_response(srv);
-    }
-    if (rc == 0) {
-        rc = uv_timer_init(loop, &srv->anchor);
-    }
-    if (rc < 0) {
-        sl_free(srv);
-        return rc;
-    }
-    srv->pending_closes = 1;
-    *out = srv;
-    return 0;
-}
-
-/* Parses "a.b.c.d:port" or "[v6]:port" (IP literals only) into `ss`. */
-static int parse_addr_port(const char *s, struct sockaddr_storage *ss)
-{
-    char host[64];
-    const char *port_s;
-    const char *h = s;
-    size_t hlen;
-    unsigned long port = 0;
-    size_t digits = 0;
-
-    if (s[0] == '[') {
-        const char *end = strchr(s, ']');
-
-        SL_ENSURE(end != NULL && end[1] == ':', SL_EINVAL);
-        h = s + 1;
-        hlen = (size_t)(end - h);
-        port_s = end + 2;
-    } else {
-        const char *colon = strrchr(s, ':');
-
-        SL_ENSURE(colon != NULL, SL_EINVAL);
-        hlen = (size_t)(colon - s);
-        SL_ENSURE(memchr(s, ':', hlen) == NULL, SL_EINVAL); /* IPv6 needs brackets */
-        port_s = colon + 1;
-    }
-    SL_ENSURE(hlen > 0 && hlen < sizeof(host), SL_EINVAL);
-    memcpy(host, h, hlen);
-    host[hlen] = '\0';
-    for (; port_s[digits] >= '0' && port_s[digits] <= '9' && digits < 6; digits++) {
-        port = port * 10 + (unsigned long)(port_s[digits] - '0');
-    }
-    SL_ENSURE(digits > 0 && port_s[digits] == '\0' && port <= 65535, SL_EINVAL);
-    memset(ss, 0, sizeof(*ss));
-    if (s[0] == '[') {
-        SL_ENSURE(uv_ip6_addr(host, (int)port, (struct sockaddr_in6 *)ss) == 0, SL_EINVAL);
-    } else {
-        SL_ENSURE(uv_ip4_addr(host, (int)port, (struct sockaddr_in *)ss) == 0, SL_EINVAL);
-    }
-    return 0;
-}
-
-static void record_tcp_port(struct listener *l)
-{
-    struct sockaddr_storage ss;
-    int len = (int)sizeof(ss);
-
-    if (uv_tcp_getsockname(&l->sock.tcp, (struct sockaddr *)&ss, &len) != 0) {
-        return;
-    }
-    if (ss.ss_family == AF_INET6) {
-        l->srv->tcp_port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-    } else {
-        l->srv->tcp_port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-    }
-}
-
-int sl_http_server_listen_tcp(struct sl_http_server *srv, const char *addr_port, char *err,
-                              size_t errlen)
-{
-    struct sockaddr_storage ss;
-    struct listener *l;
-    int rc;
-
-    if (srv->closing) {
-        set_err(err, errlen, "the server is closing");
-        return SL_EINVAL;
-    }
-    if (parse_addr_port(addr_port, &ss) < 0) {
-        set_err(err, errlen, "invalid listen address \"%s\" (want IP:PORT or [IPv6]:PORT)",
-                addr_port);
-        return SL_EINVAL;
-    }
-    l = listener_slot(srv, false);
-    if (l == NULL) {
-        set_err(err, errlen, "too many listeners");
-        return SL_ETOOBIG;
-    }
-    rc = uv_tcp_init_ex(srv->loop, &l->sock.tcp, ss.ss_family);
-    if (rc < 0) {
-        set_err(err, errlen, "cannot listen on %s: %s", addr_port, uv_strerror(rc));
-        return rc;
-    }
-    listener_opened(l);
-    rc = uv_tcp_bind(&l->sock.tcp, (const struct sockaddr *)&ss, 0);
-    if (rc == 0) {
-        rc = uv_listen(&l->sock.stream, LISTEN_BACKLOG, on_listener_connection);
-    }
-    if (rc < 0) {
-        set_err(err, errlen, "cannot listen on %s: %s", addr_port, uv_strerror(rc));
-        listener_close(l);
-        return rc;
-    }
-    record_tcp_port(l);
-    return 0;
-}
-
-/* 1 when a server accepts connections on the unix socket `path`, 0 when none does (a stale
- * file), or a negative error. Never blocks: the probe socket is non-blocking. */
-static int unix_socket_is_live(const char *path)
-{
-    struct sockaddr_un sa;
-    int fd;
-    int rc;
-    int saved;
-
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    memcpy(sa.sun_path, path, strlen(path) + 1); /* length checked by the caller */
-    fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (fd == -1) {
-        return -errno;
-    }
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) == -1 || fcntl(fd, F_SETFL, O_NONBLOCK) == -1) {
-        saved = errno;
-        (void)close(fd);
-        return -saved;
-    }
-    rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-    saved = errno;
-    (void)close(fd);
-    if (rc == 0 || saved == EAGAIN || saved == EINPROGRESS) {
-        return 1; /* accepted, or a full backlog: someone listens */
-    }
-    if (saved == ECONNREFUSED || saved == ENOENT) {
-        return 0;
-    }
-    return -saved;
-}
-
-/* Makes `path` free for bind(2): nothing there, or a stale socket (removed). */
-static int clear_unix_path(const char *path, char *err, size_t errlen)
-{
-    struct stat st;
-    int rc;
-
-    if (lstat(path, &st) == -1) {
-        if (errno == ENOENT) {
-            return 0;
-        }
-        rc = -errno;
-        set_err(err, errlen, "cannot inspect %s: %s", path, uv_strerror(rc));
-        return rc;
-    }
-    if (!S_ISSOCK(st.st_mode)) {
-        set_err(err, errlen, "%s exists and is not a socket; not replacing it", path);
-        return SL_EEXIST;
-    }
-    rc = unix_socket_is_live(path);
-    if (rc != 0) {
-        if (rc > 0) {
-            rc = UV_EADDRINUSE;
-        }
-        set_err(err, errlen, "%s: %s", path,
-                rc == UV_EADDRINUSE ? "another server listens on it" : uv_strerror(rc));
-        return rc;
-    }
-    if (unlink(path) == -1 && errno != ENOENT) {
-        rc = -errno;
-        set_err(err, errlen, "cannot remove the stale socket %s: %s", path, uv_strerror(rc));
-        return rc;
-    }
-    return 0;
-}
-
-int sl_http_server_listen_unix(struct sl_http_server *srv, const char *path, int mode, char *err,
-                               size_t errlen)
-{
-    struct sockaddr_un sa;
-    struct listener *l;
-    mode_t old;
-    int rc;
-
-    if (srv->closing || mode < 0 || (mode & ~0777) != 0 || path[0] == '\0'
-        || strlen(path) >= sizeof(sa.sun_path)) {
-        set_err(err, errlen, "cannot listen on %s: invalid path, mode or state", path);
-        return SL_EINVAL;
-    }
-    SL_TRY(clear_unix_path(path, err, errlen));
-    l = listener_slot(srv, true);
-    if (l == NULL) {
-        set_err(err, errlen, "too many listeners");
-        return SL_ETOOBIG;
-    }
-    rc = uv_pipe_init(srv->loop, &l->sock.pipe, 0);
-    if (rc < 0) {
-        set_err(err, errlen, "cannot listen on %s: %s", path, uv_strerror(rc));
-        return rc;
-    }
-    listener_opened(l);
-    /* bind(2) creates the file with 0777 & ~umask: with this umask it never exists with
-     * wider permissions than `mode`, not even for a moment. */
-    old = umask((mode_t)(~mode & 0777));
-    rc = uv_pipe_bind(&l->sock.pipe, path);
-    (void)umask(old);
-    if (rc == 0) {
-        rc = uv_listen(&l->sock.stream, LISTEN_BACKLOG, on_listener_connection);
-    }
-    if (rc < 0) {
-        set_err(err, errlen, "cannot listen on %s: %s", path, uv_strerror(rc));
-        listener_close(l);
-        return rc;
-    }
-    return 0;
-}
-
-int sl_http_server_port(const struct sl_http_server *srv)
-{
-    return srv->tcp_port >= 0 ? srv->tcp_port : SL_ENOTFOUND;
-}
-
-size_t sl_http_server_connections(const struct sl_http_server *srv)
-{
-    return srv->n_conns;
-}
-
-void sl_http_server_close(struct sl_http_server *srv, sl_http_closed_fn *closed, void *arg)
-{
-    if (srv->closing) {
-        return;
-    }
-    srv->closing = true;
-    srv->closed = closed;
-    srv->closed_arg = arg;
-    for (size_t i = 0; i < SL_ARRAY_LEN(srv->listeners); i++) {
-        listener_close(&srv->listeners[i]);
-    }
     /* conn_close() never frees synchronously, so the list stays intact while walking it. */
-    for (struct http_conn *c = srv->conns; c != NULL; c = c->next) {
+    for (struct sl__http_conn *c = srv->conns; c != NULL; c = c->next) {
         conn_close(c);
     }
-    uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
 }

@@ -450,14 +450,24 @@ static int reserve(void **items, size_t *cap, size_t used, size_t size)
     return 0;
 }
 
-static int too_many(int rc, char *err, size_t errlen)
+/* Appends the `size` bytes at `item` to the array at `*items` of `*n` entries and capacity
+ * `*cap`, growing it. On failure the array is unchanged and `err` says why. */
+static int append_entry(void **items, size_t *cap, size_t *n, const void *item, size_t size,
+                        char *err, size_t errlen)
 {
-    if (rc == SL_ETOOBIG) {
-        (void)snprintf(err, errlen, "more than %u entries", SL_ADDR_POLICY_MAX_ENTRIES);
-    } else {
-        (void)snprintf(err, errlen, "out of memory");
+    int rc = reserve(items, cap, *n, size);
+
+    if (rc < 0) {
+        if (rc == SL_ETOOBIG) {
+            (void)snprintf(err, errlen, "more than %u entries", SL_ADDR_POLICY_MAX_ENTRIES);
+        } else {
+            (void)snprintf(err, errlen, "out of memory");
+        }
+        return rc;
     }
-    return rc;
+    memcpy((uint8_t *)*items + *n * size, item, size);
+    (*n)++;
+    return 0;
 }
 
 int sl_addr_policy_add_allow(struct sl_addr_policy *p, const char *cidr, char *err, size_t errlen)
@@ -469,13 +479,9 @@ int sl_addr_policy_add_allow(struct sl_addr_policy *p, const char *cidr, char *e
     SL_ENSURE(p != NULL, SL_EINVAL);
     SL_TRY(sl_addr_parse_cidr(cidr, &c, err, errlen));
     items = p->allow;
-    rc = reserve(&items, &p->cap_allow, p->n_allow, sizeof(*p->allow));
+    rc = append_entry(&items, &p->cap_allow, &p->n_allow, &c, sizeof(c), err, errlen);
     p->allow = items;
-    if (rc < 0) {
-        return too_many(rc, err, errlen);
-    }
-    p->allow[p->n_allow++] = c;
-    return 0;
+    return rc;
 }
 
 /* Splits a deny entry into its address text and port text (NULL for none). */
@@ -552,11 +558,7 @@ int sl_addr_policy_add_deny(struct sl_addr_policy *p, const char *entry, char *e
     }
     d.port = (uint16_t)v;
     items = p->deny;
-    rc = reserve(&items, &p->cap_deny, p->n_deny, sizeof(*p->deny));
+    rc = append_entry(&items, &p->cap_deny, &p->n_deny, &d, sizeof(d), err, errlen);
     p->deny = items;
-    if (rc < 0) {
-        return too_many(rc, err, errlen);
-    }
-    p->deny[p->n_deny++] = d;
-    return 0;
+    return rc;
 }

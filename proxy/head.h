@@ -12,8 +12,9 @@
  * (sl_head_build_response()): the head relayed, an interim response dropped, or a refusal; and
  * how its body is framed and whether the connection ends after it.
  *
- * proxy/conn.c runs CONNECT heads, identity (Proxy-Authorization), the policy decision and all
- * I/O itself; everything here is a pure function of its arguments, so it can be fuzzed as is.
+ * The connection (proxy/conn.c and its rooms) runs CONNECT heads, identity (Proxy-Authorization),
+ * the policy decision and all I/O itself; everything here is a pure function of its arguments, so
+ * it can be fuzzed as is.
  */
 #ifndef SL_PROXY_HEAD_H
 #define SL_PROXY_HEAD_H

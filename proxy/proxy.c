@@ -193,12 +193,14 @@ static uint64_t sum(struct proxy *p, size_t offset)
 
 #define SUM(p, field) sum((p), offsetof(struct sl__counters, field))
 
-static void admin_status(struct proxy *p, struct sl_http_exchange *x)
+static void admin_status(struct proxy *p, struct sl_http_exchange *x,
+                         const struct sl_http_request *req)
 {
     struct sl_leaf_cache_stats cs;
     struct sl_buf b;
     int rc;
 
+    (void)req;
     sl_leaf_cache_stats(p->shared.leaves, &cs);
     sl_buf_init(&b, 4096);
     rc = sl_buf_append_str(&b, "{\"version\":");
@@ -338,10 +340,12 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
     return metrics_latency(p, b);
 }
 
-static void admin_metrics(struct proxy *p, struct sl_http_exchange *x)
+static void admin_metrics(struct proxy *p, struct sl_http_exchange *x,
+                          const struct sl_http_request *req)
 {
     struct sl_buf b;
 
+    (void)req;
     sl_buf_init(&b, 1 << 20);
     if (metrics_text(p, &b) < 0) {
         sl_http_respond_error(x, 500, "cannot build the metrics");
@@ -412,34 +416,39 @@ static void admin_snapshot(struct proxy *p, struct sl_http_exchange *x,
     }
 }
 
+typedef void admin_fn(struct proxy *p, struct sl_http_exchange *x,
+                      const struct sl_http_request *req);
+
+/* The admin socket's endpoints: a path, the one method it takes (GET also answers HEAD), and
+ * what a 405 tells a client that used another. */
+static const struct {
+    const char *path;
+    const char *method;
+    admin_fn *fn;
+    const char *use;
+} admin_routes[] = {
+    { "/v1/snapshot", "PUT", admin_snapshot, "use PUT with the snapshot as the body" },
+    { "/v1/status", "GET", admin_status, "use GET" },
+    { "/metrics", "GET", admin_metrics, "use GET" },
+};
+
 static void on_admin_request(struct sl_http_exchange *x, const struct sl_http_request *req,
                              void *arg)
 {
     struct proxy *p = arg;
-    bool get = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
 
-    if (strcmp(req->path, "/v1/snapshot") == 0) {
-        if (strcmp(req->method, "PUT") != 0) {
-            sl_http_respond_error(x, 405, "use PUT with the snapshot as the body");
+    for (size_t i = 0; i < SL_ARRAY_LEN(admin_routes); i++) {
+        const char *method = admin_routes[i].method;
+
+        if (strcmp(req->path, admin_routes[i].path) != 0) {
+            continue;
+        }
+        if (strcmp(req->method, method) != 0
+            && !(strcmp(method, "GET") == 0 && strcmp(req->method, "HEAD") == 0)) {
+            sl_http_respond_error(x, 405, admin_routes[i].use);
             return;
         }
-        admin_snapshot(p, x, req);
-        return;
-    }
-    if (strcmp(req->path, "/v1/status") == 0) {
-        if (!get) {
-            sl_http_respond_error(x, 405, "use GET");
-            return;
-        }
-        admin_status(p, x);
-        return;
-    }
-    if (strcmp(req->path, "/metrics") == 0) {
-        if (!get) {
-            sl_http_respond_error(x, 405, "use GET");
-            return;
-        }
-        admin_metrics(p, x);
+        admin_routes[i].fn(p, x, req);
         return;
     }
     sl_http_respond_error(

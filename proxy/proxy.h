@@ -18,7 +18,7 @@
 
 #include "base/err.h"
 #include "base/log.h"
-#include "proxy/resolve.h"
+#include "proxy/dns.h"
 
 #define SL_PROXY_LISTEN_MAX 16
 #define SL_PROXY_LIST_MAX   256
@@ -41,7 +41,7 @@ struct sl_proxy_config {
     /* `--upstream-ca FILE`, or NULL. */
     const char *upstream_ca;
     /* `--resolve HOST:PORT:ADDR`, parsed. */
-    struct sl_resolve_pin pins[SL_PROXY_LIST_MAX];
+    struct sl_dns_pin pins[SL_PROXY_LIST_MAX];
     size_t n_pins;
     /* `--allow-upstream CIDR` and `--deny-upstream ADDR[:PORT]`. */
     const char *allow_upstream[SL_PROXY_LIST_MAX];

@@ -25,8 +25,8 @@
 #include "policy/snapshot.h"
 #include "proxy/addr.h"
 #include "proxy/audit.h"
+#include "proxy/dns.h"
 #include "proxy/proxy.h"
-#include "proxy/resolve.h"
 
 /* Buckets of the request latency histogram, +Inf included. */
 #define SL__LATENCY_BUCKETS 13
@@ -117,7 +117,7 @@ struct sl__worker {
     struct sl__conn *resuming;
     /* The newest snapshot this worker has (a reference), or NULL before the first. */
     struct sl_snapshot *snapshot;
-    struct sl_resolver *resolver;
+    struct sl_dns *dns;
     /* Open client connections, for draining at shutdown. */
     struct sl__conn *conns;
     size_t n_conns;
@@ -134,15 +134,5 @@ struct sl__worker {
     bool mail_drain;
     bool mail_stop;
 };
-
-/* Client connections (conn.c). */
-void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener);
-/* Asks every connection of `w` to finish its current request and close. */
-void sl__conn_drain_all(struct sl__worker *w);
-/* Closes every connection of `w` now. */
-void sl__conn_close_all(struct sl__worker *w);
-/* `w->snapshot` was replaced: every long-lived relay (websocket, passthrough tunnel) is
- * decided again and closed, with its audit line, when it is no longer allowed. */
-void sl__conn_policy_changed(struct sl__worker *w);
 
 #endif

@@ -105,26 +105,27 @@ static void release_out(struct sl_stream *s)
     }
 }
 
+/* Gives back an input block (`*block` holding [*off, *len)) once it holds nothing. */
+static void release_block(uint8_t **block, size_t *off, size_t *len)
+{
+    if (*block != NULL && *off == *len) {
+        block_put(*block);
+        *block = NULL;
+        *off = 0;
+        *len = 0;
+    }
+}
+
 /* Gives back the raw block once it holds nothing. */
 static void release_raw(struct sl_stream *s)
 {
-    if (s->_raw != NULL && s->_raw_off == s->_raw_len) {
-        block_put(s->_raw);
-        s->_raw = NULL;
-        s->_raw_off = 0;
-        s->_raw_len = 0;
-    }
+    release_block(&s->_raw, &s->_raw_off, &s->_raw_len);
 }
 
 /* Gives back the plaintext block once it holds nothing. */
 static void release_plain(struct sl_stream *s)
 {
-    if (s->_plain != NULL && s->_plain_off == s->_plain_len) {
-        block_put(s->_plain);
-        s->_plain = NULL;
-        s->_plain_off = 0;
-        s->_plain_len = 0;
-    }
+    release_block(&s->_plain, &s->_plain_off, &s->_plain_len);
 }
 
 static void update_reading(struct sl_stream *s);
@@ -575,6 +576,23 @@ bool sl_stream_has_room(const struct sl_stream *s, size_t n)
     return s->_out.len + n <= SL_STREAM_OUT_HIGH;
 }
 
+/* Appends `n` bytes to the output of a stream in the clear and starts writing. Returns 0, or
+ * the error that failed the stream. */
+static int put_clear(struct sl_stream *s, const void *p, size_t n)
+{
+    int rc = out_ready(s);
+
+    if (rc == 0) {
+        rc = sl_buf_append(&s->_out, p, n);
+    }
+    if (rc < 0) {
+        fail(s, rc);
+        return rc;
+    }
+    flush(s);
+    return 0;
+}
+
 int sl_stream_write(struct sl_stream *s, const void *p, size_t n)
 {
     size_t take;
@@ -594,16 +612,8 @@ int sl_stream_write(struct sl_stream *s, const void *p, size_t n)
         if (take > n) {
             take = n;
         }
-        rc = out_ready(s);
-        if (rc == 0) {
-            rc = sl_buf_append(&s->_out, p, take);
-        }
-        if (rc < 0) {
-            fail(s, rc);
-            return rc;
-        }
-        flush(s);
-        return (int)take;
+        rc = put_clear(s, p, take);
+        return rc < 0 ? rc : (int)take;
     }
     rc = sl_tls_write(s->_tls, p, n > SL_TLS_WRITE_MAX ? SL_TLS_WRITE_MAX : n);
     if (rc < 0) {
@@ -627,17 +637,7 @@ int sl_stream_write_all(struct sl_stream *s, const void *p, size_t n)
         return SL_EAGAIN;
     }
     if (s->_tls == NULL) {
-        int rc = out_ready(s);
-
-        if (rc == 0) {
-            rc = sl_buf_append(&s->_out, p, n);
-        }
-        if (rc < 0) {
-            fail(s, rc);
-            return rc;
-        }
-        flush(s);
-        return 0;
+        return put_clear(s, p, n);
     }
     while (done < n) {
         size_t chunk = n - done > SL_TLS_WRITE_MAX ? SL_TLS_WRITE_MAX : n - done;

@@ -8,8 +8,8 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "proxy/addr.h"
+#include "proxy/dns.h"
 #include "proxy/proxy_int.h"
-#include "proxy/resolve.h"
 
 /* Idle connections one worker keeps, and for how long at most. */
 #define IDLE_MAX 128
@@ -19,7 +19,7 @@
  * come back, while 32 per worker cover the steady state of many busy clients. */
 #define IDLE_PER_PLACE 32u
 #define IDLE_LIMIT_MS  30000u
-/* Ciphertext an upstream engine may hold before writes wait: one record (see proxy/conn.c). */
+/* Ciphertext an upstream engine may hold before writes wait: one record (see proxy/conn_tls.c). */
 #define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
 
 enum phase {
@@ -42,7 +42,7 @@ struct sl_upstream {
     /* The owner's callback; NULL while pooled. */
     sl_upstream_event_fn *fn;
     void *arg;
-    struct sl_resolve_req *rreq;
+    struct sl_dns_req *rreq;
     struct sl_addrs addrs;
     /* Next address to try. */
     size_t next;
@@ -87,7 +87,7 @@ static void fail(struct sl_upstream *u, enum sl_reason reason, const char *detai
     u->detail = detail;
     (void)uv_timer_stop(&u->timer);
     if (u->rreq != NULL) {
-        sl_resolve_cancel(u->rreq);
+        sl_dns_cancel(u->rreq);
         u->rreq = NULL;
     }
     notify(u);
@@ -164,7 +164,7 @@ void sl_upstream_close(struct sl_upstream *u)
     u->closing = true;
     pool_remove(u);
     if (u->rreq != NULL) {
-        sl_resolve_cancel(u->rreq);
+        sl_dns_cancel(u->rreq);
         u->rreq = NULL;
     }
     (void)uv_timer_stop(&u->timer);
@@ -221,6 +221,17 @@ static void on_stream_event(struct sl_stream *s, void *arg)
     }
 }
 
+/* The connect to the current address failed with `rc`: the handle of a failed connect cannot
+ * be reused, so it is closed, and its close callback tries the next address. */
+static void connect_failed(struct sl_upstream *u, int rc)
+{
+    u->connect_error = rc;
+    u->next++;
+    u->pending_closes++;
+    u->retrying = true;
+    sl_stream_close(&u->stream, on_stream_closed);
+}
+
 static void on_connect(uv_connect_t *req, int status)
 {
     struct sl_upstream *u = req->data;
@@ -233,12 +244,7 @@ static void on_connect(uv_connect_t *req, int status)
         return;
     }
     if (status < 0) {
-        u->connect_error = status;
-        u->next++;
-        /* The handle of a failed connect cannot be reused: close it, then try the next. */
-        u->pending_closes++;
-        u->retrying = true;
-        sl_stream_close(&u->stream, on_stream_closed);
+        connect_failed(u, status);
         return;
     }
     rc = sl_stream_start(&u->stream);
@@ -303,11 +309,7 @@ static void try_next(struct sl_upstream *u)
         if (rc == 0) {
             return;
         }
-        u->connect_error = rc;
-        u->next++;
-        u->pending_closes++;
-        u->retrying = true;
-        sl_stream_close(&u->stream, on_stream_closed);
+        connect_failed(u, rc);
         return;
     }
     if (u->connect_error != 0) {
@@ -426,7 +428,7 @@ int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t 
         set_literal(u);
         try_next(u);
     } else {
-        rc = sl_resolver_lookup(w->resolver, host->name, port, &u->addrs, on_resolved, u, &u->rreq);
+        rc = sl_dns_lookup(w->dns, host->name, port, &u->addrs, on_resolved, u, &u->rreq);
         if (rc == 1) {
             try_next(u);
         } else if (rc < 0) {

@@ -5,7 +5,7 @@
  *
  * sl_upstream_open() hands back a connection to (host, port, TLS or not): an idle one from the
  * pool when there is one, otherwise a new one that dials on its own:
- *   1. addresses: the IP literal itself, or the resolver's answer (proxy/resolve.h);
+ *   1. addresses: the IP literal itself, or the resolver's answer (proxy/dns.h);
  *   2. every address is judged by the address policy (proxy/addr.h) before it is tried, and
  *      the connection goes to the first allowed one that answers; the address checked is the
  *      address dialled;

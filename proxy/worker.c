@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "policy/host.h"
+#include "proxy/conn.h"
 #include "proxy/stream.h"
 #include "proxy/upstream.h"
 
@@ -137,8 +138,8 @@ static void on_wake(uv_async_t *a)
     if (stop) {
         sl__conn_close_all(w);
         sl_upstream_pool_close(w);
-        sl_resolver_close(w->resolver);
-        w->resolver = NULL;
+        sl_dns_close(w->dns);
+        w->dns = NULL;
         uv_close((uv_handle_t *)&w->wake, NULL);
         uv_close((uv_handle_t *)&w->resume, NULL);
     }
@@ -148,7 +149,7 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
                     const struct sockaddr_storage *addrs, size_t n_addrs, char *err, size_t errlen)
 {
     const struct sl_proxy_config *cfg = sh->cfg;
-    struct sl_resolver_config rc_cfg = { cfg->pins, cfg->n_pins, 0, 0, 0 };
+    struct sl_dns_config dns_cfg = { cfg->pins, cfg->n_pins, 0, 0, 0 };
     int rc;
 
     memset(w, 0, sizeof(*w));
@@ -167,7 +168,7 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
         w->resume.data = w;
     }
     if (rc == 0) {
-        rc = sl_resolver_create(&w->loop, &rc_cfg, &w->resolver);
+        rc = sl_dns_create(&w->loop, &dns_cfg, &w->dns);
     }
     for (size_t i = 0; rc == 0 && i < n_addrs; i++) {
         int fd = open_listener(&addrs[i], err, errlen);
@@ -193,8 +194,8 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
     }
     if (rc < 0) {
         close_listeners(w);
-        sl_resolver_close(w->resolver);
-        w->resolver = NULL;
+        sl_dns_close(w->dns);
+        w->dns = NULL;
         if (!uv_is_closing((uv_handle_t *)&w->wake) && w->wake.loop != NULL) {
             uv_close((uv_handle_t *)&w->wake, NULL);
         }

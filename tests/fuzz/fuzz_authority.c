@@ -2,7 +2,7 @@
 /*
  * tests/fuzz/fuzz_authority.c - the CONNECT authority and the Host header as the proxy compares
  * them (SPEC.md §4.3): both go through sl_host_parse_authority(), a missing Host port defaults
- * to the scheme's, and the proxy then compares the normal forms as text (proxy/conn.c
+ * to the scheme's, and the proxy then compares the normal forms as text (proxy/head.c
  * host_header_matches, a static function this target mirrors in `same_authority`).
  *
  * Input: `A\nB`: A is a CONNECT target, B a Host header value (B absent: A is used for both).
@@ -34,7 +34,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define TEXT_MAX 1024
 
-/* proxy/conn.c's comparison: names as text, ports after defaulting. */
+/* proxy/head.c's comparison: names as text, ports after defaulting. */
 static bool same_authority(const struct sl_host *a, uint16_t a_port, const struct sl_host *b,
                            uint16_t b_port, uint16_t default_port)
 {

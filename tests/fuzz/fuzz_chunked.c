@@ -19,7 +19,7 @@
  *     starting with a hex digit, a size beyond 64 bits, or chunk data not followed by CRLF is
  *     refused (SL_EINVAL); chunk extensions and odd whitespace are left to llhttp, checked only
  *     for consistency;
- *   - round trip: the decoded body re-encoded with the framing proxy/conn.c writes
+ *   - round trip: the decoded body re-encoded with the framing proxy/conn_forward.c writes
  *     (sl_h1_chunk_header(), data, SL_H1_CHUNK_END, then SL_H1_CHUNK_LAST), one chunk per body
  *     event as the proxy does and as a single chunk, decodes back to the same bytes and ends
  *     exactly at the end of the encoding;
@@ -324,7 +324,7 @@ static void check_chunk_header(const uint8_t *h, size_t w, uint64_t len)
     SL_BUG_ON(sl_h1_chunk_header(small, w - 1, len) != 0);
 }
 
-/* Re-encodes `r`'s body (per event, as proxy/conn.c does, or as one chunk) after `head` and
+/* Re-encodes `r`'s body (per event, as proxy/conn_forward.c does, or as one chunk) after `head` and
  * checks that it decodes back to the same bytes, ending exactly at the end. */
 static void round_trip(enum sl_h1_kind kind, const char *head, const struct result *r,
                        bool one_chunk)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_conn.c - the connection state machine of proxy/conn.c, run for real: a worker
- * (sl__worker_init(), its libuv loop and its listener, its resolver with --resolve pins, its
- * upstream pool) inside the fuzz process, a client that sends the fuzz input, and a scripted
- * origin. Request head -> decide -> CONNECT / tunnel sniff / absolute-form -> dial -> forward
+ * tests/fuzz/fuzz_conn.c - the connection state machine of proxy/conn.c (and its rooms), run for
+ * real: a worker (sl__worker_init(), its libuv loop and its listener, its resolver with --resolve
+ * pins, its upstream pool) inside the fuzz process, a client that sends the fuzz input, and a
+ * scripted origin. Request head -> decide -> CONNECT / tunnel sniff / absolute-form -> dial ->
+ * forward
  * -> response, with the proxy's own stream, upstream and TLS code.
  *
  * Transport: TCP on loopback only. proxy/stream.c is bound to uv_tcp_t (TCP_NODELAY, the peer
@@ -86,6 +87,7 @@
 #include "policy/decision.h"
 #include "policy/snapshot.h"
 #include "proxy/addr.h"
+#include "proxy/conn.h"
 #include "proxy/proxy.h"
 #include "proxy/proxy_int.h"
 #include "proxy/tls.h"
@@ -364,7 +366,7 @@ static void setup(void)
         char arg[128];
 
         SL_BUG_ON(snprintf(arg, sizeof(arg), "%s:%s", pinned[i], origin_ip) <= 0);
-        SL_BUG_ON(sl_resolve_pin_parse(arg, &g.cfg.pins[g.cfg.n_pins++], err, sizeof(err)) != 0);
+        SL_BUG_ON(sl_dns_pin_parse(arg, &g.cfg.pins[g.cfg.n_pins++], err, sizeof(err)) != 0);
     }
     g.sh.cfg = &g.cfg;
     SL_BUG_ON(sl_addr_policy_create(&g.sh.addrs) != 0);
@@ -902,11 +904,11 @@ static void teardown(struct run *r)
     SL_BUG_ON(loop_handles() != g.baseline_handles);
     SL_BUG_ON(atomic_load(&g.sh.connections) != 0);
     {
-        struct sl_resolver_stats rs;
+        struct sl_dns_stats rs;
 
         /* Every name the policy allows is pinned: the system resolver is never asked (this
          * harness stays on loopback). */
-        sl_resolver_stats(g.w.resolver, &rs);
+        sl_dns_stats(g.w.dns, &rs);
         SL_BUG_ON(rs.misses != 0 || rs.hits != 0);
     }
 }

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/fuzz/fuzz_response.c - the upstream response path of the proxy: http/h1 in response
- * mode with the proxy's limits (sl_h1_default_limits, as proxy/conn.c uses), over a stream of
- * responses on one kept-alive upstream connection, up to the upstream's close (sl_h1_eof).
+ * mode with the proxy's limits (sl_h1_default_limits, as proxy/conn_forward.c uses), over a stream
+ * of responses on one kept-alive upstream connection, up to the upstream's close (sl_h1_eof).
  *
  * Input: byte 0 seeds the split points; byte 1 says which exchanges answer a HEAD request (bit
  * k for the k-th final response; sl_h1_expect_no_body() is called before each such exchange, as
- * proxy/conn.c does once per request, interim 1xx responses included); the rest is the stream.
+ * proxy/conn_forward.c does once per request, interim 1xx responses included); the rest is the
+ * stream.
  *
  * Invariants, not just "no crash":
  *   - the trace of events (each head's status, framing, length, keep-alive and upgrade flags;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/fuzz/fuzz_response_head.c - the proxy's response head path (sl_head_build_response() of
- * proxy/head.c, the code proxy/conn.c runs on every upstream response head): parse the upstream's
- * responses with http/h1 as the proxy does, decide what the client gets, and re-parse that.
+ * proxy/head.c, the code proxy/conn_forward.c runs on every upstream response head): parse the
+ * upstream's responses with http/h1 as the proxy does, decide what the client gets, and re-parse
+ * that.
  *
  * Input: byte 0 describes the request being answered (bit 0 HEAD, bit 1 a websocket upgrade,
  * bit 2 an HTTP/1.0 client, bit 3 the client's keep-alive, bit 4 the connection closes after
@@ -266,7 +267,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else if (ev.type == SL_H1_EV_END) {
             head_start = pos;
             /* The next exchange on this upstream answers the same kind of request; a HEAD
-             * request's no-body holds once per final response, as proxy/conn.c sets it. */
+             * request's no-body holds once per final response, as proxy/conn_forward.c sets it. */
             if (ctx.is_head && sl_h1_head(&p)->status >= 200) {
                 sl_h1_expect_no_body(&p);
             }

@@ -39,7 +39,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define INPUT_MAX 16384
 
-/* http/server.c: ARENA_CHUNK_BYTES and the cap resolve_config() computes. */
+/* http/server_int.h: SL__HTTP_ARENA_CHUNK_BYTES, and the cap resolve_config() computes
+ * (http/server_listen.c). */
 #define SERVER_ARENA_CHUNK 4096u
 
 /* The head invariants of the file comment; returns the trace entry. */

@@ -217,7 +217,7 @@ fx_curl --max-time 10 "http://nx.sluice.test:$OH/echo"
 check_status "a name dnsd.py does not know (NXDOMAIN): 502 dns" 502 dns
 
 # --- (2) rebinding, second half ------------------------------------------------------------------
-# The proxy caches answers for 30 s (proxy/resolve.c): wait that out, then the next request
+# The proxy caches answers for 30 s (proxy/dns.c): wait that out, then the next request
 # resolves again, gets the private answer, and must check it.
 left=$((rebind_t0 + 32 - SECONDS))
 if [ "$left" -gt 0 ]; then

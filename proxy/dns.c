@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#include "proxy/resolve.h"
+#include "proxy/dns.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -27,7 +27,7 @@ struct entry {
     size_t host_len;
     /* The getaddrinfo() request while in flight; `owner` leads back from it. */
     uv_getaddrinfo_t gai;
-    struct sl_resolver *owner;
+    struct sl_dns *owner;
     bool pending;
     /* Outcome: 0 and `addrs` (ports zero), or a negative code. */
     int status;
@@ -35,21 +35,21 @@ struct entry {
     /* uv_now() after which the entry is stale. */
     uint64_t expires_ms;
     /* Callers waiting for the in-flight lookup. */
-    struct sl_resolve_req *waiters;
+    struct sl_dns_req *waiters;
 };
 
-struct sl_resolve_req {
-    struct sl_resolve_req *next;
-    struct sl_resolve_req **prevp;
+struct sl_dns_req {
+    struct sl_dns_req *next;
+    struct sl_dns_req **prevp;
     struct entry *entry;
     uint16_t port;
-    sl_resolve_cb *cb;
+    sl_dns_answer_fn *cb;
     void *arg;
 };
 
-struct sl_resolver {
+struct sl_dns {
     uv_loop_t *loop;
-    struct sl_resolver_config cfg;
+    struct sl_dns_config cfg;
     uint8_t key[SL_HASH_KEY_BYTES];
     struct entry *buckets[BUCKETS];
     /* Completed entries, oldest first, and their number. */
@@ -59,7 +59,7 @@ struct sl_resolver {
     /* Lookups in flight (each holds its entry until its callback). */
     size_t n_pending;
     bool closing;
-    struct sl_resolver_stats stats;
+    struct sl_dns_stats stats;
 };
 
 static void set_port(struct sockaddr_storage *ss, uint16_t port)
@@ -96,7 +96,7 @@ static int parse_ip(const char *s, size_t n, struct sockaddr_storage *out)
     return SL_EINVAL;
 }
 
-int sl_resolve_pin_parse(const char *arg, struct sl_resolve_pin *out, char *err, size_t errlen)
+int sl_dns_pin_parse(const char *arg, struct sl_dns_pin *out, char *err, size_t errlen)
 {
     const char *c1 = strchr(arg, ':');
     const char *c2;
@@ -128,10 +128,9 @@ int sl_resolve_pin_parse(const char *arg, struct sl_resolve_pin *out, char *err,
     return 0;
 }
 
-int sl_resolver_create(uv_loop_t *loop, const struct sl_resolver_config *cfg,
-                       struct sl_resolver **out)
+int sl_dns_create(uv_loop_t *loop, const struct sl_dns_config *cfg, struct sl_dns **out)
 {
-    struct sl_resolver *r = sl_calloc(1, sizeof(*r));
+    struct sl_dns *r = sl_calloc(1, sizeof(*r));
     int rc;
 
     if (r == NULL) {
@@ -159,12 +158,12 @@ int sl_resolver_create(uv_loop_t *loop, const struct sl_resolver_config *cfg,
     return 0;
 }
 
-static struct entry **bucket(struct sl_resolver *r, uint64_t hash)
+static struct entry **bucket(struct sl_dns *r, uint64_t hash)
 {
     return &r->buckets[hash & (BUCKETS - 1)];
 }
 
-static void unchain(struct sl_resolver *r, struct entry *e)
+static void unchain(struct sl_dns *r, struct entry *e)
 {
     struct entry **p = bucket(r, e->hash);
 
@@ -174,7 +173,7 @@ static void unchain(struct sl_resolver *r, struct entry *e)
     *p = e->chain;
 }
 
-static void age_remove(struct sl_resolver *r, struct entry *e)
+static void age_remove(struct sl_dns *r, struct entry *e)
 {
     if (e->older != NULL) {
         e->older->newer = e->newer;
@@ -191,7 +190,7 @@ static void age_remove(struct sl_resolver *r, struct entry *e)
     r->n_done--;
 }
 
-static void age_append(struct sl_resolver *r, struct entry *e)
+static void age_append(struct sl_dns *r, struct entry *e)
 {
     e->older = r->newest;
     e->newer = NULL;
@@ -204,14 +203,14 @@ static void age_append(struct sl_resolver *r, struct entry *e)
     r->n_done++;
 }
 
-static void drop_entry(struct sl_resolver *r, struct entry *e)
+static void drop_entry(struct sl_dns *r, struct entry *e)
 {
     unchain(r, e);
     age_remove(r, e);
     sl_free(e);
 }
 
-static void free_all(struct sl_resolver *r)
+static void free_all(struct sl_dns *r)
 {
     while (r->oldest != NULL) {
         drop_entry(r, r->oldest);
@@ -219,7 +218,7 @@ static void free_all(struct sl_resolver *r)
     sl_free(r);
 }
 
-void sl_resolver_close(struct sl_resolver *r)
+void sl_dns_close(struct sl_dns *r)
 {
     if (r == NULL || r->closing) {
         return;
@@ -230,7 +229,7 @@ void sl_resolver_close(struct sl_resolver *r)
     }
 }
 
-static void answer(struct sl_resolve_req *q, const struct entry *e)
+static void answer(struct sl_dns_req *q, const struct entry *e)
 {
     struct sl_addrs addrs;
 
@@ -248,7 +247,7 @@ static void answer(struct sl_resolve_req *q, const struct entry *e)
 static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
 {
     struct entry *e = SL_CONTAINER_OF(gai, struct entry, gai);
-    struct sl_resolver *r = e->owner;
+    struct sl_dns *r = e->owner;
 
     e->pending = false;
     r->n_pending--;
@@ -271,7 +270,7 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
     }
     if (r->closing) {
         while (e->waiters != NULL) {
-            struct sl_resolve_req *q = e->waiters;
+            struct sl_dns_req *q = e->waiters;
 
             e->waiters = q->next;
             sl_free(q);
@@ -287,7 +286,7 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
     age_append(r, e);
     /* Callbacks may start new lookups (even of this name): detach the waiters first. */
     while (e->waiters != NULL) {
-        struct sl_resolve_req *q = e->waiters;
+        struct sl_dns_req *q = e->waiters;
 
         e->waiters = q->next;
         if (e->waiters != NULL) {
@@ -301,7 +300,7 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
     }
 }
 
-static struct entry *find(struct sl_resolver *r, const char *host, size_t n, uint64_t hash)
+static struct entry *find(struct sl_dns *r, const char *host, size_t n, uint64_t hash)
 {
     for (struct entry *e = *bucket(r, hash); e != NULL; e = e->chain) {
         if (e->hash == hash && e->host_len == n && memcmp(e->host, host, n) == 0) {
@@ -311,8 +310,7 @@ static struct entry *find(struct sl_resolver *r, const char *host, size_t n, uin
     return NULL;
 }
 
-static int start(struct sl_resolver *r, const char *host, size_t n, uint64_t hash,
-                 struct entry **out)
+static int start(struct sl_dns *r, const char *host, size_t n, uint64_t hash, struct entry **out)
 {
     static const struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM };
     struct entry *e = sl_calloc(1, sizeof(*e));
@@ -339,12 +337,11 @@ static int start(struct sl_resolver *r, const char *host, size_t n, uint64_t has
     return 0;
 }
 
-int sl_resolver_lookup(struct sl_resolver *r, const char *host, uint16_t port,
-                       struct sl_addrs *addrs, sl_resolve_cb *cb, void *arg,
-                       struct sl_resolve_req **req)
+int sl_dns_lookup(struct sl_dns *r, const char *host, uint16_t port, struct sl_addrs *addrs,
+                  sl_dns_answer_fn *cb, void *arg, struct sl_dns_req **req)
 {
     size_t n = strnlen(host, SL_HOST_NAME_MAX + 1);
-    struct sl_resolve_req *q;
+    struct sl_dns_req *q;
     struct entry *e;
     uint64_t hash;
 
@@ -352,7 +349,7 @@ int sl_resolver_lookup(struct sl_resolver *r, const char *host, uint16_t port,
         return SL_EINVAL;
     }
     for (size_t i = 0; i < r->cfg.n_pins; i++) {
-        const struct sl_resolve_pin *pin = &r->cfg.pins[i];
+        const struct sl_dns_pin *pin = &r->cfg.pins[i];
 
         if (pin->port == port && strcmp(pin->host, host) == 0) {
             addrs->n = 1;
@@ -404,7 +401,7 @@ int sl_resolver_lookup(struct sl_resolver *r, const char *host, uint16_t port,
     return 0;
 }
 
-void sl_resolve_cancel(struct sl_resolve_req *q)
+void sl_dns_cancel(struct sl_dns_req *q)
 {
     if (q == NULL) {
         return;
@@ -416,7 +413,7 @@ void sl_resolve_cancel(struct sl_resolve_req *q)
     sl_free(q);
 }
 
-void sl_resolver_stats(const struct sl_resolver *r, struct sl_resolver_stats *out)
+void sl_dns_stats(const struct sl_dns *r, struct sl_dns_stats *out)
 {
     *out = r->stats;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * proxy/resolve.h - name resolution for one worker: the system resolver off the event loop
+ * proxy/dns.h - DNS name resolution for one worker: the system resolver off the event loop
  * (uv_getaddrinfo runs on libuv's thread pool), a short cache, and `--resolve` pins.
  *
  * The resolver only resolves; it never decides whether an address may be dialled. Its answer
@@ -12,12 +12,12 @@
  * cached for `ttl_ms` (failures for `negative_ttl_ms`); the cache holds at most `max_entries`
  * names and forgets the oldest first.
  *
- * Lifecycle: sl_resolver_create() on the worker's loop -> sl_resolver_lookup() /
- * sl_resolve_cancel() on that loop's thread -> sl_resolver_close(): lookups still running
- * finish first; the resolver frees itself after the last one (their callbacks are not called).
+ * Lifecycle: sl_dns_create() on the worker's loop -> sl_dns_lookup() / sl_dns_cancel() on that
+ * loop's thread -> sl_dns_close(): lookups still running finish first; the resolver frees itself
+ * after the last one (their callbacks are not called).
  */
-#ifndef SL_PROXY_RESOLVE_H
-#define SL_PROXY_RESOLVE_H
+#ifndef SL_PROXY_DNS_H
+#define SL_PROXY_DNS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -37,7 +37,7 @@ struct sl_addrs {
 };
 
 /* A `--resolve HOST:PORT:ADDR` pin. */
-struct sl_resolve_pin {
+struct sl_dns_pin {
     /* Normalised host name (policy/host.h), NUL-terminated. */
     char host[256];
     uint16_t port;
@@ -46,12 +46,12 @@ struct sl_resolve_pin {
 
 /* Parses a `--resolve HOST:PORT:ADDR` argument (ADDR an IPv4 or bracketed/bare IPv6 literal).
  * On failure writes a message naming the problem into `err`. */
-SL_MUST_CHECK int sl_resolve_pin_parse(const char *arg, struct sl_resolve_pin *out, char *err,
-                                       size_t errlen);
+SL_MUST_CHECK int sl_dns_pin_parse(const char *arg, struct sl_dns_pin *out, char *err,
+                                   size_t errlen);
 
-struct sl_resolver_config {
+struct sl_dns_config {
     /* Pins, consulted before the cache; borrowed, must outlive the resolver. */
-    const struct sl_resolve_pin *pins;
+    const struct sl_dns_pin *pins;
     size_t n_pins;
     /* Cache lifetimes; 0 means 30 000 ms and 5 000 ms. */
     uint64_t ttl_ms;
@@ -60,39 +60,39 @@ struct sl_resolver_config {
     size_t max_entries;
 };
 
-struct sl_resolver;    /* opaque, one per worker loop */
-struct sl_resolve_req; /* opaque, one pending lookup of one caller */
+struct sl_dns;     /* opaque, one per worker loop */
+struct sl_dns_req; /* opaque, one pending lookup of one caller */
 
 /* Called once on the loop thread with the outcome: 0 and the addresses (borrowed for the call),
  * or a negative code (UV_EAI_* from getaddrinfo, SL_ENOTFOUND for an empty answer). */
-typedef void sl_resolve_cb(void *arg, int status, const struct sl_addrs *addrs);
+typedef void sl_dns_answer_fn(void *arg, int status, const struct sl_addrs *addrs);
 
-SL_MUST_CHECK int sl_resolver_create(uv_loop_t *loop, const struct sl_resolver_config *cfg,
-                                     struct sl_resolver **out);
+SL_MUST_CHECK int sl_dns_create(uv_loop_t *loop, const struct sl_dns_config *cfg,
+                                struct sl_dns **out);
 
 /* Starts closing; see the lifecycle above. NULL is a no-op. */
-void sl_resolver_close(struct sl_resolver *r);
+void sl_dns_close(struct sl_dns *r);
 
 /* Resolves `host` (a normalised DNS name; borrowed) for `port`.
  *   returns 1: answered from a pin or the cache; `*addrs` is filled, no callback follows;
- *   returns 0: pending; `cb(arg, ...)` is called later unless sl_resolve_cancel(*req) is called
+ *   returns 0: pending; `cb(arg, ...)` is called later unless sl_dns_cancel(*req) is called
  *              first; `*req` identifies the lookup until then;
  *   returns <0: failed at once (a cached failure, or out of memory); no callback follows.
  * Never calls `cb` synchronously. */
-SL_MUST_CHECK int sl_resolver_lookup(struct sl_resolver *r, const char *host, uint16_t port,
-                                     struct sl_addrs *addrs, sl_resolve_cb *cb, void *arg,
-                                     struct sl_resolve_req **req);
+SL_MUST_CHECK int sl_dns_lookup(struct sl_dns *r, const char *host, uint16_t port,
+                                struct sl_addrs *addrs, sl_dns_answer_fn *cb, void *arg,
+                                struct sl_dns_req **req);
 
 /* Withdraws a pending lookup: its callback will not be called. `req` is invalid afterwards. */
-void sl_resolve_cancel(struct sl_resolve_req *req);
+void sl_dns_cancel(struct sl_dns_req *req);
 
 /* Cache counters, for metrics. */
-struct sl_resolver_stats {
+struct sl_dns_stats {
     uint64_t hits;
     uint64_t misses;
     uint64_t failures;
 };
 
-void sl_resolver_stats(const struct sl_resolver *r, struct sl_resolver_stats *out);
+void sl_dns_stats(const struct sl_dns *r, struct sl_dns_stats *out);
 
 #endif

@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proxy/conn_refuse.c - a connection's current request: its bookkeeping, the client's identity
+ * (Proxy-Authorization), the policy decision (method overrides included), the refusals the
+ * proxy answers itself (SPEC.md §4.5) and the audit line every request ends with (SPEC.md
+ * §4.9). A room of proxy/conn_int.h.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/arena.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "http/h1.h"
+#include "policy/auth.h"
+#include "policy/decision.h"
+#include "policy/host.h"
+#include "policy/snapshot.h"
+#include "policy/validate.h"
+#include "proxy/audit.h"
+#include "proxy/conn_int.h"
+#include "proxy/upstream.h"
+
+/* Longest request target quoted back in a refusal. */
+#define QUOTE_MAX 200
+
+/*
+ * Bookkeeping, audit lines, refusals.
+ */
+
+void sl__conn_begin_request(struct sl__conn *c, const char *method)
+{
+    c->r = (struct sl__req_info){ .method = method,
+                                  .scheme = sl__conn_is_intercepted(c) ? "https" : "http",
+                                  .start_ns = uv_hrtime(),
+                                  .allow = true,
+                                  .reason = SL_REASON_NONE };
+    c->dec = (struct sl_decision){ .allow = false };
+    sl_snapshot_unref(c->snap);
+    c->snap = c->w->snapshot != NULL ? sl_snapshot_ref(c->w->snapshot) : NULL;
+    if (sl__conn_in_tunnel(c)) {
+        sl__conn_note_identity(c);
+    }
+}
+
+const uint64_t sl__latency_bounds_us[SL__LATENCY_BUCKETS - 1] = {
+    1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
+};
+
+/* Counts one request of `elapsed_us` in the latency histogram (SPEC.md §4.9). */
+static void count_latency(struct sl__counters *k, uint64_t elapsed_us)
+{
+    size_t i = 0;
+
+    while (i < SL__LATENCY_BUCKETS - 1 && elapsed_us > sl__latency_bounds_us[i]) {
+        i++;
+    }
+    sl__count(&k->latency[i], 1);
+    sl__count(&k->latency_sum_us, elapsed_us);
+}
+
+void sl__conn_audit(struct sl__conn *c)
+{
+    const struct sl__shared *sh = c->w->shared;
+    const uint64_t elapsed_ns = uv_hrtime() - c->r.start_ns;
+    /* The CONNECT line of an opened tunnel: its requests are timed one by one instead. */
+    const bool opens_tunnel =
+            c->r.allow && c->r.method != NULL && strcmp(c->r.method, "CONNECT") == 0;
+    struct sl_audit_record a = {
+        .client = c->dec.client,
+        .environment = c->dec.environment,
+        .src = (const struct sockaddr *)&c->peer,
+        .method = c->r.method,
+        .scheme = c->r.scheme,
+        .host = c->r.has_host ? c->r.host.name : NULL,
+        .port = c->r.port,
+        .path = c->r.target,
+        .allow = c->r.allow,
+        .reason = c->r.reason,
+        .rule = c->dec.rule,
+        .credential = c->r.credential,
+        .passthrough = c->passthrough,
+        .status = c->r.status,
+        .bytes_up = c->r.bytes_up,
+        .bytes_down = c->r.bytes_down,
+        .ms = (double)elapsed_ns / 1e6,
+        .policy_version = c->snap != NULL ? sl_snapshot_version(c->snap) : 0,
+    };
+
+    if (c->r.allow) {
+        sl__count(&c->w->counters.requests_allowed, 1);
+    } else {
+        sl__count(&c->w->counters.requests_denied, 1);
+        sl__count(&c->w->counters.denied_by_reason[c->r.reason], 1);
+    }
+    sl__count(&c->w->counters.bytes_up, c->r.bytes_up);
+    sl__count(&c->w->counters.bytes_down, c->r.bytes_down);
+    if (!opens_tunnel) {
+        count_latency(&c->w->counters, elapsed_ns / 1000u);
+    }
+    sl_audit_write(sh->audit, &a);
+    if (sl_log_enabled(SL_LOG_DEBUG)) {
+        sl_log(SL_LOG_DEBUG, c->id,
+               "msg=request method=%s host=%s port=%u decision=%s reason=%s "
+               "status=%d",
+               c->r.method != NULL ? c->r.method : "-", a.host != NULL ? a.host : "-",
+               (unsigned)c->r.port, c->r.allow ? "allow" : "deny", sl_reason_code(c->r.reason),
+               c->r.status);
+    }
+}
+
+/* Appends `s` for a human: printable ASCII only, at most `max` bytes, cut at a '?' (a query
+ * may carry secrets) when `cut_query`. */
+static int put_quoted(struct sl_buf *b, const char *s, size_t max, bool cut_query)
+{
+    for (size_t i = 0; s[i] != '\0' && !(cut_query && s[i] == '?') && i < max; i++) {
+        char ch = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+
+        SL_TRY(sl_buf_append(b, &ch, 1));
+    }
+    return 0;
+}
+
+/* "https://host[:port]/path" or "host:port" (CONNECT) for messages. */
+static int put_request_url(struct sl__conn *c, struct sl_buf *b)
+{
+    const struct sl__req_info *r = &c->r;
+
+    if (!r->has_host) {
+        return sl_buf_append_str(b, "(unparsed target)");
+    }
+    if (r->target == NULL) {
+        return sl_buf_printf(b, "%s:%u", r->host.name, (unsigned)r->port);
+    }
+    SL_TRY(sl_buf_printf(b, "%s://%s", r->scheme, r->host.name));
+    if (r->port != (strcmp(r->scheme, "https") == 0 ? 443 : 80)) {
+        SL_TRY(sl_buf_printf(b, ":%u", (unsigned)r->port));
+    }
+    return put_quoted(b, r->target, QUOTE_MAX, true);
+}
+
+static bool is_policy_reason(enum sl_reason reason)
+{
+    switch (reason) {
+    case SL_REASON_HOST_NOT_ALLOWED:
+    case SL_REASON_PORT_NOT_ALLOWED:
+    case SL_REASON_METHOD_NOT_ALLOWED:
+    case SL_REASON_CREDENTIAL_NEEDS_TLS:
+    case SL_REASON_EXPIRED:
+    case SL_REASON_NO_IDENTITY:
+    case SL_REASON_NO_POLICY:
+    case SL_REASON_PRIVATE_ADDRESS:
+        return true;
+    case SL_REASON_NONE:
+    case SL_REASON_BAD_REQUEST:
+    case SL_REASON_BAD_HOST:
+    case SL_REASON_HOST_MISMATCH:
+    case SL_REASON_NOT_TLS:
+    case SL_REASON_DNS:
+    case SL_REASON_UPSTREAM_UNREACHABLE:
+    case SL_REASON_UPSTREAM_TLS:
+    case SL_REASON_UPSTREAM_TIMEOUT:
+    case SL_REASON_TOO_LARGE:
+    case SL_REASON_OVERLOADED:
+        return false;
+    }
+    return false;
+}
+
+static const char *status_text(int status)
+{
+    switch (status) {
+    case 400:
+        return "Bad Request";
+    case 403:
+        return "Forbidden";
+    case 407:
+        return "Proxy Authentication Required";
+    case 408:
+        return "Request Timeout";
+    case 421:
+        return "Misdirected Request";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    default:
+        return "Error";
+    }
+}
+
+/* The one-line body of a refusal (SPEC.md §4.5): what was refused and why, the detail, and for
+ * a policy refusal what would allow it. */
+static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *detail,
+                        struct sl_buf *b)
+{
+    const char *method = c->r.method != NULL ? c->r.method : "request";
+    const char *hint_method = c->r.override_method != NULL ? c->r.override_method : c->r.method;
+    char hint[SL_POLICY_HINT_MAX];
+
+    SL_TRY(sl_buf_printf(b, "sluice: %s ", method));
+    SL_TRY(put_request_url(c, b));
+    SL_TRY(sl_buf_printf(b, " %s: %s", is_policy_reason(reason) ? "denied" : "failed",
+                         sl_reason_code(reason)));
+    if (c->dec.client != NULL) {
+        SL_TRY(sl_buf_printf(b, " (client %s, environment %s)", c->dec.client,
+                             c->dec.environment_label != NULL ? c->dec.environment_label
+                                                              : c->dec.environment));
+    }
+    if (detail != NULL && detail[0] != '\0') {
+        SL_TRY(sl_buf_append_str(b, ": "));
+        SL_TRY(put_quoted(b, detail, 400, false));
+    }
+    if (c->r.has_host && c->dec.environment != NULL) {
+        struct sl_request_view v = { &c->r.host, c->r.port,
+                                     c->r.target != NULL ? hint_method : NULL,
+                                     sl__conn_is_intercepted(c) };
+
+        if (sl_policy_hint(&c->dec, &v, hint, sizeof(hint)) > 0) {
+            SL_TRY(sl_buf_printf(b, "; %s", hint));
+        }
+    }
+    return sl_buf_append_str(b, "\n");
+}
+
+/* Answers the current request with a refusal of the proxy's own and ends it. `keep` allows
+ * the connection to go on (the request had no body left unread). */
+void sl__conn_refuse(struct sl__conn *c, enum sl_reason reason, int status, const char *detail,
+                     bool keep)
+{
+    struct sl_buf body;
+    bool go_on = keep && c->r.client_keep_alive && !c->close_after && !c->w->draining;
+    int rc;
+
+    c->r.allow = false;
+    c->r.reason = reason;
+    c->r.status = status;
+    sl_buf_init(&body, 4096);
+    sl_buf_reset(&c->head);
+    rc = refusal_body(c, reason, detail, &body);
+    if (rc == 0) {
+        rc = sl_buf_printf(&c->head,
+                           "HTTP/1.1 %d %s\r\nX-Sluice-Reason: %s\r\nContent-Type: text/plain; "
+                           "charset=utf-8\r\nContent-Length: %zu\r\n%s%s\r\n",
+                           status, status_text(status), sl_reason_code(reason), body.len,
+                           status == 407 ? "Proxy-Authenticate: Basic realm=\"sluice\"\r\n" : "",
+                           go_on ? "" : "Connection: close\r\n");
+    }
+    if (rc == 0 && !c->r.is_head) {
+        rc = sl_buf_append(&c->head, body.p, body.len);
+    }
+    sl_buf_finish(&body);
+    if (rc == 0) {
+        rc = sl_stream_write_all(&c->client, c->head.p, c->head.len);
+    }
+    if (rc < 0) {
+        c->r.status = 0;
+    }
+    sl__conn_audit(c);
+    if (c->up != NULL) {
+        sl_upstream_close(c->up);
+        c->up = NULL;
+    }
+    if (rc < 0 || !go_on) {
+        sl__conn_end(c);
+        return;
+    }
+    sl__conn_end_exchange(c);
+}
+
+/* Refuses with the status SPEC.md §4.5 gives the reason. */
+void sl__conn_refuse_reason(struct sl__conn *c, enum sl_reason reason, const char *detail,
+                            bool keep)
+{
+    sl__conn_refuse(c, reason, sl_reason_status(reason), detail, keep);
+}
+
+/* A refusal that cannot be answered (TLS failed, not TLS, the client left): audit and close. */
+void sl__conn_drop(struct sl__conn *c, enum sl_reason reason)
+{
+    c->r.allow = false;
+    c->r.reason = reason;
+    c->r.status = 0;
+    sl__conn_audit(c);
+    sl__conn_close(c);
+}
+
+/*
+ * Identity and decision.
+ */
+
+/* Reads the Proxy-Authorization of `h` into the connection. Returns false when it is
+ * present but malformed. */
+bool sl__conn_take_credentials(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "proxy-authorization");
+
+    c->has_auth = false;
+    if (f == NULL) {
+        return true;
+    }
+    if (sl_auth_parse_basic(f->value, c->auth_id, sizeof(c->auth_id), c->auth_token,
+                            sizeof(c->auth_token))
+        < 0) {
+        return false;
+    }
+    c->has_auth = true;
+    return true;
+}
+
+/* The client of `snap` (NULL: none) that the connection's credentials and address name, or
+ * NULL. */
+const struct sl_client *sl__conn_identify(const struct sl__conn *c, const struct sl_snapshot *snap)
+{
+    if (snap == NULL) {
+        return NULL;
+    }
+    return sl_policy_identify(snap, c->has_auth ? c->auth_id : NULL,
+                              c->has_auth ? c->auth_token : NULL,
+                              (const struct sockaddr *)&c->peer);
+}
+
+/* Names the client and environment in the lines of refusals that come before the decision
+ * (a malformed request inside a tunnel still belongs to someone, SPEC §4.7). */
+void sl__conn_note_identity(struct sl__conn *c)
+{
+    const struct sl_client *client = sl__conn_identify(c, c->snap);
+
+    if (client != NULL) {
+        c->dec.client = sl_client_id(client);
+        c->dec.environment = sl_env_name(sl_client_env(client));
+        c->dec.environment_label = sl_env_label(sl_client_env(client));
+    }
+}
+
+/* Decides the current request (`method` NULL: a CONNECT, host and port only). Returns true
+ * when allowed; otherwise answers the refusal. */
+bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep)
+{
+    struct sl_request_view v = { &c->r.host, c->r.port, method, tls };
+    const struct sl_client *client = sl__conn_identify(c, c->snap);
+
+    sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
+    if (!c->dec.allow) {
+        sl__conn_refuse_reason(c, c->dec.reason, NULL, keep);
+        return false;
+    }
+    c->r.credential = c->dec.credential_header != NULL;
+    return true;
+}
+
+/* The headers through which many servers (Google's, Microsoft's, frameworks' middleware) take
+ * a request's method from its head instead of its request line. */
+static const char *const override_headers[] = { "X-HTTP-Method-Override", "X-HTTP-Method",
+                                                "X-Method-Override" };
+
+/*
+ * A request that names another method in a method-override header is decided for that method
+ * too: a rule that allows POST only must not let a "POST" with `X-HTTP-Method-Override: DELETE`
+ * through to a server that honours it. The value must be a method token (compared in upper
+ * case, as servers read it); anything else is a bad request. Returns true when every method
+ * named is allowed; otherwise answers the refusal, naming the header and its method.
+ */
+bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, bool tls, bool keep)
+{
+    const struct sl_client *client = NULL;
+    bool identified = false;
+
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const struct sl_h1_header *f = &h->headers[i];
+        const char *name = NULL;
+        enum sl_policy_method_fault fault;
+        char method[SL_POLICY_METHOD_LEN_MAX + 1];
+        char detail[160];
+        struct sl_request_view v;
+        struct sl_decision d;
+
+        for (size_t k = 0; k < SL_ARRAY_LEN(override_headers) && name == NULL; k++) {
+            if (sl_h1_name_is(f->name, override_headers[k])) {
+                name = override_headers[k];
+            }
+        }
+        if (name == NULL) {
+            continue;
+        }
+        fault = sl_policy_method_check((const char *)f->value.p, f->value.n);
+        if (fault != SL_POLICY_METHOD_OK && fault != SL_POLICY_METHOD_LOWERCASE) {
+            (void)snprintf(detail, sizeof(detail), "%s is not a method", name);
+            sl__conn_refuse_reason(c, SL_REASON_BAD_REQUEST, detail, false);
+            return false;
+        }
+        for (size_t k = 0; k < f->value.n; k++) {
+            method[k] = (char)toupper((unsigned char)f->value.p[k]);
+        }
+        method[f->value.n] = '\0';
+        if (!identified) {
+            client = sl__conn_identify(c, c->snap);
+            identified = true;
+        }
+        v = (struct sl_request_view){ &c->r.host, c->r.port, method, tls };
+        sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &d);
+        if (!d.allow) {
+            c->dec = d;
+            c->r.override_method = sl_arena_strndup(&c->arena, method, f->value.n);
+            (void)snprintf(detail, sizeof(detail), "%s names %s", name, method);
+            sl__conn_refuse_reason(c, d.reason, detail, keep);
+            return false;
+        }
+    }
+    return true;
+}

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * proxy/conn_tls.c - a tunnel's first bytes: TLS interception (the SNI checked against the
+ * CONNECT, a leaf from the cache or minted on the thread pool, the client's handshake), plain
+ * HTTP in a tunnel to port 80, and a passthrough tunnel's ClientHello read without answering
+ * it. A room of proxy/conn_int.h.
+ */
+#include <string.h>
+
+#include "base/log.h"
+#include "certs/cache.h"
+#include "policy/host.h"
+#include "policy/snapshot.h"
+#include "proxy/conn_int.h"
+#include "proxy/stream.h"
+#include "proxy/tls.h"
+
+/* Ciphertext a client engine may hold before writes wait: one record. The stream moves it
+ * into its own output block at once, so a larger engine ring only costs memory (its ring is
+ * allocated at this size plus a record, per connection). */
+#define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
+
+/*
+ * TLS interception.
+ */
+
+/* The name a leaf for the tunnel's host carries: the DNS name, or the bare IP. */
+static void cert_name(const struct sl__conn *c, char *out)
+{
+    if (c->thost.kind == SL_HOST_IPV6) {
+        memcpy(out, c->thost.name + 1, c->thost.len - 2);
+        out[c->thost.len - 2] = '\0';
+    } else {
+        memcpy(out, c->thost.name, c->thost.len + 1);
+    }
+}
+
+/* SPEC §4.3: the SNI, when present, must name the CONNECT host. */
+static bool sni_names_tunnel(const struct sl__conn *c, const char *sni)
+{
+    struct sl_host h;
+
+    return sl_host_normalize(sl_slice_str(sni), 0, &h, NULL) == 0 && h.len == c->thost.len
+           && memcmp(h.name, c->thost.name, h.len) == 0;
+}
+
+static enum sl_tls_sni_verdict on_sni(struct sl_tls *t, const char *sni, void *arg)
+{
+    struct sl__conn *c = arg;
+    char name[SL_HOST_NAME_MAX + 1];
+    struct sl_leaf *leaf;
+
+    if (sni != NULL && !sni_names_tunnel(c, sni)) {
+        c->sni_mismatch = true;
+        return SL_TLS_SNI_REFUSE;
+    }
+    cert_name(c, name);
+    leaf = sl_leaf_cache_lookup(c->w->shared->leaves, name);
+    if (leaf == NULL) {
+        return SL_TLS_SNI_RETRY;
+    }
+    if (sl_tls_set_certificate(t, sl_leaf_cert(leaf), sl_leaf_key(leaf)) < 0) {
+        sl_leaf_unref(leaf);
+        return SL_TLS_SNI_REFUSE;
+    }
+    sl_leaf_unref(leaf);
+    return SL_TLS_SNI_OK;
+}
+
+static void mint_work(uv_work_t *req)
+{
+    struct sl__conn *c = req->data;
+    char name[SL_HOST_NAME_MAX + 1];
+    char err[256];
+
+    cert_name(c, name);
+    c->mint_rc = sl_leaf_cache_get(c->w->shared->leaves, name, &c->leaf, err, sizeof(err));
+    if (c->mint_rc < 0) {
+        sl_log(SL_LOG_ERROR, c->id, "msg=\"cannot mint a certificate\" host=%s err=\"%s\"", name,
+               err);
+    }
+}
+
+static void mint_done(uv_work_t *req, int status)
+{
+    struct sl__conn *c = req->data;
+
+    if (c->state == SL__CONN_CLOSED) {
+        sl__conn_owed_done(c);
+        return;
+    }
+    c->pending--;
+    if (status < 0 || c->mint_rc < 0
+        || sl_tls_set_certificate(sl_stream_tls(&c->client), sl_leaf_cert(c->leaf),
+                                  sl_leaf_key(c->leaf))
+                   < 0) {
+        sl__conn_drop(c, SL_REASON_BAD_REQUEST);
+        return;
+    }
+    sl_leaf_unref(c->leaf);
+    c->leaf = NULL;
+    sl__conn_set_state(c, SL__CONN_TLS_HANDSHAKE);
+    sl__conn_step(c);
+}
+
+/*
+ * Passthrough tunnels.
+ */
+
+/* What peek_hello()'s SNI callback saw. */
+struct hello_peek {
+    struct sl__conn *c;
+    /* The ClientHello reached the callback. */
+    bool seen;
+};
+
+/* The SNI callback of peek_hello(): records the verdict and stops the handshake there. */
+static enum sl_tls_sni_verdict on_passthrough_sni(struct sl_tls *t, const char *sni, void *arg)
+{
+    struct hello_peek *peek = arg;
+
+    (void)t;
+    peek->seen = true;
+    peek->c->sni_mismatch = sni != NULL && !sni_names_tunnel(peek->c, sni);
+    return SL_TLS_SNI_RETRY;
+}
+
+/* Reads the ClientHello at the start of `in` (borrowed, not consumed) with a throwaway server
+ * engine: OpenSSL parses the hostile bytes, not a parser of ours, and the SNI callback stops
+ * the handshake before any answer is made; the engine is destroyed without sending anything.
+ * Returns 1 when the hello was complete (c->sni_mismatch then says whether its SNI names
+ * another host than the CONNECT), 0 when more bytes are needed, or a negative code when the
+ * bytes are no ClientHello OpenSSL accepts, or memory ran out. */
+static int peek_hello(struct sl__conn *c, struct sl_slice in)
+{
+    struct hello_peek peek = { c, false };
+    struct sl_tls *t = NULL;
+    int rc;
+
+    SL_TRY(sl_tls_create_server(c->w->shared->server_ctx, 0, &t));
+    sl_tls_set_sni_fn(t, on_passthrough_sni, &peek);
+    /* The stream's buffer (SL_STREAM_RAW_BYTES) is smaller than the engine's input ring. */
+    rc = sl_tls_feed(t, in.p, in.n);
+    if (rc >= 0 && (size_t)rc != in.n) {
+        rc = SL_ETOOBIG;
+    }
+    if (rc >= 0) {
+        rc = sl_tls_handshake(t);
+    }
+    sl_tls_destroy(t);
+    if (peek.seen) {
+        return 1;
+    }
+    if (rc == SL_TLS_HS_WANT_IO) {
+        return 0;
+    }
+    return rc < 0 ? rc : SL_EINVAL;
+}
+
+/* A passthrough tunnel's first bytes: a ClientHello whose SNI, when present, names the CONNECT
+ * host (an absent SNI is allowed: the CONNECT host is what was decided, and what is dialled).
+ * Nothing is consumed: the hello goes upstream byte for byte. A refusal cannot be answered in
+ * HTTP any more (the client speaks TLS): it is audited and the tunnel closed. */
+static int step_passthrough_sniff(struct sl__conn *c)
+{
+    struct sl_slice in = sl_stream_peek(&c->client);
+    int rc = 0;
+
+    if (in.n == 0) {
+        if (sl_stream_in_status(&c->client) != 0) {
+            /* The client left without a byte: the tunnel's line, then close. */
+            sl__conn_audit(c);
+            sl__conn_close(c);
+            return -1;
+        }
+        return 0;
+    }
+    switch (sl_tls_sniff(in.p, in.n)) {
+    case SL_TLS_SNIFF_NEED_MORE:
+        rc = 0;
+        break;
+    case SL_TLS_SNIFF_TLS:
+        rc = peek_hello(c, in);
+        break;
+    case SL_TLS_SNIFF_HTTP:
+    case SL_TLS_SNIFF_OTHER:
+        /* Plain HTTP included, on any port: passthrough is for TLS. */
+        sl__conn_drop(c, SL_REASON_NOT_TLS);
+        return -1;
+    }
+    if (rc == 0) {
+        if (in.n >= SL_STREAM_RAW_BYTES) {
+            sl__conn_drop(c, SL_REASON_TOO_LARGE);
+            return -1;
+        }
+        if (sl_stream_peer_closed(&c->client)) {
+            sl__conn_drop(c, SL_REASON_NOT_TLS);
+            return -1;
+        }
+        return 0;
+    }
+    if (rc < 0) {
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"passthrough: not a ClientHello\" err=%s",
+               sl_strerror(rc));
+        sl__conn_drop(c, rc == SL_ENOMEM ? SL_REASON_BAD_REQUEST : SL_REASON_NOT_TLS);
+        return -1;
+    }
+    if (c->sni_mismatch) {
+        sl__conn_drop(c, SL_REASON_HOST_MISMATCH);
+        return -1;
+    }
+    sl__conn_start_passthrough_dial(c);
+    return c->state == SL__CONN_CLOSED ? -1 : 1;
+}
+
+/*
+ * The tunnel's first bytes and the client's handshake.
+ */
+
+/* TUNNEL_SNIFF: TLS (intercepted, or a passthrough tunnel's ClientHello), or plain HTTP in a
+ * tunnel to port 80; anything else is refused as not-tls. */
+int sl__conn_step_tunnel_sniff(struct sl__conn *c)
+{
+    struct sl_slice in = sl_stream_peek(&c->client);
+    struct sl_tls *t = NULL;
+
+    if (c->passthrough) {
+        return step_passthrough_sniff(c);
+    }
+    if (in.n == 0) {
+        if (sl_stream_in_status(&c->client) != 0) {
+            sl__conn_close(c);
+            return -1;
+        }
+        return 0;
+    }
+    sl__conn_begin_request(c, "CONNECT");
+    c->r.scheme = c->tport == 80 ? "http" : "https";
+    c->r.host = c->thost;
+    c->r.port = c->tport;
+    c->r.has_host = true;
+    switch (sl_tls_sniff(in.p, in.n)) {
+    case SL_TLS_SNIFF_NEED_MORE:
+        return 0;
+    case SL_TLS_SNIFF_TLS:
+        if (sl_tls_create_server(c->w->shared->server_ctx, TLS_OUT_CAP, &t) < 0) {
+            sl__conn_drop(c, SL_REASON_BAD_REQUEST);
+            return -1;
+        }
+        sl_tls_set_sni_fn(t, on_sni, c);
+        if (sl_stream_set_tls(&c->client, t) < 0) {
+            sl__conn_drop(c, SL_REASON_BAD_REQUEST);
+            return -1;
+        }
+        sl__conn_set_state(c, SL__CONN_TLS_HANDSHAKE);
+        return 1;
+    case SL_TLS_SNIFF_HTTP:
+        if (c->tport == 80) {
+            sl_snapshot_unref(c->snap);
+            c->snap = NULL;
+            sl__conn_set_state(c, SL__CONN_REQUEST_HEAD);
+            return 1;
+        }
+        break;
+    case SL_TLS_SNIFF_OTHER:
+        break;
+    }
+    sl__conn_drop(c, SL_REASON_NOT_TLS);
+    return -1;
+}
+
+/* TLS_HANDSHAKE: the client's handshake, pausing in MINTING while a leaf is minted. */
+int sl__conn_step_tls_handshake(struct sl__conn *c)
+{
+    int rc = sl_stream_handshake(&c->client);
+
+    switch (rc) {
+    case SL_TLS_HS_DONE:
+        sl__count(&c->w->counters.tls_handshakes, 1);
+        sl_snapshot_unref(c->snap);
+        c->snap = NULL;
+        sl__conn_set_state(c, SL__CONN_REQUEST_HEAD);
+        return 1;
+    case SL_TLS_HS_WANT_IO:
+        if (sl_stream_in_status(&c->client) != 0 || sl_stream_error(&c->client) != 0) {
+            break;
+        }
+        return 0;
+    case SL_TLS_HS_WANT_CERT:
+        c->work.data = c;
+        if (uv_queue_work(&c->w->loop, &c->work, mint_work, mint_done) < 0) {
+            break;
+        }
+        c->pending++;
+        sl__conn_set_state(c, SL__CONN_MINTING);
+        return 0;
+    default:
+        break;
+    }
+    sl__count(&c->w->counters.tls_handshake_failures, 1);
+    if (c->sni_mismatch) {
+        sl__conn_drop(c, SL_REASON_HOST_MISMATCH);
+    } else {
+        /* Not a policy decision: a client that gave up, or spoke TLS we refuse (h2 only). */
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"client TLS handshake failed\" err=\"%s\"",
+               sl_stream_tls(&c->client) != NULL ? sl_tls_error_text(sl_stream_tls(&c->client))
+                                                 : "");
+        sl_snapshot_unref(c->snap);
+        c->snap = NULL;
+        sl__conn_close(c);
+    }
+    return -1;
+}
