@@ -26,12 +26,23 @@
 /* Largest TLSPlaintext fragment (RFC 8446 §5.1). */
 #define TLS_PLAINTEXT_MAX 16384u
 
-/* The ALPN list a client offers, in wire format (RFC 7301 §3.1). */
 /* TLS 1.3 suites, AES-128-GCM first: TLS 1.3's mandatory suite, as strong as the others for
  * this use, with a cheaper key schedule than the SHA-384 suite OpenSSL lists first (HKDF was
  * 18 % of a handshake's instructions) and 10 AES rounds instead of 14 for every record. */
 static const char tls13_suites[] =
         "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384";
+/* TLS 1.2 suites of the client-facing side: ECDHE key exchange (forward secrecy) with an AEAD
+ * only, in the TLS 1.3 order above. No CBC suite (MAC-then-encrypt: the Lucky13 timing oracle,
+ * and BEAST's predictable IVs before TLS 1.1), no static RSA, no SHA-1 MAC. ECDSA first: every
+ * leaf the minter makes has a P-256 key; the RSA ones serve a context given an RSA certificate.
+ * Upstream connections keep OpenSSL's default list: the proxy does not choose its origins. */
+static const char tls12_server_suites[] = "ECDHE-ECDSA-AES128-GCM-SHA256:"
+                                          "ECDHE-ECDSA-CHACHA20-POLY1305:"
+                                          "ECDHE-ECDSA-AES256-GCM-SHA384:"
+                                          "ECDHE-RSA-AES128-GCM-SHA256:"
+                                          "ECDHE-RSA-CHACHA20-POLY1305:"
+                                          "ECDHE-RSA-AES256-GCM-SHA384";
+/* The ALPN list a client offers, in wire format (RFC 7301 §3.1). */
 static const unsigned char alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
 
 /* Where a server engine stands with its SNI callback. */
@@ -669,6 +680,7 @@ int sl_tls_server_ctx_configure(SSL_CTX *ctx)
      * client resumes with one. */
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1
         || SSL_CTX_set_ciphersuites(ctx, tls13_suites) != 1
+        || SSL_CTX_set_cipher_list(ctx, tls12_server_suites) != 1
         || SSL_CTX_set_num_tickets(ctx, 1) != 1) {
         ERR_clear_error();
         return SL_ECRYPTO;
