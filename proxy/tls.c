@@ -66,16 +66,15 @@ struct cbuf {
 };
 
 struct sl_tls {
-    /* The OpenSSL connection; owned. It owns the two BIOs. */
+    /* The OpenSSL connection; owned. It owns the BIO. */
     SSL *ssl;
-    /* The BIOs through which OpenSSL reads `in` and writes `out` (the method below); their data
-     * is this engine. `in` holds the ciphertext fed and not yet read by OpenSSL, `out` what
-     * OpenSSL wrote and we have not sent; the amounts are capped by sl_tls_feed() and
-     * sl_tls_write(). Ours rather than OpenSSL's memory BIOs: what waits is known without a
-     * BIO_ctrl() round trip (dozens per request), and nothing is kept once drained (a memory
-     * BIO keeps the most it ever held). */
-    BIO *in_bio;
-    BIO *out_bio;
+    /* The BIO through which OpenSSL reads `in` and writes `out` (the method below), one for
+     * both directions (SSL owns it); its data is this engine. `in` holds the ciphertext fed and
+     * not yet read by OpenSSL, `out` what OpenSSL wrote and we have not sent; the amounts are
+     * capped by sl_tls_feed() and sl_tls_write(). Ours rather than OpenSSL's memory BIOs: what
+     * waits is known without a BIO_ctrl() round trip (dozens per request), and nothing is kept
+     * once drained (a memory BIO keeps the most it ever held). */
+    BIO *bio;
     struct cbuf in;
     struct cbuf out;
     /* Most output ciphertext, in bytes, that may be pending before sl_tls_write() accepts 0. */
@@ -226,11 +225,11 @@ static long bio_ctrl(BIO *bio, int cmd, long num, void *ptr)
     (void)ptr;
     switch (cmd) {
     case BIO_CTRL_PENDING:
-        return bio == t->in_bio ? (long)t->in.len : 0;
+        return (long)t->in.len;
     case BIO_CTRL_WPENDING:
-        return bio == t->out_bio ? (long)t->out.len : 0;
+        return (long)t->out.len;
     case BIO_CTRL_EOF:
-        return bio == t->in_bio && t->in.len == 0 && t->eof_fed;
+        return t->in.len == 0 && t->eof_fed;
     case BIO_CTRL_FLUSH:
         return 1;
     default:
@@ -687,7 +686,10 @@ int sl_tls_server_ctx_configure(SSL_CTX *ctx)
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION
                                      | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* The chain sent is the leaf alone, as the proxy's clients trust its CA directly. Without
+     * NO_AUTO_CHAIN OpenSSL would try to build a chain for every handshake from the context's
+     * (empty) trust store, to the same result. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
     SSL_CTX_set_alpn_select_cb(ctx, on_alpn_select, NULL);
     SSL_CTX_set_client_hello_cb(ctx, on_client_hello, NULL);
     return 0;
@@ -732,16 +734,13 @@ static int engine_create(SSL_CTX *ctx, bool is_server, size_t out_cap, struct sl
     if (bio_method == NULL) {
         goto fail_ssl;
     }
-    t->in_bio = BIO_new(bio_method);
-    t->out_bio = BIO_new(bio_method);
-    if (t->in_bio == NULL || t->out_bio == NULL) {
-        BIO_free(t->in_bio);
-        BIO_free(t->out_bio);
+    /* One BIO for both directions: SSL_set_bio() takes the single reference. */
+    t->bio = BIO_new(bio_method);
+    if (t->bio == NULL) {
         goto fail_ssl;
     }
-    BIO_set_data(t->in_bio, t);
-    BIO_set_data(t->out_bio, t);
-    SSL_set_bio(t->ssl, t->in_bio, t->out_bio);
+    BIO_set_data(t->bio, t);
+    SSL_set_bio(t->ssl, t->bio, t->bio);
     if (SSL_set_app_data(t->ssl, t) != 1) {
         goto fail_ssl;
     }
@@ -931,6 +930,16 @@ static int fail(struct sl_tls *t, int ssl_err)
     return rc;
 }
 
+/* SSL_get_error() needs an empty error queue before the call it explains. Peeking first is
+ * cheaper than clearing: ERR_clear_error() resets every slot of the queue even when it is
+ * empty, and handshake steps, reads and writes run several times per connection. */
+static void clear_errors(void)
+{
+    if (ERR_peek_error() != 0) {
+        ERR_clear_error();
+    }
+}
+
 static void on_handshake_done(struct sl_tls *t)
 {
     const unsigned char *p = NULL;
@@ -958,7 +967,7 @@ int sl_tls_handshake(struct sl_tls *t)
     if (t->sni_state == SNI_WAITING) {
         return SL_TLS_HS_WANT_CERT;
     }
-    ERR_clear_error();
+    clear_errors();
     r = SSL_do_handshake(t->ssl);
     if (r == 1) {
         on_handshake_done(t);
@@ -1040,16 +1049,6 @@ size_t sl_tls_out_copy(struct sl_tls *t, uint8_t *buf, size_t cap)
 size_t sl_tls_out_pending(const struct sl_tls *t)
 {
     return t->out.len;
-}
-
-/* SSL_get_error() needs an empty error queue before the call it explains. Peeking first is
- * cheaper than clearing: ERR_clear_error() resets every slot of the queue even when it is
- * empty, and reads and writes run several times per request. */
-static void clear_errors(void)
-{
-    if (ERR_peek_error() != 0) {
-        ERR_clear_error();
-    }
 }
 
 int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
