@@ -26,12 +26,23 @@
 /* Largest TLSPlaintext fragment (RFC 8446 §5.1). */
 #define TLS_PLAINTEXT_MAX 16384u
 
-/* The ALPN list a client offers, in wire format (RFC 7301 §3.1). */
 /* TLS 1.3 suites, AES-128-GCM first: TLS 1.3's mandatory suite, as strong as the others for
  * this use, with a cheaper key schedule than the SHA-384 suite OpenSSL lists first (HKDF was
  * 18 % of a handshake's instructions) and 10 AES rounds instead of 14 for every record. */
 static const char tls13_suites[] =
         "TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256:TLS_AES_256_GCM_SHA384";
+/* TLS 1.2 suites of the client-facing side: ECDHE key exchange (forward secrecy) with an AEAD
+ * only, in the TLS 1.3 order above. No CBC suite (MAC-then-encrypt: the Lucky13 timing oracle,
+ * and BEAST's predictable IVs before TLS 1.1), no static RSA, no SHA-1 MAC. ECDSA first: every
+ * leaf the minter makes has a P-256 key; the RSA ones serve a context given an RSA certificate.
+ * Upstream connections keep OpenSSL's default list: the proxy does not choose its origins. */
+static const char tls12_server_suites[] = "ECDHE-ECDSA-AES128-GCM-SHA256:"
+                                          "ECDHE-ECDSA-CHACHA20-POLY1305:"
+                                          "ECDHE-ECDSA-AES256-GCM-SHA384:"
+                                          "ECDHE-RSA-AES128-GCM-SHA256:"
+                                          "ECDHE-RSA-CHACHA20-POLY1305:"
+                                          "ECDHE-RSA-AES256-GCM-SHA384";
+/* The ALPN list a client offers, in wire format (RFC 7301 §3.1). */
 static const unsigned char alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
 
 /* Where a server engine stands with its SNI callback. */
@@ -55,16 +66,15 @@ struct cbuf {
 };
 
 struct sl_tls {
-    /* The OpenSSL connection; owned. It owns the two BIOs. */
+    /* The OpenSSL connection; owned. It owns the BIO. */
     SSL *ssl;
-    /* The BIOs through which OpenSSL reads `in` and writes `out` (the method below); their data
-     * is this engine. `in` holds the ciphertext fed and not yet read by OpenSSL, `out` what
-     * OpenSSL wrote and we have not sent; the amounts are capped by sl_tls_feed() and
-     * sl_tls_write(). Ours rather than OpenSSL's memory BIOs: what waits is known without a
-     * BIO_ctrl() round trip (dozens per request), and nothing is kept once drained (a memory
-     * BIO keeps the most it ever held). */
-    BIO *in_bio;
-    BIO *out_bio;
+    /* The BIO through which OpenSSL reads `in` and writes `out` (the method below), one for
+     * both directions (SSL owns it); its data is this engine. `in` holds the ciphertext fed and
+     * not yet read by OpenSSL, `out` what OpenSSL wrote and we have not sent; the amounts are
+     * capped by sl_tls_feed() and sl_tls_write(). Ours rather than OpenSSL's memory BIOs: what
+     * waits is known without a BIO_ctrl() round trip (dozens per request), and nothing is kept
+     * once drained (a memory BIO keeps the most it ever held). */
+    BIO *bio;
     struct cbuf in;
     struct cbuf out;
     /* Most output ciphertext, in bytes, that may be pending before sl_tls_write() accepts 0. */
@@ -215,11 +225,11 @@ static long bio_ctrl(BIO *bio, int cmd, long num, void *ptr)
     (void)ptr;
     switch (cmd) {
     case BIO_CTRL_PENDING:
-        return bio == t->in_bio ? (long)t->in.len : 0;
+        return (long)t->in.len;
     case BIO_CTRL_WPENDING:
-        return bio == t->out_bio ? (long)t->out.len : 0;
+        return (long)t->out.len;
     case BIO_CTRL_EOF:
-        return bio == t->in_bio && t->in.len == 0 && t->eof_fed;
+        return t->in.len == 0 && t->eof_fed;
     case BIO_CTRL_FLUSH:
         return 1;
     default:
@@ -669,13 +679,17 @@ int sl_tls_server_ctx_configure(SSL_CTX *ctx)
      * client resumes with one. */
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1
         || SSL_CTX_set_ciphersuites(ctx, tls13_suites) != 1
+        || SSL_CTX_set_cipher_list(ctx, tls12_server_suites) != 1
         || SSL_CTX_set_num_tickets(ctx, 1) != 1) {
         ERR_clear_error();
         return SL_ECRYPTO;
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION
                                      | SSL_OP_CIPHER_SERVER_PREFERENCE);
-    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* The chain sent is the leaf alone, as the proxy's clients trust its CA directly. Without
+     * NO_AUTO_CHAIN OpenSSL would try to build a chain for every handshake from the context's
+     * (empty) trust store, to the same result. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS | SSL_MODE_NO_AUTO_CHAIN);
     SSL_CTX_set_alpn_select_cb(ctx, on_alpn_select, NULL);
     SSL_CTX_set_client_hello_cb(ctx, on_client_hello, NULL);
     return 0;
@@ -720,16 +734,13 @@ static int engine_create(SSL_CTX *ctx, bool is_server, size_t out_cap, struct sl
     if (bio_method == NULL) {
         goto fail_ssl;
     }
-    t->in_bio = BIO_new(bio_method);
-    t->out_bio = BIO_new(bio_method);
-    if (t->in_bio == NULL || t->out_bio == NULL) {
-        BIO_free(t->in_bio);
-        BIO_free(t->out_bio);
+    /* One BIO for both directions: SSL_set_bio() takes the single reference. */
+    t->bio = BIO_new(bio_method);
+    if (t->bio == NULL) {
         goto fail_ssl;
     }
-    BIO_set_data(t->in_bio, t);
-    BIO_set_data(t->out_bio, t);
-    SSL_set_bio(t->ssl, t->in_bio, t->out_bio);
+    BIO_set_data(t->bio, t);
+    SSL_set_bio(t->ssl, t->bio, t->bio);
     if (SSL_set_app_data(t->ssl, t) != 1) {
         goto fail_ssl;
     }
@@ -919,6 +930,16 @@ static int fail(struct sl_tls *t, int ssl_err)
     return rc;
 }
 
+/* SSL_get_error() needs an empty error queue before the call it explains. Peeking first is
+ * cheaper than clearing: ERR_clear_error() resets every slot of the queue even when it is
+ * empty, and handshake steps, reads and writes run several times per connection. */
+static void clear_errors(void)
+{
+    if (ERR_peek_error() != 0) {
+        ERR_clear_error();
+    }
+}
+
 static void on_handshake_done(struct sl_tls *t)
 {
     const unsigned char *p = NULL;
@@ -946,7 +967,7 @@ int sl_tls_handshake(struct sl_tls *t)
     if (t->sni_state == SNI_WAITING) {
         return SL_TLS_HS_WANT_CERT;
     }
-    ERR_clear_error();
+    clear_errors();
     r = SSL_do_handshake(t->ssl);
     if (r == 1) {
         on_handshake_done(t);
@@ -1028,16 +1049,6 @@ size_t sl_tls_out_copy(struct sl_tls *t, uint8_t *buf, size_t cap)
 size_t sl_tls_out_pending(const struct sl_tls *t)
 {
     return t->out.len;
-}
-
-/* SSL_get_error() needs an empty error queue before the call it explains. Peeking first is
- * cheaper than clearing: ERR_clear_error() resets every slot of the queue even when it is
- * empty, and reads and writes run several times per request. */
-static void clear_errors(void)
-{
-    if (ERR_peek_error() != 0) {
-        ERR_clear_error();
-    }
 }
 
 int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)

@@ -142,11 +142,12 @@ SL_MUST_CHECK int sl_tls_client_ctx_new(const char *extra_ca_file, size_t sessio
  * (`err` says why). */
 SL_MUST_CHECK int sl_tls_server_ctx_new(SSL_CTX **out, char *err, size_t errlen);
 
-/* Applies the server settings to a context built elsewhere: TLS 1.2 or newer, no renegotiation,
- * the ALPN selection that picks http/1.1 and fails a handshake offering only protocols the
- * proxy does not speak with a no_application_protocol alert (a client offering no ALPN is
- * served), and the ClientHello hook that runs the engine's sl_tls_sni_fn. Borrows `ctx`; call
- * it before the context is shared. Returns 0 or SL_ECRYPTO. */
+/* Applies the server settings to a context built elsewhere: TLS 1.2 or newer; for TLS 1.2 only
+ * ECDHE suites with an AEAD (AES-GCM, ChaCha20-Poly1305: no CBC), TLS 1.3's three; no
+ * renegotiation, the ALPN selection that picks http/1.1 and fails a handshake offering only
+ * protocols the proxy does not speak with a no_application_protocol alert (a client offering no
+ * ALPN is served), and the ClientHello hook that runs the engine's sl_tls_sni_fn. Borrows `ctx`;
+ * call it before the context is shared. Returns 0 or SL_ECRYPTO. */
 SL_MUST_CHECK int sl_tls_server_ctx_configure(SSL_CTX *ctx);
 
 /*

@@ -9,8 +9,8 @@
 #          for the default sandbox image, curl for the example it prints
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
 #          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
-#          chromium; Node.js and npm from Debian when no `node` is on the PATH), then the npm
-#          packages of every tests/*/package-lock.json (`npm ci`, into that folder's
+#          chromium, testssl.sh; Node.js and npm from Debian when no `node` is on the PATH), then
+#          the npm packages of every tests/*/package-lock.json (`npm ci`, into that folder's
 #          node_modules; only when the lock file changed since the last install)
 #
 # Missing Debian packages are installed with apt-get when run as root; otherwise the script
@@ -31,7 +31,7 @@ build_pkgs=(build-essential cmake pkg-config ca-certificates
   libuv1-dev libssl-dev libsqlite3-dev libjansson-dev libsodium-dev libcurl4-openssl-dev
   libcmocka-dev libnftables-dev libarchive-dev)
 test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps
-  docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium)
+  docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium testssl.sh)
 
 run_pkgs=(docker.io nftables mmdebstrap curl)
 

@@ -792,6 +792,67 @@ static void sessions_resume_only_where_they_were_made(void **state)
     }
 }
 
+/* Connects a TLS 1.2 client limited to `suites` (OpenSSL names) to the client-facing context;
+ * returns the server's handshake result. */
+static int tls12_server_result(const char *suites)
+{
+    SSL_CTX *cctx = client_ctx();
+    struct pair p;
+    struct hs rc;
+
+    assert_int_equal(SSL_CTX_set_max_proto_version(cctx, TLS1_2_VERSION), 1);
+    assert_int_equal(SSL_CTX_set_cipher_list(cctx, suites), 1);
+    pair_open(&p, cctx, "a.sluice.test", false, 443);
+    rc = drive(&p, SIZE_MAX, false);
+    if (rc.s < 0) {
+        assert_int_equal(rc.c, SL_ECRYPTO);
+        assert_non_null(strstr(sl_tls_error_text(p.s), "no shared cipher"));
+    } else {
+        assert_int_equal(rc.c, SL_TLS_HS_DONE);
+    }
+    pair_close(&p);
+    SSL_CTX_free(cctx);
+    return rc.s;
+}
+
+/* The client-facing side speaks TLS 1.2 only with ECDHE and an AEAD: a client that offers
+ * nothing but CBC suites (each alone, then all of them) is refused with a handshake failure,
+ * and each AEAD suite alone is served. */
+static void server_refuses_a_tls12_client_offering_only_cbc(void **state)
+{
+    static const char *const cbc[] = {
+        "ECDHE-ECDSA-AES128-SHA",
+        "ECDHE-ECDSA-AES256-SHA",
+        "ECDHE-ECDSA-AES128-SHA256",
+        "ECDHE-ECDSA-AES256-SHA384",
+        "ECDHE-RSA-AES128-SHA",
+        "ECDHE-RSA-AES256-SHA384",
+        "AES128-SHA",
+        "AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CAMELLIA128-SHA256",
+        "ALL:!AESGCM:!CHACHA20:@SECLEVEL=0",
+    };
+    static const char *const aead[] = {
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(cbc) / sizeof(cbc[0]); i++) {
+        if (tls12_server_result(cbc[i]) != SL_ECRYPTO) {
+            fail_msg("a TLS 1.2 client offering only %s was served", cbc[i]);
+        }
+    }
+    for (size_t i = 0; i < sizeof(aead) / sizeof(aead[0]); i++) {
+        if (tls12_server_result(aead[i]) != SL_TLS_HS_DONE) {
+            fail_msg("a TLS 1.2 client offering %s was refused", aead[i]);
+        }
+    }
+}
+
+/* The client engine still meets CBC: an upstream chooses its suite, and the one with the
+ * largest record expansion must fit the input ring. */
 static void tls12_cbc_bulk_transfer_stays_within_the_ring(void **state)
 {
     const size_t len = 300000;
@@ -800,6 +861,7 @@ static void tls12_cbc_bulk_transfer_stays_within_the_ring(void **state)
     uint8_t *up_got = sl_malloc(len);
     uint8_t *down_got = sl_malloc(len);
     SSL_CTX *cctx = client_ctx();
+    SSL_CTX *sctx = SSL_CTX_new(TLS_server_method());
     struct stream up = { up_data, len, 0, up_got, 0 };
     struct stream down = { down_data, len, 0, down_got, 0 };
     struct pair p;
@@ -811,15 +873,23 @@ static void tls12_cbc_bulk_transfer_stays_within_the_ring(void **state)
     assert_non_null(down_got);
     memset(up_data, 'u', len);
     memset(down_data, 'd', len);
-    /* The suite with the largest record expansion the proxy can negotiate. */
+    /* The suite with the largest record expansion an upstream can pick, served here by a
+     * context that allows it (the proxy's own client-facing side does not). */
+    assert_non_null(sctx);
+    assert_int_equal(sl_tls_server_ctx_configure(sctx), 0);
+    assert_int_equal(SSL_CTX_set_cipher_list(sctx, "ECDHE-ECDSA-AES256-SHA384"), 1);
     assert_int_equal(SSL_CTX_set_max_proto_version(cctx, TLS1_2_VERSION), 1);
     assert_int_equal(SSL_CTX_set_cipher_list(cctx, "ECDHE-ECDSA-AES256-SHA384"), 1);
-    pair_open_capped(&p, cctx, "a.sluice.test", false, 443, 1000, 7000);
+    memset(&p, 0, sizeof(p));
+    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, 1000, &p.c), 0);
+    assert_int_equal(sl_tls_create_server(sctx, 7000, &p.s), 0);
+    sl_tls_set_sni_fn(p.s, probe_sni, &p.probe);
     handshake_ok(&p);
     exchange(&p, &up, &down, 4093);
     assert_true(sl_tls_out_pending(p.c) == 0);
     pair_close(&p);
     SSL_CTX_free(cctx);
+    SSL_CTX_free(sctx);
     sl_free(up_data);
     sl_free(down_data);
     sl_free(up_got);
@@ -1122,6 +1192,7 @@ int main(void)
         cmocka_unit_test(sni_callback_can_refuse),
         cmocka_unit_test(session_is_not_resumed_under_another_certificate),
         cmocka_unit_test(sessions_resume_only_where_they_were_made),
+        cmocka_unit_test(server_refuses_a_tls12_client_offering_only_cbc),
         cmocka_unit_test(tls12_cbc_bulk_transfer_stays_within_the_ring),
         cmocka_unit_test(write_cap_holds_back_until_drained),
         cmocka_unit_test(close_notify_is_told_from_truncation),
