@@ -60,7 +60,7 @@ const char *sl_strerror(int rc);
 
 /* Writes a printf-style message into the caller's buffer `err` of `cap` bytes, cut to fit and
  * always terminated; does nothing when `err` is NULL or `cap` is 0. The one way synchronous code
- * that reports through a caller buffer (`char *err, size_t errlen`, STYLE.md §4) fills it. */
+ * that reports through a caller buffer (`char *err, size_t errlen`, docs/style.md §4) fills it. */
 void sl_errf(char *err, size_t cap, const char *fmt, ...) SL_PRINTF(3, 4);
 
 /* Evaluates `expr` once; returns its value from the calling function when it is negative. */

@@ -4,7 +4,7 @@
  *
  * The wrappers behave like their libc namesakes (sl_free(NULL) is a no-op). Tests can make the
  * Nth allocation from now fail with sl_mem_fail_after(), to prove that every failure path
- * unwinds without a leak or a crash (the allocation-failure sweep of STYLE.md §9).
+ * unwinds without a leak or a crash (the allocation-failure sweep of docs/style.md §9).
  */
 #ifndef SL_BASE_MEM_H
 #define SL_BASE_MEM_H

@@ -3,10 +3,10 @@
  * certs/ca.h - the interception CA: create one, write it to a data directory, load it back.
  *
  * The CA is what containers and clients trust so that the proxy can stand in for the hosts they
- * reach (SPEC.md §1, §2): an ECDSA P-256 key and a self-signed certificate with
- * basicConstraints critical CA:TRUE, pathlen:0 (it signs leaves, never other CAs), keyUsage
- * critical keyCertSign, cRLSign, a subject key identifier, a random 128-bit serial and ten years
- * of validity. Its subject "O=sluice, CN=sluice interception CA <8 hex digits>" tells two
+ * reach (docs/reference/cli.md §1, docs/reference/data.md §2): an ECDSA P-256 key and a self-signed
+ * certificate with basicConstraints critical CA:TRUE, pathlen:0 (it signs leaves, never other CAs),
+ * keyUsage critical keyCertSign, cRLSign, a subject key identifier, a random 128-bit serial and ten
+ * years of validity. Its subject "O=sluice, CN=sluice interception CA <8 hex digits>" tells two
  * installs apart. The certificate starts two days in the past, so that clients whose clock lags
  * accept it and leaves (which start one day back, certs/mint.h) fit inside it.
  *
@@ -33,7 +33,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 
-/* File names inside a data directory (SPEC.md §2). */
+/* File names inside a data directory (docs/reference/data.md §2). */
 #define SL_CA_CERT_FILE "ca.pem"
 #define SL_CA_KEY_FILE  "ca.key"
 

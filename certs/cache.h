@@ -17,9 +17,9 @@
  * lookup takes is only ever held for a table lookup and list updates, never for minting or for
  * the attachment hook.
  *
- * Hosts are keys exactly as given: callers normalise them first (SPEC.md §4.3: lowercase, no
- * trailing dot), which the minter checks (certs/mint.h). The table hashes them with a keyed hash
- * seeded at random, so clients cannot choose names that share one chain.
+ * Hosts are keys exactly as given: callers normalise them first (docs/reference/proxy.md §4.3:
+ * lowercase, no trailing dot), which the minter checks (certs/mint.h). The table hashes them with a
+ * keyed hash seeded at random, so clients cannot choose names that share one chain.
  *
  * Optionally every entry carries an attachment built once per mint by a caller hook (the tests
  * use it to hold or fail a mint). The proxy uses none: it sets the leaf's certificate and the

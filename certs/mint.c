@@ -93,8 +93,9 @@ static bool is_ldh(char ch)
     return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-';
 }
 
-/* SPEC.md §4.3: labels of 1-63 of a-z 0-9 '-', not starting or ending with '-'. Uppercase is
- * refused rather than folded: callers normalise, and a second spelling would be a second key. */
+/* docs/reference/proxy.md §4.3: labels of 1-63 of a-z 0-9 '-', not starting or ending with '-'.
+ * Uppercase is refused rather than folded: callers normalise, and a second spelling would be a
+ * second key. */
 static bool is_dns_name(const char *host, size_t n)
 {
     size_t label = 0;

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-# The warning set of STYLE.md §10, as an interface target every sluice target links.
+# The warning set of docs/style.md §10, as an interface target every sluice target links.
 add_library(sl_warnings INTERFACE)
 target_compile_options(sl_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes

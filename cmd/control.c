@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd/control.c - `sluice control`: the flags of SPEC.md §5, then control/control.c runs.
+ * cmd/control.c - `sluice control`: the flags of docs/reference/cli.md §1.4, then control/control.c
+ * runs.
  */
 #include "control/control.h"
 

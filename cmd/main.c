@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd/main.c - `sluice`: one binary, one subcommand per role (SPEC.md §1).
+ * cmd/main.c - `sluice`: one binary, one subcommand per role (docs/reference/cli.md §1).
  */
 #include <signal.h>
 #include <stdio.h>

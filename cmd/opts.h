@@ -43,7 +43,7 @@ int sl_opts_parse(const char *cmd, int argc, char **argv, const struct sl_opt *o
 int sl_opts_uint(const char *cmd, const char *name, const char *text, unsigned min, unsigned max,
                  unsigned *out);
 
-/* The data directory: `flag` if set, else $SLUICE_DATA, else ./var (SPEC.md §1). */
+/* The data directory: `flag` if set, else $SLUICE_DATA, else ./var (docs/reference/cli.md §1). */
 const char *sl_opts_data_dir(const char *flag);
 
 #endif

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd/policy.c - `sluice policy check|explain` (SPEC.md §1).
+ * cmd/policy.c - `sluice policy check|explain` (docs/reference/cli.md §1).
  *
  * check FILE      valid: one summary line on stdout, exit 0. Invalid: every error as
  *                 `$.path: message` on stdout, then `FILE: invalid, N errors`, exit 1.
@@ -314,7 +314,7 @@ static void print_decision(const struct sl_decision *d, const struct sl_request_
         printf("tls: intercept\n");
     }
     if (d->credential_header != NULL) {
-        /* The header's name only: the value is a secret (SPEC §4.6). */
+        /* The header's name only: the value is a secret (docs/reference/proxy.md §4.6). */
         printf("credential: %s header injected (value not shown)\n", d->credential_header);
     } else if (d->rule_has_credential) {
         printf("credential: not injected (request refused)\n");

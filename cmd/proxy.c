@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd/proxy.c - `sluice proxy`: the flags of SPEC.md §4.8, then proxy/proxy.c runs.
+ * cmd/proxy.c - `sluice proxy`: the flags of docs/reference/proxy.md §4.8, then proxy/proxy.c runs.
  */
 #include "proxy/proxy.h"
 

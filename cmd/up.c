@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd/up.c - `sluice up` (SPEC.md §1, docs/up.md): the single-machine install. Prepares the
- * data directory (CA, encryption key, database, first admin), looks for a Docker daemon and
- * the default sandbox image, then runs `sluice control` and `sluice proxy` as supervised
+ * cmd/up.c - `sluice up` (docs/reference/cli.md §1, docs/up.md): the single-machine install.
+ * Prepares the data directory (CA, encryption key, database, first admin), looks for a Docker
+ * daemon and the default sandbox image, then runs `sluice control` and `sluice proxy` as supervised
  * children (cmd/supervise) until SIGINT or SIGTERM.
  */
 #include <arpa/inet.h>
@@ -760,7 +760,7 @@ static int build_argvs(struct up *u)
     add_arg(&p, u->sock);
     add_arg(&p, "--audit-log");
     add_arg(&p, u->audit);
-    /* SPEC §4.4: the proxy never dials the control plane for a client. */
+    /* docs/reference/proxy.md §4.4: the proxy never dials the control plane for a client. */
     add_arg(&p, "--deny-upstream");
     add_arg(&p, u->control_listen);
     for (int i = 0; i < u->n_proxy_args; i++) {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * cmd/user.c - `sluice user add NAME [--admin] [--data DIR]` (SPEC.md §1): creates a user in
- * sluice.db and prints its API token once, alone on one line, so scripts can capture it.
+ * cmd/user.c - `sluice user add NAME [--admin] [--data DIR]` (docs/reference/cli.md §1): creates a
+ * user in sluice.db and prints its API token once, alone on one line, so scripts can capture it.
  */
 #include <errno.h>
 #include <stdio.h>

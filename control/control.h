@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/control.h - the control plane daemon (`sluice control`, SPEC.md §5): opens the data
- * directory, the encryption key and sluice.db, serves the REST API (control/web/api) on --listen
- * and runs until SIGTERM or SIGINT, then stops gracefully (no new requests; requests in flight
- * finish their database work; the database is closed).
+ * control/control.h - the control plane daemon (`sluice control`, docs/reference/api.md §5): opens
+ * the data directory, the encryption key and sluice.db, serves the REST API (control/web/api) on
+ * --listen and runs until SIGTERM or SIGINT, then stops gracefully (no new requests; requests in
+ * flight finish their database work; the database is closed).
  *
  * Lifecycle: sl_control_config_init() -> set fields -> sl_control_run() (blocks until stopped).
  */
@@ -17,13 +17,14 @@
 
 /* Most --proxy-admin-socket flags. */
 #define SL_CONTROL_SOCKETS_MAX 16
-/* Defaults of SPEC.md §1 and §5. */
+/* Defaults of docs/reference/cli.md §1 and docs/reference/api.md §5. */
 #define SL_CONTROL_DEFAULT_LISTEN        "127.0.0.1:8080"
 #define SL_CONTROL_DEFAULT_DOCKER_SOCKET "/var/run/docker.sock"
 #define SL_CONTROL_DEFAULT_NETWORK       "sluice0"
 #define SL_CONTROL_DEFAULT_SUBNET        "10.213.0.0/24"
 #define SL_CONTROL_DEFAULT_PROXY_PORT    3128u
-/* Where the system's CA bundle is read from for the containers' bundle (SPEC §5.4). */
+/* Where the system's CA bundle is read from for the containers' bundle
+ * (docs/reference/containers.md §5.4). */
 #define SL_CONTROL_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
 
 /* Every string is borrowed (from argv) and must outlive sl_control_run(). */
@@ -35,10 +36,10 @@ struct sl_control_config {
     /* Proxy admin sockets to push snapshots to. */
     const char *proxy_admin_sockets[SL_CONTROL_SOCKETS_MAX];
     size_t n_proxy_admin_sockets;
-    /* Sandboxes (SPEC §5.3-5.4): enabled when at least one proxy admin socket is given; the
-     * container runtime, network and firewall are set up at start (a failure there is logged
-     * and reported by GET /api/v1/status; the API still serves everything else). 0 takes the
-     * defaults. */
+    /* Sandboxes (docs/reference/api.md §5.3, docs/reference/containers.md §5.4): enabled when at
+     * least one proxy admin socket is given; the container runtime, network and firewall are set up
+     * at start (a failure there is logged and reported by GET /api/v1/status; the API still serves
+     * everything else). 0 takes the defaults. */
     const char *docker_socket;
     const char *network;
     unsigned proxy_port;

@@ -29,8 +29,8 @@ static int append_span(llhttp_t *l, const char *at, size_t n)
     int rc;
 
     if (p->_in_body) {
-        /* Trailer fields: counted against the head limit, then dropped (SPEC §4.6 removes
-         * Trailer; nothing after the body is forwarded). */
+        /* Trailer fields: counted against the head limit, then dropped (docs/reference/proxy.md
+         * §4.6 removes Trailer; nothing after the body is forwarded). */
         if (n > p->_limits.head_max_bytes - p->_head_bytes) {
             return fail(p, "trailer section too large", SL_ETOOBIG);
         }

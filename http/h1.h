@@ -5,11 +5,11 @@
  *
  * It wraps llhttp 9.2 in strict mode (no lenient flag is ever set) and adds what a proxy needs
  * on top: a capped head (SL_ETOOBIG -> 431), a capped header count, the framing rules of
- * SPEC.md §4.6 that llhttp leaves to the application (Transfer-Encoding other than exactly
- * `chunked`, Transfer-Encoding on HTTP/1.0, more than one Host, a CONNECT request with a body,
- * a 101 response without an upgrade), and a pull-style interface
- * that hands out one event per call so the caller can stop between any two events (to run
- * policy after the head, or to wait for a slow peer to drain before taking more body bytes).
+ * docs/reference/proxy.md §4.6 that llhttp leaves to the application (Transfer-Encoding other than
+ * exactly `chunked`, Transfer-Encoding on HTTP/1.0, more than one Host, a CONNECT request with a
+ * body, a 101 response without an upgrade), and a pull-style interface that hands out one event per
+ * call so the caller can stop between any two events (to run policy after the head, or to wait for
+ * a slow peer to drain before taking more body bytes).
  *
  * Lifecycle: sl_h1_init() on caller storage -> sl_h1_feed() repeatedly -> sl_h1_eof() when
  * the peer closes -> sl_h1_finish() frees the parser's own memory.
@@ -106,7 +106,7 @@ struct sl_h1_limits {
     size_t headers_max;
 };
 
-/* The defaults of SPEC.md §4.10: 64 KiB, 256 headers. */
+/* The defaults of docs/reference/proxy.md §4.10: 64 KiB, 256 headers. */
 extern const struct sl_h1_limits sl_h1_default_limits;
 
 struct sl_h1 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * http/server.h - a small HTTP/1.1 server on one libuv loop, for the proxy's admin socket
- * (SPEC.md §4.9) and the control plane's REST API (SPEC.md §5).
+ * (docs/reference/proxy.md §4.9) and the control plane's REST API (docs/reference/api.md §5).
  *
  * The server listens on TCP addresses and unix sockets, parses requests with http/h1 (strict,
  * origin-form targets only), buffers each request body whole in a capped buffer, and hands every
@@ -55,7 +55,7 @@
 struct sl_http_server;   /* opaque */
 struct sl_http_exchange; /* opaque */
 
-/* Default limits (SPEC.md §4.10 and §5). */
+/* Default limits (docs/reference/proxy.md §4.10 and docs/reference/api.md §5). */
 #define SL_HTTP_DEFAULT_BODY_MAX_BYTES    ((size_t)64 * 1024 * 1024)
 #define SL_HTTP_DEFAULT_HEADER_TIMEOUT_MS 10000
 #define SL_HTTP_DEFAULT_IDLE_TIMEOUT_MS   60000

@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -18,6 +17,7 @@
 
 #include <uv.h>
 
+#include "base/err.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "http/server.h"
@@ -25,20 +25,6 @@
 
 /* The kernel's queue of connections not accepted yet, per listener. */
 #define LISTEN_BACKLOG 128
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...) SL_PRINTF(3, 4);
-
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-
-    if (err == NULL || errlen == 0) {
-        return;
-    }
-    va_start(ap, fmt);
-    (void)vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- Accepting: the listeners, and refusing beyond the limit ---- */
 
@@ -341,7 +327,7 @@ static int listen_after_bind(struct sl__http_listener *l, int bind_rc, const cha
         rc = uv_listen(&l->sock.stream, LISTEN_BACKLOG, on_listener_connection);
     }
     if (rc < 0) {
-        set_err(err, errlen, "cannot listen on %s: %s", where, uv_strerror(rc));
+        sl_errf(err, errlen, "cannot listen on %s: %s", where, uv_strerror(rc));
         listener_close(l);
     }
     return rc;
@@ -370,22 +356,22 @@ int sl_http_server_listen_tcp(struct sl_http_server *srv, const char *addr_port,
     int rc;
 
     if (srv->closing) {
-        set_err(err, errlen, "the server is closing");
+        sl_errf(err, errlen, "the server is closing");
         return SL_EINVAL;
     }
     if (parse_addr_port(addr_port, &ss) < 0) {
-        set_err(err, errlen, "invalid listen address \"%s\" (want IP:PORT or [IPv6]:PORT)",
+        sl_errf(err, errlen, "invalid listen address \"%s\" (want IP:PORT or [IPv6]:PORT)",
                 addr_port);
         return SL_EINVAL;
     }
     l = listener_slot(srv, false);
     if (l == NULL) {
-        set_err(err, errlen, "too many listeners");
+        sl_errf(err, errlen, "too many listeners");
         return SL_ETOOBIG;
     }
     rc = uv_tcp_init_ex(srv->loop, &l->sock.tcp, ss.ss_family);
     if (rc < 0) {
-        set_err(err, errlen, "cannot listen on %s: %s", addr_port, uv_strerror(rc));
+        sl_errf(err, errlen, "cannot listen on %s: %s", addr_port, uv_strerror(rc));
         return rc;
     }
     listener_opened(l);
@@ -439,11 +425,11 @@ static int clear_unix_path(const char *path, char *err, size_t errlen)
             return 0;
         }
         rc = -errno;
-        set_err(err, errlen, "cannot inspect %s: %s", path, uv_strerror(rc));
+        sl_errf(err, errlen, "cannot inspect %s: %s", path, uv_strerror(rc));
         return rc;
     }
     if (!S_ISSOCK(st.st_mode)) {
-        set_err(err, errlen, "%s exists and is not a socket; not replacing it", path);
+        sl_errf(err, errlen, "%s exists and is not a socket; not replacing it", path);
         return SL_EEXIST;
     }
     rc = unix_socket_is_live(path);
@@ -451,13 +437,13 @@ static int clear_unix_path(const char *path, char *err, size_t errlen)
         if (rc > 0) {
             rc = UV_EADDRINUSE;
         }
-        set_err(err, errlen, "%s: %s", path,
+        sl_errf(err, errlen, "%s: %s", path,
                 rc == UV_EADDRINUSE ? "another server listens on it" : uv_strerror(rc));
         return rc;
     }
     if (unlink(path) == -1 && errno != ENOENT) {
         rc = -errno;
-        set_err(err, errlen, "cannot remove the stale socket %s: %s", path, uv_strerror(rc));
+        sl_errf(err, errlen, "cannot remove the stale socket %s: %s", path, uv_strerror(rc));
         return rc;
     }
     return 0;
@@ -473,18 +459,18 @@ int sl_http_server_listen_unix(struct sl_http_server *srv, const char *path, int
 
     if (srv->closing || mode < 0 || (mode & ~0777) != 0 || path[0] == '\0'
         || strlen(path) >= sizeof(sa.sun_path)) {
-        set_err(err, errlen, "cannot listen on %s: invalid path, mode or state", path);
+        sl_errf(err, errlen, "cannot listen on %s: invalid path, mode or state", path);
         return SL_EINVAL;
     }
     SL_TRY(clear_unix_path(path, err, errlen));
     l = listener_slot(srv, true);
     if (l == NULL) {
-        set_err(err, errlen, "too many listeners");
+        sl_errf(err, errlen, "too many listeners");
         return SL_ETOOBIG;
     }
     rc = uv_pipe_init(srv->loop, &l->sock.pipe, 0);
     if (rc < 0) {
-        set_err(err, errlen, "cannot listen on %s: %s", path, uv_strerror(rc));
+        sl_errf(err, errlen, "cannot listen on %s: %s", path, uv_strerror(rc));
         return rc;
     }
     listener_opened(l);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy/auth.h - the client's proxy credentials (SPEC.md §3 clients, §4.2).
+ * policy/auth.h - the client's proxy credentials (docs/reference/snapshot.md §3 clients,
+ * docs/reference/proxy.md §4.2).
  *
  * A sandbox sends `Proxy-Authorization: Basic base64(id:token)` (RFC 7617). This module takes
  * that header value apart and compares tokens without leaking where they differ. It parses
@@ -15,8 +16,8 @@
 #include "base/err.h"
 #include "base/slice.h"
 
-/* Longest client id (SPEC: `[A-Za-z0-9._-]{1,128}`) and token (1-256 visible ASCII). Buffers
- * for sl_auth_parse_basic() need one more byte each for the terminator. */
+/* Longest client id (docs/reference/snapshot.md §3: `[A-Za-z0-9._-]{1,128}`) and token (1-256
+ * visible ASCII). Buffers for sl_auth_parse_basic() need one more byte each for the terminator. */
 #define SL_AUTH_ID_MAX    128
 #define SL_AUTH_TOKEN_MAX 256
 

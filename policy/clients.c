@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy/clients.c - validation of the `clients` array (SPEC.md §3 clients).
+ * policy/clients.c - validation of the `clients` array (docs/reference/snapshot.md §3 clients).
  *
  * A token is a secret: messages say what is wrong with it, never what it is.
  */

@@ -172,7 +172,7 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
         deny(out, SL_REASON_BAD_REQUEST);
         return;
     }
-    /* Client rules first: on equal specificity they win (SPEC §3). */
+    /* Client rules first: on equal specificity they win (docs/reference/snapshot.md §3). */
     sl__ruleset_match(&c->rules, req->host, req->port, true, &m);
     sl__ruleset_match(&c->env->rules, req->host, req->port, false, &m);
     if (m.rule != NULL) {

@@ -8,9 +8,9 @@
  * `*`) of the one environment and client concerned; exact hosts and `*.suffix` patterns are
  * found through hash tables, the latter by walking the request host's label boundaries.
  *
- * Rule choice (SPEC.md §3): among the rules whose host pattern matches the request host and
- * whose port covers the request port (a rule without a port covers 443 and 80; with a port,
- * that port only), the most specific wins:
+ * Rule choice (docs/reference/snapshot.md §3): among the rules whose host pattern matches the
+ * request host and whose port covers the request port (a rule without a port covers 443 and 80;
+ * with a port, that port only), the most specific wins:
  *   1. an exact host (or IP literal) beats every pattern with a '*';
  *   2. among patterns, the longer literal suffix (the text after the last '*') wins
  *      (`*.api.github.com` beats `*.github.com`, which ties with `x-*.github.com`);
@@ -32,8 +32,8 @@
 #include "policy/host.h"
 #include "policy/snapshot.h"
 
-/* Why a request was refused: every reason code of SPEC.md §4.5 (the proxy uses the ones the
- * policy does not decide itself). SL_REASON_NONE is the reason of an allowed request. */
+/* Why a request was refused: every reason code of docs/reference/proxy.md §4.5 (the proxy uses the
+ * ones the policy does not decide itself). SL_REASON_NONE is the reason of an allowed request. */
 enum sl_reason {
     SL_REASON_NONE = 0,
     SL_REASON_NO_POLICY,
@@ -56,12 +56,12 @@ enum sl_reason {
     SL_REASON_OVERLOADED,
 };
 
-/* The code of SPEC.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the audit log
- * writes null for it). Static, never NULL. */
+/* The code of docs/reference/proxy.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the
+ * audit log writes null for it). Static, never NULL. */
 const char *sl_reason_code(enum sl_reason r);
 
-/* The HTTP status of SPEC.md §4.5 for a refusal with this reason: 407 identity, 403 policy,
- * 400 malformed (not-tls too, should a response be possible at all), 421 mismatch, 431 too
+/* The HTTP status of docs/reference/proxy.md §4.5 for a refusal with this reason: 407 identity, 403
+ * policy, 400 malformed (not-tls too, should a response be possible at all), 421 mismatch, 431 too
  * large, 502/504 upstream, 503 no policy or overloaded; 200 for SL_REASON_NONE. */
 int sl_reason_status(enum sl_reason r);
 
@@ -115,10 +115,10 @@ struct sl_decision {
     uint32_t _rule_n_methods;
 };
 
-/* Which client is this (SPEC.md §3 clients, §4.2)? `id` and `token` are the parts of the
- * request's Proxy-Authorization (sl_auth_parse_basic()), both NULL when it had none; `src` is
- * the source address (AF_INET or AF_INET6; an IPv4-mapped IPv6 address counts as the IPv4
- * address; NULL when unknown, the port is ignored).
+/* Which client is this (docs/reference/snapshot.md §3 clients, docs/reference/proxy.md §4.2)? `id`
+ * and `token` are the parts of the request's Proxy-Authorization (sl_auth_parse_basic()), both NULL
+ * when it had none; `src` is the source address (AF_INET or AF_INET6; an IPv4-mapped IPv6 address
+ * counts as the IPv4 address; NULL when unknown, the port is ignored).
  *   - With credentials: the client with that id, if it has a token, the token is equal
  *     (compared in constant time) and its ip/cidr, when given, hold for `src`. Anything else
  *     gives NULL: a wrong or unknown token never falls back to address matching (it is a 407).
@@ -150,9 +150,9 @@ const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const ch
 void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
                       const struct sl_request_view *req, int64_t now_s, struct sl_decision *out);
 
-/* Writes what would let a refused request through (SPEC.md §4.5) into `buf`, NUL-terminated:
- *   to allow it, add {"host":"api.github.com","methods":["POST"]} to environment ci-python
- * The suggested rule is the narrowest that works: the request's exact host (with its port
+/* Writes what would let a refused request through (docs/reference/proxy.md §4.5) into `buf`,
+ * NUL-terminated: to allow it, add {"host":"api.github.com","methods":["POST"]} to environment
+ * ci-python The suggested rule is the narrowest that works: the request's exact host (with its port
  * unless 80/443) and method. When a wildcard rule refused the method, its methods are kept in
  * the suggestion (`["GET","HEAD","POST"]`), since the new exact rule will outrank it for this
  * host. When an exact-host rule refused the method, a new rule would tie and lose on order, so

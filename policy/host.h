@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy/host.h - host names, authorities (`host[:port]`) and their normal form (SPEC.md §4.3).
+ * policy/host.h - host names, authorities (`host[:port]`) and their normal form
+ * (docs/reference/proxy.md §4.3).
  *
  * Every host the policy ever compares goes through sl_host_normalize(): the host of a CONNECT
  * target, of a Host header, of an absolute-form URL, of a rule pattern and of the command line.

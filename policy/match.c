@@ -17,8 +17,9 @@
 
 #define NO_NEXT UINT32_MAX
 
-/* Specificity of SPEC.md §3 as one number: class (exact above patterns), then the length of
- * the literal text after the last '*', then the pattern's length. Each length is < 2^20. */
+/* Specificity of docs/reference/snapshot.md §3 as one number: class (exact above patterns), then
+ * the length of the literal text after the last '*', then the pattern's length. Each length is <
+ * 2^20. */
 static uint64_t rank_of(enum sl__rule_class cls, size_t suffix_len, size_t pattern_len)
 {
     uint64_t exact = cls == SL__RULE_EXACT ? 1 : 0;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy/rules.c - validation of environments and rules (SPEC.md §3), and the error list.
+ * policy/rules.c - validation of environments and rules (docs/reference/snapshot.md §3), and the
+ * error list.
  *
  * Validation never stops at the first error: a person fixing a policy wants every problem at
  * once. Each error carries the JSON path of the value at fault. Nothing secret (credential

@@ -97,8 +97,8 @@ static void note_prefix(struct sl_snapshot *s, const struct sl__addr_key *k)
     (*n)++;
 }
 
-/* Builds the address tables of the clients without a token (SPEC §3: a token client is
- * identified by its token, never by its address alone). */
+/* Builds the address tables of the clients without a token (docs/reference/snapshot.md §3: a token
+ * client is identified by its token, never by its address alone). */
 static int compile_clients(struct sl_snapshot *s)
 {
     size_t n_ip = 0;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy/snapshot.h - the policy snapshot (SPEC.md §3): parsed, validated, compiled, immutable.
+ * policy/snapshot.h - the policy snapshot (docs/reference/snapshot.md §3): parsed, validated,
+ * compiled, immutable.
  *
  * Lifecycle: sl_snapshot_parse() on the main thread returns a new reference -> the pointer is
  * handed to every worker, each taking its own sl_snapshot_ref() -> workers read it without
@@ -54,7 +55,7 @@
  *       rules: RULE array as in an environment, with the same limits per client.
  *
  * The raw bytes are kept, so that sl_snapshot_is_identical() can tell a byte-identical re-push
- * (SPEC §3 `version`).
+ * (docs/reference/snapshot.md §3 `version`).
  */
 #ifndef SL_POLICY_SNAPSHOT_H
 #define SL_POLICY_SNAPSHOT_H
@@ -66,7 +67,7 @@
 #include "base/err.h"
 #include "base/errlist.h"
 
-/* Limits of SPEC.md §3, and the ones this implementation adds. */
+/* Limits of docs/reference/snapshot.md §3, and the ones this implementation adds. */
 #define SL_SNAPSHOT_MAX_BYTES     ((size_t)64 << 20)
 #define SL_SNAPSHOT_MAX_DEPTH     16
 #define SL_POLICY_ENVS_MAX        4096

@@ -15,9 +15,9 @@ _Static_assert(SL_POLICY_HEADER_MAX == 128, "the header name phrase says 1-128")
 _Static_assert(SL_POLICY_METHOD_LEN_MAX == 32, "the method phrase says 1-32");
 _Static_assert(SL_POLICY_VALUE_MAX == 8192, "the value phrase says 8192");
 
-/* Headers that frame, route or end a hop (RFC 9110 §7.6.1, RFC 9112 §6-§7, SPEC.md §4.6): a
- * credential under one of these names would let the policy rewrite the request's framing or
- * its destination. */
+/* Headers that frame, route or end a hop (RFC 9110 §7.6.1, RFC 9112 §6-§7, docs/reference/proxy.md
+ * §4.6): a credential under one of these names would let the policy rewrite the request's framing
+ * or its destination. */
 static const char *const forbidden_headers[] = {
     "host",
     "content-length",

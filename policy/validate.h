@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * policy/validate.h - the checks of a rule's method names and credential (SPEC.md §3, §4.6)
- * that sl_snapshot_parse() applies, for modules that must accept exactly what it accepts (the
- * control plane validates environments with these before it stores them).
+ * policy/validate.h - the checks of a rule's method names and credential
+ * (docs/reference/snapshot.md §3, docs/reference/proxy.md §4.6) that sl_snapshot_parse() applies,
+ * for modules that must accept exactly what it accepts (the control plane validates environments
+ * with these before it stores them).
  *
  * Each check gives a verdict and a static phrase that completes a message: the caller writes
  * the quoted text (never a credential value: it is secret) and the path around it.

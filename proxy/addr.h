@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * proxy/addr.h - may the proxy dial this address? (SPEC.md §4.4)
+ * proxy/addr.h - may the proxy dial this address? (docs/reference/proxy.md §4.4)
  *
  * Every address the proxy is about to connect to, whether a resolver answer or an IP literal, is
  * checked here first, exactly as it will be dialled. An address is refused when it is in a

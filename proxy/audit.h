@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * proxy/audit.h - the audit log of SPEC.md §4.7: one JSON object per line per request or
- * refusal, written without blocking the workers.
+ * proxy/audit.h - the audit log of docs/reference/proxy.md §4.7: one JSON object per line per
+ * request or refusal, written without blocking the workers.
  *
  * A worker formats its line on its own thread into a stack buffer and appends it, under a
  * mutex held only for a memcpy, to the pending block; a writer thread swaps the block out and

@@ -461,7 +461,7 @@ static int step_request_head(struct sl__conn *c)
             sl__conn_refuse(c, SL_REASON_TOO_LARGE, 431, sl_h1_error(&c->req), false);
         } else if (sl_h1_error_in_target(&c->req)) {
             /* Bytes the URL grammar refuses (non-ASCII, controls) are a host problem for a
-             * proxy request: its target is where the host is (SPEC §4.3). */
+             * proxy request: its target is where the host is (docs/reference/proxy.md §4.3). */
             sl__conn_refuse_reason(c, SL_REASON_BAD_HOST, sl_h1_error(&c->req), false);
         } else {
             sl__conn_refuse_reason(c, SL_REASON_BAD_REQUEST, sl_h1_error(&c->req), false);

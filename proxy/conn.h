@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * proxy/conn.h - one client connection of the proxy: the state machine of SPEC.md §4.
+ * proxy/conn.h - one client connection of the proxy: the state machine of docs/reference/proxy.md
+ * §4.
  *
  *   REQUEST_HEAD --CONNECT allowed--> TUNNEL_SNIFF --ClientHello--> TLS_HANDSHAKE (MINTING)
  *        ^   |                             |plain HTTP, port 80            |

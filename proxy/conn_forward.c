@@ -304,9 +304,10 @@ static int forward_request(struct sl__conn *c)
     default:
         break;
     }
-    /* A malformed body (bad chunk size, chunk data without its CRLF): SPEC §4.6 says 400 and
-     * close. The head already went upstream, so that connection goes too (sl__conn_refuse() closes
-     * it): its request never completes and nothing after it is read from it. */
+    /* A malformed body (bad chunk size, chunk data without its CRLF): docs/reference/proxy.md §4.6
+     * says 400 and close. The head already went upstream, so that connection goes too
+     * (sl__conn_refuse() closes it): its request never completes and nothing after it is read from
+     * it. */
     if (!sl__conn_resp_head_sent(c)) {
         sl__conn_refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 400,
                         sl_h1_error(&c->req), false);

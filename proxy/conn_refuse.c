@@ -2,8 +2,8 @@
 /*
  * proxy/conn_refuse.c - a connection's current request: its bookkeeping, the client's identity
  * (Proxy-Authorization), the policy decision (method overrides included), the refusals the
- * proxy answers itself (SPEC.md §4.5) and the audit line every request ends with (SPEC.md
- * §4.9). A room of proxy/conn_int.h.
+ * proxy answers itself (docs/reference/proxy.md §4.5) and the audit line every request ends with
+ * (docs/reference/README.md §4.9). A room of proxy/conn_int.h.
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -49,7 +49,7 @@ const uint64_t sl__latency_bounds_us[SL__LATENCY_BUCKETS - 1] = {
     1000, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000, 5000000, 10000000,
 };
 
-/* Counts one request of `elapsed_us` in the latency histogram (SPEC.md §4.9). */
+/* Counts one request of `elapsed_us` in the latency histogram (docs/reference/proxy.md §4.9). */
 static void count_latency(struct sl__counters *k, uint64_t elapsed_us)
 {
     size_t i = 0;
@@ -195,8 +195,8 @@ static const char *status_text(int status)
     }
 }
 
-/* The one-line body of a refusal (SPEC.md §4.5): what was refused and why, the detail, and for
- * a policy refusal what would allow it. */
+/* The one-line body of a refusal (docs/reference/proxy.md §4.5): what was refused and why, the
+ * detail, and for a policy refusal what would allow it. */
 static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *detail,
                         struct sl_buf *b)
 {
@@ -274,7 +274,7 @@ void sl__conn_refuse(struct sl__conn *c, enum sl_reason reason, int status, cons
     sl__conn_end_exchange(c);
 }
 
-/* Refuses with the status SPEC.md §4.5 gives the reason. */
+/* Refuses with the status docs/reference/proxy.md §4.5 gives the reason. */
 void sl__conn_refuse_reason(struct sl__conn *c, enum sl_reason reason, const char *detail,
                             bool keep)
 {
@@ -327,7 +327,7 @@ const struct sl_client *sl__conn_identify(const struct sl__conn *c, const struct
 }
 
 /* Names the client and environment in the lines of refusals that come before the decision
- * (a malformed request inside a tunnel still belongs to someone, SPEC §4.7). */
+ * (a malformed request inside a tunnel still belongs to someone, docs/reference/proxy.md §4.7). */
 void sl__conn_note_identity(struct sl__conn *c)
 {
     const struct sl_client *client = sl__conn_identify(c, c->snap);

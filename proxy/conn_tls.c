@@ -35,7 +35,7 @@ static void cert_name(const struct sl__conn *c, char *out)
     }
 }
 
-/* SPEC §4.3: the SNI, when present, must name the CONNECT host. */
+/* docs/reference/proxy.md §4.3: the SNI, when present, must name the CONNECT host. */
 static bool sni_names_tunnel(const struct sl__conn *c, const char *sni)
 {
     struct sl_host h;

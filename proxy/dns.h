@@ -6,7 +6,7 @@
  * The resolver only resolves; it never decides whether an address may be dialled. Its answer
  * is the complete list the caller will try, in order, and the caller checks every address
  * before dialling it (proxy/addr.h), so the address checked is the address dialled: there is
- * never a second lookup between the check and the connect (SPEC.md §4.4).
+ * never a second lookup between the check and the connect (docs/reference/proxy.md §4.4).
  *
  * Concurrent lookups of one name on one worker share a single getaddrinfo() call. Answers are
  * cached for `ttl_ms` (failures for `negative_ttl_ms`); the cache holds at most `max_entries`

@@ -38,7 +38,7 @@ static int origin_form(const struct sl_url *url, struct sl_arena *arena, struct 
     return 0;
 }
 
-/* An absolute-form proxy request: the target names the host (SPEC §4.3). */
+/* An absolute-form proxy request: the target names the host (docs/reference/proxy.md §4.3). */
 static int target_absolute(const struct sl_h1_head *h, struct sl_arena *arena,
                            struct sl_head_target *out, struct sl_head_refusal *why)
 {
@@ -90,7 +90,7 @@ static int target_in_tunnel(const struct sl_h1_head *h, const struct sl_head_ctx
 }
 
 /* Checks that the Host header (if any; `required` says whether it must be there) names the
- * request's host and port (SPEC §4.3). */
+ * request's host and port (docs/reference/proxy.md §4.3). */
 static int host_header_matches(const struct sl_h1_head *h, const struct sl_head_target *t,
                                bool required, struct sl_head_refusal *why)
 {

@@ -76,9 +76,9 @@ SL_MUST_CHECK int sl_head_resolve(const struct sl_h1_head *h, const struct sl_he
                                   struct sl_arena *arena, struct sl_head_target *out,
                                   struct sl_head_refusal *why);
 
-/* Checks the Host header of a CONNECT to `host`:`port` (SPEC §4.3, RFC 9110 §7.2: a client
- * sends the target's authority): absent is fine (HTTP/1.0); otherwise it must name the same
- * host, and the same port when it has one. Returns 0, or SL_EINVAL with `why` set
+/* Checks the Host header of a CONNECT to `host`:`port` (docs/reference/proxy.md §4.3, RFC 9110
+ * §7.2: a client sends the target's authority): absent is fine (HTTP/1.0); otherwise it must name
+ * the same host, and the same port when it has one. Returns 0, or SL_EINVAL with `why` set
  * (host-mismatch, or bad-host for a malformed value). */
 SL_MUST_CHECK int sl_head_connect_host(const struct sl_h1_head *h, const struct sl_host *host,
                                        uint16_t port, struct sl_head_refusal *why);

@@ -174,7 +174,7 @@ static int load_policy_file(struct proxy *p, bool at_start)
 }
 
 /*
- * The admin socket (SPEC.md §4.9).
+ * The admin socket (docs/reference/proxy.md §4.9).
  */
 
 static uint64_t sum(struct proxy *p, size_t offset)
@@ -268,7 +268,7 @@ static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
     static const char *const phases[SL__TIMEOUT_N] = { "header", "handshake", "upstream", "idle" };
 
     SL_TRY(sl_buf_append_str(b, "# HELP sluice_timeouts_total Connections and requests cut by "
-                                "a timeout (SPEC.md 4.10).\n"
+                                "a timeout (docs/reference/proxy.md 4.10).\n"
                                 "# TYPE sluice_timeouts_total counter\n"));
     for (size_t i = 0; i < SL__TIMEOUT_N; i++) {
         SL_TRY(sl_buf_printf(
@@ -591,7 +591,8 @@ static int setup_addresses(struct proxy *p, struct sockaddr_storage *addrs, size
         const char *l = cfg->n_listen > 0 ? cfg->listen[i] : DEFAULT_LISTEN;
 
         rc = sl__listen_addr_parse(l, &addrs[i], err, sizeof(err));
-        /* The proxy never dials itself (SPEC §4.4): its own listen addresses are denied. */
+        /* The proxy never dials itself (docs/reference/proxy.md §4.4): its own listen addresses are
+         * denied. */
         if (rc == 0) {
             rc = deny_own_address(p, &addrs[i], l, err, sizeof(err));
         }

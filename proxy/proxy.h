@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * proxy/proxy.h - the data plane daemon (`sluice proxy`, SPEC.md §4).
+ * proxy/proxy.h - the data plane daemon (`sluice proxy`, docs/reference/proxy.md §4).
  *
  * The main thread loads the CA, the upstream trust and the first policy, starts `workers`
  * threads (each with its own libuv loop and its own SO_REUSEPORT listener per address), and
@@ -50,7 +50,8 @@ struct sl_proxy_config {
     size_t n_deny_upstream;
     /* `--audit-log FILE|-`, or NULL for none. */
     const char *audit_log;
-    /* `--max-connections N` (default 10 000), timeouts in seconds (defaults SPEC §4.10). */
+    /* `--max-connections N` (default 10 000), timeouts in seconds (defaults docs/reference/proxy.md
+     * §4.10). */
     unsigned max_connections;
     unsigned header_timeout_s;
     unsigned idle_timeout_s;
@@ -63,7 +64,7 @@ struct sl_proxy_config {
     enum sl_log_level log_level;
 };
 
-/* Fills in the defaults of SPEC.md §4.8 and §4.10. */
+/* Fills in the defaults of docs/reference/proxy.md §4.8 and §4.10. */
 void sl_proxy_config_init(struct sl_proxy_config *cfg);
 
 /* Runs the proxy until SIGTERM/SIGINT. Returns 0 after a clean stop, or a negative code when

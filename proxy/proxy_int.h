@@ -31,7 +31,8 @@
 /* Buckets of the request latency histogram, +Inf included. */
 #define SL__LATENCY_BUCKETS 13
 
-/* What a connection's timer cut short (SPEC.md §4.10), for sluice_timeouts_total. */
+/* What a connection's timer cut short (docs/reference/proxy.md §4.10), for sluice_timeouts_total.
+ */
 enum sl__timeout {
     /* A request head that did not arrive in time (408, or a silent connection closed). */
     SL__TIMEOUT_HEADER = 0,
@@ -62,9 +63,10 @@ struct sl__counters {
     atomic_uint_fast64_t bytes_down;
     /* Connections or requests cut by a timer (index: enum sl__timeout). */
     atomic_uint_fast64_t timeouts[SL__TIMEOUT_N];
-    /* Request latency histogram (SPEC.md §4.9): audited requests and refusals by duration, one
-     * count per bucket (not cumulative; the renderer cumulates), bucket i holding the durations
-     * in (sl__latency_bounds_us[i - 1], sl__latency_bounds_us[i]] and the last one the rest
+    /* Request latency histogram (docs/reference/proxy.md §4.9): audited requests and refusals by
+     * duration, one count per bucket (not cumulative; the renderer cumulates), bucket i holding the
+     * durations in (sl__latency_bounds_us[i - 1], sl__latency_bounds_us[i]] and the last one the
+     * rest
      * (+Inf). A CONNECT that opens a tunnel is not counted: its duration is the tunnel's life,
      * not a request latency. The histogram's count is the sum of the buckets, so a scrape
      * always shows +Inf equal to the count. */

@@ -5,7 +5,7 @@
  *
  * A stream turns libuv's callbacks into one event: "something changed" (input arrived, output
  * drained, the peer closed, an error happened). Its owner reacts by looking at the stream's
- * state and moving bytes, so every decision lives in the owner's stepper (STYLE.md §6).
+ * state and moving bytes, so every decision lives in the owner's stepper (docs/style.md §6).
  *
  *   input    sl_stream_peek() shows the plaintext that has arrived (decrypting on demand),
  *            sl_stream_consume() drops what the owner used. The stream reads from the socket

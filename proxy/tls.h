@@ -2,8 +2,8 @@
 /*
  * proxy/tls.h - a sans-I/O TLS engine: OpenSSL behind four byte channels.
  *
- * The engine never sees a socket (STYLE.md §6). Its owner moves bytes through four channels, as
- * in BearSSL:
+ * The engine never sees a socket (docs/style.md §6). Its owner moves bytes through four channels,
+ * as in BearSSL:
  *
  *   ciphertext in   sl_tls_feed()       bytes that arrived from the peer's transport
  *   ciphertext out  sl_tls_out_peek()   bytes to send to the peer, acknowledged with
@@ -33,7 +33,7 @@
  * An engine is used by one thread at a time (its connection's worker). The SSL_CTX objects built
  * here are shared by every worker and are safe to use from several threads at once.
  *
- * Results follow STYLE.md §4: progress is >0, "nothing yet" is 0, failure is negative. The
+ * Results follow docs/style.md §4: progress is >0, "nothing yet" is 0, failure is negative. The
  * failure codes are:
  *   UV_EOF          the peer closed cleanly with close_notify (sl_tls_read() only);
  *   UV_ECONNRESET   the transport ended (sl_tls_feed_eof()) without close_notify: a truncated

@@ -12,8 +12,8 @@
  *   3. under TLS, the handshake verifies the chain (system store plus --upstream-ca) and the
  *      host name, with SNI, TLS 1.2 or newer (proxy/tls.h).
  * Progress is reported through one event callback; the owner then looks at
- * sl_upstream_state(). A failure carries the reason code of SPEC.md §4.5 and a detail for
- * the refusal's body (the verification error, the refused address class).
+ * sl_upstream_state(). A failure carries the reason code of docs/reference/proxy.md §4.5 and a
+ * detail for the refusal's body (the verification error, the refused address class).
  *
  * Ownership: the owner (a client connection) holds the upstream from open until it calls
  * sl_upstream_release() (back to the pool if it is clean, else closed) or sl_upstream_close().

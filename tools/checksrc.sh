@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tools/checksrc.sh - the source rules of STYLE.md §5 and §11 that no compiler flag enforces:
+# tools/checksrc.sh - the source rules of docs/style.md §5 and §11 that no compiler flag enforces:
 # banned calls, direct malloc/free outside base/mem, stderr outside base/log, // comments,
 # TODO without an issue number. Prints each offence as file:line: rule, exits 1 if any.
 set -uo pipefail

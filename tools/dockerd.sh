@@ -99,7 +99,8 @@ start() {
     die "dockerd pid $pid never answered on $sock; not starting a second daemon next to it"
   fi
 
-  # overlay2 needs a backing file system other than overlayfs (docker-engine-notes §6).
+  # overlay2 cannot stack on overlayfs (the kernel refuses an overlay upper dir on overlayfs):
+  # inside such a root, use vfs.
   sd=overlay2
   if [ "$(stat -f -c %T /var/lib/docker 2>/dev/null || stat -f -c %T /var/lib)" = overlayfs ]; then
     sd=vfs

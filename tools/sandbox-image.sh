@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # tools/sandbox-image.sh [--image NAME] [--check] - the default sandbox image, built offline from
-# Debian packages (SPEC §5.4): a Debian 12 minbase with bash, coreutils, procps, curl, git and
+# Debian packages (docs/reference/containers.md §5.4): a Debian 12 minbase with bash, coreutils, procps, curl, git and
 # ca-certificates, made by mmdebstrap from this machine's own Debian mirror (tools/lib/mirror.sh)
 # and piped into `docker import`. No registry is involved.
 #

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/env/environment.c - validation of environment requests (SPEC.md §5.1): the error
- * list with its field paths, the text checks, and every field of the request document. The
+ * control/env/environment.c - validation of environment requests (docs/reference/api.md §5.1): the
+ * error list with its field paths, the text checks, and every field of the request document. The
  * stored form (keep-on-resave, sealing) is environment_seal.c, the API rendering
  * environment_render.c.
  *
@@ -1046,8 +1046,8 @@ static void parse_root(struct sl__env_parse *p, json_t *root, struct sl_env_spec
     parse_memory(p, root, spec);
     network = parse_network(p, root, spec);
     parse_vars(p, root, spec);
-    /* SPEC §5.1: "off stores no egress policy". A form that switches the network off still
-     * sends its hidden egress section; it is dropped unread rather than judged. */
+    /* docs/reference/api.md §5.1: "off stores no egress policy". A form that switches the network
+     * off still sends its hidden egress section; it is dropped unread rather than judged. */
     if (network != 0) {
         parse_egress(p, root, network, spec);
     }

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/env/environment.h - the environments API of SPEC.md §5.1 without the database: request
- * validation, keep-on-resave, the stored (sealed) form and the API rendering.
+ * control/env/environment.h - the environments API of docs/reference/api.md §5.1 without the
+ * database: request validation, keep-on-resave, the stored (sealed) form and the API rendering.
  *
  * A POST or PUT goes through three steps:
  *
@@ -45,8 +45,8 @@
  *                 when "passthrough").
  *                 `network: "on"` with default deny and no rules is an error (nothing could
  *                 get out). With `network: "off"` the egress member is ignored altogether (not
- *                 validated, not stored), as SPEC says "off stores no egress policy".
- *   repositories  optional array of at most 1000 distinct paths: at least two segments of
+ *                 validated, not stored), as docs/reference/api.md §5.1 says "off stores no egress
+ * policy". repositories  optional array of at most 1000 distinct paths: at least two segments of
  *                 [A-Za-z0-9._-] (neither "." nor ".."), separated by single slashes, no
  *                 slash at either end, at most 255 bytes. Compared byte for byte.
  * The read-only members of the rendering (id, owner, is_default, created_at, updated_at,
@@ -67,7 +67,7 @@
 #include "base/errlist.h"
 #include "control/store/model.h"
 
-/* Limits of SPEC.md §5.1 and the ones this implementation adds. */
+/* Limits of docs/reference/api.md §5.1 and the ones this implementation adds. */
 #define SL_ENV_NAME_MAX        128
 #define SL_ENV_DESCRIPTION_MAX 4096
 #define SL_ENV_IMAGE_MAX       255
@@ -90,8 +90,8 @@
  * prints cpus 0.29 as 0.28999999999999998. */
 #define SL_ENV_JSON_FLAGS (JSON_COMPACT | JSON_REAL_PRECISION(15))
 
-/* Built-in runtime defaults (SPEC.md §5.2 merge, when neither the chosen environment nor the
- * global default sets a value). */
+/* Built-in runtime defaults (docs/reference/api.md §5.2 merge, when neither the chosen environment
+ * nor the global default sets a value). */
 #define SL_ENV_DEFAULT_IMAGE        "sluice/sandbox:bookworm"
 #define SL_ENV_DEFAULT_CPUS_CENTI   100
 #define SL_ENV_DEFAULT_MEMORY_BYTES ((int64_t)1 << 30)
@@ -123,8 +123,8 @@ struct sl_env_sealer {
 #define SL_ENV_FIELD_MAX   160
 #define SL_ENV_MESSAGE_MAX SL_ERRLIST_MESSAGE_MAX
 
-/* Why a request was refused (SPEC.md §5 intro). Caller storage: zero it; the functions that
- * fill it reset it first; release with sl_env_errors_finish(). */
+/* Why a request was refused (docs/reference/api.md §5 intro). Caller storage: zero it; the
+ * functions that fill it reset it first; release with sl_env_errors_finish(). */
 struct sl_env_errors {
     /* The HTTP status to answer: 400 (not JSON, not an object), 422 (validation), 409 (a kept
      * value no longer decrypts); 0 while nothing was refused. */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/env/environment_render.c - the API form of a stored environment (SPEC.md §5.1):
- * secret values masked, other values opened, credentials without their value, and the names of
- * what no longer opens; the list entry without any value; and the error answer of a refused
+ * control/env/environment_render.c - the API form of a stored environment (docs/reference/api.md
+ * §5.1): secret values masked, other values opened, credentials without their value, and the names
+ * of what no longer opens; the list entry without any value; and the error answer of a refused
  * request.
  */
 #include <stdio.h>
@@ -216,7 +216,7 @@ static int render_repos(const struct sl_env_row *row, json_t *obj)
     return rc;
 }
 
-/* The members before "env", in the order of SPEC §5.1. */
+/* The members before "env", in the order of docs/reference/api.md §5.1. */
 static json_t *render_head(const struct sl_env_row *row, const char *owner_name)
 {
     return json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:s}", "id", row->id, "name",

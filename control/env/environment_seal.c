@@ -205,7 +205,8 @@ int sl__env_still_opens(const struct sl_env_sealer *s, const char *sealed)
     return rc < 0 ? rc : rc == 0;
 }
 
-/* A kept value that does not open: 409, as SPEC §5.1 asks for undecryptable values. */
+/* A kept value that does not open: 409, as docs/reference/api.md §5.1 asks for undecryptable
+ * values. */
 static void conflict(struct sl__env_parse *p, const char *key)
 {
     p->n_conflicts++;

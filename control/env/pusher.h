@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/env/pusher.h - delivers policy snapshots to every proxy replica's admin socket
- * (SPEC.md §4.9 `PUT /v1/snapshot`) and keeps them delivered.
+ * (docs/reference/proxy.md §4.9 `PUT /v1/snapshot`) and keeps them delivered.
  *
  * The control plane calls sl_pusher_push() after each committed change with the newest
  * snapshot; the pusher sends it to every proxy on its own schedule:

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/env/resolve.c - environment precedence and merge (SPEC.md §5.2).
+ * control/env/resolve.c - environment precedence and merge (docs/reference/api.md §5.2).
  */
 #include "control/env/resolve.h"
 

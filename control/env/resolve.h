@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/env/resolve.h - which environment a run in a repository gets, and the effective runtime
- * after merging it with the global default (SPEC.md §5.2, `GET /api/v1/resolve`).
+ * after merging it with the global default (docs/reference/api.md §5.2, `GET /api/v1/resolve`).
  *
  * Pure logic over rows the caller has loaded: no database, no HTTP. The caller passes the
  * explicit choice (if the request named one and it exists) and the candidate rows; this module
@@ -43,8 +43,8 @@ struct sl_resolve_request {
     /* The caller's user id; NULL or "" when there is none. Borrowed. */
     const char *user_id;
     /* Whether the caller is an admin. Admins see global environments as everyone does, and
-     * not other users' user environments: those stay private (SPEC §5.1 lists "the caller's
-     * user environments and all global ones"), so this widens nothing here. */
+     * not other users' user environments: those stay private (docs/reference/api.md §5.1 lists "the
+     * caller's user environments and all global ones"), so this widens nothing here. */
     bool is_admin;
     /* The repository path, checked with sl_env_repo_is_valid(). Borrowed. */
     const char *repo;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/env/snapshot.h - the snapshot compiler: builds the policy document of SPEC.md §3, which
- * the pusher (control/env/pusher) sends to every proxy, from the database.
+ * control/env/snapshot.h - the snapshot compiler: builds the policy document of
+ * docs/reference/snapshot.md §3, which the pusher (control/env/pusher) sends to every proxy, from
+ * the database.
  *
  * What goes in:
  *   - every environment, keyed by its id (a UUID), never by its name: names are unique only
@@ -13,7 +14,8 @@
  *     host and methods as stored (already in normal form), and the credential's {header,
  *     value} with the value opened with the secrets key. An environment with the network off
  *     becomes {"default":"deny","rules":[]}: nothing leaves it except a client's runtime rules.
- *   - every static client (SPEC §5.1b) with its id, environment, ip, cidr and opened token.
+ *   - every static client (docs/reference/api.md §5.1b) with its id, environment, ip, cidr and
+ * opened token.
  *   - the caller's extra clients (struct sl_snapshot_build_client). This is where sandbox
  *     clients come in: the sandbox code lists its running sandboxes, fills one entry each
  *     (id, environment id, token, ip, expiry, runtime rules such as the git platform rule) and
@@ -59,7 +61,8 @@
  * is a UUID). */
 #define SL_SNAPSHOT_OFFLINE_ENV "sluice.offline"
 
-/* A runtime rule of an extra client (SPEC §3 client `rules`). Every pointer is borrowed. */
+/* A runtime rule of an extra client (docs/reference/snapshot.md §3 client `rules`). Every pointer
+ * is borrowed. */
 struct sl_snapshot_build_rule {
     /* `pattern[:port]`, in normal form (policy/host.h). Required. */
     const char *host;
@@ -132,16 +135,13 @@ void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r);
  * Builds the snapshot with `version` (>= 1, normally sl_store_next_snapshot_version()) from
  * every environment and static client in `st`, opening values with `sec` (both borrowed).
  * `out` (caller's buffer; its cap bounds the document, SL_SNAPSHOT_MAX_BYTES is the proxy's)
- * is reset and receives the document: compact JSON, members in the order of SPEC §3.
- * `report` may be NULL. Returns:
- *   0             `out` holds a document sl_snapshot_parse() accepts;
- *   SL_EINVAL     `version` < 1;
- *   SL_ETOOBIG    the database holds more than the proxy accepts (over 4096 environments,
- *                 65536 clients, or 100 rules or 100 credentials in one environment: the API
- *                 refuses these, so the database was changed behind its back), or the
- *                 document would pass `out`'s cap; logged, naming the environment;
- *   SL_EPOLICY    the document failed the proxy's validation (the errors are logged: paths and
- *                 messages, never values);
+ * is reset and receives the document: compact JSON, members in the order of
+ * docs/reference/snapshot.md §3. `report` may be NULL. Returns: 0             `out` holds a
+ * document sl_snapshot_parse() accepts; SL_EINVAL     `version` < 1; SL_ETOOBIG    the database
+ * holds more than the proxy accepts (over 4096 environments, 65536 clients, or 100 rules or 100
+ * credentials in one environment: the API refuses these, so the database was changed behind its
+ * back), or the document would pass `out`'s cap; logged, naming the environment; SL_EPOLICY    the
+ * document failed the proxy's validation (the errors are logged: paths and messages, never values);
  *   SL_ENOMEM, SL_EIO (the store failed), SL_ECRYPTO (libsodium cannot be initialised).
  * On failure `out` is left empty and `report` holds no drops. Values that do not open are not
  * failures: see the top of this file.

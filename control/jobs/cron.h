@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/jobs/cron.h - 5-field cron expressions for scheduled jobs (SPEC.md §5.5, docs/jobs.md):
- * `minute hour day-of-month month day-of-week`, each `*`, a number, a range `a-b`, a step
+ * control/jobs/cron.h - 5-field cron expressions for scheduled jobs (docs/reference/api.md §5.5,
+ * docs/jobs.md): `minute hour day-of-month month day-of-week`, each `*`, a number, a range `a-b`, a
+ * step
  * `*` `/n` or `a-b/n` or `a/n`, or a comma list of those; months JAN-DEC and days SUN-SAT by
  * name (any case); day-of-week 0-7 with 0 and 7 both Sunday. Classic cron's rule for the two
  * day fields: when both are restricted (neither starts with `*`), a day matches when either

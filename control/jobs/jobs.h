@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/jobs/jobs.h - jobs and scheduled jobs (SPEC.md §5.5, docs/jobs.md).
+ * control/jobs/jobs.h - jobs and scheduled jobs (docs/reference/api.md §5.5, docs/jobs.md).
  *
  * A job runs one command in a fresh sandbox for one repository: POST /api/v1/jobs makes one
  * queued job per repository of the batch, persisted in sluice.db (control/store/store). The pool on

@@ -5,7 +5,7 @@
  * plane's libuv loop (one uv_poll_t per socket curl opens, one uv_timer_t for curl's timeouts).
  * Nothing blocks the loop; each HTTP call is one easy handle.
  *
- * How the operations map onto the API (design/docker-engine-notes.md §1):
+ * How the operations map onto the API:
  *   ping             GET /_ping
  *   ensure_network   GET /networks/NAME, POST /networks/create when it is missing (internal,
  *                    ICC off, pinned bridge name, IPAM subnet and gateway, label

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/sandbox/firewall.h - the host firewall rules sluice owns (SPEC.md §5.4): an nftables
- * table of its own that lets the sandbox bridge reach the proxy port on the gateway address and
- * nothing else, on the host or beyond it.
+ * control/sandbox/firewall.h - the host firewall rules sluice owns (docs/reference/containers.md
+ * §5.4): an nftables table of its own that lets the sandbox bridge reach the proxy port on the
+ * gateway address and nothing else, on the host or beyond it.
  *
  * Docker's internal networks only filter forwarded traffic; a sandbox could otherwise reach
  * every host service on every host address through INPUT. The table (family inet, so IPv6 is

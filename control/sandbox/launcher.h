@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/sandbox/launcher.h - the container runtime as the sandbox code sees it (SPEC.md
- * §5.3-5.4).
+ * control/sandbox/launcher.h - the container runtime as the sandbox code sees it
+ * (docs/reference/README.md §5.3-5.4).
  *
  * One interface with one backend today (control/sandbox/docker: the Docker Engine API over its unix
  * socket, libcurl's multi interface driven by the control plane's libuv loop). A second
@@ -33,7 +33,7 @@
 
 struct sl_launcher;
 
-/* The network sandboxes live on (SPEC §5.4). */
+/* The network sandboxes live on (docs/reference/containers.md §5.4). */
 struct sl_launcher_network {
     /* Network name (`sluice0`) and the pinned bridge interface name (≤ 15 characters). */
     const char *name;
@@ -162,10 +162,10 @@ struct sl_launcher_ops {
                            sl_launcher_done_fn *cb, void *arg);
     /* Is `image` present locally? rc 0 yes, SL_ENOTFOUND no. */
     void (*has_image)(struct sl_launcher *l, const char *image, sl_launcher_done_fn *cb, void *arg);
-    /* Creates the container (hardened per SPEC §5.4: default capabilities minus NET_RAW,
-     * no-new-privileges, an init process as PID 1, pids limit, no restart), copies the files
-     * in, starts it, and reports its address on the network. On any failure after the create,
-     * the container is removed before the callback runs (nothing is left). */
+    /* Creates the container (hardened per docs/reference/containers.md §5.4: default capabilities
+     * minus NET_RAW, no-new-privileges, an init process as PID 1, pids limit, no restart), copies
+     * the files in, starts it, and reports its address on the network. On any failure after the
+     * create, the container is removed before the callback runs (nothing is left). */
     void (*create_and_start)(struct sl_launcher *l, const struct sl_launcher_container *spec,
                              sl_launcher_started_fn *cb, void *arg);
     /* Runs one command (no stdin, no TTY), its output and error streams kept apart. */

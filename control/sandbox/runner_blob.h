@@ -4,9 +4,9 @@
  * embedded.
  *
  * The control plane copies these bytes into every sandbox container as /opt/sluice/sluice-run
- * (mode 0755) and runs each command through it (SPEC.md §5.3), so the sluice binary needs no
- * file beside it at run time. They are a statically linked ELF executable for the build's own
- * architecture, built from the same tree as the sluice binary holding them.
+ * (mode 0755) and runs each command through it (docs/reference/api.md §5.3), so the sluice binary
+ * needs no file beside it at run time. They are a statically linked ELF executable for the build's
+ * own architecture, built from the same tree as the sluice binary holding them.
  */
 #ifndef SL_CONTROL_SANDBOX_RUNNER_BLOB_H
 #define SL_CONTROL_SANDBOX_RUNNER_BLOB_H

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/sandbox/sandbox.h - sandboxes (SPEC.md §5.3-5.4): containers whose only way out is the
- * proxy, created for a repository, driven by exec/read/write calls, closed, stopped when idle
- * or expired.
+ * control/sandbox/sandbox.h - sandboxes (docs/reference/api.md §5.3, docs/reference/containers.md
+ * §5.4): containers whose only way out is the proxy, created for a repository, driven by
+ * exec/read/write calls, closed, stopped when idle or expired.
  *
  * The manager lives on the control plane's loop and talks to the container runtime only
  * through control/sandbox/launcher.h. It holds every open sandbox in memory: its id, the proxy
@@ -29,7 +29,8 @@
  * (control/sandbox/firewall) that outlives a crashed control plane.
  *
  * Results go to a reply callback as (HTTP status, JSON body): {"message"} for errors of the
- * request or the service, {"error"} for errors raised inside the sandbox (SPEC §5.3).
+ * request or the service, {"error"} for errors raised inside the sandbox (docs/reference/api.md
+ * §5.3).
  *
  * Threads: every function on the loop's thread.
  * Lifecycle: sl_sandboxes_create() -> sl_sandboxes_start() -> calls -> sl_sandboxes_close().
@@ -48,7 +49,7 @@
 #include "control/env/snapshot.h"
 #include "control/sandbox/launcher.h"
 
-/* SPEC §5.3 limits. */
+/* docs/reference/api.md §5.3 limits. */
 #define SL_SANDBOX_MAX_OPEN_PER_REPO  5
 #define SL_SANDBOX_OUTPUT_MAX         ((size_t)1 << 20)
 #define SL_SANDBOX_FILE_MAX           ((size_t)64 << 20)
@@ -100,8 +101,8 @@ struct sl_sandboxes_config {
 };
 
 /* Everything a create needs, prepared by the API from the database (off the loop): the
- * caller, the repository and the resolved environment (SPEC §5.2), values opened. Every
- * string is owned by the spec (sl_malloc); sl_sandbox_spec_free() frees it. */
+ * caller, the repository and the resolved environment (docs/reference/api.md §5.2), values opened.
+ * Every string is owned by the spec (sl_malloc); sl_sandbox_spec_free() frees it. */
 struct sl_sandbox_spec {
     /* The creator's user id and name (the name for log lines). */
     char *owner_id;

@@ -241,7 +241,7 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     sl__sandbox_unref(s);
 }
 
-/* The container's environment (SPEC §5.4); strings in `store`. */
+/* The container's environment (docs/reference/containers.md §5.4); strings in `store`. */
 static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *offsets, size_t cap,
                          size_t *n)
 {

@@ -87,9 +87,9 @@ static const char *const migrations[SL_STORE_SCHEMA_VERSION] = {
     "CREATE INDEX clients_env ON clients (env_id);"
     "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL);"
     "INSERT INTO meta (key, value) VALUES ('snapshot_version', '0');",
-    /* 1 -> 2: jobs and schedules (SPEC §5.5, docs/jobs.md). `seq` orders jobs (oldest runs
-     * first, lists show newest first); a job keeps its schedule's id after the schedule is
-     * deleted, so that column has no reference. */
+    /* 1 -> 2: jobs and schedules (docs/reference/api.md §5.5, docs/jobs.md). `seq` orders jobs
+     * (oldest runs first, lists show newest first); a job keeps its schedule's id after the
+     * schedule is deleted, so that column has no reference. */
     "CREATE TABLE jobs ("
     "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
     "  id TEXT NOT NULL UNIQUE,"

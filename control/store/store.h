@@ -90,8 +90,8 @@ enum sl_token_kind {
     SL_TOKEN_KIND_SANDBOX,
 };
 
-/* A static client (SPEC §5.1b): a host that sluice did not launch, admitted by address or by
- * token. */
+/* A static client (docs/reference/api.md §5.1b): a host that sluice did not launch, admitted by
+ * address or by token. */
 struct sl_store_client {
     /* The client's name, chosen by the admin. Owned. */
     char *id;
@@ -253,7 +253,7 @@ SL_MUST_CHECK int sl_store_client_delete(struct sl_store *st, const char *id);
 /* Finishes `n` clients and frees the array. NULL is fine. */
 void sl_store_free_clients(struct sl_store_client *v, size_t n);
 
-/* ---- jobs and schedules (SPEC §5.5, docs/jobs.md) ---- */
+/* ---- jobs and schedules (docs/reference/api.md §5.5, docs/jobs.md) ---- */
 
 /* A job: one command in a fresh sandbox for one repository. Strings owned (sl_malloc); free
  * with sl_store_job_finish(). */

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/store/store_jobs.c - jobs and schedules (store.h, "jobs and schedules"; SPEC §5.5,
- * docs/jobs.md): the queue a job is claimed from, its run and its end, and the schedules whose
- * runs insert jobs in the same transaction that moves them on.
+ * control/store/store_jobs.c - jobs and schedules (store.h, "jobs and schedules";
+ * docs/reference/api.md §5.5, docs/jobs.md): the queue a job is claimed from, its run and its end,
+ * and the schedules whose runs insert jobs in the same transaction that moves them on.
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/api.c - routes, authentication and JSON errors of the REST API (SPEC.md §5): the
- * results a job builds, the small parsers of paths and queries, the MCP and jobs routes, and
- * the job itself. Environments and static clients are api_envs.c, resolution and sandboxes
+ * control/web/api.c - routes, authentication and JSON errors of the REST API (docs/reference/api.md
+ * §5): the results a job builds, the small parsers of paths and queries, the MCP and jobs routes,
+ * and the job itself. Environments and static clients are api_envs.c, resolution and sandboxes
  * api_sandboxes.c, the audit tail api_audit.c.
  *
  * Each request is one thread-pool job: the job owns copies of what it needs from the request

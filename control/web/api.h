@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/api.h - the REST API of the control plane (SPEC.md §5 intro, §5.1, §5.1b, §5.2):
- * routes, bearer-token authentication, roles and JSON errors, on top of http/server.
+ * control/web/api.h - the REST API of the control plane (docs/reference/api.md §5 intro, §5.1,
+ * §5.1b, §5.2): routes, bearer-token authentication, roles and JSON errors, on top of http/server.
  *
  * sl_api_handle() is an sl_http_handler_fn. GET /healthz and the dashboard's static files
  * (control/web/dashboard.h, no token) are answered on the loop; every other request becomes one
@@ -108,9 +108,9 @@ SL_MUST_CHECK int sl_api_dispatch(struct sl_api *api, const struct sl_api_reques
 
 /*
  * Prepares the sandbox of a job (control/jobs/jobs) off the loop, as a POST .../sandboxes of the
- * user `user_id` would: resolution (SPEC §5.2) with the environment `envkey` (an id or name
- * visible to the user; NULL resolves), values opened. Returns 0 with `*spec` (owned by the
- * caller, marked as a job's) and `*env` ({"id","name","matched_by"}, a new reference), or
+ * user `user_id` would: resolution (docs/reference/api.md §5.2) with the environment `envkey` (an
+ * id or name visible to the user; NULL resolves), values opened. Returns 0 with `*spec` (owned by
+ * the caller, marked as a job's) and `*env` ({"id","name","matched_by"}, a new reference), or
  * SL_ENOTFOUND (the user or the environment is gone; "no environment 'X'") or another failure,
  * with the reason in `err`. Blocks: thread pool only.
  */

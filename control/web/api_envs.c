@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/api_envs.c - environments (SPEC.md §5.1) and static clients (§5.1b) of the REST API:
- * what a caller may see, create, replace and delete, each answered from the store in the job
- * (see api.c).
+ * control/web/api_envs.c - environments (docs/reference/api.md §5.1) and static clients (§5.1b) of
+ * the REST API: what a caller may see, create, replace and delete, each answered from the store in
+ * the job (see api.c).
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/api_sandboxes.c - resolution (SPEC.md §5.2) and sandboxes (§5.3) of the REST API:
- * which environment a repository gets, and a sandbox's create prepared in the job (the values
- * opened, the spec built) for control/sandbox/sandbox to finish on the loop; the calls into a
- * sandbox are deferred to the loop the same way.
+ * control/web/api_sandboxes.c - resolution (docs/reference/api.md §5.2) and sandboxes (§5.3) of the
+ * REST API: which environment a repository gets, and a sandbox's create prepared in the job (the
+ * values opened, the spec built) for control/sandbox/sandbox to finish on the loop; the calls into
+ * a sandbox are deferred to the loop the same way.
  */
 #include <stdio.h>
 #include <string.h>
@@ -165,8 +165,8 @@ static int push_str(char ***v, size_t *n, char *s)
     return 0;
 }
 
-/* The variables (opened; values that do not open are dropped with a warning, SPEC §5.1) and
- * the secrets to redact (secret variables and the chosen environment's credentials). */
+/* The variables (opened; values that do not open are dropped with a warning, docs/reference/api.md
+ * §5.1) and the secrets to redact (secret variables and the chosen environment's credentials). */
 static int fill_values(struct sl__api_call *c, const struct sl_resolve_result *r,
                        struct sl_sandbox_spec *spec)
 {

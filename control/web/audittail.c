@@ -170,7 +170,7 @@ out_close:
 
 /* ---- suggestions ------------------------------------------------------------------------- */
 
-/* A method a suggested rule can name (SPEC §3: an upper-case token). */
+/* A method a suggested rule can name (docs/reference/snapshot.md §3: an upper-case token). */
 static bool is_method(const char *s)
 {
     return sl_policy_method_check(s, strlen(s)) == SL_POLICY_METHOD_OK;

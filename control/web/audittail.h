@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/audittail.h - the recent end of the proxy's audit log (SPEC.md §4.7) for
- * GET /api/v1/audit and the dashboard's live tail, and the rule that would allow a policy
- * refusal (SPEC.md §4.5).
+ * control/web/audittail.h - the recent end of the proxy's audit log (docs/reference/proxy.md §4.7)
+ * for GET /api/v1/audit and the dashboard's live tail, and the rule that would allow a policy
+ * refusal (docs/reference/proxy.md §4.5).
  *
  * sl_audittail_read() reads a file backwards in chunks, from its end, never more than a byte
  * budget, and hands complete lines, newest first, to a callback. It blocks on file I/O: call it
@@ -44,9 +44,9 @@ SL_MUST_CHECK int sl_audittail_read(const char *path, size_t limit, size_t line_
 /* What would allow the refusal of audit line `entry` (a parsed object, borrowed) in the
  * environment named `env_name` (NULL: the line's "environment", which the proxy writes as the
  * snapshot's environment key, the id for environments of the control plane), in the words
- * of SPEC §4.5: `to allow it, add {"host":"api.example.com","methods":["POST"]} to environment
- * ci-python`, or, for a method refused by a rule for exactly that host, `to allow it, add
- * "POST" to the methods of {"host":"api.example.com"} in environment ci-python`. A tunnel
+ * of docs/reference/proxy.md §4.5: `to allow it, add {"host":"api.example.com","methods":["POST"]}
+ * to environment ci-python`, or, for a method refused by a rule for exactly that host, `to allow
+ * it, add "POST" to the methods of {"host":"api.example.com"} in environment ci-python`. A tunnel
  * (method null or CONNECT) gets a rule without methods; a port other than 80 and 443 goes
  * into the host. Only for decision "deny" with reason host-not-allowed, port-not-allowed or
  * method-not-allowed, a host of host characters, a method that is an HTTP token and an

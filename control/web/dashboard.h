@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/dashboard.h - the dashboard's static files (SPEC.md §5.6), served by the control
- * plane at /dashboard/ from copies built into the binary (control/web/dashboard_blob.c embeds
- * control/web/dashboard/ at build time), so the binary alone serves them.
+ * control/web/dashboard.h - the dashboard's static files (docs/reference/api.md §5.6), served by
+ * the control plane at /dashboard/ from copies built into the binary (control/web/dashboard_blob.c
+ * embeds control/web/dashboard/ at build time), so the binary alone serves them.
  *
  * Every answer carries a strict Content-Security-Policy (scripts, styles and fetches from the
  * control plane itself only; no inline script or style, no frames, no plugins),

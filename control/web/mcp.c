@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/mcp.c - the MCP endpoint (SPEC.md §5.5, docs/mcp.md): transport checks, the JSON-RPC
- * envelope, the tool table with its input schemas, argument checks against those very schemas,
- * the tool -> REST route mapping, and the REST answer -> tool result mapping.
+ * control/web/mcp.c - the MCP endpoint (docs/reference/mcp.md §5.5, docs/mcp.md): transport checks,
+ * the JSON-RPC envelope, the tool table with its input schemas, argument checks against those very
+ * schemas, the tool -> REST route mapping, and the REST answer -> tool result mapping.
  */
 #include "control/web/mcp.h"
 

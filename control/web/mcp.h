@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/mcp.h - the MCP endpoint `/mcp` of the control plane (SPEC.md §5.5): JSON-RPC 2.0
- * over the Streamable HTTP transport of MCP revisions 2026-07-28 (stateless: server/discover, the
- * revision declared in every request) and 2025-11-25 (initialize; 2025-06-18 accepted too),
- * tools only. Design notes: docs/mcp.md.
+ * control/web/mcp.h - the MCP endpoint `/mcp` of the control plane (docs/reference/mcp.md §5.5):
+ * JSON-RPC 2.0 over the Streamable HTTP transport of MCP revisions 2026-07-28 (stateless:
+ * server/discover, the revision declared in every request) and 2025-11-25 (initialize; 2025-06-18
+ * accepted too), tools only. Design notes: docs/mcp.md.
  *
  * Transport choices: every message is one POST answered with one application/json document
  * (no server-sent stream: GET and DELETE get 405), no sessions (no Mcp-Session-Id is issued,

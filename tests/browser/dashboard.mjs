@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// tests/browser/dashboard.mjs - the dashboard (SPEC.md §5.6) in headless Chromium, driven by
+// tests/browser/dashboard.mjs - the dashboard (docs/reference/api.md §5.6) in headless Chromium, driven by
 // playwright-core. Run by tests/integration/dashboard.sh, which starts the control plane, the
 // proxy, origin.py and users, and passes them in DASH_* variables. Prints TAP-style lines
 // (ok / not ok / # skip) and exits 1 when any step failed. Every wait is bounded.

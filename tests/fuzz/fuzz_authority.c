@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/fuzz/fuzz_authority.c - the CONNECT authority and the Host header as the proxy compares
- * them (SPEC.md §4.3): both go through sl_host_parse_authority(), a missing Host port defaults
- * to the scheme's, and the proxy then compares the normal forms as text (proxy/head.c
+ * them (docs/reference/proxy.md §4.3): both go through sl_host_parse_authority(), a missing Host
+ * port defaults to the scheme's, and the proxy then compares the normal forms as text (proxy/head.c
  * host_header_matches, a static function this target mirrors in `same_authority`).
  *
  * Input: `A\nB`: A is a CONNECT target, B a Host header value (B absent: A is used for both).

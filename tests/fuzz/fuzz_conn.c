@@ -50,7 +50,7 @@
  *   - the credential never reaches the origin (it is only ever decided under TLS, which fuzz
  *     bytes cannot complete) and never reaches the client, unless one of them sent it;
  *   - a refusal of the proxy's own has an error status, exactly one X-Sluice-Reason with a
- *     code of SPEC.md §4.5, a Content-Type and a Content-Length;
+ *     code of docs/reference/proxy.md §4.5, a Content-Type and a Content-Length;
  *   - the client receives well-formed HTTP responses (strict http/h1, bodiless for HEAD and a
  *     2xx to CONNECT), in the order of its requests, up to a 200 that opens a tunnel (followed
  * further on a port-80 tunnel, which carries plain HTTP) or a 101.
@@ -729,9 +729,9 @@ static size_t client_requests(const struct run *r, struct sent *out)
     return n;
 }
 
-/* A refusal of the proxy's own (SPEC.md §4.5): an error status, a reason code of the list, a
- * one-line text body. Responses relayed from an origin that wrote the header itself are not
- * the proxy's: `origin_says_reason` skips them. */
+/* A refusal of the proxy's own (docs/reference/proxy.md §4.5): an error status, a reason code of
+ * the list, a one-line text body. Responses relayed from an origin that wrote the header itself are
+ * not the proxy's: `origin_says_reason` skips them. */
 static void check_refusal(const struct sl_h1_head *h, bool origin_says_reason)
 {
     const struct sl_h1_header *f = sl_h1_find(h, "x-sluice-reason");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_match.c - host matching and rule choice (SPEC.md §3) against a reference.
+ * tests/fuzz/fuzz_match.c - host matching and rule choice (docs/reference/snapshot.md §3) against a
+ * reference.
  *
  * The input is text: the first byte's low bit picks the environment's default (1: allow); then
  * one item per line:
@@ -13,10 +14,10 @@
  *
  * Invariants, not just "no crash":
  *   - the snapshot is refused when sl_host_parse_authority() refuses a rule's host, and when it
- *     is accepted, each decision equals the one of a slow reference written from SPEC.md §3
- *     alone: a dynamic-programming glob matcher (`*` matches any run, dots included), IP hosts
- *     matching IP rules literally only, ranks (exact; literal suffix after the last '*';
- *     pattern length; order) compared rule by rule, then methods, then the default and
+ *     is accepted, each decision equals the one of a slow reference written from
+ * docs/reference/snapshot.md §3 alone: a dynamic-programming glob matcher (`*` matches any run,
+ * dots included), IP hosts matching IP rules literally only, ranks (exact; literal suffix after the
+ * last '*'; pattern length; order) compared rule by rule, then methods, then the default and
  *     port-not-allowed / host-not-allowed;
  *   - a host decides as its uppercase and trailing-dot spellings do;
  *   - a rule `*.x` never decides `x` itself nor `evilx` (both are decided for every such rule).
@@ -58,8 +59,8 @@ struct world {
     bool default_allow;
 };
 
-/* `*` matches any run of characters, dots included (SPEC.md §3); written independently of
- * policy/match.c: dynamic programming over pattern prefixes. */
+/* `*` matches any run of characters, dots included (docs/reference/snapshot.md §3); written
+ * independently of policy/match.c: dynamic programming over pattern prefixes. */
 static bool ref_glob(const char *p, size_t pn, const char *s, size_t sn)
 {
     bool prev[SL_HOST_NAME_MAX + 2];

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/control_api.py - the REST API of environments, static clients and
-# resolution (SPEC.md §5 intro, §5.1, §5.1b, §5.2) against a real `sluice control` on loopback,
+# resolution (docs/reference/api.md §5 intro, §5.1, §5.1b, §5.2) against a real `sluice control` on loopback,
 # with users made by `sluice user add`. One function per rule; stdlib only.
 import base64
 import http.client

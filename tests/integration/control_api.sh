@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/control_api.sh - runs control_api.py (the REST API of SPEC.md §5.1, §5.1b
+# tests/integration/control_api.sh - runs control_api.py (the REST API of docs/reference/api.md §5.1, §5.1b
 # and §5.2 against a real `sluice control` on loopback).
 set -euo pipefail
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/control_e2e.py - `sluice control` driving a real `sluice proxy` (SPEC.md
-# §3, §4.9, §5.1, §5.1b, docs/control-plane.md): policy changes reach traffic within a second,
+# tests/integration/control_e2e.py - `sluice control` driving a real `sluice proxy` (docs/reference/snapshot.md
+# §3, docs/reference/proxy.md §4.9, docs/reference/api.md §5.1, §5.1b, docs/control-plane.md): policy changes reach traffic within a second,
 # a restarted proxy gets the current policy, a stopped control plane leaves the last policy in
 # force; 32 concurrent API clients; bad input leaves the database unchanged; restart keeps
 # everything; a corrupt database is refused and left alone; a changed encryption key.

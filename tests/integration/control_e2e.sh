@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/control_e2e.sh - `sluice control` driving a real `sluice proxy` in front of
-# nginx (SPEC.md §3, §4.9, §5.1, §5.1b): policy changes reach traffic within a second, a proxy
+# nginx (docs/reference/snapshot.md §3, docs/reference/proxy.md §4.9, docs/reference/api.md §5.1, §5.1b): policy changes reach traffic within a second, a proxy
 # restarted after kill -9 gets the current policy, a stopped control plane leaves the last one in
 # force, 32 concurrent API clients, bad input leaves the database unchanged, restart keeps
 # everything, a corrupt database is refused and left alone, a changed or malformed encryption key.

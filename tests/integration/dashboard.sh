@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/dashboard.sh - the dashboard (SPEC.md §5.6) in real headless Chromium, driven
+# tests/integration/dashboard.sh - the dashboard (docs/reference/api.md §5.6) in real headless Chromium, driven
 # by playwright-core (tests/browser/dashboard.mjs), against a real `sluice control` with its
 # Docker network and a real `sluice proxy` on its gateway (tests/support/sandbox.sh), origin.py
 # behind the proxy as a.sluice.test and b.sluice.test, users root (admin) and alice. The browser

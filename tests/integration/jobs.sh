@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/jobs.sh - SPEC.md §5.5 jobs (docs/jobs.md) against a real dockerd, the
+# tests/integration/jobs.sh - docs/reference/api.md §5.5 jobs (docs/jobs.md) against a real dockerd, the
 # sandbox image and the local git server: a batch over three repositories prints each one's
 # name (README.md's first line) and succeeds, with the environment used and matched_by; a
 # failing command is `failed` with its exit code; an unknown ref is `error`; an environment the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/mcp.sh - SPEC.md §5.5, the MCP endpoint /mcp (docs/mcp.md): a real control
+# tests/integration/mcp.sh - docs/reference/mcp.md §5.5, the MCP endpoint /mcp (docs/mcp.md): a real control
 # plane and proxy with Docker sandboxes (tests/support/sandbox.sh), users root/alice/bob, the
 # global environments sbx/sbx-off and alice's own alice-env; then
 #   - the official MCP TypeScript SDKs (tests/mcp/client.mjs, their Client over the Streamable HTTP

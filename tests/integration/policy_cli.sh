@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/policy_cli.sh - `sluice policy check|explain` as a person or a script uses
-# them (SPEC.md §1): exit codes, the summary line, the exact error lines with their JSON paths,
+# them (docs/reference/cli.md §1): exit codes, the summary line, the exact error lines with their JSON paths,
 # explain's verdicts and hints, a credential value never printed, one-line usage errors.
 set -euo pipefail
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_abuse.sh - `sluice proxy` under hostile load (SPEC.md §4.10, issue 6):
+# tests/integration/proxy_abuse.sh - `sluice proxy` under hostile load (docs/reference/proxy.md §4.10, issue 6):
 # 1 000 slowloris clients (request heads and, in tunnels, ClientHellos trickled a byte at a time)
 # while a normal client is served; a flood of 10 000 CONNECTs with distinct SNI names while the
 # proxy's RSS stays flat (bounded by --cert-cache); both at once (1 000 slow clients during a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/proxy_basic.sh - `sluice proxy` against real peers (nginx, origin.py, curl,
-# openssl s_client), per SPEC.md §3 and §4: an allowed host is intercepted with a leaf from the
+# openssl s_client), per docs/reference/snapshot.md §3 and docs/reference/proxy.md §4: an allowed host is intercepted with a leaf from the
 # sluice CA; a denied host is refused at CONNECT and never reached; a method filter works inside
 # the tunnel, method-override headers included; the policy's credential replaces the client's and never leaks; no policy -> 503;
 # identity by token (407, expired 403); ALPN offers http/1.1 only.

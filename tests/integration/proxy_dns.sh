@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_dns.sh - DNS answers are checked as they are dialled (SPEC.md §4.4):
+# tests/integration/proxy_dns.sh - DNS answers are checked as they are dialled (docs/reference/proxy.md §4.4):
 # the proxy resolves through the system resolver (getaddrinfo), and a scripted DNS responder
 # (tests/support/dnsd.py) answers it with loopback, private, link-local (169.254.169.254),
 # unspecified and IPv6 forms that embed them (IPv4-mapped, -compatible, NAT64, 6to4, Teredo),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_edges.sh - the edges of `sluice proxy` against real peers (SPEC.md
+# tests/integration/proxy_edges.sh - the edges of `sluice proxy` against real peers (docs/reference/proxy.md
 # §4.1, §4.3, §4.5, §4.6, §4.7, §4.10): a tunnel that does not carry TLS (not-tls), plain HTTP
 # in a tunnel to port 80 (in a private network namespace), host-mismatch (SNI, Host header,
 # the CONNECT's own Host header, absolute-form targets, plain HTTP), bad-host, request heads over 64 KiB, overloaded,
@@ -257,7 +257,7 @@ check_eq "host-mismatch: plain http://$A/ with Host: $B -> 421" \
   "$out" "status=421 reason=host-mismatch"
 check_eq "host-mismatch: ... the origin never saw it" "$(fx_seen probe=hm-d)" 0
 
-# --- (4) bad-host (SPEC §4.3) -----------------------------------------------------------------
+# --- (4) bad-host (docs/reference/proxy.md §4.3) -----------------------------------------------------------------
 badhost() { # badhost DESCRIPTION METHOD TARGET : a raw proxy request -> 400 bad-host
   local o
   o=$(fx_pc --raw "$(req "$2" "$3" x)")
@@ -269,7 +269,7 @@ badhost "CONNECT with a 64-character label" CONNECT "$(printf 'a%.0s' {1..64}).e
 badhost "CONNECT -lead.example:443 (a label starting with -)" CONNECT -lead.example:443
 badhost "GET http://bad_host.example/" GET http://bad_host.example/
 badhost "GET http://a%00b.example/" GET http://a%00b.example/
-# Non-ASCII (UTF-8 bytes; IDNs must arrive as xn-- A-labels): bad-host per SPEC §4.3.
+# Non-ASCII (UTF-8 bytes; IDNs must arrive as xn-- A-labels): bad-host per docs/reference/proxy.md §4.3.
 badhost "CONNECT ex\\xc3\\xa4mple.com:443 (UTF-8 name)" CONNECT 'ex\xc3\xa4mple.com:443'
 # A space splits the request line itself: malformed either way, 400.
 out=$(fx_pc --raw "$(req GET 'http://exa mple.com/' 'exa mple.com')")
@@ -286,7 +286,7 @@ check_eq "bad-host: plain http://$A/ with Host: exa mple.com -> 400 bad-host" \
 check_eq "bad-host: ... the origin never saw any of them" "$(fx_seen probe=bh-hdr)" 0
 check_audit "bad-host: audit line with reason bad-host" decision=deny reason=bad-host
 
-# --- (5) too-large: a request head over 64 KiB -> 431 (SPEC §4.10) ----------------------------
+# --- (5) too-large: a request head over 64 KiB -> 431 (docs/reference/proxy.md §4.10) ----------------------------
 big="X-Big: $(head -c 70000 /dev/zero | tr '\0' a)"
 out=$(fx_pc --raw "$(req GET "http://$PYH/echo?probe=big-plain" "$PYH" "$big")")
 check_eq "too-large: a 70 kB plain proxy request head -> 431 too-large" \
@@ -305,7 +305,7 @@ check_eq "a 60 kB head (under the bound) inside a tunnel is forwarded: 200" \
 check_eq "... and the origin got the 60 kB header" \
   "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=fine-60k headers~"$fine")" 1
 
-# --- (7) pipelining (SPEC §4.1) ---------------------------------------------------------------
+# --- (7) pipelining (docs/reference/proxy.md §4.1) ---------------------------------------------------------------
 # bodies < OUT : the status and body lines of a --show-body run, joined by |.
 bodies() { grep -oE '^(status=[0-9]+ reason=[^ ]+|body=.*)' | paste -sd'|' -; }
 want_bodies='status=200 reason=-|body=hello from origin.py\n|status=202 reason=-|body=status 202\n'
@@ -331,7 +331,7 @@ check_eq "pipelining on plain HTTP: three absolute-form requests in one write, i
   "$(bodies <"$FX_WORK/pipe-plain.out")" "$want_bodies"
 check_eq "pipelining on plain HTTP: the origin got all three" "$(fx_seen probe=pp-)" 3
 
-# --- (8) WebSocket relayed both ways; h2c refused (SPEC §4.1) ---------------------------------
+# --- (8) WebSocket relayed both ways; h2c refused (docs/reference/proxy.md §4.1) ---------------------------------
 ws_key=dGhlIHNhbXBsZSBub25jZQ== # RFC 6455 §1.3: its accept value is s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
 ws() { # ws PROBE : a WebSocket opening handshake for origin.py's /ws
   req GET "/ws?probe=$1" "$PYT" 'Upgrade: websocket' 'Connection: Upgrade' \
@@ -370,7 +370,7 @@ check_eq "CONNECT inside a tunnel -> 400 bad-request" \
   "$out" "connect=200 tls=ok status=400 reason=bad-request"
 fx_skip "an origin-form request sent straight to the proxy -> 400" "covered by proxy_http.sh"
 
-# --- (10) Proxy-Authorization inside a tunnel is not forwarded (SPEC §4.6) --------------------
+# --- (10) Proxy-Authorization inside a tunnel is not forwarded (docs/reference/proxy.md §4.6) --------------------
 pa=$(printf 'local:pt-inner-%s' "$(fx_random_hex 8)" | base64 -w0)
 out=$(fx_pc --connect "$PYT" --header "Proxy-Authorization: Basic $pa" \
   --request 'GET /echo?probe=pa-tunnel')
@@ -381,7 +381,7 @@ check_eq "Proxy-Authorization inside a tunnel: it never reaches the origin" \
     headers~"$pa")" "1 0"
 fx_skip "Proxy-Authorization of a plain HTTP request is not forwarded" "covered by proxy_basic.sh"
 
-# --- SPEC §4.7 over the refusals above: inside a tunnel the client is known (its CONNECT was
+# --- docs/reference/proxy.md §4.7 over the refusals above: inside a tunnel the client is known (its CONNECT was
 # allowed, and identity is per connection), so every refusal line there names the client and
 # the environment; prints REASON:COUNT for the lines that do not.
 sleep 1 # let the audit writer catch up
@@ -405,7 +405,7 @@ check_eq "audit: every refusal inside an allowed tunnel names client and environ
 
 check "SIGTERM stops the main proxy with exit 0" fx_proxy_stop
 
-# --- (6) overloaded: --max-connections 2 -> 503 (SPEC §4.10) ----------------------------------
+# --- (6) overloaded: --max-connections 2 -> 503 (docs/reference/proxy.md §4.10) ----------------------------------
 fx_proxy_start --policy "$policy" --max-connections 2 "${common[@]}" ||
   fx_bail "sluice proxy starts with --max-connections 2"
 hold_out=$FX_WORK/hold.out
@@ -436,7 +436,7 @@ out=$(fx_pc --absolute "http://$PYH/hello?probe=after-over")
 check_eq "overloaded: once they are gone, a new connection is served" "$out" "status=200 reason=-"
 check "SIGTERM stops the --max-connections proxy with exit 0" fx_proxy_stop
 
-# --- (11) a client that expires while its tunnel is open (SPEC §3, §4.2) ----------------------
+# --- (11) a client that expires while its tunnel is open (docs/reference/snapshot.md §3, docs/reference/proxy.md §4.2) ----------------------
 exp_epoch=$(($(date +%s) + 6))
 exp_at=$(date -u -d "@$exp_epoch" +%Y-%m-%dT%H:%M:%SZ)
 epolicy=$FX_WORK/expiry-policy.json

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_framing.sh - HTTP/1.1 framing through `sluice proxy` (SPEC.md §4.6),
+# tests/integration/proxy_framing.sh - HTTP/1.1 framing through `sluice proxy` (docs/reference/proxy.md §4.6),
 # both ways, against origin.py: ambiguous or malformed request framing -> 400 bad-request, the
 # connection closed and nothing (nor any smuggled second request) reaching the origin; malformed
 # upstream responses (origin.py /raw?case=NAME writes exact bytes) -> 502 with X-Sluice-Reason
@@ -84,7 +84,7 @@ bad_plain() {
 
 # bad_req_body NAME RAW : RAW's head is well formed, its chunked body is not. The head is
 # streamed upstream before the body arrives, so origin.py may see an unfinished head; checked
-# here: the client gets 400 bad-request (SPEC §4.6) and its connection is closed; origin.py
+# here: the client gets 400 bad-request (docs/reference/proxy.md §4.6) and its connection is closed; origin.py
 # never answers it; the upstream connection that carried its head is never reused; a fresh
 # tunnel still works.
 bad_req_body() {
@@ -102,7 +102,7 @@ P="/echo?probe=rq-"
 H="Host: $PYT\\r\\n"
 SMUG="GET /hello?probe=rq-smuggled HTTP/1.1\\r\\n${H}\\r\\n"
 
-# --- (1) malformed or ambiguous request framing -> 400 (SPEC §4.6) ---------------------------
+# --- (1) malformed or ambiguous request framing -> 400 (docs/reference/proxy.md §4.6) ---------------------------
 bad_req cl-te "POST ${P}cl-te HTTP/1.1\\r\\n${H}Content-Length: 5\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n0\\r\\n\\r\\n"
 bad_req dup-cl "POST ${P}dup-cl HTTP/1.1\\r\\n${H}Content-Length: 4\\r\\nContent-Length: 5\\r\\n\\r\\nabcde"
 bad_req te-gzip-chunked "POST ${P}te-gzip-chunked HTTP/1.1\\r\\n${H}Transfer-Encoding: gzip, chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\n"
@@ -205,7 +205,7 @@ check_match "early response: the origin's 413 arrives with Connection: close, th
   "$out" '^connect=200 tls=ok status=413 reason=- header connection=close (eof|eof reset)$'
 check "early response: a new connection works afterwards" healthy after-early
 
-# --- (5) pipelining after a policy refusal (SPEC §4.1, §4.5) ----------------------------------
+# --- (5) pipelining after a policy refusal (docs/reference/proxy.md §4.1, §4.5) ----------------------------------
 # statuses FILE : the status and body lines of a --show-body run, the 403's body cut, joined
 # by |; a broken connection shows as "closed".
 statuses() {

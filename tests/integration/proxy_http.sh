@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/proxy_http.sh - HTTP/1.x through `sluice proxy` against nginx and origin.py
-# (SPEC.md §4.1, §4.4, §4.6, §4.8, §4.10): message framing (chunked both ways, HEAD, 204, 304,
+# (docs/reference/proxy.md §4.1, §4.4, §4.6, §4.8, §4.10): message framing (chunked both ways, HEAD, 204, 304,
 # close-delimited, 100-continue, HTTP/1.0 on either side), hop-by-hop headers, keep-alive and
 # upstream pooling, 50 parallel clients, a 1 GiB download and a 256 MiB chunked upload in
 # bounded memory, a client that stops reading, plain HTTP in absolute form, and SIGTERM while a

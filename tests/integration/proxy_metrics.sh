@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/proxy_metrics.sh - GET /metrics on the admin socket of `sluice proxy`
-# (SPEC.md §4.9) after known traffic: the Prometheus text parses; requests by decision and
+# (docs/reference/proxy.md §4.9) after known traffic: the Prometheus text parses; requests by decision and
 # reason, connections, handshakes and certificate cache misses count what happened; the request
 # latency histogram counts every audited request except the CONNECTs that open a tunnel, with
 # cumulative buckets; no credential value appears.

@@ -100,7 +100,7 @@ check "passthrough: ... the line counts the bytes both ways" \
     bytes_down!=0)" -ge 1
 
 # --- (3) the origin sees exactly what the client sent ----------------------------------------
-# Hop-by-hop headers the intercepting proxy removes (SPEC §4.6) pass a passthrough tunnel as
+# Hop-by-hop headers the intercepting proxy removes (docs/reference/proxy.md §4.6) pass a passthrough tunnel as
 # they are: the proxy never sees them.
 hop=('Connection: keep-alive, X-Hop' 'X-Hop: 1' 'Proxy-Connection: keep-alive' 'TE: trailers'
   'Proxy-Authorization: Basic dGVzdDp0ZXN0')

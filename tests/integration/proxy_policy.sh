@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_policy.sh - changing the policy of a running `sluice proxy` (SPEC.md
-# §3, §4.8, §4.9): the --policy file reloaded when it changes and on SIGHUP, decided per
+# tests/integration/proxy_policy.sh - changing the policy of a running `sluice proxy` (docs/reference/snapshot.md
+# §3, docs/reference/proxy.md §4.8, §4.9): the --policy file reloaded when it changes and on SIGHUP, decided per
 # request even on a tunnel opened before the change; a broken file keeps the old policy; the
 # admin socket (0600) swaps snapshots with version rules (older 409, identical 200) and reports
 # status and metrics.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_tls_client.sh - the client side of an intercepted tunnel (SPEC.md §4.3):
+# tests/integration/proxy_tls_client.sh - the client side of an intercepted tunnel (docs/reference/proxy.md §4.3):
 # a ClientHello without SNI gets the CONNECT host's certificate (by name, and by IP address for
 # an IP-literal CONNECT) and its requests work, with the proper SNI sent upstream; an SNI naming
 # another host than an IP-literal CONNECT is refused (host-mismatch) before any certificate.

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_upstream.sh - what `sluice proxy` dials and how (SPEC.md §4.4): the
+# tests/integration/proxy_upstream.sh - what `sluice proxy` dials and how (docs/reference/proxy.md §4.4): the
 # upstream certificate is verified (wrong name, expired, untrusted CA -> 502 upstream-tls, every
 # time, also after a session with the same address was cached), unreachable and silent
 # upstreams (502/504), and addresses it must never dial: loopback without --allow-upstream,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/proxy_upstream_tls.sh - the upstream TLS matrix of SPEC.md §4.4: each of
+# tests/integration/proxy_upstream_tls.sh - the upstream TLS matrix of docs/reference/proxy.md §4.4: each of
 # these upstreams gets a 502 with X-Sluice-Reason upstream-tls, the verification error in the
 # body, an audit line, and not one request sent to it:
 #   not yet valid; SAN naming another host while the CN names the right one; CN only, no SAN;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/runner.sh - sluice-run (control/sandbox/runner/run.c), the helper every sandbox
-# command runs through (SPEC.md §5.3), run directly on this host: no container is needed, the
+# command runs through (docs/reference/api.md §5.3), run directly on this host: no container is needed, the
 # child subreaper works anywhere. Exit codes and output pass through, stdin is empty, a timeout
 # ends the whole process tree (setsid'd, double-forked, TERM-ignoring, forking in a loop) with
 # 124, SIGTERM to the runner does the same with 143, a normal exit leaves background processes

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/sandbox_basic.sh - SPEC.md §5.3/§5.4, the basics of a sandbox: the network
+# tests/integration/sandbox_basic.sh - docs/reference/api.md §5.3, docs/reference/containers.md §5.4, the basics of a sandbox: the network
 # and firewall table exist once sandboxes are ready; create/list; an allowed host is reached
 # through the proxy with the credential injected (origin.py logs it) while nothing inside the
 # sandbox holds it; a denied host gets 403 with X-Sluice-Reason and never reaches the origin;
@@ -123,7 +123,7 @@ out=$(sbx_field 'd["stdout"].split()')
 check "CA bundle holds the system CAs and the sluice CA" \
   "$FX_PYTHON" -c 'import json,sys; a=json.loads(sys.argv[1]); sys.exit(not (int(a[0]) > 1 and int(a[1]) == 1))' "${out:-[0,0]}"
 
-# --- hardening (SPEC §5.4): NET_RAW dropped, no-new-privileges -----------------------------------
+# --- hardening (docs/reference/containers.md §5.4): NET_RAW dropped, no-new-privileges -----------------------------------
 sbx_exec "$id" 'awk "/^(CapEff|NoNewPrivs):/ {print \$2}" /proc/self/status'
 caps=$(sbx_field 'd["stdout"].split()')
 check "CapEff lacks NET_RAW (bit 13) and NoNewPrivs is 1 ($caps)" "$FX_PYTHON" -c '

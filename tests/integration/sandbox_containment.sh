@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/sandbox_containment.sh - SPEC.md §5.4 and docker-engine-notes.md §3: from
+# tests/integration/sandbox_containment.sh - docs/reference/containers.md §5.4 and SECURITY.md: from
 # inside a sandbox nothing but the proxy port on the gateway is reachable, and every other
 # attempt fails fast (≤ 1 s, a reject, not a silent drop): a host listener on 0.0.0.0 via the
 # gateway, docker0's address and the host's main address; a container on the default bridge; a

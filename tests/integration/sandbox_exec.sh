@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/sandbox_exec.sh - SPEC.md §5.3 exec: exit codes, stdout/stderr, cwd
+# tests/integration/sandbox_exec.sh - docs/reference/api.md §5.3 exec: exit codes, stdout/stderr, cwd
 # (default, relative, absolute, missing → 4xx error), env, the 1 MiB caps (truncated), timeouts
 # (124, timedOut, the whole process tree killed, SIGKILL 5 s after SIGTERM), five calls in
 # parallel on one sandbox, redaction of the proxy token, errors (cmd is required, unknown

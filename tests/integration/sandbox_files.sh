@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/sandbox_files.sh - SPEC.md §5.3 read/write: a 5 MiB random binary round
+# tests/integration/sandbox_files.sh - docs/reference/api.md §5.3 read/write: a 5 MiB random binary round
 # trip (SHA-256 equal both ways), mode honoured, parent directories created, relative paths
 # under /workspace/repo and absolute paths, empty files, overwrite; errors: path is required,
 # not found, path is a directory, file too large (> 64 MiB). Network sl-t-files, subnet
@@ -122,7 +122,7 @@ SBX_API_TIMEOUT=120 sbx_read "$id" "edge.bin"
 check_api "read a file of exactly 64 MiB works" 200 'd.get("size")' 67108864
 
 # Symbolic links and special files are conditions inside the sandbox: 4xx {"error"} at worst,
-# never a 5xx "runtime failed" (SPEC §5.3); a link to a regular file reads as that file.
+# never a 5xx "runtime failed" (docs/reference/api.md §5.3); a link to a regular file reads as that file.
 sbx_exec "$id" 'printf "linked\n" > target.txt && ln -sf target.txt link.txt && mkfifo fifo && ln -sf /nonexistent dangling && echo ok'
 for p in link.txt /etc/os-release; do
   sbx_read "$id" "$p"

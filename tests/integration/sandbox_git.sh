@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/sandbox_git.sh - SPEC.md §5.3 with a git platform (`--git-url`,
+# tests/integration/sandbox_git.sh - docs/reference/api.md §5.3 with a git platform (`--git-url`,
 # `--git-token`): the ref is checked (unknown → 422 `unknown ref`, nothing left running); a
 # branch, a tag, another branch and a commit SHA are cloned into /workspace/repo and checked out;
 # the clone goes through the proxy, which injects `Authorization: Basic

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/sandbox_limits.sh - SPEC.md §5.3 ownership and limits: another user gets
+# tests/integration/sandbox_limits.sh - docs/reference/api.md §5.3 ownership and limits: another user gets
 # 403 `not your sandbox` on every action (an admin may use any sandbox); a sixth open sandbox
 # of one user in one repository → 429 with the exact message (other users and other
 # repositories unaffected; closing one frees a slot); a closed sandbox's container is gone and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/sandbox_restart.sh - SPEC.md §5.4: a restarted control plane finds its
+# tests/integration/sandbox_restart.sh - docs/reference/containers.md §5.4: a restarted control plane finds its
 # containers by label and reconciles them. With two sandboxes running, the control plane is
 # stopped (SIGTERM, then, in a second round, SIGKILL) and started again: each sandbox is either
 # re-adopted (exec works, its files are there, the proxy still lets it out, it can be closed) or

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/schedules.sh - SPEC.md §5.5 scheduled jobs (docs/jobs.md): /api/v1/schedules
+# tests/integration/schedules.sh - docs/reference/api.md §5.5 scheduled jobs (docs/jobs.md): /api/v1/schedules
 # CRUD (owner or admin; others 403), validation errors naming the field (cron errors name the
 # cron field that is wrong), next_run_at/last_run_at in UTC; on the real clock, an every-minute
 # schedule fires at the next minute (a bounded wait of at most ~70 s) and its runs are ordinary

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/up.sh - SPEC.md §1 `sluice up`, §2, §5.4 (docs/up.md): on a fresh data
+# tests/integration/up.sh - docs/reference/cli.md §1.2, docs/reference/data.md §2, docs/reference/containers.md §5.4 (docs/up.md): on a fresh data
 # directory up creates the CA, the encryption key (with a warning), the database and the admin
 # (token printed once, kept 0600 in admin.token), starts control and proxy, and the example it
 # prints runs verbatim: a sandbox's `curl https://example.com/` reaches a local origin (mapped

@@ -357,7 +357,7 @@ EOF
 }
 
 # fx_test_ca_matrix : fx_test_ca, plus (once) leaves that each break one rule of upstream
-# verification (SPEC §4.4) and are otherwise like good.pem (signed by ca.pem, valid now, P-256):
+# verification (docs/reference/proxy.md §4.4) and are otherwise like good.pem (signed by ca.pem, valid now, P-256):
 #   notyet.pem       good.pem's names, valid from 2099-01-01 (not yet valid)
 #   cnonly.pem       no subjectAltName at all; subject CN a.sluice.test
 #   sanother.pem     SAN DNS:other.example only; subject CN a.sluice.test

@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034
 # SPDX-License-Identifier: Apache-2.0
 #
-# tests/support/gitserver.sh - a git smart-HTTP server for the sandbox tests (SPEC.md §5.3, git
+# tests/support/gitserver.sh - a git smart-HTTP server for the sandbox tests (docs/reference/api.md §5.3, git
 # platform): nginx (TLS, the fixture's good.pem, which covers git.sluice.test) in front of
 # fcgiwrap running `git http-backend`, on 127.0.0.1 and a port the kernel picks. Every request
 # must carry exactly `Authorization: Basic base64(x-access-token:TOKEN)`; anything else gets 401

@@ -125,7 +125,7 @@ void sl_test_h1_check_splits(const struct sl_test_h1_driver *d, const uint8_t *m
  * Transfer-Encoding: what the parser guarantees to both directions. */
 void sl_test_h1_check_framing(const struct sl_h1_head *h);
 
-/* Aborts if the head carries a header the proxy never forwards (SPEC.md §4.6):
+/* Aborts if the head carries a header the proxy never forwards (docs/reference/proxy.md §4.6):
  * Proxy-Authorization, Proxy-Authenticate, Proxy-Connection, Keep-Alive, TE, Trailer. */
 void sl_test_h1_check_no_hop_headers(const struct sl_h1_head *h);
 

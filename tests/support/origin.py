@@ -347,7 +347,7 @@ def handle_request(origin, c, head, conn_id, port, tls, seq):
     return reply(404, "Not Found", b"not found\n")
 
 
-# /raw?case=NAME: exact response bytes, for the proxy's framing checks (SPEC §4.6). Each is
+# /raw?case=NAME: exact response bytes, for the proxy's framing checks (docs/reference/proxy.md §4.6). Each is
 # written as is and the connection is then kept open for another request (so a proxy that
 # wrongly pooled it would be seen reusing it: same "conn" in the log).
 RAW_CASES = {

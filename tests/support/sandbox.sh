@@ -1,7 +1,7 @@
 # shellcheck shell=bash disable=SC2034
 # SPDX-License-Identifier: Apache-2.0
 #
-# tests/support/sandbox.sh - shared setup of the sandbox tests (SPEC.md §5.3, §5.4): origin.py,
+# tests/support/sandbox.sh - shared setup of the sandbox tests (docs/reference/api.md §5.3, docs/reference/containers.md §5.4): origin.py,
 # `sluice control` with its own Docker network, `sluice proxy` on that network's gateway, users,
 # environments, and helpers for the sandbox REST API. Sourced after fixture.sh (and
 # gitserver.sh when the test needs a git platform). Every test uses its own network name and

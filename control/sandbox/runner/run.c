@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/sandbox/runner/run.c - sluice-run, the helper that runs one sandbox command (SPEC.md
- * §5.3).
+ * control/sandbox/runner/run.c - sluice-run, the helper that runs one sandbox command
+ * (docs/reference/README.md §5.3).
  *
  *   sluice-run [--timeout-ms N] [--grace-ms N] -c CMD
  *

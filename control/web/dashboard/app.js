@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// sluice dashboard (SPEC.md §5.6): a static page that talks to the REST API of §5 with the
+// sluice dashboard (docs/reference/api.md §5.6): a static page that talks to the REST API of §5 with the
 // user's token. No framework, no build step; the Content-Security-Policy forbids inline script,
 // so every handler is attached here and the page never builds HTML from strings.
 'use strict';

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/policy/test_match.c - the decision (SPEC.md §3 rule choice), identity (§3 clients,
- * §4.2), hints (§4.5), refcounting across threads, and the hot path's speed.
+ * tests/unit/policy/test_match.c - the decision (docs/reference/snapshot.md §3 rule choice),
+ * identity (§3 clients, docs/reference/proxy.md §4.2), hints (§4.5), refcounting across threads,
+ * and the hot path's speed.
  *
  * The decision test is one table: each row is a request as the proxy would see it (raw host,
  * port, method, TLS or not, which client) and the verdict it must get. Hosts go through

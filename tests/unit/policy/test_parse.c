@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/policy/test_parse.c - snapshot validation: every rule of SPEC.md §3 with the exact
- * JSON path of its error, every limit at and over its bound, the files of tests/data/policy,
- * and the allocation-failure sweep over parse + compile (jansson included).
+ * tests/unit/policy/test_parse.c - snapshot validation: every rule of docs/reference/snapshot.md §3
+ * with the exact JSON path of its error, every limit at and over its bound, the files of
+ * tests/data/policy, and the allocation-failure sweep over parse + compile (jansson included).
  *
  * JSON in this file is written with single quotes for readability; json() turns them into
  * double quotes before parsing.

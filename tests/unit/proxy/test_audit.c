@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/proxy/test_audit.c - the audit log: the line format of SPEC.md §4.7 (valid JSON
- * whatever the request carried, no query string), the writer thread, and what happens when it
- * cannot keep up.
+ * tests/unit/proxy/test_audit.c - the audit log: the line format of docs/reference/proxy.md §4.7
+ * (valid JSON whatever the request carried, no query string), the writer thread, and what happens
+ * when it cannot keep up.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -289,8 +289,8 @@ static const struct sl_head_resp_ctx client11 = { .client_keep_alive = true };
 static const struct sl_head_resp_ctx client10 = { .client_http10 = true,
                                                   .client_keep_alive = true };
 
-/* Every name of SPEC §4.6 (plus the framing and Host the proxy writes itself, and the refusal
- * marker), in any case; nothing else, including names one letter away. */
+/* Every name of docs/reference/proxy.md §4.6 (plus the framing and Host the proxy writes itself,
+ * and the refusal marker), in any case; nothing else, including names one letter away. */
 static void knows_exactly_the_hop_by_hop_names(void **state)
 {
     static const char *const hop[] = { "Connection",

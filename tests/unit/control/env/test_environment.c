@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/control/env/test_environment.c - the environments API of SPEC.md §5.1 without the
- * database: every validation rule with the exact field path of its error, keep-on-resave, the
- * sealed stored form and its limits, the rendering (masking, has_value, undecryptable), agreement
- * with the proxy's own credential validation, and the allocation-failure sweep.
+ * tests/unit/control/env/test_environment.c - the environments API of docs/reference/api.md §5.1
+ * without the database: every validation rule with the exact field path of its error,
+ * keep-on-resave, the sealed stored form and its limits, the rendering (masking, has_value,
+ * undecryptable), agreement with the proxy's own credential validation, and the allocation-failure
+ * sweep.
  *
  * Values are sealed by a toy: "k<key>:" and the hex of each byte XOR the key. Opening with
  * another key fails, which is how a changed encryption key looks to the module.

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/control/env/test_resolve.c - environment resolution (SPEC.md §5.2): each step of the
- * precedence, webhook runs, visibility of an explicit choice, candidates that must never be
- * picked, the merge with the global default and the built-in defaults, the JSON of
- * `GET /api/v1/resolve`, and the allocation-failure sweep.
+ * tests/unit/control/env/test_resolve.c - environment resolution (docs/reference/api.md §5.2): each
+ * step of the precedence, webhook runs, visibility of an explicit choice, candidates that must
+ * never be picked, the merge with the global default and the built-in defaults, the JSON of `GET
+ * /api/v1/resolve`, and the allocation-failure sweep.
  *
  * Rows are made the way the API makes them (sl_env_spec_parse + sl_env_spec_to_row) with the
  * toy sealer of tests/support/toyseal: "k<key>:" and the hex of each byte XOR the key.

@@ -245,7 +245,8 @@ static long raw(const char *method, const char *path)
     return raw_body(method, path, NULL);
 }
 
-/* The created container's settings as the daemon reports them (SPEC §5.4). */
+/* The created container's settings as the daemon reports them (docs/reference/containers.md §5.4).
+ */
 static void check_hardening(const char *id)
 {
     static struct body b;
@@ -845,8 +846,8 @@ static void close_cancels_operations_in_flight(void **state)
 }
 
 /*
- * The allocation-failure sweep (STYLE §9): the Nth allocation of sluice's own code fails, for
- * every N until an operation gets through. Each operation still reports exactly once, from the
+ * The allocation-failure sweep (docs/style.md §9): the Nth allocation of sluice's own code fails,
+ * for every N until an operation gets through. Each operation still reports exactly once, from the
  * loop, and nothing leaks (LeakSanitizer in the sanitizer build).
  */
 static void allocation_failures_report_once_and_leak_nothing(void **state)

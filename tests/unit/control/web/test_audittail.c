@@ -4,7 +4,8 @@
  * last N lines newest first, across chunk boundaries; a last line without its newline (being
  * written) is left out; lines over the cap are skipped whole while their neighbours are kept; the
  * byte budget bounds the read; a missing file is no line; a directory is refused; and the suggested
- * rule of a policy refusal (SPEC.md §4.5) for each refusal reason, and none for the rest.
+ * rule of a policy refusal (docs/reference/proxy.md §4.5) for each refusal reason, and none for the
+ * rest.
  */
 #include <setjmp.h>
 #include <stdarg.h>

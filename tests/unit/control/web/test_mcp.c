@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/control/web/test_mcp.c - the pure half of control/web/mcp (SPEC.md §5.5, docs/mcp.md):
- * the Origin check, the transport checks, the JSON-RPC envelope, initialize, the tool list and its
- * schemas, argument checks against those schemas, the tool -> REST route mapping, the REST
- * answer -> tool result mapping, and the allocation-failure sweep. The loop half (dispatch
+ * tests/unit/control/web/test_mcp.c - the pure half of control/web/mcp (docs/reference/mcp.md §5.5,
+ * docs/mcp.md): the Origin check, the transport checks, the JSON-RPC envelope, initialize, the tool
+ * list and its schemas, argument checks against those schemas, the tool -> REST route mapping, the
+ * REST answer -> tool result mapping, and the allocation-failure sweep. The loop half (dispatch
  * through the REST routes) is tested end to end by integration.mcp.
  *
  * JSON in this file is written with single quotes for readability; post() turns them into
@@ -605,7 +605,7 @@ static void a_4xx_or_5xx_answer_is_a_tool_error_with_the_rest_text(void **state)
     json_decref(res);
     json_decref(body);
 
-    /* Errors raised inside the sandbox say "error" (SPEC §5.3). */
+    /* Errors raised inside the sandbox say "error" (docs/reference/api.md §5.3). */
     body = json_pack("{s:s}", "error", "not found: /workspace/repo/x");
     res = sl_mcp_tool_result("sandbox_read_file", 404, body);
     assert_true(json_is_true(json_object_get(res, "isError")));
