@@ -46,6 +46,25 @@ static void write_line(char *line, size_t n)
     }
 }
 
+/* Formats the message after the `n` bytes of prefix already in `line` (SL_LOG_LINE_MAX bytes),
+ * cuts it to fit with its newline, and writes it. */
+static void finish_line(char *line, size_t n, const char *fmt, va_list ap) SL_PRINTF(3, 0);
+
+static void finish_line(char *line, size_t n, const char *fmt, va_list ap)
+{
+    int w = vsnprintf(line + n, SL_LOG_LINE_MAX - n, fmt, ap);
+
+    if (w < 0) {
+        return;
+    }
+    n += (size_t)w;
+    if (n > SL_LOG_LINE_MAX - 2) {
+        n = SL_LOG_LINE_MAX - 2;
+    }
+    line[n++] = '\n';
+    write_line(line, n);
+}
+
 void sl_log(enum sl_log_level level, uint64_t conn, const char *fmt, ...)
 {
     char line[SL_LOG_LINE_MAX];
@@ -68,38 +87,17 @@ void sl_log(enum sl_log_level level, uint64_t conn, const char *fmt, ...)
     }
     n += (size_t)w;
     va_start(ap, fmt);
-    w = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+    finish_line(line, n, fmt, ap);
     va_end(ap);
-    if (w < 0) {
-        return;
-    }
-    n += (size_t)w;
-    if (n > sizeof(line) - 2) {
-        n = sizeof(line) - 2;
-    }
-    line[n++] = '\n';
-    write_line(line, n);
 }
 
 void sl_eprintf(const char *fmt, ...)
 {
     char line[SL_LOG_LINE_MAX];
     va_list ap;
-    size_t n = 0;
-    int w;
 
     memcpy(line, "sluice: ", 8);
-    n = 8;
     va_start(ap, fmt);
-    w = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
+    finish_line(line, 8, fmt, ap);
     va_end(ap);
-    if (w < 0) {
-        return;
-    }
-    n += (size_t)w;
-    if (n > sizeof(line) - 2) {
-        n = sizeof(line) - 2;
-    }
-    line[n++] = '\n';
-    write_line(line, n);
 }

@@ -219,34 +219,40 @@ static int no_password(char *buf, int size, int rwflag, void *arg)
     return -1;
 }
 
+/* Reads the PEM file at `path` into `b` (initialised by the caller) and opens a memory BIO on it
+ * in `*bio`. Returns 0, or a negative code with the message in `err`. */
+static int open_pem(const char *path, struct sl_buf *b, BIO **bio, char *err, size_t errlen)
+{
+    int rc = read_file(path, b, err, errlen);
+
+    if (rc < 0) {
+        return rc;
+    }
+    ERR_clear_error();
+    *bio = BIO_new_mem_buf(sl_buf_cstr(b), (int)b->len);
+    if (*bio == NULL) {
+        sl__certs_seterr(err, errlen, "cannot read %s: out of memory", path);
+        return SL_ENOMEM;
+    }
+    return 0;
+}
+
 static int load_cert(const char *path, X509 **out, char *err, size_t errlen)
 {
     struct sl_buf b;
-    X509 *x = NULL;
-    BIO *bio;
+    BIO *bio = NULL;
     int rc;
 
     sl_buf_init(&b, SL_CA_FILE_MAX_BYTES);
-    rc = read_file(path, &b, err, errlen);
-    if (rc < 0) {
-        goto out;
+    rc = open_pem(path, &b, &bio, err, errlen);
+    if (rc == 0) {
+        *out = PEM_read_bio_X509(bio, NULL, no_password, NULL);
+        BIO_free(bio);
+        if (*out == NULL) {
+            sl__certs_seterr(err, errlen, "%s: no valid PEM certificate found", path);
+            rc = SL_EINVAL;
+        }
     }
-    ERR_clear_error();
-    bio = BIO_new_mem_buf(sl_buf_cstr(&b), (int)b.len);
-    if (bio == NULL) {
-        sl__certs_seterr(err, errlen, "cannot read %s: out of memory", path);
-        rc = SL_ENOMEM;
-        goto out;
-    }
-    x = PEM_read_bio_X509(bio, NULL, no_password, NULL);
-    BIO_free(bio);
-    if (x == NULL) {
-        sl__certs_seterr(err, errlen, "%s: no valid PEM certificate found", path);
-        rc = SL_EINVAL;
-        goto out;
-    }
-    *out = x;
-out:
     sl_buf_finish(&b);
     return rc;
 }
@@ -254,33 +260,21 @@ out:
 static int load_key(const char *path, EVP_PKEY **out, char *err, size_t errlen)
 {
     struct sl_buf b;
-    EVP_PKEY *key = NULL;
-    BIO *bio;
+    BIO *bio = NULL;
     int rc;
 
     sl_buf_init(&b, SL_CA_FILE_MAX_BYTES);
-    rc = read_file(path, &b, err, errlen);
-    if (rc < 0) {
-        goto out;
+    rc = open_pem(path, &b, &bio, err, errlen);
+    if (rc == 0) {
+        *out = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
+        BIO_free(bio);
+        if (*out == NULL) {
+            sl__certs_seterr(
+                    err, errlen,
+                    "%s: no valid PEM private key found (encrypted keys are not supported)", path);
+            rc = SL_EINVAL;
+        }
     }
-    ERR_clear_error();
-    bio = BIO_new_mem_buf(sl_buf_cstr(&b), (int)b.len);
-    if (bio == NULL) {
-        sl__certs_seterr(err, errlen, "cannot read %s: out of memory", path);
-        rc = SL_ENOMEM;
-        goto out;
-    }
-    key = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
-    BIO_free(bio);
-    if (key == NULL) {
-        sl__certs_seterr(err, errlen,
-                         "%s: no valid PEM private key found (encrypted keys are not supported)",
-                         path);
-        rc = SL_EINVAL;
-        goto out;
-    }
-    *out = key;
-out:
     if (b.p != NULL) {
         OPENSSL_cleanse(b.p, b.len);
     }
