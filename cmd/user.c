@@ -29,20 +29,27 @@ static const char usage[] =
 
 int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, char *token)
 {
+    char token_name[] = "default";
+    struct sl_store_token t;
     struct sl_user u;
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     int rc;
 
     memset(&u, 0, sizeof(u));
+    memset(&t, 0, sizeof(t));
     rc = sl_token_new(token);
     if (rc == 0) {
         rc = sl_token_hash(token, hash);
     }
     if (rc == 0) {
-        rc = sl_store_user_create(st, name, admin, &u);
+        rc = sl_store_user_create(st, name, admin, NULL, &u);
     }
     if (rc == 0) {
-        rc = sl_store_token_add(st, hash, u.id, SL_TOKEN_KIND_API);
+        (void)snprintf(t.user_id, sizeof(t.user_id), "%s", u.id);
+        t.kind = SL_TOKEN_KIND_API;
+        t.scope = admin ? SL_TOKEN_SCOPE_ADMIN : SL_TOKEN_SCOPE_WRITE;
+        t.name = token_name;
+        rc = sl_store_token_add(st, hash, &t);
     }
     if (rc < 0) {
         sodium_memzero(token, SL_TOKEN_SIZE);

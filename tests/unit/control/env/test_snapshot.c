@@ -304,7 +304,7 @@ static void same_name_in_two_scopes_gives_two_environments_keyed_by_id(void **st
     char mine[SL_UUID_LEN + 1];
     char global[SL_UUID_LEN + 1];
 
-    assert_int_equal(sl_store_user_create(f->st, "alice", false, &alice), 0);
+    assert_int_equal(sl_store_user_create(f->st, "alice", false, NULL, &alice), 0);
     add_env(f, f->sec, NULL, CI_BODY, global);
     add_env(f, f->sec, alice.id,
             "{\"name\":\"ci\",\"base_image\":\"debian:12\",\"network\":\"off\"}", mine);
