@@ -2,10 +2,10 @@
 /*
  * control/web/api.c - routes, authentication and JSON errors of the REST API (SPEC.md §5): the
  * results a job builds, the small parsers of paths and queries, authentication (token scopes,
- * expiry, disabled users), the MCP and jobs routes, and the job itself with its wait for the
- * proxies after a change that removed access. Environments and static clients are
- * api_envs.c, resolution and sandboxes api_sandboxes.c, the audit tail api_audit.c, users and
- * tokens api_users.c, repositories and members api_repos.c.
+ * expiry, disabled users), the content type of writes, the MCP and jobs routes, and the job
+ * itself with its wait for the proxies after a change that removed access. Environments and
+ * static clients are api_envs.c, resolution and sandboxes api_sandboxes.c, the audit tail
+ * api_audit.c, users and tokens api_users.c, repositories and members api_repos.c.
  *
  * Each request is one thread-pool job: the job owns copies of what it needs from the request
  * and a result (status and body text); the loop only queues jobs and answers exchanges.
@@ -416,6 +416,59 @@ static bool authenticate(struct sl__api_call *c, const char *auth)
     return false;
 }
 
+/* True when the Content-Type value `v` is application/json, parameters allowed (RFC 9110 §8.3:
+ * the type and subtype are case-insensitive). */
+static bool is_json_type(const char *v)
+{
+    static const char want[] = "application/json";
+
+    while (*v == ' ' || *v == '\t') {
+        v++;
+    }
+    if (strncasecmp(v, want, sizeof(want) - 1) != 0) {
+        return false;
+    }
+    v += sizeof(want) - 1;
+    while (*v == ' ' || *v == '\t') {
+        v++;
+    }
+    return *v == '\0' || *v == ';';
+}
+
+/* REST writes carry JSON and say so: a POST, PUT or PATCH with a body needs Content-Type
+ * application/json (the MCP endpoint has its own rules, and the requests of
+ * sl_api_dispatch() have no headers: they are JSON by construction). False with the 415 set. */
+static bool content_type_ok(struct sl__api_call *c)
+{
+    const char *m = c->req->method;
+    const struct sl_h1_header *h;
+    char type[64];
+
+    if (c->req->head == NULL || c->req->body.n == 0 || strcmp(c->req->path, "/mcp") == 0
+        || (strcmp(m, "POST") != 0 && strcmp(m, "PUT") != 0 && strcmp(m, "PATCH") != 0)) {
+        return true;
+    }
+    h = sl_h1_find(c->req->head, "content-type");
+    if (h != NULL && is_json_type((const char *)h->value.p)) {
+        return true;
+    }
+    if (h == NULL) {
+        sl__api_set_error(c->res, 415,
+                          "a request body needs Content-Type: application/json (none was given)");
+        return false;
+    }
+    /* Named, cut to fit, without what would break the message. */
+    (void)snprintf(type, sizeof(type), "%.*s", (int)(h->value.n < 60 ? h->value.n : 60),
+                   (const char *)h->value.p);
+    for (char *p = type; *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f || *p == '\'') {
+            *p = '?';
+        }
+    }
+    sl__api_set_errorf(c->res, 415, "Content-Type must be application/json, not '%s'", type);
+    return false;
+}
+
 /* A token of scope read may only read: GET (and the MCP endpoint, whose tools come back in
  * through the REST routes with the same token). False with the 403 set. */
 static bool scope_allows(struct sl__api_call *c)
@@ -451,7 +504,7 @@ static void route(struct sl__api_call *c)
     const char *path = c->req->path;
     const char *m = c->req->method;
 
-    if (!scope_allows(c)) {
+    if (!scope_allows(c) || !content_type_ok(c)) {
         return;
     }
     if (strncmp(path, ENVS_PREFIX, strlen(ENVS_PREFIX)) == 0) {

@@ -5,7 +5,7 @@
  * routes of each file.
  *
  *   api.c            results, small parsers, authentication (scopes, expiry, disabled users),
- *                    the MCP and jobs routes, the job;
+ *                    the content type of writes, the MCP and jobs routes, the job;
  *   api_envs.c       environments (§5.1) and static clients (§5.1b);
  *   api_sandboxes.c  resolution (§5.2) and sandboxes (§5.3);
  *   api_audit.c      the audit tail and the admins' list of sandboxes;

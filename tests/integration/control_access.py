@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/control_access.py - who may do what (docs/reference/api.md "Authentication
-# and roles", §5.8 users and tokens, §5.9 repositories and members, the checks of §5.3 and §5.5)
-# over real HTTP against a real `sluice control` that pushes to two real `sluice proxy` admin
-# sockets; changes that remove access answer once both proxies
+# and roles", §5.8 users and tokens, §5.9 repositories and members, the checks of §5.3 and §5.5,
+# the content type of writes) over real HTTP against a real `sluice control` that pushes to two
+# real `sluice proxy` admin sockets; changes that remove access answer once both proxies
 # acknowledged them, or 503 naming the one that did not (it is stopped for that); a damaged
 # environment row is compiled as deny-all and reported by /api/v1/status while a deleted static
 # client's token stops working (the row is corrupted with sqlite3 on the real file). No Docker:
@@ -475,6 +475,37 @@ def test_sandbox_and_job_checks():
     expect("4. unarchive", call("PUT", R, d, who="root"), 200)
 
 
+# ---- 5. the content type of writes ---------------------------------------------------------------
+
+def test_content_type():
+    body = json.dumps({"name": "ct", "base_image": "debian:12", "network": "off"}).encode()
+    expect("5. text/plain: 415 naming it",
+           call("POST", E, raw=body, headers={"Content-Type": "text/plain"}, who="alice"), 415,
+           "Content-Type must be application/json, not 'text/plain'")
+    expect("5. a form: 415",
+           call("POST", E, raw=body, headers={"Content-Type": "application/x-www-form-urlencoded"},
+                who="alice"), 415,
+           "Content-Type must be application/json, not 'application/x-www-form-urlencoded'")
+    expect("5. none: 415", call("POST", E, raw=body, headers={"X-No-Type": "1"}, who="alice"),
+           415, "a request body needs Content-Type: application/json (none was given)")
+    expect("5. PUT too", call("PUT", R, raw=b"{}", headers={"Content-Type": "text/json"},
+                              who="root"), 415,
+           "Content-Type must be application/json, not 'text/json'")
+    expect("5. PATCH too", call("PATCH", "/api/v1/users/erin", raw=b"{}",
+                                headers={"Content-Type": "application/jsonx"}, who="root"), 415)
+    expect("5. application/json with a charset, in any case: accepted",
+           call("POST", E, raw=body, headers={"Content-Type": "Application/JSON; charset=utf-8"},
+                who="alice"), 201)
+    expect("5. a POST without a body needs no type",
+           call("POST", S + "/sb_0123456789abcdef/close", raw=b"", headers={"X-No-Type": "1"},
+                who="alice"), 503, OFF)
+    s, doc = call("POST", "/mcp", raw=b"{}", headers={"Content-Type": "text/plain",
+                                                      "Accept": "application/json"},
+                  who="alice")
+    check("5. /mcp keeps its own rules (415, a JSON-RPC error)", s == 415
+          and doc.get("error", {}).get("code") == -32600, (s, doc))
+
+
 # ---- 6. revocation reaches every proxy, and never fails open -------------------------------------
 
 def status():
@@ -588,7 +619,7 @@ def main():
     rc = 0
     try:
         for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
-                  test_revocation):
+                  test_content_type, test_revocation):
             try:
                 t()
             except Exception as e:  # noqa: BLE001 - report and go on

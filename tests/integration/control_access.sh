@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/control_access.sh - runs control_access.py: who may do what (users, token
-# scopes and expiry, repositories and roles, the checks of sandboxes and jobs) against a real `sluice control` pushing to two real `sluice proxy` admin sockets;
+# scopes and expiry, repositories and roles, the checks of sandboxes and jobs, the content type
+# of writes) against a real `sluice control` pushing to two real `sluice proxy` admin sockets;
 # changes that remove access wait for both proxies or answer 503 naming the one that is down; a
 # damaged database row is reported and never holds a revocation back.
 set -euo pipefail
