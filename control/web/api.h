@@ -83,7 +83,8 @@ typedef void sl_api_settled_fn(void *job, const char *failure);
 
 /* Called on the loop after a job committed a change that removed access, instead of
  * `changed`: the daemon builds and pushes a snapshot and calls `done(job, ...)` once, on the
- * loop and never from this call, when every proxy acknowledged it or after 5 s. */
+ * loop, when every proxy acknowledged it or after 5 s; at once (from this call) when there is
+ * nothing to wait for (no proxy) or the daemon is stopping. */
 typedef void sl_api_revoked_fn(void *arg, sl_api_settled_fn *done, void *job);
 
 struct sl_api {
