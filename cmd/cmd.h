@@ -35,12 +35,15 @@ int sl_cmd_proxy(int argc, char **argv);
 /* `sluice up [flags] [-- proxy flags]` */
 int sl_cmd_up(int argc, char **argv);
 
-/* `sluice user add NAME [--admin] [--data DIR]` */
+/* `sluice user add NAME [--admin] [--email E] [--data DIR]`, `user disable|enable NAME`,
+ * `user list` */
 int sl_cmd_user(int argc, char **argv);
 
-/* Creates the user `name` in `st` with a new API token, written to `token` (SL_TOKEN_SIZE
- * bytes, control/store/secrets.h; wiped on error). Returns 0, SL_EEXIST (a user of that name
+/* Creates the user `name` in `st` (with `email`, NULL for none) and a new API token of scope
+ * admin for an admin and write otherwise, written to `token` (SL_TOKEN_SIZE bytes,
+ * control/store/secrets.h; wiped on error). Returns 0, SL_EEXIST (a user of that name
  * exists) or another negative code. What `sluice user add` and `sluice up` share. */
-int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, char *token);
+int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, const char *email,
+                       char *token);
 
 #endif

@@ -435,7 +435,7 @@ static int prepare_db(struct up *u)
          * operator's back. */
         u->token_file_missing = true;
     } else if (rc == SL_ENOTFOUND) {
-        rc = sl_cmd_user_create(st, ADMIN_NAME, true, u->token);
+        rc = sl_cmd_user_create(st, ADMIN_NAME, true, NULL, u->token);
         if (rc < 0) {
             sl_eprintf("up: cannot create the admin user: %s", sl_strerror(rc));
         } else {
@@ -823,6 +823,17 @@ static void print_example(const struct up *u)
                "rest of the example.)\n");
         return;
     }
+    printf("# the repository demo/hello, registered with you as its admin (a sandbox needs write\n"
+           "# access to a registered repository)\n"
+           "curl -sS -X PUT -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: "
+           "application/json' "
+           "\\\n"
+           "  -d '{\"visibility\":\"private\",\"default_branch\":\"main\"}' "
+           "\"$API/repos/demo/hello\"; echo\n"
+           "curl -sS -X PUT -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: "
+           "application/json' "
+           "\\\n"
+           "  -d '{\"role\":\"admin\"}' \"$API/repos/demo/hello/members/" ADMIN_NAME "\"; echo\n");
     printf("# a sandbox for the repository demo/hello, in that environment\n"
            "SB=$(curl -sS -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' "
            "\\\n"

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/control.c - the `sluice control` daemon: start-up checks, the loop, signals and a
- * graceful stop.
+ * control/control.c - the `sluice control` daemon: start-up checks, the loop, snapshot builds
+ * (with the sandboxes' git access refreshed from the git platform) and their report, the waits
+ * of changes that removed access until every proxy acknowledged them, signals and a graceful
+ * stop.
  */
 #include "control/control.h"
 
@@ -11,6 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -23,6 +26,7 @@
 #include "base/mem.h"
 #include "control/env/pusher.h"
 #include "control/env/snapshot.h"
+#include "control/git/gitlocal.h"
 #include "control/jobs/jobs.h"
 #include "control/sandbox/docker.h"
 #include "control/sandbox/firewall.h"
@@ -36,17 +40,36 @@
 
 #define ERR_BYTES  512
 #define PATH_BYTES 4096
+/* How long a change that removed access waits for every proxy, and how often it looks. */
+#define REVOKE_WAIT_MS 5000u
+#define REVOKE_TICK_MS 100u
 
 /* One snapshot build on the thread pool. */
 struct build {
     uv_work_t work;
     struct daemon *d;
+    /* Its number among the builds started (struct daemon builds_started). */
+    uint64_t seq;
     /* The sandbox entries to include (a copy made on the loop). */
     struct sl_sandbox_clients clients;
-    /* The new version and document, or rc < 0. */
+    /* The new version and document, or rc < 0; what was left out. */
     int64_t version;
     struct sl_buf doc;
+    struct sl_snapshot_build_report report;
     int rc;
+};
+
+/* A change that removed access, waiting until every proxy acknowledged a snapshot built after
+ * it (the API answers then, or with 503 after REVOKE_WAIT_MS). */
+struct revoke_wait {
+    struct revoke_wait *next;
+    /* The first build that counts: one started after the change committed. */
+    uint64_t want_build;
+    /* The version that build got; 0 until it is done. */
+    int64_t version;
+    uint64_t deadline;
+    sl_api_settled_fn *done;
+    void *job;
 };
 
 struct daemon {
@@ -64,11 +87,23 @@ struct daemon {
     bool fw_installed;
     /* The job pool and schedules (NULL when it could not be created). */
     struct sl_jobs *jobs;
+    /* The git platform: repositories, roles, credentials. */
+    struct sl_gitplat *git;
     /* A build is on the thread pool; `dirty`: a change committed since it started, so
      * another build follows (changes coalesce; the newest state always gets pushed). */
     bool building;
     bool dirty;
     bool stopping;
+    uint64_t builds_started;
+    /* The last build: when it succeeded, its report as problems (owned), and the error of the
+     * last failed one ("" since a build succeeded). */
+    char built_at[32];
+    json_t *problems;
+    char build_error[200];
+    /* Changes that removed access, waiting for the proxies; the timer runs while there are. */
+    struct revoke_wait *waits;
+    uv_timer_t wait_timer;
+    bool wait_timer_open;
 };
 
 void sl_control_config_init(struct sl_control_config *cfg)
@@ -119,10 +154,160 @@ static void on_build(uv_work_t *w)
 
     b->rc = sl_store_next_snapshot_version(b->d->api.store, &b->version);
     if (b->rc == 0) {
+        /* Who has access now: a disabled creator, a lost role, an archived repository. */
+        b->rc = sl_sandbox_clients_refresh(&b->clients);
+    }
+    if (b->rc == 0) {
         b->rc = sl_control_snapshot_build_with_clients(b->d->api.store, b->d->api.secrets,
                                                        b->version, b->clients.items, b->clients.n,
-                                                       &b->doc, NULL);
+                                                       &b->doc, &b->report);
     }
+}
+
+/* ---- waits of changes that removed access ---- */
+
+/* Writes which proxies have not acknowledged `version` (0: none was built). */
+static void describe_unacked(struct daemon *d, int64_t version, char *out, size_t cap)
+{
+    size_t n = 0;
+    size_t len;
+    int w;
+
+    if (version <= 0 || d->pusher == NULL) {
+        (void)snprintf(out, cap,
+                       "no snapshot holding it could be built or pushed (see the control plane's "
+                       "log)");
+        return;
+    }
+    out[0] = '\0';
+    for (size_t i = 0; i < sl_pusher_targets(d->pusher); i++) {
+        struct sl_pusher_target_status t;
+
+        sl_pusher_target(d->pusher, i, &t);
+        if (t.acked_version >= version) {
+            continue;
+        }
+        len = strlen(out);
+        w = snprintf(out + len, cap - len, "%s%s", n == 0 ? "" : ", ", t.socket);
+        if (w < 0 || (size_t)w >= cap - len) {
+            break;
+        }
+        n++;
+    }
+    len = strlen(out);
+    if (n == 0) {
+        (void)snprintf(out, cap, "a proxy has not acknowledged snapshot %lld in time",
+                       (long long)version);
+        return;
+    }
+    {
+        char who[400];
+
+        (void)snprintf(who, sizeof(who), "%s", out);
+        (void)snprintf(out, cap, "%s %s has not acknowledged snapshot %lld within %u s",
+                       n == 1 ? "the proxy at" : "the proxies at", who, (long long)version,
+                       REVOKE_WAIT_MS / 1000);
+    }
+}
+
+static void on_sandboxes_unacked(void *arg, int64_t version, char *out, size_t cap)
+{
+    describe_unacked(arg, version, out, cap);
+}
+
+/* Ends the wait `*pp` (taken out of the list) with `failure` (NULL: acknowledged). */
+static void end_wait(struct revoke_wait **pp, const char *failure)
+{
+    struct revoke_wait *w = *pp;
+    char text[600];
+
+    *pp = w->next;
+    if (failure != NULL) {
+        (void)snprintf(text, sizeof(text), "the change is saved, but %s", failure);
+    }
+    w->done(w->job, failure != NULL ? text : NULL);
+    sl_free(w);
+}
+
+/* Ends the waits whose snapshot every proxy holds, and those past their deadline. */
+static void check_waits(struct daemon *d)
+{
+    int64_t acked = d->pusher != NULL ? sl_pusher_acked_by_all(d->pusher) : 0;
+    uint64_t now = uv_now(&d->loop);
+    struct revoke_wait **pp = &d->waits;
+
+    while (*pp != NULL) {
+        struct revoke_wait *w = *pp;
+        char why[500];
+
+        if (w->version > 0 && acked >= w->version) {
+            end_wait(pp, NULL);
+        } else if (now >= w->deadline) {
+            describe_unacked(d, w->version, why, sizeof(why));
+            end_wait(pp, why);
+        } else {
+            pp = &w->next;
+        }
+    }
+    if (d->waits == NULL && d->wait_timer_open) {
+        (void)uv_timer_stop(&d->wait_timer);
+    }
+}
+
+static void on_wait_tick(uv_timer_t *t)
+{
+    check_waits(t->data);
+}
+
+/* A build ended: the waits it covers learn its version, or fail with it. */
+static void builds_done(struct daemon *d, uint64_t seq, int64_t version, const char *failure)
+{
+    struct revoke_wait **pp = &d->waits;
+
+    while (*pp != NULL) {
+        struct revoke_wait *w = *pp;
+
+        if (w->version != 0 || w->want_build > seq) {
+            pp = &w->next;
+        } else if (failure != NULL) {
+            end_wait(pp, failure);
+        } else {
+            w->version = version;
+            pp = &w->next;
+        }
+    }
+    check_waits(d);
+}
+
+static void start_build(struct daemon *d);
+
+static void on_api_revoked(void *arg, sl_api_settled_fn *done, void *job)
+{
+    struct daemon *d = arg;
+    struct revoke_wait *w;
+
+    if (d->pusher == NULL || d->stopping || !d->wait_timer_open) {
+        /* No proxy to wait for (no snapshot is built at all), or the end is near. */
+        done(job, d->pusher == NULL ? NULL
+                                    : "the change is saved, but the control plane is "
+                                      "stopping");
+        return;
+    }
+    w = sl_calloc(1, sizeof(*w));
+    if (w == NULL) {
+        done(job, "the change is saved, but the control plane ran out of memory waiting for the "
+                  "proxies");
+        start_build(d);
+        return;
+    }
+    w->want_build = d->builds_started + 1;
+    w->deadline = uv_now(&d->loop) + REVOKE_WAIT_MS;
+    w->done = done;
+    w->job = job;
+    w->next = d->waits;
+    d->waits = w;
+    (void)uv_timer_start(&d->wait_timer, on_wait_tick, REVOKE_TICK_MS, REVOKE_TICK_MS);
+    start_build(d);
 }
 
 static void on_build_done(uv_work_t *w, int status)
@@ -133,8 +318,29 @@ static void on_build_done(uv_work_t *w, int status)
 
     (void)status;
     if (rc < 0) {
+        char why[300];
+
         sl_log(SL_LOG_ERROR, 0, "msg=\"cannot build the policy snapshot\" err=%s", sl_strerror(rc));
-    } else if (d->pusher != NULL) {
+        (void)snprintf(d->build_error, sizeof(d->build_error),
+                       "snapshot %lld could not be built: %s", (long long)b->version,
+                       sl_strerror(rc));
+        (void)snprintf(why, sizeof(why), "%s (see the control plane's log)", d->build_error);
+        builds_done(d, b->seq, 0, why);
+    } else {
+        json_t *problems = sl_snapshot_build_report_problems(&b->report);
+        time_t now = time(NULL);
+        struct tm tm;
+
+        /* What the last good build left out, for GET /api/v1/status. */
+        json_decref(d->problems);
+        d->problems = problems;
+        d->build_error[0] = '\0';
+        if (gmtime_r(&now, &tm) == NULL
+            || strftime(d->built_at, sizeof(d->built_at), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+            d->built_at[0] = '\0';
+        }
+    }
+    if (rc == 0 && d->pusher != NULL) {
         rc = sl_pusher_push(d->pusher, b->version, b->doc.p, b->doc.len);
         if (rc < 0) {
             sl_log(SL_LOG_ERROR, 0,
@@ -148,7 +354,10 @@ static void on_build_done(uv_work_t *w, int status)
                 sl_sandboxes_built(d->sandboxes, b->clients.generation, b->version);
             }
         }
+        builds_done(d, b->seq, rc == 0 ? b->version : 0,
+                    rc == 0 ? NULL : "the snapshot could not be handed to the pusher");
     }
+    sl_snapshot_build_report_finish(&b->report);
     sl_sandbox_clients_free(&b->clients);
     /* The document holds credentials in plaintext. */
     if (b->doc.p != NULL) {
@@ -194,6 +403,7 @@ static void start_build(struct daemon *d)
         sl_free(b);
         return;
     }
+    b->seq = ++d->builds_started;
     d->building = true;
 }
 
@@ -251,6 +461,7 @@ static void on_acked(void *arg, int64_t version)
     if (d->sandboxes != NULL) {
         sl_sandboxes_acked(d->sandboxes, version);
     }
+    check_waits(d);
 }
 
 static void on_api_status(void *arg, json_t *doc)
@@ -281,8 +492,11 @@ static void on_api_status(void *arg, json_t *doc)
                                    (json_int_t)t.acked_version, "unreachable", t.unreachable,
                                    "last_error", t.last_error != NULL ? t.last_error : ""));
     }
-    snap = json_pack("{s:I,s:o*}", "version", (json_int_t)sl_pusher_version(d->pusher), "proxies",
-                     proxies);
+    snap = json_pack("{s:I,s:s?,s:s?,s:O*,s:o*}", "version",
+                     (json_int_t)sl_pusher_version(d->pusher), "built_at",
+                     d->built_at[0] != '\0' ? d->built_at : NULL, "build_error",
+                     d->build_error[0] != '\0' ? d->build_error : NULL, "problems",
+                     d->problems != NULL ? d->problems : json_array(), "proxies", proxies);
     (void)json_object_set_new(doc, "snapshot", snap != NULL ? snap : json_null());
 }
 
@@ -309,6 +523,13 @@ static void on_signal(uv_signal_t *h, int signum)
     d->stopping = true;
     sl_log(SL_LOG_INFO, 0, "msg=\"stopping\" signal=%s pending=%zu",
            signum == SIGTERM ? "SIGTERM" : "SIGINT", sl_api_pending(&d->api));
+    while (d->waits != NULL) {
+        end_wait(&d->waits, "the control plane is stopping");
+    }
+    if (d->wait_timer_open) {
+        d->wait_timer_open = false;
+        uv_close((uv_handle_t *)&d->wait_timer, NULL);
+    }
     /* Requests in flight finish their database work and answer into gone exchanges; the loop
      * ends once the last job and handle are done. */
     sl_http_server_close(d->server, NULL, NULL);
@@ -414,6 +635,13 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     if (rc == 0) {
         rc = write_resolv_conf(resolv, err, sizeof(err));
     }
+    if (rc == 0 && (cfg->git_url == NULL) != (cfg->git_token == NULL)) {
+        rc = SL_EINVAL;
+        (void)snprintf(err, sizeof(err), "--git-url and --git-token go together");
+    }
+    if (rc == 0 && cfg->git_url != NULL) {
+        rc = sl_gitlocal_set_remote(d->git, cfg->git_url, cfg->git_token, err, sizeof(err));
+    }
     if (rc == 0) {
         rc = sl_docker_launcher_create(&d->loop, cfg->docker_socket, &d->launcher);
         if (rc < 0) {
@@ -432,8 +660,9 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         sc.resolv_conf = resolv;
         sc.runner = sl_runner_blob;
         sc.runner_len = sl_runner_blob_len;
-        sc.git_url = cfg->git_url;
-        sc.git_token = cfg->git_token;
+        sc.git = d->git;
+        sc.unacked = on_sandboxes_unacked;
+        sc.unacked_arg = d;
         sc.idle_timeout_ms = (uint64_t)cfg->idle_timeout_s * 1000;
         sc.lifetime_ms = (uint64_t)cfg->sandbox_lifetime_s * 1000;
         sc.changed = on_sandboxes_changed;
@@ -500,6 +729,9 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     }
     SL_BUG_ON(uv_signal_init(&d->loop, &d->sig_term) != 0);
     SL_BUG_ON(uv_signal_init(&d->loop, &d->sig_int) != 0);
+    SL_BUG_ON(uv_timer_init(&d->loop, &d->wait_timer) != 0);
+    d->wait_timer.data = d;
+    d->wait_timer_open = true;
     d->sig_term.data = d;
     d->sig_int.data = d;
     (void)uv_signal_start(&d->sig_term, on_signal, SIGTERM);
@@ -551,14 +783,20 @@ int sl_control_run(const struct sl_control_config *cfg)
         sl_eprintf("control: %s", err);
         goto out_secrets;
     }
+    rc = sl_gitlocal_create(store, &d.git);
+    if (rc < 0) {
+        sl_eprintf("control: cannot set up the git platform: %s", sl_strerror(rc));
+        goto out_store;
+    }
     rc = uv_loop_init(&d.loop);
     if (rc < 0) {
         sl_eprintf("control: cannot start the event loop: %s", uv_strerror(rc));
-        goto out_store;
+        goto out_git;
     }
     d.api.loop = &d.loop;
     d.api.store = store;
     d.api.secrets = secrets;
+    d.api.git = d.git;
     d.api.default_image = cfg->image;
     if (cfg->audit_log != NULL) {
         d.api.audit_log = cfg->audit_log;
@@ -567,6 +805,7 @@ int sl_control_run(const struct sl_control_config *cfg)
     }
     d.api.changed = on_api_changed;
     d.api.status = on_api_status;
+    d.api.revoked = on_api_revoked;
     d.api.jobs_queued = on_jobs_queued;
     d.api.hook_arg = &d;
     sl_api_init(&d.api);
@@ -576,6 +815,9 @@ int sl_control_run(const struct sl_control_config *cfg)
         sl_log(SL_LOG_WARN, 0, "msg=\"the loop still had handles at exit\"");
     }
     sl_log(SL_LOG_INFO, 0, "msg=\"stopped\"");
+    json_decref(d.problems);
+out_git:
+    d.git->ops->destroy(d.git);
 out_store:
     sl_store_close(store);
 out_secrets:

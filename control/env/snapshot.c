@@ -1,4 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/env/snapshot.c - the snapshot compiler (see snapshot.h): environments, static clients
+ * and the caller's extra clients into one document, each checked on its own with the proxy's
+ * parser as it goes in, the whole checked again at the end.
+ */
 #include "control/env/snapshot.h"
 
 #include <stdbool.h>
@@ -30,6 +35,8 @@ struct build {
     /* The document's "environments" and "clients", borrowed from the document. */
     json_t *envs;
     json_t *clients;
+    /* The client ids taken so far (a set), owned. */
+    json_t *ids;
 };
 
 void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r)
@@ -37,31 +44,36 @@ void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r)
     for (size_t i = 0; i < r->n_drops; i++) {
         sl_free(r->drops[i].env_name);
         sl_free(r->drops[i].subject);
+        sl_free(r->drops[i].message);
     }
     sl_free(r->drops);
     memset(r, 0, sizeof(*r));
 }
 
-/* Copies an environment name for a logfmt value inside quotes: names are free text (quotes,
- * newlines, anything), and a log line must stay one line that parses. */
-static void log_name(const char *in, char out[LOG_NAME_MAX + 1])
+/* Copies free text for a logfmt value inside quotes into `out` (`cap` bytes, cut to fit):
+ * quotes, backslashes and control characters become '?', so that a log line stays one line that
+ * parses. */
+static void log_text(const char *in, char *out, size_t cap)
 {
     size_t i = 0;
 
-    for (; i < LOG_NAME_MAX && in[i] != '\0'; i++) {
+    for (; i + 1 < cap && in[i] != '\0'; i++) {
         unsigned char ch = (unsigned char)in[i];
         bool plain = ch >= 0x20 && ch <= 0x7e && ch != '"' && ch != '\\';
 
-        out[i] = in[i];
-        if (!plain) {
-            out[i] = '?';
-        }
+        out[i] = plain ? in[i] : '?';
     }
     out[i] = '\0';
 }
 
+/* An environment name for the log (names are free text), at most LOG_NAME_MAX characters. */
+static void log_name(const char *in, char out[LOG_NAME_MAX + 1])
+{
+    log_text(in, out, LOG_NAME_MAX + 1);
+}
+
 static int add_drop(struct build *b, enum sl_snapshot_drop_kind kind, const char *env_id,
-                    const char *env_name, const char *subject)
+                    const char *env_name, const char *subject, const char *message)
 {
     struct sl_snapshot_build_report *r = b->report;
     struct sl_snapshot_drop *d;
@@ -75,9 +87,115 @@ static int add_drop(struct build *b, enum sl_snapshot_drop_kind kind, const char
     (void)snprintf(d->env_id, sizeof(d->env_id), "%s", env_id);
     d->env_name = sl_strdup(env_name);
     d->subject = subject != NULL ? sl_strdup(subject) : NULL;
+    d->message = message != NULL ? sl_strdup(message) : NULL;
     r->n_drops++;
-    SL_ENSURE(d->env_name != NULL && (subject == NULL || d->subject != NULL), SL_ENOMEM);
+    SL_ENSURE(d->env_name != NULL && (subject == NULL || d->subject != NULL)
+                      && (message == NULL || d->message != NULL),
+              SL_ENOMEM);
     return 0;
+}
+
+/* The text of one drop for people (GET /api/v1/status). */
+static void drop_text(const struct sl_snapshot_drop *d, char *out, size_t cap)
+{
+    const char *subject = d->subject != NULL ? d->subject : "";
+    const char *message = d->message != NULL ? d->message : "";
+
+    switch (d->kind) {
+    case SL_SNAPSHOT_DROP_RULE:
+        (void)snprintf(out, cap,
+                       "the credential of the rule for %s does not open (the encryption key "
+                       "changed?): the rule is left out",
+                       subject);
+        return;
+    case SL_SNAPSHOT_DROP_CLIENT:
+        (void)snprintf(out, cap,
+                       "the token of static client %s does not open (the encryption key "
+                       "changed?): the client is left out",
+                       subject);
+        return;
+    case SL_SNAPSHOT_DROP_EGRESS:
+        (void)snprintf(out, cap,
+                       "the stored egress policy is missing or damaged: the environment is "
+                       "compiled as deny-all");
+        return;
+    case SL_SNAPSHOT_DROP_ENV_INVALID:
+        (void)snprintf(out, cap,
+                       "the stored environment is refused by the proxy's validation (%s): it is "
+                       "compiled as deny-all",
+                       message);
+        return;
+    case SL_SNAPSHOT_DROP_CLIENT_INVALID:
+        (void)snprintf(out, cap,
+                       "client %s is refused by the proxy's validation (%s): it is left out",
+                       subject, message);
+        return;
+    case SL_SNAPSHOT_DROP_GIT:
+        (void)snprintf(out, cap, "sandbox %s gets no git access: %s", subject, message);
+        return;
+    }
+    (void)snprintf(out, cap, "left out of the snapshot");
+}
+
+json_t *sl_snapshot_build_report_problems(const struct sl_snapshot_build_report *r)
+{
+    json_t *arr = json_array();
+
+    for (size_t i = 0; arr != NULL && i < r->n_drops; i++) {
+        const struct sl_snapshot_drop *d = &r->drops[i];
+        bool client = d->kind == SL_SNAPSHOT_DROP_CLIENT
+                      || d->kind == SL_SNAPSHOT_DROP_CLIENT_INVALID
+                      || d->kind == SL_SNAPSHOT_DROP_GIT;
+        char text[768];
+        json_t *item;
+
+        drop_text(d, text, sizeof(text));
+        item = json_pack("{s:s, s:s, s:s}", "environment", d->env_id, "name",
+                         d->env_name != NULL ? d->env_name : "", "message", text);
+        if (item != NULL && client && d->subject != NULL
+            && json_object_set_new(item, "client", json_string(d->subject)) < 0) {
+            json_decref(item);
+            item = NULL;
+        }
+        if (item == NULL || json_array_append_new(arr, item) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    return arr;
+}
+
+/* Checks `doc`, a document of one environment (and, for a client, one client), with the
+ * proxy's parser. Returns 0 when it takes it, 1 with its first error ("path: message", the path
+ * relative to `prefix` when it starts with it) in `why` when it does not, or SL_ENOMEM. */
+static int check_alone(json_t *doc, const char *prefix, char *why, size_t cap)
+{
+    struct sl_policy_errors errs = { 0 };
+    struct sl_snapshot *snap = NULL;
+    char *text = json_dumps(doc, JSON_COMPACT);
+    const char *path;
+    int rc;
+
+    SL_ENSURE(text != NULL, SL_ENOMEM);
+    rc = sl_snapshot_parse(text, strlen(text), &snap, &errs);
+    sodium_memzero(text, strlen(text));
+    sl_free(text);
+    sl_snapshot_unref(snap);
+    if (rc == SL_EPOLICY && errs.count > 0) {
+        path = errs.items[0].path;
+        if (strncmp(path, prefix, strlen(prefix)) == 0) {
+            path += strlen(prefix);
+            path += *path == '.';
+        }
+        (void)snprintf(why, cap, "%s%s%s", path, path[0] != '\0' ? ": " : "",
+                       errs.items[0].message);
+        rc = 1;
+    } else if (rc == SL_EPOLICY) {
+        (void)snprintf(why, cap, "invalid");
+        rc = 1;
+    }
+    sl_policy_errors_finish(&errs);
+    return rc;
 }
 
 /* Opens `sealed` into a new JSON string in `*out`. Returns 0, 1 when it does not open (the key
@@ -179,30 +297,6 @@ fail_damaged:
     return NULL;
 }
 
-/* The proxy refuses an environment over these limits: refuse to produce it (SL_ETOOBIG). */
-static int check_env_limits(const struct sl_env_row *row, json_t *rules)
-{
-    size_t n_credentials = 0;
-    size_t i;
-    json_t *r;
-    char name[LOG_NAME_MAX + 1];
-
-    json_array_foreach(rules, i, r)
-    {
-        n_credentials += json_object_get(r, "credential") != NULL;
-    }
-    if (json_array_size(rules) <= SL_POLICY_RULES_MAX
-        && n_credentials <= SL_POLICY_CREDENTIALS_MAX) {
-        return 0;
-    }
-    log_name(row->name, name);
-    sl_log(SL_LOG_ERROR, 0,
-           "msg=\"environment over the proxy's limits: snapshot not built\" env=%s "
-           "env_name=\"%s\" rules=%zu credentials=%zu max=%d",
-           row->id, name, json_array_size(rules), n_credentials, SL_POLICY_RULES_MAX);
-    return SL_ETOOBIG;
-}
-
 /* Compiles one stored rule into `rules`. Returns 0, or a negative error; a credential that does
  * not open leaves the whole rule out, logged and reported. */
 static int compile_rule(struct build *b, const struct sl_env_row *row, json_t *stored,
@@ -226,7 +320,7 @@ static int compile_rule(struct build *b, const struct sl_env_row *row, json_t *s
                "msg=\"credential does not open (encryption key changed?): rule left out of the "
                "snapshot\" env=%s env_name=\"%s\" host=%s",
                row->id, name, host);
-        return add_drop(b, SL_SNAPSHOT_DROP_RULE, row->id, row->name, host);
+        return add_drop(b, SL_SNAPSHOT_DROP_RULE, row->id, row->name, host, NULL);
     }
     rule = json_pack("{s:s}", "host", host);
     rc = rule != NULL ? append_new(rules, rule) : SL_ENOMEM;
@@ -248,10 +342,10 @@ static int compile_rule(struct build *b, const struct sl_env_row *row, json_t *s
     return rc;
 }
 
-/* Adds the environment `row` to the document, keyed by its id. */
-static int compile_env(struct build *b, const struct sl_env_row *row)
+/* Fills `env` (the environment's object in the document) from `row`. Returns 0, or a negative
+ * error; damage is reported and compiles as deny-all. */
+static int fill_env(struct build *b, const struct sl_env_row *row, json_t *env)
 {
-    json_t *env = json_pack("{s:s, s:[]}", "default", "deny", "rules");
     json_t *stored = NULL;
     char name[LOG_NAME_MAX + 1];
     bool oom = false;
@@ -259,14 +353,6 @@ static int compile_env(struct build *b, const struct sl_env_row *row)
     json_t *r;
     int rc;
 
-    SL_ENSURE(env != NULL, SL_ENOMEM);
-    SL_TRY(set_new(b->envs, row->id, env));
-    b->report->n_envs++;
-    /* Keyed by id, labelled by name: refusals and their hints name the environment as people
-     * know it ("add {...} to environment ci-python"). */
-    if (row->name != NULL && sl_policy_label_ok(row->name, strlen(row->name))) {
-        SL_TRY(set_new(env, "label", json_string(row->name)));
-    }
     if (!row->network) {
         return 0; /* Nothing leaves it but a client's runtime rules. */
     }
@@ -278,12 +364,9 @@ static int compile_env(struct build *b, const struct sl_env_row *row)
                "msg=\"stored egress policy missing or damaged: environment compiled as deny "
                "with no rules\" env=%s env_name=\"%s\"",
                row->id, name);
-        return add_drop(b, SL_SNAPSHOT_DROP_EGRESS, row->id, row->name, NULL);
+        return add_drop(b, SL_SNAPSHOT_DROP_EGRESS, row->id, row->name, NULL, NULL);
     }
-    rc = check_env_limits(row, json_object_get(stored, "rules"));
-    if (rc == 0) {
-        rc = set_new(env, "default", json_incref(json_object_get(stored, "default")));
-    }
+    rc = set_new(env, "default", json_incref(json_object_get(stored, "default")));
     json_array_foreach(json_object_get(stored, "rules"), i, r)
     {
         if (rc == 0) {
@@ -291,6 +374,79 @@ static int compile_env(struct build *b, const struct sl_env_row *row)
         }
     }
     json_decref(stored);
+    return rc;
+}
+
+/* A new environment object: deny-all, with its name as label when it can be one. */
+static json_t *deny_env(const struct sl_env_row *row)
+{
+    json_t *env = json_pack("{s:s, s:[]}", "default", "deny", "rules");
+
+    /* Keyed by id, labelled by name: refusals and their hints name the environment as people
+     * know it ("add {...} to environment ci-python"). */
+    if (env != NULL && row->name != NULL && sl_policy_label_ok(row->name, strlen(row->name))
+        && set_new(env, "label", json_string(row->name)) < 0) {
+        json_decref(env);
+        env = NULL;
+    }
+    return env;
+}
+
+/* Checks the environment `env` alone with the proxy's parser: 0 when it takes it, 1 with the
+ * reason in `why` when not. */
+static int check_env(const char *id, json_t *env, char *why, size_t cap)
+{
+    char prefix[SL_UUID_LEN + 32];
+    json_t *doc = json_pack("{s:i, s:{s:O}}", "version", 1, "environments", id, env);
+    int rc;
+
+    SL_ENSURE(doc != NULL, SL_ENOMEM);
+    (void)snprintf(prefix, sizeof(prefix), "$.environments.%s", id);
+    rc = check_alone(doc, prefix, why, cap);
+    json_decref(doc);
+    return rc;
+}
+
+/* Adds the environment `row` to the document, keyed by its id. One the proxy would refuse is
+ * compiled as deny-all instead (or, when even that is refused, left out), and reported. */
+static int compile_env(struct build *b, const struct sl_env_row *row)
+{
+    struct sl_snapshot_build_report before = *b->report;
+    json_t *env = deny_env(row);
+    char name[LOG_NAME_MAX + 1];
+    char why[SL_POLICY_PATH_MAX + SL_POLICY_MESSAGE_MAX + 8];
+    char safe[sizeof(why)];
+    int rc;
+
+    SL_ENSURE(env != NULL, SL_ENOMEM);
+    SL_TRY(set_new(b->envs, row->id, env));
+    b->report->n_envs++;
+    SL_TRY(fill_env(b, row, env));
+    rc = check_env(row->id, env, why, sizeof(why));
+    if (rc <= 0) {
+        return rc;
+    }
+    /* Refused: what it compiled does not count, nor go out. */
+    b->report->n_rules = before.n_rules;
+    b->report->n_credentials = before.n_credentials;
+    log_name(row->name, name);
+    log_text(why, safe, sizeof(safe));
+    sl_log(SL_LOG_ERROR, 0,
+           "msg=\"stored environment refused by the proxy's validation: compiled as deny with "
+           "no rules\" env=%s env_name=\"%s\" err=\"%s\"",
+           row->id, name, safe);
+    SL_TRY(add_drop(b, SL_SNAPSHOT_DROP_ENV_INVALID, row->id, row->name, NULL, why));
+    env = deny_env(row);
+    SL_ENSURE(env != NULL, SL_ENOMEM);
+    SL_TRY(set_new(b->envs, row->id, env));
+    rc = check_env(row->id, env, why, sizeof(why));
+    if (rc == 1) {
+        /* Even deny-all is refused: its key cannot name an environment. Its clients go to
+         * the offline one or are left out. */
+        SL_ENSURE(json_object_del(b->envs, row->id) == 0, SL_ENOMEM);
+        b->report->n_envs--;
+        rc = 0;
+    }
     return rc;
 }
 
@@ -303,9 +459,65 @@ static int set_optional(json_t *obj, const char *key, const char *s)
     return set_new(obj, key, json_string(s));
 }
 
-/* Adds a static client; one whose token does not open is left out, logged and reported. */
+/*
+ * Adds `entry` (a client object; stolen) to the document unless the proxy would refuse it on
+ * its own, or its id is taken, or its environment is not in the document: then it is left out,
+ * logged and reported (under `env_id`, `env_name`), and the counts it added since `before` are
+ * taken back.
+ */
+static int admit_client(struct build *b, json_t *entry, const char *env_id, const char *env_name,
+                        const struct sl_snapshot_build_report *before)
+{
+    const char *id = json_string_value(json_object_get(entry, "id"));
+    const char *env = json_string_value(json_object_get(entry, "environment"));
+    char why[SL_POLICY_PATH_MAX + SL_POLICY_MESSAGE_MAX + 8];
+    char safe[sizeof(why)];
+    json_t *doc;
+    int rc = 1;
+
+    if (id == NULL || env == NULL) {
+        json_decref(entry);
+        return SL_EINVAL;
+    }
+    if (json_object_get(b->ids, id) != NULL) {
+        (void)snprintf(why, sizeof(why), "id: another client has the id %s", id);
+    } else if (json_object_get(b->envs, env) == NULL) {
+        (void)snprintf(why, sizeof(why), "environment: its environment is left out");
+    } else {
+        doc = json_pack("{s:i, s:{s:{s:s}}, s:[O]}", "version", 1, "environments", env, "default",
+                        "deny", "clients", entry);
+        rc = doc != NULL ? check_alone(doc, "$.clients[0]", why, sizeof(why)) : SL_ENOMEM;
+        json_decref(doc);
+    }
+    if (rc == 0) {
+        rc = set_new(b->ids, id, json_true());
+        if (rc == 0) {
+            b->report->n_clients++;
+            return append_new(b->clients, entry);
+        }
+    }
+    if (rc < 0) {
+        json_decref(entry);
+        return rc;
+    }
+    b->report->n_rules = before->n_rules;
+    b->report->n_credentials = before->n_credentials;
+    log_text(why, safe, sizeof(safe));
+    sl_log(SL_LOG_ERROR, 0,
+           "msg=\"client refused by the proxy's validation: left out of the snapshot\" client=%s "
+           "env=%s err=\"%s\"",
+           id, env_id, safe);
+    rc = add_drop(b, SL_SNAPSHOT_DROP_CLIENT_INVALID, env_id, env_name, id, why);
+    json_decref(entry);
+    return rc;
+}
+
+/* Adds a static client; one whose token does not open, or that the proxy would refuse, is left
+ * out, logged and reported. */
 static int compile_static_client(struct build *b, const struct sl_store_client *c)
 {
+    struct sl_snapshot_build_report before = *b->report;
+    const char *env_name = c->env_name != NULL ? c->env_name : "";
     json_t *token = NULL;
     json_t *entry;
     int rc = 0;
@@ -319,11 +531,10 @@ static int compile_static_client(struct build *b, const struct sl_store_client *
                "msg=\"client token does not open (encryption key changed?): client left out "
                "of the snapshot\" client=%s env=%s",
                c->id, c->env_id);
-        return add_drop(b, SL_SNAPSHOT_DROP_CLIENT, c->env_id,
-                        c->env_name != NULL ? c->env_name : "", c->id);
+        return add_drop(b, SL_SNAPSHOT_DROP_CLIENT, c->env_id, env_name, c->id, NULL);
     }
     entry = json_pack("{s:s, s:s}", "id", c->id, "environment", c->env_id);
-    rc = entry != NULL ? append_new(b->clients, entry) : SL_ENOMEM;
+    rc = entry != NULL ? 0 : SL_ENOMEM;
     if (rc == 0 && token != NULL) {
         rc = set_new(entry, "token", token);
         token = NULL;
@@ -335,8 +546,11 @@ static int compile_static_client(struct build *b, const struct sl_store_client *
     if (rc == 0) {
         rc = set_optional(entry, "cidr", c->cidr);
     }
-    b->report->n_clients++;
-    return rc;
+    if (rc < 0) {
+        json_decref(entry);
+        return rc;
+    }
+    return admit_client(b, entry, c->env_id, env_name, &before);
 }
 
 static int compile_extra_rule(struct build *b, const struct sl_snapshot_build_rule *r,
@@ -410,17 +624,50 @@ static int extra_env(struct build *b, const struct sl_snapshot_build_client *c, 
     return offline != NULL ? set_new(b->envs, SL_SNAPSHOT_OFFLINE_ENV, offline) : SL_ENOMEM;
 }
 
+/* The `git` object of an extra client. */
+static json_t *git_json(const struct sl_snapshot_build_git *g)
+{
+    json_t *protected = json_array();
+    json_t *git;
+
+    for (size_t i = 0; protected != NULL && i < g->n_protected; i++) {
+        if (json_array_append_new(protected, json_string(g->protected_branches[i])) < 0) {
+            json_decref(protected);
+            protected = NULL;
+        }
+    }
+    if (protected == NULL) {
+        return NULL;
+    }
+    git = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:s}, s:s, s:o}", "host", g->host, "base_path",
+                    g->base_path, "repo", g->repo, "access", g->access, "credential", "header",
+                    g->header, "value", g->value, "default_branch", g->default_branch,
+                    "protected_branches", protected);
+    return git;
+}
+
 static int compile_extra_client(struct build *b, const struct sl_snapshot_build_client *c)
 {
+    struct sl_snapshot_build_report before = *b->report;
     json_t *entry;
     json_t *rules = NULL;
     const char *env = NULL;
+    json_t *env_row;
+    const char *env_name;
     int rc;
 
     SL_TRY(check_extra_client(b, c));
     SL_TRY(extra_env(b, c, &env));
+    env_row = json_object_get(b->envs, env);
+    env_name = json_string_value(json_object_get(env_row, "label"));
+    env_name = env_name != NULL ? env_name : "";
+    if (c->problem != NULL) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"a sandbox gets no git access\" client=%s env=%s", c->id,
+               env);
+        SL_TRY(add_drop(b, SL_SNAPSHOT_DROP_GIT, env, env_name, c->id, c->problem));
+    }
     entry = json_pack("{s:s, s:s}", "id", c->id, "environment", env);
-    rc = entry != NULL ? append_new(b->clients, entry) : SL_ENOMEM;
+    rc = entry != NULL ? 0 : SL_ENOMEM;
     if (rc == 0) {
         rc = set_optional(entry, "token", c->token);
     }
@@ -440,8 +687,15 @@ static int compile_extra_client(struct build *b, const struct sl_snapshot_build_
     for (size_t i = 0; rc == 0 && i < c->n_rules; i++) {
         rc = compile_extra_rule(b, &c->rules[i], rules);
     }
-    b->report->n_clients++;
-    return rc;
+    if (rc == 0 && c->git != NULL) {
+        rc = set_new(entry, "git", git_json(c->git));
+        b->report->n_credentials++;
+    }
+    if (rc < 0) {
+        json_decref(entry);
+        return rc;
+    }
+    return admit_client(b, entry, env, env_name, &before);
 }
 
 struct dump {
@@ -549,12 +803,15 @@ int sl_control_snapshot_build_with_clients(struct sl_store *st, const struct sl_
     if (rc == 0) {
         b.envs = json_object_get(doc, "environments");
         b.clients = json_object_get(doc, "clients");
-        rc = compile_all(&b, envs, n_envs, clients, n_clients, extra, n_extra);
+        b.ids = json_object();
+        rc = b.ids != NULL ? compile_all(&b, envs, n_envs, clients, n_clients, extra, n_extra)
+                           : SL_ENOMEM;
     }
     if (rc == 0) {
         rc = dump_and_check(doc, out);
     }
     json_decref(doc);
+    json_decref(b.ids);
     sl_store_free_clients(clients, n_clients);
     sl_store_free_envs(envs, n_envs);
     sl_buf_finish(&b.plain);

@@ -18,9 +18,15 @@
  * opened token.
  *   - the caller's extra clients (struct sl_snapshot_build_client). This is where sandbox
  *     clients come in: the sandbox code lists its running sandboxes, fills one entry each
- *     (id, environment id, token, ip, expiry, runtime rules such as the git platform rule) and
- *     passes the array to sl_control_snapshot_build_with_clients(). They follow the static
- *     clients in the document.
+ *     (id, environment id, token, ip, expiry, runtime rules such as the git host's, and the
+ *     `git` object of its repository) and passes the array to
+ *     sl_control_snapshot_build_with_clients(). They follow the static clients in the document.
+ *
+ * Revocation never fails open: one damaged row must not keep the proxies on an older snapshot
+ * that still holds what was revoked since. So every environment and every client is checked
+ * on its own with the proxy's parser as it is compiled, and one the proxy would refuse is
+ * replaced (an environment, by deny-all) or left out (a client), reported, while the rest of
+ * the snapshot is built and pushed.
  *
  * What is left out, never half-compiled and never replaced by a plaintext fallback:
  *   - a rule whose credential value does not open (the key changed, the text is damaged): the
@@ -29,9 +35,13 @@
  *     without the credential, which is what an unchanged environment without that rule does;
  *   - a static client whose token does not open: it can no longer be identified;
  *   - the rules of an environment whose stored egress_json is damaged (not the shape
- *     control/env/environment writes, or the network is on without one): it is compiled as
- *     {"default":"deny","rules":[]}, failing closed, while the rest of the policy (in particular
- *     a revoked client) still reaches the proxy.
+ *     control/env/environment writes, or the network is on without one), or which the proxy's
+ *     parser refuses (a host, a method, a header that is not what the API stored): it is
+ *     compiled as {"default":"deny","rules":[]}, failing closed, while the rest of the policy
+ *     (in particular a revoked client) still reaches the proxy;
+ *   - a client (static or extra) that the proxy's parser refuses on its own (a damaged address
+ *     or block): left out;
+ *   - the git access of an extra client whose caller says it has a problem (`problem`).
  * Each of these is logged (warn for a value that does not open, error for damage) with the
  * environment's id and name and the rule's host or the client's id, never a value, and
  * listed in the report.
@@ -48,6 +58,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "base/buf.h"
 #include "base/err.h"
@@ -74,6 +86,25 @@ struct sl_snapshot_build_rule {
     const char *value;
 };
 
+/* The git access of an extra client (docs/reference/snapshot.md §3 `git`): the credential the
+ * proxy puts on requests to the client's own repository on the git host, and the branches it
+ * may not push to. Every pointer is borrowed. */
+struct sl_snapshot_build_git {
+    /* HOST[:PORT] of the git platform, in normal form. */
+    const char *host;
+    /* The path prefix of the platform's URL, "" when none. */
+    const char *base_path;
+    /* `owner/name`. */
+    const char *repo;
+    /* "read" or "write". */
+    const char *access;
+    const char *header;
+    const char *value;
+    const char *default_branch;
+    const char *const *protected_branches;
+    size_t n_protected;
+};
+
 /* An extra client entry supplied by the caller (the sandbox code). Every pointer is borrowed
  * for the duration of the call. */
 struct sl_snapshot_build_client {
@@ -90,6 +121,11 @@ struct sl_snapshot_build_client {
     /* `n_rules` runtime rules, ahead of the environment's for this client alone. */
     const struct sl_snapshot_build_rule *rules;
     size_t n_rules;
+    /* Its git access; NULL for none. */
+    const struct sl_snapshot_build_git *git;
+    /* Why the client has no git access although it should (its repository's record is
+     * damaged): reported as SL_SNAPSHOT_DROP_GIT. NULL when nothing is wrong. */
+    const char *problem;
 };
 
 /* Why something was left out of a snapshot. */
@@ -101,6 +137,15 @@ enum sl_snapshot_drop_kind {
     /* An environment whose stored egress is damaged: compiled as deny with no rules.
      * `subject` is NULL. */
     SL_SNAPSHOT_DROP_EGRESS,
+    /* An environment the proxy's parser refuses: compiled as deny with no rules. `subject` is
+     * NULL, `message` the parser's first error. */
+    SL_SNAPSHOT_DROP_ENV_INVALID,
+    /* A client the proxy's parser refuses: left out. `subject` is its id, `message` the
+     * parser's first error. */
+    SL_SNAPSHOT_DROP_CLIENT_INVALID,
+    /* An extra client without the git access it should have: `subject` is its id, `message`
+     * the caller's `problem`. */
+    SL_SNAPSHOT_DROP_GIT,
 };
 
 /* One thing left out. */
@@ -110,8 +155,10 @@ struct sl_snapshot_drop {
     char env_id[SL_UUID_LEN + 1];
     /* Its name (for people; not unique). Owned. */
     char *env_name;
-    /* See the kind. Owned; NULL for SL_SNAPSHOT_DROP_EGRESS. */
+    /* See the kind. Owned; NULL for SL_SNAPSHOT_DROP_EGRESS and SL_SNAPSHOT_DROP_ENV_INVALID. */
     char *subject;
+    /* See the kind. Owned; NULL for the others. Never a value or a token. */
+    char *message;
 };
 
 /* What a build produced. Caller storage: zero it before its first use; each build frees what
@@ -130,6 +177,11 @@ struct sl_snapshot_build_report {
 
 /* Frees the drops and zeroes the report. A zeroed report is fine. */
 void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r);
+
+/* The drops for people (GET /api/v1/status `snapshot.problems`): a new array of
+ * {"environment","name","message"} (and "client" for a client), in report order; NULL when out
+ * of memory. */
+json_t *sl_snapshot_build_report_problems(const struct sl_snapshot_build_report *r);
 
 /*
  * Builds the snapshot with `version` (>= 1, normally sl_store_next_snapshot_version()) from

@@ -379,6 +379,33 @@ static void internal(int rc, const char *what, int *status, json_t **doc)
     *doc = message("internal error; see the control plane's log");
 }
 
+/* The caller may run sandboxes in every repository of the batch (control/git/gitplat.h);
+ * answers the first refusal ({"message","repo"}) itself. */
+static bool may_use_all(const struct sl_jobs_http *rq, json_t *repos, int *status, json_t **doc)
+{
+    struct sl_gitplat_caller who = { rq->user->id, rq->user->is_admin, rq->token_writes };
+    struct sl_gitplat_verdict v;
+    size_t i;
+    json_t *item;
+
+    json_array_foreach(repos, i, item)
+    {
+        const char *repo = json_string_value(json_object_get(item, "repo_id"));
+        int rc = sl_gitplat_may_use(rq->git, repo, &who, &v);
+
+        if (rc < 0) {
+            internal(rc, "checking a repository's roles", status, doc);
+            return false;
+        }
+        if (v.status != 0) {
+            *status = v.status;
+            *doc = json_pack("{s:s, s:s}", "message", v.message, "repo", repo);
+            return false;
+        }
+    }
+    return true;
+}
+
 /* ---- /api/v1/jobs ------------------------------------------------------------------------- */
 
 static void jobs_create(const struct sl_jobs_http *rq, int *status, json_t **doc, bool *kick)
@@ -402,7 +429,12 @@ static void jobs_create(const struct sl_jobs_http *rq, int *status, json_t **doc
         *doc = verrs_doc(&v);
         goto out;
     }
-    if (!find_batch_env(rq, &b, env_id, status, doc)) {
+    if (!find_batch_env(rq, &b, env_id, status, doc) || !may_use_all(rq, b.repos, status, doc)) {
+        goto out;
+    }
+    if (!rq->sandboxes_on) {
+        *status = 503;
+        *doc = message("%s", rq->why_off != NULL ? rq->why_off : "sandboxes are not enabled");
         goto out;
     }
     n = json_array_size(b.repos);

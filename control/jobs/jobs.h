@@ -13,7 +13,10 @@
  *
  * Two halves:
  *   - sl_jobs_http(): the REST routes /api/v1/jobs and /api/v1/schedules, run inside an API
- *     thread-pool job (blocking store calls are fine there);
+ *     thread-pool job (blocking store calls are fine there). Submitting a job needs, for every
+ *     repository of the batch, what a sandbox needs (control/git/gitplat.h
+ *     sl_gitplat_may_use()); its run checks it again for its owner, so a schedule's jobs are
+ *     checked when they run;
  *   - struct sl_jobs: the pool and the schedule timer, on the loop.
  *
  * Restarts: sl_jobs_start() first marks jobs left `running` by an earlier process `error`
@@ -35,6 +38,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "control/git/gitplat.h"
 #include "control/sandbox/sandbox.h"
 #include "control/store/model.h"
 #include "control/store/store.h"
@@ -60,7 +64,14 @@ typedef int sl_jobs_query_fn(const char *query, const char *key, char *out, size
 
 struct sl_jobs_http {
     struct sl_store *store;
+    /* Who may run jobs in which repository (borrowed). */
+    struct sl_gitplat *git;
     const struct sl_user *user;
+    /* The caller's token may write (scope write or admin). */
+    bool token_writes;
+    /* Sandboxes are on: without them a valid submission is refused with 503 (`why_off`). */
+    bool sandboxes_on;
+    const char *why_off;
     const char *method;
     /* The whole path, /api/v1/jobs... or /api/v1/schedules... */
     const char *path;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/sandbox/sandbox.c - the sandbox manager (see sandbox.h): the registry, waiting for the
- * proxies, removal, the sweep, the snapshot client entries, start, status and close, and the
- * manager's creation. Opening a sandbox is sandbox_open.c, the calls into one sandbox_calls.c.
+ * proxies, removal, the sweep, the snapshot client entries and their refresh from the git
+ * platform, start, status and close, and the manager's creation. Opening a sandbox is
+ * sandbox_open.c, the calls into one sandbox_calls.c.
  */
 #include "control/sandbox/sandbox.h"
 
@@ -17,7 +18,6 @@
 #include "base/mem.h"
 #include "base/slice.h"
 #include "control/sandbox/sandbox_int.h"
-#include "policy/url.h"
 
 #define CLOSE_WAIT_MS 5000u
 #define SWEEP_MS      1000u
@@ -42,6 +42,8 @@ void sl_sandbox_spec_free(struct sl_sandbox_spec *spec)
     }
     sl_free(spec->owner_id);
     sl_free(spec->owner_name);
+    sl_free(spec->owner_email);
+    sl_gitplat_credential_finish(&spec->git_cred);
     sl_free(spec->repo);
     sl_free(spec->ref);
     sl_free(spec->env_id);
@@ -60,6 +62,11 @@ json_t *sl__sandbox_message(const char *key, const char *text)
         (void)json_object_set_new(o, key, json_string(text));
     }
     return o;
+}
+
+const struct sl_gitplat_remote *sl__sandbox_remote(const struct sl_sandboxes *sb)
+{
+    return sb->cfg.git != NULL ? sb->cfg.git->remote : NULL;
 }
 
 void sl__sandbox_reply_msg(sl_sandbox_reply_fn *reply, void *arg, int status, const char *text)
@@ -100,6 +107,7 @@ void sl__sandbox_unref(struct sl__sandbox *s)
         return;
     }
     sodium_memzero(s->token, sizeof(s->token));
+    sl_gitplat_credential_finish(&s->cred);
     sl_free(s->owner_id);
     sl_free(s->repo);
     sl_free(s->ref);
@@ -219,6 +227,22 @@ struct removal {
 
 static void maybe_closed(struct sl_sandboxes *sb);
 
+/* The answer of a close that a proxy did not acknowledge in time. */
+static void reply_unacked(struct removal *r)
+{
+    char who[400] = "";
+    char text[512];
+
+    if (r->sb->cfg.unacked != NULL) {
+        r->sb->cfg.unacked(r->sb->cfg.unacked_arg, r->wait.version, who, sizeof(who));
+    }
+    (void)snprintf(text, sizeof(text), "the sandbox is closed, but %s",
+                   who[0] != '\0' ? who
+                                  : "a proxy has not acknowledged a snapshot without it within "
+                                    "5 s");
+    sl__sandbox_reply_msg(r->reply, r->arg, 503, text);
+}
+
 static void removal_step(struct removal *r)
 {
     struct sl_sandboxes *sb = r->sb;
@@ -230,12 +254,12 @@ static void removal_step(struct removal *r)
         json_decref(r->body);
     } else if (r->status != 0) {
         r->reply(r->arg, r->status, r->body);
-    } else if (r->reply != NULL) {
-        if (r->removed) {
-            r->reply(r->arg, 204, json_null());
-        } else {
-            sl__sandbox_reply_msg(r->reply, r->arg, 502, r->err);
-        }
+    } else if (!r->removed) {
+        sl__sandbox_reply_msg(r->reply, r->arg, 502, r->err);
+    } else if (!r->acked) {
+        reply_unacked(r);
+    } else {
+        r->reply(r->arg, 204, json_null());
     }
     sl__sandbox_unref(r->s);
     sl_free(r);
@@ -285,6 +309,9 @@ void sl__sandbox_remove_with(struct sl__sandbox *s, const char *why, sl_sandbox_
     s->state = SL__SANDBOX_GONE;
     unlink_sandbox(sb, s);
     sl__sandbox_changed(sb);
+    if (s->cred.value != NULL && sb->cfg.git != NULL) {
+        sb->cfg.git->ops->revoke(sb->cfg.git, &s->cred);
+    }
     if (r == NULL) {
         /* The entry is gone from the next snapshot; the container stays until a restart. */
         sl_log(SL_LOG_ERROR, 0, "msg=\"out of memory removing a sandbox\" sandbox=%s", s->id);
@@ -305,6 +332,7 @@ void sl__sandbox_remove_with(struct sl__sandbox *s, const char *why, sl_sandbox_
     r->status = status;
     r->body = body;
     r->removed = true;
+    r->acked = true;
     r->pending = 1;
     sb->pending_removes++;
     if (s->container != NULL) {
@@ -431,8 +459,24 @@ static void on_sweep(uv_timer_t *t)
 
 /* ---- snapshot entries --------------------------------------------------------------------- */
 
+/* What an entry needs beyond struct sl_snapshot_build_client: whose and which repository it
+ * is, and its git access as the refresh works it out. */
+struct entry {
+    const char *owner_id;
+    const char *repo;
+    enum sl_repo_role role;
+    const char *header;
+    const char *value;
+    struct sl_snapshot_build_git git;
+    struct sl_gitplat_repo meta;
+    char problem[200];
+};
+
 struct clients_mem {
     struct sl_snapshot_build_client *items;
+    /* `n_entries` of them, one per sandbox copied (items may be fewer after a refresh). */
+    struct entry *entries;
+    size_t n_entries;
     struct sl_snapshot_build_rule rule;
     char **strs;
     size_t n_strs;
@@ -451,14 +495,19 @@ static const char *keep(struct clients_mem *m, const char *s, bool *ok)
     return copy;
 }
 
+/* Strings kept per entry: id, environment, token, ip, expiry, owner, repository, header, value. */
+#define STRS_PER_ENTRY 9
+
 int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_clients *out)
 {
+    const struct sl_gitplat_remote *remote = sl__sandbox_remote(sb);
     struct clients_mem *m;
     size_t n = 0;
     bool ok = true;
 
     memset(out, 0, sizeof(*out));
     out->generation = sb->generation;
+    out->git = sb->cfg.git;
     for (const struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
         n += s->state != SL__SANDBOX_GONE;
     }
@@ -470,19 +519,22 @@ int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_client
         return SL_ENOMEM;
     }
     m->items = sl_calloc(n, sizeof(*m->items));
-    m->strs = sl_calloc(n * 6 + 2, sizeof(char *));
+    m->entries = sl_calloc(n, sizeof(*m->entries));
+    m->strs = sl_calloc(n * STRS_PER_ENTRY + 2, sizeof(char *));
     out->_mem = m;
-    if (m->items == NULL || m->strs == NULL) {
+    if (m->items == NULL || m->entries == NULL || m->strs == NULL) {
         sl_sandbox_clients_free(out);
         return SL_ENOMEM;
     }
-    if (sb->git_rule_host != NULL) {
-        m->rule.host = keep(m, sb->git_rule_host, &ok);
-        m->rule.header = "Authorization";
-        m->rule.value = keep(m, sb->git_auth, &ok);
+    m->n_entries = n;
+    /* The git host is reachable without the credential: the proxy puts that on the
+     * repository's own paths only, from the entry's `git` object. */
+    if (remote != NULL) {
+        m->rule.host = keep(m, remote->host, &ok);
     }
     for (const struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
         struct sl_snapshot_build_client *c = &m->items[out->n];
+        struct entry *e = &m->entries[out->n];
         char expires[32];
 
         if (s->state == SL__SANDBOX_GONE) {
@@ -494,10 +546,15 @@ int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_client
         c->token = keep(m, s->token, &ok);
         c->ip = s->ip[0] != '\0' ? keep(m, s->ip, &ok) : NULL;
         c->expires_at = keep(m, expires, &ok);
-        if (sb->git_rule_host != NULL) {
+        if (remote != NULL) {
             c->rules = &m->rule;
             c->n_rules = 1;
         }
+        e->owner_id = keep(m, s->owner_id, &ok);
+        e->repo = keep(m, s->repo, &ok);
+        e->role = s->role;
+        e->header = keep(m, s->cred.header, &ok);
+        e->value = keep(m, s->cred.value, &ok);
         out->n++;
     }
     out->items = m->items;
@@ -508,13 +565,92 @@ int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_client
     return 0;
 }
 
+/* Works out one entry's git access now. Returns 0 (with `*drop` set when the entry must go) or
+ * an error of the platform. */
+static int refresh_entry(struct sl_gitplat *gp, struct sl_snapshot_build_client *c, struct entry *e,
+                         bool *drop)
+{
+    enum sl_repo_role now = SL_REPO_ROLE_NONE;
+    enum sl_git_access access;
+    int rc;
+
+    *drop = false;
+    /* As its creator's account can: an admin's sandbox stays an admin's. */
+    SL_TRY(gp->ops->role(gp, e->repo, e->owner_id, true, &now));
+    if (now == SL_REPO_ROLE_NONE) {
+        *drop = true;
+        return 0;
+    }
+    rc = gp->ops->repo(gp, e->repo, &e->meta);
+    if (rc == SL_ENOTFOUND) {
+        *drop = true;
+        return 0;
+    }
+    if (rc == SL_EIO) {
+        (void)snprintf(e->problem, sizeof(e->problem),
+                       "the stored record of its repository %s is damaged", e->repo);
+        c->problem = e->problem;
+        return 0;
+    }
+    SL_TRY(rc);
+    access = sl_git_access_of(e->role, now, e->meta.archived);
+    if (access == SL_GIT_ACCESS_NONE) {
+        *drop = true;
+        return 0;
+    }
+    if (gp->remote == NULL || e->header == NULL || e->value == NULL) {
+        return 0;
+    }
+    e->git.host = gp->remote->host;
+    e->git.base_path = gp->remote->base_path;
+    e->git.repo = e->repo;
+    e->git.access = sl_git_access_name(access);
+    e->git.header = e->header;
+    e->git.value = e->value;
+    e->git.default_branch = e->meta.default_branch;
+    e->git.protected_branches = (const char *const *)e->meta.protected_branches;
+    e->git.n_protected = e->meta.n_protected;
+    c->git = &e->git;
+    return 0;
+}
+
+int sl_sandbox_clients_refresh(struct sl_sandbox_clients *c)
+{
+    struct clients_mem *m = c->_mem;
+    size_t kept = 0;
+
+    if (c->git == NULL || m == NULL) {
+        return 0;
+    }
+    for (size_t i = 0; i < c->n; i++) {
+        bool drop = false;
+
+        SL_TRY(refresh_entry(c->git, &m->items[i], &m->entries[i], &drop));
+        if (drop) {
+            sl_log(SL_LOG_INFO, 0,
+                   "msg=\"a sandbox's creator has no access to its repository any more: its "
+                   "entry leaves the snapshot\" sandbox=%s repo=%s",
+                   m->items[i].id, m->entries[i].repo);
+            continue;
+        }
+        /* Items move down; each one's `git` and `problem` point into its entry, which stays. */
+        m->items[kept++] = m->items[i];
+    }
+    c->n = kept;
+    return 0;
+}
+
 void sl_sandbox_clients_free(struct sl_sandbox_clients *c)
 {
     struct clients_mem *m = c->_mem;
 
     if (m != NULL) {
+        for (size_t i = 0; m->entries != NULL && i < m->n_entries; i++) {
+            sl_gitplat_repo_finish(&m->entries[i].meta);
+        }
         sl__sandbox_free_strv(m->strs, m->n_strs, true);
         sl_free(m->items);
+        sl_free(m->entries);
         sl_free(m);
     }
     memset(c, 0, sizeof(*c));
@@ -634,22 +770,11 @@ void sl_sandboxes_status(const struct sl_sandboxes *sb, json_t *doc)
                                         (json_int_t)open, "error", sb->error));
 }
 
-/* Frees the manager's copies of its settings and the manager. `wipe`: the git token and its
- * header are complete strings (the manager was created), wiped first. */
-static void free_manager(struct sl_sandboxes *sb, bool wipe)
+/* Frees the manager's copies of its settings and the manager. */
+static void free_manager(struct sl_sandboxes *sb)
 {
-    if (wipe && sb->git_token != NULL) {
-        sodium_memzero(sb->git_token, strlen(sb->git_token));
-    }
-    if (wipe && sb->git_auth != NULL) {
-        sodium_memzero(sb->git_auth, strlen(sb->git_auth));
-    }
     sl_free(sb->ca_bundle);
     sl_free(sb->resolv_conf);
-    sl_free(sb->git_base);
-    sl_free(sb->git_token);
-    sl_free(sb->git_rule_host);
-    sl_free(sb->git_auth);
     sl_free(sb);
 }
 
@@ -659,7 +784,7 @@ static void on_sweep_closed(uv_handle_t *h)
     void (*closed)(void *) = sb->closed;
     void *arg = sb->closed_arg;
 
-    free_manager(sb, true);
+    free_manager(sb);
     if (closed != NULL) {
         closed(arg);
     }
@@ -754,59 +879,6 @@ static bool is_network_name(const char *s)
     return s[0] != '-' && s[0] != '.';
 }
 
-/* --git-url: https only (the credential is injected over TLS only); the rule's host. */
-static int parse_git(struct sl_sandboxes *sb, const char *url, const char *token, char *err,
-                     size_t errlen)
-{
-    struct sl_url u;
-    const char *why = NULL;
-    size_t n = strlen(url);
-    char plain[512];
-    size_t cap;
-
-    while (n > 0 && url[n - 1] == '/') {
-        n--;
-    }
-    if (sl_url_parse(sl_slice_of(url, n), &u, &why) < 0) {
-        (void)snprintf(err, errlen, "--git-url: bad URL: %s", why != NULL ? why : "malformed");
-        return SL_EINVAL;
-    }
-    if (u.scheme != SL_URL_HTTPS || u.query.n > 0) {
-        (void)snprintf(err, errlen,
-                       "--git-url: an https:// URL without a query is required "
-                       "(the proxy injects the token over TLS only)");
-        return SL_EINVAL;
-    }
-    if (token == NULL || token[0] == '\0' || strpbrk(token, "\r\n") != NULL
-        || strlen(token) > 300) {
-        (void)snprintf(err, errlen, "--git-token: a token (one line) is required with --git-url");
-        return SL_EINVAL;
-    }
-    sb->git_base = sl_strndup(url, n);
-    sb->git_token = sl_strdup(token);
-    sb->git_rule_host = sl_malloc(SL_HOST_NAME_MAX + 8);
-    (void)snprintf(plain, sizeof(plain), "x-access-token:%s", token);
-    cap = strlen("Basic ")
-          + sodium_base64_ENCODED_LEN(strlen(plain), sodium_base64_VARIANT_ORIGINAL);
-    sb->git_auth = sl_malloc(cap);
-    if (sb->git_base == NULL || sb->git_token == NULL || sb->git_rule_host == NULL
-        || sb->git_auth == NULL) {
-        sodium_memzero(plain, sizeof(plain));
-        return SL_ENOMEM;
-    }
-    if (u.port_given && u.port != 443) {
-        (void)snprintf(sb->git_rule_host, SL_HOST_NAME_MAX + 8, "%s:%u", u.host.name,
-                       (unsigned)u.port);
-    } else {
-        (void)snprintf(sb->git_rule_host, SL_HOST_NAME_MAX + 8, "%s", u.host.name);
-    }
-    memcpy(sb->git_auth, "Basic ", 6);
-    (void)sodium_bin2base64(sb->git_auth + 6, cap - 6, (const unsigned char *)plain, strlen(plain),
-                            sodium_base64_VARIANT_ORIGINAL);
-    sodium_memzero(plain, sizeof(plain));
-    return 0;
-}
-
 int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandboxes **out, char *err,
                         size_t errlen)
 {
@@ -823,10 +895,6 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
         (void)snprintf(err, errlen, "--proxy-port: a port from 1 to 65535 is required");
         return SL_EINVAL;
     }
-    if ((cfg->git_url == NULL) != (cfg->git_token == NULL)) {
-        (void)snprintf(err, errlen, "--git-url and --git-token go together");
-        return SL_EINVAL;
-    }
     sb = sl_calloc(1, sizeof(*sb));
     if (sb == NULL) {
         return SL_ENOMEM;
@@ -841,9 +909,6 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
                        "bits zero) is required");
         rc = SL_EINVAL;
     }
-    if (rc == 0 && cfg->git_url != NULL) {
-        rc = parse_git(sb, cfg->git_url, cfg->git_token, err, errlen);
-    }
     if (rc == 0) {
         sb->ca_bundle = sl_malloc(cfg->ca_bundle_len + 1);
         sb->resolv_conf = cfg->resolv_conf != NULL ? sl_strdup(cfg->resolv_conf) : NULL;
@@ -854,15 +919,13 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
         }
     }
     if (rc < 0) {
-        free_manager(sb, false);
+        free_manager(sb);
         return rc;
     }
     sb->cfg.network = sb->network;
     sb->cfg.subnet = sb->subnet;
     sb->cfg.ca_bundle = sb->ca_bundle;
     sb->cfg.resolv_conf = sb->resolv_conf;
-    sb->cfg.git_url = sb->git_base;
-    sb->cfg.git_token = sb->git_token;
     if (sb->cfg.idle_timeout_ms == 0) {
         sb->cfg.idle_timeout_ms = (uint64_t)SL_SANDBOX_DEFAULT_IDLE_S * 1000;
     }

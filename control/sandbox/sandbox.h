@@ -28,6 +28,14 @@
  * manager reports ready. No orphan survives, and no container runs without the firewall
  * (control/sandbox/firewall) that outlives a crashed control plane.
  *
+ * Git: the repository comes from the git platform (control/git/gitplat.h): the clone URL and
+ * the credential the proxy puts on the sandbox's requests to its own repository (the entry's
+ * `git` object, docs/reference/snapshot.md §3). Who may create and call sandboxes is the API's
+ * to check (the repository's roles, its archived flag); the git access each entry carries is
+ * worked out again at every snapshot build (sl_sandbox_clients_refresh()), so a user who is
+ * disabled or loses the repository loses the entry, and a lower role or an archived repository
+ * lowers the access, at the next snapshot.
+ *
  * Results go to a reply callback as (HTTP status, JSON body): {"message"} for errors of the
  * request or the service, {"error"} for errors raised inside the sandbox (docs/reference/api.md
  * §5.3).
@@ -47,7 +55,9 @@
 
 #include "base/err.h"
 #include "control/env/snapshot.h"
+#include "control/git/gitplat.h"
 #include "control/sandbox/launcher.h"
+#include "control/store/model.h"
 
 /* docs/reference/api.md §5.3 limits. */
 #define SL_SANDBOX_MAX_OPEN_PER_REPO  5
@@ -63,11 +73,16 @@
 #define SL_SANDBOX_RUNNER_PATH "/opt/sluice/sluice-run"
 #define SL_SANDBOX_CA_PATH     "/etc/sluice/ca-bundle.pem"
 #define SL_SANDBOX_REPO_DIR    "/workspace/repo"
+/* The domain of the commit email of a creator without one: NAME@users.noreply.sluice. */
+#define SL_SANDBOX_NOREPLY_DOMAIN "users.noreply.sluice"
 
 struct sl_sandboxes; /* opaque */
 
 /* Asks the daemon to build and push a new snapshot (the sandbox set changed). */
 typedef void sl_sandboxes_changed_fn(void *arg);
+/* Writes to `out` (`cap` bytes) which proxies have not acknowledged snapshot `version` (0: none
+ * was built), for a person: the answer of a close that waited in vain. */
+typedef void sl_sandboxes_unacked_fn(void *arg, int64_t version, char *out, size_t cap);
 /* One answer: `body` is a new reference the callee takes (never NULL). */
 typedef void sl_sandbox_reply_fn(void *arg, int status, json_t *body);
 
@@ -88,9 +103,9 @@ struct sl_sandboxes_config {
     /* The runner binary copied into containers. Borrowed (static data). */
     const void *runner;
     size_t runner_len;
-    /* Git platform (both or neither): `https://host[:port][/prefix]` and its token. Copied. */
-    const char *git_url;
-    const char *git_token;
+    /* The git platform (borrowed; must outlive the manager): clone URLs, and the credentials
+     * revoked when their sandbox closes. Without a remote, /workspace/repo starts empty. */
+    struct sl_gitplat *git;
     /* 0 takes the defaults above. */
     uint64_t idle_timeout_ms;
     uint64_t lifetime_ms;
@@ -98,17 +113,28 @@ struct sl_sandboxes_config {
     /* Called when the snapshot must change. */
     sl_sandboxes_changed_fn *changed;
     void *changed_arg;
+    /* Optional (NULL: a generic text): names what did not acknowledge a close. */
+    sl_sandboxes_unacked_fn *unacked;
+    void *unacked_arg;
 };
 
 /* Everything a create needs, prepared by the API from the database (off the loop): the
  * caller, the repository and the resolved environment (docs/reference/api.md §5.2), values opened.
  * Every string is owned by the spec (sl_malloc); sl_sandbox_spec_free() frees it. */
 struct sl_sandbox_spec {
-    /* The creator's user id and name (the name for log lines). */
+    /* The creator's user id, name and email (NULL for none): the name for log lines and, with
+     * the email, for git commits (GIT_AUTHOR_NAME, ...). */
     char *owner_id;
     char *owner_name;
+    char *owner_email;
     /* `owner/name`. */
     char *repo;
+    /* The creator's role in the repository now (the sandbox's git access never goes above it,
+     * nor above write). */
+    enum sl_repo_role role;
+    /* The git platform's credential for this sandbox (all NULL without a remote); the spec, and
+     * then the sandbox, owns it. */
+    struct sl_gitplat_credential git_cred;
     /* The ref asked for; NULL for the default branch. */
     char *ref;
     /* The environment's id and name; NULL when none applies (network off, no variables). */
@@ -134,11 +160,13 @@ void sl_sandbox_spec_free(struct sl_sandbox_spec *spec);
 /* The caller of a sandbox call. Strings borrowed for the call. */
 struct sl_sandbox_caller {
     const char *user_id;
-    bool is_admin;
+    /* May call every sandbox of the repository (a global admin, an admin of the repository),
+     * not only their own. */
+    bool any_sandbox;
 };
 
-/* Validates and copies `cfg`. Returns 0, SL_EINVAL (with `err` set: a bad subnet, network
- * name or git URL) or SL_ENOMEM. */
+/* Validates and copies `cfg`. Returns 0, SL_EINVAL (with `err` set: a bad subnet or network
+ * name) or SL_ENOMEM. */
 SL_MUST_CHECK int sl_sandboxes_create(const struct sl_sandboxes_config *cfg,
                                       struct sl_sandboxes **out, char *err, size_t errlen);
 
@@ -168,7 +196,9 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
                        sl_sandbox_reply_fn *reply, void *arg);
 
 /* POST .../sandboxes/{id}/{action}: action "exec", "read", "write" or "close"; `body` is the
- * parsed request body (borrowed; NULL when it was empty). */
+ * parsed request body (borrowed; NULL when it was empty). A close answers 204 once every proxy
+ * acknowledged a snapshot without the sandbox's entry, or 503 naming those that did not within
+ * 5 s (the sandbox is gone either way). */
 void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
                        const char *repo, const char *id, const char *action, json_t *body,
                        sl_sandbox_reply_fn *reply, void *arg);
@@ -190,13 +220,27 @@ struct sl_sandbox_clients {
     size_t n;
     /* The state generation the copy holds; pass it to sl_sandboxes_built(). */
     uint64_t generation;
+    /* The git platform to refresh the entries with (borrowed). */
+    struct sl_gitplat *git;
     /* Owned storage behind `items`. */
     void *_mem;
 };
 
-/* Fills `out` (caller storage). Returns 0 or SL_ENOMEM. */
+/* Fills `out` (caller storage) with the open sandboxes' entries as the manager knows them: id,
+ * token, address, expiry, environment, and the git host's rule (without a credential). Returns
+ * 0 or SL_ENOMEM. Loop thread. */
 SL_MUST_CHECK int sl_sandboxes_clients(const struct sl_sandboxes *sb,
                                        struct sl_sandbox_clients *out);
+
+/*
+ * Blocking (the snapshot build's job): asks the git platform about each entry's creator and
+ * repository now. An entry whose creator has no role left in it (removed, disabled, the
+ * repository deleted) leaves `c`; the others get their `git` object (docs/reference/snapshot.md
+ * §3) with the access of sl_git_access_of() when the platform has a remote. A repository whose
+ * record is damaged gives its entries no git object and a `problem` for the build's report.
+ * Returns 0, or an error of the platform (the build fails: nothing is left out by mistake).
+ */
+SL_MUST_CHECK int sl_sandbox_clients_refresh(struct sl_sandbox_clients *c);
 /* Frees a copy (secrets wiped). A zeroed one is fine. */
 void sl_sandbox_clients_free(struct sl_sandbox_clients *c);
 

@@ -573,7 +573,7 @@ void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *
         sl__sandbox_reply_msg(reply, arg, 404, "sandbox not found");
         return;
     }
-    if (!caller->is_admin && strcmp(s->owner_id, caller->user_id) != 0) {
+    if (!caller->any_sandbox && strcmp(s->owner_id, caller->user_id) != 0) {
         sl__sandbox_reply_msg(reply, arg, 403, "not your sandbox");
         return;
     }

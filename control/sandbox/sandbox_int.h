@@ -66,6 +66,10 @@ struct sl__sandbox {
     char token[SL__SANDBOX_TOKEN_MAX];
     char *owner_id;
     char *repo;
+    /* The creator's role in the repository when it was created. */
+    enum sl_repo_role role;
+    /* The git platform's credential for it (members NULL without a remote). */
+    struct sl_gitplat_credential cred;
     char *ref;
     char *env_id;
     char *env_name;
@@ -96,10 +100,6 @@ struct sl_sandboxes {
     char gateway[INET_ADDRSTRLEN];
     char *ca_bundle;
     char *resolv_conf;
-    char *git_base;
-    char *git_token;
-    char *git_rule_host;
-    char *git_auth;
     uv_timer_t sweep;
     struct sl__sandbox *list;
     struct sl__sandbox_waiter *waiters;
@@ -127,6 +127,9 @@ struct sl_sandboxes {
 };
 
 /* ---- sandbox.c ---- */
+
+/* The platform's remote, or NULL when sandboxes get no repository. */
+const struct sl_gitplat_remote *sl__sandbox_remote(const struct sl_sandboxes *sb);
 
 /* Frees the `n` strings of `v` (zeroed first when `wipe`) and the array. NULL is fine. */
 void sl__sandbox_free_strv(char **v, size_t n, bool wipe);

@@ -2,8 +2,8 @@
 /*
  * control/sandbox/sandbox_open.c - opening a sandbox (see sandbox.h, sl_sandboxes_open()): the
  * checks of the request, the entry in the snapshot and the wait for every proxy to hold it, the
- * container's creation with its files and variables, and the clone of the repository; a
- * failure at any step removes what was made.
+ * container's creation with its files and variables, and the clone of the repository from the
+ * git platform's remote; a failure at any step removes what was made.
  */
 #include <stdio.h>
 #include <string.h>
@@ -52,27 +52,6 @@ static int64_t expiry(uint64_t lifetime_ms)
     (void)clock_gettime(CLOCK_REALTIME, &ts);
     now_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
     return (now_ms + (int64_t)lifetime_ms + 999) / 1000;
-}
-
-/* A git ref as sandboxes accept it: what `git check-ref-format --allow-onelevel` takes, or a
- * commit id, and never something git could read as an option. */
-static bool is_ref(const char *r)
-{
-    size_t n = strlen(r);
-
-    if (n == 0 || n > 255 || r[0] == '-' || r[0] == '/' || r[n - 1] == '/' || r[n - 1] == '.'
-        || strstr(r, "..") != NULL || strstr(r, "//") != NULL || strstr(r, "@{") != NULL
-        || (n >= 5 && strcmp(r + n - 5, ".lock") == 0) || strcmp(r, "@") == 0) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)r[i];
-
-        if (c <= 0x20 || c >= 0x7F || strchr("~^:?*[\\", c) != NULL) {
-            return false;
-        }
-    }
-    return true;
 }
 
 /* ---- creation ----------------------------------------------------------------------------- */
@@ -162,6 +141,7 @@ static void clone_repo(struct sl__sandbox *s)
             "  git -c advice.detachedHead=false checkout -q \"$SLUICE_CLONE_REF\" -- || exit 74\n"
             "else exit 42; fi\n";
     char url_env[SL__SANDBOX_PATH_MAX];
+    char url[SL__SANDBOX_PATH_MAX - 32];
     char ref_env[300];
     char timeout[32];
     uint64_t now = uv_now(sb->cfg.loop);
@@ -179,8 +159,13 @@ static void clone_repo(struct sl__sandbox *s)
         .deadline_ms = left + SL__SANDBOX_EXEC_SLACK_MS,
     };
 
+    if (sl_git_clone_url(sl__sandbox_remote(sb), s->repo, url, sizeof(url)) < 0) {
+        sl__sandbox_create_failed(s, 502, "message",
+                                  "the repository could not be cloned: its URL is too long");
+        return;
+    }
     (void)snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long)left);
-    (void)snprintf(url_env, sizeof(url_env), "SLUICE_CLONE_URL=%s/%s.git", sb->git_base, s->repo);
+    (void)snprintf(url_env, sizeof(url_env), "SLUICE_CLONE_URL=%s", url);
     (void)snprintf(ref_env, sizeof(ref_env), "SLUICE_CLONE_REF=%s", s->ref != NULL ? s->ref : "");
     s->refs++;
     sb->cfg.launcher->ops->exec(sb->cfg.launcher, s->container, &e, on_cloned, s);
@@ -233,7 +218,7 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     if (s->ip[0] != '\0') {
         sl__sandbox_changed(sb);
     }
-    if (sb->git_base != NULL) {
+    if (sl__sandbox_remote(sb) != NULL) {
         clone_repo(s);
     } else {
         create_done(s);
@@ -245,14 +230,28 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
 static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *offsets, size_t cap,
                          size_t *n)
 {
-    static const char *const reserved[] = { "HTTP_PROXY",     "HTTPS_PROXY",
-                                            "http_proxy",     "https_proxy",
-                                            "NO_PROXY",       "no_proxy",
-                                            "SSL_CERT_FILE",  "REQUESTS_CA_BUNDLE",
-                                            "CURL_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-                                            "GIT_SSL_CAINFO", "CI",
-                                            "SLUICE",         "SLUICE_SANDBOX",
-                                            "SLUICE_REF" };
+    static const char *const reserved[] = {
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+        "CI",
+        "SLUICE",
+        "SLUICE_SANDBOX",
+        "SLUICE_REF",
+        "SLUICE_REPO",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+    };
     static const char *const ca_vars[] = { "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
                                            "NODE_EXTRA_CA_CERTS", "GIT_SSL_CAINFO" };
     static const char *const proxy_vars[] = { "HTTP_PROXY", "HTTPS_PROXY", "http_proxy",
@@ -302,6 +301,17 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
     PUT("SLUICE=true");
     PUT("SLUICE_SANDBOX=true");
     PUT("SLUICE_REF=%s", s->ref != NULL ? s->ref : "");
+    PUT("SLUICE_REPO=%s", s->repo);
+    /* Commits made inside carry the creator: their email, else a noreply address. */
+    PUT("GIT_AUTHOR_NAME=%s", spec->owner_name);
+    PUT("GIT_COMMITTER_NAME=%s", spec->owner_name);
+    if (spec->owner_email != NULL) {
+        PUT("GIT_AUTHOR_EMAIL=%s", spec->owner_email);
+        PUT("GIT_COMMITTER_EMAIL=%s", spec->owner_email);
+    } else {
+        PUT("GIT_AUTHOR_EMAIL=%s@" SL_SANDBOX_NOREPLY_DOMAIN, spec->owner_name);
+        PUT("GIT_COMMITTER_EMAIL=%s@" SL_SANDBOX_NOREPLY_DOMAIN, spec->owner_name);
+    }
 #undef PUT
     return 0;
 }
@@ -393,7 +403,7 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
         sl__sandbox_reply_msg(reply, arg, 503, text);
         return;
     }
-    if (spec->ref != NULL && !is_ref(spec->ref)) {
+    if (spec->ref != NULL && !sl_git_ref_is_valid(spec->ref)) {
         sl_sandbox_spec_free(spec);
         sl__sandbox_reply_msg(reply, arg, 422, "unknown ref");
         return;
@@ -425,6 +435,10 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
     random_text(s->token, sizeof(s->token), "sbt_", TOKEN_BYTES, false);
     s->owner_id = sl_strdup(spec->owner_id);
     s->repo = sl_strdup(spec->repo);
+    s->role = spec->role;
+    /* The sandbox owns the credential from now on (its removal revokes it). */
+    s->cred = spec->git_cred;
+    memset(&spec->git_cred, 0, sizeof(spec->git_cred));
     s->ref = spec->ref != NULL ? sl_strdup(spec->ref) : NULL;
     s->env_id = spec->env_id != NULL ? sl_strdup(spec->env_id) : NULL;
     s->env_name = spec->env_name != NULL ? sl_strdup(spec->env_name) : NULL;
@@ -432,7 +446,7 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
     s->created_unix = now;
     s->expires_unix = expiry(sb->cfg.lifetime_ms);
     s->start_deadline = uv_now(sb->cfg.loop) + sb->cfg.start_timeout_ms;
-    s->secrets = sl_calloc(spec->n_secrets + 3, sizeof(char *));
+    s->secrets = sl_calloc(spec->n_secrets + 1 + SL_ARRAY_LEN(s->cred.redact), sizeof(char *));
     s->spec = spec;
     s->reply = reply;
     s->reply_arg = arg;
@@ -445,14 +459,13 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
         return;
     }
     /* What command output must never show: the proxy token, the environment's secrets, the
-     * git platform's token in both forms. */
+     * git credential in every form the platform names. */
     s->secrets[s->n_secrets++] = sl_strdup(s->token);
     for (size_t i = 0; i < spec->n_secrets; i++) {
         s->secrets[s->n_secrets++] = sl_strdup(spec->secrets[i]);
     }
-    if (sb->git_token != NULL) {
-        s->secrets[s->n_secrets++] = sl_strdup(sb->git_token);
-        s->secrets[s->n_secrets++] = sl_strdup(sb->git_auth + strlen("Basic "));
+    for (size_t i = 0; i < s->cred.n_redact && i < SL_ARRAY_LEN(s->cred.redact); i++) {
+        s->secrets[s->n_secrets++] = sl_strdup(s->cred.redact[i]);
     }
     for (size_t i = 0; i < s->n_secrets; i++) {
         if (s->secrets[i] == NULL) {

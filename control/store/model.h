@@ -26,7 +26,20 @@ struct sl_user {
     /* Owned. */
     char *name;
     bool is_admin;
+    /* A disabled user's tokens are refused and their sandboxes lose their proxy entries. */
+    bool disabled;
+    /* The address git commits of their sandboxes carry; NULL when none was given. Owned. */
+    char *email;
     char created_at[32];
+};
+
+/* A user's role in a repository (docs/reference/api.md §5.9), in increasing power; NONE is no
+ * role at all. Comparable: a role allows what every lower one allows. */
+enum sl_repo_role {
+    SL_REPO_ROLE_NONE = 0,
+    SL_REPO_ROLE_READ,
+    SL_REPO_ROLE_WRITE,
+    SL_REPO_ROLE_ADMIN,
 };
 
 /* One environment row plus its repository bindings. */
@@ -62,5 +75,20 @@ void sl_env_row_finish(struct sl_env_row *r);
 
 /* Frees the owned members of a user and zeroes it. */
 void sl_user_finish(struct sl_user *u);
+
+/* A user name as new users get one: 1-64 characters of A-Z a-z 0-9 . _ -, starting with a
+ * letter or digit (it appears in paths, in logs and in the noreply email of git commits). */
+bool sl_user_name_is_valid(const char *name);
+
+/* An email address as a user may give one: at most 254 bytes of visible ASCII, one '@' with
+ * something on both sides, no '<', '>', ',', quotes or backslash (it becomes GIT_AUTHOR_EMAIL
+ * in sandboxes). */
+bool sl_user_email_is_valid(const char *email);
+
+/* The role's name ("read", "write", "admin"; "none" for SL_REPO_ROLE_NONE). */
+const char *sl_repo_role_name(enum sl_repo_role role);
+
+/* Reads a role name ("read", "write" or "admin"). Returns false for anything else. */
+bool sl_repo_role_parse(const char *text, enum sl_repo_role *out);
 
 #endif

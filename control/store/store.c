@@ -128,6 +128,46 @@ static const char *const migrations[SL_STORE_SCHEMA_VERSION] = {
     "  updated_at TEXT NOT NULL);"
     "CREATE INDEX schedules_due ON schedules (next_run) WHERE enabled = 1;"
     "CREATE INDEX schedules_owner ON schedules (owner_id, name);",
+    /* 2 -> 3: who may do what (docs/reference/api.md §5.8, §5.9). Users can be disabled and
+     * carry an email. A token gets an id (for its owner to revoke it), a name, a scope and an
+     * expiry: the tokens of before keep working with what their user could do, so an admin's
+     * get the admin scope, anyone else's write. Repositories of the local git platform and
+     * their members' roles. */
+    "ALTER TABLE users ADD COLUMN disabled INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (disabled IN (0, 1));"
+    "ALTER TABLE users ADD COLUMN email TEXT;"
+    "CREATE TABLE tokens_v3 ("
+    "  id TEXT PRIMARY KEY NOT NULL CHECK (id <> ''),"
+    "  hash BLOB NOT NULL UNIQUE CHECK (length(hash) = 32),"
+    "  user_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,"
+    "  kind TEXT NOT NULL CHECK (kind IN ('api', 'sandbox')),"
+    "  name TEXT NOT NULL DEFAULT '',"
+    "  scope TEXT NOT NULL CHECK (scope IN ('read', 'write', 'admin')),"
+    "  created_at TEXT NOT NULL,"
+    "  expires_at TEXT);"
+    "INSERT INTO tokens_v3 (id, hash, user_id, kind, name, scope, created_at)"
+    "  SELECT 'tok_' || lower(hex(randomblob(8))), t.hash, t.user_id, t.kind, 'default',"
+    "    CASE WHEN u.is_admin = 1 THEN 'admin' ELSE 'write' END, t.created_at"
+    "  FROM tokens t JOIN users u ON u.id = t.user_id;"
+    "DROP TABLE tokens;"
+    "ALTER TABLE tokens_v3 RENAME TO tokens;"
+    "CREATE INDEX tokens_user ON tokens (user_id);"
+    "CREATE TABLE repos ("
+    "  name TEXT PRIMARY KEY NOT NULL CHECK (name <> ''),"
+    "  visibility TEXT NOT NULL CHECK (visibility IN ('private', 'public')),"
+    "  default_branch TEXT NOT NULL CHECK (default_branch <> ''),"
+    "  protected_json TEXT NOT NULL DEFAULT '[]',"
+    "  archived INTEGER NOT NULL DEFAULT 0 CHECK (archived IN (0, 1)),"
+    "  created_at TEXT NOT NULL,"
+    "  updated_at TEXT NOT NULL);"
+    "CREATE TABLE repo_members ("
+    "  repo TEXT NOT NULL REFERENCES repos (name) ON DELETE CASCADE,"
+    "  user_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,"
+    "  role TEXT NOT NULL CHECK (role IN ('read', 'write', 'admin')),"
+    "  created_at TEXT NOT NULL,"
+    "  updated_at TEXT NOT NULL,"
+    "  PRIMARY KEY (repo, user_id));"
+    "CREATE INDEX repo_members_user ON repo_members (user_id);",
 };
 
 /* The SQL of the cached statements (enum sl__store_stmt in store_int.h). */
@@ -135,16 +175,25 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
     [SL__STMT_BEGIN] = "BEGIN IMMEDIATE",
     [SL__STMT_COMMIT] = "COMMIT",
     [SL__STMT_ROLLBACK] = "ROLLBACK",
-    [SL__STMT_USER_INSERT] =
-            "INSERT INTO users (id, name, is_admin, created_at) VALUES (?1, ?2, ?3, ?4)",
+    [SL__STMT_USER_INSERT] = "INSERT INTO users (id, name, is_admin, created_at, email) "
+                             "VALUES (?1, ?2, ?3, ?4, ?5)",
+    [SL__STMT_USER_UPDATE] = "UPDATE users SET disabled = coalesce(?2, disabled), is_admin = "
+                             "coalesce(?3, is_admin), "
+                             "email = CASE WHEN ?4 THEN ?5 ELSE email END WHERE name = ?1",
+    [SL__STMT_USER_ADMINS] = "SELECT count(*) FROM users WHERE is_admin = 1 AND disabled = 0",
     [SL__STMT_USER_BY_ID] = "SELECT " SL__STORE_USER_COLS " FROM users WHERE id = ?1",
     [SL__STMT_USER_BY_NAME] = "SELECT " SL__STORE_USER_COLS " FROM users WHERE name = ?1",
     [SL__STMT_USER_LIST] = "SELECT " SL__STORE_USER_COLS " FROM users ORDER BY name",
-    [SL__STMT_TOKEN_INSERT] = "INSERT INTO tokens (hash, user_id, kind, created_at) "
-                              "VALUES (?1, ?2, ?3, ?4)",
-    [SL__STMT_TOKEN_FIND] = "SELECT t.hash, t.kind, u.id, u.name, u.is_admin, u.created_at "
-                            "FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
+    [SL__STMT_TOKEN_INSERT] =
+            "INSERT INTO tokens (id, hash, user_id, kind, name, scope, created_at, expires_at) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [SL__STMT_TOKEN_FIND] = "SELECT t.hash, " SL__STORE_TOKEN_COLS ", " SL__STORE_USER_COLS_U
+                            " FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.hash = ?1",
+    [SL__STMT_TOKEN_LIST] =
+            "SELECT " SL__STORE_TOKEN_COLS " FROM tokens t "
+            "WHERE t.user_id = ?1 AND t.kind = 'api' ORDER BY t.created_at, t.rowid",
     [SL__STMT_TOKEN_DELETE] = "DELETE FROM tokens WHERE hash = ?1",
+    [SL__STMT_TOKEN_DELETE_ID] = "DELETE FROM tokens WHERE id = ?1 AND user_id = ?2",
     [SL__STMT_ENV_INSERT] =
             "INSERT INTO environments (id, name, description, scope, owner_id, "
             "owner_key, is_default, base_image, cpus_centi, memory_bytes, network, "
@@ -191,6 +240,27 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
                              "c.created_at FROM clients c JOIN environments e ON e.id = c.env_id "
                              "ORDER BY c.id",
     [SL__STMT_CLIENT_DELETE] = "DELETE FROM clients WHERE id = ?1",
+    [SL__STMT_REPOSITORY_PUT] =
+            "INSERT INTO repos (name, visibility, default_branch, protected_json, archived, "
+            "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) "
+            "ON CONFLICT (name) DO UPDATE SET visibility = excluded.visibility, "
+            "default_branch = excluded.default_branch, protected_json = excluded.protected_json, "
+            "archived = excluded.archived, updated_at = excluded.updated_at "
+            "RETURNING created_at",
+    [SL__STMT_REPOSITORY_GET] = "SELECT " SL__STORE_REPO_COLS " FROM repos r WHERE r.name = ?1",
+    [SL__STMT_REPOSITORY_DELETE] = "DELETE FROM repos WHERE name = ?1",
+    [SL__STMT_REPOSITORY_LIST] =
+            "SELECT " SL__STORE_REPO_COLS " FROM repos r WHERE ?1 IS NULL "
+            "OR r.visibility = 'public' OR EXISTS (SELECT 1 FROM repo_members m "
+            "WHERE m.repo = r.name AND m.user_id = ?1) ORDER BY r.name",
+    [SL__STMT_MEMBER_GET] = "SELECT role FROM repo_members WHERE repo = ?1 AND user_id = ?2",
+    [SL__STMT_MEMBER_UPSERT] =
+            "INSERT INTO repo_members (repo, user_id, role, created_at, updated_at) "
+            "VALUES (?1, ?2, ?3, ?4, ?4) ON CONFLICT (repo, user_id) "
+            "DO UPDATE SET role = excluded.role, updated_at = excluded.updated_at",
+    [SL__STMT_MEMBER_DELETE] = "DELETE FROM repo_members WHERE repo = ?1 AND user_id = ?2",
+    [SL__STMT_MEMBER_LIST] = "SELECT m.user_id, u.name, m.role FROM repo_members m "
+                             "JOIN users u ON u.id = m.user_id WHERE m.repo = ?1 ORDER BY u.name",
     [SL__STMT_SNAPSHOT_NEXT] = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
                                "WHERE key = 'snapshot_version' RETURNING CAST(value AS INTEGER)",
     [SL__STMT_JOB_INSERT] =

@@ -2,7 +2,8 @@
 /*
  * control/store/store.h - the control plane's database (sluice.db, SQLite in WAL mode; the schema
  * is in docs/control-plane.md): users and their token hashes, environments with their repository
- * bindings, static clients, and the snapshot version counter.
+ * bindings, static clients, jobs and schedules, repositories and their members, and the snapshot
+ * version counter.
  *
  * Lifecycle: sl_store_open() -> any of the functions below, from any thread -> sl_store_close().
  *
@@ -29,8 +30,8 @@
  *   SL_EINVAL     the change is not allowed for this row or its fields are malformed: deleting
  *                 the default environment, making a user-scope environment the default,
  *                 deleting an environment that static clients use, a repository listed twice,
- *                 a missing required field (the conflict info says which, when it is one of
- *                 these);
+ *                 disabling or demoting the last enabled admin, a missing required field (the
+ *                 conflict info says which, when it is one of these);
  *   SL_ENOMEM     an allocation failed;
  *   SL_EIO        SQLite failed (disk, lock timeout, corruption); the SQLite message is logged
  *                 where it happened. SQLITE_BUSY never surfaces otherwise.
@@ -46,7 +47,7 @@
 #include "control/store/model.h"
 
 /* The schema version this build creates and understands. */
-#define SL_STORE_SCHEMA_VERSION 2
+#define SL_STORE_SCHEMA_VERSION 3
 
 struct sl_store; /* opaque */
 
@@ -90,6 +91,40 @@ enum sl_token_kind {
     SL_TOKEN_KIND_SANDBOX,
 };
 
+/* What an API token may do (docs/reference/api.md §5.8): read only reads; write does what its
+ * user may; admin adds the admin actions, and only an admin's token may have it. Ordered. */
+enum sl_token_scope {
+    SL_TOKEN_SCOPE_READ = 0,
+    SL_TOKEN_SCOPE_WRITE,
+    SL_TOKEN_SCOPE_ADMIN,
+};
+
+/* Size of a token id ("tok_" and 16 hex digits) with its terminator. */
+#define SL_STORE_TOKEN_ID_SIZE 24
+
+/* A token's record; never the token, which only its hash stands for. */
+struct sl_store_token {
+    /* "tok_" and 16 hex digits; the store makes it when it is "" on insert. */
+    char id[SL_STORE_TOKEN_ID_SIZE];
+    char user_id[SL_UUID_LEN + 1];
+    enum sl_token_kind kind;
+    enum sl_token_scope scope;
+    /* What its owner called it (1-128 bytes); owned. */
+    char *name;
+    /* RFC 3339 UTC; created_at is set by the store, expires_at "" for a token without end. */
+    char created_at[32];
+    char expires_at[32];
+};
+
+/* Frees the owned members and zeroes the token. A zeroed one is fine. */
+void sl_store_token_finish(struct sl_store_token *t);
+/* Finishes `n` tokens and frees the array. NULL is fine. */
+void sl_store_free_tokens(struct sl_store_token *v, size_t n);
+
+/* The name of a scope ("read", "write", "admin"), and back (false for another text). */
+const char *sl_token_scope_name(enum sl_token_scope scope);
+bool sl_token_scope_parse(const char *text, enum sl_token_scope *out);
+
 /* A static client (docs/reference/api.md §5.1b): a host that sluice did not launch, admitted by
  * address or by token. */
 struct sl_store_client {
@@ -131,11 +166,12 @@ void sl_store_close(struct sl_store *st);
 /* ---- users and tokens ---- */
 
 /*
- * Creates a user named `name` (borrowed) with a new random id. On success fills `*out` (caller
- * finishes it). SL_EEXIST when the name is taken; SL_EINVAL when it is empty.
+ * Creates a user named `name` (borrowed) with a new random id, enabled, with `email` (borrowed;
+ * NULL for none). On success fills `*out` (caller finishes it). SL_EEXIST when the name is
+ * taken; SL_EINVAL when it is empty.
  */
 SL_MUST_CHECK int sl_store_user_create(struct sl_store *st, const char *name, bool is_admin,
-                                       struct sl_user *out);
+                                       const char *email, struct sl_user *out);
 
 /* Fills `*out` with the user with this id or name. SL_ENOTFOUND when there is none. */
 SL_MUST_CHECK int sl_store_user_get(struct sl_store *st, const char *id, struct sl_user *out);
@@ -149,22 +185,52 @@ SL_MUST_CHECK int sl_store_user_list(struct sl_store *st, struct sl_user **out, 
 /* Finishes `n` users and frees the array. NULL is fine. */
 void sl_store_free_users(struct sl_user *v, size_t n);
 
+/* A change to a user: each `set_*` says whether its field changes. */
+struct sl_store_user_change {
+    bool set_disabled;
+    bool disabled;
+    bool set_admin;
+    bool is_admin;
+    bool set_email;
+    /* NULL clears it. Borrowed. */
+    const char *email;
+};
+
 /*
- * Records the hash (control/store/secrets sl_token_hash) of a token of `user_id`. SL_EEXIST when
- * the hash is known already; SL_ENOTFOUND when the user does not exist.
+ * Applies `ch` to the user `name` in one transaction, then fills `*out` (may be NULL) with the
+ * user as changed. SL_ENOTFOUND when there is no such user; SL_EINVAL when the change would
+ * leave no enabled admin (the last one cannot be disabled or demoted), nothing written.
+ */
+SL_MUST_CHECK int sl_store_user_update(struct sl_store *st, const char *name,
+                                       const struct sl_store_user_change *ch, struct sl_user *out);
+
+/*
+ * Records the hash (control/store/secrets sl_token_hash) of a token: `t` gives user_id, kind,
+ * scope, name (NULL is "") and expires_at; an empty `t->id` gets a new one; id and created_at are
+ * written back. SL_EEXIST when the hash (or the id) is known already; SL_ENOTFOUND when the user
+ * does not exist.
  */
 SL_MUST_CHECK int sl_store_token_add(struct sl_store *st, const uint8_t hash[32],
-                                     const char *user_id, enum sl_token_kind kind);
+                                     struct sl_store_token *t);
 
 /*
  * Finds the user who holds the token with this hash; the stored hash is compared in constant
- * time. Fills `*out` and `*kind` (may be NULL). SL_ENOTFOUND when no token has this hash.
+ * time. Fills `*out` and `*tok` (may be NULL; the caller finishes it). SL_ENOTFOUND when no token
+ * has this hash. Expiry is the caller's to judge.
  */
 SL_MUST_CHECK int sl_store_token_find_user(struct sl_store *st, const uint8_t hash[32],
-                                           struct sl_user *out, enum sl_token_kind *kind);
+                                           struct sl_user *out, struct sl_store_token *tok);
+
+/* The API tokens of `user_id`, oldest first. Free the array with sl_store_free_tokens(). */
+SL_MUST_CHECK int sl_store_token_list(struct sl_store *st, const char *user_id,
+                                      struct sl_store_token **out, size_t *n);
 
 /* Forgets a token. SL_ENOTFOUND when no token has this hash. */
 SL_MUST_CHECK int sl_store_token_delete(struct sl_store *st, const uint8_t hash[32]);
+
+/* Forgets the token `id` of `user_id`. SL_ENOTFOUND when that user has no token of that id. */
+SL_MUST_CHECK int sl_store_token_delete_id(struct sl_store *st, const char *user_id,
+                                           const char *id);
 
 /* ---- environments ----
  *
@@ -366,6 +432,70 @@ SL_MUST_CHECK int sl_store_schedule_due(struct sl_store *st, int64_t now, size_t
 SL_MUST_CHECK int sl_store_schedule_fire(struct sl_store *st, const char *id, int64_t due,
                                          int64_t now, int64_t next, struct sl_store_job *v,
                                          size_t n);
+
+/* ---- repositories and their members (docs/reference/api.md §5.9) ---- */
+
+/* A repository registered with the local git platform. Strings owned; sl_store_repo_finish(). */
+struct sl_store_repo {
+    /* `owner/name`. */
+    char *name;
+    bool is_public;
+    char *default_branch;
+    /* The protected branch globs as a JSON array of strings, as the API validated them. */
+    char *protected_json;
+    bool archived;
+    /* RFC 3339 UTC, set by the store. */
+    char created_at[32];
+    char updated_at[32];
+};
+
+void sl_store_repo_finish(struct sl_store_repo *r);
+void sl_store_free_repos(struct sl_store_repo *v, size_t n);
+
+/* Inserts `r`, or replaces every field of the repository of that name but its creation time;
+ * created_at and updated_at are written back, and `*created` (may be NULL) says which. */
+SL_MUST_CHECK int sl_store_repo_put(struct sl_store *st, struct sl_store_repo *r, bool *created);
+
+/* Fills `*out` with the repository `name`. SL_ENOTFOUND when there is none. */
+SL_MUST_CHECK int sl_store_repo_get(struct sl_store *st, const char *name,
+                                    struct sl_store_repo *out);
+
+/* Deletes the repository `name` and its members. SL_ENOTFOUND when there is none. */
+SL_MUST_CHECK int sl_store_repo_delete(struct sl_store *st, const char *name);
+
+/* The repositories `user_id` sees (the public ones and those they are a member of; every one
+ * when `user_id` is NULL), by name. Free the array with sl_store_free_repos(). */
+SL_MUST_CHECK int sl_store_repo_list(struct sl_store *st, const char *user_id,
+                                     struct sl_store_repo **out, size_t *n);
+
+/* A member of a repository. */
+struct sl_store_member {
+    char user_id[SL_UUID_LEN + 1];
+    /* Owned. */
+    char *user_name;
+    enum sl_repo_role role;
+};
+
+void sl_store_free_members(struct sl_store_member *v, size_t n);
+
+/* Gives `user_id` the role `role` (READ, WRITE or ADMIN) in `repo`; `*previous` (may be NULL)
+ * gets the role they had (NONE when they were no member). SL_ENOTFOUND when the repository or
+ * the user does not exist; SL_EINVAL for NONE. */
+SL_MUST_CHECK int sl_store_member_put(struct sl_store *st, const char *repo, const char *user_id,
+                                      enum sl_repo_role role, enum sl_repo_role *previous);
+
+/* The role of `user_id` in `repo` as a member: SL_REPO_ROLE_NONE when they are none (or the
+ * repository does not exist). */
+SL_MUST_CHECK int sl_store_member_role(struct sl_store *st, const char *repo, const char *user_id,
+                                       enum sl_repo_role *out);
+
+/* Takes `user_id` out of `repo`. SL_ENOTFOUND when they were no member. */
+SL_MUST_CHECK int sl_store_member_delete(struct sl_store *st, const char *repo,
+                                         const char *user_id);
+
+/* The members of `repo`, by user name. Free with sl_store_free_members(). */
+SL_MUST_CHECK int sl_store_member_list(struct sl_store *st, const char *repo,
+                                       struct sl_store_member **out, size_t *n);
 
 /* ---- meta ---- */
 

@@ -7,7 +7,8 @@
  * The store is one file per table group around store.c, which opens the database, upgrades
  * its schema and holds every SQL text (the schema and the statements that must match it stay
  * side by side): store_users.c (users and tokens), store_envs.c (environments and their
- * repositories), store_clients.c (static clients), store_jobs.c (jobs and schedules).
+ * repositories), store_clients.c (static clients), store_jobs.c (jobs and schedules),
+ * store_repos.c (repositories of the local git platform and their members).
  *
  * Every public function of store.h takes the lock (sl__store_lock) for its whole run; the
  * helpers below run with it held and never take it themselves.
@@ -42,9 +43,13 @@ enum sl__store_stmt {
     SL__STMT_USER_BY_ID,
     SL__STMT_USER_BY_NAME,
     SL__STMT_USER_LIST,
+    SL__STMT_USER_UPDATE,
+    SL__STMT_USER_ADMINS,
     SL__STMT_TOKEN_INSERT,
     SL__STMT_TOKEN_FIND,
+    SL__STMT_TOKEN_LIST,
     SL__STMT_TOKEN_DELETE,
+    SL__STMT_TOKEN_DELETE_ID,
     SL__STMT_ENV_INSERT,
     SL__STMT_ENV_UPDATE,
     SL__STMT_ENV_DELETE,
@@ -65,6 +70,14 @@ enum sl__store_stmt {
     SL__STMT_CLIENT_INSERT,
     SL__STMT_CLIENT_LIST,
     SL__STMT_CLIENT_DELETE,
+    SL__STMT_REPOSITORY_PUT,
+    SL__STMT_REPOSITORY_GET,
+    SL__STMT_REPOSITORY_DELETE,
+    SL__STMT_REPOSITORY_LIST,
+    SL__STMT_MEMBER_GET,
+    SL__STMT_MEMBER_UPSERT,
+    SL__STMT_MEMBER_DELETE,
+    SL__STMT_MEMBER_LIST,
     SL__STMT_SNAPSHOT_NEXT,
     SL__STMT_JOB_INSERT,
     SL__STMT_JOB_GET,
@@ -84,10 +97,16 @@ enum sl__store_stmt {
     SL__STMT_COUNT,
 };
 
-/* The columns the readers of rows expect, in their order: the user of store_users.c
- * (read_user), the environment of store_envs.c (read_env), the job and the schedule of
- * store_jobs.c (read_job, read_schedule). */
-#define SL__STORE_USER_COLS "id, name, is_admin, created_at"
+/* The columns the readers of rows expect, in their order: the user and the token of
+ * store_users.c (read_user, read_token), the environment of store_envs.c (read_env), the job and
+ * the schedule of store_jobs.c (read_job, read_schedule), the repository of store_repos.c
+ * (read_repo). */
+#define SL__STORE_USER_COLS   "id, name, is_admin, disabled, email, created_at"
+#define SL__STORE_USER_COLS_U "u.id, u.name, u.is_admin, u.disabled, u.email, u.created_at"
+#define SL__STORE_TOKEN_COLS  "t.id, t.user_id, t.kind, t.scope, t.name, t.created_at, t.expires_at"
+#define SL__STORE_REPO_COLS                                                                \
+    "r.name, r.visibility, r.default_branch, r.protected_json, r.archived, r.created_at, " \
+    "r.updated_at"
 #define SL__STORE_ENV_COLS                                                               \
     "e.id, e.name, e.description, e.scope, e.owner_key, e.is_default, e.base_image, "    \
     "e.cpus_centi, e.memory_bytes, e.network, e.env_json, e.egress_json, e.created_at, " \

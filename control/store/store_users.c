@@ -2,10 +2,12 @@
 /*
  * control/store/store_users.c - the users and their API and sandbox tokens (store.h, "users
  * and tokens"). A token is stored only as its hash, found by index and compared in constant
- * time.
+ * time; its record (id, name, scope, expiry) is what its owner sees of it.
  */
+#include <stdio.h>
 #include <string.h>
 
+#include <sodium.h>
 #include <sqlite3.h>
 
 #include "base/mem.h"
@@ -24,7 +26,7 @@ static const char *token_kind_text(enum sl_token_kind kind)
     return NULL;
 }
 
-/* Reads a user from columns first .. first + 3 (id, name, is_admin, created_at). */
+/* Reads a user from columns first .. first + 5 (SL__STORE_USER_COLS). */
 static int read_user(struct sl_store *st, sqlite3_stmt *s, int first, struct sl_user *u)
 {
     int rc;
@@ -36,7 +38,11 @@ static int read_user(struct sl_store *st, sqlite3_stmt *s, int first, struct sl_
     }
     if (rc == 0) {
         u->is_admin = sqlite3_column_int(s, first + 2) != 0;
-        rc = sl__store_col_copy(st, s, first + 3, u->created_at, sizeof(u->created_at));
+        u->disabled = sqlite3_column_int(s, first + 3) != 0;
+        rc = sl__store_col_dup(s, first + 4, &u->email);
+    }
+    if (rc == 0) {
+        rc = sl__store_col_copy(st, s, first + 5, u->created_at, sizeof(u->created_at));
     }
     if (rc < 0) {
         sl_user_finish(u);
@@ -49,7 +55,8 @@ static int read_user_row(struct sl_store *st, sqlite3_stmt *s, void *row)
     return read_user(st, s, 0, row);
 }
 
-static int user_create(struct sl_store *st, const char *name, bool is_admin, struct sl_user *out)
+static int user_create(struct sl_store *st, const char *name, bool is_admin, const char *email,
+                       struct sl_user *out)
 {
     struct sl_user u = { 0 };
     sqlite3_stmt *s = NULL;
@@ -62,8 +69,10 @@ static int user_create(struct sl_store *st, const char *name, bool is_admin, str
     u.is_admin = is_admin;
     /* Allocated before the insert, so that a created user is always reported as created. */
     u.name = sl_strdup(name);
-    if (u.name == NULL) {
-        return SL_ENOMEM;
+    u.email = email != NULL ? sl_strdup(email) : NULL;
+    if (u.name == NULL || (email != NULL && u.email == NULL)) {
+        rc = SL_ENOMEM;
+        goto fail;
     }
     rc = sl__store_stmt(st, SL__STMT_USER_INSERT, &s);
     if (rc < 0) {
@@ -73,6 +82,7 @@ static int user_create(struct sl_store *st, const char *name, bool is_admin, str
     sl__store_bind_text(s, 2, u.name, &acc);
     sl__store_bind_int64(s, 3, is_admin ? 1 : 0, &acc);
     sl__store_bind_text(s, 4, u.created_at, &acc);
+    sl__store_bind_text(s, 5, u.email, &acc);
     rc = sl__store_exec(st, s, acc, "user-create");
     if (rc < 0) {
         goto fail;
@@ -85,12 +95,13 @@ fail:
     return rc;
 }
 
-int sl_store_user_create(struct sl_store *st, const char *name, bool is_admin, struct sl_user *out)
+int sl_store_user_create(struct sl_store *st, const char *name, bool is_admin, const char *email,
+                         struct sl_user *out)
 {
     int rc;
 
     sl__store_lock(st);
-    rc = user_create(st, name, is_admin, out);
+    rc = user_create(st, name, is_admin, email, out);
     sl__store_unlock(st);
     return rc;
 }
@@ -170,39 +181,193 @@ int sl_store_user_list(struct sl_store *st, struct sl_user **out, size_t *n)
     return rc;
 }
 
+/* The number of enabled admins, in `*n`. */
+static int count_admins(struct sl_store *st, int64_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    SL_TRY(sl__store_stmt(st, SL__STMT_USER_ADMINS, &s));
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *n = sqlite3_column_int64(s, 0);
+        rc = 0;
+    } else {
+        rc = sl__store_db_error(st, rc, "user-admins");
+    }
+    sl__store_stmt_done(s);
+    return rc;
+}
+
+/* The change itself, inside the transaction: the update, then the rule that some enabled admin
+ * is left (checked after the change, so that it holds whatever the change was). */
+static int user_change(struct sl_store *st, const char *name, const struct sl_store_user_change *ch)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int64_t admins = 0;
+
+    SL_TRY(sl__store_stmt(st, SL__STMT_USER_UPDATE, &s));
+    sl__store_bind_text(s, 1, name, &acc);
+    sl__store_bind_optional(s, 2, ch->set_disabled ? (ch->disabled ? 1 : 0) : -1, &acc);
+    sl__store_bind_optional(s, 3, ch->set_admin ? (ch->is_admin ? 1 : 0) : -1, &acc);
+    sl__store_bind_int64(s, 4, ch->set_email ? 1 : 0, &acc);
+    sl__store_bind_text(s, 5, ch->email, &acc);
+    SL_TRY(sl__store_exec(st, s, acc, "user-update"));
+    SL_ENSURE(sqlite3_changes(st->db) > 0, SL_ENOTFOUND);
+    SL_TRY(count_admins(st, &admins));
+    return admins > 0 ? 0 : SL_EINVAL;
+}
+
+int sl_store_user_update(struct sl_store *st, const char *name,
+                         const struct sl_store_user_change *ch, struct sl_user *out)
+{
+    int rc;
+
+    SL_ENSURE(name != NULL && ch != NULL, SL_EINVAL);
+    sl__store_lock(st);
+    rc = sl__store_tx_begin(st);
+    if (rc == 0) {
+        rc = sl__store_tx_end(st, user_change(st, name, ch));
+    }
+    if (rc == 0 && out != NULL) {
+        rc = user_get(st, SL__STMT_USER_BY_NAME, name, out);
+    }
+    sl__store_unlock(st);
+    return rc;
+}
+
 /* ---- tokens ---- */
 
-static int token_add(struct sl_store *st, const uint8_t hash[32], const char *user_id,
-                     enum sl_token_kind kind)
+const char *sl_token_scope_name(enum sl_token_scope scope)
 {
-    const char *kind_text = token_kind_text(kind);
+    switch (scope) {
+    case SL_TOKEN_SCOPE_READ:
+        return "read";
+    case SL_TOKEN_SCOPE_WRITE:
+        return "write";
+    case SL_TOKEN_SCOPE_ADMIN:
+        return "admin";
+    }
+    return "read";
+}
+
+bool sl_token_scope_parse(const char *text, enum sl_token_scope *out)
+{
+    static const enum sl_token_scope scopes[] = { SL_TOKEN_SCOPE_READ, SL_TOKEN_SCOPE_WRITE,
+                                                  SL_TOKEN_SCOPE_ADMIN };
+
+    for (size_t i = 0; text != NULL && i < SL_ARRAY_LEN(scopes); i++) {
+        if (strcmp(text, sl_token_scope_name(scopes[i])) == 0) {
+            *out = scopes[i];
+            return true;
+        }
+    }
+    return false;
+}
+
+void sl_store_token_finish(struct sl_store_token *t)
+{
+    sl_free(t->name);
+    memset(t, 0, sizeof(*t));
+}
+
+void sl_store_free_tokens(struct sl_store_token *v, size_t n)
+{
+    if (v == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sl_store_token_finish(&v[i]);
+    }
+    sl_free(v);
+}
+
+/* Reads a token's record from columns first .. first + 6 (SL__STORE_TOKEN_COLS). A scope the
+ * schema does not allow cannot be there; read as the least one. */
+static int read_token(struct sl_store *st, sqlite3_stmt *s, int first, struct sl_store_token *t)
+{
+    const unsigned char *scope;
+    int rc;
+
+    memset(t, 0, sizeof(*t));
+    rc = sl__store_col_copy(st, s, first, t->id, sizeof(t->id));
+    if (rc == 0) {
+        rc = sl__store_col_copy(st, s, first + 1, t->user_id, sizeof(t->user_id));
+    }
+    if (rc == 0) {
+        t->kind = sl__store_col_is(s, first + 2, "sandbox") ? SL_TOKEN_KIND_SANDBOX
+                                                            : SL_TOKEN_KIND_API;
+        scope = sqlite3_column_text(s, first + 3);
+        if (scope == NULL || !sl_token_scope_parse((const char *)scope, &t->scope)) {
+            t->scope = SL_TOKEN_SCOPE_READ;
+        }
+        rc = sl__store_col_dup_required(st, s, first + 4, &t->name);
+    }
+    if (rc == 0) {
+        rc = sl__store_col_copy(st, s, first + 5, t->created_at, sizeof(t->created_at));
+    }
+    if (rc == 0) {
+        rc = sl__store_col_copy(st, s, first + 6, t->expires_at, sizeof(t->expires_at));
+    }
+    if (rc < 0) {
+        sl_store_token_finish(t);
+    }
+    return rc;
+}
+
+static int read_token_row(struct sl_store *st, sqlite3_stmt *s, void *row)
+{
+    return read_token(st, s, 0, row);
+}
+
+static int token_add(struct sl_store *st, const uint8_t hash[32], struct sl_store_token *t)
+{
+    const char *kind_text = token_kind_text(t->kind);
     char now[SL__STORE_TIMESTAMP_SIZE];
     sqlite3_stmt *s = NULL;
     int acc = SQLITE_OK;
 
-    SL_ENSURE(hash != NULL && user_id != NULL && kind_text != NULL, SL_EINVAL);
+    SL_ENSURE(hash != NULL && kind_text != NULL, SL_EINVAL);
+    SL_ENSURE(sl__store_is_terminated(t->user_id, sizeof(t->user_id))
+                      && sl__store_is_terminated(t->id, sizeof(t->id))
+                      && sl__store_is_terminated(t->expires_at, sizeof(t->expires_at)),
+              SL_EINVAL);
+    if (t->id[0] == '\0') {
+        unsigned char raw[8];
+
+        randombytes_buf(raw, sizeof(raw));
+        memcpy(t->id, "tok_", 4);
+        (void)sodium_bin2hex(t->id + 4, sizeof(t->id) - 4, raw, sizeof(raw));
+    }
     sl__store_now(now);
     SL_TRY(sl__store_stmt(st, SL__STMT_TOKEN_INSERT, &s));
-    sl__store_bind_hash(s, 1, hash, &acc);
-    sl__store_bind_text(s, 2, user_id, &acc);
-    sl__store_bind_text(s, 3, kind_text, &acc);
-    sl__store_bind_text(s, 4, now, &acc);
-    return sl__store_exec(st, s, acc, "token-add");
+    sl__store_bind_text(s, 1, t->id, &acc);
+    sl__store_bind_hash(s, 2, hash, &acc);
+    sl__store_bind_text(s, 3, t->user_id, &acc);
+    sl__store_bind_text(s, 4, kind_text, &acc);
+    sl__store_bind_text(s, 5, t->name != NULL ? t->name : "", &acc);
+    sl__store_bind_text(s, 6, sl_token_scope_name(t->scope), &acc);
+    sl__store_bind_text(s, 7, now, &acc);
+    sl__store_bind_text(s, 8, t->expires_at[0] != '\0' ? t->expires_at : NULL, &acc);
+    SL_TRY(sl__store_exec(st, s, acc, "token-add"));
+    memcpy(t->created_at, now, sizeof(t->created_at));
+    return 0;
 }
 
-int sl_store_token_add(struct sl_store *st, const uint8_t hash[32], const char *user_id,
-                       enum sl_token_kind kind)
+int sl_store_token_add(struct sl_store *st, const uint8_t hash[32], struct sl_store_token *t)
 {
     int rc;
 
+    SL_ENSURE(t != NULL, SL_EINVAL);
     sl__store_lock(st);
-    rc = token_add(st, hash, user_id, kind);
+    rc = token_add(st, hash, t);
     sl__store_unlock(st);
     return rc;
 }
 
 static int token_find_user(struct sl_store *st, const uint8_t hash[32], struct sl_user *out,
-                           enum sl_token_kind *kind)
+                           struct sl_store_token *tok)
 {
     const void *stored;
     sqlite3_stmt *s = NULL;
@@ -229,9 +394,12 @@ static int token_find_user(struct sl_store *st, const uint8_t hash[32], struct s
         rc = SL_ENOTFOUND;
         goto done;
     }
-    rc = read_user(st, s, 2, out);
-    if (rc == 0 && kind != NULL) {
-        *kind = sl__store_col_is(s, 1, "sandbox") ? SL_TOKEN_KIND_SANDBOX : SL_TOKEN_KIND_API;
+    rc = read_user(st, s, 8, out);
+    if (rc == 0 && tok != NULL) {
+        rc = read_token(st, s, 1, tok);
+        if (rc < 0) {
+            sl_user_finish(out);
+        }
     }
 done:
     sl__store_stmt_done(s);
@@ -239,12 +407,49 @@ done:
 }
 
 int sl_store_token_find_user(struct sl_store *st, const uint8_t hash[32], struct sl_user *out,
-                             enum sl_token_kind *kind)
+                             struct sl_store_token *tok)
 {
     int rc;
 
     sl__store_lock(st);
-    rc = token_find_user(st, hash, out, kind);
+    rc = token_find_user(st, hash, out, tok);
+    sl__store_unlock(st);
+    return rc;
+}
+
+static void free_token_rows(void *rows, size_t n)
+{
+    sl_store_free_tokens(rows, n);
+}
+
+static int token_list(struct sl_store *st, const char *user_id, struct sl_store_token **out,
+                      size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    void *v = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    SL_ENSURE(user_id != NULL, SL_EINVAL);
+    SL_TRY(sl__store_stmt(st, SL__STMT_TOKEN_LIST, &s));
+    sl__store_bind_text(s, 1, user_id, &acc);
+    rc = acc == SQLITE_OK ? sl__store_collect_rows(st, s, sizeof(**out), read_token_row,
+                                                   free_token_rows, "token-list", &v, n)
+                          : sl__store_db_error(st, acc, "token-list");
+    sl__store_stmt_done(s);
+    if (rc == 0) {
+        *out = v;
+    }
+    return rc;
+}
+
+int sl_store_token_list(struct sl_store *st, const char *user_id, struct sl_store_token **out,
+                        size_t *n)
+{
+    int rc;
+
+    sl__store_lock(st);
+    rc = token_list(st, user_id, out, n);
     sl__store_unlock(st);
     return rc;
 }
@@ -256,6 +461,29 @@ int sl_store_token_delete(struct sl_store *st, const uint8_t hash[32])
     SL_ENSURE(hash != NULL, SL_EINVAL);
     sl__store_lock(st);
     rc = sl__store_delete_one(st, SL__STMT_TOKEN_DELETE, NULL, hash, "token-delete");
+    sl__store_unlock(st);
+    return rc;
+}
+
+static int token_delete_id(struct sl_store *st, const char *user_id, const char *id)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+
+    SL_TRY(sl__store_stmt(st, SL__STMT_TOKEN_DELETE_ID, &s));
+    sl__store_bind_text(s, 1, id, &acc);
+    sl__store_bind_text(s, 2, user_id, &acc);
+    SL_TRY(sl__store_exec(st, s, acc, "token-delete"));
+    return sqlite3_changes(st->db) == 0 ? SL_ENOTFOUND : 0;
+}
+
+int sl_store_token_delete_id(struct sl_store *st, const char *user_id, const char *id)
+{
+    int rc;
+
+    SL_ENSURE(user_id != NULL && id != NULL, SL_EINVAL);
+    sl__store_lock(st);
+    rc = token_delete_id(st, user_id, id);
     sl__store_unlock(st);
     return rc;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/web/api.c - routes, authentication and JSON errors of the REST API (docs/reference/api.md
- * §5): the results a job builds, the small parsers of paths and queries, the MCP and jobs routes,
- * and the job itself. Environments and static clients are api_envs.c, resolution and sandboxes
- * api_sandboxes.c, the audit tail api_audit.c.
+ * §5): the results a job builds, the small parsers of paths and queries, authentication (token
+ * scopes, expiry, disabled users), the content type of writes, the MCP and jobs routes, and the job
+ * itself with its wait for the proxies after a change that removed access. Environments and
+ * static clients are api_envs.c, resolution and sandboxes api_sandboxes.c, the audit tail
+ * api_audit.c, users and tokens api_users.c, repositories and members api_repos.c.
  *
  * Each request is one thread-pool job: the job owns copies of what it needs from the request
  * and a result (status and body text); the loop only queues jobs and answers exchanges.
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <sodium.h>
@@ -31,8 +34,12 @@
 
 #define ENVS_PREFIX    "/api/v1/environments"
 #define CLIENTS_PREFIX "/api/v1/clients"
+#define REPOS_PATH     "/api/v1/repos"
 #define REPOS_PREFIX   "/api/v1/repos/"
+#define USERS_PREFIX   "/api/v1/users"
+#define TOKENS_PREFIX  "/api/v1/tokens"
 #define AUDIT_PATH     "/api/v1/audit"
+#define JOBS_PATH      "/api/v1/jobs"
 
 struct job {
     uv_work_t work;
@@ -237,6 +244,31 @@ bool sl__api_is_uuid_shaped(const char *s)
     return true;
 }
 
+json_t *sl__api_body_object(struct sl__api_call *c)
+{
+    json_error_t jerr;
+    json_t *root = NULL;
+
+    if (c->req->body.n > 0) {
+        root = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
+                          &jerr);
+    }
+    if (!json_is_object(root)) {
+        json_decref(root);
+        sl__api_set_error(c->res, 400, "the body must be a JSON object");
+        return NULL;
+    }
+    return root;
+}
+
+struct sl_gitplat_caller sl__api_git_caller(const struct sl__api_call *c)
+{
+    struct sl_gitplat_caller who = { c->user.id, c->user.is_admin,
+                                     c->scope >= SL_TOKEN_SCOPE_WRITE };
+
+    return who;
+}
+
 /* ---- MCP (§5.5): read here, answered by control/web/mcp on the loop -------------------------- */
 
 /* A header's value (NUL-terminated in the request's arena), or NULL. */
@@ -299,7 +331,9 @@ static void route_jobs(struct sl__api_call *c)
 {
     struct sl_jobs_http rq = {
         .store = c->api->store,
+        .git = c->api->git,
         .user = &c->user,
+        .token_writes = c->scope >= SL_TOKEN_SCOPE_WRITE,
         .method = c->req->method,
         .path = c->req->path,
         .query = c->req->query,
@@ -313,14 +347,9 @@ static void route_jobs(struct sl__api_call *c)
     int status = 500;
     bool kick = false;
 
-    if (strncmp(c->req->path, "/api/v1/jobs", 12) == 0 && strcmp(c->req->method, "POST") == 0
-        && c->api->sandboxes == NULL) {
-        sl__api_set_error(
-                c->res, 503,
-                "jobs need sandboxes, which are not enabled: the control plane needs "
-                "--proxy-admin-socket and a reachable container runtime (--docker-socket)");
-        return;
-    }
+    rq.sandboxes_on = c->api->sandboxes != NULL;
+    rq.why_off = "jobs need sandboxes, which are not enabled: the control plane needs "
+                 "--proxy-admin-socket and a reachable container runtime (--docker-socket)";
     sl_jobs_http(&rq, &status, &doc, &kick);
     c->res->jobs_queued = kick;
     if (doc == NULL) {
@@ -338,12 +367,18 @@ static void route_jobs(struct sl__api_call *c)
 /* ---- the job ------------------------------------------------------------------------------
  */
 
-/* Finds the caller. Returns true with c->user filled, or false with the answer set. */
+/* Finds the caller. Returns true with c->user and c->scope filled, or false with the answer
+ * set. */
 static bool authenticate(struct sl__api_call *c, const char *auth)
 {
     uint8_t hash[SL_TOKEN_HASH_BYTES];
+    struct sl_store_token tok;
+    char now[32];
+    time_t t = time(NULL);
+    struct tm tm;
     int rc;
 
+    memset(&tok, 0, sizeof(tok));
     /* The scheme is case-insensitive (RFC 9110 §11.1). */
     if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
         sl__api_set_error(c->res, 401, "an API token is required: Authorization: Bearer TOKEN");
@@ -351,7 +386,7 @@ static bool authenticate(struct sl__api_call *c, const char *auth)
     }
     rc = sl_token_hash(auth + 7, hash);
     if (rc == 0) {
-        rc = sl_store_token_find_user(c->api->store, hash, &c->user, NULL);
+        rc = sl_store_token_find_user(c->api->store, hash, &c->user, &tok);
     }
     if (rc == SL_ENOTFOUND) {
         sl__api_set_error(c->res, 401, "unknown API token");
@@ -361,7 +396,107 @@ static bool authenticate(struct sl__api_call *c, const char *auth)
         sl__api_set_internal(c->res, "checking a token", rc);
         return false;
     }
-    return true;
+    c->scope = tok.scope;
+    c->account_admin = c->user.is_admin;
+    /* The admin actions need both: an admin, and a token of scope admin. */
+    c->user.is_admin = c->user.is_admin && tok.scope == SL_TOKEN_SCOPE_ADMIN;
+    if (gmtime_r(&t, &tm) == NULL || strftime(now, sizeof(now), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        now[0] = '\0';
+    }
+    if (c->user.disabled) {
+        sl__api_set_error(c->res, 401, "account disabled");
+    } else if (tok.expires_at[0] != '\0' && strcmp(now, tok.expires_at) >= 0) {
+        /* Both texts are RFC 3339 UTC to the second: their order is the times' order. */
+        sl__api_set_error(c->res, 401, "token expired");
+    } else {
+        sl_store_token_finish(&tok);
+        return true;
+    }
+    sl_store_token_finish(&tok);
+    return false;
+}
+
+/* True when the Content-Type value `v` is application/json, parameters allowed (RFC 9110 §8.3:
+ * the type and subtype are case-insensitive). */
+static bool is_json_type(const char *v)
+{
+    static const char want[] = "application/json";
+
+    while (*v == ' ' || *v == '\t') {
+        v++;
+    }
+    if (strncasecmp(v, want, sizeof(want) - 1) != 0) {
+        return false;
+    }
+    v += sizeof(want) - 1;
+    while (*v == ' ' || *v == '\t') {
+        v++;
+    }
+    return *v == '\0' || *v == ';';
+}
+
+/* REST writes carry JSON and say so: a POST, PUT or PATCH with a body needs Content-Type
+ * application/json (the MCP endpoint has its own rules, and the requests of
+ * sl_api_dispatch() have no headers: they are JSON by construction). False with the 415 set. */
+static bool content_type_ok(struct sl__api_call *c)
+{
+    const char *m = c->req->method;
+    const struct sl_h1_header *h;
+    char type[64];
+
+    if (c->req->head == NULL || c->req->body.n == 0 || strcmp(c->req->path, "/mcp") == 0
+        || (strcmp(m, "POST") != 0 && strcmp(m, "PUT") != 0 && strcmp(m, "PATCH") != 0)) {
+        return true;
+    }
+    h = sl_h1_find(c->req->head, "content-type");
+    if (h != NULL && is_json_type((const char *)h->value.p)) {
+        return true;
+    }
+    if (h == NULL) {
+        sl__api_set_error(c->res, 415,
+                          "a request body needs Content-Type: application/json (none was given)");
+        return false;
+    }
+    /* Named, cut to fit, without what would break the message. */
+    (void)snprintf(type, sizeof(type), "%.*s", (int)(h->value.n < 60 ? h->value.n : 60),
+                   (const char *)h->value.p);
+    for (char *p = type; *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f || *p == '\'') {
+            *p = '?';
+        }
+    }
+    sl__api_set_errorf(c->res, 415, "Content-Type must be application/json, not '%s'", type);
+    return false;
+}
+
+/* A token of scope read may only read: GET (and the MCP endpoint, whose tools come back in
+ * through the REST routes with the same token). False with the 403 set. */
+static bool scope_allows(struct sl__api_call *c)
+{
+    const char *path = c->req->path;
+
+    if (c->scope >= SL_TOKEN_SCOPE_WRITE || strcmp(c->req->method, "GET") == 0
+        || strcmp(path, "/mcp") == 0) {
+        return true;
+    }
+    /* Sandboxes and jobs say what they need, as their other refusals do. */
+    if (strncmp(path, REPOS_PREFIX, strlen(REPOS_PREFIX)) == 0
+        && strstr(path, "/sandboxes") != NULL) {
+        sl__api_set_error(c->res, 403, "write access required");
+    } else if (strncmp(path, JOBS_PATH, strlen(JOBS_PATH)) == 0) {
+        sl__api_set_error(c->res, 403, "write access required");
+    } else {
+        sl__api_set_error(c->res, 403, "this token may only read (scope read)");
+    }
+    return false;
+}
+
+/* Whether `path` is `prefix` or below it ("/api/v1/users", "/api/v1/users/..."). */
+static bool under(const char *path, const char *prefix)
+{
+    size_t n = strlen(prefix);
+
+    return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
 static void route(struct sl__api_call *c)
@@ -369,12 +504,25 @@ static void route(struct sl__api_call *c)
     const char *path = c->req->path;
     const char *m = c->req->method;
 
+    if (!scope_allows(c) || !content_type_ok(c)) {
+        return;
+    }
     if (strncmp(path, ENVS_PREFIX, strlen(ENVS_PREFIX)) == 0) {
         sl__api_route_envs(c, path + strlen(ENVS_PREFIX));
     } else if (strncmp(path, CLIENTS_PREFIX, strlen(CLIENTS_PREFIX)) == 0) {
         sl__api_route_clients(c, path + strlen(CLIENTS_PREFIX));
+    } else if (strcmp(path, REPOS_PATH) == 0) {
+        if (strcmp(m, "GET") == 0) {
+            sl__api_list_repos(c);
+        } else {
+            sl__api_set_error(c->res, 405, "use GET");
+        }
     } else if (strncmp(path, REPOS_PREFIX, strlen(REPOS_PREFIX)) == 0) {
         sl__api_route_repos(c, path + strlen(REPOS_PREFIX));
+    } else if (under(path, USERS_PREFIX)) {
+        sl__api_route_users(c, path + strlen(USERS_PREFIX));
+    } else if (under(path, TOKENS_PREFIX)) {
+        sl__api_route_tokens(c, path + strlen(TOKENS_PREFIX));
     } else if (strcmp(path, "/api/v1/resolve") == 0) {
         if (strcmp(m, "GET") == 0) {
             sl__api_resolve(c);
@@ -393,9 +541,9 @@ static void route(struct sl__api_call *c)
         }
     } else if (strcmp(path, "/api/v1/me") == 0) {
         if (strcmp(m, "GET") == 0) {
-            sl__api_set_json(
-                    c->res, 200,
-                    json_pack("{s:s,s:b}", "name", c->user.name, "admin", c->user.is_admin));
+            sl__api_set_json(c->res, 200,
+                             json_pack("{s:s,s:b,s:s}", "name", c->user.name, "admin",
+                                       c->user.is_admin, "scope", sl_token_scope_name(c->scope)));
         } else {
             sl__api_set_error(c->res, 405, "use GET");
         }
@@ -505,7 +653,7 @@ static void on_sandbox_reply(void *arg, int status, json_t *body)
 static void finish_deferred(struct job *j)
 {
     struct sl__api_defer *d = &j->res.defer;
-    struct sl_sandbox_caller caller = { d->user_id, d->is_admin };
+    struct sl_sandbox_caller caller = { d->user_id, d->any_sandbox };
     struct sl_sandboxes *sb = j->api->sandboxes;
     sl_sandbox_reply_fn *reply = j->x != NULL ? on_sandbox_reply : j->reply;
     void *arg = j->x != NULL ? (void *)j->x : j->reply_arg;
@@ -527,6 +675,21 @@ static void finish_deferred(struct job *j)
     free_job(j);
 }
 
+/* The proxies hold a snapshot without the access the job's change removed, or not (then the
+ * change stays, and the answer says who did not take it). */
+static void on_settled(void *arg, const char *failure)
+{
+    struct job *j = arg;
+
+    if (failure != NULL) {
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"a change that removed access is not everywhere yet\" why=\"%s\"", failure);
+        sl__api_set_error(&j->res, 503, failure);
+    }
+    answer(j, j->res.status, j->res.body);
+    free_job(j);
+}
+
 static void on_work_done(uv_work_t *w, int status)
 {
     struct job *j = SL_CONTAINER_OF(w, struct job, work);
@@ -537,6 +700,11 @@ static void on_work_done(uv_work_t *w, int status)
     (void)status;
     if (j->res.defer.kind != SL__API_DEFER_NONE) {
         finish_deferred(j);
+        return;
+    }
+    if (j->res.revokes && api->revoked != NULL && j->res.status < 300) {
+        /* Answered once the proxies took it (the hook builds and pushes the snapshot). */
+        api->revoked(api->hook_arg, on_settled, j);
         return;
     }
     if (j->res.doc != NULL) {
@@ -611,6 +779,29 @@ int sl_api_dispatch(struct sl_api *api, const struct sl_api_request *r, sl_api_r
     return 0;
 }
 
+/* True for the requests that start sandboxes: POST /api/v1/repos/OWNER/NAME/sandboxes and POST
+ * /api/v1/jobs. */
+static bool starts_sandboxes(const struct sl_http_request *req)
+{
+    const char *p = req->path;
+    const char *s1;
+    const char *s2;
+
+    if (strcmp(req->method, "POST") != 0) {
+        return false;
+    }
+    if (strcmp(p, JOBS_PATH) == 0) {
+        return true;
+    }
+    if (strncmp(p, REPOS_PREFIX, strlen(REPOS_PREFIX)) != 0) {
+        return false;
+    }
+    p += strlen(REPOS_PREFIX);
+    s1 = strchr(p, '/');
+    s2 = s1 != NULL ? strchr(s1 + 1, '/') : NULL;
+    return s2 != NULL && strcmp(s2, "/sandboxes") == 0;
+}
+
 void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
 {
     static const char healthy[] = "{\"ok\":true}";
@@ -653,7 +844,11 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         if (strncasecmp((const char *)h->value.p, "Bearer ", 7) == 0
             && sl_sandboxes_is_token(api->sandboxes, token)) {
             sodium_memzero(token, sizeof(token));
-            sl_http_respond_error(x, 403, "sandbox tokens cannot use the API nor start sandboxes");
+            sl_http_respond_error(
+                    x, 403,
+                    starts_sandboxes(req)
+                            ? "job and sandbox tokens can't start sandboxes"
+                            : "sandbox tokens cannot use the API nor start sandboxes");
             return;
         }
         sodium_memzero(token, sizeof(token));

@@ -20,6 +20,14 @@
  * `/mcp` is the MCP endpoint (control/web/mcp.h), whose tool calls come back in through
  * sl_api_dispatch().
  *
+ * Who may do what (docs/reference/api.md, "Authentication and roles"): a token has a scope
+ * (read, write, admin) and may be expired; a disabled user's tokens are refused; the admin
+ * actions need an admin's token of scope admin. Repositories and roles come from the git
+ * platform (control/git/gitplat.h). A change that removes access (a static client deleted, a
+ * user disabled or demoted, a member removed or lowered, a repository changed or deleted)
+ * answers only once every proxy acknowledged a snapshot without that access, or 503 naming the
+ * ones that did not (the `revoked` hook).
+ *
  * Lifecycle: fill a struct sl_api (caller storage) -> sl_api_init() -> pass sl_api_handle and
  * the struct to sl_http_server_create() -> on stop, close the server and let the loop run until
  * sl_api_pending() is 0 (every job has answered its exchange) -> release the store and key.
@@ -35,6 +43,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "control/git/gitplat.h"
 #include "control/sandbox/sandbox.h"
 #include "control/store/secrets.h"
 #include "control/store/store.h"
@@ -67,12 +76,25 @@ typedef void sl_api_changed_fn(void *arg);
  * what only the loop knows, such as the pusher's state. */
 typedef void sl_api_status_fn(void *arg, json_t *doc);
 
+/* The end of the wait for a change that removed access: `failure` is NULL once every proxy
+ * acknowledged a snapshot built after the change, else what went wrong, for a person (the
+ * answer becomes 503 with it). `job` is the hook's. */
+typedef void sl_api_settled_fn(void *job, const char *failure);
+
+/* Called on the loop after a job committed a change that removed access, instead of
+ * `changed`: the daemon builds and pushes a snapshot and calls `done(job, ...)` once, on the
+ * loop, when every proxy acknowledged it or after 5 s; at once (from this call) when there is
+ * nothing to wait for (no proxy) or the daemon is stopping. */
+typedef void sl_api_revoked_fn(void *arg, sl_api_settled_fn *done, void *job);
+
 struct sl_api {
     /* The loop the server runs on. Borrowed. */
     uv_loop_t *loop;
     /* The database and the key; borrowed, used from thread-pool jobs (both are thread-safe). */
     struct sl_store *store;
     struct sl_secrets *secrets;
+    /* The git platform (repositories, roles, credentials); borrowed, used from jobs. */
+    struct sl_gitplat *git;
     /* The sandbox manager (loop side), NULL when sandboxes are off. Borrowed. */
     struct sl_sandboxes *sandboxes;
     /* The built-in base image for resolution (`--image`); NULL for the default. Borrowed. */
@@ -83,6 +105,8 @@ struct sl_api {
     /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */
     sl_api_changed_fn *changed;
     sl_api_status_fn *status;
+    /* NULL: such a change answers at once, as any other (after `changed`). */
+    sl_api_revoked_fn *revoked;
     /* Jobs were queued (control/jobs/jobs): the pool may start them. */
     sl_api_changed_fn *jobs_queued;
     void *hook_arg;
@@ -108,11 +132,15 @@ SL_MUST_CHECK int sl_api_dispatch(struct sl_api *api, const struct sl_api_reques
 
 /*
  * Prepares the sandbox of a job (control/jobs/jobs) off the loop, as a POST .../sandboxes of the
- * user `user_id` would: resolution (docs/reference/api.md §5.2) with the environment `envkey` (an
- * id or name visible to the user; NULL resolves), values opened. Returns 0 with `*spec` (owned by
- * the caller, marked as a job's) and `*env` ({"id","name","matched_by"}, a new reference), or
- * SL_ENOTFOUND (the user or the environment is gone; "no environment 'X'") or another failure,
- * with the reason in `err`. Blocks: thread pool only.
+ * user `user_id` would: the user must be enabled and may use the repository (its roles, as
+ * their account can act), resolution (docs/reference/api.md §5.2) with the environment `envkey` (an
+ * id or name visible to the user; NULL resolves), values opened, the git credential issued. Returns
+ * 0 with
+ * `*spec` (owned by the caller, marked as a job's) and `*env` ({"id","name","matched_by"}, a new
+ * reference), SL_ENOTFOUND (the user or the environment is gone; "no environment 'X'"),
+ * SL_EINVAL (the user is disabled or may not use the repository: "account disabled",
+ * "repository not found", "write access required", ...) or another failure, with the reason in
+ * `err`. Blocks: thread pool only.
  */
 SL_MUST_CHECK int sl_api_prepare_sandbox(struct sl_api *api, const char *user_id, const char *repo,
                                          const char *ref, const char *envkey,

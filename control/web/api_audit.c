@@ -164,7 +164,7 @@ void sl__api_list_all_sandboxes(struct sl__api_call *c)
         return;
     }
     (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
-    d->is_admin = c->user.is_admin;
+    d->any_sandbox = c->user.is_admin;
     d->repo[0] = '\0';
     d->kind = SL__API_DEFER_LIST;
 }

@@ -569,6 +569,8 @@ void sl__api_route_clients(struct sl__api_call *c, const char *tail)
         sl__api_set_internal(c->res, "deleting a static client", rc);
     } else {
         c->res->changed = true;
+        /* Its token or address stops working: answered once every proxy knows. */
+        c->res->revokes = true;
         c->res->status = 204;
     }
 }

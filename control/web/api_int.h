@@ -4,10 +4,14 @@
  * one request in its thread-pool job (struct sl__api_call), the result it builds, and the
  * routes of each file.
  *
- *   api.c            results, small parsers, authentication, the MCP and jobs routes, the job;
+ *   api.c            results, small parsers, authentication (scopes, expiry, disabled users),
+ *                    the content type of writes, the MCP and jobs routes, the job;
  *   api_envs.c       environments (§5.1) and static clients (§5.1b);
  *   api_sandboxes.c  resolution (§5.2) and sandboxes (§5.3);
- *   api_audit.c      the audit tail and the admins' list of sandboxes.
+ *   api_audit.c      the audit tail and the admins' list of sandboxes;
+ *   api_users.c      users and API tokens (§5.8);
+ *   api_repos.c      repositories and their members (§5.9), and the routes under a
+ *                    repository (its sandboxes go to api_sandboxes.c).
  *
  * Everything here runs in the job, on a thread-pool thread, except where a comment says the
  * loop finishes it (struct sl__api_defer).
@@ -44,7 +48,8 @@ struct sl__api_defer {
     /* SL__API_DEFER_CREATE: the prepared create (owned). */
     struct sl_sandbox_spec *spec;
     char user_id[SL_UUID_LEN + 1];
-    bool is_admin;
+    /* The caller may call every sandbox of the repository (struct sl_sandbox_caller). */
+    bool any_sandbox;
     char repo[SL__API_SEGMENT_MAX];
     char id[SL__API_SEGMENT_MAX];
     char action[16];
@@ -61,6 +66,8 @@ struct sl__api_result {
     char *body;
     /* The job committed a change. */
     bool changed;
+    /* ... one that removed access: the answer waits for the proxies (struct sl_api revoked). */
+    bool revokes;
     /* The job queued jobs (control/jobs/jobs). */
     bool jobs_queued;
     /* A document the loop completes (status) before it becomes `body`; owned. */
@@ -74,7 +81,11 @@ struct sl__api_result {
 struct sl__api_call {
     struct sl_api *api;
     const struct sl_http_request *req;
+    /* The caller. `user.is_admin` is true only for an admin's token of scope admin: what a
+     * request may do as an admin; `account_admin` is the account's own flag. */
     struct sl_user user;
+    bool account_admin;
+    enum sl_token_scope scope;
     struct sl_env_sealer sealer;
     struct sl__api_result *res;
     /* Borrowed from the job. */
@@ -109,6 +120,28 @@ bool sl__api_split_tail(const char *tail, char *seg, size_t cap, const char **re
 /* True when `s` has the shape of a UUID (36 characters, hex digits and dashes). */
 bool sl__api_is_uuid_shaped(const char *s);
 
+/* Parses the request body as a JSON object (no duplicate keys). Returns it (a new reference),
+ * or NULL with the 400 set. */
+json_t *sl__api_body_object(struct sl__api_call *c);
+
+/* The caller as the git platform sees them (struct sl_gitplat_caller). */
+struct sl_gitplat_caller sl__api_git_caller(const struct sl__api_call *c);
+
+/* ---- api_users.c ---- */
+
+/* /api/v1/users`tail` and /api/v1/tokens`tail`. */
+void sl__api_route_users(struct sl__api_call *c, const char *tail);
+void sl__api_route_tokens(struct sl__api_call *c, const char *tail);
+
+/* ---- api_repos.c ---- */
+
+/* GET /api/v1/repos. */
+void sl__api_list_repos(struct sl__api_call *c);
+
+/* /api/v1/repos/{owner}/{repo}[/members[/{user}] | /sandboxes...] (`tail` after
+ * /api/v1/repos/). */
+void sl__api_route_repos(struct sl__api_call *c, const char *tail);
+
 /* ---- api_envs.c ---- */
 
 /* Looks up the environment `key` (an id or a name) among those the caller sees: by id, or by
@@ -133,8 +166,9 @@ void sl__api_resolve(struct sl__api_call *c);
 /* False, with the 503 set, when this control plane runs no sandboxes. */
 bool sl__api_sandboxes_enabled(struct sl__api_call *c);
 
-/* /api/v1/repos/{owner}/{repo}/sandboxes[/{id}[/{action}]] (`tail` after /api/v1/repos/). */
-void sl__api_route_repos(struct sl__api_call *c, const char *tail);
+/* /api/v1/repos/{repo}/sandboxes`rest` (`rest` is "" or "/{id}/{action}"; `repo` is a valid
+ * owner/name). */
+void sl__api_route_sandboxes(struct sl__api_call *c, const char *repo, const char *rest);
 
 /* ---- api_audit.c ---- */
 

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/web/api_sandboxes.c - resolution (docs/reference/api.md §5.2) and sandboxes (§5.3) of the
- * REST API: which environment a repository gets, and a sandbox's create prepared in the job (the
- * values opened, the spec built) for control/sandbox/sandbox to finish on the loop; the calls into
- * a sandbox are deferred to the loop the same way.
+ * REST API: which environment a repository gets, and a sandbox's create prepared in the job (who
+ * may, by the git platform's roles; the values opened, the git credential issued, the spec built)
+ * for control/sandbox/sandbox to finish on the loop; the calls into a sandbox are checked the same
+ * way and deferred to the loop.
  */
 #include <stdio.h>
 #include <string.h>
@@ -227,7 +228,8 @@ static int fill_values(struct sl__api_call *c, const struct sl_resolve_result *r
  * not NULL: {"id","name","matched_by"}, ids null for none), SL_ENOTFOUND (the environment is
  * not visible) or another failure. */
 static int prepare_spec(struct sl__api_call *c, const char *repo, const char *ref,
-                        const char *envkey, struct sl_sandbox_spec **specp, json_t **envp)
+                        const char *envkey, enum sl_repo_role role, struct sl_sandbox_spec **specp,
+                        json_t **envp)
 {
     struct sl_env_row rows[4];
     struct sl_resolve_result out;
@@ -244,6 +246,8 @@ static int prepare_spec(struct sl__api_call *c, const char *repo, const char *re
     if (rc == 0) {
         spec->owner_id = sl_strdup(c->user.id);
         spec->owner_name = sl_strdup(c->user.name);
+        spec->owner_email = c->user.email != NULL ? sl_strdup(c->user.email) : NULL;
+        spec->role = role;
         spec->repo = sl_strdup(repo);
         spec->ref = ref != NULL ? sl_strdup(ref) : NULL;
         spec->env_id = out.chosen != NULL ? sl_strdup(out.chosen->id) : NULL;
@@ -252,6 +256,7 @@ static int prepare_spec(struct sl__api_call *c, const char *repo, const char *re
         spec->cpus_centi = out.cpus_centi;
         spec->memory_bytes = out.memory_bytes;
         if (spec->owner_id == NULL || spec->owner_name == NULL || spec->repo == NULL
+            || (c->user.email != NULL && spec->owner_email == NULL)
             || (ref != NULL && spec->ref == NULL) || spec->image == NULL
             || (out.chosen != NULL && (spec->env_id == NULL || spec->env_name == NULL))) {
             rc = SL_ENOMEM;
@@ -259,6 +264,13 @@ static int prepare_spec(struct sl__api_call *c, const char *repo, const char *re
     }
     if (rc == 0) {
         rc = fill_values(c, &out, spec);
+    }
+    if (rc == 0) {
+        /* The platform's credential for this sandbox: git access write at most (the proxy
+         * narrows it at every snapshot, sl_git_access_of()). None without a remote. */
+        rc = c->api->git->ops->credential(c->api->git, repo, c->user.id, SL_GIT_ACCESS_WRITE,
+                                          &spec->git_cred);
+        rc = rc == SL_ENOTFOUND ? 0 : rc;
     }
     if (rc == 0 && envp != NULL) {
         *envp = json_pack("{s:s?, s:s?, s:s}", "id", out.chosen != NULL ? out.chosen->id : NULL,
@@ -278,6 +290,26 @@ static int prepare_spec(struct sl__api_call *c, const char *repo, const char *re
     return rc;
 }
 
+/* May the caller create or call sandboxes in `repo`? False with the refusal set. `*role` gets
+ * the caller's role. */
+static bool may_use(struct sl__api_call *c, const char *repo, enum sl_repo_role *role)
+{
+    struct sl_gitplat_caller who = sl__api_git_caller(c);
+    struct sl_gitplat_verdict v;
+    int rc = sl_gitplat_may_use(c->api->git, repo, &who, &v);
+
+    if (rc < 0) {
+        sl__api_set_internal(c->res, "checking a repository's roles", rc);
+        return false;
+    }
+    *role = v.role;
+    if (v.status != 0) {
+        sl__api_set_error(c->res, v.status, v.message);
+        return false;
+    }
+    return true;
+}
+
 static void sandbox_create(struct sl__api_call *c, const char *repo)
 {
     json_error_t jerr;
@@ -285,8 +317,13 @@ static void sandbox_create(struct sl__api_call *c, const char *repo)
     const json_t *ref;
     const json_t *env;
     struct sl_sandbox_spec *spec = NULL;
+    enum sl_repo_role role = SL_REPO_ROLE_NONE;
     int rc;
 
+    /* Who may comes first: the answer does not depend on whether containers run here. */
+    if (!may_use(c, repo, &role) || !sl__api_sandboxes_enabled(c)) {
+        return;
+    }
     if (c->req->body.n > 0) {
         body = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
                           &jerr);
@@ -304,7 +341,7 @@ static void sandbox_create(struct sl__api_call *c, const char *repo)
         sl__api_set_error(c->res, 400, "ref and environment must be strings");
         return;
     }
-    rc = prepare_spec(c, repo, json_string_value(ref), json_string_value(env), &spec, NULL);
+    rc = prepare_spec(c, repo, json_string_value(ref), json_string_value(env), role, &spec, NULL);
     if (rc == SL_ENOTFOUND) {
         sl__api_set_errorf(c->res, 404, "no environment '%s'", json_string_value(env));
     } else if (rc < 0) {
@@ -322,21 +359,38 @@ int sl_api_prepare_sandbox(struct sl_api *api, const char *user_id, const char *
 {
     struct sl__api_result res;
     struct sl__api_call c;
+    struct sl_gitplat_caller who = { user_id, true, true };
+    struct sl_gitplat_verdict v;
     int rc;
 
     memset(&res, 0, sizeof(res));
+    memset(&v, 0, sizeof(v));
     sl__api_call_init(&c, api, &res);
     rc = sl_store_user_get(api->store, user_id, &c.user);
     if (rc == SL_ENOTFOUND) {
         (void)snprintf(err, errlen, "the job's owner no longer exists");
         return rc;
     }
-    if (rc == 0) {
-        rc = prepare_spec(&c, repo, ref, envkey, spec, env);
+    if (rc == 0 && c.user.disabled) {
+        (void)snprintf(err, errlen, "account disabled");
+        rc = SL_EINVAL;
     }
-    if (rc == SL_ENOTFOUND) {
-        (void)snprintf(err, errlen, "no environment '%s'", envkey != NULL ? envkey : "");
-    } else if (rc < 0) {
+    /* As the owner's account can act: a schedule runs without a token. */
+    if (rc == 0) {
+        rc = sl_gitplat_may_use(api->git, repo, &who, &v);
+    }
+    if (rc == 0 && v.status != 0) {
+        (void)snprintf(err, errlen, "%s", v.message);
+        rc = SL_EINVAL;
+    }
+    if (rc == 0) {
+        rc = prepare_spec(&c, repo, ref, envkey, v.role, spec, env);
+        if (rc == SL_ENOTFOUND) {
+            (void)snprintf(err, errlen, "no environment '%s'", envkey != NULL ? envkey : "");
+        } else if (rc < 0) {
+            (void)snprintf(err, errlen, "the sandbox could not be prepared: %s", sl_strerror(rc));
+        }
+    } else if (rc < 0 && rc != SL_EINVAL) {
         (void)snprintf(err, errlen, "the sandbox could not be prepared: %s", sl_strerror(rc));
     }
     if (rc == 0) {
@@ -359,41 +413,21 @@ bool sl__api_sandboxes_enabled(struct sl__api_call *c)
     return false;
 }
 
-/* /api/v1/repos/{owner}/{repo}/sandboxes[/{id}[/{action}]] */
-void sl__api_route_repos(struct sl__api_call *c, const char *tail)
+/* /api/v1/repos/{repo}/sandboxes`rest` */
+void sl__api_route_sandboxes(struct sl__api_call *c, const char *repo, const char *rest)
 {
     const char *m = c->req->method;
     struct sl__api_defer *d = &c->res->defer;
-    char owner[SL__API_SEGMENT_MAX];
-    char name[SL__API_SEGMENT_MAX];
-    char kind[SL__API_SEGMENT_MAX];
-    const char *rest = NULL;
+    enum sl_repo_role role = SL_REPO_ROLE_NONE;
     char tailbuf[SL__API_SEGMENT_MAX + 2];
 
-    (void)snprintf(tailbuf, sizeof(tailbuf), "/%s", tail);
-    if (!sl__api_split_tail(tailbuf, owner, sizeof(owner), &rest) || owner[0] == '\0'
-        || rest == NULL || snprintf(tailbuf, sizeof(tailbuf), "/%s", rest) >= (int)sizeof(tailbuf)
-        || !sl__api_split_tail(tailbuf, name, sizeof(name), &rest) || name[0] == '\0'
-        || rest == NULL || snprintf(tailbuf, sizeof(tailbuf), "/%s", rest) >= (int)sizeof(tailbuf)
-        || !sl__api_split_tail(tailbuf, kind, sizeof(kind), &rest)
-        || strcmp(kind, "sandboxes") != 0) {
-        sl__api_set_error(c->res, 404, "no such resource");
-        return;
-    }
-    if (snprintf(d->repo, sizeof(d->repo), "%s/%s", owner, name) >= (int)sizeof(d->repo)
-        || !sl_env_repo_is_valid(d->repo, strlen(d->repo)) || strchr(name, '/') != NULL
-        || strchr(owner, '/') != NULL) {
-        sl__api_set_error(c->res, 400, "the repository must be owner/name");
-        return;
-    }
-    if (!sl__api_sandboxes_enabled(c)) {
-        return;
-    }
+    (void)snprintf(d->repo, sizeof(d->repo), "%s", repo);
     (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
-    d->is_admin = c->user.is_admin;
-    if (rest == NULL) {
+    if (rest[0] == '\0') {
         if (strcmp(m, "GET") == 0) {
-            d->kind = SL__API_DEFER_LIST;
+            if (sl__api_sandboxes_enabled(c)) {
+                d->kind = SL__API_DEFER_LIST;
+            }
         } else if (strcmp(m, "POST") == 0) {
             sandbox_create(c, d->repo);
         } else {
@@ -401,8 +435,8 @@ void sl__api_route_repos(struct sl__api_call *c, const char *tail)
         }
         return;
     }
-    (void)snprintf(tailbuf, sizeof(tailbuf), "/%s", rest);
-    if (!sl__api_split_tail(tailbuf, d->id, sizeof(d->id), &rest) || d->id[0] == '\0') {
+    if (snprintf(tailbuf, sizeof(tailbuf), "%s", rest) >= (int)sizeof(tailbuf)
+        || !sl__api_split_tail(tailbuf, d->id, sizeof(d->id), &rest) || d->id[0] == '\0') {
         sl__api_set_error(c->res, 404, "sandbox not found");
         return;
     }
@@ -414,6 +448,12 @@ void sl__api_route_repos(struct sl__api_call *c, const char *tail)
         sl__api_set_error(c->res, 405, "use POST");
         return;
     }
+    /* Using a sandbox needs what creating one does, now: every call of a sandbox of an archived
+     * repository is refused, and so is a creator who lost write access. */
+    if (!may_use(c, d->repo, &role) || !sl__api_sandboxes_enabled(c)) {
+        return;
+    }
+    d->any_sandbox = role == SL_REPO_ROLE_ADMIN;
     (void)snprintf(d->action, sizeof(d->action), "%s", rest);
     if (c->req->body.n > 0) {
         json_error_t jerr;

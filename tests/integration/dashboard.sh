@@ -51,6 +51,9 @@ dash_setup_without_docker() {
 }
 
 fx_setup
+# The repository of the page's sandbox steps (tests/browser/dashboard.mjs REPO), registered with
+# alice as a writer by sbx_env_setup.
+SBX_REPOS=acme/website
 DASH_SANDBOXES=1
 if [ "${SLUICE_TEST_NO_DOCKER:-0}" != 1 ] && sbx_dockerctl ping &&
   sbx_dockerctl image-exists "$SBX_IMAGE"; then

@@ -28,7 +28,7 @@ for r in grp/alpha grp/beta grp/gamma; do
   fx_git_repo "$r" || fx_bail "fixture repository $r"
 done
 SBX_REPO=grp/alpha
-sbx_setup sl-t-jobs 24 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN" --job-concurrency 2
+SBX_REPOS="grp/beta grp/gamma" sbx_setup sl-t-jobs 24 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN" --job-concurrency 2
 
 # jobs_post BODY : POST /api/v1/jobs as SBX_WHO; JOB_IDS (array) on 201.
 jobs_post() {

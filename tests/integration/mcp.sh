@@ -30,7 +30,7 @@ if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextpr
   fx_bail "node and tests/mcp/node_modules (the MCP SDKs) are installed: run tools/deps.sh test"
 fi
 
-sbx_setup sl-t-mcp 31
+SBX_REPOS=acme/other sbx_setup sl-t-mcp 31
 MCP_URL=http://127.0.0.1:$SBX_CPORT/mcp
 
 # alice's own environment: a secret variable and a credential bob must never see.

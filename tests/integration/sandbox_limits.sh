@@ -17,7 +17,7 @@ source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_setup
-sbx_setup sl-t-limits 15
+SBX_REPOS="acme/other acme/noimage" sbx_setup sl-t-limits 15
 
 LIMIT_MSG="you have 5 open sandboxes in this repository, the most allowed; close one first"
 
@@ -84,9 +84,12 @@ token=$(sbx_token "$s1" || true)
 check "sandbox 1's proxy token is known (docker inspect)" test -n "$token"
 SBX_TOK_sandbox=${token:-none}
 SBX_WHO=sandbox sbx_create sbx main || true
-check_api "a sandbox's proxy token used as an API token → 403" 403 'd.get("message")' \
-  "sandbox tokens cannot use the API nor start sandboxes"
+check_api "a sandbox's proxy token starting a sandbox → 403" 403 'd.get("message")' \
+  "job and sandbox tokens can't start sandboxes"
 [ "$FX_LAST" = 0 ] || sbx_show
+SBX_WHO=sandbox sbx_api GET /api/v1/environments >/dev/null
+check_api "... and on any other route → 403" 403 'd.get("message")' \
+  "sandbox tokens cannot use the API nor start sandboxes"
 SBX_TOK_nobody=
 SBX_WHO=nobody sbx_api GET "" >/dev/null
 check_api "no token → 401" 401

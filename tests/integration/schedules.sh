@@ -16,7 +16,7 @@ source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_setup
-sbx_setup sl-t-sched 25
+SBX_REPOS=acme/other sbx_setup sl-t-sched 25
 
 field_of() { sbx_field '",".join(e["field"] for e in d.get("errors", []))'; }
 msg_of() { sbx_field '"|".join(e["message"] for e in d.get("errors", []))'; }

@@ -17,7 +17,10 @@
 #                              SBX_AUDIT), same admin socket SBX_SOCK every time
 #     sbx_env_setup            global environments `sbx` (network on, a.sluice.test allowed on
 #                              origin.py's ports with credential SBX_CRED on TLS, env SBX_PLAIN and
-#                              secret SBX_SECRET) and `sbx-off` (network off)
+#                              secret SBX_SECRET) and `sbx-off` (network off); registers SBX_REPO
+#                              and every repository of SBX_REPOS (space-separated) with alice and
+#                              bob as writers (sbx_repo_register)
+#   sbx_repo_register REPO    as root: PUT the repository (private, main), alice and bob writers
 #   sbx_api METHOD PATH [BODY]  a control-plane call as SBX_WHO (default alice; root, bob); PATH
 #                              relative to the repo's sandboxes (`/ID/exec`) unless it starts with
 #                              /api; sets SBX_STATUS, writes the body to SBX_BODY and prints it
@@ -256,6 +259,26 @@ print(json.dumps({"name": "sbx", "scope": "global", "base_image": e["SBX_IMAGE"]
     return 1
   fi
   SBX_ENV_OFF_ID=$(sbx_field 'd["id"]')
+  local r
+  for r in $SBX_REPO ${SBX_REPOS:-}; do
+    sbx_repo_register "$r" || return 1
+  done
+}
+
+sbx_repo_register() {
+  local who
+  SBX_WHO=root sbx_api PUT "/api/v1/repos/$1" '{"visibility":"private","default_branch":"main"}'     >/dev/null
+  if [ "$SBX_STATUS" != 201 ] && [ "$SBX_STATUS" != 200 ]; then
+    echo "# PUT repository $1: $SBX_STATUS $(head -c 300 "$SBX_BODY")"
+    return 1
+  fi
+  for who in alice bob; do
+    SBX_WHO=root sbx_api PUT "/api/v1/repos/$1/members/$who" '{"role":"write"}' >/dev/null
+    if [ "$SBX_STATUS" != 201 ] && [ "$SBX_STATUS" != 200 ]; then
+      echo "# PUT member $who of $1: $SBX_STATUS $(head -c 300 "$SBX_BODY")"
+      return 1
+    fi
+  done
 }
 
 # sbx_api METHOD PATH [BODY|@FILE] : see the header. SBX_API_TIMEOUT (default 240 s) bounds it.

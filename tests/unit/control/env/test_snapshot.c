@@ -4,7 +4,9 @@
  * of environments and static clients becomes a document the proxy's own parser accepts, and the
  * proxy's decision on it gives a static client its environment's rules with the opened
  * credential. Values that do not open drop their rule or client (reported, never half-injected),
- * extra (sandbox) clients are included, limits and damage fail closed.
+ * extra (sandbox) clients are included with their git access, and damage fails closed for the
+ * damaged row alone: an environment the proxy would refuse compiles as deny-all, a client is
+ * left out, both reported, and the rest is built.
  */
 #include <arpa/inet.h>
 #include <limits.h>
@@ -304,7 +306,7 @@ static void same_name_in_two_scopes_gives_two_environments_keyed_by_id(void **st
     char mine[SL_UUID_LEN + 1];
     char global[SL_UUID_LEN + 1];
 
-    assert_int_equal(sl_store_user_create(f->st, "alice", false, &alice), 0);
+    assert_int_equal(sl_store_user_create(f->st, "alice", false, NULL, &alice), 0);
     add_env(f, f->sec, NULL, CI_BODY, global);
     add_env(f, f->sec, alice.id,
             "{\"name\":\"ci\",\"base_image\":\"debian:12\",\"network\":\"off\"}", mine);
@@ -444,19 +446,31 @@ static void extra_client_of_an_unknown_environment_gets_no_egress(void **state)
     assert_int_equal(f->out.len, 0);
 }
 
-static void document_the_proxy_would_refuse_is_never_returned(void **state)
+/* A client the proxy would refuse on its own (an id taken twice, a block with host bits set,
+ * written behind the API's back) is left out and reported; everything else goes out. */
+static void clients_the_proxy_would_refuse_are_left_out_and_reported(void **state)
 {
     struct fixture *f = *state;
     char ci[SL_UUID_LEN + 1];
-    /* A static client's id equal to the sandbox's: ids must be unique. */
-    const struct sl_snapshot_build_client dup = { .id = "runners", .env_id = ci, .ip = "10.0.0.1" };
+    const struct sl_snapshot_build_client extra[] = {
+        { .id = "runners", .env_id = ci, .ip = "10.0.0.1" },
+        { .id = "sb_ok", .env_id = ci, .ip = "10.0.0.2" },
+    };
 
     add_env(f, f->sec, NULL, CI_BODY, ci);
     add_client(f, f->sec, "runners", ci, NULL, "10.20.0.0/16", NULL);
-    assert_int_equal(
-            sl_control_snapshot_build_with_clients(f->st, f->sec, 1, &dup, 1, &f->out, &f->report),
-            SL_EPOLICY);
-    assert_int_equal(f->out.len, 0);
+    add_client(f, f->sec, "sloppy", ci, NULL, "10.30.0.1/16", NULL);
+    build_ok(f, 1, extra, SL_ARRAY_LEN(extra));
+    assert_int_equal(sl_snapshot_client_count(f->snap), 2);
+    assert_int_equal(f->report.n_clients, 2);
+    assert_int_equal(f->report.n_drops, 2);
+    assert_int_equal(f->report.drops[0].kind, SL_SNAPSHOT_DROP_CLIENT_INVALID);
+    assert_string_equal(f->report.drops[0].subject, "sloppy");
+    assert_non_null(strstr(f->report.drops[0].message, "has host bits set"));
+    assert_int_equal(f->report.drops[1].kind, SL_SNAPSHOT_DROP_CLIENT_INVALID);
+    assert_string_equal(f->report.drops[1].subject, "runners");
+    assert_non_null(by_address(f, "10.0.0.2"));
+    assert_null(by_address(f, "10.0.0.1"));
 }
 
 /* Writes a row straight to the store, as a damaged or hand-edited database would hold it. */
@@ -535,25 +549,157 @@ static void passthrough_rules_compile_into_the_snapshot(void **state)
     assert_false(d.passthrough);
 }
 
-static void database_over_the_proxys_limits_fails_the_build(void **state)
+/* A stored environment the proxy would refuse (over its limits, a host that is no host, written
+ * behind the API's back) compiles as deny-all, is reported with the parser's reason, and the
+ * rest of the snapshot is built: one damaged row never holds back a revocation. */
+static void environment_the_proxy_would_refuse_compiles_as_deny_and_is_reported(void **state)
 {
     struct fixture *f = *state;
     struct sl_buf egress;
-    char id[SL_UUID_LEN + 1];
+    char huge[SL_UUID_LEN + 1];
+    char bad[SL_UUID_LEN + 1];
+    char ci[SL_UUID_LEN + 1];
+    struct sl_decision d;
+    json_t *problems;
+    const char *msg;
 
     sl_buf_init(&egress, 1 << 20);
-    assert_int_equal(sl_buf_append_str(&egress, "{\"default\":\"deny\",\"rules\":["), 0);
+    assert_int_equal(sl_buf_append_str(&egress, "{\"default\":\"allow\",\"rules\":["), 0);
     for (int i = 0; i <= SL_POLICY_RULES_MAX; i++) {
         assert_int_equal(sl_buf_printf(&egress, "%s{\"host\":\"h%d.example.com\",\"methods\":[]}",
                                        i > 0 ? "," : "", i),
                          0);
     }
     assert_int_equal(sl_buf_append_str(&egress, "]}"), 0);
-    add_raw_env(f, "huge", sl_buf_cstr(&egress), id);
-    assert_int_equal(sl_control_snapshot_build(f->st, f->sec, 1, &f->out, &f->report), SL_ETOOBIG);
-    assert_int_equal(f->out.len, 0);
-    assert_int_equal(f->report.n_drops, 0);
+    add_raw_env(f, "huge", sl_buf_cstr(&egress), huge);
+    add_raw_env(f, "bad",
+                "{\"default\":\"allow\",\"rules\":[{\"host\":\"pkgs.example.org\",\"methods\":[]},"
+                "{\"host\":\"not a host!\",\"methods\":[]}]}",
+                bad);
+    add_env(f, f->sec, NULL, CI_BODY, ci);
+    add_client(f, f->sec, "on-bad", bad, "10.0.0.1", NULL, NULL);
+    add_client(f, f->sec, "on-ci", ci, "10.0.0.2", NULL, NULL);
+    build_ok(f, 1, NULL, 0);
+    assert_int_equal(f->report.n_envs, 3);
+    assert_int_equal(f->report.n_rules, 2);
+    assert_int_equal(f->report.n_drops, 2);
+    assert_int_equal(f->report.drops[0].kind, SL_SNAPSHOT_DROP_ENV_INVALID);
+    /* In the order of the store: by name. */
+    assert_int_equal(f->report.drops[1].kind, SL_SNAPSHOT_DROP_ENV_INVALID);
+    assert_string_equal(f->report.drops[1].env_id, huge);
+    assert_string_equal(f->report.drops[0].env_id, bad);
+    assert_string_equal(f->report.drops[0].env_name, "bad");
+    assert_non_null(strstr(f->report.drops[0].message, "rules[1].host: "));
+    assert_false(sl_env_default_allows(sl_snapshot_find_env(f->snap, huge)));
+    decide(f, by_address(f, "10.0.0.1"), "pkgs.example.org", "GET", &d);
+    assert_false(d.allow);
+    decide(f, by_address(f, "10.0.0.2"), "pkgs.example.org", "GET", &d);
+    assert_true(d.allow);
+
+    problems = sl_snapshot_build_report_problems(&f->report);
+    assert_non_null(problems);
+    assert_int_equal(json_array_size(problems), 2);
+    assert_string_equal(
+            json_string_value(json_object_get(json_array_get(problems, 0), "environment")), bad);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(problems, 0), "name")),
+                        "bad");
+    msg = json_string_value(json_object_get(json_array_get(problems, 0), "message"));
+    assert_non_null(strstr(msg, "refused by the proxy's validation (rules[1].host: "));
+    assert_non_null(strstr(msg, "compiled as deny-all"));
+    assert_null(json_object_get(json_array_get(problems, 0), "client"));
+    json_decref(problems);
     sl_buf_finish(&egress);
+}
+
+/* True when the proxy's parser knows the `git` object of a client (docs/reference/snapshot.md
+ * §3): the proxy's half of issue 16 adds it. */
+static bool parser_knows_git(void)
+{
+    static const char doc[] =
+            "{\"version\":1,\"environments\":{\"e\":{\"default\":\"deny\"}},\"clients\":[{"
+            "\"id\":\"c\",\"token\":\"t\",\"environment\":\"e\",\"git\":{\"host\":\"git.example."
+            "com\","
+            "\"base_path\":\"\",\"repo\":\"acme/site\",\"access\":\"read\",\"credential\":{"
+            "\"header\":\"Authorization\",\"value\":\"Basic eA==\"},\"default_branch\":\"main\","
+            "\"protected_branches\":[]}}]}";
+    struct sl_snapshot *snap = NULL;
+    int rc = sl_snapshot_parse(doc, strlen(doc), &snap, NULL);
+
+    sl_snapshot_unref(snap);
+    return rc == 0;
+}
+
+/* A sandbox's git access goes into its entry as the `git` object, with the git host's rule
+ * (no credential); an entry whose caller reports a problem is reported and has none. */
+static void extra_clients_carry_their_git_access(void **state)
+{
+    struct fixture *f = *state;
+    char ci[SL_UUID_LEN + 1];
+    static const char *const protected[] = { "release/*" };
+    const struct sl_snapshot_build_rule host = { .host = "git.example.com:8443" };
+    const struct sl_snapshot_build_git git = { .host = "git.example.com:8443",
+                                               .base_path = "/git",
+                                               .repo = "acme/site",
+                                               .access = "write",
+                                               .header = "Authorization",
+                                               .value = "Basic eDp5",
+                                               .default_branch = "main",
+                                               .protected_branches = protected,
+                                               .n_protected = 1 };
+    const struct sl_snapshot_build_client extra[] = {
+        { .id = "sb_git",
+          .env_id = ci,
+          .token = "pt_1",
+          .rules = &host,
+          .n_rules = 1,
+          .git = &git },
+        { .id = "sb_broken",
+          .env_id = ci,
+          .token = "pt_2",
+          .rules = &host,
+          .n_rules = 1,
+          .problem = "the record of its repository acme/other is damaged" },
+    };
+    json_t *doc;
+    json_t *entry;
+    json_t *problems;
+    json_t *want;
+    char *rules;
+
+    if (!parser_knows_git()) {
+        print_message("skipped: this build's proxy parser does not know the `git` object yet\n");
+        skip();
+    }
+    add_env(f, f->sec, NULL, CI_BODY, ci);
+    build_ok(f, 3, extra, SL_ARRAY_LEN(extra));
+    assert_int_equal(f->report.n_credentials, 2);
+    doc = json_loads(sl_buf_cstr(&f->out), 0, NULL);
+    assert_non_null(doc);
+    entry = json_array_get(json_object_get(doc, "clients"), 0);
+    assert_string_equal(json_string_value(json_object_get(entry, "id")), "sb_git");
+    /* The git host without a credential: that goes on the repository's paths only. */
+    rules = json_dumps(json_object_get(entry, "rules"), JSON_COMPACT);
+    assert_string_equal(rules, "[{\"host\":\"git.example.com:8443\"}]");
+    sl_free(rules);
+    want = json_pack("{s:s,s:s,s:s,s:s,s:{s:s,s:s},s:s,s:[s]}", "host", "git.example.com:8443",
+                     "base_path", "/git", "repo", "acme/site", "access", "write", "credential",
+                     "header", "Authorization", "value", "Basic eDp5", "default_branch", "main",
+                     "protected_branches", "release/*");
+    assert_true(json_equal(json_object_get(entry, "git"), want));
+    json_decref(want);
+    entry = json_array_get(json_object_get(doc, "clients"), 1);
+    assert_null(json_object_get(entry, "git"));
+    assert_int_equal(f->report.n_drops, 1);
+    assert_int_equal(f->report.drops[0].kind, SL_SNAPSHOT_DROP_GIT);
+    problems = sl_snapshot_build_report_problems(&f->report);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(problems, 0), "client")),
+                        "sb_broken");
+    assert_string_equal(
+            json_string_value(json_object_get(json_array_get(problems, 0), "message")),
+            "sandbox sb_broken gets no git access: the record of its repository acme/other is "
+            "damaged");
+    json_decref(problems);
+    json_decref(doc);
 }
 
 static void output_past_the_buffers_cap_fails_the_build(void **state)
@@ -631,10 +777,11 @@ int main(void)
         T(credential_under_another_key_drops_its_rule_and_is_reported),
         T(extra_clients_are_included_with_their_runtime_rules),
         T(extra_client_of_an_unknown_environment_gets_no_egress),
-        T(document_the_proxy_would_refuse_is_never_returned),
+        T(clients_the_proxy_would_refuse_are_left_out_and_reported),
         T(damaged_egress_compiles_as_deny_and_is_reported),
         T(passthrough_rules_compile_into_the_snapshot),
-        T(database_over_the_proxys_limits_fails_the_build),
+        T(environment_the_proxy_would_refuse_compiles_as_deny_and_is_reported),
+        T(extra_clients_carry_their_git_access),
         T(output_past_the_buffers_cap_fails_the_build),
         T(version_below_one_is_refused),
         T(every_allocation_failure_is_reported_without_a_leak),

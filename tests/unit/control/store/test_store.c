@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/control/store/test_store.c - the control plane's database: creating, reopening and
- * refusing files; users and tokens; environments with their names, repositories and the default;
- * static clients; the snapshot counter; concurrent writers; allocation failures.
+ * tests/unit/control/store/test_store.c - the control plane's database: creating, reopening,
+ * upgrading (a database of sluice 0.1.0 among them) and refusing files; users, their changes and
+ * their tokens with scopes; environments with their names, repositories and the default; static
+ * clients; repositories and their members; the snapshot counter; concurrent writers; allocation
+ * failures.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -179,7 +182,7 @@ static void reopening_keeps_the_data(void **state)
     struct sl_user u = { 0 };
     struct sl_user again = { 0 };
 
-    assert_int_equal(sl_store_user_create(open_store(f), "alice", true, &u), 0);
+    assert_int_equal(sl_store_user_create(open_store(f), "alice", true, NULL, &u), 0);
     close_store(f);
     assert_int_equal(sl_store_user_get_by_name(open_store(f), "alice", &again), 0);
     assert_string_equal(again.id, u.id);
@@ -203,6 +206,23 @@ static void newer_schema_is_refused_with_the_message(void **state)
     assert_refused_untouched(f, want);
 }
 
+/* Takes a database of this build back to schema version 2 (before users could be disabled,
+ * tokens had scopes and repositories were registered), as far as an older schema needs. */
+static void downgrade_to_v2(const char *path)
+{
+    raw_sql(path, "DROP TABLE repo_members; DROP TABLE repos;"
+                  "ALTER TABLE users DROP COLUMN disabled; ALTER TABLE users DROP COLUMN email;"
+                  "CREATE TABLE tokens_v2 ("
+                  "  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
+                  "  user_id TEXT NOT NULL REFERENCES users (id) ON DELETE CASCADE,"
+                  "  kind TEXT NOT NULL CHECK (kind IN ('api', 'sandbox')),"
+                  "  created_at TEXT NOT NULL);"
+                  "INSERT INTO tokens_v2 SELECT hash, user_id, kind, created_at FROM tokens;"
+                  "DROP TABLE tokens; ALTER TABLE tokens_v2 RENAME TO tokens;"
+                  "CREATE INDEX tokens_user ON tokens (user_id);"
+                  "UPDATE schema_version SET version = 2");
+}
+
 /* A version 1 database (before jobs and schedules) is upgraded in place and keeps its data. */
 static void version_1_database_is_upgraded(void **state)
 {
@@ -212,8 +232,9 @@ static void version_1_database_is_upgraded(void **state)
     struct sl_store_job job = { 0 };
     struct sl_store_job got = { 0 };
 
-    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, &u), 0);
+    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, NULL, &u), 0);
     close_store(f);
+    downgrade_to_v2(f->path);
     raw_sql(f->path,
             "DROP TABLE jobs; DROP TABLE schedules; UPDATE schema_version SET version = 1");
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM sqlite_schema WHERE name = 'jobs'"), 0);
@@ -247,7 +268,7 @@ static void jobs_queue_in_order_and_end_once(void **state)
     size_t n = 0;
 
     memset(v, 0, sizeof(v));
-    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, &u), 0);
+    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, NULL, &u), 0);
     for (size_t i = 0; i < 3; i++) {
         (void)snprintf(v[i].owner_id, sizeof(v[i].owner_id), "%s", u.id);
         v[i].repo = sl_strdup(i == 0 ? "a/one" : i == 1 ? "a/two" : "a/three");
@@ -305,7 +326,7 @@ static void schedules_fire_once_per_run(void **state)
     struct sl_store_job *list = NULL;
     size_t n = 0;
 
-    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, &u), 0);
+    assert_int_equal(sl_store_user_create(open_store(f), "alice", false, NULL, &u), 0);
     (void)snprintf(s.owner_id, sizeof(s.owner_id), "%s", u.id);
     s.name = sl_strdup("nightly");
     s.cron = sl_strdup("* * * * *");
@@ -385,6 +406,21 @@ static void foreign_sqlite_database_is_refused_and_left_alone(void **state)
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM customers"), 2);
 }
 
+/* Records a token of `user_id` (its hash) and fills `*t` with its record. */
+static void add_token(struct sl_store *st, const uint8_t hash[SL_TOKEN_HASH_BYTES],
+                      const char *user_id, enum sl_token_kind kind, enum sl_token_scope scope,
+                      const char *expires_at, struct sl_store_token *t)
+{
+    memset(t, 0, sizeof(*t));
+    (void)snprintf(t->user_id, sizeof(t->user_id), "%s", user_id);
+    (void)snprintf(t->expires_at, sizeof(t->expires_at), "%s", expires_at);
+    t->kind = kind;
+    t->scope = scope;
+    t->name = sl_strdup("laptop");
+    assert_non_null(t->name);
+    assert_int_equal(sl_store_token_add(st, hash, t), 0);
+}
+
 static void users_are_unique_by_name_and_found_by_token(void **state)
 {
     struct fixture *f = *state;
@@ -393,18 +429,20 @@ static void users_are_unique_by_name_and_found_by_token(void **state)
     struct sl_user bob = { 0 };
     struct sl_user u = { 0 };
     struct sl_user *all = NULL;
-    enum sl_token_kind kind = SL_TOKEN_KIND_API;
+    struct sl_store_token t = { 0 };
+    struct sl_store_token t2 = { 0 };
+    struct sl_store_token found = { 0 };
     char token[SL_TOKEN_SIZE];
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     uint8_t other[SL_TOKEN_HASH_BYTES];
     size_t n = 0;
 
-    assert_int_equal(sl_store_user_create(st, "bob", false, &bob), 0);
-    assert_int_equal(sl_store_user_create(st, "alice", true, &alice), 0);
+    assert_int_equal(sl_store_user_create(st, "bob", false, NULL, &bob), 0);
+    assert_int_equal(sl_store_user_create(st, "alice", true, NULL, &alice), 0);
     assert_int_equal(strlen(alice.id), SL_UUID_LEN);
     assert_string_not_equal(alice.id, bob.id);
-    assert_int_equal(sl_store_user_create(st, "alice", false, &u), SL_EEXIST);
-    assert_int_equal(sl_store_user_create(st, "", false, &u), SL_EINVAL);
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &u), SL_EEXIST);
+    assert_int_equal(sl_store_user_create(st, "", false, NULL, &u), SL_EINVAL);
 
     assert_int_equal(sl_store_user_get(st, bob.id, &u), 0);
     assert_string_equal(u.name, "bob");
@@ -425,19 +463,30 @@ static void users_are_unique_by_name_and_found_by_token(void **state)
 
     assert_int_equal(sl_token_new(token), 0);
     assert_int_equal(sl_token_hash(token, hash), 0);
-    assert_int_equal(sl_store_token_add(st, hash, alice.id, SL_TOKEN_KIND_SANDBOX), 0);
-    assert_int_equal(sl_store_token_add(st, hash, bob.id, SL_TOKEN_KIND_API), SL_EEXIST);
+    add_token(st, hash, alice.id, SL_TOKEN_KIND_SANDBOX, SL_TOKEN_SCOPE_WRITE, "", &t);
+    assert_int_equal(strlen(t.id), 20);
+    assert_memory_equal(t.id, "tok_", 4);
+    /* The same hash twice, or a token of nobody, is refused. */
+    memset(&t2, 0, sizeof(t2));
+    (void)snprintf(t2.user_id, sizeof(t2.user_id), "%s", bob.id);
+    assert_int_equal(sl_store_token_add(st, hash, &t2), SL_EEXIST);
     assert_int_equal(sl_token_hash("sl_other", other), 0);
-    assert_int_equal(sl_store_token_add(st, other, "no-such-user", SL_TOKEN_KIND_API),
-                     SL_ENOTFOUND);
-    assert_int_equal(sl_store_token_find_user(st, hash, &u, &kind), 0);
+    memset(&t2, 0, sizeof(t2));
+    (void)snprintf(t2.user_id, sizeof(t2.user_id), "no-such-user");
+    assert_int_equal(sl_store_token_add(st, other, &t2), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_find_user(st, hash, &u, &found), 0);
     assert_string_equal(u.name, "alice");
-    assert_int_equal(kind, SL_TOKEN_KIND_SANDBOX);
+    assert_int_equal(found.kind, SL_TOKEN_KIND_SANDBOX);
+    assert_int_equal(found.scope, SL_TOKEN_SCOPE_WRITE);
+    assert_string_equal(found.id, t.id);
+    assert_string_equal(found.expires_at, "");
     sl_user_finish(&u);
+    sl_store_token_finish(&found);
     assert_int_equal(sl_store_token_find_user(st, other, &u, NULL), SL_ENOTFOUND);
     assert_int_equal(sl_store_token_delete(st, hash), 0);
     assert_int_equal(sl_store_token_delete(st, hash), SL_ENOTFOUND);
     assert_int_equal(sl_store_token_find_user(st, hash, &u, NULL), SL_ENOTFOUND);
+    sl_store_token_finish(&t);
 
     sl_user_finish(&alice);
     sl_user_finish(&bob);
@@ -523,8 +572,8 @@ static void expect_conflict(const struct sl_store_conflict_info *c, enum sl_stor
 /* The users "alice" and "bob" (neither an admin), for the environment tests. */
 static void add_alice_and_bob(struct sl_store *st, struct sl_user *alice, struct sl_user *bob)
 {
-    assert_int_equal(sl_store_user_create(st, "alice", false, alice), 0);
-    assert_int_equal(sl_store_user_create(st, "bob", false, bob), 0);
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, alice), 0);
+    assert_int_equal(sl_store_user_create(st, "bob", false, NULL, bob), 0);
 }
 
 static void environments_are_inserted_and_read_back(void **state)
@@ -536,7 +585,7 @@ static void environments_are_inserted_and_read_back(void **state)
     struct sl_env_row r;
     struct sl_env_row got = { 0 };
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &alice), 0);
     make_env(&r, SL_SCOPE_USER, alice.id, "ci-python", repos, 2);
     sl_free(r.egress_json);
     r.egress_json = NULL;
@@ -588,7 +637,7 @@ static void environments_are_replaced_whole_and_deleted(void **state)
     struct sl_env_row r;
     struct sl_env_row got = { 0 };
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &alice), 0);
     make_env(&r, SL_SCOPE_USER, alice.id, "ci-python", repos, 2);
     assert_int_equal(sl_store_env_insert(st, &r, NULL), 0);
     sl_free(r.egress_json);
@@ -735,7 +784,7 @@ static void one_default_at_a_time_and_it_cannot_be_deleted(void **state)
     char g2[SL_UUID_LEN + 1];
     char u1[SL_UUID_LEN + 1];
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &alice), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "g1", NULL, 0, g1, NULL), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "g2", NULL, 0, g2, NULL), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "u1", NULL, 0, u1, NULL), 0);
@@ -872,7 +921,7 @@ static void refused_replace_leaves_the_row_as_it_was(void **state)
     struct sl_env_row r = { 0 };
     char a[SL_UUID_LEN + 1];
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &alice), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "A", web, 1, a, &c), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "C", mine, 1, NULL, &c), 0);
     assert_int_equal(sl_store_env_get_by_name(st, SL_SCOPE_USER, alice.id, "C", &r), 0);
@@ -1079,7 +1128,7 @@ static void run_workers(struct fixture *f, bool shared)
         w[t].shared = shared ? st : NULL;
         w[t].index = t;
         (void)snprintf(name, sizeof(name), "user-%d", t);
-        assert_int_equal(sl_store_user_create(st, name, false, &u), 0);
+        assert_int_equal(sl_store_user_create(st, name, false, NULL, &u), 0);
         memcpy(w[t].user_id, u.id, sizeof(u.id));
         sl_user_finish(&u);
         (void)snprintf(name, sizeof(name), "global-%d", t);
@@ -1193,7 +1242,7 @@ static void read_paths_survive_allocation_failures(void **state)
     long fails = 0;
     int rc;
 
-    assert_int_equal(sl_store_user_create(st, "alice", false, &alice), 0);
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &alice), 0);
     for (int i = 0; i < 5; i++) {
         char name[16];
 
@@ -1266,6 +1315,254 @@ static void opening_survives_allocation_failures(void **state)
     sl_store_close(st);
 }
 
+/* The database sluice 0.1.0 wrote (schema version 2, tests/data/upgrade/v0.1.0/README) opens,
+ * is upgraded in one go and keeps its users, environments, static clients and schedules; the
+ * tokens it held still find their users, an admin's with the admin scope, alice's with write. */
+static void database_of_0_1_0_is_upgraded(void **state)
+{
+    static const char *const tokens[] = { "sl_GbpGfwTVKd5Mlcd3pT41afOP2-kFuoWC1p8DvzwKlcY",
+                                          "sl_rLKXUilsv8GncAVP3l0HDXqWXzlfknoOBYqrm-HLlRM" };
+    struct fixture *f = *state;
+    const char *data = getenv("SLUICE_TEST_DATA");
+    char src[PATH_MAX];
+    uint8_t buf[256 * 1024];
+    uint8_t hash[SL_TOKEN_HASH_BYTES];
+    struct sl_user u = { 0 };
+    struct sl_store_token t = { 0 };
+    struct sl_env_row *envs = NULL;
+    struct sl_store_client *clients = NULL;
+    struct sl_store_schedule *scheds = NULL;
+    struct sl_store_repo *repos = NULL;
+    size_t n = 0;
+
+    assert_non_null(data);
+    assert_int_equal(sl_test_join(src, sizeof(src), data, "upgrade/v0.1.0/sluice.db"), 0);
+    write_bytes(f->path, buf, slurp(src, buf, sizeof(buf)));
+    assert_int_equal(raw_int(f->path, "SELECT version FROM schema_version"), 2);
+    open_store(f);
+    for (size_t i = 0; i < SL_ARRAY_LEN(tokens); i++) {
+        assert_int_equal(sl_token_hash(tokens[i], hash), 0);
+        assert_int_equal(sl_store_token_find_user(f->st, hash, &u, &t), 0);
+        assert_string_equal(u.name, i == 0 ? "admin" : "alice");
+        assert_int_equal(u.is_admin, i == 0);
+        assert_false(u.disabled);
+        assert_null(u.email);
+        assert_int_equal(t.scope, i == 0 ? SL_TOKEN_SCOPE_ADMIN : SL_TOKEN_SCOPE_WRITE);
+        assert_int_equal(t.kind, SL_TOKEN_KIND_API);
+        assert_string_equal(t.name, "default");
+        assert_int_equal(strlen(t.id), 20);
+        assert_string_equal(t.expires_at, "");
+        sl_user_finish(&u);
+        sl_store_token_finish(&t);
+    }
+    assert_int_equal(sl_store_env_list_all(f->st, &envs, &n), 0);
+    assert_int_equal(n, 3);
+    sl_store_free_envs(envs, n);
+    assert_int_equal(sl_store_client_list(f->st, &clients, &n), 0);
+    assert_int_equal(n, 2);
+    sl_store_free_clients(clients, n);
+    assert_int_equal(sl_store_schedule_list(f->st, NULL, 10, &scheds, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(scheds[0].name, "nightly");
+    sl_store_free_schedules(scheds, n);
+    assert_int_equal(sl_store_repo_list(f->st, NULL, &repos, &n), 0);
+    assert_int_equal(n, 0);
+    close_store(f);
+    assert_int_equal(raw_int(f->path, "SELECT version FROM schema_version"),
+                     SL_STORE_SCHEMA_VERSION);
+    assert_int_equal(raw_int(f->path, "SELECT count(DISTINCT id) FROM tokens"), 2);
+}
+
+/* Tokens carry a scope, a name and an expiry; their owner lists them (API tokens only, never a
+ * hash) and revokes one by id, never another user's. */
+static void tokens_are_listed_and_revoked_by_id(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_store *st = open_store(f);
+    struct sl_user alice = { 0 };
+    struct sl_user bob = { 0 };
+    struct sl_store_token a1 = { 0 };
+    struct sl_store_token a2 = { 0 };
+    struct sl_store_token sb = { 0 };
+    struct sl_store_token b1 = { 0 };
+    struct sl_store_token *v = NULL;
+    uint8_t h[4][SL_TOKEN_HASH_BYTES];
+    size_t n = 0;
+
+    add_alice_and_bob(st, &alice, &bob);
+    for (int i = 0; i < 4; i++) {
+        char text[16];
+
+        (void)snprintf(text, sizeof(text), "sl_t%d", i);
+        assert_int_equal(sl_token_hash(text, h[i]), 0);
+    }
+    add_token(st, h[0], alice.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_READ, "2030-01-01T00:00:00Z",
+              &a1);
+    add_token(st, h[1], alice.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_WRITE, "", &a2);
+    add_token(st, h[2], alice.id, SL_TOKEN_KIND_SANDBOX, SL_TOKEN_SCOPE_WRITE, "", &sb);
+    add_token(st, h[3], bob.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_ADMIN, "", &b1);
+    assert_int_equal(sl_store_token_list(st, alice.id, &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0].id, a1.id);
+    assert_int_equal(v[0].scope, SL_TOKEN_SCOPE_READ);
+    assert_string_equal(v[0].expires_at, "2030-01-01T00:00:00Z");
+    assert_string_equal(v[0].name, "laptop");
+    assert_string_equal(v[1].id, a2.id);
+    assert_int_equal(v[1].scope, SL_TOKEN_SCOPE_WRITE);
+    sl_store_free_tokens(v, n);
+    /* Bob cannot revoke alice's token; alice can, once. */
+    assert_int_equal(sl_store_token_delete_id(st, bob.id, a1.id), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_delete_id(st, alice.id, a1.id), 0);
+    assert_int_equal(sl_store_token_delete_id(st, alice.id, a1.id), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_find_user(st, h[0], &alice, NULL), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_list(st, alice.id, &v, &n), 0);
+    assert_int_equal(n, 1);
+    sl_store_free_tokens(v, n);
+    assert_string_equal(sl_token_scope_name(SL_TOKEN_SCOPE_ADMIN), "admin");
+    sl_store_token_finish(&a1);
+    sl_store_token_finish(&a2);
+    sl_store_token_finish(&sb);
+    sl_store_token_finish(&b1);
+    sl_user_finish(&alice);
+    sl_user_finish(&bob);
+}
+
+/* Disabling, enabling, admin and email changes; the last enabled admin can be neither disabled
+ * nor demoted, and a refused change writes nothing. */
+static void users_are_changed_and_an_enabled_admin_stays(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_store *st = open_store(f);
+    struct sl_user root = { 0 };
+    struct sl_user u = { 0 };
+    struct sl_store_user_change off = { .set_disabled = true, .disabled = true };
+    struct sl_store_user_change on = { .set_disabled = true, .disabled = false };
+    struct sl_store_user_change demote = { .set_admin = true, .is_admin = false };
+    struct sl_store_user_change promote = { .set_admin = true, .is_admin = true };
+    struct sl_store_user_change mail = { .set_email = true, .email = "a@example.com" };
+    struct sl_store_user_change nomail = { .set_email = true, .email = NULL };
+
+    assert_int_equal(sl_store_user_create(st, "root", true, "root@example.com", &root), 0);
+    assert_string_equal(root.email, "root@example.com");
+    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &u), 0);
+    sl_user_finish(&u);
+    assert_int_equal(sl_store_user_update(st, "root", &off, NULL), SL_EINVAL);
+    assert_int_equal(sl_store_user_update(st, "root", &demote, NULL), SL_EINVAL);
+    assert_int_equal(sl_store_user_get_by_name(st, "root", &u), 0);
+    assert_true(u.is_admin);
+    assert_false(u.disabled);
+    sl_user_finish(&u);
+    assert_int_equal(sl_store_user_update(st, "nobody", &off, NULL), SL_ENOTFOUND);
+    assert_int_equal(sl_store_user_update(st, "alice", &off, &u), 0);
+    assert_true(u.disabled);
+    sl_user_finish(&u);
+    /* A disabled admin does not count: alice must be enabled and an admin for root to go. */
+    assert_int_equal(sl_store_user_update(st, "alice", &promote, NULL), 0);
+    assert_int_equal(sl_store_user_update(st, "root", &off, NULL), SL_EINVAL);
+    assert_int_equal(sl_store_user_update(st, "alice", &on, NULL), 0);
+    assert_int_equal(sl_store_user_update(st, "root", &off, &u), 0);
+    assert_true(u.disabled && u.is_admin);
+    sl_user_finish(&u);
+    assert_int_equal(sl_store_user_update(st, "alice", &demote, NULL), SL_EINVAL);
+    assert_int_equal(sl_store_user_update(st, "alice", &mail, &u), 0);
+    assert_string_equal(u.email, "a@example.com");
+    assert_true(u.is_admin);
+    sl_user_finish(&u);
+    assert_int_equal(sl_store_user_update(st, "alice", &nomail, &u), 0);
+    assert_null(u.email);
+    sl_user_finish(&u);
+    sl_user_finish(&root);
+}
+
+static void put_repo(struct sl_store *st, const char *name, bool is_public, bool *created)
+{
+    struct sl_store_repo r = { 0 };
+
+    r.name = sl_strdup(name);
+    r.default_branch = sl_strdup("main");
+    r.protected_json = sl_strdup("[\"release/*\"]");
+    r.is_public = is_public;
+    assert_non_null(r.protected_json);
+    assert_int_equal(sl_store_repo_put(st, &r, created), 0);
+    assert_string_not_equal(r.created_at, "");
+    sl_store_repo_finish(&r);
+}
+
+/* Repositories are registered, replaced and listed by what a user sees; members get, change and
+ * lose roles; deleting a repository or a user takes its memberships along. */
+static void repositories_and_their_members(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_store *st = open_store(f);
+    struct sl_user alice = { 0 };
+    struct sl_user bob = { 0 };
+    struct sl_store_repo r = { 0 };
+    struct sl_store_repo *v = NULL;
+    struct sl_store_member *m = NULL;
+    enum sl_repo_role role = SL_REPO_ROLE_ADMIN;
+    bool created = false;
+    size_t n = 0;
+
+    add_alice_and_bob(st, &alice, &bob);
+    put_repo(st, "acme/site", false, &created);
+    assert_true(created);
+    put_repo(st, "acme/site", false, &created);
+    assert_false(created);
+    put_repo(st, "acme/open", true, NULL);
+    put_repo(st, "acme/other", false, NULL);
+    assert_int_equal(sl_store_repo_get(st, "acme/site", &r), 0);
+    assert_string_equal(r.default_branch, "main");
+    assert_string_equal(r.protected_json, "[\"release/*\"]");
+    assert_false(r.is_public);
+    assert_false(r.archived);
+    sl_store_repo_finish(&r);
+    assert_int_equal(sl_store_repo_get(st, "acme/none", &r), SL_ENOTFOUND);
+
+    assert_int_equal(sl_store_member_put(st, "acme/site", alice.id, SL_REPO_ROLE_WRITE, &role), 0);
+    assert_int_equal(role, SL_REPO_ROLE_NONE);
+    assert_int_equal(sl_store_member_put(st, "acme/site", alice.id, SL_REPO_ROLE_READ, &role), 0);
+    assert_int_equal(role, SL_REPO_ROLE_WRITE);
+    assert_int_equal(sl_store_member_put(st, "acme/site", bob.id, SL_REPO_ROLE_ADMIN, NULL), 0);
+    assert_int_equal(sl_store_member_put(st, "acme/none", bob.id, SL_REPO_ROLE_READ, NULL),
+                     SL_ENOTFOUND);
+    assert_int_equal(sl_store_member_put(st, "acme/site", "no-such-user", SL_REPO_ROLE_READ, NULL),
+                     SL_ENOTFOUND);
+    assert_int_equal(sl_store_member_put(st, "acme/site", bob.id, SL_REPO_ROLE_NONE, NULL),
+                     SL_EINVAL);
+    assert_int_equal(sl_store_member_role(st, "acme/site", alice.id, &role), 0);
+    assert_int_equal(role, SL_REPO_ROLE_READ);
+    assert_int_equal(sl_store_member_role(st, "acme/other", alice.id, &role), 0);
+    assert_int_equal(role, SL_REPO_ROLE_NONE);
+    assert_int_equal(sl_store_member_list(st, "acme/site", &m, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(m[0].user_name, "alice");
+    assert_int_equal(m[0].role, SL_REPO_ROLE_READ);
+    assert_string_equal(m[1].user_name, "bob");
+    assert_int_equal(m[1].role, SL_REPO_ROLE_ADMIN);
+    sl_store_free_members(m, n);
+
+    /* What alice sees: the public one and hers; everyone's: all three, by name. */
+    assert_int_equal(sl_store_repo_list(st, alice.id, &v, &n), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(v[0].name, "acme/open");
+    assert_string_equal(v[1].name, "acme/site");
+    sl_store_free_repos(v, n);
+    assert_int_equal(sl_store_repo_list(st, NULL, &v, &n), 0);
+    assert_int_equal(n, 3);
+    sl_store_free_repos(v, n);
+
+    assert_int_equal(sl_store_member_delete(st, "acme/site", alice.id), 0);
+    assert_int_equal(sl_store_member_delete(st, "acme/site", alice.id), SL_ENOTFOUND);
+    assert_int_equal(sl_store_repo_delete(st, "acme/site"), 0);
+    assert_int_equal(sl_store_repo_delete(st, "acme/site"), SL_ENOTFOUND);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM repo_members"), 0);
+    assert_int_equal(sl_store_member_put(st, "acme/other", bob.id, SL_REPO_ROLE_READ, NULL), 0);
+    raw_sql(f->path, "PRAGMA foreign_keys = ON; DELETE FROM users WHERE name = 'bob'");
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM repo_members"), 0);
+    sl_user_finish(&alice);
+    sl_user_finish(&bob);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -1279,6 +1576,10 @@ int main(void)
         T(random_bytes_file_is_refused_and_left_alone),
         T(foreign_sqlite_database_is_refused_and_left_alone),
         T(users_are_unique_by_name_and_found_by_token),
+        T(database_of_0_1_0_is_upgraded),
+        T(tokens_are_listed_and_revoked_by_id),
+        T(users_are_changed_and_an_enabled_admin_stays),
+        T(repositories_and_their_members),
         T(environments_are_inserted_and_read_back),
         T(environments_are_replaced_whole_and_deleted),
         T(visible_environments_are_hers_then_global_by_name),

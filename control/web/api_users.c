@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/web/api_users.c - users and API tokens (docs/reference/api.md §5.8) of the REST API:
+ * admins list, create and change users (disable, enable, promote, demote, email; the last
+ * enabled admin stays); everyone lists, creates and revokes their own tokens, each with a scope
+ * and an expiry and shown once.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+#include <sodium.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "control/store/secrets.h"
+#include "control/web/api.h"
+#include "control/web/api_int.h"
+
+/* Longest token name, and the longest life a token may be given. */
+#define TOKEN_NAME_MAX  128
+#define TOKEN_DAYS_MAX  3650
+#define SECONDS_PER_DAY 86400
+
+/* ---- users -------------------------------------------------------------------------------- */
+
+static json_t *user_json(const struct sl_user *u)
+{
+    return json_pack("{s:s, s:b, s:b, s:s?, s:s}", "name", u->name, "admin", u->is_admin,
+                     "disabled", u->disabled, "email", u->email, "created_at", u->created_at);
+}
+
+/* A 422 naming the field. */
+static void set_invalid(struct sl__api_call *c, const char *what, const char *field,
+                        const char *message)
+{
+    json_t *doc = json_pack("{s:s, s:[{s:s, s:s}]}", "message", what, "errors", "field", field,
+                            "message", message);
+
+    sl__api_set_json(c->res, 422, doc);
+}
+
+/* Checks that `root` has no member but those in `known`. False with the 422 set. */
+static bool only_known(struct sl__api_call *c, json_t *root, const char *const *known, size_t n,
+                       const char *what, const char *expected)
+{
+    const char *key;
+    json_t *value;
+
+    json_object_foreach(root, key, value)
+    {
+        bool ok = false;
+
+        for (size_t i = 0; !ok && i < n; i++) {
+            ok = strcmp(key, known[i]) == 0;
+        }
+        if (!ok) {
+            char field[80];
+
+            (void)snprintf(field, sizeof(field), "%.64s", key);
+            set_invalid(c, what, field, expected);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* `email` of a body: absent or null (NULL), or a valid address. False with the 422 set. */
+static bool read_email(struct sl__api_call *c, const json_t *email, const char *what)
+{
+    if (email == NULL || json_is_null(email)) {
+        return true;
+    }
+    if (json_is_string(email) && strlen(json_string_value(email)) == json_string_length(email)
+        && sl_user_email_is_valid(json_string_value(email))) {
+        return true;
+    }
+    set_invalid(c, what, "email",
+                "an address like name@example.com (at most 254 bytes, no spaces), or null");
+    return false;
+}
+
+/* POST /api/v1/users {"name","admin","email"}: the user and its first token (scope admin for
+ * an admin, write otherwise), shown once. */
+static void user_create(struct sl__api_call *c)
+{
+    static const char *const known[] = { "name", "admin", "email", "disabled", "created_at" };
+    static const char what[] = "the user is invalid";
+    char token_name[] = "default";
+    char token[SL_TOKEN_SIZE] = "";
+    uint8_t hash[SL_TOKEN_HASH_BYTES];
+    struct sl_store_token t;
+    struct sl_user u;
+    json_t *root = sl__api_body_object(c);
+    const json_t *admin;
+    const char *name;
+    json_t *doc;
+    int rc;
+
+    memset(&u, 0, sizeof(u));
+    memset(&t, 0, sizeof(t));
+    if (root == NULL
+        || !only_known(c, root, known, SL_ARRAY_LEN(known), what,
+                       "unknown field (expected name, admin, email)")) {
+        goto out;
+    }
+    name = json_string_value(json_object_get(root, "name"));
+    admin = json_object_get(root, "admin");
+    if (name == NULL || !sl_user_name_is_valid(name)) {
+        set_invalid(c, what, "name",
+                    "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit");
+        goto out;
+    }
+    if (admin != NULL && !json_is_null(admin) && !json_is_boolean(admin)) {
+        set_invalid(c, what, "admin", "true or false");
+        goto out;
+    }
+    if (!read_email(c, json_object_get(root, "email"), what)) {
+        goto out;
+    }
+    rc = sl_token_new(token);
+    if (rc == 0) {
+        rc = sl_token_hash(token, hash);
+    }
+    if (rc == 0) {
+        rc = sl_store_user_create(c->api->store, name, json_is_true(admin),
+                                  json_string_value(json_object_get(root, "email")), &u);
+    }
+    if (rc == SL_EEXIST) {
+        sl__api_set_errorf(c->res, 409, "a user named '%s' exists already", name);
+        goto out;
+    }
+    if (rc == 0) {
+        (void)snprintf(t.user_id, sizeof(t.user_id), "%s", u.id);
+        t.scope = u.is_admin ? SL_TOKEN_SCOPE_ADMIN : SL_TOKEN_SCOPE_WRITE;
+        t.name = token_name;
+        rc = sl_store_token_add(c->api->store, hash, &t);
+    }
+    if (rc < 0) {
+        sl__api_set_internal(c->res, "creating a user", rc);
+        goto out;
+    }
+    sl_log(SL_LOG_INFO, 0, "msg=\"user created\" user=%s admin=%d by=%s", u.name, u.is_admin,
+           c->user.name);
+    doc = user_json(&u);
+    if (doc != NULL && json_object_set_new(doc, "token", json_string(token)) < 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    sl__api_set_json(c->res, 201, doc);
+out:
+    sodium_memzero(token, sizeof(token));
+    sl_user_finish(&u);
+    json_decref(root);
+}
+
+static void users_list(struct sl__api_call *c)
+{
+    struct sl_user *v = NULL;
+    size_t n = 0;
+    json_t *arr;
+    int rc = sl_store_user_list(c->api->store, &v, &n);
+
+    if (rc < 0) {
+        sl__api_set_internal(c->res, "listing users", rc);
+        return;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, user_json(&v[i])) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    sl_store_free_users(v, n);
+    sl__api_set_json(c->res, 200, arr != NULL ? json_pack("{s:o}", "users", arr) : NULL);
+}
+
+/* PATCH /api/v1/users/{name} {"disabled","admin","email"}. */
+static void user_patch(struct sl__api_call *c, const char *name)
+{
+    static const char *const known[] = { "disabled", "admin", "email", "name", "created_at" };
+    static const char what[] = "the change is invalid";
+    struct sl_store_user_change ch;
+    struct sl_user u;
+    json_t *root = sl__api_body_object(c);
+    const json_t *disabled;
+    const json_t *admin;
+    const json_t *email;
+    int rc;
+
+    memset(&ch, 0, sizeof(ch));
+    memset(&u, 0, sizeof(u));
+    if (root == NULL
+        || !only_known(c, root, known, SL_ARRAY_LEN(known), what,
+                       "unknown field (expected disabled, admin, email)")) {
+        goto out;
+    }
+    disabled = json_object_get(root, "disabled");
+    admin = json_object_get(root, "admin");
+    email = json_object_get(root, "email");
+    if (disabled != NULL && !json_is_boolean(disabled)) {
+        set_invalid(c, what, "disabled", "true or false");
+        goto out;
+    }
+    if (admin != NULL && !json_is_boolean(admin)) {
+        set_invalid(c, what, "admin", "true or false");
+        goto out;
+    }
+    if (!read_email(c, email, what)) {
+        goto out;
+    }
+    ch.set_disabled = disabled != NULL;
+    ch.disabled = json_is_true(disabled);
+    ch.set_admin = admin != NULL;
+    ch.is_admin = json_is_true(admin);
+    ch.set_email = email != NULL;
+    ch.email = json_string_value(email);
+    rc = sl_store_user_update(c->api->store, name, &ch, &u);
+    if (rc == SL_ENOTFOUND) {
+        sl__api_set_errorf(c->res, 404, "no user '%.128s'", name);
+    } else if (rc == SL_EINVAL) {
+        sl__api_set_error(c->res, 409,
+                          "the last enabled admin cannot be disabled or demoted; make another "
+                          "admin first");
+    } else if (rc < 0) {
+        sl__api_set_internal(c->res, "changing a user", rc);
+    } else {
+        sl_log(SL_LOG_INFO, 0, "msg=\"user changed\" user=%s disabled=%d admin=%d by=%s", u.name,
+               u.disabled, u.is_admin, c->user.name);
+        c->res->changed = true;
+        /* Disabled, or no admin any more: their sandboxes may lose their entries. */
+        c->res->revokes = (ch.set_disabled && ch.disabled) || (ch.set_admin && !ch.is_admin);
+        sl__api_set_json(c->res, 200, user_json(&u));
+    }
+out:
+    sl_user_finish(&u);
+    json_decref(root);
+}
+
+void sl__api_route_users(struct sl__api_call *c, const char *tail)
+{
+    const char *m = c->req->method;
+    char name[SL__API_SEGMENT_MAX] = "";
+    const char *rest = NULL;
+    struct sl_user u;
+    int rc;
+
+    if (!sl__api_split_tail(tail, name, sizeof(name), &rest) || rest != NULL) {
+        sl__api_set_error(c->res, 404, "no such resource");
+        return;
+    }
+    if (!c->user.is_admin) {
+        sl__api_set_error(c->res, 403, "users are for admins only");
+        return;
+    }
+    if (name[0] == '\0') {
+        if (strcmp(m, "GET") == 0) {
+            users_list(c);
+        } else if (strcmp(m, "POST") == 0) {
+            user_create(c);
+        } else {
+            sl__api_set_error(c->res, 405, "use GET or POST");
+        }
+        return;
+    }
+    if (strcmp(m, "PATCH") == 0) {
+        user_patch(c, name);
+        return;
+    }
+    if (strcmp(m, "GET") != 0) {
+        sl__api_set_error(c->res, 405, "use GET or PATCH");
+        return;
+    }
+    memset(&u, 0, sizeof(u));
+    rc = sl_store_user_get_by_name(c->api->store, name, &u);
+    if (rc == SL_ENOTFOUND) {
+        sl__api_set_errorf(c->res, 404, "no user '%.128s'", name);
+    } else if (rc < 0) {
+        sl__api_set_internal(c->res, "reading a user", rc);
+    } else {
+        sl__api_set_json(c->res, 200, user_json(&u));
+    }
+    sl_user_finish(&u);
+}
+
+/* ---- tokens ------------------------------------------------------------------------------- */
+
+/* Now, as RFC 3339 UTC to the second, `plus_s` seconds ahead. */
+static void rfc3339_in(int64_t plus_s, char *out, size_t cap)
+{
+    time_t t = time(NULL) + (time_t)plus_s;
+    struct tm tm;
+
+    if (gmtime_r(&t, &tm) == NULL || strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        (void)snprintf(out, cap, "1970-01-01T00:00:00Z");
+    }
+}
+
+static json_t *token_json(const struct sl_store_token *t)
+{
+    char now[32];
+
+    rfc3339_in(0, now, sizeof(now));
+    return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:b}", "id", t->id, "name",
+                     t->name != NULL ? t->name : "", "scope", sl_token_scope_name(t->scope),
+                     "created_at", t->created_at, "expires_at",
+                     t->expires_at[0] != '\0' ? t->expires_at : NULL, "expired",
+                     t->expires_at[0] != '\0' && strcmp(now, t->expires_at) >= 0);
+}
+
+/* True for a token name: 1-128 bytes, no control characters. */
+static bool is_token_name(const json_t *name)
+{
+    const char *s = json_string_value(name);
+    size_t n = json_string_length(name);
+
+    if (s == NULL || n == 0 || n > TOKEN_NAME_MAX || strlen(s) != n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* POST /api/v1/tokens {"name","scope","expires_in_days"}: the token, shown this once. */
+static void token_create(struct sl__api_call *c)
+{
+    static const char *const known[] = { "name", "scope", "expires_in_days" };
+    static const char what[] = "the token is invalid";
+    char token[SL_TOKEN_SIZE] = "";
+    uint8_t hash[SL_TOKEN_HASH_BYTES];
+    struct sl_store_token t;
+    json_t *root = sl__api_body_object(c);
+    const json_t *days;
+    char *name = NULL;
+    json_t *doc;
+    int rc;
+
+    memset(&t, 0, sizeof(t));
+    if (root == NULL
+        || !only_known(c, root, known, SL_ARRAY_LEN(known), what,
+                       "unknown field (expected name, scope, expires_in_days)")) {
+        goto out;
+    }
+    days = json_object_get(root, "expires_in_days");
+    if (!is_token_name(json_object_get(root, "name"))) {
+        set_invalid(c, what, "name", "1-128 characters, no control characters");
+        goto out;
+    }
+    if (!sl_token_scope_parse(json_string_value(json_object_get(root, "scope")), &t.scope)) {
+        set_invalid(c, what, "scope", "\"read\", \"write\" or \"admin\"");
+        goto out;
+    }
+    if (days != NULL && !json_is_null(days)
+        && (!json_is_integer(days) || json_integer_value(days) < 1
+            || json_integer_value(days) > TOKEN_DAYS_MAX)) {
+        set_invalid(c, what, "expires_in_days", "a whole number from 1 to 3650, or null (never)");
+        goto out;
+    }
+    /* A token never does more than its owner may: admin is an admin's, from an admin token. */
+    if (t.scope == SL_TOKEN_SCOPE_ADMIN && !c->user.is_admin) {
+        sl__api_set_error(c->res, 403, "only admins may create tokens of scope admin");
+        goto out;
+    }
+    if (json_is_integer(days)) {
+        rfc3339_in(json_integer_value(days) * SECONDS_PER_DAY, t.expires_at, sizeof(t.expires_at));
+    }
+    name = sl_strdup(json_string_value(json_object_get(root, "name")));
+    (void)snprintf(t.user_id, sizeof(t.user_id), "%s", c->user.id);
+    t.kind = SL_TOKEN_KIND_API;
+    t.name = name;
+    rc = name != NULL ? sl_token_new(token) : SL_ENOMEM;
+    if (rc == 0) {
+        rc = sl_token_hash(token, hash);
+    }
+    if (rc == 0) {
+        rc = sl_store_token_add(c->api->store, hash, &t);
+    }
+    if (rc < 0) {
+        sl__api_set_internal(c->res, "creating a token", rc);
+        goto out;
+    }
+    doc = token_json(&t);
+    if (doc != NULL && json_object_set_new(doc, "token", json_string(token)) < 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    sl__api_set_json(c->res, 201, doc);
+out:
+    sodium_memzero(token, sizeof(token));
+    sl_free(name);
+    json_decref(root);
+}
+
+static void tokens_list(struct sl__api_call *c)
+{
+    struct sl_store_token *v = NULL;
+    size_t n = 0;
+    json_t *arr;
+    int rc = sl_store_token_list(c->api->store, c->user.id, &v, &n);
+
+    if (rc < 0) {
+        sl__api_set_internal(c->res, "listing tokens", rc);
+        return;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, token_json(&v[i])) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    sl_store_free_tokens(v, n);
+    sl__api_set_json(c->res, 200, arr != NULL ? json_pack("{s:o}", "tokens", arr) : NULL);
+}
+
+void sl__api_route_tokens(struct sl__api_call *c, const char *tail)
+{
+    const char *m = c->req->method;
+    char id[SL__API_SEGMENT_MAX] = "";
+    const char *rest = NULL;
+    int rc;
+
+    if (!sl__api_split_tail(tail, id, sizeof(id), &rest) || rest != NULL) {
+        sl__api_set_error(c->res, 404, "no such resource");
+        return;
+    }
+    if (id[0] == '\0') {
+        if (strcmp(m, "GET") == 0) {
+            tokens_list(c);
+        } else if (strcmp(m, "POST") == 0) {
+            token_create(c);
+        } else {
+            sl__api_set_error(c->res, 405, "use GET or POST");
+        }
+        return;
+    }
+    if (strcmp(m, "DELETE") != 0) {
+        sl__api_set_error(c->res, 405, "use DELETE");
+        return;
+    }
+    rc = sl_store_token_delete_id(c->api->store, c->user.id, id);
+    if (rc == SL_ENOTFOUND) {
+        sl__api_set_errorf(c->res, 404, "no token '%.64s'", id);
+    } else if (rc < 0) {
+        sl__api_set_internal(c->res, "revoking a token", rc);
+    } else {
+        c->res->status = 204;
+    }
+}

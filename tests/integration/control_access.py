@@ -1,0 +1,652 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+# tests/integration/control_access.py - who may do what (docs/reference/api.md "Authentication
+# and roles", §5.8 users and tokens, §5.9 repositories and members, the checks of §5.3 and §5.5,
+# the content type of writes) over real HTTP against a real `sluice control` that pushes to two
+# real `sluice proxy` admin sockets; changes that remove access answer once both proxies
+# acknowledged them, or 503 naming the one that did not (it is stopped for that); a damaged
+# environment row is compiled as deny-all and reported by /api/v1/status while a deleted static
+# client's token stops working (the row is corrupted with sqlite3 on the real file). No Docker:
+# the control plane runs without sandboxes, whose checks come before that 503. stdlib only;
+# output TAP-like. Run by control_access.sh.
+import base64
+import http.client
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from httpjson import free_port, request, bearer, unix_get_json, wait_healthy  # noqa: E402
+
+BIN = os.environ.get("SLUICE_BIN") or sys.argv[1]
+WORK = tempfile.mkdtemp(prefix="sluice-control-access-")
+CDATA = os.path.join(WORK, "control-data")
+PDATA = os.path.join(WORK, "proxy-data")
+KEY = base64.b64encode(os.urandom(32)).decode()
+
+st = {"control": None, "cport": 0, "proxies": {}}
+tokens = {}
+failures = []
+checks = [0]
+
+
+def env():
+    e = dict(os.environ, SLUICE_ENCRYPTION_KEY=KEY)
+    e.pop("SLUICE_DATA", None)
+    for v in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        e.pop(v, None)
+    return e
+
+
+def check(desc, cond, why=""):
+    checks[0] += 1
+    if cond:
+        print("ok - " + desc, flush=True)
+    else:
+        failures.append(desc)
+        print("not ok - %s%s" % (desc, (": " + str(why)) if why != "" else ""), flush=True)
+    return cond
+
+
+def call(method, path, body=None, who=None, raw=None, headers=None, timeout=15):
+    conn = http.client.HTTPConnection("127.0.0.1", st["cport"], timeout=timeout)
+    h = bearer(None if who is None else tokens.get(who, who))
+    h.update(headers or {})
+    if raw is not None or headers:
+        # Exact bytes and headers, as given (request() adds the JSON type only for `body`).
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                            else None)
+        conn.request(method, path, body=data, headers=h)
+        resp = conn.getresponse()
+        text = resp.read()
+        conn.close()
+        return resp.status, (json.loads(text) if text else None)
+    return request(conn, method, path, body, h, None, lenient=True)
+
+
+def expect(desc, got, status, message=None):
+    s, doc = got
+    ok = s == status and (message is None or (isinstance(doc, dict)
+                                              and doc.get("message") == message))
+    check(desc, ok, "%d %r" % (s, doc))
+    return doc if isinstance(doc, dict) else {}
+
+
+# ---- processes ------------------------------------------------------------------------------
+
+def port_open(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def proxy_start(name):
+    sock = os.path.join(WORK, "proxy-%s.sock" % name)
+    port = free_port()
+    log = open(os.path.join(WORK, "proxy-%s.log" % name), "ab")
+    proc = subprocess.Popen([BIN, "proxy", "--listen", "127.0.0.1:%d" % port, "--data", PDATA,
+                             "--admin-socket", sock, "--audit-log",
+                             os.path.join(WORK, "audit-%s.log" % name)],
+                            env=env(), stdout=log, stderr=log)
+    deadline = time.time() + 10
+    while not port_open(port):
+        if proc.poll() is not None or time.time() > deadline:
+            raise AssertionError("sluice proxy %s did not start" % name)
+        time.sleep(0.02)
+    st["proxies"][name] = {"proc": proc, "port": port, "sock": sock}
+
+
+def proxy_stop(name):
+    p = st["proxies"][name]["proc"]
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=40)
+
+
+def proxy_version(name):
+    try:
+        return unix_get_json(st["proxies"][name]["sock"], "/v1/status", timeout=3).get("version") or 0
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def control_start():
+    port = free_port()
+    log = open(os.path.join(WORK, "control.log"), "ab")
+    args = [BIN, "control", "--listen", "127.0.0.1:%d" % port, "--data", CDATA,
+            "--log-level", "debug"]
+    for name in ("a", "b"):
+        args += ["--proxy-admin-socket", st["proxies"][name]["sock"]]
+    proc = subprocess.Popen(args, env=env(), stdout=log, stderr=log)
+    st["control"], st["cport"] = proc, port
+    wait_healthy(proc, port, 15, timeout=2)
+
+
+def user_add(name, admin=False, email=None):
+    args = [BIN, "user", "add", name, "--data", CDATA] + (["--admin"] if admin else [])
+    if email:
+        args += ["--email", email]
+    out = subprocess.run(args, env=env(), capture_output=True, text=True, check=True,
+                         timeout=20).stdout
+    tokens[name] = out.strip()
+
+
+def cli(*args):
+    return subprocess.run([BIN, "user"] + list(args) + ["--data", CDATA], env=env(),
+                          capture_output=True, text=True, timeout=20)
+
+
+def through(proxy, client, token, host="blocked.sluice.test"):
+    """One plain-HTTP request through a proxy as `client`: (status, X-Sluice-Reason). 403
+    host-not-allowed: the proxy knows the client; 407: it does not."""
+    p = st["proxies"][proxy]
+    conn = http.client.HTTPConnection("127.0.0.1", p["port"], timeout=5)
+    auth = base64.b64encode(("%s:%s" % (client, token)).encode()).decode()
+    conn.request("GET", "http://%s/x" % host, headers={"Proxy-Authorization": "Basic " + auth})
+    resp = conn.getresponse()
+    resp.read()
+    conn.close()
+    return resp.status, resp.getheader("X-Sluice-Reason")
+
+
+def wait_for(pred, secs):
+    deadline = time.time() + secs
+    while True:
+        v = pred()
+        if v or time.time() > deadline:
+            return v
+        time.sleep(0.05)
+
+
+E = "/api/v1/environments"
+
+
+def global_env(name, hosts):
+    return {"name": name, "scope": "global", "base_image": "debian:12", "network": "on",
+            "egress": {"default": "deny", "rules": [{"host": h} for h in hosts]}}
+
+
+# ---- 1. tokens, scopes, expiry ------------------------------------------------------------------
+
+def test_tokens():
+    expect("1. no token: 401", call("GET", E), 401,
+           "an API token is required: Authorization: Bearer TOKEN")
+    expect("1. unknown token: 401", call("GET", E, who="sl_" + "A" * 43), 401, "unknown API token")
+    me = expect("1. alice's token from `user add` has scope write", call("GET", "/api/v1/me",
+                                                                         who="alice"), 200)
+    check("1. ... /me says so", me.get("scope") == "write" and me.get("admin") is False, me)
+    me = expect("1. root's has scope admin", call("GET", "/api/v1/me", who="root"), 200)
+    check("1. ... and acts as an admin", me.get("scope") == "admin" and me.get("admin") is True, me)
+
+    t = expect("1. alice creates a read-scoped token: 201, shown once",
+               call("POST", "/api/v1/tokens", {"name": "ci reader", "scope": "read",
+                                               "expires_in_days": 30}, who="alice"), 201)
+    check("1. ... with id, name, scope, expiry and the token",
+          t.get("token", "").startswith("sl_") and t.get("id", "").startswith("tok_")
+          and t.get("scope") == "read" and t.get("name") == "ci reader"
+          and t.get("expires_at") and t.get("expired") is False, t)
+    tokens["alice-read"] = t.get("token", "")
+    tokens["alice-read-id"] = t.get("id", "")
+    lst = expect("1. GET /api/v1/tokens lists her tokens",
+                 call("GET", "/api/v1/tokens", who="alice"), 200).get("tokens", [])
+    check("1. ... never a token's value, the new one among them",
+          all("token" not in x for x in lst) and t.get("id") in [x["id"] for x in lst]
+          and any(x["name"] == "default" and x["scope"] == "write" for x in lst), lst)
+    expect("1. a read token reads", call("GET", E, who="alice-read"), 200)
+    expect("1. a read token may not write: 403",
+           call("POST", E, {"name": "x", "base_image": "x", "network": "off"}, who="alice-read"),
+           403, "this token may only read (scope read)")
+    expect("1. a read token may not make tokens: 403",
+           call("POST", "/api/v1/tokens", {"name": "n", "scope": "read"}, who="alice-read"), 403,
+           "this token may only read (scope read)")
+    expect("1. a non-admin cannot create an admin-scoped token: 403",
+           call("POST", "/api/v1/tokens", {"name": "n", "scope": "admin"}, who="alice"), 403,
+           "only admins may create tokens of scope admin")
+    w = expect("1. root creates a write-scoped token",
+               call("POST", "/api/v1/tokens", {"name": "w", "scope": "write"}, who="root"), 201)
+    tokens["root-write"] = w.get("token", "")
+    expect("1. an admin's write token cannot do admin actions: 403",
+           call("GET", "/api/v1/users", who="root-write"), 403, "users are for admins only")
+    expect("1. ... nor write global environments",
+           call("POST", E, global_env("by-write-token", ["x.example"]), who="root-write"), 403,
+           "only admins may create or change global environments")
+    me = call("GET", "/api/v1/me", who="root-write")[1]
+    check("1. /me of that token: admin false, scope write",
+          me.get("admin") is False and me.get("scope") == "write", me)
+    expect("1. an admin's write token cannot make an admin token",
+           call("POST", "/api/v1/tokens", {"name": "n", "scope": "admin"}, who="root-write"), 403)
+    a = expect("1. an admin's admin token can",
+               call("POST", "/api/v1/tokens", {"name": "n", "scope": "admin"}, who="root"), 201)
+    check("1. ... scope admin", a.get("scope") == "admin", a)
+
+    for body, field in (({"name": "n", "scope": "owner"}, "scope"),
+                        ({"name": "", "scope": "read"}, "name"),
+                        ({"name": "n", "scope": "read", "expires_in_days": 0}, "expires_in_days"),
+                        ({"name": "n", "scope": "read", "expires_in_days": 3651},
+                         "expires_in_days"),
+                        ({"name": "n", "scope": "read", "value": "x"}, "value")):
+        d = expect("1. token %s invalid: 422" % field, call("POST", "/api/v1/tokens", body,
+                                                             who="alice"), 422)
+        check("1. ... names the field %s" % field,
+              d.get("errors", [{}])[0].get("field") == field, d)
+
+    # Expiry: a token whose time is up is refused (the row is moved into the past).
+    e = expect("1. a token with an expiry", call("POST", "/api/v1/tokens",
+                                                 {"name": "short", "scope": "write",
+                                                  "expires_in_days": 1}, who="alice"), 201)
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    db.execute("UPDATE tokens SET expires_at = '2001-01-01T00:00:00Z' WHERE id = ?", (e["id"],))
+    db.commit()
+    db.close()
+    expect("1. an expired token: 401 token expired", call("GET", E, who=e["token"]), 401,
+           "token expired")
+    lst = call("GET", "/api/v1/tokens", who="alice")[1]["tokens"]
+    check("1. the list marks it expired",
+          [x["expired"] for x in lst if x["id"] == e["id"]] == [True], lst)
+
+    expect("1. bob cannot revoke alice's token: 404",
+           call("DELETE", "/api/v1/tokens/" + tokens["alice-read-id"], who="bob"), 404,
+           "no token '%s'" % tokens["alice-read-id"])
+    expect("1. alice revokes hers: 204",
+           call("DELETE", "/api/v1/tokens/" + tokens["alice-read-id"], who="alice"), 204)
+    expect("1. ... it is unknown from then on", call("GET", E, who="alice-read"), 401,
+           "unknown API token")
+    expect("1. ... and a second revoke is 404",
+           call("DELETE", "/api/v1/tokens/" + tokens["alice-read-id"], who="alice"), 404)
+    t = call("POST", "/api/v1/tokens", {"name": "reader", "scope": "read"}, who="alice")[1]
+    tokens["alice-read"] = t["token"]
+
+
+# ---- 2. users ------------------------------------------------------------------------------------
+
+def test_users():
+    expect("2. users are for admins: 403", call("GET", "/api/v1/users", who="alice"), 403,
+           "users are for admins only")
+    expect("2. ... also PATCH", call("PATCH", "/api/v1/users/bob", {"disabled": True},
+                                     who="alice"), 403, "users are for admins only")
+    u = expect("2. POST /api/v1/users: 201 with the new user's token",
+               call("POST", "/api/v1/users", {"name": "erin", "email": "erin@example.com"},
+                    who="root"), 201)
+    check("2. ... its fields", u.get("name") == "erin" and u.get("admin") is False
+          and u.get("disabled") is False and u.get("email") == "erin@example.com"
+          and u.get("token", "").startswith("sl_"), u)
+    tokens["erin"] = u.get("token", "")
+    me = expect("2. erin's token works, scope write", call("GET", "/api/v1/me", who="erin"), 200)
+    check("2. ... write", me.get("scope") == "write", me)
+    expect("2. a taken name: 409", call("POST", "/api/v1/users", {"name": "erin"}, who="root"),
+           409, "a user named 'erin' exists already")
+    d = expect("2. a bad name: 422", call("POST", "/api/v1/users", {"name": "-x y"}, who="root"),
+               422)
+    check("2. ... names the field", d.get("errors", [{}])[0].get("field") == "name", d)
+    d = expect("2. a bad email: 422", call("POST", "/api/v1/users", {"name": "frank",
+                                                                      "email": "no at"},
+                                           who="root"), 422)
+    check("2. ... names the field", d.get("errors", [{}])[0].get("field") == "email", d)
+    lst = expect("2. GET /api/v1/users", call("GET", "/api/v1/users", who="root"), 200)
+    names = [x["name"] for x in lst.get("users", [])]
+    check("2. ... every user by name", names == sorted(names) and "erin" in names
+          and "root" in names, names)
+
+    d = expect("2. PATCH disabled: 200", call("PATCH", "/api/v1/users/erin", {"disabled": True},
+                                              who="root"), 200)
+    check("2. ... disabled", d.get("disabled") is True, d)
+    expect("2. a disabled user's token: 401 account disabled", call("GET", E, who="erin"), 401,
+           "account disabled")
+    expect("2. PATCH enabled again", call("PATCH", "/api/v1/users/erin", {"disabled": False},
+                                          who="root"), 200)
+    expect("2. ... her token works again", call("GET", E, who="erin"), 200)
+    d = expect("2. PATCH email", call("PATCH", "/api/v1/users/erin",
+                                      {"email": "e@example.org"}, who="root"), 200)
+    check("2. ... changed", d.get("email") == "e@example.org", d)
+    expect("2. PATCH an unknown field: 422", call("PATCH", "/api/v1/users/erin", {"name": "x",
+                                                                                  "bogus": 1},
+                                                  who="root"), 422)
+    expect("2. PATCH an unknown user: 404", call("PATCH", "/api/v1/users/nobody",
+                                                 {"disabled": True}, who="root"), 404,
+           "no user 'nobody'")
+
+    # root and dave are the admins: one may go, never the last.
+    expect("2. disable the admin dave: 200", call("PATCH", "/api/v1/users/dave",
+                                                  {"disabled": True}, who="root"), 200)
+    last = "the last enabled admin cannot be disabled or demoted; make another admin first"
+    expect("2. the last enabled admin cannot be disabled: 409",
+           call("PATCH", "/api/v1/users/root", {"disabled": True}, who="root"), 409, last)
+    expect("2. ... nor demoted: 409", call("PATCH", "/api/v1/users/root", {"admin": False},
+                                           who="root"), 409, last)
+    expect("2. dave enabled again", call("PATCH", "/api/v1/users/dave", {"disabled": False},
+                                         who="root"), 200)
+
+    # The command line.
+    r = cli("disable", "bob")
+    check("2. `sluice user disable bob`: exit 0", r.returncode == 0 and "disabled" in r.stdout, r)
+    expect("2. ... bob's token: 401 account disabled", call("GET", E, who="bob"), 401,
+           "account disabled")
+    r = cli("enable", "bob")
+    check("2. `sluice user enable bob`: exit 0", r.returncode == 0, r)
+    expect("2. ... bob is back", call("GET", E, who="bob"), 200)
+    r = cli("list")
+    lines = r.stdout.splitlines()
+    check("2. `sluice user list`: one line per user",
+          r.returncode == 0 and "root admin enabled -" in lines
+          and "carol user enabled carol@example.com" in lines, r)
+    r = cli("disable", "nobody")
+    check("2. `sluice user disable nobody`: exit 1", r.returncode == 1
+          and "no user named 'nobody'" in r.stderr, r)
+
+
+# ---- 3. repositories and members ------------------------------------------------------------------
+
+R = "/api/v1/repos/acme/site"
+
+
+def test_repos():
+    expect("3. only admins register repositories: 403",
+           call("PUT", R, {"visibility": "private"}, who="alice"), 403,
+           "only admins may register or change repositories")
+    d = expect("3. PUT a repository: 201", call("PUT", R, {"visibility": "private",
+                                                          "default_branch": "main",
+                                                          "protected_branches": ["release/*"]},
+                                                who="root"), 201)
+    check("3. ... as given", d.get("name") == "acme/site" and d.get("visibility") == "private"
+          and d.get("protected_branches") == ["release/*"] and d.get("archived") is False, d)
+    expect("3. PUT again: 200", call("PUT", R, d, who="root"), 200)
+    expect("3. a public one", call("PUT", "/api/v1/repos/acme/open", {"visibility": "public"},
+                                   who="root"), 201)
+    expect("3. and one nobody but admins sees",
+           call("PUT", "/api/v1/repos/acme/hidden", {}, who="root"), 201)
+    for body, field in (({"visibility": "secret"}, "visibility"),
+                        ({"default_branch": "-x"}, "default_branch"),
+                        ({"protected_branches": ["a..b"]}, "protected_branches[0]"),
+                        ({"protected_branches": ["p%d" % i for i in range(33)]},
+                         "protected_branches"),
+                        ({"protected_branches": ["x", "x"]}, "protected_branches[1]"),
+                        ({"archived": "yes"}, "archived"),
+                        ({"owner": "x"}, "owner")):
+        d = expect("3. %s invalid: 422" % field, call("PUT", R, body, who="root"), 422)
+        check("3. ... names %s" % field, d.get("errors", [{}])[0].get("field") == field, d)
+    expect("3. the repository must be owner/name: 400",
+           call("PUT", "/api/v1/repos/acme/..", {}, who="root"), 400,
+           "the repository must be owner/name")
+
+    expect("3. alice, no member, does not see the private one: 404", call("GET", R, who="alice"),
+           404, "repository not found")
+    d = expect("3. everyone sees the public one, with role read",
+               call("GET", "/api/v1/repos/acme/open", who="carol"), 200)
+    check("3. ... read", d.get("role") == "read", d)
+    names = [x["name"] for x in call("GET", "/api/v1/repos", who="carol")[1]["repos"]]
+    check("3. GET /api/v1/repos for carol: the public one only", names == ["acme/open"], names)
+    names = [x["name"] for x in call("GET", "/api/v1/repos", who="root")[1]["repos"]]
+    check("3. ... for an admin: all", names == ["acme/hidden", "acme/open", "acme/site"], names)
+
+    M = R + "/members/"
+    d = expect("3. root makes alice a writer: 201", call("PUT", M + "alice", {"role": "write"},
+                                                        who="root"), 201)
+    check("3. ... {user, role}", d == {"user": "alice", "role": "write"}, d)
+    expect("3. bob a reader", call("PUT", M + "bob", {"role": "read"}, who="root"), 201)
+    expect("3. erin an admin of the repository", call("PUT", M + "erin", {"role": "admin"},
+                                                       who="root"), 201)
+    expect("3. a role that is none: 422", call("PUT", M + "bob", {"role": "owner"}, who="root"),
+           422)
+    expect("3. an unknown user: 404", call("PUT", M + "nobody", {"role": "read"}, who="root"),
+           404, "no user 'nobody'")
+    expect("3. a reader cannot manage members: 403", call("PUT", M + "carol", {"role": "read"},
+                                                          who="bob"), 403,
+           "only admins of this repository may manage its members")
+    expect("3. a writer neither", call("DELETE", M + "bob", who="alice"), 403,
+           "only admins of this repository may manage its members")
+    expect("3. carol, who cannot see it: 404", call("GET", R + "/members", who="carol"), 404,
+           "repository not found")
+    expect("3. the repository's admin adds carol: 201", call("PUT", M + "carol", {"role": "read"},
+                                                            who="erin"), 201)
+    lst = expect("3. a reader lists the members", call("GET", R + "/members", who="bob"), 200)
+    check("3. ... by name, with roles", lst.get("members") == [
+        {"user": "alice", "role": "write"}, {"user": "bob", "role": "read"},
+        {"user": "carol", "role": "read"}, {"user": "erin", "role": "admin"}], lst)
+    expect("3. GET one member", call("GET", M + "bob", who="alice"), 200)
+    expect("3. a user who is no member: 404", call("GET", M + "dave", who="alice"), 404,
+           "no member 'dave'")
+    expect("3. the repository's admin removes carol: 204", call("DELETE", M + "carol",
+                                                               who="erin"), 204)
+    expect("3. ... twice: 404", call("DELETE", M + "carol", who="erin"), 404, "no member 'carol'")
+    d = call("GET", R, who="alice")[1]
+    check("3. alice now sees it, as a writer", d.get("role") == "write", d)
+
+
+# ---- 4. who may start sandboxes and jobs -----------------------------------------------------------
+
+S = R + "/sandboxes"
+OFF = ("sandboxes are not enabled: the control plane needs --proxy-admin-socket and a "
+       "reachable container runtime (--docker-socket)")
+JOBS_OFF = ("jobs need sandboxes, which are not enabled: the control plane needs "
+            "--proxy-admin-socket and a reachable container runtime (--docker-socket)")
+
+
+def job(repo, who):
+    return call("POST", "/api/v1/jobs", {"repos": [{"repo_id": repo}], "command": "true"},
+                who=who)
+
+
+def test_sandbox_and_job_checks():
+    expect("4. an unregistered repository: 404", call("POST", "/api/v1/repos/acme/nope/sandboxes",
+                                                      {}, who="alice"), 404,
+           "repository not found")
+    expect("4. carol, who cannot see it: 404", call("POST", S, {}, who="carol"), 404,
+           "repository not found")
+    expect("4. bob, a reader: 403", call("POST", S, {}, who="bob"), 403, "write access required")
+    expect("4. alice's read token: 403", call("POST", S, {}, who="alice-read"), 403,
+           "write access required")
+    expect("4. everyone reads the public one, nobody writes it: 403",
+           call("POST", "/api/v1/repos/acme/open/sandboxes", {}, who="carol"), 403,
+           "write access required")
+    expect("4. an admin's write token, no member of the repository: 404",
+           call("POST", "/api/v1/repos/acme/hidden/sandboxes", {}, who="root-write"), 404,
+           "repository not found")
+    expect("4. alice, a writer, passes the checks (this control plane runs no sandboxes)",
+           call("POST", S, {"ref": "main"}, who="alice"), 503, OFF)
+    expect("4. a call into a sandbox: the same checks first",
+           call("POST", S + "/sb_0123456789abcdef/exec", {"cmd": "true"}, who="bob"), 403,
+           "write access required")
+    d = expect("4. a job in an unregistered repository: 404", job("acme/nope", "alice"), 404,
+               "repository not found")
+    check("4. ... naming it", d.get("repo") == "acme/nope", d)
+    expect("4. a job of a reader: 403", job("acme/site", "bob"), 403, "write access required")
+    expect("4. a job with a read token: 403", job("acme/site", "alice-read"), 403,
+           "write access required")
+    expect("4. a job of a writer passes the checks", job("acme/site", "alice"), 503, JOBS_OFF)
+
+    d = call("GET", R, who="root")[1]
+    d["archived"] = True
+    expect("4. archive the repository", call("PUT", R, d, who="root"), 200)
+    arch = "repository is archived (read-only)"
+    expect("4. archived: create is 403", call("POST", S, {}, who="alice"), 403, arch)
+    for action in ("exec", "read", "write", "close"):
+        expect("4. archived: %s on a sandbox is 403" % action,
+               call("POST", S + "/sb_0123456789abcdef/" + action, {}, who="alice"), 403, arch)
+    expect("4. archived: a job is 403", job("acme/site", "alice"), 403, arch)
+    d["archived"] = False
+    expect("4. unarchive", call("PUT", R, d, who="root"), 200)
+
+
+# ---- 5. the content type of writes ---------------------------------------------------------------
+
+def test_content_type():
+    body = json.dumps({"name": "ct", "base_image": "debian:12", "network": "off"}).encode()
+    expect("5. text/plain: 415 naming it",
+           call("POST", E, raw=body, headers={"Content-Type": "text/plain"}, who="alice"), 415,
+           "Content-Type must be application/json, not 'text/plain'")
+    expect("5. a form: 415",
+           call("POST", E, raw=body, headers={"Content-Type": "application/x-www-form-urlencoded"},
+                who="alice"), 415,
+           "Content-Type must be application/json, not 'application/x-www-form-urlencoded'")
+    expect("5. none: 415", call("POST", E, raw=body, headers={"X-No-Type": "1"}, who="alice"),
+           415, "a request body needs Content-Type: application/json (none was given)")
+    expect("5. PUT too", call("PUT", R, raw=b"{}", headers={"Content-Type": "text/json"},
+                              who="root"), 415,
+           "Content-Type must be application/json, not 'text/json'")
+    expect("5. PATCH too", call("PATCH", "/api/v1/users/erin", raw=b"{}",
+                                headers={"Content-Type": "application/jsonx"}, who="root"), 415)
+    expect("5. application/json with a charset, in any case: accepted",
+           call("POST", E, raw=body, headers={"Content-Type": "Application/JSON; charset=utf-8"},
+                who="alice"), 201)
+    expect("5. a POST without a body needs no type",
+           call("POST", S + "/sb_0123456789abcdef/close", raw=b"", headers={"X-No-Type": "1"},
+                who="alice"), 503, OFF)
+    s, doc = call("POST", "/mcp", raw=b"{}", headers={"Content-Type": "text/plain",
+                                                      "Accept": "application/json"},
+                  who="alice")
+    check("5. /mcp keeps its own rules (415, a JSON-RPC error)", s == 415
+          and doc.get("error", {}).get("code") == -32600, (s, doc))
+
+
+# ---- 6. revocation reaches every proxy, and never fails open -------------------------------------
+
+def status():
+    return call("GET", "/api/v1/status", who="root")[1]
+
+
+def test_revocation():
+    e1 = expect("6. an environment for static clients",
+                call("POST", E, global_env("static", ["allowed.sluice.test"]), who="root"), 201)
+    damaged = expect("6. another that will be damaged",
+                     call("POST", E, global_env("damaged", ["ok.sluice.test"]), who="root"), 201)
+    toks = {}
+    for cid in ("ci-1", "ci-2", "ci-3"):
+        c = expect("6. static client %s with a token" % cid,
+                   call("POST", "/api/v1/clients", {"id": cid, "environment": "static",
+                                                    "token": True}, who="root"), 201)
+        toks[cid] = c.get("token", "")
+    for proxy in ("a", "b"):
+        got = wait_for(lambda: through(proxy, "ci-1", toks["ci-1"]) == (403, "host-not-allowed"),
+                       5)
+        check("6. proxy %s knows ci-1 (403 host-not-allowed, not 407)" % proxy, got,
+              through(proxy, "ci-1", toks["ci-1"]))
+
+    # A damaged row: the stored egress of "damaged" now holds a host the proxy refuses. Before
+    # issue 16 every later build failed, and a deleted client kept its access.
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    db.execute("UPDATE environments SET egress_json = ? WHERE id = ?",
+               ('{"default":"allow","rules":[{"host":"not a host!","methods":[]}]}',
+                damaged["id"]))
+    db.commit()
+    db.close()
+    t0 = time.time()
+    expect("6. DELETE a static client: 204", call("DELETE", "/api/v1/clients/ci-1", who="root"),
+           204)
+    el = time.time() - t0
+    for proxy in ("a", "b"):
+        check("6. ... answered after proxy %s dropped it: 407 at once" % proxy,
+              through(proxy, "ci-1", toks["ci-1"])[0] == 407, through(proxy, "ci-1",
+                                                                       toks["ci-1"]))
+    check("6. ... within the 5 s bound", el < 5, el)
+    check("6. ... while ci-2 still gets through", through("a", "ci-2", toks["ci-2"])
+          == (403, "host-not-allowed"))
+    snap = status().get("snapshot") or {}
+    probs = snap.get("problems") or []
+    check("6. /api/v1/status names the damaged environment",
+          any(p.get("environment") == damaged["id"] and p.get("name") == "damaged"
+              and "refused by the proxy's validation" in p.get("message", "")
+              and "deny-all" in p.get("message", "") for p in probs), snap)
+    check("6. ... with the build's time and no build error",
+          snap.get("built_at") and snap.get("build_error") is None, snap)
+
+    # One proxy down: a change that removes access answers 503 naming it.
+    sock_b = st["proxies"]["b"]["sock"]
+    proxy_stop("b")
+    t0 = time.time()
+    s, doc = call("DELETE", "/api/v1/clients/ci-2", who="root")
+    el = time.time() - t0
+    check("6. proxy b stopped: DELETE answers 503 naming it, after the 5 s bound",
+          s == 503 and sock_b in (doc or {}).get("message", "")
+          and st["proxies"]["a"]["sock"] not in doc["message"] and 4.5 <= el < 10,
+          "%d %r after %.1f s" % (s, doc, el))
+    check("6. ... the change is kept (proxy a dropped it)",
+          through("a", "ci-2", toks["ci-2"])[0] == 407)
+    s, doc = call("DELETE", R + "/members/bob", who="root")
+    check("6. removing a member: 503 naming proxy b", s == 503 and sock_b in doc.get("message", ""),
+          (s, doc))
+    s, doc = call("PATCH", "/api/v1/users/carol", {"disabled": True}, who="root")
+    check("6. disabling a user: 503 naming proxy b", s == 503 and sock_b in doc.get("message", ""),
+          (s, doc))
+    s, doc = call("PUT", R + "/members/alice", {"role": "read"}, who="root")
+    check("6. lowering a role: 503 naming proxy b", s == 503 and sock_b in doc.get("message", ""),
+          (s, doc))
+    s, doc = call("PUT", R + "/members/alice", {"role": "write"}, who="root")
+    check("6. raising it removes nothing: 200 without waiting", s == 200, (s, doc))
+    s, doc = call("PUT", "/api/v1/repos/acme/hidden", {"archived": True}, who="root")
+    check("6. archiving: 503 naming proxy b", s == 503 and sock_b in doc.get("message", ""),
+          (s, doc))
+    s, doc = call("DELETE", "/api/v1/repos/acme/hidden", who="root")
+    check("6. deleting a repository: 503 naming proxy b",
+          s == 503 and sock_b in doc.get("message", ""), (s, doc))
+    s, doc = call("PUT", R + "/members/bob", {"role": "read"}, who="root")
+    check("6. adding access does not wait: 201", s == 201, (s, doc))
+
+    proxy_start("b")
+    want = status()["snapshot"]["version"]
+    got = wait_for(lambda: proxy_version("b") >= want, 5)
+    check("6. the restarted proxy b gets the current snapshot", got, proxy_version("b"))
+    check("6. ... without the deleted clients", through("b", "ci-2", toks["ci-2"])[0] == 407
+          and through("b", "ci-3", toks["ci-3"]) == (403, "host-not-allowed"))
+    expect("6. with both up, a change that removes access answers 204 again",
+           call("DELETE", "/api/v1/clients/ci-3", who="root"), 204)
+    check("6. ... and neither proxy knows ci-3", through("a", "ci-3", toks["ci-3"])[0] == 407
+          and through("b", "ci-3", toks["ci-3"])[0] == 407)
+    expect("6. carol enabled again", call("PATCH", "/api/v1/users/carol", {"disabled": False},
+                                          who="root"), 200)
+    del e1
+
+
+def main():
+    os.makedirs(CDATA)
+    subprocess.run([BIN, "ca", "init", "--out", PDATA], env=env(), capture_output=True,
+                   check=True, timeout=20)
+    user_add("root", admin=True)
+    user_add("dave", admin=True)
+    user_add("alice")
+    user_add("bob")
+    user_add("carol", email="carol@example.com")
+    proxy_start("a")
+    proxy_start("b")
+    control_start()
+    rc = 0
+    try:
+        for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
+                  test_content_type, test_revocation):
+            try:
+                t()
+            except Exception as e:  # noqa: BLE001 - report and go on
+                check("%s ran to its end" % t.__name__, False, repr(e))
+    finally:
+        proc = st["control"]
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(timeout=20)
+        for name in list(st["proxies"]):
+            p = st["proxies"][name]["proc"]
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                p.wait(timeout=40)
+    check("sluice control exits 0 on SIGTERM", rc == 0, rc)
+    print("1..%d" % checks[0])
+    if failures:
+        for name in ("control.log", "proxy-a.log", "proxy-b.log"):
+            path = os.path.join(WORK, name)
+            if os.path.exists(path):
+                print("# --- %s (last 40 lines)" % name)
+                with open(path, errors="replace") as f:
+                    for line in f.readlines()[-40:]:
+                        print("# " + line.rstrip())
+        print("# %d of %d checks failed; work dir %s" % (len(failures), checks[0], WORK))
+        sys.exit(1)
+    shutil.rmtree(WORK, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
