@@ -67,6 +67,10 @@ typedef void sl_api_changed_fn(void *arg);
  * what only the loop knows, such as the pusher's state. */
 typedef void sl_api_status_fn(void *arg, json_t *doc);
 
+/* Called on the loop for GET /readyz (docs/reference/api.md §5.7): adds what it checked to `doc`
+ * (borrowed) and returns whether the control plane is ready. */
+typedef bool sl_api_ready_fn(void *arg, json_t *doc);
+
 struct sl_api {
     /* The loop the server runs on. Borrowed. */
     uv_loop_t *loop;
@@ -83,6 +87,8 @@ struct sl_api {
     /* Optional hooks (NULL for none), called on the loop with `hook_arg`. */
     sl_api_changed_fn *changed;
     sl_api_status_fn *status;
+    /* GET /readyz; NULL answers ready. */
+    sl_api_ready_fn *ready;
     /* Jobs were queued (control/jobs/jobs): the pool may start them. */
     sl_api_changed_fn *jobs_queued;
     void *hook_arg;
