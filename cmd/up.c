@@ -81,6 +81,9 @@ static const char usage[] =
         "  --restart-backoff MS        the first wait before a dead child is restarted\n"
         "                              (default 500; doubles up to 30000 while it keeps dying,\n"
         "                              starts over once it ran 60 s)\n"
+        "  --config FILE               read flags from FILE: its top and [up] section are up's,\n"
+        "                              [control] the control flags below, [proxy] the proxy\n"
+        "                              flags (before those after --); the command line wins\n"
         "\n"
         "control flags (passed on to `sluice control`; see sluice control --help):\n"
         "  --proxy-admin-socket PATH   another proxy to push snapshots to (repeatable; the\n"
@@ -144,6 +147,11 @@ struct up {
     size_t n_sockets;
     char **proxy_args;
     int n_proxy_args;
+    /* --config: the file, and the proxy arguments its [proxy] section makes ("--KEY=VALUE",
+     * allocated) followed by those after `--`. */
+    struct sl_conf *conf;
+    char **merged_proxy_args;
+    int n_merged;
     /* Derived. */
     char data[PATH_BYTES];
     char sock[PATH_BYTES + 16];
@@ -183,6 +191,109 @@ static const char *value_or(const char *v, const char *dflt)
 
 /* ---- arguments -------------------------------------------------------------------------- */
 
+static const char *const up_sections[] = { "up", "control", NULL };
+
+/* Keys of [proxy] that up gives its proxy itself, and what to write instead. */
+static const struct {
+    const char *key;
+    const char *instead;
+} proxy_keys_of_up[] = {
+    { "listen", "proxy-listen in [up]" },
+    { "data", "data in [up]" },
+    { "admin-socket", "nothing: up's proxy uses DIR/proxy.sock" },
+    { "audit-log", "audit-log in [up]" },
+    { "config", "nothing: a file cannot name another" },
+};
+
+/* Whether the proxy arguments after `--` give `--KEY`. */
+static bool proxy_arg_given(const struct up *u, const char *key)
+{
+    size_t n = strlen(key);
+
+    for (int i = 0; i < u->n_proxy_args; i++) {
+        const char *a = u->proxy_args[i];
+
+        if (strncmp(a, "--", 2) == 0 && strncmp(a + 2, key, n) == 0
+            && (a[2 + n] == '\0' || a[2 + n] == '=')) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The [proxy] section of --config as proxy arguments, before those after `--` (which win). */
+static int merge_proxy_args(struct up *u)
+{
+    struct sl_conf_errors *errs;
+    int n = 0;
+    int rc = SL_CMD_OK;
+
+    if (u->conf == NULL) {
+        return SL_CMD_OK;
+    }
+    errs = sl_calloc(1, sizeof(*errs));
+    u->merged_proxy_args = sl_calloc(u->conf->n + (size_t)u->n_proxy_args + 1, sizeof(char *));
+    if (errs == NULL || u->merged_proxy_args == NULL) {
+        sl_free(errs);
+        sl_eprintf("up: out of memory");
+        return SL_CMD_FAIL;
+    }
+    for (size_t i = 0; i < u->conf->n; i++) {
+        const struct sl_conf_entry *e = &u->conf->entries[i];
+        bool refused = false;
+        size_t len;
+
+        if (strcmp(e->section, "proxy") != 0) {
+            continue;
+        }
+        for (size_t k = 0; k < SL_ARRAY_LEN(proxy_keys_of_up); k++) {
+            if (strcmp(e->key, proxy_keys_of_up[k].key) == 0) {
+                sl_conf_error_add(errs, e->line,
+                                  "key '%s' in [proxy]: sluice up gives its proxy this itself; "
+                                  "use %s",
+                                  e->key, proxy_keys_of_up[k].instead);
+                refused = true;
+            }
+        }
+        if (refused || proxy_arg_given(u, e->key)) {
+            continue;
+        }
+        len = strlen(e->key) + strlen(e->value) + 4;
+        u->merged_proxy_args[n] = sl_malloc(len);
+        if (u->merged_proxy_args[n] == NULL) {
+            sl_conf_error_add(errs, 0, "out of memory");
+            break;
+        }
+        (void)snprintf(u->merged_proxy_args[n], len, "--%s=%s", e->key, e->value);
+        n++;
+    }
+    for (size_t i = 0; i < errs->n; i++) {
+        sl_eprintf("up: %s:%u: %s", u->conf->path, errs->items[i].line, errs->items[i].message);
+        rc = SL_CMD_USAGE;
+    }
+    sl_free(errs);
+    u->n_merged = n;
+    for (int i = 0; i < u->n_proxy_args; i++) {
+        u->merged_proxy_args[n + i] = u->proxy_args[i];
+    }
+    u->proxy_args = u->merged_proxy_args;
+    u->n_proxy_args += n;
+    return rc;
+}
+
+static void free_args(struct up *u)
+{
+    if (u->merged_proxy_args != NULL) {
+        for (int i = 0; i < u->n_merged; i++) {
+            sl_free(u->merged_proxy_args[i]);
+        }
+        sl_free(u->merged_proxy_args);
+        u->merged_proxy_args = NULL;
+    }
+    sl_conf_destroy(u->conf);
+    u->conf = NULL;
+}
+
 static int parse_args(struct up *u, int argc, char **argv, bool *help)
 {
     int n_own = sl_sup_split_args(argc, argv);
@@ -212,8 +323,17 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
             passed_names[i], SL_OPT_VALUE, NULL, &u->passed[i], NULL, NULL, 0
         };
     }
-    rc = sl_opts_parse("up", n_own, argv, opts, n, pos, 0, &n_pos, help);
+    rc = sl_opts_parse_config("up", up_sections, n_own, argv, opts, n, pos, 0, &n_pos, help,
+                              &u->conf);
     if (rc != SL_CMD_OK || *help) {
+        return rc;
+    }
+    if (n_own < argc) {
+        u->proxy_args = argv + n_own + 1;
+        u->n_proxy_args = argc - n_own - 1;
+    }
+    rc = merge_proxy_args(u);
+    if (rc != SL_CMD_OK) {
         return rc;
     }
     if (u->control_listen_flag_misused != NULL) {
@@ -254,11 +374,23 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
                    "writes there (standard output is not a file it can read)");
         return SL_CMD_USAGE;
     }
-    if (n_own < argc) {
-        u->proxy_args = argv + n_own + 1;
-        u->n_proxy_args = argc - n_own - 1;
-    }
     return SL_CMD_OK;
+}
+
+int sl_cmd_up_check(int argc, char **argv)
+{
+    struct up *u = sl_calloc(1, sizeof(*u));
+    bool help = false;
+    int rc;
+
+    if (u == NULL) {
+        sl_eprintf("up: out of memory");
+        return SL_CMD_FAIL;
+    }
+    rc = parse_args(u, argc, argv, &help);
+    free_args(u);
+    sl_free(u);
+    return rc;
 }
 
 /* ---- the data directory ----------------------------------------------------------------- */
@@ -1025,12 +1157,17 @@ int sl_cmd_up(int argc, char **argv)
     if (rc != SL_CMD_OK || help) {
         if (help) {
             (void)fputs(usage, stdout);
+        } else if (u->conf != NULL) {
+            sl_eprintf("up: the value may come from %s: `sluice config check %s` names its line",
+                       u->conf->path, u->conf->path);
         }
+        free_args(u);
         sl_free(u);
         return rc;
     }
     if (prepare_dir(u) < 0 || prepare_ca(u) < 0 || prepare_key(u) < 0 || prepare_db(u) < 0) {
         sodium_memzero(u->token, sizeof(u->token));
+        free_args(u);
         sl_free(u);
         return SL_CMD_FAIL;
     }
@@ -1047,6 +1184,7 @@ int sl_cmd_up(int argc, char **argv)
                    u->passed[PASS_DOCKER_SOCKET], u->docker_err);
     }
     rc = supervise(u);
+    free_args(u);
     sl_free(u);
     return rc;
 }
