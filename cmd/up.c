@@ -25,6 +25,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/notify.h"
 #include "certs/ca.h"
 #include "cmd/cmd.h"
 #include "cmd/opts.h"
@@ -51,6 +52,7 @@
 #define CONTROL_READY_S   30
 #define GATEWAY_READY_S   30
 #define PROXY_READY_S     15
+#define READYZ_WAIT_S     60
 #define CONTROL_STOP_MS   90000u
 #define PROXY_STOP_MS     30000u
 #define PROBE_TIMEOUT_S   2
@@ -168,6 +170,9 @@ struct up {
     /* The admin token when this run created it (printed once), else "". */
     char token[SL_TOKEN_SIZE];
     bool token_file_missing;
+    /* $NOTIFY_SOCKET (a Type=notify unit), taken from the environment so that the children
+     * do not see it; NULL outside systemd. */
+    char *notify_socket;
     /* The children's argument vectors. */
     char *control_argv[CHILD_ARGS_MAX];
     char *proxy_argv[CHILD_ARGS_MAX];
@@ -927,6 +932,21 @@ static bool wait_ready(struct sl_sup *s, struct sl_sup_child *c, const struct up
     return ready(u);
 }
 
+/* GET /readyz answers 200 (docs/reference/api.md §5.7): every proxy has the newest snapshot and
+ * the sandboxes are up or not needed. */
+static bool control_ready(const struct up *u)
+{
+    int fd = tcp_connect(u->control_listen);
+    int status;
+
+    if (fd == -1) {
+        return false;
+    }
+    status = http_get_status(fd, "/readyz");
+    (void)close(fd);
+    return status == 200;
+}
+
 static bool proxy_ready(const struct up *u)
 {
     return port_open(u->proxy_listen) && (!u->gateway_up || port_open(u->gateway_listen));
@@ -1077,6 +1097,18 @@ static int start_children(struct up *u, struct run *r)
     if (!wait_ready(&r->s, &r->proxy, u, proxy_ready, PROXY_READY_S)) {
         return start_failed(r, &r->proxy, "proxy", text);
     }
+    /* Never fatal: a sandbox network that does not come up leaves the rest working. */
+    if (!wait_ready(&r->s, &r->control, u, control_ready, READYZ_WAIT_S)) {
+        if (r->s.stop_signal != 0 || r->control.pid == 0) {
+            return start_failed(r, &r->control, "control plane", "");
+        }
+        sl_eprintf("warning: http://%s/readyz did not answer 200 within %d s (see what it "
+                   "names); going on",
+                   u->control_listen, READYZ_WAIT_S);
+        (void)sl_notify(u->notify_socket, "READY=1\nSTATUS=running, but /readyz says not ready");
+        return SL_CMD_OK;
+    }
+    (void)sl_notify(u->notify_socket, "READY=1\nSTATUS=ready");
     return SL_CMD_OK;
 }
 
@@ -1175,6 +1207,11 @@ int sl_cmd_up(int argc, char **argv)
         sl_eprintf("warning: not running as root: the control plane cannot install the "
                    "firewall table, so sandboxes will be off");
     }
+    /* Only up speaks to systemd (NotifyAccess=main); its children must not. */
+    if (getenv("NOTIFY_SOCKET") != NULL) {
+        u->notify_socket = sl_strdup(getenv("NOTIFY_SOCKET"));
+        (void)unsetenv("NOTIFY_SOCKET");
+    }
     probe_docker(u);
     if (u->docker) {
         ensure_image(u);
@@ -1185,6 +1222,7 @@ int sl_cmd_up(int argc, char **argv)
     }
     rc = supervise(u);
     free_args(u);
+    sl_free(u->notify_socket);
     sl_free(u);
     return rc;
 }

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -21,6 +22,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/notify.h"
 #include "certs/ca.h"
 #include "certs/cache.h"
 #include "certs/mint.h"
@@ -986,6 +988,9 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
            cfg->n_listen > 0 ? cfg->listen[0] : DEFAULT_LISTEN, p->n_started,
            p->snapshot != NULL ? "loaded" : "none (every request gets 503 no-policy)",
            p->admin != NULL ? p->admin_path : "none");
+    /* A Type=notify unit (the packaged sluice-proxy.service) is started once every listener
+     * accepts. */
+    (void)sl_notify(getenv("NOTIFY_SOCKET"), "READY=1\nSTATUS=accepting connections");
     (void)uv_run(&p->loop, UV_RUN_DEFAULT);
     teardown(p);
     sl_free(p);
