@@ -6,6 +6,8 @@
 # make test   dependencies + a Docker daemon + the sandbox image + every test in the release and
 #             the ASan+UBSan configurations
 # make build  dependencies + release build; the binary is build/sluice
+# make deb    the Debian package build/deb/sluice_VERSION_amd64.deb (tools/deb.sh: debhelper on a
+#             copy of the tree, lintian; docs/install.md)
 # make fuzz   each libFuzzer target for FUZZ_SECONDS (default 60)
 # make fuzz-long  each libFuzzer target for FUZZ_LONG_SECONDS (default 3600), one after the
 #             other, in $(FUZZ_BUILD); new inputs and crashes are kept in $(FUZZ_WORK)/<target>
@@ -26,7 +28,7 @@ FUZZ_BUILD ?= build/fuzz
 FUZZ_WORK  ?= build/fuzz-work
 CTEST      = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps run-deps test-deps build run test test-release test-asan test-tsan fuzz fuzz-long bench \
+.PHONY: all deps run-deps test-deps deb-deps deb build run test test-release test-asan test-tsan fuzz fuzz-long bench \
 	bench-quick lint format clean
 
 all: build
@@ -36,6 +38,12 @@ deps:
 
 test-deps:
 	tools/deps.sh test
+
+deb-deps:
+	tools/deps.sh deb
+
+deb: deb-deps
+	tools/deb.sh
 
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -1175,6 +1175,25 @@ static int supervise(struct up *u)
     return exit_code;
 }
 
+/* CAP_NET_ADMIN (bit 12) among the effective capabilities: what the firewall table needs, and
+ * all the packaged sluice.service gives its user (docs/install.md). */
+static bool has_net_admin(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long caps = 0;
+    bool found = false;
+
+    if (f == NULL) {
+        return false;
+    }
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        found = sscanf(line, "CapEff: %llx", &caps) == 1;
+    }
+    (void)fclose(f);
+    return found && (caps & (1ull << 12)) != 0;
+}
+
 int sl_cmd_up(int argc, char **argv)
 {
     struct up *u = sl_calloc(1, sizeof(*u));
@@ -1203,9 +1222,9 @@ int sl_cmd_up(int argc, char **argv)
         sl_free(u);
         return SL_CMD_FAIL;
     }
-    if (geteuid() != 0) {
-        sl_eprintf("warning: not running as root: the control plane cannot install the "
-                   "firewall table, so sandboxes will be off");
+    if (geteuid() != 0 && !has_net_admin()) {
+        sl_eprintf("warning: neither root nor CAP_NET_ADMIN: the control plane cannot install "
+                   "the firewall table, so sandboxes will be off");
     }
     /* Only up speaks to systemd (NotifyAccess=main); its children must not. */
     if (getenv("NOTIFY_SOCKET") != NULL) {
