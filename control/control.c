@@ -331,15 +331,16 @@ static bool on_api_ready(void *arg, json_t *doc)
                                                     "snapshot"));
         }
     }
-    if (d->sandboxes != NULL && sb != NULL) {
+    if (d->cfg->n_proxy_admin_sockets == 0 || docker == NULL || stat(docker, &st) != 0) {
+        /* No sandboxes asked for, or no Docker daemon installed here: the rest works. */
+        (void)json_object_set_new(doc, "docker", json_string("not needed"));
+    } else if (d->sandboxes != NULL && sb != NULL) {
         sl_sandboxes_status(d->sandboxes, sb);
         (void)json_object_set(doc, "docker", json_object_get(sb, "sandboxes"));
         if (!json_is_true(json_object_get(json_object_get(sb, "sandboxes"), "ready"))) {
             ready = false;
             (void)json_array_append_new(why, json_string("sandboxes are not ready"));
         }
-    } else if (d->cfg->n_proxy_admin_sockets == 0 || docker == NULL || stat(docker, &st) != 0) {
-        (void)json_object_set_new(doc, "docker", json_string("not needed"));
     } else {
         ready = false;
         (void)json_object_set_new(doc, "docker",
