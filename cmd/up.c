@@ -3,7 +3,9 @@
  * cmd/up.c - `sluice up` (docs/reference/cli.md §1, docs/up.md): the single-machine install.
  * Prepares the data directory (CA, encryption key, database, first admin), looks for a Docker
  * daemon and the default sandbox image, then runs `sluice control` and `sluice proxy` as supervised
- * children (cmd/supervise) until SIGINT or SIGTERM.
+ * children (cmd/supervise) until SIGINT or SIGTERM. Flags may come from --config (its [proxy]
+ * section becomes proxy flags); once the control plane's /readyz answers, a Type=notify unit is
+ * told READY=1 (base/notify).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -111,7 +113,8 @@ static const char usage[] =
         "\n"
         "A child that dies is restarted after a back-off; one that exits 2 (bad arguments) is\n"
         "not, and up stops. SIGINT (Ctrl-C) or SIGTERM stops the control plane first (it\n"
-        "removes the sandboxes and the firewall table), then the proxy; up exits 0.\n";
+        "removes the sandboxes and the firewall table), then the proxy; up exits 0. SIGHUP\n"
+        "and SIGUSR1 are passed on to both children (reload; reopen the audit log).\n";
 
 /* The control plane's flags that take one value, passed on as given (after the ones up
  * decides itself). */
