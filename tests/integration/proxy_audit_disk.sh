@@ -8,6 +8,8 @@
 #     --audit-failure deny: requests the policy allows are refused 503 audit-unavailable, the
 #     alarm is up (sluice_audit_healthy 0, write failures counted, /v1/status audit healthy
 #     false); once space is freed service comes back by itself and the held lines are written;
+#   - the control plane pushing to that proxy shows the alarm too (GET /api/v1/status: the proxy's
+#     "audit" healthy false, "audit_healthy" false), and clears it when the proxy heals;
 #   - the same with --audit-failure allow: requests are served and the failures counted;
 #   - whatever happened, the log holds whole JSON lines only, one per request.
 # The full-disk part needs root (mount); without it that part is skipped.
@@ -159,6 +161,10 @@ full_disk() {
   done
   check "[$mode] the alarm: sluice_audit_healthy 0" healthy_is 0
   check_ge "[$mode] write failures counted" "$(metric sluice_audit_write_failures_total)" 1
+  if [ "$mode" = deny ]; then
+    control_start
+    check "[deny] the control plane's /api/v1/status shows the alarm" fx_wait 5 control_alarm false
+  fi
   fx_admin GET /v1/status
   check_match "[$mode] /v1/status: audit healthy false, the reason" "$(cat "$FX_ADMIN_BODY")" \
     "\"audit\":\\{\"healthy\":false,\"failure_mode\":\"$mode\".*\"error\":\"No space left on device\""
@@ -177,6 +183,10 @@ full_disk() {
   fi
   rm -f "$fs/fill"
   check "[$mode] space freed: healthy again by itself" fx_wait 5 healthy_is 1
+  if [ "$mode" = deny ]; then
+    check "[deny] ... and clears it" fx_wait 5 control_alarm true
+    fx_stop_pid "$control_pid" 30 || true
+  fi
   last=$(load "$mode-e" 10 1)
   check_eq "[$mode] and requests are served again" "$last" "404 10"
   fx_proxy_stop
@@ -186,6 +196,31 @@ full_disk() {
   read -r once bad before <<<"$(audit_check "$mode-a" 20 "$log")"
   check_eq "[$mode] so do the 20 before" "$once" 20
   check_eq "[$mode] no line is torn" "$bad" 0
+}
+
+# A control plane that pushes to the current proxy (no Docker, a network name of its own).
+cdata=$FX_WORK/control-data
+mkdir -m 0700 "$cdata"
+head -c 32 /dev/urandom | base64 >"$cdata/encryption.key"
+chmod 600 "$cdata/encryption.key"
+ctoken=$("$SLUICE_BIN" user add admin --admin --data "$cdata")
+cport=$(fx_free_port)
+control_start() {
+  "$SLUICE_BIN" control --listen "127.0.0.1:$cport" --data "$cdata" \
+    --proxy-admin-socket "$FX_ADMIN_SOCK" --network "sad$((RANDOM % 100000))" \
+    --docker-socket "$FX_WORK/no-docker.sock" >>"$FX_WORK/control.log" 2>&1 &
+  control_pid=$!
+  FX_PIDS+=("$control_pid")
+  fx_wait 15 curl -sf -o /dev/null "http://127.0.0.1:$cport/healthz"
+}
+# control_alarm BOOL : /api/v1/status says audit_healthy BOOL, and so does the proxy's entry.
+control_alarm() {
+  curl -sf -H "Authorization: Bearer $ctoken" "http://127.0.0.1:$cport/api/v1/status" |
+    "$FX_PYTHON" -c 'import json, sys
+d = json.load(sys.stdin)
+want = sys.argv[1] == "true"
+p = d["snapshot"]["proxies"][0]["audit"]
+sys.exit(0 if d["audit_healthy"] == want and p["healthy"] == want else 1)' "$1"
 }
 
 full_disk deny
