@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "base/mem.h"
 #include "certs/ca.h"
 #include "cmd/cmd.h"
 #include "control/store/model.h"
@@ -39,7 +40,7 @@ struct world {
 
 static int setup(void **state)
 {
-    struct world *w = calloc(1, sizeof(*w));
+    struct world *w = sl_calloc(1, sizeof(*w));
     struct sl_ca *ca = NULL;
     char err[256];
     char key[340];
@@ -70,7 +71,7 @@ static int teardown(void **state)
 
     int rc = sl_test_rmtree(w->dir);
 
-    free(w);
+    sl_free(w);
     return rc;
 }
 
