@@ -6,6 +6,8 @@
 # make test   dependencies + a Docker daemon + the sandbox image + every test in the release and
 #             the ASan+UBSan configurations
 # make build  dependencies + release build; the binary is build/sluice
+# make deb    the Debian package build/deb/sluice_VERSION_amd64.deb (tools/deb.sh: debhelper on a
+#             copy of the tree, lintian; docs/install.md)
 # make fuzz   each libFuzzer target for FUZZ_SECONDS (default 60)
 # make fuzz-long  each libFuzzer target for FUZZ_LONG_SECONDS (default 3600), one after the
 #             other, in $(FUZZ_BUILD); new inputs and crashes are kept in $(FUZZ_WORK)/<target>
@@ -26,7 +28,7 @@ FUZZ_BUILD ?= build/fuzz
 FUZZ_WORK  ?= build/fuzz-work
 CTEST      = ctest --output-on-failure -j $(JOBS)
 
-.PHONY: all deps run-deps test-deps build run test test-release test-asan test-tsan fuzz fuzz-long bench \
+.PHONY: all deps run-deps test-deps deb-deps deb build run test test-release test-asan test-tsan fuzz fuzz-long bench \
 	bench-quick lint format clean
 
 all: build
@@ -37,6 +39,12 @@ deps:
 test-deps:
 	tools/deps.sh test
 
+deb-deps:
+	tools/deps.sh deb
+
+deb: deb-deps
+	tools/deb.sh
+
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
@@ -45,16 +53,16 @@ build: deps $(BUILD)/CMakeCache.txt
 
 # sluice up on the data directory var/ (docs/up.md). When docker.io is installed but no daemon
 # answers, tools/dockerd.sh starts one first; unlike make test, make run leaves that daemon
-# running afterwards (stop it with `tools/dockerd.sh stop`). Without docker.io, sluice up runs
+# running afterwards (stop it with `tools/dockerd.sh stop run`; make test never stops it). Without docker.io, sluice up runs
 # without sandboxes and says so. ARGS go to sluice up: make run ARGS='--control-listen 0.0.0.0:8080'
 run-deps:
 	tools/deps.sh run
 
 run: run-deps build
 	@if command -v dockerd >/dev/null 2>&1 && ! tools/dockerd.sh status 2>/dev/null; then \
-		if tools/dockerd.sh start; then \
+		if tools/dockerd.sh start run; then \
 			echo "make run: started dockerd; it keeps running after sluice up stops" \
-				"(tools/dockerd.sh stop ends it)"; \
+				"(tools/dockerd.sh stop run ends it)"; \
 		else \
 			echo "make run: could not start dockerd; sluice up runs without sandboxes"; \
 		fi; \
@@ -64,13 +72,14 @@ run: run-deps build
 # A Docker daemon (tools/dockerd.sh starts one only when none answers) and the sandbox image
 # (tools/sandbox-image.sh; cached), then release, ThreadSanitizer on the multi-threaded
 # certificate cache, and ASan+UBSan with the fuzzers last, so the final CTest summary is the
-# largest run. The daemon is stopped afterwards, pass or fail, if this run started it; the
-# exit status is the tests'.
+# largest run. The daemon is stopped afterwards, pass or fail, only if this run started it
+# (tools/dockerd.sh records who started it: a daemon make run started keeps running); the exit
+# status is the tests'.
 test: test-deps
 	@rc=0; \
-	tools/dockerd.sh start && tools/sandbox-image.sh \
+	tools/dockerd.sh start test && tools/sandbox-image.sh \
 		&& $(MAKE) test-release && $(MAKE) test-tsan && $(MAKE) test-asan || rc=$$?; \
-	tools/dockerd.sh stop || { [ $$rc -ne 0 ] || rc=1; }; \
+	tools/dockerd.sh stop test || { [ $$rc -ne 0 ] || rc=1; }; \
 	exit $$rc
 
 test-release: build

@@ -23,6 +23,13 @@ enum sl_cmd_exit {
 /* `sluice ca init|show ...` */
 int sl_cmd_ca(int argc, char **argv);
 
+/* `sluice backup --data DIR --out FILE`, `sluice restore --from FILE --data DIR` */
+int sl_cmd_backup(int argc, char **argv);
+int sl_cmd_restore(int argc, char **argv);
+
+/* `sluice config check FILE [--for up|control|proxy]` */
+int sl_cmd_config(int argc, char **argv);
+
 /* `sluice control [flags]` */
 int sl_cmd_control(int argc, char **argv);
 
@@ -34,6 +41,12 @@ int sl_cmd_proxy(int argc, char **argv);
 
 /* `sluice up [flags] [-- proxy flags]` */
 int sl_cmd_up(int argc, char **argv);
+
+/* The flags of `sluice up`, `control` or `proxy` checked as the command would (usage errors
+ * printed), without running anything: 0 or 2. What `sluice config check` runs. */
+int sl_cmd_up_check(int argc, char **argv);
+int sl_cmd_control_check(int argc, char **argv);
+int sl_cmd_proxy_check(int argc, char **argv);
 
 /* `sluice user add NAME [--admin] [--email E] [--data DIR]`, `user disable|enable NAME`,
  * `user list` */

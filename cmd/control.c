@@ -27,6 +27,8 @@ static const char usage[] =
         "  --log-level LEVEL           error, warn, info (default), debug or trace\n"
         "  --audit-log FILE            the proxy's audit log the dashboard tails\n"
         "                              (default DIR/audit.log)\n"
+        "  --config FILE               read these flags from FILE (its top and its [control]\n"
+        "                              section; the command line wins)\n"
         "\n"
         "sandboxes (on when a --proxy-admin-socket is given; needs root for the firewall, a\n"
         "Docker daemon and DIR/ca.pem):\n"
@@ -44,7 +46,8 @@ static const char usage[] =
         "  --job-concurrency N         jobs (POST /api/v1/jobs, schedules) running at once, each\n"
         "                              in its own sandbox (1-64, default 2)\n"
         "\n"
-        "SIGTERM or SIGINT stops it gracefully (exit 0).\n";
+        "SIGUSR1 is taken (log rotation: the control plane keeps no log file open); SIGTERM or\n"
+        "SIGINT stops it gracefully (exit 0).\n";
 
 /* Options whose config field has a default are parsed here first (the option parser refuses a
  * value it finds already set as "given twice"). */
@@ -123,49 +126,80 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
     return SL_CMD_OK;
 }
 
-int sl_cmd_control(int argc, char **argv)
+static const char *const sections[] = { "control", NULL };
+
+/* The command line (and --config) into `cfg`; `*conf` keeps the file's strings. */
+static int parse(int argc, char **argv, struct sl_control_config *cfg, bool *help,
+                 struct sl_conf **conf)
 {
-    struct sl_control_config cfg;
     struct raw r;
     const char *pos[1];
     size_t n_pos = 0;
-    bool help = false;
     int rc;
 
     memset(&r, 0, sizeof(r));
-    sl_control_config_init(&cfg);
+    sl_control_config_init(cfg);
     {
         const struct sl_opt opts[] = {
             { "--listen", SL_OPT_VALUE, NULL, &r.listen, NULL, NULL, 0 },
             { "--data", SL_OPT_VALUE, NULL, &r.data, NULL, NULL, 0 },
-            { "--proxy-admin-socket", SL_OPT_LIST, NULL, NULL, cfg.proxy_admin_sockets,
-              &cfg.n_proxy_admin_sockets, SL_CONTROL_SOCKETS_MAX },
+            { "--proxy-admin-socket", SL_OPT_LIST, NULL, NULL, cfg->proxy_admin_sockets,
+              &cfg->n_proxy_admin_sockets, SL_CONTROL_SOCKETS_MAX },
             { "--docker-socket", SL_OPT_VALUE, NULL, &r.docker_socket, NULL, NULL, 0 },
             { "--network", SL_OPT_VALUE, NULL, &r.network, NULL, NULL, 0 },
             { "--proxy-port", SL_OPT_VALUE, NULL, &r.proxy_port, NULL, NULL, 0 },
             { "--subnet", SL_OPT_VALUE, NULL, &r.subnet, NULL, NULL, 0 },
-            { "--image", SL_OPT_VALUE, NULL, &cfg.image, NULL, NULL, 0 },
-            { "--git-url", SL_OPT_VALUE, NULL, &cfg.git_url, NULL, NULL, 0 },
-            { "--git-token", SL_OPT_VALUE, NULL, &cfg.git_token, NULL, NULL, 0 },
+            { "--image", SL_OPT_VALUE, NULL, &cfg->image, NULL, NULL, 0 },
+            { "--git-url", SL_OPT_VALUE, NULL, &cfg->git_url, NULL, NULL, 0 },
+            { "--git-token", SL_OPT_VALUE, NULL, &cfg->git_token, NULL, NULL, 0 },
             { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
             { "--sandbox-lifetime", SL_OPT_VALUE, NULL, &r.sandbox_lifetime, NULL, NULL, 0 },
             { "--job-concurrency", SL_OPT_VALUE, NULL, &r.job_concurrency, NULL, NULL, 0 },
             { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
-            { "--audit-log", SL_OPT_VALUE, NULL, &cfg.audit_log, NULL, NULL, 0 },
+            { "--audit-log", SL_OPT_VALUE, NULL, &cfg->audit_log, NULL, NULL, 0 },
         };
 
-        rc = sl_opts_parse("control", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0, &n_pos, &help);
+        rc = sl_opts_parse_config("control", sections, argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0,
+                                  &n_pos, help, conf);
     }
-    if (rc != SL_CMD_OK) {
+    if (rc != SL_CMD_OK || *help) {
         return rc;
     }
-    if (help) {
-        (void)fputs(usage, stdout);
-        return SL_CMD_OK;
+    rc = convert(&r, cfg);
+    if (rc != SL_CMD_OK && *conf != NULL) {
+        sl_eprintf("%s: the value may come from %s: `sluice config check %s --for %s` names its "
+                   "line",
+                   "control", (*conf)->path, (*conf)->path, "control");
     }
-    rc = convert(&r, &cfg);
-    if (rc != SL_CMD_OK) {
+    return rc;
+}
+
+int sl_cmd_control_check(int argc, char **argv)
+{
+    struct sl_control_config cfg;
+    struct sl_conf *conf = NULL;
+    bool help = false;
+    int rc = parse(argc, argv, &cfg, &help, &conf);
+
+    sl_conf_destroy(conf);
+    return rc;
+}
+
+int sl_cmd_control(int argc, char **argv)
+{
+    struct sl_control_config cfg;
+    struct sl_conf *conf = NULL;
+    bool help = false;
+    int rc = parse(argc, argv, &cfg, &help, &conf);
+
+    if (rc != SL_CMD_OK || help) {
+        if (help) {
+            (void)fputs(usage, stdout);
+        }
+        sl_conf_destroy(conf);
         return rc;
     }
-    return sl_control_run(&cfg) < 0 ? SL_CMD_FAIL : SL_CMD_OK;
+    rc = sl_control_run(&cfg) < 0 ? SL_CMD_FAIL : SL_CMD_OK;
+    sl_conf_destroy(conf);
+    return rc;
 }

@@ -26,6 +26,9 @@ static const char usage[] =
         "                                    create a control plane user; prints its token\n"
         "  user disable|enable NAME, user list\n"
         "                                    switch a user off or on; list the users\n"
+        "  config check FILE [--for CMD]     check a configuration file (--config)\n"
+        "  backup --data DIR --out FILE      a consistent copy of the data directory, live\n"
+        "  restore --from FILE --data DIR    a backup into an empty data directory\n"
         "  up [flags] [-- proxy flags]       the single-machine install: proxy + control plane\n"
         "                                    + container network (sluice up --help)\n"
         "\n"
@@ -67,6 +70,15 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "up") == 0) {
         return sl_cmd_up(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "config") == 0) {
+        return sl_cmd_config(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "backup") == 0) {
+        return sl_cmd_backup(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "restore") == 0) {
+        return sl_cmd_restore(argc - 1, argv + 1);
     }
     if (cmd[0] == '-') {
         sl_eprintf("unknown option '%s' (see sluice --help)", cmd);

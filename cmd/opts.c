@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/mem.h"
 #include "cmd/cmd.h"
 
 static const struct sl_opt *find(const struct sl_opt *opts, size_t n, const char *arg, size_t len)
@@ -84,6 +85,165 @@ int sl_opts_parse(const char *cmd, int argc, char **argv, const struct sl_opt *o
         o->list[(*o->n)++] = value;
     }
     return SL_CMD_OK;
+}
+
+static bool in_sections(const char *section, const char *const *sections)
+{
+    if (section[0] == '\0') {
+        return true;
+    }
+    for (size_t i = 0; sections[i] != NULL; i++) {
+        if (strcmp(section, sections[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Whether the option has a value already (given, or set by an earlier line). */
+static bool has_value(const struct sl_opt *o)
+{
+    switch (o->kind) {
+    case SL_OPT_FLAG:
+        return *o->flag;
+    case SL_OPT_VALUE:
+        return *o->value != NULL;
+    case SL_OPT_LIST:
+        return *o->n > 0;
+    }
+    return false;
+}
+
+static void apply_entry(const struct sl_conf_entry *e, const struct sl_opt *o, unsigned *first,
+                        const char *cmd, struct sl_conf_errors *errs)
+{
+    if (o->kind == SL_OPT_FLAG) {
+        if (strcmp(e->value, "true") == 0 || strcmp(e->value, "yes") == 0) {
+            *o->flag = true;
+        } else if (strcmp(e->value, "false") != 0 && strcmp(e->value, "no") != 0) {
+            sl_conf_error_add(errs, e->line, "key '%s': a flag takes true or false, not '%s'",
+                              e->key, e->value);
+        }
+        return;
+    }
+    if (o->kind == SL_OPT_VALUE) {
+        if (*first != 0) {
+            sl_conf_error_add(errs, e->line,
+                              "key '%s' given twice (first on line %u; sluice %s takes one)",
+                              e->key, *first, cmd);
+            return;
+        }
+        *first = e->line;
+        *o->value = e->value;
+        return;
+    }
+    if (*o->n >= o->max) {
+        sl_conf_error_add(errs, e->line, "key '%s' given more than %zu times", e->key, o->max);
+        return;
+    }
+    o->list[(*o->n)++] = e->value;
+}
+
+size_t sl_opts_apply_conf(const struct sl_conf *conf, const char *const *sections, const char *cmd,
+                          const struct sl_opt *opts, size_t n_opts, const bool *given,
+                          struct sl_conf_errors *errs)
+{
+    size_t before = errs->n;
+    unsigned *first = sl_calloc(n_opts + 1, sizeof(*first));
+
+    if (first == NULL) {
+        sl_conf_error_add(errs, 0, "out of memory");
+        return errs->n - before;
+    }
+    for (size_t i = 0; i < conf->n; i++) {
+        const struct sl_conf_entry *e = &conf->entries[i];
+        const struct sl_opt *o = NULL;
+        size_t k;
+
+        if (!in_sections(e->section, sections)) {
+            continue;
+        }
+        if (strcmp(e->key, "config") == 0) {
+            sl_conf_error_add(errs, e->line, "key 'config': a file cannot name another");
+            continue;
+        }
+        for (k = 0; k < n_opts; k++) {
+            if (strncmp(opts[k].name, "--", 2) == 0 && strcmp(opts[k].name + 2, e->key) == 0) {
+                o = &opts[k];
+                break;
+            }
+        }
+        if (o == NULL) {
+            sl_conf_error_add(errs, e->line, "unknown key '%s' (sluice %s has no --%s)", e->key,
+                              cmd, e->key);
+            continue;
+        }
+        if (given != NULL && given[k]) {
+            continue;
+        }
+        apply_entry(e, o, &first[k], cmd, errs);
+    }
+    sl_free(first);
+    return errs->n - before;
+}
+
+static void print_conf_errors(const char *cmd, const char *path, const struct sl_conf_errors *errs)
+{
+    for (size_t i = 0; i < errs->n; i++) {
+        if (errs->items[i].line == 0) {
+            sl_eprintf("%s: %s: %s", cmd, path, errs->items[i].message);
+        } else {
+            sl_eprintf("%s: %s:%u: %s", cmd, path, errs->items[i].line, errs->items[i].message);
+        }
+    }
+    if (errs->truncated) {
+        sl_eprintf("%s: %s: more errors not shown", cmd, path);
+    }
+}
+
+int sl_opts_parse_config(const char *cmd, const char *const *sections, int argc, char **argv,
+                         const struct sl_opt *opts, size_t n_opts, const char **pos, size_t max_pos,
+                         size_t *n_pos, bool *help, struct sl_conf **conf)
+{
+    struct sl_opt *all = sl_calloc(n_opts + 1, sizeof(*all));
+    bool *given = sl_calloc(n_opts + 1, sizeof(*given));
+    struct sl_conf_errors *errs = sl_calloc(1, sizeof(*errs));
+    const char *path = NULL;
+    char err[512] = "";
+    int rc;
+
+    *conf = NULL;
+    if (all == NULL || given == NULL || errs == NULL) {
+        sl_eprintf("%s: out of memory", cmd);
+        rc = SL_CMD_FAIL;
+        goto done;
+    }
+    memcpy(all, opts, n_opts * sizeof(*opts));
+    all[n_opts] = (struct sl_opt){ "--config", SL_OPT_VALUE, NULL, &path, NULL, NULL, 0 };
+    rc = sl_opts_parse(cmd, argc, argv, all, n_opts + 1, pos, max_pos, n_pos, help);
+    if (rc != SL_CMD_OK || *help || path == NULL) {
+        goto done;
+    }
+    for (size_t k = 0; k < n_opts; k++) {
+        given[k] = has_value(&opts[k]);
+    }
+    if (sl_conf_load(path, conf, errs, err, sizeof(err)) < 0) {
+        sl_eprintf("%s: --config: %s", cmd, err);
+        rc = SL_CMD_USAGE;
+        goto done;
+    }
+    (void)sl_opts_apply_conf(*conf, sections, cmd, opts, n_opts, given, errs);
+    if (errs->n > 0) {
+        print_conf_errors(cmd, path, errs);
+        sl_conf_destroy(*conf);
+        *conf = NULL;
+        rc = SL_CMD_USAGE;
+    }
+done:
+    sl_free(errs);
+    sl_free(given);
+    sl_free(all);
+    return rc;
 }
 
 int sl_opts_uint(const char *cmd, const char *name, const char *text, unsigned min, unsigned max,

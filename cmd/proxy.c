@@ -34,6 +34,9 @@ static const char usage[] =
         "  --allow-upstream CIDR     let the proxy dial private addresses in CIDR (repeatable)\n"
         "  --deny-upstream ADDR[:PORT]  never dial this address (repeatable; wins over allows)\n"
         "  --audit-log FILE|-        one JSON line per decision (- for standard output)\n"
+        "  --audit-failure deny|allow  while the audit log cannot be written: refuse what\n"
+        "                            the policy allows (503 audit-unavailable; default) or\n"
+        "                            serve it and count the lines held back\n"
         "  --max-connections N       beyond it new clients get 503 overloaded (default 10000)\n"
         "  --header-timeout S        seconds for a request head to arrive (default 10)\n"
         "  --idle-timeout S          seconds a kept-alive connection may idle (default 60)\n"
@@ -42,8 +45,11 @@ static const char usage[] =
         "  --cert-cache N            minted certificates kept, least recently used dropped\n"
         "                            first (default 10000)\n"
         "  --log-level LEVEL         error, warn, info (default), debug or trace\n"
+        "  --config FILE             read these flags from FILE (its top and its [proxy]\n"
+        "                            section; the command line wins)\n"
         "\n"
-        "SIGHUP reloads --policy; SIGTERM stops accepting, lets requests in flight finish and\n"
+        "SIGHUP reloads --policy; SIGUSR1 reopens the audit log (log rotation); SIGTERM stops "
+        "accepting, lets requests in flight finish and\n"
         "exits 0.\n";
 
 /* The option strings, before they are checked and converted. */
@@ -61,6 +67,7 @@ struct raw {
     const char *cert_cache;
     const char *log_level;
     const char *data;
+    const char *audit_failure;
 };
 
 static int convert(const struct raw *r, struct sl_proxy_config *cfg)
@@ -104,6 +111,14 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
                    cmd, r->log_level);
         return SL_CMD_USAGE;
     }
+    if (r->audit_failure != NULL) {
+        if (strcmp(r->audit_failure, "deny") != 0 && strcmp(r->audit_failure, "allow") != 0) {
+            sl_eprintf("%s: option '--audit-failure' needs deny or allow, not '%s'", cmd,
+                       r->audit_failure);
+            return SL_CMD_USAGE;
+        }
+        cfg->audit_failure_allow = strcmp(r->audit_failure, "allow") == 0;
+    }
     if ((cfg->ca_cert == NULL) != (cfg->ca_key == NULL)) {
         sl_eprintf("%s: --ca-cert and --ca-key go together", cmd);
         return SL_CMD_USAGE;
@@ -114,33 +129,36 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
     return SL_CMD_OK;
 }
 
-int sl_cmd_proxy(int argc, char **argv)
+static const char *const sections[] = { "proxy", NULL };
+
+/* The command line (and --config) into `cfg`; `*conf` keeps the file's strings. */
+static int parse(int argc, char **argv, struct sl_proxy_config *cfg, bool *help,
+                 struct sl_conf **conf)
 {
-    struct sl_proxy_config cfg;
     struct raw r;
     const char *pos[1];
     size_t n_pos = 0;
-    bool help = false;
     int rc;
 
     memset(&r, 0, sizeof(r));
-    sl_proxy_config_init(&cfg);
+    sl_proxy_config_init(cfg);
     {
         const struct sl_opt opts[] = {
             { "--listen", SL_OPT_LIST, NULL, NULL, r.listen, &r.n_listen, SL_PROXY_LISTEN_MAX },
             { "--workers", SL_OPT_VALUE, NULL, &r.workers, NULL, NULL, 0 },
-            { "--ca-cert", SL_OPT_VALUE, NULL, &cfg.ca_cert, NULL, NULL, 0 },
-            { "--ca-key", SL_OPT_VALUE, NULL, &cfg.ca_key, NULL, NULL, 0 },
+            { "--ca-cert", SL_OPT_VALUE, NULL, &cfg->ca_cert, NULL, NULL, 0 },
+            { "--ca-key", SL_OPT_VALUE, NULL, &cfg->ca_key, NULL, NULL, 0 },
             { "--data", SL_OPT_VALUE, NULL, &r.data, NULL, NULL, 0 },
-            { "--policy", SL_OPT_VALUE, NULL, &cfg.policy_file, NULL, NULL, 0 },
-            { "--admin-socket", SL_OPT_VALUE, NULL, &cfg.admin_socket, NULL, NULL, 0 },
-            { "--upstream-ca", SL_OPT_VALUE, NULL, &cfg.upstream_ca, NULL, NULL, 0 },
+            { "--policy", SL_OPT_VALUE, NULL, &cfg->policy_file, NULL, NULL, 0 },
+            { "--admin-socket", SL_OPT_VALUE, NULL, &cfg->admin_socket, NULL, NULL, 0 },
+            { "--upstream-ca", SL_OPT_VALUE, NULL, &cfg->upstream_ca, NULL, NULL, 0 },
             { "--resolve", SL_OPT_LIST, NULL, NULL, r.resolve, &r.n_resolve, SL_PROXY_LIST_MAX },
-            { "--allow-upstream", SL_OPT_LIST, NULL, NULL, cfg.allow_upstream,
-              &cfg.n_allow_upstream, SL_PROXY_LIST_MAX },
-            { "--deny-upstream", SL_OPT_LIST, NULL, NULL, cfg.deny_upstream, &cfg.n_deny_upstream,
+            { "--allow-upstream", SL_OPT_LIST, NULL, NULL, cfg->allow_upstream,
+              &cfg->n_allow_upstream, SL_PROXY_LIST_MAX },
+            { "--deny-upstream", SL_OPT_LIST, NULL, NULL, cfg->deny_upstream, &cfg->n_deny_upstream,
               SL_PROXY_LIST_MAX },
-            { "--audit-log", SL_OPT_VALUE, NULL, &cfg.audit_log, NULL, NULL, 0 },
+            { "--audit-log", SL_OPT_VALUE, NULL, &cfg->audit_log, NULL, NULL, 0 },
+            { "--audit-failure", SL_OPT_VALUE, NULL, &r.audit_failure, NULL, NULL, 0 },
             { "--max-connections", SL_OPT_VALUE, NULL, &r.max_connections, NULL, NULL, 0 },
             { "--header-timeout", SL_OPT_VALUE, NULL, &r.header_timeout, NULL, NULL, 0 },
             { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
@@ -150,20 +168,48 @@ int sl_cmd_proxy(int argc, char **argv)
             { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
         };
 
-        rc = sl_opts_parse("proxy", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0, &n_pos, &help);
+        rc = sl_opts_parse_config("proxy", sections, argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0,
+                                  &n_pos, help, conf);
     }
-    if (rc != SL_CMD_OK) {
+    if (rc != SL_CMD_OK || *help) {
         return rc;
     }
-    if (help) {
-        (void)fputs(usage, stdout);
-        return SL_CMD_OK;
+    rc = convert(&r, cfg);
+    if (rc != SL_CMD_OK && *conf != NULL) {
+        sl_eprintf("%s: the value may come from %s: `sluice config check %s --for %s` names its "
+                   "line",
+                   "proxy", (*conf)->path, (*conf)->path, "proxy");
     }
-    rc = convert(&r, &cfg);
-    if (rc != SL_CMD_OK) {
+    return rc;
+}
+
+int sl_cmd_proxy_check(int argc, char **argv)
+{
+    struct sl_proxy_config cfg;
+    struct sl_conf *conf = NULL;
+    bool help = false;
+    int rc = parse(argc, argv, &cfg, &help, &conf);
+
+    sl_conf_destroy(conf);
+    return rc;
+}
+
+int sl_cmd_proxy(int argc, char **argv)
+{
+    struct sl_proxy_config cfg;
+    struct sl_conf *conf = NULL;
+    bool help = false;
+    int rc = parse(argc, argv, &cfg, &help, &conf);
+
+    if (rc != SL_CMD_OK || help) {
+        if (help) {
+            (void)fputs(usage, stdout);
+        }
+        sl_conf_destroy(conf);
         return rc;
     }
     rc = sl_proxy_run(&cfg);
+    sl_conf_destroy(conf);
     if (rc < 0) {
         sl_eprintf("proxy: could not start (%s); see the log lines above", sl_strerror(rc));
         return SL_CMD_FAIL;

@@ -62,6 +62,8 @@ int sl_sup_init(struct sl_sup *s)
     (void)sigaddset(&set, SIGINT);
     (void)sigaddset(&set, SIGTERM);
     (void)sigaddset(&set, SIGCHLD);
+    (void)sigaddset(&set, SIGHUP);
+    (void)sigaddset(&set, SIGUSR1);
     if (sigprocmask(SIG_BLOCK, &set, &s->old_mask) == -1) {
         return -errno;
     }
@@ -193,6 +195,18 @@ static void reap(struct sl_sup *s)
     }
 }
 
+/* SIGHUP (reload) and SIGUSR1 (reopen logs) are the children's business: passed on to each. */
+static void forward(const struct sl_sup *s, int sig)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->children[i]->pid != 0) {
+            (void)kill(s->children[i]->pid, sig);
+        }
+    }
+    sl_log(SL_LOG_INFO, 0, "msg=\"passed the signal on to the children\" signal=%s",
+           sig == SIGHUP ? "SIGHUP" : "SIGUSR1");
+}
+
 void sl_sup_poll(struct sl_sup *s, unsigned timeout_ms)
 {
     uint64_t now = sl_sup_now_ms();
@@ -214,11 +228,16 @@ void sl_sup_poll(struct sl_sup *s, unsigned timeout_ms)
     (void)sigaddset(&set, SIGINT);
     (void)sigaddset(&set, SIGTERM);
     (void)sigaddset(&set, SIGCHLD);
+    (void)sigaddset(&set, SIGHUP);
+    (void)sigaddset(&set, SIGUSR1);
     sig = sigtimedwait(&set, NULL, &ts);
     if (sig == SIGINT || sig == SIGTERM) {
         if (s->stop_signal == 0) {
             s->stop_signal = sig;
         }
+    }
+    if (sig == SIGHUP || sig == SIGUSR1) {
+        forward(s, sig);
     }
     /* SIGCHLD, a timeout or an interruption: reaping costs nothing when no child exited, and
      * a SIGCHLD merged with another is never missed this way. */

@@ -7,10 +7,10 @@
  * `sluice up`: the back-off schedule, the `--` split of its arguments and the gateway address
  * of a subnet.
  *
- * Lifecycle: sl_sup_init() (blocks SIGINT, SIGTERM and SIGCHLD; they are taken with
- * sigtimedwait() by sl_sup_poll()) -> sl_sup_start() per child -> sl_sup_poll() and
- * sl_sup_restart_due() in a loop until `stop` -> sl_sup_stop() per child -> sl_sup_finish().
- * One supervisor per process; not thread-safe.
+ * Lifecycle: sl_sup_init() (blocks SIGINT, SIGTERM, SIGCHLD, SIGHUP and SIGUSR1; they are taken
+ * with sigtimedwait() by sl_sup_poll(), which passes SIGHUP and SIGUSR1 on to every child) ->
+ * sl_sup_start() per child -> sl_sup_poll() and sl_sup_restart_due() in a loop until `stop` ->
+ * sl_sup_stop() per child -> sl_sup_finish(). One supervisor per process; not thread-safe.
  */
 #ifndef SL_CMD_SUPERVISE_H
 #define SL_CMD_SUPERVISE_H
@@ -75,7 +75,8 @@ int sl_sup_split_args(int argc, char **argv);
 /* Milliseconds of CLOCK_MONOTONIC. */
 uint64_t sl_sup_now_ms(void);
 
-/* Blocks SIGINT, SIGTERM and SIGCHLD (children get the old mask back before exec). Returns 0
+/* Blocks SIGINT, SIGTERM, SIGCHLD, SIGHUP and SIGUSR1 (children get the old mask back before
+ * exec). Returns 0
  * or a negative errno. */
 SL_MUST_CHECK int sl_sup_init(struct sl_sup *s);
 
@@ -85,7 +86,8 @@ SL_MUST_CHECK int sl_sup_start(struct sl_sup *s, struct sl_sup_child *c);
 
 /* Waits up to `timeout_ms` (less when a restart falls due earlier) for a signal. Reaps every
  * child that exited (logs it, and schedules its restart while `restarting`), records SIGINT
- * and SIGTERM in `stop_signal`. Returns after the first signal or the timeout. */
+ * and SIGTERM in `stop_signal`, passes SIGHUP and SIGUSR1 on to the running children. Returns after
+ * the first signal or the timeout. */
 void sl_sup_poll(struct sl_sup *s, unsigned timeout_ms);
 
 /* Starts every child whose restart is due. */

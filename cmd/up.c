@@ -3,7 +3,9 @@
  * cmd/up.c - `sluice up` (docs/reference/cli.md §1, docs/up.md): the single-machine install.
  * Prepares the data directory (CA, encryption key, database, first admin), looks for a Docker
  * daemon and the default sandbox image, then runs `sluice control` and `sluice proxy` as supervised
- * children (cmd/supervise) until SIGINT or SIGTERM.
+ * children (cmd/supervise) until SIGINT or SIGTERM. Flags may come from --config (its [proxy]
+ * section becomes proxy flags); once the control plane's /readyz answers, a Type=notify unit is
+ * told READY=1 (base/notify).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -25,6 +27,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/notify.h"
 #include "certs/ca.h"
 #include "cmd/cmd.h"
 #include "cmd/opts.h"
@@ -51,6 +54,7 @@
 #define CONTROL_READY_S   30
 #define GATEWAY_READY_S   30
 #define PROXY_READY_S     15
+#define READYZ_WAIT_S     60
 #define CONTROL_STOP_MS   90000u
 #define PROXY_STOP_MS     30000u
 #define PROBE_TIMEOUT_S   2
@@ -81,6 +85,9 @@ static const char usage[] =
         "  --restart-backoff MS        the first wait before a dead child is restarted\n"
         "                              (default 500; doubles up to 30000 while it keeps dying,\n"
         "                              starts over once it ran 60 s)\n"
+        "  --config FILE               read flags from FILE: its top and [up] section are up's,\n"
+        "                              [control] the control flags below, [proxy] the proxy\n"
+        "                              flags (before those after --); the command line wins\n"
         "\n"
         "control flags (passed on to `sluice control`; see sluice control --help):\n"
         "  --proxy-admin-socket PATH   another proxy to push snapshots to (repeatable; the\n"
@@ -106,7 +113,8 @@ static const char usage[] =
         "\n"
         "A child that dies is restarted after a back-off; one that exits 2 (bad arguments) is\n"
         "not, and up stops. SIGINT (Ctrl-C) or SIGTERM stops the control plane first (it\n"
-        "removes the sandboxes and the firewall table), then the proxy; up exits 0.\n";
+        "removes the sandboxes and the firewall table), then the proxy; up exits 0. SIGHUP\n"
+        "and SIGUSR1 are passed on to both children (reload; reopen the audit log).\n";
 
 /* The control plane's flags that take one value, passed on as given (after the ones up
  * decides itself). */
@@ -144,6 +152,11 @@ struct up {
     size_t n_sockets;
     char **proxy_args;
     int n_proxy_args;
+    /* --config: the file, and the proxy arguments its [proxy] section makes ("--KEY=VALUE",
+     * allocated) followed by those after `--`. */
+    struct sl_conf *conf;
+    char **merged_proxy_args;
+    int n_merged;
     /* Derived. */
     char data[PATH_BYTES];
     char sock[PATH_BYTES + 16];
@@ -160,6 +173,9 @@ struct up {
     /* The admin token when this run created it (printed once), else "". */
     char token[SL_TOKEN_SIZE];
     bool token_file_missing;
+    /* $NOTIFY_SOCKET (a Type=notify unit), taken from the environment so that the children
+     * do not see it; NULL outside systemd. */
+    char *notify_socket;
     /* The children's argument vectors. */
     char *control_argv[CHILD_ARGS_MAX];
     char *proxy_argv[CHILD_ARGS_MAX];
@@ -182,6 +198,109 @@ static const char *value_or(const char *v, const char *dflt)
 }
 
 /* ---- arguments -------------------------------------------------------------------------- */
+
+static const char *const up_sections[] = { "up", "control", NULL };
+
+/* Keys of [proxy] that up gives its proxy itself, and what to write instead. */
+static const struct {
+    const char *key;
+    const char *instead;
+} proxy_keys_of_up[] = {
+    { "listen", "proxy-listen in [up]" },
+    { "data", "data in [up]" },
+    { "admin-socket", "nothing: up's proxy uses DIR/proxy.sock" },
+    { "audit-log", "audit-log in [up]" },
+    { "config", "nothing: a file cannot name another" },
+};
+
+/* Whether the proxy arguments after `--` give `--KEY`. */
+static bool proxy_arg_given(const struct up *u, const char *key)
+{
+    size_t n = strlen(key);
+
+    for (int i = 0; i < u->n_proxy_args; i++) {
+        const char *a = u->proxy_args[i];
+
+        if (strncmp(a, "--", 2) == 0 && strncmp(a + 2, key, n) == 0
+            && (a[2 + n] == '\0' || a[2 + n] == '=')) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The [proxy] section of --config as proxy arguments, before those after `--` (which win). */
+static int merge_proxy_args(struct up *u)
+{
+    struct sl_conf_errors *errs;
+    int n = 0;
+    int rc = SL_CMD_OK;
+
+    if (u->conf == NULL) {
+        return SL_CMD_OK;
+    }
+    errs = sl_calloc(1, sizeof(*errs));
+    u->merged_proxy_args = sl_calloc(u->conf->n + (size_t)u->n_proxy_args + 1, sizeof(char *));
+    if (errs == NULL || u->merged_proxy_args == NULL) {
+        sl_free(errs);
+        sl_eprintf("up: out of memory");
+        return SL_CMD_FAIL;
+    }
+    for (size_t i = 0; i < u->conf->n; i++) {
+        const struct sl_conf_entry *e = &u->conf->entries[i];
+        bool refused = false;
+        size_t len;
+
+        if (strcmp(e->section, "proxy") != 0) {
+            continue;
+        }
+        for (size_t k = 0; k < SL_ARRAY_LEN(proxy_keys_of_up); k++) {
+            if (strcmp(e->key, proxy_keys_of_up[k].key) == 0) {
+                sl_conf_error_add(errs, e->line,
+                                  "key '%s' in [proxy]: sluice up gives its proxy this itself; "
+                                  "use %s",
+                                  e->key, proxy_keys_of_up[k].instead);
+                refused = true;
+            }
+        }
+        if (refused || proxy_arg_given(u, e->key)) {
+            continue;
+        }
+        len = strlen(e->key) + strlen(e->value) + 4;
+        u->merged_proxy_args[n] = sl_malloc(len);
+        if (u->merged_proxy_args[n] == NULL) {
+            sl_conf_error_add(errs, 0, "out of memory");
+            break;
+        }
+        (void)snprintf(u->merged_proxy_args[n], len, "--%s=%s", e->key, e->value);
+        n++;
+    }
+    for (size_t i = 0; i < errs->n; i++) {
+        sl_eprintf("up: %s:%u: %s", u->conf->path, errs->items[i].line, errs->items[i].message);
+        rc = SL_CMD_USAGE;
+    }
+    sl_free(errs);
+    u->n_merged = n;
+    for (int i = 0; i < u->n_proxy_args; i++) {
+        u->merged_proxy_args[n + i] = u->proxy_args[i];
+    }
+    u->proxy_args = u->merged_proxy_args;
+    u->n_proxy_args += n;
+    return rc;
+}
+
+static void free_args(struct up *u)
+{
+    if (u->merged_proxy_args != NULL) {
+        for (int i = 0; i < u->n_merged; i++) {
+            sl_free(u->merged_proxy_args[i]);
+        }
+        sl_free(u->merged_proxy_args);
+        u->merged_proxy_args = NULL;
+    }
+    sl_conf_destroy(u->conf);
+    u->conf = NULL;
+}
 
 static int parse_args(struct up *u, int argc, char **argv, bool *help)
 {
@@ -212,8 +331,17 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
             passed_names[i], SL_OPT_VALUE, NULL, &u->passed[i], NULL, NULL, 0
         };
     }
-    rc = sl_opts_parse("up", n_own, argv, opts, n, pos, 0, &n_pos, help);
+    rc = sl_opts_parse_config("up", up_sections, n_own, argv, opts, n, pos, 0, &n_pos, help,
+                              &u->conf);
     if (rc != SL_CMD_OK || *help) {
+        return rc;
+    }
+    if (n_own < argc) {
+        u->proxy_args = argv + n_own + 1;
+        u->n_proxy_args = argc - n_own - 1;
+    }
+    rc = merge_proxy_args(u);
+    if (rc != SL_CMD_OK) {
         return rc;
     }
     if (u->control_listen_flag_misused != NULL) {
@@ -254,11 +382,23 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
                    "writes there (standard output is not a file it can read)");
         return SL_CMD_USAGE;
     }
-    if (n_own < argc) {
-        u->proxy_args = argv + n_own + 1;
-        u->n_proxy_args = argc - n_own - 1;
-    }
     return SL_CMD_OK;
+}
+
+int sl_cmd_up_check(int argc, char **argv)
+{
+    struct up *u = sl_calloc(1, sizeof(*u));
+    bool help = false;
+    int rc;
+
+    if (u == NULL) {
+        sl_eprintf("up: out of memory");
+        return SL_CMD_FAIL;
+    }
+    rc = parse_args(u, argc, argv, &help);
+    free_args(u);
+    sl_free(u);
+    return rc;
 }
 
 /* ---- the data directory ----------------------------------------------------------------- */
@@ -795,6 +935,21 @@ static bool wait_ready(struct sl_sup *s, struct sl_sup_child *c, const struct up
     return ready(u);
 }
 
+/* GET /readyz answers 200 (docs/reference/api.md §5.7): every proxy has the newest snapshot and
+ * the sandboxes are up or not needed. */
+static bool control_ready(const struct up *u)
+{
+    int fd = tcp_connect(u->control_listen);
+    int status;
+
+    if (fd == -1) {
+        return false;
+    }
+    status = http_get_status(fd, "/readyz");
+    (void)close(fd);
+    return status == 200;
+}
+
 static bool proxy_ready(const struct up *u)
 {
     return port_open(u->proxy_listen) && (!u->gateway_up || port_open(u->gateway_listen));
@@ -956,6 +1111,18 @@ static int start_children(struct up *u, struct run *r)
     if (!wait_ready(&r->s, &r->proxy, u, proxy_ready, PROXY_READY_S)) {
         return start_failed(r, &r->proxy, "proxy", text);
     }
+    /* Never fatal: a sandbox network that does not come up leaves the rest working. */
+    if (!wait_ready(&r->s, &r->control, u, control_ready, READYZ_WAIT_S)) {
+        if (r->s.stop_signal != 0 || r->control.pid == 0) {
+            return start_failed(r, &r->control, "control plane", "");
+        }
+        sl_eprintf("warning: http://%s/readyz did not answer 200 within %d s (see what it "
+                   "names); going on",
+                   u->control_listen, READYZ_WAIT_S);
+        (void)sl_notify(u->notify_socket, "READY=1\nSTATUS=running, but /readyz says not ready");
+        return SL_CMD_OK;
+    }
+    (void)sl_notify(u->notify_socket, "READY=1\nSTATUS=ready");
     return SL_CMD_OK;
 }
 
@@ -1022,6 +1189,25 @@ static int supervise(struct up *u)
     return exit_code;
 }
 
+/* CAP_NET_ADMIN (bit 12) among the effective capabilities: what the firewall table needs, and
+ * all the packaged sluice.service gives its user (docs/install.md). */
+static bool has_net_admin(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long caps = 0;
+    bool found = false;
+
+    if (f == NULL) {
+        return false;
+    }
+    while (!found && fgets(line, sizeof(line), f) != NULL) {
+        found = sscanf(line, "CapEff: %llx", &caps) == 1;
+    }
+    (void)fclose(f);
+    return found && (caps & (1ull << 12)) != 0;
+}
+
 int sl_cmd_up(int argc, char **argv)
 {
     struct up *u = sl_calloc(1, sizeof(*u));
@@ -1036,18 +1222,28 @@ int sl_cmd_up(int argc, char **argv)
     if (rc != SL_CMD_OK || help) {
         if (help) {
             (void)fputs(usage, stdout);
+        } else if (u->conf != NULL) {
+            sl_eprintf("up: the value may come from %s: `sluice config check %s` names its line",
+                       u->conf->path, u->conf->path);
         }
+        free_args(u);
         sl_free(u);
         return rc;
     }
     if (prepare_dir(u) < 0 || prepare_ca(u) < 0 || prepare_key(u) < 0 || prepare_db(u) < 0) {
         sodium_memzero(u->token, sizeof(u->token));
+        free_args(u);
         sl_free(u);
         return SL_CMD_FAIL;
     }
-    if (geteuid() != 0) {
-        sl_eprintf("warning: not running as root: the control plane cannot install the "
-                   "firewall table, so sandboxes will be off");
+    if (geteuid() != 0 && !has_net_admin()) {
+        sl_eprintf("warning: neither root nor CAP_NET_ADMIN: the control plane cannot install "
+                   "the firewall table, so sandboxes will be off");
+    }
+    /* Only up speaks to systemd (NotifyAccess=main); its children must not. */
+    if (getenv("NOTIFY_SOCKET") != NULL) {
+        u->notify_socket = sl_strdup(getenv("NOTIFY_SOCKET"));
+        (void)unsetenv("NOTIFY_SOCKET");
     }
     probe_docker(u);
     if (u->docker) {
@@ -1058,6 +1254,8 @@ int sl_cmd_up(int argc, char **argv)
                    u->passed[PASS_DOCKER_SOCKET], u->docker_err);
     }
     rc = supervise(u);
+    free_args(u);
+    sl_free(u->notify_socket);
     sl_free(u);
     return rc;
 }

@@ -76,6 +76,11 @@ struct daemon {
     uv_loop_t loop;
     uv_signal_t sig_term;
     uv_signal_t sig_int;
+    uv_signal_t sig_usr1;
+    uv_signal_t sig_hup;
+    const struct sl_control_config *cfg;
+    /* Why sandboxes are off when they were asked for (a --proxy-admin-socket), "" else. */
+    char sandboxes_error[256];
     struct sl_http_server *server;
     struct sl_api api;
     /* NULL without --proxy-admin-socket: then no snapshot is built. */
@@ -469,6 +474,7 @@ static void on_api_status(void *arg, json_t *doc)
     struct daemon *d = arg;
     json_t *proxies;
     json_t *snap;
+    bool audit_ok = true;
 
     if (d->sandboxes != NULL) {
         sl_sandboxes_status(d->sandboxes, doc);
@@ -485,12 +491,20 @@ static void on_api_status(void *arg, json_t *doc)
     proxies = json_array();
     for (size_t i = 0; proxies != NULL && i < sl_pusher_targets(d->pusher); i++) {
         struct sl_pusher_target_status t;
+        json_t *audit = NULL;
 
         sl_pusher_target(d->pusher, i, &t);
+        /* docs/reference/api.md §5.7: the proxy's audit alarm, as its last status said. */
+        if (t.audit_healthy >= 0) {
+            audit = json_pack("{s:b,s:s}", "healthy", t.audit_healthy, "error",
+                              t.audit_error != NULL ? t.audit_error : "");
+            audit_ok = audit_ok && t.audit_healthy == 1;
+        }
         (void)json_array_append_new(
-                proxies, json_pack("{s:s,s:I,s:b,s:s}", "socket", t.socket, "acknowledged_version",
-                                   (json_int_t)t.acked_version, "unreachable", t.unreachable,
-                                   "last_error", t.last_error != NULL ? t.last_error : ""));
+                proxies,
+                json_pack("{s:s,s:I,s:b,s:s,s:o*}", "socket", t.socket, "acknowledged_version",
+                          (json_int_t)t.acked_version, "unreachable", t.unreachable, "last_error",
+                          t.last_error != NULL ? t.last_error : "", "audit", audit));
     }
     snap = json_pack("{s:I,s:s?,s:s?,s:O*,s:o*}", "version",
                      (json_int_t)sl_pusher_version(d->pusher), "built_at",
@@ -498,6 +512,63 @@ static void on_api_status(void *arg, json_t *doc)
                      d->build_error[0] != '\0' ? d->build_error : NULL, "problems",
                      d->problems != NULL ? d->problems : json_array(), "proxies", proxies);
     (void)json_object_set_new(doc, "snapshot", snap != NULL ? snap : json_null());
+    (void)json_object_set_new(doc, "audit_healthy", json_boolean(audit_ok));
+}
+
+/* GET /readyz (docs/reference/api.md §5.7): the database is open (it is, while the daemon
+ * runs), every proxy acknowledged the newest snapshot, and the sandboxes are up when they
+ * were asked for and a Docker daemon is installed. */
+static bool on_api_ready(void *arg, json_t *doc)
+{
+    struct daemon *d = arg;
+    const char *docker = d->cfg->docker_socket;
+    json_t *sb = json_object();
+    json_t *why = json_array();
+    bool ready = true;
+    struct stat st;
+
+    (void)json_object_set_new(doc, "store", json_string("open"));
+    if (d->pusher == NULL) {
+        (void)json_object_set_new(doc, "snapshot", json_string("not needed"));
+    } else {
+        int64_t version = sl_pusher_version(d->pusher);
+        int64_t acked = sl_pusher_acked_by_all(d->pusher);
+
+        (void)json_object_set_new(doc, "snapshot",
+                                  json_pack("{s:I,s:I}", "version", (json_int_t)version,
+                                            "acknowledged_by_all", (json_int_t)acked));
+        if (version == 0 || acked < version) {
+            ready = false;
+            (void)json_array_append_new(
+                    why, json_string(version == 0 ? "no snapshot built yet"
+                                                  : "a proxy has not acknowledged the newest "
+                                                    "snapshot"));
+        }
+    }
+    if (d->cfg->n_proxy_admin_sockets == 0 || docker == NULL || stat(docker, &st) != 0) {
+        /* No sandboxes asked for, or no Docker daemon installed here: the rest works. */
+        (void)json_object_set_new(doc, "docker", json_string("not needed"));
+    } else if (d->sandboxes != NULL && sb != NULL) {
+        sl_sandboxes_status(d->sandboxes, sb);
+        (void)json_object_set(doc, "docker", json_object_get(sb, "sandboxes"));
+        if (!json_is_true(json_object_get(json_object_get(sb, "sandboxes"), "ready"))) {
+            ready = false;
+            (void)json_array_append_new(why, json_string("sandboxes are not ready"));
+        }
+    } else {
+        ready = false;
+        (void)json_object_set_new(doc, "docker",
+                                  json_pack("{s:b,s:s}", "ready", 0, "error", d->sandboxes_error));
+        (void)json_array_append_new(why, json_string("sandboxes are off though a Docker daemon "
+                                                     "is installed"));
+    }
+    json_decref(sb);
+    if (!ready) {
+        (void)json_object_set_new(doc, "not_ready", why);
+    } else {
+        json_decref(why);
+    }
+    return ready;
 }
 
 static void on_sandboxes_closed(void *arg)
@@ -517,6 +588,14 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     struct daemon *d = h->data;
 
+    if (signum == SIGUSR1 || signum == SIGHUP) {
+        /* Log rotation and reload (docs/reference/cli.md §1.4): the control plane logs to standard
+         * error, keeps no file open and reads its flags once, so there is nothing to reopen or
+         * reload; neither signal may end it (sluice up passes both on to its children). */
+        sl_log(SL_LOG_INFO, 0, "msg=\"%s: nothing to do (the log is standard error)\"",
+               signum == SIGUSR1 ? "SIGUSR1" : "SIGHUP");
+        return;
+    }
     if (d->stopping) {
         return;
     }
@@ -546,6 +625,11 @@ static void on_signal(uv_signal_t *h, int signum)
     }
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
+    uv_close((uv_handle_t *)&d->sig_usr1, NULL);
+    uv_close((uv_handle_t *)&d->sig_hup, NULL);
+    /* Closing the handles gave both signals their default action (the end of the process). */
+    (void)signal(SIGUSR1, SIG_IGN);
+    (void)signal(SIGHUP, SIG_IGN);
 }
 
 /* The containers' CA bundle: the system's CAs, then the sluice CA of the data directory. */
@@ -682,6 +766,7 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     sl_buf_finish(&bundle);
     if (rc < 0) {
         sl_log(SL_LOG_ERROR, 0, "msg=\"sandboxes are off\" err=\"%s\"", err);
+        (void)snprintf(d->sandboxes_error, sizeof(d->sandboxes_error), "%s", err);
         if (d->sandboxes != NULL) {
             /* Nothing started yet: closing only releases memory. */
             sl_sandboxes_close(d->sandboxes, NULL, NULL);
@@ -732,10 +817,16 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     SL_BUG_ON(uv_timer_init(&d->loop, &d->wait_timer) != 0);
     d->wait_timer.data = d;
     d->wait_timer_open = true;
+    SL_BUG_ON(uv_signal_init(&d->loop, &d->sig_usr1) != 0);
+    SL_BUG_ON(uv_signal_init(&d->loop, &d->sig_hup) != 0);
     d->sig_term.data = d;
     d->sig_int.data = d;
+    d->sig_usr1.data = d;
+    d->sig_hup.data = d;
     (void)uv_signal_start(&d->sig_term, on_signal, SIGTERM);
     (void)uv_signal_start(&d->sig_int, on_signal, SIGINT);
+    (void)uv_signal_start(&d->sig_usr1, on_signal, SIGUSR1);
+    (void)uv_signal_start(&d->sig_hup, on_signal, SIGHUP);
     sl_log(SL_LOG_INFO, 0, "msg=\"control plane listening\" listen=%s data=%s", cfg->listen,
            cfg->data_dir);
     setup_sandboxes(d, cfg);
@@ -806,6 +897,8 @@ int sl_control_run(const struct sl_control_config *cfg)
     d.api.changed = on_api_changed;
     d.api.status = on_api_status;
     d.api.revoked = on_api_revoked;
+    d.api.ready = on_api_ready;
+    d.cfg = cfg;
     d.api.jobs_queued = on_jobs_queued;
     d.api.hook_arg = &d;
     sl_api_init(&d.api);

@@ -48,6 +48,8 @@ const char *sl_reason_code(enum sl_reason r)
         return "too-large";
     case SL_REASON_OVERLOADED:
         return "overloaded";
+    case SL_REASON_AUDIT_UNAVAILABLE:
+        return "audit-unavailable";
     }
     return "unknown";
 }
@@ -82,6 +84,7 @@ int sl_reason_status(enum sl_reason r)
         return 504;
     case SL_REASON_NO_POLICY:
     case SL_REASON_OVERLOADED:
+    case SL_REASON_AUDIT_UNAVAILABLE:
         return 503;
     }
     return 500;
@@ -328,6 +331,7 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_UPSTREAM_TIMEOUT:
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
+    case SL_REASON_AUDIT_UNAVAILABLE:
         return 0;
     }
     if (h.overflow) {

@@ -54,7 +54,11 @@ enum sl_reason {
     SL_REASON_UPSTREAM_TIMEOUT,
     SL_REASON_TOO_LARGE,
     SL_REASON_OVERLOADED,
+    SL_REASON_AUDIT_UNAVAILABLE,
 };
+
+/* The last reason code: counters indexed by reason have SL_REASON_LAST + 1 entries. */
+#define SL_REASON_LAST SL_REASON_AUDIT_UNAVAILABLE
 
 /* The code of docs/reference/proxy.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the
  * audit log writes null for it). Static, never NULL. */
@@ -62,7 +66,8 @@ const char *sl_reason_code(enum sl_reason r);
 
 /* The HTTP status of docs/reference/proxy.md §4.5 for a refusal with this reason: 407 identity, 403
  * policy, 400 malformed (not-tls too, should a response be possible at all), 421 mismatch, 431 too
- * large, 502/504 upstream, 503 no policy or overloaded; 200 for SL_REASON_NONE. */
+ * large, 502/504 upstream, 503 no policy, overloaded or audit unavailable; 200 for SL_REASON_NONE.
+ */
 int sl_reason_status(enum sl_reason r);
 
 /* A buffer of this size holds every hint of sl_policy_hint(). */

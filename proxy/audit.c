@@ -8,8 +8,10 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,23 +32,40 @@
  * (each wake-up was a futex call and a context switch on the request path). */
 #define FLUSH_DELAY_NS (20 * 1000 * 1000L)
 #define FLUSH_BYTES    (64u << 10)
+/* After a failed write (a full disk), the writer tries again this often. */
+#define RETRY_DELAY_NS (200 * 1000 * 1000L)
 
 struct sl_audit {
     int fd;
-    /* We opened fd (not stdout). */
+    /* We opened fd (not stdout): it can be reopened, and truncated back after a short write. */
     bool own_fd;
+    /* The file's path, for sl_audit_reopen(); "" for standard output. */
+    char path[4096];
     pthread_t writer;
     pthread_mutex_t lock;
     pthread_cond_t wake;
-    /* Lines waiting for the writer, at most `max_pending` bytes; guarded by `lock`. */
+    /* Lines waiting for the writer; with `held`, at most `max_pending` bytes; guarded by `lock`. */
     struct sl_buf pending;
     size_t max_pending;
+    /* Bytes the writer holds that a failed write left unwritten (they count against
+     * `max_pending` too); guarded by `lock`. */
+    size_t held;
     /* The writer is asked to finish; guarded by `lock`. */
     bool stopping;
+    /* The writer is asked to reopen the file (SIGUSR1); guarded by `lock`. */
+    bool reopen_asked;
     /* The writer sleeps until a first line arrives (workers then signal it); guarded by `lock`. */
     bool idle;
     /* Lines dropped because `pending` was full; guarded by `lock`. */
     uint64_t dropped;
+    /* Failed write(2) calls, reopens done, and the errno of the last failure (0 while
+     * healthy); guarded by `lock`. */
+    uint64_t write_failures;
+    uint64_t reopens;
+    int last_errno;
+    /* False from a failed write until everything held is written: read by workers on every
+     * request (sl_audit_healthy()), so an atomic rather than under `lock`. */
+    atomic_bool healthy;
     /* Dropped count the writer last reported; writer thread only. */
     uint64_t dropped_reported;
 };
@@ -295,20 +314,99 @@ int sl_audit_format(const struct sl_audit_record *r, char *buf, size_t cap)
     return (int)l.len;
 }
 
-static void write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
+/*
+ * Writing. The file only ever gets whole lines: a line is in it entire, or not at all.
+ *
+ * `out` holds whole lines, oldest first. write(2) may stop short of the end (a disk that fills
+ * up in the middle of a batch) and leave part of a line in the file. Then the writer cuts that
+ * part off again (ftruncate() to where the line started: the file is ours alone, opened with
+ * O_APPEND, so the line's start is the end of the file less the part written) and keeps the
+ * whole line for the next attempt. Should the cut fail too, the rest of the line is kept
+ * instead, and written first when the disk has room again (the line then completes; until
+ * then the file ends in a part of a line, which readers of the log skip as they skip any last
+ * line without its newline); no reopen happens in between, so both parts land in one file.
+ * Standard output (a pipe, a terminal) cannot be cut: there the rest is kept likewise.
+ */
 
-        if (w == -1) {
-            if (errno == EINTR) {
-                continue;
-            }
-            sl_log(SL_LOG_ERROR, 0, "msg=\"audit log write failed\" err=\"%s\"", strerror(errno));
-            return;
+/* Writes what `out` holds; consumes what reached the file. Returns 0 when everything was
+ * written, else the errno of the failure (what is left starts at a line, or continues the
+ * line of which `*mid_line` says a part is in the file). */
+static int write_lines(struct sl_audit *a, struct sl_buf *out, bool *mid_line)
+{
+    size_t off = 0;
+    int err = 0;
+
+    while (off < out->len) {
+        ssize_t w = write(a->fd, out->p + off, out->len - off);
+
+        if (w == -1 && errno == EINTR) {
+            continue;
         }
-        p += w;
-        n -= (size_t)w;
+        if (w <= 0) {
+            err = w == 0 ? EIO : errno;
+            break;
+        }
+        off += (size_t)w;
+    }
+    if (err != 0 && off > 0) {
+        const uint8_t *nl = NULL;
+        size_t start = 0;
+
+        for (size_t i = off; i > 0; i--) {
+            if (out->p[i - 1] == '\n') {
+                nl = out->p + i - 1;
+                break;
+            }
+        }
+        if (nl != NULL) {
+            start = (size_t)(nl - out->p) + 1;
+        }
+        /* A part of the line at `start` is in the file; unless a part of it was there before
+         * this call (`*mid_line`, start 0), cut it off again. */
+        if (off > start && !(start == 0 && *mid_line) && a->own_fd) {
+            off_t end = lseek(a->fd, 0, SEEK_CUR);
+
+            if (end != (off_t)-1 && ftruncate(a->fd, end - (off_t)(off - start)) == 0) {
+                off = start;
+            }
+        }
+        *mid_line = off > start;
+    } else if (off == out->len) {
+        *mid_line = false;
+    }
+    sl_buf_consume(out, off);
+    return err;
+}
+
+/* Closes the file and opens its path again (after a rotation moved it away: the new file is
+ * created 0600). On failure the old descriptor stays and the next batch asks again. */
+static bool reopen_file(struct sl_audit *a)
+{
+    int fd;
+
+    if (!a->own_fd) {
+        return true;
+    }
+    fd = open(a->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (fd == -1) {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"cannot reopen the audit log; writing on to the old file\" file=%s err=\"%s\"",
+               a->path, strerror(errno));
+        return false;
+    }
+    (void)close(a->fd);
+    a->fd = fd;
+    sl_log(SL_LOG_INFO, 0, "msg=\"audit log reopened\" file=%s", a->path);
+    return true;
+}
+
+static void deadline(struct timespec *due, long ns)
+{
+    (void)clock_gettime(CLOCK_MONOTONIC, due);
+    due->tv_nsec += ns;
+    if (due->tv_nsec >= 1000000000L) {
+        due->tv_sec++;
+        due->tv_nsec -= 1000000000L;
     }
 }
 
@@ -331,29 +429,80 @@ static int init_wake(pthread_cond_t *c)
 }
 
 /* Waits, with `a->lock` held, until a batch is due: FLUSH_BYTES pending, FLUSH_DELAY_NS after
- * the first pending line, or `stopping`. */
-static void wait_for_batch(struct sl_audit *a)
+ * the first pending line, a reopen, or `stopping`. With lines held from a failed write
+ * (`retrying`), until RETRY_DELAY_NS passed instead. */
+static void wait_for_batch(struct sl_audit *a, bool retrying)
 {
     struct timespec due;
 
+    if (retrying) {
+        deadline(&due, RETRY_DELAY_NS);
+        while (!a->stopping && !a->reopen_asked) {
+            if (pthread_cond_timedwait(&a->wake, &a->lock, &due) == ETIMEDOUT) {
+                break;
+            }
+        }
+        return;
+    }
     a->idle = true;
-    while (a->pending.len == 0 && !a->stopping) {
+    while (a->pending.len == 0 && !a->stopping && !a->reopen_asked) {
         pthread_cond_wait(&a->wake, &a->lock);
     }
     a->idle = false;
-    if (a->stopping) {
+    if (a->stopping || a->pending.len == 0) {
         return;
     }
-    (void)clock_gettime(CLOCK_MONOTONIC, &due);
-    due.tv_nsec += FLUSH_DELAY_NS;
-    if (due.tv_nsec >= 1000000000L) {
-        due.tv_sec++;
-        due.tv_nsec -= 1000000000L;
-    }
+    deadline(&due, FLUSH_DELAY_NS);
     while (a->pending.len < FLUSH_BYTES && !a->stopping) {
         if (pthread_cond_timedwait(&a->wake, &a->lock, &due) == ETIMEDOUT) {
             break;
         }
+    }
+}
+
+/* Takes the pending lines into `out`: a swap when `out` is empty, else they are appended
+ * (both are within `max_pending` together, sl_audit_write() sees to it). `a->lock` held. */
+static void take_pending(struct sl_audit *a, struct sl_buf *out)
+{
+    if (a->pending.len == 0) {
+        return;
+    }
+    if (out->len == 0) {
+        struct sl_buf tmp = a->pending;
+
+        a->pending = *out;
+        *out = tmp;
+        return;
+    }
+    if (sl_buf_append(out, a->pending.p, a->pending.len) == 0) {
+        sl_buf_reset(&a->pending);
+    }
+}
+
+/* One attempt at what `out` holds, and the health that follows from it. */
+static void write_batch(struct sl_audit *a, struct sl_buf *out, bool *mid_line)
+{
+    bool was_healthy = atomic_load_explicit(&a->healthy, memory_order_relaxed);
+    int err = out->len > 0 ? write_lines(a, out, mid_line) : 0;
+
+    pthread_mutex_lock(&a->lock);
+    a->held = out->len;
+    if (err != 0) {
+        a->write_failures++;
+        a->last_errno = err;
+    } else {
+        a->last_errno = 0;
+    }
+    pthread_mutex_unlock(&a->lock);
+    atomic_store_explicit(&a->healthy, err == 0, memory_order_relaxed);
+    if (err != 0 && was_healthy) {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"audit log write failed; its lines are kept and retried\" file=%s err=\"%s\" "
+               "held_bytes=%zu",
+               a->own_fd ? a->path : "-", strerror(err), out->len);
+    } else if (err == 0 && !was_healthy) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"audit log writable again; held lines written\" file=%s",
+               a->own_fd ? a->path : "-");
     }
 }
 
@@ -362,30 +511,53 @@ static void *writer_main(void *arg)
     struct sl_audit *a = arg;
     struct sl_buf out;
     bool stop = false;
+    bool mid_line = false;
+    bool reopen = false;
 
     sl_buf_init(&out, a->max_pending);
     while (!stop) {
         uint64_t dropped;
-        struct sl_buf tmp;
 
         pthread_mutex_lock(&a->lock);
-        wait_for_batch(a);
+        wait_for_batch(a, out.len > 0);
         stop = a->stopping;
-        /* Swap the blocks: the workers keep appending into the (empty) other one. */
-        tmp = a->pending;
-        a->pending = out;
-        out = tmp;
+        reopen = reopen || a->reopen_asked;
+        a->reopen_asked = false;
+        /* The workers keep appending into the (empty) other block. */
+        take_pending(a, &out);
+        a->held = out.len;
         dropped = a->dropped;
         pthread_mutex_unlock(&a->lock);
-        if (out.len > 0) {
-            write_all(a->fd, out.p, out.len);
-            sl_buf_reset(&out);
+        /* Between lines only: never while a part of a line is in the old file. */
+        if (reopen && !mid_line) {
+            reopen = !reopen_file(a);
+            if (!reopen) {
+                pthread_mutex_lock(&a->lock);
+                a->reopens++;
+                pthread_mutex_unlock(&a->lock);
+            }
         }
+        write_batch(a, &out, &mid_line);
         if (dropped != a->dropped_reported) {
             sl_log(SL_LOG_WARN, 0, "msg=\"audit log could not keep up; lines dropped\" total=%llu",
                    (unsigned long long)dropped);
             a->dropped_reported = dropped;
         }
+    }
+    /* Stopping with lines the file would not take: they are lost, and counted. */
+    if (out.len > 0) {
+        uint64_t lost = 0;
+
+        for (size_t i = 0; i < out.len; i++) {
+            lost += out.p[i] == '\n';
+        }
+        pthread_mutex_lock(&a->lock);
+        a->dropped += lost;
+        a->held = 0;
+        pthread_mutex_unlock(&a->lock);
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"stopping with audit lines the log would not take; they are lost\" lines=%llu",
+               (unsigned long long)lost);
     }
     sl_buf_finish(&out);
     return NULL;
@@ -404,7 +576,12 @@ int sl_audit_open(const char *path, size_t max_pending_bytes, struct sl_audit **
     }
     if (strcmp(path, "-") == 0) {
         a->fd = STDOUT_FILENO;
+    } else if (strlen(path) >= sizeof(a->path)) {
+        (void)snprintf(err, errlen, "the audit log's path is too long");
+        sl_free(a);
+        return SL_EINVAL;
     } else {
+        memcpy(a->path, path, strlen(path) + 1);
         a->fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
         if (a->fd == -1) {
             (void)snprintf(err, errlen, "cannot open audit log %s: %s", path, strerror(errno));
@@ -413,6 +590,7 @@ int sl_audit_open(const char *path, size_t max_pending_bytes, struct sl_audit **
         }
         a->own_fd = true;
     }
+    atomic_init(&a->healthy, true);
     a->max_pending = max_pending_bytes != 0 ? max_pending_bytes : 16u << 20;
     sl_buf_init(&a->pending, a->max_pending);
     pthread_mutex_init(&a->lock, NULL);
@@ -450,13 +628,47 @@ void sl_audit_write(struct sl_audit *a, const struct sl_audit_record *r)
     }
     n = sl_audit_format(r, line, sizeof(line));
     pthread_mutex_lock(&a->lock);
-    if (n < 0 || sl_buf_append(&a->pending, line, (size_t)n) < 0) {
+    if (n < 0 || a->pending.len + a->held + (size_t)n > a->max_pending
+        || sl_buf_append(&a->pending, line, (size_t)n) < 0) {
         a->dropped++;
     }
     /* Wake the writer for the first line of a batch, and once a batch is full. */
     if (a->idle || (a->pending.len >= FLUSH_BYTES && a->pending.len - (size_t)n < FLUSH_BYTES)) {
         pthread_cond_signal(&a->wake);
     }
+    pthread_mutex_unlock(&a->lock);
+}
+
+bool sl_audit_healthy(const struct sl_audit *a)
+{
+    return a == NULL || atomic_load_explicit(&a->healthy, memory_order_relaxed);
+}
+
+void sl_audit_health(struct sl_audit *a, struct sl_audit_health *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->healthy = true;
+    if (a == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&a->lock);
+    out->healthy = atomic_load_explicit(&a->healthy, memory_order_relaxed);
+    out->write_failures = a->write_failures;
+    out->dropped = a->dropped;
+    out->reopens = a->reopens;
+    out->pending_bytes = a->pending.len + a->held;
+    out->last_errno = a->last_errno;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void sl_audit_reopen(struct sl_audit *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&a->lock);
+    a->reopen_asked = true;
+    pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);
 }
 
@@ -481,9 +693,13 @@ void sl_audit_close(struct sl_audit *a)
     pthread_mutex_unlock(&a->lock);
     pthread_join(a->writer, NULL);
     /* The writer took the last block when it saw `stopping`; anything appended after that
-     * (nothing should be: workers stop first) is written here. */
+     * (nothing should be: workers stop first) is written here, once. */
     if (a->pending.len > 0) {
-        write_all(a->fd, a->pending.p, a->pending.len);
+        bool mid_line = false;
+
+        if (write_lines(a, &a->pending, &mid_line) != 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"audit lines lost at stop\" bytes=%zu", a->pending.len);
+        }
     }
     sl_buf_finish(&a->pending);
     pthread_cond_destroy(&a->wake);

@@ -11,11 +11,19 @@
  * the disk cannot keep up and the cap is reached, lines are dropped and counted, and the count
  * is reported in the log (and in sl_audit_dropped()) rather than growing memory without bound.
  *
+ * The file only ever gets whole lines. When a write fails (a full disk), the writer keeps the
+ * lines it could not write (they count against the cap), reports itself unhealthy
+ * (sl_audit_healthy(), which the proxy's --audit-failure turns into refusals or not) and tries
+ * again every 200 ms; a line the failed write left partly in the file is cut off again and
+ * kept whole for the retry. Health comes back with the first complete write. sl_audit_reopen()
+ * (SIGUSR1, after a rotation) has the writer close and open the path again between two lines,
+ * so that no line is lost or split across the rotation.
+ *
  * Lines never contain a credential value, a token or a query string: the record has no field
  * that could carry one, and the path is cut at its '?'.
  *
- * Lifecycle: sl_audit_open() -> sl_audit_write() from any thread -> sl_audit_close() (flushes
- * what is pending, then joins the writer).
+ * Lifecycle: sl_audit_open() -> sl_audit_write(), sl_audit_reopen(), sl_audit_healthy() from
+ * any thread -> sl_audit_close() (flushes what is pending, once, then joins the writer).
  */
 #ifndef SL_PROXY_AUDIT_H
 #define SL_PROXY_AUDIT_H
@@ -78,6 +86,31 @@ void sl_audit_write(struct sl_audit *a, const struct sl_audit_record *r);
 
 /* Lines dropped so far because the writer could not keep up. */
 uint64_t sl_audit_dropped(struct sl_audit *a);
+
+/* False from a failed write of the log until the writer wrote everything it holds again.
+ * Cheap (one atomic load): the workers ask it for every request. NULL `a` is healthy. */
+bool sl_audit_healthy(const struct sl_audit *a);
+
+/* The writer's state, for the admin socket and the metrics (docs/reference/proxy.md §4.9). */
+struct sl_audit_health {
+    bool healthy;
+    /* write(2) calls that failed, lines dropped (never written: the cap, or a stop while the
+     * file took nothing), files reopened. */
+    uint64_t write_failures;
+    uint64_t dropped;
+    uint64_t reopens;
+    /* Bytes queued or held for a retry. */
+    size_t pending_bytes;
+    /* errno of the last failed write, 0 while healthy. */
+    int last_errno;
+};
+
+/* Fills `out`. NULL `a` reads as healthy and idle. */
+void sl_audit_health(struct sl_audit *a, struct sl_audit_health *out);
+
+/* Asks the writer to close the file and open its path again, between two lines (log
+ * rotation; a no-op for standard output). Returns at once. NULL is a no-op. */
+void sl_audit_reopen(struct sl_audit *a);
 
 /* Writes what is pending, stops the writer and frees everything. NULL is a no-op. */
 void sl_audit_close(struct sl_audit *a);

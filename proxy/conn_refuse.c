@@ -164,6 +164,7 @@ static bool is_policy_reason(enum sl_reason reason)
     case SL_REASON_UPSTREAM_TIMEOUT:
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
+    case SL_REASON_AUDIT_UNAVAILABLE:
         return false;
     }
     return false;
@@ -349,6 +350,15 @@ bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep
     sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
     if (!c->dec.allow) {
         sl__conn_refuse_reason(c, c->dec.reason, NULL, keep);
+        return false;
+    }
+    /* docs/reference/proxy.md §4.7: nothing leaves that the audit log cannot record. */
+    if (!c->w->shared->cfg->audit_failure_allow && !sl_audit_healthy(c->w->shared->audit)) {
+        c->dec.allow = false;
+        c->dec.reason = SL_REASON_AUDIT_UNAVAILABLE;
+        sl__conn_refuse_reason(c, SL_REASON_AUDIT_UNAVAILABLE,
+                               "the audit log cannot be written; requests are refused until it can",
+                               keep);
         return false;
     }
     c->r.credential = c->dec.credential_header != NULL;

@@ -6,7 +6,9 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,6 +22,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/notify.h"
 #include "certs/ca.h"
 #include "certs/cache.h"
 #include "certs/mint.h"
@@ -68,6 +71,7 @@ struct proxy {
     /* The loaded snapshot (a reference), NULL before the first. */
     struct sl_snapshot *snapshot;
     uv_signal_t sig_hup;
+    uv_signal_t sig_usr1;
     uv_signal_t sig_term;
     uv_signal_t sig_int;
     uv_fs_poll_t policy_poll;
@@ -193,6 +197,30 @@ static uint64_t sum(struct proxy *p, size_t offset)
 
 #define SUM(p, field) sum((p), offsetof(struct sl__counters, field))
 
+/* The audit log's state in the status (docs/reference/proxy.md §4.9): `null` without one. */
+static int status_audit(struct proxy *p, struct sl_buf *b)
+{
+    struct sl_audit_health h;
+
+    if (p->shared.audit == NULL) {
+        return sl_buf_append_str(b, ",\"audit\":null");
+    }
+    sl_audit_health(p->shared.audit, &h);
+    SL_TRY(sl_buf_printf(b,
+                         ",\"audit\":{\"healthy\":%s,\"failure_mode\":\"%s\","
+                         "\"write_failures\":%llu,\"dropped\":%llu,\"pending_bytes\":%zu,"
+                         "\"reopens\":%llu,\"error\":",
+                         h.healthy ? "true" : "false",
+                         p->cfg->audit_failure_allow ? "allow" : "deny",
+                         (unsigned long long)h.write_failures, (unsigned long long)h.dropped,
+                         h.pending_bytes, (unsigned long long)h.reopens));
+    if (h.healthy) {
+        return sl_buf_append_str(b, "\"\"}");
+    }
+    SL_TRY(sl_http_json_append_string(b, strerror(h.last_errno), strlen(strerror(h.last_errno))));
+    return sl_buf_append_str(b, "}");
+}
+
 static void admin_status(struct proxy *p, struct sl_http_exchange *x,
                          const struct sl_http_request *req)
 {
@@ -215,7 +243,7 @@ static void admin_status(struct proxy *p, struct sl_http_exchange *x,
                 ",\"workers\":%u,\"connections\":%llu,\"uptime_s\":%.0f,"
                 "\"requests\":{\"allowed\":%llu,\"denied\":%llu},"
                 "\"tls_handshakes\":%llu,\"certificates\":{\"hits\":%llu,\"misses\":%llu,"
-                "\"mints\":%llu,\"entries\":%zu},\"upstream\":{\"connects\":%llu,\"reused\":%llu}}",
+                "\"mints\":%llu,\"entries\":%zu},\"upstream\":{\"connects\":%llu,\"reused\":%llu}",
                 p->n_started, (unsigned long long)SUM(p, connections_open),
                 (double)(uv_hrtime() - p->started_ns) / 1e9,
                 (unsigned long long)SUM(p, requests_allowed),
@@ -224,6 +252,12 @@ static void admin_status(struct proxy *p, struct sl_http_exchange *x,
                 (unsigned long long)cs.misses, (unsigned long long)cs.mints, cs.entries,
                 (unsigned long long)SUM(p, upstream_connects),
                 (unsigned long long)SUM(p, upstream_reused));
+    }
+    if (rc == 0) {
+        rc = status_audit(p, &b);
+    }
+    if (rc == 0) {
+        rc = sl_buf_append_str(&b, "}");
     }
     if (rc < 0) {
         sl_http_respond_error(x, 500, "cannot build the status");
@@ -279,6 +313,26 @@ static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
     return 0;
 }
 
+/* The audit log's alarm: healthy or not, failed writes, what waits for the disk. */
+static int metrics_audit(struct proxy *p, struct sl_buf *b)
+{
+    struct sl_audit_health h;
+
+    sl_audit_health(p->shared.audit, &h);
+    return sl_buf_printf(b,
+                         "# HELP sluice_audit_healthy 1 while the audit log takes every line, 0 "
+                         "from a failed write until the held lines are written.\n"
+                         "# TYPE sluice_audit_healthy gauge\nsluice_audit_healthy %d\n"
+                         "# TYPE sluice_audit_write_failures_total counter\n"
+                         "sluice_audit_write_failures_total %llu\n"
+                         "# TYPE sluice_audit_pending_bytes gauge\n"
+                         "sluice_audit_pending_bytes %zu\n"
+                         "# TYPE sluice_audit_reopens_total counter\n"
+                         "sluice_audit_reopens_total %llu\n",
+                         h.healthy ? 1 : 0, (unsigned long long)h.write_failures, h.pending_bytes,
+                         (unsigned long long)h.reopens);
+}
+
 /* Prometheus text format 0.0.4. */
 static int metrics_text(struct proxy *p, struct sl_buf *b)
 {
@@ -289,7 +343,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
                                 "# TYPE sluice_requests_total counter\n"));
     SL_TRY(sl_buf_printf(b, "sluice_requests_total{decision=\"allow\",reason=\"\"} %llu\n",
                          (unsigned long long)SUM(p, requests_allowed)));
-    for (int r = SL_REASON_NO_POLICY; r <= SL_REASON_OVERLOADED; r++) {
+    for (int r = SL_REASON_NO_POLICY; r <= SL_REASON_LAST; r++) {
         SL_TRY(sl_buf_printf(
                 b, "sluice_requests_total{decision=\"deny\",reason=\"%s\"} %llu\n",
                 sl_reason_code((enum sl_reason)r),
@@ -337,6 +391,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)(p->shared.audit != NULL ? sl_audit_dropped(p->shared.audit) : 0),
             p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
     SL_TRY(metrics_timeouts(p, b));
+    SL_TRY(metrics_audit(p, b));
     return metrics_latency(p, b);
 }
 
@@ -628,6 +683,9 @@ static void close_main_handles(struct proxy *p)
     }
     p->handles_live = false;
     uv_close((uv_handle_t *)&p->sig_hup, NULL);
+    uv_close((uv_handle_t *)&p->sig_usr1, NULL);
+    /* Closing the handle gave SIGUSR1 its default action (the end of the process) back. */
+    (void)signal(SIGUSR1, SIG_IGN);
     uv_close((uv_handle_t *)&p->sig_term, NULL);
     uv_close((uv_handle_t *)&p->sig_int, NULL);
     if (p->policy_polling) {
@@ -720,6 +778,14 @@ static void on_signal(uv_signal_t *h, int signum)
         }
         return;
     }
+    if (signum == SIGUSR1) {
+        /* Log rotation (docs/reference/proxy.md §4.8): the writer reopens between two lines. */
+        if (p->shared.audit != NULL) {
+            sl_log(SL_LOG_INFO, 0, "msg=\"SIGUSR1: reopening the audit log\"");
+            sl_audit_reopen(p->shared.audit);
+        }
+        return;
+    }
     begin_stop(p, signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
@@ -732,6 +798,7 @@ static int start_main_handles(struct proxy *p)
 
     /* These fail only on invalid arguments. */
     SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_hup) != 0);
+    SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_usr1) != 0);
     SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_term) != 0);
     SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_int) != 0);
     SL_BUG_ON(uv_timer_init(&p->loop, &p->drain_timer) != 0);
@@ -740,10 +807,12 @@ static int start_main_handles(struct proxy *p)
     p->trim_timer.data = p;
     (void)uv_timer_start(&p->trim_timer, on_trim_tick, TRIM_TICK_MS, TRIM_TICK_MS);
     p->sig_hup.data = p;
+    p->sig_usr1.data = p;
     p->sig_term.data = p;
     p->sig_int.data = p;
     p->drain_timer.data = p;
     (void)uv_signal_start(&p->sig_hup, on_signal, SIGHUP);
+    (void)uv_signal_start(&p->sig_usr1, on_signal, SIGUSR1);
     (void)uv_signal_start(&p->sig_term, on_signal, SIGTERM);
     (void)uv_signal_start(&p->sig_int, on_signal, SIGINT);
     if (cfg->policy_file != NULL) {
@@ -919,6 +988,9 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
            cfg->n_listen > 0 ? cfg->listen[0] : DEFAULT_LISTEN, p->n_started,
            p->snapshot != NULL ? "loaded" : "none (every request gets 503 no-policy)",
            p->admin != NULL ? p->admin_path : "none");
+    /* A Type=notify unit (the packaged sluice-proxy.service) is started once every listener
+     * accepts. */
+    (void)sl_notify(getenv("NOTIFY_SOCKET"), "READY=1\nSTATUS=accepting connections");
     (void)uv_run(&p->loop, UV_RUN_DEFAULT);
     teardown(p);
     sl_free(p);

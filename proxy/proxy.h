@@ -7,8 +7,9 @@
  * then serves the admin socket, SIGHUP reloads and policy-file changes. New snapshots are
  * handed to every worker; each request is decided against the newest one.
  *
- * SIGTERM or SIGINT: the listeners close, requests in flight get `drain_s` seconds to finish,
- * then everything closes and sl_proxy_run() returns 0.
+ * SIGUSR1 reopens the audit log (after a rotation). SIGTERM or SIGINT: the listeners close,
+ * requests in flight get `drain_s` seconds to finish, then everything closes and sl_proxy_run()
+ * returns 0.
  */
 #ifndef SL_PROXY_PROXY_H
 #define SL_PROXY_PROXY_H
@@ -50,6 +51,9 @@ struct sl_proxy_config {
     size_t n_deny_upstream;
     /* `--audit-log FILE|-`, or NULL for none. */
     const char *audit_log;
+    /* `--audit-failure deny|allow`: while the audit log cannot be written, refuse the requests
+     * the policy allows (503 audit-unavailable; the default) or serve them. */
+    bool audit_failure_allow;
     /* `--max-connections N` (default 10 000), timeouts in seconds (defaults docs/reference/proxy.md
      * §4.10). */
     unsigned max_connections;

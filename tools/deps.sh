@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# tools/deps.sh [build|run|test] - make this Debian 12 machine able to build, run (and test)
+# tools/deps.sh [build|run|deb|test] - make this Debian 12 machine able to build, run (and test)
 # sluice.
 #
 #   build  the compiler, CMake and the -dev packages the build links against (default)
 #   run    also what `sluice up` uses (make run): docker.io for sandboxes, nftables, mmdebstrap
 #          for the default sandbox image, curl for the example it prints
+#   deb    also the Debian packaging tools `make deb` uses: debhelper, devscripts, lintian,
+#          dpkg-dev
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
 #          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
-#          chromium, testssl.sh; Node.js and npm from Debian when no `node` is on the PATH), then
+#          chromium, testssl.sh, the packaging tools of `deb`, logrotate; Node.js and npm from Debian when no `node` is on the PATH), then
 #          the npm packages of every tests/*/package-lock.json (`npm ci`, into that folder's
 #          node_modules; only when the lock file changed since the last install)
 #
@@ -30,14 +32,16 @@ llhttp_min=9.2
 build_pkgs=(build-essential cmake pkg-config ca-certificates
   libuv1-dev libssl-dev libsqlite3-dev libjansson-dev libsodium-dev libcurl4-openssl-dev
   libcmocka-dev libnftables-dev libarchive-dev)
+deb_pkgs=(debhelper devscripts lintian dpkg-dev)
 test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps
-  docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium testssl.sh)
+  docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium testssl.sh logrotate "${deb_pkgs[@]}")
 
 run_pkgs=(docker.io nftables mmdebstrap curl)
 
 case "$mode" in
 build) want=("${build_pkgs[@]}") ;;
 run) want=("${build_pkgs[@]}" "${run_pkgs[@]}") ;;
+deb) want=("${build_pkgs[@]}" "${deb_pkgs[@]}") ;;
 test)
   want=("${build_pkgs[@]}" "${test_pkgs[@]}")
   # A Node.js that is already there (another vendor's package, say) is used as it is: Debian's
@@ -46,11 +50,11 @@ test)
   command -v npm >/dev/null 2>&1 || want+=(npm)
   ;;
 -h | --help)
-  sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
   ;;
 *)
-  echo "deps.sh: unknown mode '$mode' (expected build, run or test)" >&2
+  echo "deps.sh: unknown mode '$mode' (expected build, run, deb or test)" >&2
   exit 2
   ;;
 esac

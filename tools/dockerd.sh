@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# tools/dockerd.sh start|stop|status|clean - the Docker daemon the tests use (make test, CI).
+# tools/dockerd.sh start|stop [run|test] | status | clean - the Docker daemon of make run and of the
+# tests (make test, CI).
 #
-#   start   If /var/run/docker.sock answers /_ping, use that daemon and change nothing. Otherwise
-#           start dockerd (overlay2, or vfs when /var/lib/docker sits on overlayfs; log in
-#           build/dockerd.log), wait up to 30 s for /_ping, and record its pid in
-#           build/dockerd.started. A daemon started here first gets `clean`.
-#   stop    Only if start started the daemon: `clean`, then SIGTERM and a wait of up to 30 s
-#           (SIGKILL after that). A daemon that was already running is left alone.
-#   status  Whether the daemon answers, and whether start started it. Exit 0 if it answers.
+#   start OWNER  If /var/run/docker.sock answers /_ping, use that daemon and change nothing.
+#           Otherwise start dockerd (overlay2, or vfs when /var/lib/docker sits on overlayfs; log
+#           in build/dockerd.log), wait up to 30 s for /_ping, and record OWNER and its pid in
+#           build/dockerd.started. A daemon started here first gets `clean`. OWNER is `run`
+#           (make run: the daemon then serves a `sluice up` that outlives the command) or `test`
+#           (the default: make test, CI).
+#   stop OWNER   Only if start OWNER started the daemon: `clean`, then SIGTERM and a wait of up
+#           to 30 s (SIGKILL after that). A daemon that was already running, or that the other
+#           owner started (make test never stops the daemon make run started: a running
+#           `sluice up` would lose its sandboxes), is left alone.
+#   status  Whether the daemon answers, and who started it. Exit 0 if it answers.
 #   clean   Remove what earlier test runs left: containers and networks labelled
 #           sluice.managed=1 or sluice.sandbox, and nftables tables named sluice_t_*. Never run
 #           by start against a daemon that was already running: other runs may be using it.
@@ -34,11 +39,21 @@ ping_ok() {
   [ -S "$sock" ] && [ "$(curl -s --max-time 2 --unix-socket "$sock" http://localhost/_ping 2>/dev/null)" = OK ]
 }
 
-# The pid recorded by start, if that process is still a dockerd.
+owner=test
+
+# The pid recorded by start, if that process is still a dockerd; its owner in rec_owner. A
+# record of an older tools/dockerd.sh holds the pid alone: its owner was the tests.
 our_pid() {
-  local pid
+  local pid rec
   [ -f "$state" ] || return 1
-  pid=$(cat "$state")
+  rec=$(cat "$state")
+  if [[ "$rec" =~ ^(run|test)\ ([0-9]+)$ ]]; then
+    rec_owner=${BASH_REMATCH[1]}
+    pid=${BASH_REMATCH[2]}
+  else
+    rec_owner=test
+    pid=$rec
+  fi
   [[ "$pid" =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
   echo "$pid"
 }
@@ -76,10 +91,12 @@ clean() {
 start() {
   local pid sd i
   if ping_ok; then
-    if pid=$(our_pid); then
+    if pid=$(our_pid) && [ "$rec_owner" = "$owner" ]; then
       # Ours from a run that never reached stop (interrupted): nobody else uses it.
-      say "dockerd (pid $pid, started by an earlier start) answers on $sock"
+      say "dockerd (pid $pid, started by an earlier start $owner) answers on $sock"
       clean
+    elif pid=$(our_pid); then
+      say "dockerd (pid $pid, started for $rec_owner) answers on $sock; using it, and leaving it running at stop $owner"
     else
       rm -f "$state"
       say "a dockerd already answers on $sock; using it, and leaving it running at stop"
@@ -117,8 +134,8 @@ start() {
       if [ "$(cat "/proc/$(cat "$pidfile" 2>/dev/null)/comm" 2>/dev/null)" = dockerd ]; then
         pid=$(cat "$pidfile")
       fi
-      echo "$pid" >"$state"
-      say "dockerd (pid $pid) answers after $((i / 10)).$((i % 10)) s"
+      echo "$owner $pid" >"$state"
+      say "dockerd (pid $pid, started for $owner) answers after $((i / 10)).$((i % 10)) s"
       clean
       return 0
     fi
@@ -135,6 +152,10 @@ stop() {
   if ! pid=$(our_pid); then
     rm -f "$state"
     say "did not start the running dockerd (or none runs); leaving it alone"
+    return 0
+  fi
+  if [ "$rec_owner" != "$owner" ]; then
+    say "dockerd (pid $pid) was started for $rec_owner, not $owner; leaving it running"
     return 0
   fi
   if ping_ok; then
@@ -160,7 +181,7 @@ status() {
   local pid
   if ping_ok; then
     if pid=$(our_pid); then
-      say "answers on $sock; started by tools/dockerd.sh (pid $pid)"
+      say "answers on $sock; started by tools/dockerd.sh start $rec_owner (pid $pid)"
     else
       say "answers on $sock; not started by tools/dockerd.sh (stop leaves it alone)"
     fi
@@ -169,6 +190,14 @@ status() {
   say "nothing answers on $sock"
   return 1
 }
+
+case "${2:-test}" in
+run | test) owner=${2:-test} ;;
+*)
+  echo "usage: tools/dockerd.sh start|stop [run|test]" >&2
+  exit 2
+  ;;
+esac
 
 case "${1:-}" in
 start) start ;;
@@ -179,10 +208,10 @@ clean)
   clean
   ;;
 -h | --help)
-  sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'
   ;;
 *)
-  echo "usage: tools/dockerd.sh start|stop|status|clean" >&2
+  echo "usage: tools/dockerd.sh start|stop [run|test] | status | clean" >&2
   exit 2
   ;;
 esac

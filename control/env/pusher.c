@@ -59,6 +59,10 @@ struct target {
     bool backing_off;
     uint64_t backoff_ms;
     char last_error[200];
+    /* The proxy's audit log as its last status said (docs/reference/proxy.md §4.9): 1 healthy,
+     * 0 not (with the reason), -1 no audit log or not known yet. */
+    int audit_healthy;
+    char audit_error[120];
 };
 
 struct sl_pusher {
@@ -131,12 +135,19 @@ static void schedule_retry(struct target *t)
     (void)uv_timer_start(&t->timer, on_backoff, t->backoff_ms, 0);
 }
 
-static int64_t status_version(const struct sl_buf *body)
+/* The version a proxy's status reports, and the state of its audit log. */
+static int64_t status_version(struct target *t, const struct sl_buf *body)
 {
     json_t *j = json_loadb((const char *)body->p, body->len, 0, NULL);
     json_t *v = j != NULL ? json_object_get(j, "version") : NULL;
+    json_t *audit = j != NULL ? json_object_get(j, "audit") : NULL;
+    json_t *healthy = json_object_get(audit, "healthy");
+    const char *why = json_string_value(json_object_get(audit, "error"));
     int64_t version = v != NULL && json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
 
+    t->audit_healthy = json_is_boolean(healthy) ? json_is_true(healthy) : -1;
+    (void)snprintf(t->audit_error, sizeof(t->audit_error), "%s",
+                   t->audit_healthy == 0 && why != NULL ? why : "");
     json_decref(j);
     return version;
 }
@@ -187,7 +198,7 @@ static void record(struct target *t, bool ok)
         t->last_error[0] = '\0';
     }
     if (t->kind == KIND_STATUS) {
-        t->acked = status_version(&t->body);
+        t->acked = status_version(t, &t->body);
         notify_acked(p);
         return;
     }
@@ -444,6 +455,7 @@ int sl_pusher_create(uv_loop_t *loop, const struct sl_pusher_config *cfg, struct
         struct target *t = &p->targets[i];
 
         t->p = p;
+        t->audit_healthy = -1;
         memcpy(t->path, cfg->sockets[i], strlen(cfg->sockets[i]) + 1);
         SL_BUG_ON(uv_timer_init(loop, &t->timer) != 0);
         t->timer.data = t;
@@ -503,6 +515,8 @@ void sl_pusher_target(const struct sl_pusher *p, size_t i, struct sl_pusher_targ
     out->acked_version = t->acked;
     out->unreachable = t->unreachable;
     out->last_error = t->last_error;
+    out->audit_healthy = t->audit_healthy;
+    out->audit_error = t->audit_error;
 }
 
 void sl_pusher_close(struct sl_pusher *p, void (*closed)(void *arg), void *arg)

@@ -12,7 +12,8 @@
  *   - every `check_ms` (500 ms by default) each proxy is asked `GET /v1/status`; one that
  *     reports an older version or none (it restarted: a proxy starts with no policy and
  *     refuses everything) gets the current snapshot again at once, so a restarted proxy is
- *     enforcing the current policy within a second;
+ *     enforcing the current policy within a second; the same answer tells whether the proxy's
+ *     audit log is writable (sl_pusher_target());
  *   - 409 (the proxy holds a version at least as new with other bytes) and other 4xx are not
  *     retried until the next push: they mean two writers or a bug, and are logged.
  *
@@ -60,6 +61,10 @@ struct sl_pusher_target_status {
     bool unreachable;
     /* The last error for a person, "" when none. */
     const char *last_error;
+    /* Its audit log, from its last GET /v1/status: 1 healthy, 0 failing (why in `audit_error`),
+     * -1 no audit log or not known yet. */
+    int audit_healthy;
+    const char *audit_error;
 };
 
 SL_MUST_CHECK int sl_pusher_create(uv_loop_t *loop, const struct sl_pusher_config *cfg,

@@ -802,6 +802,26 @@ static bool starts_sandboxes(const struct sl_http_request *req)
     return s2 != NULL && strcmp(s2, "/sandboxes") == 0;
 }
 
+/* GET /readyz, on the loop: the hook's checks, 200 when ready, else 503. */
+static void answer_ready(struct sl_api *api, struct sl_http_exchange *x)
+{
+    /* "ready" first; set again once known. */
+    json_t *doc = json_pack("{s:b}", "ready", 0);
+    bool ready = doc != NULL && (api->ready == NULL || api->ready(api->hook_arg, doc));
+    char *text = NULL;
+
+    if (doc != NULL && json_object_set_new(doc, "ready", json_boolean(ready)) == 0) {
+        text = json_dumps(doc, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    }
+    json_decref(doc);
+    if (text == NULL) {
+        sl_http_respond_error(x, 503, "out of memory");
+        return;
+    }
+    sl_http_respond(x, ready ? 200 : 503, "application/json", text, strlen(text));
+    sl_free(text);
+}
+
 void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
 {
     static const char healthy[] = "{\"ok\":true}";
@@ -812,6 +832,10 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
 
     if (strcmp(req->path, "/healthz") == 0 && strcmp(req->method, "GET") == 0) {
         sl_http_respond(x, 200, "application/json", healthy, sizeof(healthy) - 1);
+        return;
+    }
+    if (strcmp(req->path, "/readyz") == 0 && strcmp(req->method, "GET") == 0) {
+        answer_ready(api, x);
         return;
     }
     /* The dashboard's files are public (they hold no data); its API calls carry the token. */

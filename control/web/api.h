@@ -86,6 +86,9 @@ typedef void sl_api_settled_fn(void *job, const char *failure);
  * loop, when every proxy acknowledged it or after 5 s; at once (from this call) when there is
  * nothing to wait for (no proxy) or the daemon is stopping. */
 typedef void sl_api_revoked_fn(void *arg, sl_api_settled_fn *done, void *job);
+/* Called on the loop for GET /readyz (docs/reference/api.md §5.7): adds what it checked to `doc`
+ * (borrowed) and returns whether the control plane is ready. */
+typedef bool sl_api_ready_fn(void *arg, json_t *doc);
 
 struct sl_api {
     /* The loop the server runs on. Borrowed. */
@@ -107,6 +110,8 @@ struct sl_api {
     sl_api_status_fn *status;
     /* NULL: such a change answers at once, as any other (after `changed`). */
     sl_api_revoked_fn *revoked;
+    /* GET /readyz; NULL answers ready. */
+    sl_api_ready_fn *ready;
     /* Jobs were queued (control/jobs/jobs): the pool may start them. */
     sl_api_changed_fn *jobs_queued;
     void *hook_arg;

@@ -605,12 +605,13 @@ static void names_every_reason_code(void **state)
                                          "upstream-tls",
                                          "upstream-timeout",
                                          "too-large",
-                                         "overloaded" };
+                                         "overloaded",
+                                         "audit-unavailable" };
     static const int status[] = { 200, 503, 407, 403, 400, 400, 403, 403, 403, 403,
-                                  421, 403, 400, 502, 502, 502, 504, 431, 503 };
+                                  421, 403, 400, 502, 502, 502, 504, 431, 503, 503 };
 
     (void)state;
-    for (int r = SL_REASON_NONE; r <= SL_REASON_OVERLOADED; r++) {
+    for (int r = SL_REASON_NONE; r <= SL_REASON_LAST; r++) {
         assert_string_equal(sl_reason_code((enum sl_reason)r), codes[r]);
         assert_int_equal(sl_reason_status((enum sl_reason)r), status[r]);
     }
