@@ -289,7 +289,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
                                 "# TYPE sluice_requests_total counter\n"));
     SL_TRY(sl_buf_printf(b, "sluice_requests_total{decision=\"allow\",reason=\"\"} %llu\n",
                          (unsigned long long)SUM(p, requests_allowed)));
-    for (int r = SL_REASON_NO_POLICY; r <= SL_REASON_OVERLOADED; r++) {
+    for (int r = SL_REASON_NO_POLICY; r <= SL_REASON_LAST; r++) {
         SL_TRY(sl_buf_printf(
                 b, "sluice_requests_total{decision=\"deny\",reason=\"%s\"} %llu\n",
                 sl_reason_code((enum sl_reason)r),

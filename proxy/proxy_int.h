@@ -54,7 +54,7 @@ struct sl__counters {
     atomic_uint_fast64_t requests_allowed;
     atomic_uint_fast64_t requests_denied;
     /* Refusals by reason (index: enum sl_reason). */
-    atomic_uint_fast64_t denied_by_reason[SL_REASON_OVERLOADED + 1];
+    atomic_uint_fast64_t denied_by_reason[SL_REASON_LAST + 1];
     atomic_uint_fast64_t tls_handshakes;
     atomic_uint_fast64_t tls_handshake_failures;
     atomic_uint_fast64_t upstream_connects;

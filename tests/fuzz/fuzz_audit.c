@@ -283,7 +283,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r.allow = (in.h[1] & 4) != 0;
     r.credential = (in.h[1] & 8) != 0;
     r.passthrough = (in.h[1] & 16) != 0;
-    r.reason = (enum sl_reason)(in.h[20] % (SL_REASON_OVERLOADED + 1));
+    r.reason = (enum sl_reason)(in.h[20] % (SL_REASON_LAST + 1));
     memcpy(&r.port, in.h + 22, 2);
     memcpy(&r.status, in.h + 24, sizeof(r.status));
     r.bytes_up = get_u64(in.h + 28);
