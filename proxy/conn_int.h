@@ -176,6 +176,9 @@ struct sl__req_info {
     int status;
     bool allow;
     enum sl_reason reason;
+    /* A 407 no-identity for a proxy request that carried no Proxy-Authorization at all: the
+     * challenge a client answers with its credentials, audited as "challenge". */
+    bool challenge;
     bool credential;
     /* The method a method-override header named when the policy refused it (refusal text and
      * hint); arena-owned, NULL otherwise. */

@@ -82,6 +82,7 @@ void sl__conn_audit(struct sl__conn *c)
         .port = c->r.port,
         .path = c->r.target,
         .allow = c->r.allow,
+        .challenge = c->r.challenge,
         .reason = c->r.reason,
         .rule = c->dec.rule,
         .credential = c->r.credential,
@@ -95,6 +96,8 @@ void sl__conn_audit(struct sl__conn *c)
 
     if (c->r.allow) {
         sl__count(&c->w->counters.requests_allowed, 1);
+    } else if (c->r.challenge) {
+        sl__count(&c->w->counters.requests_challenged, 1);
     } else {
         sl__count(&c->w->counters.requests_denied, 1);
         sl__count(&c->w->counters.denied_by_reason[c->r.reason], 1);
@@ -110,8 +113,11 @@ void sl__conn_audit(struct sl__conn *c)
                "msg=request method=%s host=%s port=%u decision=%s reason=%s "
                "status=%d",
                c->r.method != NULL ? c->r.method : "-", a.host != NULL ? a.host : "-",
-               (unsigned)c->r.port, c->r.allow ? "allow" : "deny", sl_reason_code(c->r.reason),
-               c->r.status);
+               (unsigned)c->r.port,
+               c->r.allow       ? "allow"
+               : c->r.challenge ? "challenge"
+                                : "deny",
+               sl_reason_code(c->r.reason), c->r.status);
     }
 }
 
@@ -355,6 +361,11 @@ bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep
 
     sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
     if (!c->dec.allow) {
+        /* A proxy request without Proxy-Authorization is how a client learns that it must
+         * send one (git, curl --proxy-anyauth): its 407 is a challenge, not a refusal. A wrong
+         * credential, a malformed header, or a 407 inside a tunnel (its client went away) is. */
+        c->r.challenge =
+                c->dec.reason == SL_REASON_NO_IDENTITY && !c->has_auth && !sl__conn_in_tunnel(c);
         sl__conn_refuse_reason(
                 c, c->dec.reason,
                 c->dec.reason == SL_REASON_GIT_READ_ONLY ? GIT_READ_ONLY_DETAIL : NULL, keep);

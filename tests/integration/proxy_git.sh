@@ -13,7 +13,8 @@
 # works anonymously; acme/other gets the server's 401; path tricks (`..`, percent-encoding,
 # `//`) get no credential; raw receive-pack bodies (the probe, side-band, chunked with
 # Expect: 100-continue, malformed, over the bound, gzip) get what the contract says; access
-# "read" refuses pushes with git-read-only; the token is in no log.
+# "read" refuses pushes with git-read-only; a token client's first request is a 407 challenge,
+# audited as "challenge"; neither token is in any log.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -25,6 +26,7 @@ fx_setup
 
 guard='agents may not push to protected or default branches; open a pull request'
 token=gt-$(fx_random_hex 24)
+proxy_token=pt-$(fx_random_hex 24)
 fx_git_server "$token" || fx_bail "the git server starts"
 fx_git_repo acme/site || fx_bail "acme/site is created"
 site_main=$FX_GIT_MAIN_SHA
@@ -301,9 +303,29 @@ lfs "read access: LFS batch still carries the credential" 1 -X POST --data '{}' 
 fx_curl -X PUT --data-binary x "$url/acme/site.git/info/lfs/objects/0123abcd"
 check_status "read access: an LFS upload is 403 git-read-only" 403 git-read-only
 
+# --- a token client: git's first request is a 407 challenge, audited as such -------------------
+reload 3 write "\"token\": \"$proxy_token\"" || fx_bail "the token policy is loaded"
+GITP_PROXY=http://sb:$proxy_token@127.0.0.1:$FX_PROXY_PORT gitp clone -q "$url/acme/site.git" \
+  "$FX_WORK/site2" >"$FX_WORK/clone-tok.out" 2>&1 || true
+check_eq "token client: the clone works" "$(git -C "$FX_WORK/site2" rev-parse HEAD 2>/dev/null)" \
+  "$(server_ref acme/site refs/heads/main)"
+check_audit "token client: git's first CONNECT is audited as a challenge (407, no-identity)" \
+  decision=challenge reason=no-identity method=CONNECT status=407 policy_version=3
+check_eq "... and no 407 of it is audited as a denial" \
+  "$(fx_jsonl_count "$FX_AUDIT" decision=deny reason=no-identity)" 0
+fx_curl --proxy-user "sb:wrong-$proxy_token" "$url/acme/site.git/info/refs?service=git-upload-pack"
+check_status "token client: a wrong token is 407" 407 no-identity
+check_audit "... audited deny (not a challenge)" decision=deny reason=no-identity status=407
+fx_admin GET /metrics
+check_match "metrics count the challenges apart" "$(cat "$FX_ADMIN_BODY")" \
+  'sluice_requests_total\{decision="challenge",reason="no-identity"\} [1-9]'
+check_match "... and the wrong token as a denial" "$(cat "$FX_ADMIN_BODY")" \
+  'sluice_requests_total\{decision="deny",reason="no-identity"\} 1'
+
 sleep 1 # the audit writer's batch
-check "the git token is in neither the audit log nor the proxy's log" \
+check "neither the git token nor the proxy token is in the audit log or the proxy's log" \
   fx_absent "$token" "$FX_AUDIT" "$FX_PROXY_LOG" "$FX_WORK/proxy$FX_PROXY_N.stdout"
+check "... nor the proxy token" fx_absent "$proxy_token" "$FX_AUDIT" "$FX_PROXY_LOG"
 check "... nor the git credential's Basic value" fx_absent "${basic#Basic }" "$FX_AUDIT" \
   "$FX_PROXY_LOG"
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
