@@ -3,8 +3,10 @@
  * tests/fuzz/fuzz_gitpush.c - the reader of a push's ref-update commands (proxy/gitpush.h) on
  * arbitrary bodies, and the refusal built from what it accepted.
  *
- * Input: one byte choosing how many bytes arrive at a time (1-64, or all at once), then the
- * body. Invariants, not just "no crash":
+ * Input: one byte choosing how many bytes arrive at a time (1-64, or all at once; more for a
+ * long body, so that it arrives in at most 1024 pieces), then the body.
+ *
+ * Invariants, not just "no crash":
  *   - every buffer given to the reader is a heap copy of exactly the bytes it may read, so a
  *     read past them is caught by the sanitizers; every slice it returns lies inside them;
  *   - the verdict (END, BAD, or MORE when the body runs out), the commands (ids and refs), the
@@ -415,6 +417,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     step = data[0] % 65;
     body = data + 1;
     n = size - 1;
+    /* Each piece is a fresh copy of the whole prefix: at most 1024 of them per input. */
+    if (step > 0 && n / step > 1024) {
+        step = n / 1024 + 1;
+    }
     reference(body, n, &want);
     under_test(body, n, 0, &whole);
     same(&whole, &want);
