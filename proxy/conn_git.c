@@ -326,9 +326,10 @@ static int drain_round(struct sl__conn *c)
         }
         return 1;
     }
-    if (!g->body_done && sl_stream_peek(&c->client).n == 0
+    if (g->sent == g->answer.len && !g->body_done && sl_stream_peek(&c->client).n == 0
         && sl_stream_in_status(&c->client) != 0) {
-        /* The client stopped sending: its answer still leaves, then the connection ends. */
+        /* The client stopped sending before its body ended (a half-close): the answer, all
+         * handed to the stream, still leaves; then the connection ends. */
         sl__conn_audit(c);
         sl__conn_end(c);
         return 1;

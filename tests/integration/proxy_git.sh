@@ -264,6 +264,22 @@ rp "$FX_WORK/nb"
 report "$FX_WORK/want-nb" 0 refs/heads/release/7
 check "without side-band: plain report-status lines (byte for byte)" cmp "$FX_BODY" \
   "$FX_WORK/want-nb"
+# A refused push drains its body and the connection goes on: a request pipelined after it is
+# answered by the server.
+raw=$("$FX_PYTHON" - "$z $work" "$host" <<'PY'
+import sys
+cmd = (sys.argv[1] + " refs/heads/main\0report-status\n").encode()
+body = b"%04x" % (len(cmd) + 4) + cmd + b"0000" + b"PACK" + b"x" * 40000
+head = "POST /acme/site.git/git-receive-pack HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n"
+req = (head % (sys.argv[2], len(body))).encode() + body
+req += ("GET /acme/site.git/info/refs?service=git-upload-pack HTTP/1.1\r\nHost: %s\r\n\r\n"
+        % sys.argv[2]).encode()
+print(req.decode("latin-1").encode("unicode_escape").decode())
+PY
+)
+check_eq "a refused push, then a request pipelined on its connection: both answered" \
+  "$(fx_pc --connect "$host" --raw "$raw" --responses 2 | grep -o 'status=[0-9]* reason=[a-z-]*' |
+    tr '\n' ' ')" "status=200 reason=git-protected-branch status=200 reason=- "
 body "$FX_WORK/nocaps" "$z $work refs/heads/main\\n"
 rp "$FX_WORK/nocaps"
 check_status "a push to main that asked no report-status: 403 git-protected-branch" 403 \
