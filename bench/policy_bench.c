@@ -184,7 +184,7 @@ static int bench_decisions(void)
         t0 = now_ns();
         for (int k = 0; k < PER_BATCH; k++) {
             const struct item *it = &work[k % WORKLOAD];
-            struct sl_request_view v = { &it->host, it->port, it->method, true };
+            struct sl_request_view v = { &it->host, it->port, it->method, true, NULL };
 
             sl_policy_decide(s, it->client, &v, 1800000000, &d);
             allowed += d.allow;

@@ -4,10 +4,12 @@
  *
  * check FILE      valid: one summary line on stdout, exit 0. Invalid: every error as
  *                 `$.path: message` on stdout, then `FILE: invalid, N errors`, exit 1.
- * explain FILE --client ID-OR-IP --url URL [--method M]
+ * explain FILE --client ID-OR-IP --url URL [--method M] [--push-ref REF]
  *                 the decision the proxy would take, as `key: value` lines on stdout, and on a
  *                 refusal the "to allow it" hint; exit 0 allow, 1 deny. A credential's value is
- *                 never printed, only its header name.
+ *                 never printed, only its header name. On the client's git host it says whether
+ *                 the git credential is injected and, for a push, which branches it may not
+ *                 update (REF: a ref the push updates, judged as the proxy judges it).
  * Usage errors print one line on standard error and exit 2; an unreadable file exits 1. FILE may be
  * `-` for standard input.
  */
@@ -26,12 +28,14 @@
 #include "cmd/cmd.h"
 #include "cmd/opts.h"
 #include "policy/decision.h"
+#include "policy/git.h"
 #include "policy/snapshot.h"
 #include "policy/url.h"
 
 static const char usage_policy[] =
         "usage: sluice policy check FILE\n"
         "       sluice policy explain FILE --client ID-OR-IP --url URL [--method M]\n"
+        "                             [--push-ref REF]\n"
         "\n"
         "Works on a policy snapshot file (the JSON the proxy enforces; FILE may be - for stdin).\n"
         "\n"
@@ -51,25 +55,36 @@ static const char usage_check[] =
 
 static const char usage_explain[] =
         "usage: sluice policy explain FILE --client ID-OR-IP --url URL [--method M]\n"
+        "                             [--push-ref REF]\n"
         "\n"
         "Prints the decision the proxy would take for one request: allow or deny, the reason\n"
         "code, the matching rule, the client and environment, and whether a credential would\n"
         "be injected (its header name, never its value). On a refusal, also what would allow "
         "it.\n"
+        "On the client's git host, also whether the URL is one of its repository's own paths\n"
+        "(the git credential is injected there only) and, for a push, which branches it may\n"
+        "not update.\n"
         "\n"
         "  --client ID-OR-IP  a client id (its token is assumed correct), or a source address\n"
         "                     (identified as the proxy does for a request without a token)\n"
         "  --url URL          an absolute http:// or https:// URL; https means an intercepted\n"
         "                     TLS request, http a plain one\n"
         "  --method M         the request method (default GET)\n"
+        "  --push-ref REF     with POST .../git-receive-pack: a ref the push updates, creates\n"
+        "                     or deletes (refs/heads/main); deny git-protected-branch when the\n"
+        "                     proxy would refuse the push for it\n"
         "\n"
         "Exit 0 allow, 1 deny (or unreadable or invalid FILE), 2 usage error.\n";
+
+/* The longest path and query `explain` takes from --url. */
+#define EXPLAIN_TARGET_MAX 8192
 
 struct explain_args {
     const char *file;
     const char *client;
     const char *url;
     const char *method;
+    const char *push_ref;
 };
 
 static bool is_help(const char *arg)
@@ -212,6 +227,7 @@ static int parse_explain_args(int argc, char **argv, struct explain_args *a)
         { "--client", SL_OPT_VALUE, NULL, &a->client, NULL, NULL, 0 },
         { "--url", SL_OPT_VALUE, NULL, &a->url, NULL, NULL, 0 },
         { "--method", SL_OPT_VALUE, NULL, &a->method, NULL, NULL, 0 },
+        { "--push-ref", SL_OPT_VALUE, NULL, &a->push_ref, NULL, NULL, 0 },
     };
     const char *pos[2];
     size_t n_pos = 0;
@@ -290,8 +306,52 @@ static const struct sl_client *find_client(const struct sl_snapshot *s, const ch
     return sl_policy_identify(s, NULL, NULL, (const struct sockaddr *)&ss);
 }
 
+/* The `git:` and `push:` lines: on the client's git host, what the URL is for its repository
+ * and, for a push, which branches it may not update. */
+static void print_git(const struct sl_decision *d, const struct sl_client *c, const char *push_ref,
+                      bool push_refused)
+{
+    const struct sl_git *g = c != NULL ? sl_client_git(c) : NULL;
+    size_t n;
+
+    if (g != NULL && d->git_host) {
+        printf("git: %s (access %s): ", sl_git_repo(g), sl_git_can_write(g) ? "write" : "read");
+        if (d->git_credential && !d->allow) {
+            printf("%s, refused before any of it leaves\n", sl_git_path_name(d->git_path));
+        } else if (d->git_credential) {
+            printf("%s, the git credential is injected\n", sl_git_path_name(d->git_path));
+        } else if (d->git_path != SL_GIT_PATH_NONE) {
+            printf("%s, not with this method%s\n", sl_git_path_name(d->git_path),
+                   d->allow ? ": forwarded without the git credential" : "");
+        } else {
+            printf("not one of its paths: forwarded without the git credential\n");
+        }
+    }
+    if (d->git_push != NULL) {
+        n = sl_git_protected_count(d->git_push);
+        printf("push: refused (git-protected-branch) when it updates, creates or deletes "
+               "refs/heads/%s",
+               sl_git_default_branch(d->git_push));
+        for (size_t i = 0; i < n; i++) {
+            printf(" or a branch matching %s", sl_git_protected(d->git_push, i));
+        }
+        printf("\n");
+    }
+    if (push_ref != NULL) {
+        if (d->git_push == NULL && !push_refused) {
+            printf("push: %s not looked at (not an allowed push to the client's repository)\n",
+                   push_ref);
+        } else {
+            printf("push: %s %s\n", push_ref,
+                   push_refused ? "refused: agents may not push to protected or default branches"
+                                : "passes");
+        }
+    }
+}
+
 static void print_decision(const struct sl_decision *d, const struct sl_request_view *req,
-                           const struct sl_url *u)
+                           const struct sl_url *u, const struct sl_client *c, const char *push_ref,
+                           bool push_refused)
 {
     char hint[SL_POLICY_HINT_MAX];
 
@@ -315,12 +375,14 @@ static void print_decision(const struct sl_decision *d, const struct sl_request_
     }
     if (d->credential_header != NULL) {
         /* The header's name only: the value is a secret (docs/reference/proxy.md §4.6). */
-        printf("credential: %s header injected (value not shown)\n", d->credential_header);
+        printf("credential: %s header injected (%svalue not shown)\n", d->credential_header,
+               d->git_credential ? "the git credential; " : "");
     } else if (d->rule_has_credential) {
         printf("credential: not injected (request refused)\n");
     } else {
         printf("credential: none\n");
     }
+    print_git(d, c, push_ref, push_refused);
     if (!d->allow && sl_policy_hint(d, req, hint, sizeof(hint)) > 0) {
         printf("%s\n", hint);
     }
@@ -330,9 +392,26 @@ static int explain(const struct explain_args *a, const struct sl_url *u)
 {
     struct sl_policy_errors errs = { NULL, 0, false };
     struct sl_snapshot *s = NULL;
-    struct sl_request_view req = { &u->host, u->port, a->method, u->scheme == SL_URL_HTTPS };
+    /* The origin-form target the proxy would see: the URL's path and query. */
+    char target[EXPLAIN_TARGET_MAX];
+    struct sl_request_view req = { &u->host, u->port, a->method, u->scheme == SL_URL_HTTPS,
+                                   target };
+    const struct sl_client *client;
+    bool push_refused = false;
     struct sl_decision d;
-    int rc = load(a->file, &s, &errs);
+    int rc;
+
+    if (u->path.n + u->query.n >= sizeof(target)) {
+        sl_eprintf("policy explain: the URL's path and query are longer than %zu bytes",
+                   sizeof(target) - 1);
+        return SL_CMD_USAGE;
+    }
+    memcpy(target, u->path.p, u->path.n);
+    if (u->query.n > 0) {
+        memcpy(target + u->path.n, u->query.p, u->query.n);
+    }
+    target[u->path.n + u->query.n] = '\0';
+    rc = load(a->file, &s, &errs);
 
     if (rc == SL_EPOLICY) {
         sl_eprintf("%s: invalid policy, %s%zu %s (see sluice policy check %s)", a->file,
@@ -343,15 +422,25 @@ static int explain(const struct explain_args *a, const struct sl_url *u)
     if (rc != 0) {
         return SL_CMD_FAIL;
     }
-    sl_policy_decide(s, find_client(s, a->client), &req, (int64_t)time(NULL), &d);
-    print_decision(&d, &req, u);
+    client = find_client(s, a->client);
+    sl_policy_decide(s, client, &req, (int64_t)time(NULL), &d);
+    if (d.git_push != NULL && a->push_ref != NULL
+        && sl_git_ref_is_protected(d.git_push, sl_slice_str(a->push_ref))) {
+        /* What the proxy answers once it has read the push's commands. */
+        push_refused = true;
+        d.allow = false;
+        d.reason = SL_REASON_GIT_PROTECTED_BRANCH;
+        d.credential_header = NULL;
+        d.credential_value = NULL;
+    }
+    print_decision(&d, &req, u, client, a->push_ref, push_refused);
     sl_snapshot_unref(s);
     return d.allow ? SL_CMD_OK : SL_CMD_FAIL;
 }
 
 static int cmd_explain(int argc, char **argv)
 {
-    struct explain_args a = { NULL, NULL, NULL, NULL };
+    struct explain_args a = { NULL, NULL, NULL, NULL, NULL };
     struct sl_url u;
     const char *why = "";
     int rc = parse_explain_args(argc, argv, &a);

@@ -18,7 +18,7 @@
 #define RFC3339_MAX 64
 
 static const char *const client_keys[] = {
-    "id", "environment", "token", "ip", "cidr", "expires_at", "rules",
+    "id", "environment", "token", "ip", "cidr", "expires_at", "rules", "git",
 };
 
 static bool is_digit(char c)
@@ -324,6 +324,7 @@ static void parse_client(struct sl__parse *p, json_t *json, struct sl_client *c,
         sl__error(p, "a client needs at least one of \"token\", \"ip\" and \"cidr\"");
     }
     sl__parse_rules(p, json_object_get(json, "rules"), &c->rules);
+    sl__parse_git(p, json_object_get(json, "git"), c);
 }
 
 void sl__parse_clients(struct sl__parse *p, json_t *json)

@@ -50,6 +50,12 @@ const char *sl_reason_code(enum sl_reason r)
         return "overloaded";
     case SL_REASON_AUDIT_UNAVAILABLE:
         return "audit-unavailable";
+    case SL_REASON_GIT_READ_ONLY:
+        return "git-read-only";
+    case SL_REASON_GIT_PROTECTED_BRANCH:
+        return "git-protected-branch";
+    case SL_REASON_GIT_BAD_PUSH:
+        return "git-bad-push";
     }
     return "unknown";
 }
@@ -67,10 +73,13 @@ int sl_reason_status(enum sl_reason r)
     case SL_REASON_METHOD_NOT_ALLOWED:
     case SL_REASON_CREDENTIAL_NEEDS_TLS:
     case SL_REASON_PRIVATE_ADDRESS:
+    case SL_REASON_GIT_READ_ONLY:
+    case SL_REASON_GIT_PROTECTED_BRANCH:
         return 403;
     case SL_REASON_BAD_REQUEST:
     case SL_REASON_BAD_HOST:
     case SL_REASON_NOT_TLS:
+    case SL_REASON_GIT_BAD_PUSH:
         return 400;
     case SL_REASON_HOST_MISMATCH:
         return 421;
@@ -109,14 +118,17 @@ static bool method_allowed(const struct sl__rule *r, const char *method)
     return false;
 }
 
-/* The winner decides alone: a less specific rule never rescues what it refused. */
+/* The winner decides alone: a less specific rule never rescues what it refused. On the
+ * client's git host (`git_host`) the rule's credential is not looked at: the git object decides
+ * the credential there (apply_git()). */
 static void decide_by_rule(const struct sl__match *m, const struct sl_request_view *req,
-                           struct sl_decision *out)
+                           bool git_host, struct sl_decision *out)
 {
     const struct sl__rule *r = m->rule;
+    const struct sl__credential *credential = git_host ? NULL : r->credential;
 
     out->rule = r->text;
-    out->rule_has_credential = r->credential != NULL;
+    out->rule_has_credential = credential != NULL;
     out->passthrough = r->passthrough;
     out->_rule_exact = r->cls == SL__RULE_EXACT;
     out->_rule_of_client = m->of_client;
@@ -134,7 +146,7 @@ static void decide_by_rule(const struct sl__match *m, const struct sl_request_vi
         deny(out, SL_REASON_METHOD_NOT_ALLOWED);
         return;
     }
-    if (r->credential == NULL) {
+    if (credential == NULL) {
         return;
     }
     /* TRACE echoes the request, injected secret included, back to the client. */
@@ -146,14 +158,103 @@ static void decide_by_rule(const struct sl__match *m, const struct sl_request_vi
         deny(out, SL_REASON_CREDENTIAL_NEEDS_TLS);
         return;
     }
-    out->credential_header = r->credential->header;
-    out->credential_value = r->credential->value;
+    out->credential_header = credential->header;
+    out->credential_value = credential->value;
+}
+
+/* Does the request go to the client's git host? */
+static bool on_git_host(const struct sl_git *g, const struct sl_request_view *req)
+{
+    return g != NULL && req->method != NULL && req->port == g->port && req->host->len == g->host.len
+           && memcmp(req->host->name, g->host.name, g->host.len) == 0;
+}
+
+/* Does `method` go with the own-repository path `path` (policy/git.h)? */
+static bool git_method_fits(enum sl_git_path path, const char *method)
+{
+    switch (path) {
+    case SL_GIT_PATH_NONE:
+        return false;
+    case SL_GIT_PATH_INFO_REFS_UPLOAD:
+    case SL_GIT_PATH_INFO_REFS_RECEIVE:
+        return strcmp(method, "GET") == 0;
+    case SL_GIT_PATH_UPLOAD_PACK:
+    case SL_GIT_PATH_RECEIVE_PACK:
+        return strcmp(method, "POST") == 0;
+    case SL_GIT_PATH_LFS:
+    case SL_GIT_PATH_LFS_BATCH:
+        return true;
+    }
+    return false;
+}
+
+/* Would `method` on the own path `path` change the repository (refused under read access)? */
+static bool git_is_write(enum sl_git_path path, const char *method)
+{
+    bool reads = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+
+    switch (path) {
+    case SL_GIT_PATH_INFO_REFS_RECEIVE:
+    case SL_GIT_PATH_RECEIVE_PACK:
+        return true;
+    case SL_GIT_PATH_LFS:
+        return !reads;
+    case SL_GIT_PATH_LFS_BATCH:
+        return !reads && strcmp(method, "POST") != 0;
+    case SL_GIT_PATH_NONE:
+    case SL_GIT_PATH_INFO_REFS_UPLOAD:
+    case SL_GIT_PATH_UPLOAD_PACK:
+        return false;
+    }
+    return true;
+}
+
+/* An allowed request on the client's git host: the git object's credential on the
+ * repository's own paths, and its refusals (policy/decision.h, sl_policy_decide()). */
+static void apply_git(const struct sl_git *g, const struct sl_request_view *req,
+                      struct sl_decision *out)
+{
+    enum sl_git_path path = SL_GIT_PATH_NONE;
+
+    if (req->target != NULL) {
+        path = sl_git_path_of(sl_slice_of(g->base_path, g->base_len),
+                              sl_slice_of(g->repo, g->repo_len), sl_slice_str(req->target));
+    }
+    out->git_path = path;
+    if (path == SL_GIT_PATH_NONE) {
+        return;
+    }
+    /* A method-override header could make the server run TRACE on a request that carries the
+     * credential: TRACE on an own path is refused whatever the path takes. */
+    if (strcmp(req->method, "TRACE") == 0) {
+        deny(out, SL_REASON_METHOD_NOT_ALLOWED);
+        return;
+    }
+    if (!git_method_fits(path, req->method)) {
+        return;
+    }
+    if (!req->tls) {
+        deny(out, SL_REASON_CREDENTIAL_NEEDS_TLS);
+        return;
+    }
+    if (!g->write && git_is_write(path, req->method)) {
+        deny(out, SL_REASON_GIT_READ_ONLY);
+        return;
+    }
+    out->git_credential = true;
+    out->rule_has_credential = true;
+    out->credential_header = g->credential->header;
+    out->credential_value = g->credential->value;
+    if (path == SL_GIT_PATH_RECEIVE_PACK) {
+        out->git_push = g;
+    }
 }
 
 void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
                       const struct sl_request_view *req, int64_t now_s, struct sl_decision *out)
 {
     struct sl__match m = { NULL, false, false };
+    bool git_host;
 
     *out = (struct sl_decision){ .allow = true, .reason = SL_REASON_NONE };
     if (s == NULL) {
@@ -178,10 +279,15 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
     /* Client rules first: on equal specificity they win (docs/reference/snapshot.md §3). */
     sl__ruleset_match(&c->rules, req->host, req->port, true, &m);
     sl__ruleset_match(&c->env->rules, req->host, req->port, false, &m);
+    git_host = on_git_host(c->git, req);
+    out->git_host = git_host;
     if (m.rule != NULL) {
-        decide_by_rule(&m, req, out);
+        decide_by_rule(&m, req, git_host, out);
     } else if (!c->env->default_allow) {
         deny(out, m.host_seen ? SL_REASON_PORT_NOT_ALLOWED : SL_REASON_HOST_NOT_ALLOWED);
+    }
+    if (out->allow && git_host) {
+        apply_git(c->git, req, out);
     }
 }
 
@@ -285,7 +391,10 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     }
     switch (d->reason) {
     case SL_REASON_METHOD_NOT_ALLOWED:
-        if (d->rule_has_credential && strcmp(req->method, "TRACE") == 0) {
+        if (d->git_path != SL_GIT_PATH_NONE && strcmp(req->method, "TRACE") == 0) {
+            put(&h, "TRACE is never allowed on the paths of the client's git repository (it "
+                    "would echo the credential)");
+        } else if (d->rule_has_credential && strcmp(req->method, "TRACE") == 0) {
             put(&h, "TRACE is never allowed through a rule with a credential (it would echo "
                     "the secret)");
         } else if (d->_rule_exact) {
@@ -332,6 +441,9 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:
+    case SL_REASON_GIT_READ_ONLY:
+    case SL_REASON_GIT_PROTECTED_BRANCH:
+    case SL_REASON_GIT_BAD_PUSH:
         return 0;
     }
     if (h.overflow) {

@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 
 #include "base/err.h"
+#include "policy/git.h"
 #include "policy/host.h"
 #include "policy/snapshot.h"
 
@@ -55,19 +56,23 @@ enum sl_reason {
     SL_REASON_TOO_LARGE,
     SL_REASON_OVERLOADED,
     SL_REASON_AUDIT_UNAVAILABLE,
+    /* The git reasons of docs/reference/proxy.md §4.11. */
+    SL_REASON_GIT_READ_ONLY,
+    SL_REASON_GIT_PROTECTED_BRANCH,
+    SL_REASON_GIT_BAD_PUSH,
 };
 
-/* The last reason code: counters indexed by reason have SL_REASON_LAST + 1 entries. */
-#define SL_REASON_LAST SL_REASON_AUDIT_UNAVAILABLE
+/* The last reason code: counters and tables indexed by reason have SL_REASON_LAST + 1 entries. */
+#define SL_REASON_LAST SL_REASON_GIT_BAD_PUSH
 
 /* The code of docs/reference/proxy.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the
  * audit log writes null for it). Static, never NULL. */
 const char *sl_reason_code(enum sl_reason r);
 
 /* The HTTP status of docs/reference/proxy.md §4.5 for a refusal with this reason: 407 identity, 403
- * policy, 400 malformed (not-tls too, should a response be possible at all), 421 mismatch, 431 too
- * large, 502/504 upstream, 503 no policy, overloaded or audit unavailable; 200 for SL_REASON_NONE.
- */
+ * policy (git-read-only, and git-protected-branch when it cannot be answered with a receive-pack
+ * result), 400 malformed (not-tls and git-bad-push too), 421 mismatch, 431 too large, 502/504
+ * upstream, 503 no policy, overloaded or audit unavailable; 200 for SL_REASON_NONE. */
 int sl_reason_status(enum sl_reason r);
 
 /* A buffer of this size holds every hint of sl_policy_hint(). */
@@ -87,6 +92,10 @@ struct sl_request_view {
     const char *method;
     /* True for a request inside an intercepted TLS tunnel, false for plain HTTP. */
     bool tls;
+    /* The origin-form request target (path and query), NUL-terminated, which a client's `git`
+     * object looks at (policy/git.h); NULL when there is none (a CONNECT, a relay decided
+     * again): then no git credential applies. */
+    const char *target;
 };
 
 /* The verdict. Every pointer is borrowed from the snapshot passed to sl_policy_decide() and
@@ -107,6 +116,20 @@ struct sl_decision {
     /* True when the winning rule says `"tls": "passthrough"`, allowed or not. An allowed
      * CONNECT with it is relayed uninspected (no interception, no request decided inside). */
     bool passthrough;
+    /* The request goes to the client's git host (its `git` object's host and port, method
+     * given): there the git object decides the credential, never a rule (policy/git.h). */
+    bool git_host;
+    /* On the git host: what the target is for the client's repository, whatever the method
+     * (SL_GIT_PATH_NONE elsewhere). */
+    enum sl_git_path git_path;
+    /* The credential to inject is the client's git credential (an own-repository path, its
+     * method, over TLS). */
+    bool git_credential;
+    /* An allowed `POST .../git-receive-pack` under write access: before any byte of it leaves,
+     * the proxy reads the push's ref-update commands and refuses the push when one of them
+     * names the default or a protected branch (sl_git_ref_is_protected()). Borrowed from the
+     * snapshot; NULL otherwise. */
+    const struct sl_git *git_push;
     /* The client's id and environment's name; NULL when there is no client. */
     const char *client;
     const char *environment;
@@ -151,6 +174,15 @@ const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const ch
  *   methods: only a tunnel opened under an older snapshot gets there);
  *   no winner: the environment's default `allow` -> allowed without credential; else
  *   port-not-allowed when some rule's host pattern matched, else host-not-allowed.
+ * On the client's git host (docs/reference/snapshot.md §3 `git`), a rule's credential is never
+ * injected (nor refused for: its TRACE and plain-HTTP checks do not apply); an allowed request
+ * then goes on through the git object: a target that is not an own-repository path
+ * (sl_git_path_of()) is allowed without credential; on one, TRACE -> method-not-allowed; a
+ * method the path does not take (info/refs: GET; the services: POST; LFS: any) -> allowed
+ * without credential; plain HTTP -> credential-needs-tls; access "read" and a write
+ * (info/refs for git-receive-pack, POST git-receive-pack, an LFS request other than GET, HEAD
+ * and POST .../info/lfs/objects/batch) -> git-read-only; else allowed with the git credential,
+ * and `git_push` set for a POST git-receive-pack.
  * Allocates nothing; never fails. */
 void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
                       const struct sl_request_view *req, int64_t now_s, struct sl_decision *out);

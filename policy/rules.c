@@ -220,7 +220,7 @@ static bool value_ok(struct sl__parse *p, const char *s, size_t n)
     return f == SL_POLICY_VALUE_OK;
 }
 
-static void parse_credential(struct sl__parse *p, json_t *json, struct sl__rule *r)
+const struct sl__credential *sl__parse_credential(struct sl__parse *p, json_t *json)
 {
     struct sl__credential *c;
     const char *header;
@@ -233,7 +233,7 @@ static void parse_credential(struct sl__parse *p, json_t *json, struct sl__rule 
     if (!json_is_object(json)) {
         sl__error(p, "must be an object with \"header\" and \"value\"");
         sl__path_pop(p, mark);
-        return;
+        return NULL;
     }
     sl__check_keys(p, json, credential_keys, SL_ARRAY_LEN(credential_keys));
     header = sl__get_string(p, json, "header", true, &hn);
@@ -254,16 +254,16 @@ static void parse_credential(struct sl__parse *p, json_t *json, struct sl__rule 
     }
     sl__path_pop(p, mark);
     if (header == NULL || value == NULL) {
-        return;
+        return NULL;
     }
     c = sl_arena_alloc(&p->s->arena, sizeof(*c));
     if (c == NULL) {
         p->rc = SL_ENOMEM;
-        return;
+        return NULL;
     }
     c->header = keep(p, header, hn);
     c->value = keep(p, value, vn);
-    r->credential = c;
+    return c;
 }
 
 /* `tls`: "intercept" (the default) or "passthrough". */
@@ -330,7 +330,7 @@ static void parse_rule(struct sl__parse *p, json_t *json, struct sl__rule *r)
     parse_methods(p, json_object_get(json, "methods"), r);
     credential = json_object_get(json, "credential");
     if (credential != NULL) {
-        parse_credential(p, credential, r);
+        r->credential = sl__parse_credential(p, credential);
     }
     parse_tls(p, json, r);
     check_passthrough(p, json, r);

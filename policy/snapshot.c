@@ -340,3 +340,8 @@ bool sl_client_has_token(const struct sl_client *c)
 {
     return c->token != NULL;
 }
+
+const struct sl_git *sl_client_git(const struct sl_client *c)
+{
+    return c->git;
+}

@@ -53,6 +53,14 @@
  *       expires_at: RFC 3339 date-time (`2026-11-30T23:00:00Z`, `...T23:00:00.5+02:00`);
  *         'T' and 'Z' in either case; fractional seconds are truncated; second 60 is allowed.
  *       rules: RULE array as in an environment, with the same limits per client.
+ *       git: the client's git access (policy/git.h): { "host": required, a host[:port] as a
+ *         rule's but without '*' (port 443 when absent); "base_path": "" (the default) or
+ *         "/seg..." of unreserved characters, no "." / ".." segment, no trailing '/', at most
+ *         255 bytes; "repo": required, 1-8 segments of [A-Za-z0-9._-], none "." or "..", at
+ *         most 255 bytes; "access": required, "read" or "write"; "credential": required, as a
+ *         rule's; "default_branch": required, a branch name (git's check-ref-format rules, no
+ *         '*'), 1-255 bytes; "protected_branches": optional, at most 32 globs over branch
+ *         names, each like a branch name but '*' allowed }.
  *
  * The raw bytes are kept, so that sl_snapshot_is_identical() can tell a byte-identical re-push
  * (docs/reference/snapshot.md §3 `version`).
@@ -90,6 +98,7 @@
 struct sl_snapshot; /* opaque, refcounted, immutable */
 struct sl_env;      /* opaque, owned by its snapshot */
 struct sl_client;   /* opaque, owned by its snapshot */
+struct sl_git;      /* opaque, owned by its snapshot (policy/git.h) */
 
 /* The errors of one parse, in document order (a base/errlist list). Caller storage; zero it or
  * let sl_snapshot_parse() fill it, then release with sl_policy_errors_finish(). */
@@ -171,5 +180,8 @@ bool sl_client_expiry(const struct sl_client *c, int64_t *at_s);
 
 /* True when the client is identified by a token (its Proxy-Authorization must carry it). */
 bool sl_client_has_token(const struct sl_client *c);
+
+/* The client's git access (policy/git.h), NULL when it has none. Borrowed. */
+const struct sl_git *sl_client_git(const struct sl_client *c);
 
 #endif

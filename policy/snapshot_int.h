@@ -12,6 +12,7 @@
  *   clients.c   validation of clients (ids, tokens, addresses, RFC 3339)
  *   table.c     the hash tables (string and address keys)
  *   match.c     the compiled matcher of one rule list and its lookup
+ *   git.c       a client's `git` object: validation, own-repository paths, protected branches
  *   identify.c  sl_policy_identify()
  *   decision.c  sl_policy_decide(), reasons, hints
  */
@@ -171,6 +172,28 @@ struct sl__addr_key {
     uint8_t b[18];
 };
 
+/* A client's `git` object (policy/git.h), validated. Everything in the arena. */
+struct sl_git {
+    /* The git host in normal form, and its port (443 when the snapshot gives none). */
+    struct sl_host host;
+    uint16_t port;
+    /* "" or "/seg..." without a trailing '/'; `base_len` bytes. */
+    const char *base_path;
+    uint32_t base_len;
+    /* "owner/name"; `repo_len` bytes. */
+    const char *repo;
+    uint32_t repo_len;
+    /* access "write" (else "read"). */
+    bool write;
+    /* The credential injected on the repository's own paths. Never NULL once parsed. */
+    const struct sl__credential *credential;
+    const char *default_branch;
+    uint32_t default_branch_len;
+    /* The protected globs, NUL-terminated strings as slices; NULL when there are none. */
+    struct sl_slice *protected;
+    uint32_t n_protected;
+};
+
 struct sl_client {
     /* Arena. */
     const char *id;
@@ -186,6 +209,8 @@ struct sl_client {
     int64_t expires_at;
     const struct sl_env *env;
     struct sl__ruleset rules;
+    /* The client's git access, NULL when it has none. */
+    const struct sl_git *git;
     /* Chains of the address tables, UINT32_MAX at the end. */
     uint32_t next_same_ip;
     uint32_t next_same_cidr;
@@ -272,6 +297,13 @@ void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed
  * string (always an error). */
 const char *sl__get_string(struct sl__parse *p, json_t *obj, const char *key, bool required,
                            size_t *len);
+
+/* Validates the credential object `json` (the path points at its parent); returns it, or NULL
+ * after recording the error. */
+const struct sl__credential *sl__parse_credential(struct sl__parse *p, json_t *json);
+
+/* Validates a client's `git` object (`json`, NULL when absent) into c->git. */
+void sl__parse_git(struct sl__parse *p, json_t *json, struct sl_client *c);
 
 /* Validates `json` (a rule array, NULL when absent) into `rs`. */
 void sl__parse_rules(struct sl__parse *p, json_t *json, struct sl__ruleset *rs);

@@ -275,8 +275,9 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     SL_TRY(put_u64(b, r->port));
     SL_TRY(put_cstr(b, ",\"path\":"));
     SL_TRY(put_str(b, r->path != NULL ? path : NULL, PATH_MAX_BYTES));
-    SL_TRY(put_cstr(b, r->allow ? ",\"decision\":\"allow\",\"reason\":"
-                                : ",\"decision\":\"deny\",\"reason\":"));
+    SL_TRY(put_cstr(b, r->allow       ? ",\"decision\":\"allow\",\"reason\":"
+                       : r->challenge ? ",\"decision\":\"challenge\",\"reason\":"
+                                      : ",\"decision\":\"deny\",\"reason\":"));
     SL_TRY(put_str(b, r->reason == SL_REASON_NONE ? NULL : sl_reason_code(r->reason), 64));
     SL_TRY(put_cstr(b, ",\"rule\":"));
     SL_TRY(put_str(b, r->rule, HOST_MAX_BYTES));

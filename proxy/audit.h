@@ -54,6 +54,9 @@ struct sl_audit_record {
     /* The request target's path; everything from '?' on is dropped. NULL for CONNECT. */
     const char *path;
     bool allow;
+    /* A refusal that is a challenge: a 407 for a proxy request without Proxy-Authorization
+     * (reason no-identity). Written as "decision":"challenge"; ignored when `allow`. */
+    bool challenge;
     /* SL_REASON_NONE for an allowed request (written as null). */
     enum sl_reason reason;
     /* The rule that decided, NULL when none did. */

@@ -191,6 +191,7 @@ static void free_conn(struct sl__conn *c)
     sl_arena_finish(&c->arena);
     sl_arena_finish(&c->resp_arena);
     sl_buf_finish(&c->head);
+    sl__conn_git_finish(c);
     sl_snapshot_unref(c->snap);
     sl_leaf_unref(c->leaf);
     /* The client's own token: not ours to keep in freed memory. */
@@ -308,6 +309,7 @@ void sl__conn_end_exchange(struct sl__conn *c)
 {
     sl_snapshot_unref(c->snap);
     c->snap = NULL;
+    sl__conn_git_finish(c);
     reset_exchange(c);
     sl_buf_finish(&c->head);
     sl_arena_finish(&c->arena);
@@ -665,6 +667,9 @@ static void on_timer(uv_timer_t *t)
     case SL__CONN_FORWARDING:
         if (c->passthrough) {
             sl__conn_drop(c, SL_REASON_UPSTREAM_TIMEOUT);
+            return;
+        }
+        if (sl__conn_git_on_timer(c)) {
             return;
         }
         if (!sl__conn_resp_head_sent(c)) {

@@ -71,6 +71,9 @@ void sl__conn_start_request(struct sl__conn *c, const struct sl_h1_head *h)
         sl__conn_refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
         return;
     }
+    if (c->dec.git_push != NULL && !sl__conn_git_hold(c, h)) {
+        return;
+    }
     start_dialing(c);
 }
 
@@ -264,6 +267,9 @@ static int forward_request(struct sl__conn *c)
 
     if (c->head_to == SL__HEAD_TO_UPSTREAM) {
         return write_head(c, us);
+    }
+    if (c->git != NULL && sl__conn_git_releasing(c)) {
+        return sl__conn_git_release(c, us);
     }
     if (c->req_stage == SL__MSG_DONE) {
         return 0;
@@ -510,6 +516,9 @@ static int forward_round(struct sl__conn *c)
     int a;
     int b;
 
+    if (c->git != NULL && sl__conn_git_holds(c)) {
+        return sl__conn_git_round(c);
+    }
     if (retry_stale(c)) {
         return 1;
     }

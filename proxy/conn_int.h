@@ -14,7 +14,9 @@
  *   conn_forward.c  dialling, and the request and the response on their way (heads, bodies,
  *                   the end of an exchange);
  *   conn_relay.c    long-lived relays (a websocket after its 101, a passthrough tunnel) and
- *                   their decision taken again.
+ *                   their decision taken again;
+ *   conn_git.c      a git push held until its ref-update commands are read, then released
+ *                   upstream or refused (FORWARDING's rounds while it holds).
  * Only conn.c assigns `state`; a room that moves the connection on calls
  * sl__conn_set_state(), whose entry action starts the state's phase timer.
  */
@@ -39,6 +41,7 @@
 #include "proxy/stream.h"
 
 struct sl_client;
+struct sl__git_hold;
 struct sl_leaf;
 struct sl_snapshot;
 struct sl_upstream;
@@ -173,6 +176,9 @@ struct sl__req_info {
     int status;
     bool allow;
     enum sl_reason reason;
+    /* A 407 no-identity for a proxy request that carried no Proxy-Authorization at all: the
+     * challenge a client answers with its credentials, audited as "challenge". */
+    bool challenge;
     bool credential;
     /* The method a method-override header named when the policy refused it (refusal text and
      * hint); arena-owned, NULL otherwise. */
@@ -273,6 +279,9 @@ struct sl__conn {
     unsigned interims;
     /* The request went again to a fresh upstream connection (once per request). */
     bool retried;
+    /* A git push held until its commands are read (conn_git.c); NULL for every other request.
+     * Owned; freed when the exchange ends. */
+    struct sl__git_hold *git;
 
     /* --- The relay (conn_relay.c) --- */
     /* Loop time (ms) at which the relay is idle for too long; pushed back by every byte moved.
@@ -389,6 +398,29 @@ int sl__conn_step_dialing(struct sl__conn *c);
  * each makes progress and the connection stays in FORWARDING. Returns the last round's result,
  * as the steps above do, and sets `*rounds` to the rounds it ran. */
 int sl__conn_step_forwarding(struct sl__conn *c, int max_rounds, int *rounds);
+
+/*
+ * conn_git.c: a git push held until its ref-update commands are read.
+ */
+
+/* The allowed request (head `h`) is a push under write access (c->dec.git_push): sets up
+ * holding its body (and answers an `Expect: 100-continue`). Returns false when the push is
+ * refused instead (answered). */
+bool sl__conn_git_hold(struct sl__conn *c, const struct sl_h1_head *h);
+/* c->git is set. The push is being read, or its refusal drains: sl__conn_git_round() runs
+ * FORWARDING's rounds. */
+bool sl__conn_git_holds(const struct sl__conn *c);
+/* A FORWARDING round while the push is held, returning as sl__conn_step_forwarding() does. */
+int sl__conn_git_round(struct sl__conn *c);
+/* c->git is set. The push was allowed and its head went upstream: the held bytes follow, by
+ * sl__conn_git_release() (1 once all went, 0 when `us` is full, -1 when it failed). */
+bool sl__conn_git_releasing(const struct sl__conn *c);
+int sl__conn_git_release(struct sl__conn *c, struct sl_stream *us);
+/* The timer fired in FORWARDING: a push still waiting for its commands is refused. Returns
+ * whether it was handled. */
+bool sl__conn_git_on_timer(struct sl__conn *c);
+/* Frees the held push, if any. */
+void sl__conn_git_finish(struct sl__conn *c);
 
 /*
  * conn_relay.c: long-lived relays.

@@ -25,6 +25,10 @@
 
 /* Longest request target quoted back in a refusal. */
 #define QUOTE_MAX 200
+/* What a git-read-only refusal says (git shows it as `remote: ...`). */
+#define GIT_READ_ONLY_DETAIL                                                                  \
+    "this client's git access to the repository is read-only: pushes and Git LFS writes are " \
+    "refused"
 
 /*
  * Bookkeeping, audit lines, refusals.
@@ -78,6 +82,7 @@ void sl__conn_audit(struct sl__conn *c)
         .port = c->r.port,
         .path = c->r.target,
         .allow = c->r.allow,
+        .challenge = c->r.challenge,
         .reason = c->r.reason,
         .rule = c->dec.rule,
         .credential = c->r.credential,
@@ -91,6 +96,8 @@ void sl__conn_audit(struct sl__conn *c)
 
     if (c->r.allow) {
         sl__count(&c->w->counters.requests_allowed, 1);
+    } else if (c->r.challenge) {
+        sl__count(&c->w->counters.requests_challenged, 1);
     } else {
         sl__count(&c->w->counters.requests_denied, 1);
         sl__count(&c->w->counters.denied_by_reason[c->r.reason], 1);
@@ -106,8 +113,11 @@ void sl__conn_audit(struct sl__conn *c)
                "msg=request method=%s host=%s port=%u decision=%s reason=%s "
                "status=%d",
                c->r.method != NULL ? c->r.method : "-", a.host != NULL ? a.host : "-",
-               (unsigned)c->r.port, c->r.allow ? "allow" : "deny", sl_reason_code(c->r.reason),
-               c->r.status);
+               (unsigned)c->r.port,
+               c->r.allow       ? "allow"
+               : c->r.challenge ? "challenge"
+                                : "deny",
+               sl_reason_code(c->r.reason), c->r.status);
     }
 }
 
@@ -152,6 +162,8 @@ static bool is_policy_reason(enum sl_reason reason)
     case SL_REASON_NO_IDENTITY:
     case SL_REASON_NO_POLICY:
     case SL_REASON_PRIVATE_ADDRESS:
+    case SL_REASON_GIT_READ_ONLY:
+    case SL_REASON_GIT_PROTECTED_BRANCH:
         return true;
     case SL_REASON_NONE:
     case SL_REASON_BAD_REQUEST:
@@ -165,6 +177,7 @@ static bool is_policy_reason(enum sl_reason reason)
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:
+    case SL_REASON_GIT_BAD_PUSH:
         return false;
     }
     return false;
@@ -221,7 +234,7 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
     if (c->r.has_host && c->dec.environment != NULL) {
         struct sl_request_view v = { &c->r.host, c->r.port,
                                      c->r.target != NULL ? hint_method : NULL,
-                                     sl__conn_is_intercepted(c) };
+                                     sl__conn_is_intercepted(c), c->r.target };
 
         if (sl_policy_hint(&c->dec, &v, hint, sizeof(hint)) > 0) {
             SL_TRY(sl_buf_printf(b, "; %s", hint));
@@ -344,12 +357,19 @@ void sl__conn_note_identity(struct sl__conn *c)
  * when allowed; otherwise answers the refusal. */
 bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep)
 {
-    struct sl_request_view v = { &c->r.host, c->r.port, method, tls };
+    struct sl_request_view v = { &c->r.host, c->r.port, method, tls, c->r.target };
     const struct sl_client *client = sl__conn_identify(c, c->snap);
 
     sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
     if (!c->dec.allow) {
-        sl__conn_refuse_reason(c, c->dec.reason, NULL, keep);
+        /* A proxy request without Proxy-Authorization is how a client learns that it must
+         * send one (git, curl --proxy-anyauth): its 407 is a challenge, not a refusal. A wrong
+         * credential, a malformed header, or a 407 inside a tunnel (its client went away) is. */
+        c->r.challenge =
+                c->dec.reason == SL_REASON_NO_IDENTITY && !c->has_auth && !sl__conn_in_tunnel(c);
+        sl__conn_refuse_reason(
+                c, c->dec.reason,
+                c->dec.reason == SL_REASON_GIT_READ_ONLY ? GIT_READ_ONLY_DETAIL : NULL, keep);
         return false;
     }
     /* docs/reference/proxy.md §4.7: nothing leaves that the audit log cannot record. */
@@ -413,7 +433,7 @@ bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, 
             client = sl__conn_identify(c, c->snap);
             identified = true;
         }
-        v = (struct sl_request_view){ &c->r.host, c->r.port, method, tls };
+        v = (struct sl_request_view){ &c->r.host, c->r.port, method, tls, c->r.target };
         sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &d);
         if (!d.allow) {
             c->dec = d;

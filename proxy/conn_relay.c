@@ -68,7 +68,7 @@ static bool relay_holds(struct sl__conn *c)
     struct sl_snapshot *snap = c->w->snapshot;
     const struct sl_client *client = sl__conn_identify(c, snap);
     struct sl_request_view v = { &c->r.host, c->r.port, c->passthrough ? NULL : c->r.method,
-                                 c->passthrough || sl__conn_is_intercepted(c) };
+                                 c->passthrough || sl__conn_is_intercepted(c), c->r.target };
     struct sl_decision d;
     enum sl_reason reason;
 

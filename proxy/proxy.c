@@ -241,13 +241,14 @@ static void admin_status(struct proxy *p, struct sl_http_exchange *x,
         rc = sl_buf_printf(
                 &b,
                 ",\"workers\":%u,\"connections\":%llu,\"uptime_s\":%.0f,"
-                "\"requests\":{\"allowed\":%llu,\"denied\":%llu},"
+                "\"requests\":{\"allowed\":%llu,\"denied\":%llu,\"challenged\":%llu},"
                 "\"tls_handshakes\":%llu,\"certificates\":{\"hits\":%llu,\"misses\":%llu,"
                 "\"mints\":%llu,\"entries\":%zu},\"upstream\":{\"connects\":%llu,\"reused\":%llu}",
                 p->n_started, (unsigned long long)SUM(p, connections_open),
                 (double)(uv_hrtime() - p->started_ns) / 1e9,
                 (unsigned long long)SUM(p, requests_allowed),
                 (unsigned long long)SUM(p, requests_denied),
+                (unsigned long long)SUM(p, requests_challenged),
                 (unsigned long long)SUM(p, tls_handshakes), (unsigned long long)cs.hits,
                 (unsigned long long)cs.misses, (unsigned long long)cs.mints, cs.entries,
                 (unsigned long long)SUM(p, upstream_connects),
@@ -343,6 +344,12 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
                                 "# TYPE sluice_requests_total counter\n"));
     SL_TRY(sl_buf_printf(b, "sluice_requests_total{decision=\"allow\",reason=\"\"} %llu\n",
                          (unsigned long long)SUM(p, requests_allowed)));
+    /* The 407s that ask a client for its credentials (docs/reference/proxy.md §4.7): not
+     * refusals, so counted apart from the no-identity denials. */
+    SL_TRY(sl_buf_printf(b,
+                         "sluice_requests_total{decision=\"challenge\",reason=\"no-identity\"} "
+                         "%llu\n",
+                         (unsigned long long)SUM(p, requests_challenged)));
     for (int r = SL_REASON_NO_POLICY; r <= SL_REASON_LAST; r++) {
         SL_TRY(sl_buf_printf(
                 b, "sluice_requests_total{decision=\"deny\",reason=\"%s\"} %llu\n",

@@ -53,6 +53,9 @@ struct sl__counters {
     atomic_uint_fast64_t connections_refused;
     atomic_uint_fast64_t requests_allowed;
     atomic_uint_fast64_t requests_denied;
+    /* 407s for a proxy request without Proxy-Authorization: challenges, not refusals (they are
+     * in neither requests_denied nor denied_by_reason). */
+    atomic_uint_fast64_t requests_challenged;
     /* Refusals by reason (index: enum sl_reason). */
     atomic_uint_fast64_t denied_by_reason[SL_REASON_LAST + 1];
     atomic_uint_fast64_t tls_handshakes;

@@ -254,6 +254,9 @@ int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out, s
         return SL_ETOOBIG;
     }
     out[0] = '\0';
+    /* Refusals only: an allow needs nothing, and a "challenge" (the 407 that asks a client for
+     * its proxy credentials, docs/reference/proxy.md §4.7) is answered by the client, not by a
+     * rule. */
     if (decision == NULL || strcmp(decision, "deny") != 0 || reason == NULL || env == NULL
         || host == NULL || !is_env_name(env) || !is_host(host) || port < 0 || port > 65535
         || (method != NULL && !is_method(method))) {

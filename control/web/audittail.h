@@ -48,11 +48,11 @@ SL_MUST_CHECK int sl_audittail_read(const char *path, size_t limit, size_t line_
  * to environment ci-python`, or, for a method refused by a rule for exactly that host, `to allow
  * it, add "POST" to the methods of {"host":"api.example.com"} in environment ci-python`. A tunnel
  * (method null or CONNECT) gets a rule without methods; a port other than 80 and 443 goes
- * into the host. Only for decision "deny" with reason host-not-allowed, port-not-allowed or
- * method-not-allowed, a host of host characters, a method that is an HTTP token and an
- * environment name without control characters or quotes.
- * Writes the NUL-terminated text to `out` (`cap` bytes) and returns its length, 0 when there
- * is no suggestion (`out` is then ""), or SL_ETOOBIG when it does not fit. */
+ * into the host. Only for decision "deny" (never "allow" or "challenge") with reason
+ * host-not-allowed, port-not-allowed or method-not-allowed, a host of host characters, a method
+ * that is an HTTP token and an environment name without control characters or quotes. Writes the
+ * NUL-terminated text to `out` (`cap` bytes) and returns its length, 0 when there is no suggestion
+ * (`out` is then ""), or SL_ETOOBIG when it does not fit. */
 SL_MUST_CHECK int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out,
                                        size_t cap);
 

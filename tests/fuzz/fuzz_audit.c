@@ -201,7 +201,11 @@ static void check_line(const struct sl_audit_record *r, const char *line, int n)
     check_string(obj, F_RULE, r->rule);
     check_src(obj, r->src);
     v = json_object_get(obj, "decision");
-    SL_BUG_ON(!json_is_string(v) || strcmp(json_string_value(v), r->allow ? "allow" : "deny") != 0);
+    SL_BUG_ON(!json_is_string(v)
+              || strcmp(json_string_value(v), r->allow       ? "allow"
+                                              : r->challenge ? "challenge"
+                                                             : "deny")
+                         != 0);
     v = json_object_get(obj, "reason");
     SL_BUG_ON(v == NULL);
     SL_BUG_ON(r->reason == SL_REASON_NONE
@@ -283,7 +287,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r.allow = (in.h[1] & 4) != 0;
     r.credential = (in.h[1] & 8) != 0;
     r.passthrough = (in.h[1] & 16) != 0;
-    r.reason = (enum sl_reason)(in.h[20] % (SL_REASON_OVERLOADED + 1));
+    r.challenge = (in.h[1] & 32) != 0;
+    r.reason = (enum sl_reason)(in.h[20] % (SL_REASON_LAST + 1));
     memcpy(&r.port, in.h + 22, 2);
     memcpy(&r.status, in.h + 24, sizeof(r.status));
     r.bytes_up = get_u64(in.h + 28);

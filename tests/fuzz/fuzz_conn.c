@@ -24,6 +24,11 @@
  *   api.allowed.test (80, 443)                     credential Authorization: Bearer CRED
  *   pass.allowed.test (443)                        "tls": "passthrough" (relayed uninspected)
  *   denied.test                                    no rule (pinned to the origin all the same)
+ *   git: allowed.test (443), repository acme/site, access write, credential Basic CRED...: its
+ *   own paths get the credential over TLS only and a push is held (proxy/conn_git.c) until
+ *   its commands are read; since upstream TLS never completes here, a held push ends in its
+ *   refusal (bad body) or the dial's 502, which runs the hold's setup and teardown, not its
+ *   reading (fuzz_gitpush.c fuzzes the reader).
  *
  * Input: byte 0 is flags (bit 0: the client half-closes after its last piece; bit 1: the origin
  * half-closes its connections at the end; bit 2: the client sends its pieces without waiting
@@ -126,7 +131,9 @@ static const char policy[] =
         "\"value\": \"Bearer " CRED "\"}},"
         "{\"host\": \"pass.allowed.test\", \"tls\": \"passthrough\"}"
         "]}}, \"clients\": [{\"id\": \"fuzz\", \"cidr\": \"127.0.0.0/8\", \"environment\": "
-        "\"e\"}]}";
+        "\"e\", \"git\": {\"host\": \"allowed.test\", \"repo\": \"acme/site\", \"access\": "
+        "\"write\", \"credential\": {\"header\": \"Authorization\", \"value\": \"Basic " CRED
+        "GIT\"}, \"default_branch\": \"main\", \"protected_branches\": [\"release/*\"]}}]}";
 
 /* The snapshot a revoking reload installs: allowed.test is no longer allowed. */
 static const char revoked[] =
@@ -740,7 +747,7 @@ static void check_refusal(const struct sl_h1_head *h, bool origin_says_reason)
     if (f == NULL || origin_says_reason) {
         return;
     }
-    for (int r = SL_REASON_NONE + 1; r <= SL_REASON_OVERLOADED; r++) {
+    for (int r = SL_REASON_NONE + 1; r <= SL_REASON_LAST; r++) {
         known = known || slice_is(f->value, sl_reason_code((enum sl_reason)r));
     }
     SL_BUG_ON(!known || sl_h1_count(h, "x-sluice-reason") != 1);

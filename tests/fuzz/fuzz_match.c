@@ -233,7 +233,7 @@ static void decide_and_compare(const struct world *w, const struct sl_snapshot *
                                const struct sl_client *c, const struct sl_host *h, uint16_t port,
                                const char *method, struct sl_decision *out)
 {
-    struct sl_request_view req = { h, port, method, true };
+    struct sl_request_view req = { h, port, method, true, NULL };
     struct sl_decision want;
 
     sl_policy_decide(s, c, &req, 0, out);

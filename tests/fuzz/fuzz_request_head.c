@@ -229,7 +229,7 @@ static void run(const struct sl_h1_head *h, size_t in_bytes, const struct sl_hea
     check_target(h, ctx, &t);
     SL_BUG_ON(t.websocket && h->body != SL_H1_BODY_NONE);
 
-    v = (struct sl_request_view){ &t.host, t.port, h->method, ctx->tunnel && ctx->tls };
+    v = (struct sl_request_view){ &t.host, t.port, h->method, ctx->tunnel && ctx->tls, t.target };
     sl_policy_decide(snap, client, &v, 1800000000, &d);
     SL_BUG_ON(d.credential_header != NULL && (!d.allow || !v.tls));
     SL_BUG_ON(d.allow && d.reason != SL_REASON_NONE);

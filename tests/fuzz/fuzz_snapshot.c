@@ -112,7 +112,7 @@ static void decide_all(const struct sl_snapshot *s, const struct sl_host *h,
 
         for (size_t p = 0; p < SL_ARRAY_LEN(ports); p++) {
             for (size_t m = 0; m < SL_ARRAY_LEN(methods); m++) {
-                struct sl_request_view req = { h, ports[p], methods[m], p != 1 };
+                struct sl_request_view req = { h, ports[p], methods[m], p != 1, NULL };
                 struct sl_decision d;
                 struct sl_decision again;
 

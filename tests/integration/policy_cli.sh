@@ -213,6 +213,58 @@ grep -qF 'to allow it, use https: rule {"host":"pinned.example.com","tls":"passt
     "$work/out" || fail "explain's hint for plain HTTP under a passthrough rule"
 ok "explain refuses plain HTTP under a passthrough rule (not-tls) and says to use https"
 
+# A client's git access (docs/reference/snapshot.md §3 `git`): valid-full.json's sb_1 has acme/site
+# on git.example.test:8443 under /git, access write, main and release/* and *-stable protected.
+gitx() { # WANT_EXIT PATH ARGS... : explain a request of sb_1 to its git host
+    local want=$1 path=$2
+    shift 2
+    run "$want" policy explain valid-full.json --client sb_1 --url "https://git.example.test:8443$path" "$@"
+}
+gitx 0 '/git/acme/site.git/info/refs?service=git-upload-pack'
+has "credential: Authorization header injected (the git credential; value not shown)"
+has "git: acme/site (access write): info/refs (git-upload-pack), the git credential is injected"
+! grep -q '^push:' "$work/out" || fail "explain: push line for a fetch"
+ok "explain: the git credential is injected on the repository's own info/refs"
+gitx 0 '/git/acme/other.git/info/refs?service=git-upload-pack'
+has "credential: none"
+has "git: acme/site (access write): not one of its paths: forwarded without the git credential"
+ok "explain: another repository on the git host goes without the credential"
+for trick in '/git/acme/%73ite.git/git-upload-pack' '/git/acme/site/../site.git/git-upload-pack' \
+    '/git/acme//site.git/git-upload-pack'; do
+    gitx 0 "$trick" --method POST
+    has "credential: none"
+done
+ok "explain: percent-encoded, '..' and '//' spellings of the repository get no credential"
+gitx 0 /git/acme/site.git/git-receive-pack --method POST
+has "git: acme/site (access write): git-receive-pack, the git credential is injected"
+has "push: refused (git-protected-branch) when it updates, creates or deletes refs/heads/main or a branch matching release/* or a branch matching *-stable"
+ok "explain: a push names the branches it may not touch"
+gitx 0 /git/acme/site.git/git-receive-pack --method POST --push-ref refs/heads/feature-x
+has "push: refs/heads/feature-x passes"
+ok "explain --push-ref: a feature branch passes"
+for ref in refs/heads/main refs/heads/release/1 refs/heads/v2-stable refs/heads/MAIN; do
+    gitx 1 /git/acme/site.git/git-receive-pack --method POST --push-ref "$ref"
+    has "decision: deny"
+    has "reason: git-protected-branch"
+    has "push: $ref refused: agents may not push to protected or default branches"
+done
+ok "explain --push-ref: the default and protected branches are refused (exit 1)"
+gitx 1 /git/acme/site.git/git-upload-pack --method TRACE
+has "reason: method-not-allowed"
+has "TRACE is never allowed on the paths of the client's git repository (it would echo the credential)"
+ok "explain: TRACE on the repository's paths is refused"
+run 1 policy explain valid-full.json --client sb_1 --url http://git.example.test:8443/git/acme/site/git-upload-pack --method POST
+has "reason: credential-needs-tls"
+ok "explain: the git credential needs TLS"
+sed 's/"access": "write"/"access": "read"/' valid-full.json >"$work/ro.json"
+run 1 policy explain "$work/ro.json" --client sb_1 --url https://git.example.test:8443/git/acme/site/git-receive-pack --method POST
+has "reason: git-read-only"
+run 0 policy explain "$work/ro.json" --client sb_1 --url https://git.example.test:8443/git/acme/site/git-upload-pack --method POST
+has "git: acme/site (access read): git-upload-pack, the git credential is injected"
+ok "explain: read access refuses pushes (git-read-only) and still fetches"
+! grep -q "eC1hY2Nlc3MtdG9rZW46dA" "$work/out" || fail "explain printed the git credential"
+ok "explain never prints the git credential's value"
+
 run 1 policy explain invalid-typos.json --client sb_1 --url https://a.example.com/
 [ ! -s "$work/out" ] || fail "invalid policy printed a decision"
 grep -qF "invalid-typos.json: invalid policy, 8 errors" "$work/err" || fail "invalid policy message"

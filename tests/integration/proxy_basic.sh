@@ -243,7 +243,10 @@ check_eq "identity: ... with the origin's body" "$(cat "$FX_BODY")" "hello from 
 fx_curl --proxy-user old:pt_old "https://a.sluice.test:$FX_TLS_PORT/hello"
 check_status "identity: an expired client -> 403 expired" 403 expired
 check_audit "identity: audit line for the expired client" decision=deny reason=expired client=old
-check_audit "identity: audit line for no-identity" decision=deny reason=no-identity
+check_audit "identity: the 407 for no Proxy-Authorization is audited as a challenge" \
+  decision=challenge reason=no-identity status=407 client=null
+check_audit "identity: the 407s for a wrong token or an unknown id are audited deny" \
+  decision=deny reason=no-identity status=407
 fx_curl --proxy-user "tok:$tok" "http://a.sluice.test:$FX_PY_HTTP_PORT/echo?probe=pauth"
 check_status "identity: plain http with the right token -> 200" 200 -
 check_eq "identity: Proxy-Authorization is not forwarded" \

@@ -1,20 +1,25 @@
 # shellcheck shell=bash disable=SC2034
 # SPDX-License-Identifier: Apache-2.0
 #
-# tests/support/gitserver.sh - a git smart-HTTP server for the sandbox tests (docs/reference/api.md §5.3, git
-# platform): nginx (TLS, the fixture's good.pem, which covers git.sluice.test) in front of
-# fcgiwrap running `git http-backend`, on 127.0.0.1 and a port the kernel picks. Every request
-# must carry exactly `Authorization: Basic base64(x-access-token:TOKEN)`; anything else gets 401
-# (and the request is logged with auth=0). Sourced after fixture.sh and fx_init; every process
-# it starts is in FX_PIDS, so the fixture's EXIT trap kills it.
+# tests/support/gitserver.sh - a git smart-HTTP server for the sandbox and proxy tests
+# (docs/reference/api.md §5.3, git platform): nginx (TLS, the fixture's good.pem, which covers
+# git.sluice.test) in front of fcgiwrap running `git http-backend`, on 127.0.0.1 and a port the
+# kernel picks. A request must carry exactly `Authorization: Basic base64(x-access-token:TOKEN)`,
+# except a read (not a push: no git-receive-pack in the path or the query) of a repository made
+# public with fx_git_public; anything else gets 401 with `WWW-Authenticate: Basic` (and the
+# request is logged with auth=0). The repository is taken from nginx's $uri, which is decoded
+# and normalised (`..`, `%73`), as a server would. Sourced after fixture.sh and fx_init; every
+# process it starts is in FX_PIDS, so the fixture's EXIT trap kills it.
 #
 #   fx_git_server TOKEN       starts it. Exports FX_GIT_PORT, FX_GIT_ROOT (GIT_PROJECT_ROOT),
 #                             FX_GIT_URL (https://git.sluice.test:PORT), FX_GIT_LOG (JSON lines:
-#                             method, uri, status, auth (1 = the right header), ua)
+#                             method, uri (as sent: $request_uri), status, auth (1 = the right
+#                             header), ua)
 #   fx_git_repo OWNER/REPO    creates OWNER/REPO.git: branch main (2 commits, README.md,
 #                             src/hello.sh), tag v1 (the first commit), branch feature (one
 #                             more commit, feature.txt). Sets FX_GIT_MAIN_SHA, FX_GIT_V1_SHA,
-#                             FX_GIT_FEATURE_SHA.
+#                             FX_GIT_FEATURE_SHA. Private (the token is needed) until
+#   fx_git_public OWNER/REPO  lets anyone read OWNER/REPO without a header (pushes still need it).
 #   fx_git_sha OWNER/REPO REF prints the commit REF names.
 #   fx_git_check              clones the first repo over loopback with and without the header:
 #                             the fixture checking itself (`git -c http.extraHeader=...`).
@@ -34,6 +39,8 @@ fx_git_server() {
   FX_GIT_PORT=$(fx_free_port)
   FX_GIT_URL=https://git.sluice.test:$FX_GIT_PORT
   export FX_GIT_PORT FX_GIT_ROOT FX_GIT_URL FX_GIT_LOG
+  mkdir -p "$d/public"
+  FX_GIT_PUBLIC=$d/public
   local fcgi=/usr/sbin/fcgiwrap
   command -v fcgiwrap >/dev/null && fcgi=$(command -v fcgiwrap)
   # A process group of its own, killed whole by the cleanup ("-PGID"): fcgiwrap's workers
@@ -54,6 +61,15 @@ http {
     default 0;
     "Basic $basic" 1;
   }
+  # The repository a request reads or writes (OWNER/REPO, without .git), and whether it pushes.
+  map \$uri \$fx_git_repo {
+    default "-";
+    "~^/(?<r>[^/]+/[^/]+?)(\\.git)?/(info/refs|git-upload-pack|git-receive-pack|HEAD|objects/.*|info/lfs/.*)\$" \$r;
+  }
+  map "\$uri?\$args" \$fx_git_push {
+    default 0;
+    "~git-receive-pack" 1;
+  }
   log_format fxgit escape=json '{"method":"\$request_method","uri":"\$request_uri",'
     '"status":\$status,"auth":\$fx_git_auth,"ua":"\$http_user_agent"}';
   access_log $d/access.log fxgit;
@@ -62,8 +78,16 @@ $(fx__nginx_http "$d")
     listen 127.0.0.1:$FX_GIT_PORT ssl;
     ssl_certificate $FX_PKI/good.pem;
     ssl_certificate_key $FX_PKI/good.key;
+    set \$fx_git_anon 0;
+    if (-f $d/public/\$fx_git_repo) {
+      set \$fx_git_anon 1;
+    }
+    if (\$fx_git_push = 1) {
+      set \$fx_git_anon 0;
+    }
+    set \$fx_git_ok "\$fx_git_auth\$fx_git_anon";
     location / {
-      if (\$fx_git_auth = 0) {
+      if (\$fx_git_ok = 00) {
         add_header WWW-Authenticate 'Basic realm="sluice test git"' always;
         return 401 "authorization required\n";
       }
@@ -128,6 +152,12 @@ fx_git_repo() {
   FX_GIT_V1_SHA=$(fx_git_sha "$name" 'v1^{commit}')
   FX_GIT_FEATURE_SHA=$(fx_git_sha "$name" feature)
   FX_GIT_FIRST_REPO=${FX_GIT_FIRST_REPO:-$name}
+}
+
+# fx_git_public OWNER/REPO : anyone may read OWNER/REPO (clone, fetch) without a header.
+fx_git_public() {
+  mkdir -p "$(dirname "$FX_GIT_PUBLIC/$1")"
+  : >"$FX_GIT_PUBLIC/$1"
 }
 
 # fx_git_sha OWNER/REPO REF : the commit REF names in the bare repository.

@@ -510,8 +510,15 @@
 
   // ---- audit tail ---------------------------------------------------------------------------
 
+  // The badge of an audit line: allow green, deny red; a challenge (the 407 that asks a client
+  // for its proxy credentials, which it then sends) is no refusal: grey.
+  function decisionBadge(decision) {
+    if (decision === 'deny') return 'bad';
+    if (decision === 'challenge') return 'neutral';
+    return 'ok';
+  }
+
   function auditRow(a) {
-    const deny = a.decision === 'deny';
     const target = (a.method ? a.method + ' ' : '') + (a.scheme ? a.scheme + '://' : '') + (a.host || '') + (a.port ? ':' + a.port : '') + (a.path || '');
     const reason = el('td', {});
     if (a.reason) reason.append(el('code', { class: 'reason', 'data-testid': 'audit-reason', text: a.reason }));
@@ -521,7 +528,7 @@
       el('td', { class: 'mono', text: a.client || '—' }),
       el('td', { text: a.environment_name || a.environment || '—' }),
       el('td', { class: 'mono', text: target }),
-      el('td', {}, el('span', { class: 'badge ' + (deny ? 'bad' : 'ok'), text: a.decision + (a.status ? ' ' + a.status : '') })),
+      el('td', {}, el('span', { class: 'badge ' + decisionBadge(a.decision), 'data-testid': 'audit-decision', text: a.decision + (a.status ? ' ' + a.status : '') })),
       reason);
   }
 

@@ -301,7 +301,7 @@ static bool same_decision(const struct sl_decision *a, const struct sl_decision 
 static void decide_row(const struct sl_snapshot *s, const struct row *r, struct sl_decision *d)
 {
     struct sl_host h;
-    struct sl_request_view req = { &h, r->port, r->method, r->tls };
+    struct sl_request_view req = { &h, r->port, r->method, r->tls, NULL };
     const struct sl_client *c = r->client != NULL ? sl_snapshot_find_client(s, r->client) : NULL;
 
     if (r->client != NULL) {
@@ -358,7 +358,7 @@ static void injects_the_credential_value_with_its_header(void **state)
 {
     const struct sl_snapshot *s = *state;
     struct sl_host h;
-    struct sl_request_view req = { &h, 8443, "GET", true };
+    struct sl_request_view req = { &h, 8443, "GET", true, NULL };
     struct sl_decision d;
 
     assert_int_equal(sl_host_normalize(sl_slice_str("api.example.com"), 0, &h, NULL), 0);
@@ -378,7 +378,7 @@ static void injects_the_credential_value_with_its_header(void **state)
 static void refuses_everything_without_a_snapshot(void **state)
 {
     struct sl_host h;
-    struct sl_request_view req = { &h, 443, "GET", true };
+    struct sl_request_view req = { &h, 443, "GET", true, NULL };
     struct sl_decision d;
 
     (void)state;
@@ -394,7 +394,7 @@ static void expires_at_the_second(void **state)
     const struct sl_snapshot *s = *state;
     const struct sl_client *c = sl_snapshot_find_client(s, "c-new");
     struct sl_host h;
-    struct sl_request_view req = { &h, 443, "GET", true };
+    struct sl_request_view req = { &h, 443, "GET", true, NULL };
     struct sl_decision d;
     int64_t at = 0;
 
@@ -416,7 +416,7 @@ static void hint_for(const struct sl_snapshot *s, const char *client, const char
                      uint16_t port, const char *method, bool tls, const char *want)
 {
     struct sl_host h;
-    struct sl_request_view req = { &h, port, method, tls };
+    struct sl_request_view req = { &h, port, method, tls, NULL };
     struct sl_decision d;
     char buf[SL_POLICY_HINT_MAX];
     int n;
@@ -452,7 +452,7 @@ static void expect_passthrough(const struct sl_snapshot *s, const char *client, 
                                bool want_passthrough)
 {
     struct sl_host h;
-    struct sl_request_view req = { &h, port, method, tls };
+    struct sl_request_view req = { &h, port, method, tls, NULL };
     struct sl_decision d;
 
     assert_int_equal(sl_host_normalize(sl_slice_str(host), 0, &h, NULL), 0);
@@ -549,7 +549,7 @@ static void hints_name_an_environment_by_its_label(void **state)
             "  { 'id': 'p', 'ip': '10.3.0.2', 'environment': 'plain' }"
             "] }");
     struct sl_host h;
-    struct sl_request_view req = { &h, 443, "GET", true };
+    struct sl_request_view req = { &h, 443, "GET", true, NULL };
     struct sl_decision d;
 
     (void)state;
@@ -574,7 +574,7 @@ static void refuses_to_cut_a_hint_short(void **state)
 {
     const struct sl_snapshot *s = *state;
     struct sl_host h;
-    struct sl_request_view req = { &h, 443, "GET", true };
+    struct sl_request_view req = { &h, 443, "GET", true, NULL };
     struct sl_decision d;
     char buf[16];
 
@@ -606,9 +606,12 @@ static void names_every_reason_code(void **state)
                                          "upstream-timeout",
                                          "too-large",
                                          "overloaded",
-                                         "audit-unavailable" };
-    static const int status[] = { 200, 503, 407, 403, 400, 400, 403, 403, 403, 403,
-                                  421, 403, 400, 502, 502, 502, 504, 431, 503, 503 };
+                                         "audit-unavailable",
+                                         "git-read-only",
+                                         "git-protected-branch",
+                                         "git-bad-push" };
+    static const int status[] = { 200, 503, 407, 403, 400, 400, 403, 403, 403, 403, 421, 403,
+                                  400, 502, 502, 502, 504, 431, 503, 503, 403, 403, 400 };
 
     (void)state;
     for (int r = SL_REASON_NONE; r <= SL_REASON_LAST; r++) {
@@ -794,7 +797,7 @@ static void *share(void *arg)
 {
     struct sharer *sh = arg;
     struct sl_host h;
-    struct sl_request_view req = { &h, 443, "GET", true };
+    struct sl_request_view req = { &h, 443, "GET", true, NULL };
 
     if (sl_host_normalize(sl_slice_str("api.github.com"), 0, &h, NULL) != 0) {
         return NULL;
@@ -922,7 +925,7 @@ static void decides_in_constant_time_with_a_thousand_environments(void **state)
     t0 = seconds();
     for (int k = 0; k < ROUNDS; k++) {
         for (int i = 0; i < HOSTS; i++) {
-            struct sl_request_view req = { &hosts[i], 443, "GET", true };
+            struct sl_request_view req = { &hosts[i], 443, "GET", true, NULL };
             struct sl_decision d;
 
             sl_policy_decide(s, clients[i], &req, NOW, &d);

@@ -331,7 +331,7 @@ static void reports_client_errors(void **state)
            "$.clients[0]: a client needs at least one of \"token\", \"ip\" and \"cidr\"");
     EXPECT(DOC_CLIENTS("{'id':'a','tokne':'t','environment':'ci'}"),
            "$.clients[0].tokne: unknown field (expected id, environment, token, ip, cidr, "
-           "expires_at, rules)",
+           "expires_at, rules, git)",
            "$.clients[0]: a client needs at least one of \"token\", \"ip\" and \"cidr\"");
     EXPECT(DOC_CLIENTS("{'id':'a:b','token':'t','environment':'ci'}"),
            "$.clients[0].id: \"a:b\": client ids are 1-128 characters of A-Z a-z 0-9 . _ -");
@@ -752,8 +752,8 @@ static void accepts_the_valid_example_files(void **state)
 /* Each invalid-X.json comes with invalid-X.errors, its errors one per line. */
 static void reports_the_errors_listed_beside_each_invalid_file(void **state)
 {
-    const char *names[] = { "invalid-typos", "invalid-credentials", "invalid-clients",
-                            "invalid-syntax", "invalid-passthrough" };
+    const char *names[] = { "invalid-typos",  "invalid-credentials", "invalid-clients",
+                            "invalid-syntax", "invalid-passthrough", "invalid-git" };
 
     (void)state;
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

@@ -172,6 +172,21 @@ static void writes_refusals_with_reason_and_nulls(void **state)
     assert_true(json_is_null(json_object_get(j, "path")));
     assert_true(json_is_null(json_object_get(j, "rule")));
     json_decref(j);
+    /* The 407 that asks for credentials is a challenge, not a refusal; the reason stays. */
+    r.challenge = true;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_string_equal(json_string_value(json_object_get(j, "decision")), "challenge");
+    assert_string_equal(json_string_value(json_object_get(j, "reason")), "no-identity");
+    assert_int_equal(json_integer_value(json_object_get(j, "status")), 407);
+    json_decref(j);
+    /* `challenge` means nothing on an allowed request. */
+    r.allow = true;
+    r.reason = SL_REASON_NONE;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_string_equal(json_string_value(json_object_get(j, "decision")), "allow");
+    json_decref(j);
 }
 
 static void marks_a_passthrough_tunnel_and_only_it(void **state)

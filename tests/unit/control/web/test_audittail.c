@@ -308,6 +308,15 @@ static void no_suggestion_for_other_lines(void **state)
     expect_suggestion("{\"decision\":\"deny\",\"reason\":\"no-identity\",\"environment\":null,"
                       "\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
                       NULL);
+    /* A challenge, even one that names an environment and a reason a rule could answer. */
+    expect_suggestion("{\"decision\":\"challenge\",\"reason\":\"no-identity\","
+                      "\"environment\":null,\"method\":\"CONNECT\",\"host\":\"a.example\","
+                      "\"port\":443}",
+                      NULL);
+    expect_suggestion("{\"decision\":\"challenge\",\"reason\":\"host-not-allowed\","
+                      "\"environment\":\"ci\",\"method\":\"GET\",\"host\":\"a.example\","
+                      "\"port\":443}",
+                      NULL);
     expect_suggestion("{\"decision\":\"deny\",\"reason\":\"private-address\",\"environment\":"
                       "\"ci\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
                       NULL);
