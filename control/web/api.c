@@ -22,6 +22,7 @@
 #include <sodium.h>
 
 #include "base/buf.h"
+#include "base/hex.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "control/env/environment.h"
@@ -260,20 +261,6 @@ void sl__api_call_init(struct sl__api_call *c, struct sl_api *api, struct sl__ap
 
 /* ---- small parsers ------------------------------------------------------------------------ */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Percent-decodes `n` bytes of `s` into `out` (`cap` bytes); '+' is a space when `plus`.
  * Returns 0, or SL_EINVAL for a bad escape, a NUL byte or a value too long. */
 static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
@@ -290,8 +277,8 @@ static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
             if (i + 2 >= n) {
                 return SL_EINVAL;
             }
-            hi = hex_value(s[i + 1]);
-            lo = hex_value(s[i + 2]);
+            hi = sl_hex_value(s[i + 1]);
+            lo = sl_hex_value(s[i + 2]);
             if (hi < 0 || lo < 0) {
                 return SL_EINVAL;
             }
@@ -365,7 +352,7 @@ bool sl__api_is_uuid_shaped(const char *s)
     for (size_t i = 0; i < SL_UUID_LEN; i++) {
         bool dash = i == 8 || i == 13 || i == 18 || i == 23;
 
-        if (dash ? s[i] != '-' : hex_value(s[i]) < 0) {
+        if (dash ? s[i] != '-' : sl_hex_value(s[i]) < 0) {
             return false;
         }
     }
