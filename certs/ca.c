@@ -237,45 +237,36 @@ static int open_pem(const char *path, struct sl_buf *b, BIO **bio, char *err, si
     return 0;
 }
 
-static int load_cert(const char *path, X509 **out, char *err, size_t errlen)
+/* Reads the PEM certificate (into `*cert`, `key` NULL) or private key (into `*key`, `cert`
+ * NULL) at `path`. The file's bytes are wiped after a key is read. */
+static int load_pem(const char *path, X509 **cert, EVP_PKEY **key, char *err, size_t errlen)
 {
     struct sl_buf b;
     BIO *bio = NULL;
+    bool found = false;
     int rc;
 
     sl_buf_init(&b, SL_CA_FILE_MAX_BYTES);
     rc = open_pem(path, &b, &bio, err, errlen);
     if (rc == 0) {
-        *out = PEM_read_bio_X509(bio, NULL, no_password, NULL);
+        if (key != NULL) {
+            *key = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
+            found = *key != NULL;
+        } else {
+            *cert = PEM_read_bio_X509(bio, NULL, no_password, NULL);
+            found = *cert != NULL;
+        }
         BIO_free(bio);
-        if (*out == NULL) {
-            sl__certs_seterr(err, errlen, "%s: no valid PEM certificate found", path);
+        if (!found) {
+            sl__certs_seterr(err, errlen,
+                             key != NULL ? "%s: no valid PEM private key found (encrypted keys "
+                                           "are not supported)"
+                                         : "%s: no valid PEM certificate found",
+                             path);
             rc = SL_EINVAL;
         }
     }
-    sl_buf_finish(&b);
-    return rc;
-}
-
-static int load_key(const char *path, EVP_PKEY **out, char *err, size_t errlen)
-{
-    struct sl_buf b;
-    BIO *bio = NULL;
-    int rc;
-
-    sl_buf_init(&b, SL_CA_FILE_MAX_BYTES);
-    rc = open_pem(path, &b, &bio, err, errlen);
-    if (rc == 0) {
-        *out = PEM_read_bio_PrivateKey(bio, NULL, no_password, NULL);
-        BIO_free(bio);
-        if (*out == NULL) {
-            sl__certs_seterr(
-                    err, errlen,
-                    "%s: no valid PEM private key found (encrypted keys are not supported)", path);
-            rc = SL_EINVAL;
-        }
-    }
-    if (b.p != NULL) {
+    if (key != NULL && b.p != NULL) {
         OPENSSL_cleanse(b.p, b.len);
     }
     sl_buf_finish(&b);
@@ -312,7 +303,7 @@ int sl_ca_load(const char *cert_path, const char *key_path, struct sl_ca **out, 
         sl__certs_seterr(err, errlen, "cannot load %s: out of memory", cert_path);
         return SL_ENOMEM;
     }
-    rc = load_cert(cert_path, &ca->cert, err, errlen);
+    rc = load_pem(cert_path, &ca->cert, NULL, err, errlen);
     if (rc < 0) {
         goto fail;
     }
@@ -321,7 +312,7 @@ int sl_ca_load(const char *cert_path, const char *key_path, struct sl_ca **out, 
         goto fail;
     }
     if (key_path != NULL) {
-        rc = load_key(key_path, &ca->key, err, errlen);
+        rc = load_pem(key_path, NULL, &ca->key, err, errlen);
         if (rc < 0) {
             goto fail;
         }
@@ -350,72 +341,72 @@ static int join_path(char *out, size_t outlen, const char *dir, const char *name
     return w < 0 || (size_t)w >= outlen ? SL_ETOOBIG : 0;
 }
 
+/* The paths of the CA's two files in `dir`; `what` ("the data directory", ...) starts the
+ * message of a name that is empty or too long. */
+static int ca_paths(const char *dir, char cert_path[PATH_BYTES], char key_path[PATH_BYTES],
+                    const char *what, char *err, size_t errlen)
+{
+    if (dir[0] == '\0') {
+        sl__certs_seterr(err, errlen, "%s name is empty", what);
+        return SL_EINVAL;
+    }
+    if (join_path(cert_path, PATH_BYTES, dir, SL_CA_CERT_FILE) < 0
+        || join_path(key_path, PATH_BYTES, dir, SL_CA_KEY_FILE) < 0) {
+        sl__certs_seterr(err, errlen, "%s name is too long", what);
+        return SL_ETOOBIG;
+    }
+    return 0;
+}
+
 int sl_ca_load_dir(const char *dir, bool with_key, struct sl_ca **out, char *err, size_t errlen)
 {
     char cert_path[PATH_BYTES];
     char key_path[PATH_BYTES];
 
-    if (dir[0] == '\0') {
-        sl__certs_seterr(err, errlen, "the data directory name is empty");
-        return SL_EINVAL;
-    }
-    if (join_path(cert_path, sizeof(cert_path), dir, SL_CA_CERT_FILE) < 0
-        || join_path(key_path, sizeof(key_path), dir, SL_CA_KEY_FILE) < 0) {
-        sl__certs_seterr(err, errlen, "the data directory name is too long");
-        return SL_ETOOBIG;
-    }
+    SL_TRY(ca_paths(dir, cert_path, key_path, "the data directory", err, errlen));
     return sl_ca_load(cert_path, with_key ? key_path : NULL, out, err, errlen);
 }
 
-/* Appends what `write_pem` wrote into a memory BIO to `out`. */
-static int append_bio(BIO *bio, struct sl_buf *out)
+/* Appends the CA's certificate as PEM, or its subject on one line, to `out`. */
+static int append_text(const struct sl_ca *ca, bool subject, struct sl_buf *out)
 {
     char *data = NULL;
-    long n;
+    bool written;
+    BIO *bio;
+    long n = 0;
+    int rc = SL_ECRYPTO;
 
-    n = BIO_get_mem_data(bio, &data);
-    if (n <= 0 || data == NULL) {
-        return SL_ECRYPTO;
+    ERR_clear_error();
+    bio = BIO_new(BIO_s_mem());
+    if (bio == NULL) {
+        return SL_ENOMEM;
     }
-    return sl_buf_append(out, data, (size_t)n);
+    if (subject) {
+        written = X509_NAME_print_ex(bio, X509_get_subject_name(ca->cert), 0,
+                                     XN_FLAG_ONELINE & ~XN_FLAG_SPC_EQ)
+                  >= 0;
+    } else {
+        written = PEM_write_bio_X509(bio, ca->cert) == 1;
+    }
+    if (written) {
+        n = BIO_get_mem_data(bio, &data);
+    }
+    if (n > 0 && data != NULL) {
+        rc = sl_buf_append(out, data, (size_t)n);
+    }
+    BIO_free(bio);
+    ERR_clear_error();
+    return rc;
 }
 
 int sl_ca_cert_pem(const struct sl_ca *ca, struct sl_buf *out)
 {
-    BIO *bio;
-    int rc = SL_ECRYPTO;
-
-    ERR_clear_error();
-    bio = BIO_new(BIO_s_mem());
-    if (bio == NULL) {
-        return SL_ENOMEM;
-    }
-    if (PEM_write_bio_X509(bio, ca->cert) == 1) {
-        rc = append_bio(bio, out);
-    }
-    BIO_free(bio);
-    ERR_clear_error();
-    return rc;
+    return append_text(ca, false, out);
 }
 
 int sl_ca_subject(const struct sl_ca *ca, struct sl_buf *out)
 {
-    BIO *bio;
-    int rc = SL_ECRYPTO;
-
-    ERR_clear_error();
-    bio = BIO_new(BIO_s_mem());
-    if (bio == NULL) {
-        return SL_ENOMEM;
-    }
-    if (X509_NAME_print_ex(bio, X509_get_subject_name(ca->cert), 0,
-                           XN_FLAG_ONELINE & ~XN_FLAG_SPC_EQ)
-        >= 0) {
-        rc = append_bio(bio, out);
-    }
-    BIO_free(bio);
-    ERR_clear_error();
-    return rc;
+    return append_text(ca, true, out);
 }
 
 /* Makes sure `dir` is a directory, creating it with mode 0700 when it is missing. */
@@ -630,15 +621,7 @@ int sl_ca_write(const struct sl_ca *ca, const char *dir, bool force, char *err, 
         sl__certs_seterr(err, errlen, "cannot write the CA: it was loaded without its key");
         return SL_EINVAL;
     }
-    if (dir[0] == '\0') {
-        sl__certs_seterr(err, errlen, "cannot write the CA: the directory name is empty");
-        return SL_EINVAL;
-    }
-    if (join_path(cert_path, sizeof(cert_path), dir, SL_CA_CERT_FILE) < 0
-        || join_path(key_path, sizeof(key_path), dir, SL_CA_KEY_FILE) < 0) {
-        sl__certs_seterr(err, errlen, "cannot write the CA: the directory name is too long");
-        return SL_ETOOBIG;
-    }
+    SL_TRY(ca_paths(dir, cert_path, key_path, "cannot write the CA: the directory", err, errlen));
     SL_TRY(ensure_dir(dir, err, errlen));
     if (!force) {
         SL_TRY(check_absent(cert_path, err, errlen));

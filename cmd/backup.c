@@ -362,7 +362,6 @@ int sl_cmd_backup(int argc, char **argv)
     const char *data = NULL;
     const char *pos[1];
     size_t n_pos = 0;
-    bool help = false;
     const struct sl_opt opts[] = {
         { "--data", SL_OPT_VALUE, NULL, &data, NULL, NULL, 0 },
         { "--out", SL_OPT_VALUE, NULL, &bk.out, NULL, NULL, 0 },
@@ -370,11 +369,8 @@ int sl_cmd_backup(int argc, char **argv)
     int rc;
 
     memset(&bk, 0, sizeof(bk));
-    rc = sl_opts_parse("backup", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0, &n_pos, &help);
-    if (rc != SL_CMD_OK || help) {
-        if (help) {
-            (void)fputs(backup_usage, stdout);
-        }
+    if (!sl_opts_parse_or_usage("backup", backup_usage, argc, argv, opts, SL_ARRAY_LEN(opts), pos,
+                                0, &n_pos, &rc)) {
         return rc;
     }
     if (bk.out == NULL) {
@@ -651,17 +647,14 @@ int sl_cmd_restore(int argc, char **argv)
     const char *from = NULL;
     const char *pos[1];
     size_t n_pos = 0;
-    bool help = false;
     const struct sl_opt opts[] = {
         { "--data", SL_OPT_VALUE, NULL, &data, NULL, NULL, 0 },
         { "--from", SL_OPT_VALUE, NULL, &from, NULL, NULL, 0 },
     };
-    int rc = sl_opts_parse("restore", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0, &n_pos, &help);
+    int rc;
 
-    if (rc != SL_CMD_OK || help) {
-        if (help) {
-            (void)fputs(restore_usage, stdout);
-        }
+    if (!sl_opts_parse_or_usage("restore", restore_usage, argc, argv, opts, SL_ARRAY_LEN(opts), pos,
+                                0, &n_pos, &rc)) {
         return rc;
     }
     if (from == NULL) {

@@ -88,11 +88,28 @@ static int finish_output(const char *cmd)
     return SL_CMD_OK;
 }
 
+/* The arguments of `ca show` and `ca mint`: --data DIR and up to `max_pos` positional ones,
+ * or --help (its usage printed). False when the command is done, `*rc` its exit status. */
+static bool parse_data_args(const char *cmd, const char *usage, int argc, char **argv,
+                            const char **data, const char **pos, size_t max_pos, size_t *n_pos,
+                            int *rc)
+{
+    const struct sl_opt specs[] = {
+        { "--data", SL_OPT_VALUE, NULL, data, NULL, NULL, 0 },
+    };
+
+    if (!sl_opts_parse_or_usage(cmd, usage, argc, argv, specs, SL_ARRAY_LEN(specs), pos, max_pos,
+                                n_pos, rc)) {
+        *rc = *rc == SL_CMD_OK ? finish_output(cmd) : *rc;
+        return false;
+    }
+    return true;
+}
+
 static int cmd_init(int argc, char **argv)
 {
     const char *out = NULL;
     bool force = false;
-    bool help = false;
     const struct sl_opt specs[] = {
         { "--out", SL_OPT_VALUE, NULL, &out, NULL, NULL, 0 },
         { "--force", SL_OPT_FLAG, &force, NULL, NULL, NULL, 0 },
@@ -105,13 +122,9 @@ static int cmd_init(int argc, char **argv)
     const char *dir;
     int rc;
 
-    rc = sl_opts_parse("ca init", argc, argv, specs, SL_ARRAY_LEN(specs), pos, 0, &n_pos, &help);
-    if (rc != 0) {
-        return rc;
-    }
-    if (help) {
-        (void)fputs(init_usage, stdout);
-        return finish_output("ca init");
+    if (!sl_opts_parse_or_usage("ca init", init_usage, argc, argv, specs, SL_ARRAY_LEN(specs), pos,
+                                0, &n_pos, &rc)) {
+        return rc == SL_CMD_OK ? finish_output("ca init") : rc;
     }
     dir = sl_opts_data_dir(out);
     rc = sl_ca_create(&ca, err, sizeof(err));
@@ -142,10 +155,6 @@ static int cmd_init(int argc, char **argv)
 static int cmd_show(int argc, char **argv)
 {
     const char *data = NULL;
-    bool help = false;
-    const struct sl_opt specs[] = {
-        { "--data", SL_OPT_VALUE, NULL, &data, NULL, NULL, 0 },
-    };
     const char *pos[1];
     size_t n_pos = 0;
     char err[ERR_BYTES] = "";
@@ -153,13 +162,8 @@ static int cmd_show(int argc, char **argv)
     struct sl_buf pem;
     int rc;
 
-    rc = sl_opts_parse("ca show", argc, argv, specs, SL_ARRAY_LEN(specs), pos, 0, &n_pos, &help);
-    if (rc != 0) {
+    if (!parse_data_args("ca show", show_usage, argc, argv, &data, pos, 0, &n_pos, &rc)) {
         return rc;
-    }
-    if (help) {
-        (void)fputs(show_usage, stdout);
-        return finish_output("ca show");
     }
     rc = sl_ca_load_dir(sl_opts_data_dir(data), false, &ca, err, sizeof(err));
     if (rc < 0) {
@@ -201,10 +205,6 @@ static int print_cert(X509 *cert)
 static int cmd_mint(int argc, char **argv)
 {
     const char *data = NULL;
-    bool help = false;
-    const struct sl_opt specs[] = {
-        { "--data", SL_OPT_VALUE, NULL, &data, NULL, NULL, 0 },
-    };
     const char *pos[1];
     size_t n_pos = 0;
     char err[ERR_BYTES] = "";
@@ -216,13 +216,8 @@ static int cmd_mint(int argc, char **argv)
     const char *name;
     int rc;
 
-    rc = sl_opts_parse("ca mint", argc, argv, specs, SL_ARRAY_LEN(specs), pos, 1, &n_pos, &help);
-    if (rc != 0) {
+    if (!parse_data_args("ca mint", mint_usage, argc, argv, &data, pos, 1, &n_pos, &rc)) {
         return rc;
-    }
-    if (help) {
-        (void)fputs(mint_usage, stdout);
-        return finish_output("ca mint");
     }
     if (n_pos == 0) {
         sl_eprintf("ca mint: missing HOST (see sluice ca mint --help)");
@@ -261,6 +256,12 @@ static int cmd_mint(int argc, char **argv)
     return finish_output("ca mint");
 }
 
+static const struct sl_subcmd subs[] = {
+    { "init", cmd_init },
+    { "show", cmd_show },
+    { "mint", cmd_mint },
+};
+
 int sl_cmd_ca(int argc, char **argv)
 {
     const char *sub;
@@ -270,23 +271,9 @@ int sl_cmd_ca(int argc, char **argv)
         return SL_CMD_USAGE;
     }
     sub = argv[1];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+    if (sl_opts_is_help(sub)) {
         (void)fputs(ca_usage, stdout);
         return finish_output("ca");
     }
-    if (strcmp(sub, "init") == 0) {
-        return cmd_init(argc - 1, argv + 1);
-    }
-    if (strcmp(sub, "show") == 0) {
-        return cmd_show(argc - 1, argv + 1);
-    }
-    if (strcmp(sub, "mint") == 0) {
-        return cmd_mint(argc - 1, argv + 1);
-    }
-    if (sub[0] == '-') {
-        sl_eprintf("ca: unknown option '%s' (see sluice ca --help)", sub);
-    } else {
-        sl_eprintf("ca: unknown command '%s' (see sluice ca --help)", sub);
-    }
-    return SL_CMD_USAGE;
+    return sl_opts_run_subcmd("ca", subs, SL_ARRAY_LEN(subs), argc, argv);
 }

@@ -394,18 +394,14 @@ int sl_cmd_config(int argc, char **argv)
     const char *pos[2];
     size_t n_pos = 0;
     const char *for_cmd = NULL;
-    bool help = false;
     const struct sl_opt opts[] = {
         { "--for", SL_OPT_VALUE, NULL, &for_cmd, NULL, NULL, 0 },
     };
-    int rc = sl_opts_parse("config", argc, argv, opts, SL_ARRAY_LEN(opts), pos, 2, &n_pos, &help);
+    int rc;
 
-    if (rc != SL_CMD_OK) {
+    if (!sl_opts_parse_or_usage("config", usage, argc, argv, opts, SL_ARRAY_LEN(opts), pos, 2,
+                                &n_pos, &rc)) {
         return rc;
-    }
-    if (help) {
-        (void)fputs(usage, stdout);
-        return SL_CMD_OK;
     }
     if (n_pos == 0 || strcmp(pos[0], "check") != 0) {
         sl_eprintf("config: missing command: check (see sluice config --help)");

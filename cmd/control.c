@@ -75,23 +75,15 @@ static bool is_cidr_text(const char *s)
 static int convert(const struct raw *r, struct sl_control_config *cfg)
 {
     static const char cmd[] = "control";
+    const struct sl_opt_uint nums[] = {
+        { "--proxy-port", r->proxy_port, 1, 65535, &cfg->proxy_port },
+        { "--idle-timeout", r->idle_timeout, 1, 31536000, &cfg->idle_timeout_s },
+        { "--sandbox-lifetime", r->sandbox_lifetime, 1, 31536000, &cfg->sandbox_lifetime_s },
+        { "--job-concurrency", r->job_concurrency, 1, 64, &cfg->job_concurrency },
+    };
 
-    if ((r->proxy_port != NULL
-         && sl_opts_uint(cmd, "--proxy-port", r->proxy_port, 1, 65535, &cfg->proxy_port))
-        || (r->idle_timeout != NULL
-            && sl_opts_uint(cmd, "--idle-timeout", r->idle_timeout, 1, 31536000,
-                            &cfg->idle_timeout_s))
-        || (r->sandbox_lifetime != NULL
-            && sl_opts_uint(cmd, "--sandbox-lifetime", r->sandbox_lifetime, 1, 31536000,
-                            &cfg->sandbox_lifetime_s))
-        || (r->job_concurrency != NULL
-            && sl_opts_uint(cmd, "--job-concurrency", r->job_concurrency, 1, 64,
-                            &cfg->job_concurrency))) {
-        return SL_CMD_USAGE;
-    }
-    if (r->log_level != NULL && sl_log_level_parse(r->log_level, &cfg->log_level) < 0) {
-        sl_eprintf("%s: option '--log-level' needs error, warn, info, debug or trace, not '%s'",
-                   cmd, r->log_level);
+    if (sl_opts_uints(cmd, nums, SL_ARRAY_LEN(nums)) != SL_CMD_OK
+        || sl_opts_log_level(cmd, r->log_level, &cfg->log_level) != SL_CMD_OK) {
         return SL_CMD_USAGE;
     }
     if (r->docker_socket != NULL) {
@@ -128,10 +120,10 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
 
 static const char *const sections[] = { "control", NULL };
 
-/* The command line (and --config) into `cfg`; `*conf` keeps the file's strings. */
-static int parse(int argc, char **argv, struct sl_control_config *cfg, bool *help,
-                 struct sl_conf **conf)
+/* The command line (and --config) into `arg`, a struct sl_control_config (sl_opts_parse_fn). */
+static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **conf)
 {
+    struct sl_control_config *cfg = arg;
     struct raw r;
     const char *pos[1];
     size_t n_pos = 0;
@@ -165,41 +157,24 @@ static int parse(int argc, char **argv, struct sl_control_config *cfg, bool *hel
     if (rc != SL_CMD_OK || *help) {
         return rc;
     }
-    rc = convert(&r, cfg);
-    if (rc != SL_CMD_OK && *conf != NULL) {
-        sl_eprintf("%s: the value may come from %s: `sluice config check %s --for %s` names its "
-                   "line",
-                   "control", (*conf)->path, (*conf)->path, "control");
-    }
-    return rc;
+    return sl_opts_conf_hint("control", *conf, convert(&r, cfg));
+}
+
+static int start(void *cfg)
+{
+    return sl_control_run(cfg) < 0 ? SL_CMD_FAIL : SL_CMD_OK;
 }
 
 int sl_cmd_control_check(int argc, char **argv)
 {
     struct sl_control_config cfg;
-    struct sl_conf *conf = NULL;
-    bool help = false;
-    int rc = parse(argc, argv, &cfg, &help, &conf);
 
-    sl_conf_destroy(conf);
-    return rc;
+    return sl_opts_daemon(argc, argv, &cfg, parse, NULL, usage);
 }
 
 int sl_cmd_control(int argc, char **argv)
 {
     struct sl_control_config cfg;
-    struct sl_conf *conf = NULL;
-    bool help = false;
-    int rc = parse(argc, argv, &cfg, &help, &conf);
 
-    if (rc != SL_CMD_OK || help) {
-        if (help) {
-            (void)fputs(usage, stdout);
-        }
-        sl_conf_destroy(conf);
-        return rc;
-    }
-    rc = sl_control_run(&cfg) < 0 ? SL_CMD_FAIL : SL_CMD_OK;
-    sl_conf_destroy(conf);
-    return rc;
+    return sl_opts_daemon(argc, argv, &cfg, parse, start, usage);
 }

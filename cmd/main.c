@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "cmd/cmd.h"
+#include "cmd/opts.h"
 
 static const char usage[] =
         "usage: sluice [--help] [--version] COMMAND [ARGS]\n"
@@ -34,6 +35,12 @@ static const char usage[] =
         "\n"
         "`sluice COMMAND --help` describes a command.\n";
 
+static const struct sl_subcmd commands[] = {
+    { "ca", sl_cmd_ca },           { "policy", sl_cmd_policy }, { "proxy", sl_cmd_proxy },
+    { "control", sl_cmd_control }, { "user", sl_cmd_user },     { "up", sl_cmd_up },
+    { "config", sl_cmd_config },   { "backup", sl_cmd_backup }, { "restore", sl_cmd_restore },
+};
+
 int main(int argc, char **argv)
 {
     const char *cmd;
@@ -45,7 +52,7 @@ int main(int argc, char **argv)
         return SL_CMD_USAGE;
     }
     cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    if (sl_opts_is_help(cmd)) {
         fputs(usage, stdout);
         return SL_CMD_OK;
     }
@@ -53,37 +60,5 @@ int main(int argc, char **argv)
         printf("sluice %s\n", SLUICE_VERSION);
         return SL_CMD_OK;
     }
-    if (strcmp(cmd, "ca") == 0) {
-        return sl_cmd_ca(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "policy") == 0) {
-        return sl_cmd_policy(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "proxy") == 0) {
-        return sl_cmd_proxy(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "control") == 0) {
-        return sl_cmd_control(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "user") == 0) {
-        return sl_cmd_user(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "up") == 0) {
-        return sl_cmd_up(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "config") == 0) {
-        return sl_cmd_config(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "backup") == 0) {
-        return sl_cmd_backup(argc - 1, argv + 1);
-    }
-    if (strcmp(cmd, "restore") == 0) {
-        return sl_cmd_restore(argc - 1, argv + 1);
-    }
-    if (cmd[0] == '-') {
-        sl_eprintf("unknown option '%s' (see sluice --help)", cmd);
-    } else {
-        sl_eprintf("unknown command '%s' (see sluice --help)", cmd);
-    }
-    return SL_CMD_USAGE;
+    return sl_opts_run_subcmd("", commands, SL_ARRAY_LEN(commands), argc, argv);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "cmd/opts.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,6 +86,20 @@ int sl_opts_parse(const char *cmd, int argc, char **argv, const struct sl_opt *o
         o->list[(*o->n)++] = value;
     }
     return SL_CMD_OK;
+}
+
+bool sl_opts_parse_or_usage(const char *cmd, const char *usage, int argc, char **argv,
+                            const struct sl_opt *opts, size_t n_opts, const char **pos,
+                            size_t max_pos, size_t *n_pos, int *rc)
+{
+    bool help = false;
+
+    *rc = sl_opts_parse(cmd, argc, argv, opts, n_opts, pos, max_pos, n_pos, &help);
+    if (*rc == SL_CMD_OK && help) {
+        (void)fputs(usage, stdout);
+        return false;
+    }
+    return *rc == SL_CMD_OK;
 }
 
 static bool in_sections(const char *section, const char *const *sections)
@@ -271,6 +286,53 @@ bad:
     return SL_CMD_USAGE;
 }
 
+int sl_opts_uints(const char *cmd, const struct sl_opt_uint *v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].text != NULL
+            && sl_opts_uint(cmd, v[i].name, v[i].text, v[i].min, v[i].max, v[i].out) != SL_CMD_OK) {
+            return SL_CMD_USAGE;
+        }
+    }
+    return SL_CMD_OK;
+}
+
+int sl_opts_log_level(const char *cmd, const char *text, enum sl_log_level *out)
+{
+    if (text != NULL && sl_log_level_parse(text, out) < 0) {
+        sl_eprintf("%s: option '--log-level' needs error, warn, info, debug or trace, not '%s'",
+                   cmd, text);
+        return SL_CMD_USAGE;
+    }
+    return SL_CMD_OK;
+}
+
+int sl_opts_conf_hint(const char *cmd, const struct sl_conf *conf, int rc)
+{
+    if (rc != SL_CMD_OK && conf != NULL) {
+        sl_eprintf("%s: the value may come from %s: `sluice config check %s --for %s` names its "
+                   "line",
+                   cmd, conf->path, conf->path, cmd);
+    }
+    return rc;
+}
+
+int sl_opts_daemon(int argc, char **argv, void *cfg, sl_opts_parse_fn *parse,
+                   sl_opts_start_fn *start, const char *usage)
+{
+    struct sl_conf *conf = NULL;
+    bool help = false;
+    int rc = parse(argc, argv, cfg, &help, &conf);
+
+    if (start != NULL && help) {
+        (void)fputs(usage, stdout);
+    } else if (start != NULL && rc == SL_CMD_OK) {
+        rc = start(cfg);
+    }
+    sl_conf_destroy(conf);
+    return rc;
+}
+
 const char *sl_opts_data_dir(const char *flag)
 {
     const char *env;
@@ -280,4 +342,34 @@ const char *sl_opts_data_dir(const char *flag)
     }
     env = getenv("SLUICE_DATA");
     return env != NULL && env[0] != '\0' ? env : "./var";
+}
+
+bool sl_opts_is_help(const char *arg)
+{
+    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0 || strcmp(arg, "help") == 0;
+}
+
+const struct sl_subcmd *sl_opts_find_subcmd(const struct sl_subcmd *subs, size_t n,
+                                            const char *name)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(subs[i].name, name) == 0) {
+            return &subs[i];
+        }
+    }
+    return NULL;
+}
+
+int sl_opts_run_subcmd(const char *cmd, const struct sl_subcmd *subs, size_t n, int argc,
+                       char **argv)
+{
+    const struct sl_subcmd *s = sl_opts_find_subcmd(subs, n, argv[1]);
+    bool top = cmd[0] == '\0';
+
+    if (s != NULL) {
+        return s->run(argc - 1, argv + 1);
+    }
+    sl_eprintf("%s%sunknown %s '%s' (see sluice %s%s--help)", cmd, top ? "" : ": ",
+               argv[1][0] == '-' ? "option" : "command", argv[1], cmd, top ? "" : " ");
+    return SL_CMD_USAGE;
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/log.h"
 #include "cmd/config.h"
 
 enum sl_opt_kind {
@@ -44,6 +45,12 @@ struct sl_opt {
 int sl_opts_parse(const char *cmd, int argc, char **argv, const struct sl_opt *opts, size_t n_opts,
                   const char **pos, size_t max_pos, size_t *n_pos, bool *help);
 
+/* sl_opts_parse(), with `usage` printed on standard output for --help. True when the command
+ * goes on; false when it is done, `*rc` its exit status (0 after the usage). */
+bool sl_opts_parse_or_usage(const char *cmd, const char *usage, int argc, char **argv,
+                            const struct sl_opt *opts, size_t n_opts, const char **pos,
+                            size_t max_pos, size_t *n_pos, int *rc);
+
 /* sl_opts_parse() plus `--config FILE`: after the command line, the file's keys of the
  * sections in `sections` (NULL-terminated; keys before any header are read too) are applied to
  * the options the command line did not give. Every problem of the file (syntax, an unknown
@@ -65,7 +72,61 @@ size_t sl_opts_apply_conf(const struct sl_conf *conf, const char *const *section
 int sl_opts_uint(const char *cmd, const char *name, const char *text, unsigned min, unsigned max,
                  unsigned *out);
 
+/* A number option for sl_opts_uints(): its name, its text (NULL when not given), the range it
+ * must be in and where it goes. */
+struct sl_opt_uint {
+    const char *name;
+    const char *text;
+    unsigned min;
+    unsigned max;
+    unsigned *out;
+};
+
+/* sl_opts_uint() of each given option of `v`, in order, up to the first that is not a number
+ * in its range: 0, or 2 with that one line printed. */
+int sl_opts_uints(const char *cmd, const struct sl_opt_uint *v, size_t n);
+
+/* `--log-level` given as `text` (NULL: not given) into `*out`. Prints one line and returns 2
+ * for another word; 0 on success. */
+int sl_opts_log_level(const char *cmd, const char *text, enum sl_log_level *out);
+
+/* Returns `rc`; when it is a failure and the options came partly from the file `conf` (NULL:
+ * none), first prints the line telling how to find the culprit (`sluice config check FILE --for
+ * CMD`). For the checks after sl_opts_parse_config(). */
+int sl_opts_conf_hint(const char *cmd, const struct sl_conf *conf, int rc);
+
+/* Reads a daemon's command line (and --config) into its configuration `cfg`; `*conf` keeps the
+ * file's strings. Returns 0 (with `*help` set for --help) or 2 after printing why. */
+typedef int sl_opts_parse_fn(int argc, char **argv, void *cfg, bool *help, struct sl_conf **conf);
+/* Runs a daemon on its configuration: its exit status. */
+typedef int sl_opts_start_fn(void *cfg);
+
+/* A daemon's command (`sluice control`, `sluice proxy`): `parse` into `cfg`, then for --help
+ * `usage` printed, else `start`; with `start` NULL only the flags are checked (--help then
+ * prints nothing), as `sluice config check` does. Returns the exit status. */
+int sl_opts_daemon(int argc, char **argv, void *cfg, sl_opts_parse_fn *parse,
+                   sl_opts_start_fn *start, const char *usage);
+
 /* The data directory: `flag` if set, else $SLUICE_DATA, else ./var (docs/reference/cli.md §1). */
 const char *sl_opts_data_dir(const char *flag);
+
+/* A subcommand: its name, and what runs it on the arguments from that name on. */
+struct sl_subcmd {
+    const char *name;
+    int (*run)(int argc, char **argv);
+};
+
+/* True when `arg` asks for the usage: --help, -h or help. */
+bool sl_opts_is_help(const char *arg);
+
+/* The subcommand of `subs` (`n` of them) named `name`, or NULL. */
+const struct sl_subcmd *sl_opts_find_subcmd(const struct sl_subcmd *subs, size_t n,
+                                            const char *name);
+
+/* Runs the subcommand argv[1] of `subs` on argv[1..argc); for another word prints
+ * `CMD: unknown command 'WORD' (see sluice CMD --help)` (option for a word starting with '-';
+ * `cmd` "" for sluice itself, without the prefix) and returns 2. */
+int sl_opts_run_subcmd(const char *cmd, const struct sl_subcmd *subs, size_t n, int argc,
+                       char **argv);
 
 #endif

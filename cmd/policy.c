@@ -87,11 +87,6 @@ struct explain_args {
     const char *push_ref;
 };
 
-static bool is_help(const char *arg)
-{
-    return strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0 || strcmp(arg, "help") == 0;
-}
-
 /* Reads all of `path` ("-": stdin) into `b` (capped at the snapshot limit). Prints why not. */
 static int read_file(const char *path, struct sl_buf *b)
 {
@@ -202,15 +197,11 @@ static int cmd_check(int argc, char **argv)
 {
     const char *pos[2];
     size_t n_pos = 0;
-    bool help = false;
-    int rc = sl_opts_parse("policy check", argc, argv, NULL, 0, pos, 2, &n_pos, &help);
+    int rc;
 
-    if (rc != SL_CMD_OK) {
+    if (!sl_opts_parse_or_usage("policy check", usage_check, argc, argv, NULL, 0, pos, 2, &n_pos,
+                                &rc)) {
         return rc;
-    }
-    if (help) {
-        (void)fputs(usage_check, stdout);
-        return SL_CMD_OK;
     }
     if (n_pos == 0) {
         return usage_error("check", "missing FILE", NULL);
@@ -231,16 +222,11 @@ static int parse_explain_args(int argc, char **argv, struct explain_args *a)
     };
     const char *pos[2];
     size_t n_pos = 0;
-    bool help = false;
-    int rc = sl_opts_parse("policy explain", argc, argv, options, SL_ARRAY_LEN(options), pos, 2,
-                           &n_pos, &help);
+    int rc;
 
-    if (rc != SL_CMD_OK) {
-        return rc;
-    }
-    if (help) {
-        (void)fputs(usage_explain, stdout);
-        return 1;
+    if (!sl_opts_parse_or_usage("policy explain", usage_explain, argc, argv, options,
+                                SL_ARRAY_LEN(options), pos, 2, &n_pos, &rc)) {
+        return rc == SL_CMD_OK ? 1 : rc;
     }
     if (n_pos == 0) {
         return usage_error("explain", "missing FILE", NULL);
@@ -466,19 +452,23 @@ static int cmd_explain(int argc, char **argv)
 
 int sl_cmd_policy(int argc, char **argv)
 {
+    static const struct sl_subcmd subs[] = {
+        { "check", cmd_check },
+        { "explain", cmd_explain },
+    };
+    const struct sl_subcmd *s;
+
     if (argc < 2) {
         sl_eprintf("policy: missing command, check or explain (see sluice policy --help)");
         return SL_CMD_USAGE;
     }
-    if (is_help(argv[1])) {
+    if (sl_opts_is_help(argv[1])) {
         (void)fputs(usage_policy, stdout);
         return SL_CMD_OK;
     }
-    if (strcmp(argv[1], "check") == 0) {
-        return cmd_check(argc - 1, argv + 1);
-    }
-    if (strcmp(argv[1], "explain") == 0) {
-        return cmd_explain(argc - 1, argv + 1);
+    s = sl_opts_find_subcmd(subs, SL_ARRAY_LEN(subs), argv[1]);
+    if (s != NULL) {
+        return s->run(argc - 1, argv + 1);
     }
     sl_eprintf("policy: unknown command '%s' (see sluice policy --help)", argv[1]);
     return SL_CMD_USAGE;

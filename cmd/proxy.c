@@ -73,6 +73,15 @@ struct raw {
 static int convert(const struct raw *r, struct sl_proxy_config *cfg)
 {
     static const char cmd[] = "proxy";
+    const struct sl_opt_uint nums[] = {
+        { "--workers", r->workers, 1, 64, &cfg->workers },
+        { "--max-connections", r->max_connections, 1, 1000000, &cfg->max_connections },
+        { "--header-timeout", r->header_timeout, 1, 86400, &cfg->header_timeout_s },
+        { "--idle-timeout", r->idle_timeout, 1, 86400, &cfg->idle_timeout_s },
+        { "--upstream-timeout", r->upstream_timeout, 1, 86400, &cfg->upstream_timeout_s },
+        { "--handshake-timeout", r->handshake_timeout, 1, 86400, &cfg->tls_handshake_timeout_s },
+        { "--cert-cache", r->cert_cache, 1, SL_LEAF_CACHE_MAX_CAPACITY, &cfg->cert_cache_entries },
+    };
     char err[256];
 
     for (size_t i = 0; i < r->n_listen; i++) {
@@ -86,29 +95,8 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
         }
     }
     cfg->n_pins = r->n_resolve;
-    if ((r->workers != NULL && sl_opts_uint(cmd, "--workers", r->workers, 1, 64, &cfg->workers))
-        || (r->max_connections != NULL
-            && sl_opts_uint(cmd, "--max-connections", r->max_connections, 1, 1000000,
-                            &cfg->max_connections))
-        || (r->header_timeout != NULL
-            && sl_opts_uint(cmd, "--header-timeout", r->header_timeout, 1, 86400,
-                            &cfg->header_timeout_s))
-        || (r->idle_timeout != NULL
-            && sl_opts_uint(cmd, "--idle-timeout", r->idle_timeout, 1, 86400, &cfg->idle_timeout_s))
-        || (r->upstream_timeout != NULL
-            && sl_opts_uint(cmd, "--upstream-timeout", r->upstream_timeout, 1, 86400,
-                            &cfg->upstream_timeout_s))
-        || (r->handshake_timeout != NULL
-            && sl_opts_uint(cmd, "--handshake-timeout", r->handshake_timeout, 1, 86400,
-                            &cfg->tls_handshake_timeout_s))
-        || (r->cert_cache != NULL
-            && sl_opts_uint(cmd, "--cert-cache", r->cert_cache, 1, SL_LEAF_CACHE_MAX_CAPACITY,
-                            &cfg->cert_cache_entries))) {
-        return SL_CMD_USAGE;
-    }
-    if (r->log_level != NULL && sl_log_level_parse(r->log_level, &cfg->log_level) < 0) {
-        sl_eprintf("%s: option '--log-level' needs error, warn, info, debug or trace, not '%s'",
-                   cmd, r->log_level);
+    if (sl_opts_uints(cmd, nums, SL_ARRAY_LEN(nums)) != SL_CMD_OK
+        || sl_opts_log_level(cmd, r->log_level, &cfg->log_level) != SL_CMD_OK) {
         return SL_CMD_USAGE;
     }
     if (r->audit_failure != NULL) {
@@ -131,10 +119,10 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
 
 static const char *const sections[] = { "proxy", NULL };
 
-/* The command line (and --config) into `cfg`; `*conf` keeps the file's strings. */
-static int parse(int argc, char **argv, struct sl_proxy_config *cfg, bool *help,
-                 struct sl_conf **conf)
+/* The command line (and --config) into `arg`, a struct sl_proxy_config (sl_opts_parse_fn). */
+static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **conf)
 {
+    struct sl_proxy_config *cfg = arg;
     struct raw r;
     const char *pos[1];
     size_t n_pos = 0;
@@ -174,45 +162,30 @@ static int parse(int argc, char **argv, struct sl_proxy_config *cfg, bool *help,
     if (rc != SL_CMD_OK || *help) {
         return rc;
     }
-    rc = convert(&r, cfg);
-    if (rc != SL_CMD_OK && *conf != NULL) {
-        sl_eprintf("%s: the value may come from %s: `sluice config check %s --for %s` names its "
-                   "line",
-                   "proxy", (*conf)->path, (*conf)->path, "proxy");
-    }
-    return rc;
+    return sl_opts_conf_hint("proxy", *conf, convert(&r, cfg));
 }
 
-int sl_cmd_proxy_check(int argc, char **argv)
+static int start(void *cfg)
 {
-    struct sl_proxy_config cfg;
-    struct sl_conf *conf = NULL;
-    bool help = false;
-    int rc = parse(argc, argv, &cfg, &help, &conf);
+    int rc = sl_proxy_run(cfg);
 
-    sl_conf_destroy(conf);
-    return rc;
-}
-
-int sl_cmd_proxy(int argc, char **argv)
-{
-    struct sl_proxy_config cfg;
-    struct sl_conf *conf = NULL;
-    bool help = false;
-    int rc = parse(argc, argv, &cfg, &help, &conf);
-
-    if (rc != SL_CMD_OK || help) {
-        if (help) {
-            (void)fputs(usage, stdout);
-        }
-        sl_conf_destroy(conf);
-        return rc;
-    }
-    rc = sl_proxy_run(&cfg);
-    sl_conf_destroy(conf);
     if (rc < 0) {
         sl_eprintf("proxy: could not start (%s); see the log lines above", sl_strerror(rc));
         return SL_CMD_FAIL;
     }
     return SL_CMD_OK;
+}
+
+int sl_cmd_proxy_check(int argc, char **argv)
+{
+    struct sl_proxy_config cfg;
+
+    return sl_opts_daemon(argc, argv, &cfg, parse, NULL, usage);
+}
+
+int sl_cmd_proxy(int argc, char **argv)
+{
+    struct sl_proxy_config cfg;
+
+    return sl_opts_daemon(argc, argv, &cfg, parse, start, usage);
 }

@@ -51,6 +51,17 @@ uint64_t sl_sup_now_ms(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* The signals the supervisor blocks and waits for. */
+static void signals(sigset_t *set)
+{
+    (void)sigemptyset(set);
+    (void)sigaddset(set, SIGINT);
+    (void)sigaddset(set, SIGTERM);
+    (void)sigaddset(set, SIGCHLD);
+    (void)sigaddset(set, SIGHUP);
+    (void)sigaddset(set, SIGUSR1);
+}
+
 int sl_sup_init(struct sl_sup *s)
 {
     sigset_t set;
@@ -58,12 +69,7 @@ int sl_sup_init(struct sl_sup *s)
     memset(s, 0, sizeof(*s));
     s->initial_ms = SL_SUP_BACKOFF_INITIAL_MS;
     s->restarting = true;
-    (void)sigemptyset(&set);
-    (void)sigaddset(&set, SIGINT);
-    (void)sigaddset(&set, SIGTERM);
-    (void)sigaddset(&set, SIGCHLD);
-    (void)sigaddset(&set, SIGHUP);
-    (void)sigaddset(&set, SIGUSR1);
+    signals(&set);
     if (sigprocmask(SIG_BLOCK, &set, &s->old_mask) == -1) {
         return -errno;
     }
@@ -224,12 +230,7 @@ void sl_sup_poll(struct sl_sup *s, unsigned timeout_ms)
     }
     ts.tv_sec = (time_t)((until - now) / 1000u);
     ts.tv_nsec = (long)((until - now) % 1000u) * 1000000L;
-    (void)sigemptyset(&set);
-    (void)sigaddset(&set, SIGINT);
-    (void)sigaddset(&set, SIGTERM);
-    (void)sigaddset(&set, SIGCHLD);
-    (void)sigaddset(&set, SIGHUP);
-    (void)sigaddset(&set, SIGUSR1);
+    signals(&set);
     sig = sigtimedwait(&set, NULL, &ts);
     if (sig == SIGINT || sig == SIGTERM) {
         if (s->stop_signal == 0) {

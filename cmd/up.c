@@ -385,22 +385,6 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
     return SL_CMD_OK;
 }
 
-int sl_cmd_up_check(int argc, char **argv)
-{
-    struct up *u = sl_calloc(1, sizeof(*u));
-    bool help = false;
-    int rc;
-
-    if (u == NULL) {
-        sl_eprintf("up: out of memory");
-        return SL_CMD_FAIL;
-    }
-    rc = parse_args(u, argc, argv, &help);
-    free_args(u);
-    sl_free(u);
-    return rc;
-}
-
 /* ---- the data directory ----------------------------------------------------------------- */
 
 /* `path` made absolute against the current directory (the children and the printed summary
@@ -716,7 +700,8 @@ static bool port_open(const char *addr_port)
     return true;
 }
 
-static bool control_healthy(const struct up *u)
+/* GET `path` of the control plane answers 200. */
+static bool control_answers(const struct up *u, const char *path)
 {
     int fd = tcp_connect(u->control_listen);
     int status;
@@ -724,9 +709,14 @@ static bool control_healthy(const struct up *u)
     if (fd == -1) {
         return false;
     }
-    status = http_get_status(fd, "/healthz");
+    status = http_get_status(fd, path);
     (void)close(fd);
     return status == 200;
+}
+
+static bool control_healthy(const struct up *u)
+{
+    return control_answers(u, "/healthz");
 }
 
 /* The gateway exists on this host once its address can be bound. */
@@ -939,15 +929,7 @@ static bool wait_ready(struct sl_sup *s, struct sl_sup_child *c, const struct up
  * the sandboxes are up or not needed. */
 static bool control_ready(const struct up *u)
 {
-    int fd = tcp_connect(u->control_listen);
-    int status;
-
-    if (fd == -1) {
-        return false;
-    }
-    status = http_get_status(fd, "/readyz");
-    (void)close(fd);
-    return status == 200;
+    return control_answers(u, "/readyz");
 }
 
 static bool proxy_ready(const struct up *u)
@@ -1208,7 +1190,8 @@ static bool has_net_admin(void)
     return found && (caps & (1ull << 12)) != 0;
 }
 
-int sl_cmd_up(int argc, char **argv)
+/* `sluice up`, or with `run` false only its flags checked (--help then prints nothing). */
+static int up_command(int argc, char **argv, bool run)
 {
     struct up *u = sl_calloc(1, sizeof(*u));
     bool help = false;
@@ -1219,10 +1202,10 @@ int sl_cmd_up(int argc, char **argv)
         return SL_CMD_FAIL;
     }
     rc = parse_args(u, argc, argv, &help);
-    if (rc != SL_CMD_OK || help) {
-        if (help) {
+    if (!run || rc != SL_CMD_OK || help) {
+        if (run && help) {
             (void)fputs(usage, stdout);
-        } else if (u->conf != NULL) {
+        } else if (run && u->conf != NULL) {
             sl_eprintf("up: the value may come from %s: `sluice config check %s` names its line",
                        u->conf->path, u->conf->path);
         }
@@ -1258,4 +1241,14 @@ int sl_cmd_up(int argc, char **argv)
     sl_free(u->notify_socket);
     sl_free(u);
     return rc;
+}
+
+int sl_cmd_up_check(int argc, char **argv)
+{
+    return up_command(argc, argv, false);
+}
+
+int sl_cmd_up(int argc, char **argv)
+{
+    return up_command(argc, argv, true);
 }

@@ -174,7 +174,6 @@ int sl_cmd_user(int argc, char **argv)
     const char *data = NULL;
     const char *email = NULL;
     bool admin = false;
-    bool help = false;
     const char *cmd;
     int rc;
     const struct sl_opt opts[] = {
@@ -183,14 +182,9 @@ int sl_cmd_user(int argc, char **argv)
         { "--data", SL_OPT_VALUE, NULL, &data, NULL, NULL, 0 },
     };
 
-    rc = sl_opts_parse("user", argc, argv, opts, SL_ARRAY_LEN(opts), pos, SL_ARRAY_LEN(pos), &n_pos,
-                       &help);
-    if (rc != SL_CMD_OK) {
+    if (!sl_opts_parse_or_usage("user", usage, argc, argv, opts, SL_ARRAY_LEN(opts), pos,
+                                SL_ARRAY_LEN(pos), &n_pos, &rc)) {
         return rc;
-    }
-    if (help) {
-        (void)fputs(usage, stdout);
-        return SL_CMD_OK;
     }
     cmd = n_pos > 0 ? pos[0] : "";
     if (strcmp(cmd, "list") == 0) {

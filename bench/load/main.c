@@ -274,8 +274,30 @@ static const char *mode_name(enum sl_load_mode m)
 static int take_value(struct opts *o, const char *flag, const char *v)
 {
     struct sl_load_config *cfg = &o->cfg;
+
+    /* The flags that take seconds or a rate, and their usage lines. */
+    const struct {
+        const char *flag;
+        const char *bad;
+        double min;
+        double max;
+        double *out;
+    } reals[] = {
+        { "--duration", "bad --duration", 0.001, 86400.0, &cfg->duration_s },
+        { "--warmup", "bad --warmup", 0.0, 86400.0, &cfg->warmup_s },
+        { "--rate", "bad --rate", 0.001, 1e8, &cfg->rate },
+        { "--hold", "bad --hold", 0.0, 86400.0, &cfg->hold_s },
+    };
+
     uint64_t u;
 
+    for (size_t i = 0; i < SL_ARRAY_LEN(reals); i++) {
+        if (strcmp(flag, reals[i].flag) == 0) {
+            return parse_double(v, reals[i].min, reals[i].max, reals[i].out)
+                           ? 0
+                           : usage(reals[i].bad, v);
+        }
+    }
     if (strcmp(flag, "--url") == 0) {
         o->url = v;
     } else if (strcmp(flag, "--proxy") == 0) {
@@ -301,22 +323,6 @@ static int take_value(struct opts *o, const char *flag, const char *v)
             return usage("bad --threads", v);
         }
         cfg->threads = (unsigned)u;
-    } else if (strcmp(flag, "--duration") == 0) {
-        if (!parse_double(v, 0.001, 86400.0, &cfg->duration_s)) {
-            return usage("bad --duration", v);
-        }
-    } else if (strcmp(flag, "--warmup") == 0) {
-        if (!parse_double(v, 0.0, 86400.0, &cfg->warmup_s)) {
-            return usage("bad --warmup", v);
-        }
-    } else if (strcmp(flag, "--rate") == 0) {
-        if (!parse_double(v, 0.001, 1e8, &cfg->rate)) {
-            return usage("bad --rate", v);
-        }
-    } else if (strcmp(flag, "--hold") == 0) {
-        if (!parse_double(v, 0.0, 86400.0, &cfg->hold_s)) {
-            return usage("bad --hold", v);
-        }
     } else if (strcmp(flag, "--header") == 0) {
         if (o->nheaders == MAX_HEADERS || strchr(v, ':') == NULL || v[0] == ':'
             || !is_clean(v, true)) {

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/store/store.c - the database itself: opening it (the file check, the schema version,
- * the integrity check, WAL mode), the migrations, the SQL of every cached statement, the
- * helpers of store_int.h (statements, binders, transactions, columns) and the snapshot version
- * counter. The tables' own functions are in the store_*.c files.
+ * the integrity check, WAL mode), the migrations, the SQL of every cached statement and the rows
+ * those return (which column is read into which member), the helpers of store_int.h
+ * (statements, binders, transactions, columns, rows) and the snapshot version counter. The
+ * tables' own functions are in the store_*.c files.
  */
 #include "control/store/store.h"
 
@@ -325,6 +326,12 @@ void sl__store_unlock(struct sl_store *st)
     SL_BUG_ON(pthread_mutex_unlock(&st->lock) != 0);
 }
 
+int sl__store_release(struct sl_store *st, int rc)
+{
+    sl__store_unlock(st);
+    return rc;
+}
+
 bool sl__store_is_terminated(const char *s, size_t cap)
 {
     return memchr(s, '\0', cap) != NULL;
@@ -465,6 +472,23 @@ int sl__store_tx_end(struct sl_store *st, int rc)
     return rc;
 }
 
+int sl__store_change_begin(struct sl_store *st)
+{
+    int rc;
+
+    sl__store_lock(st);
+    rc = sl__store_tx_begin(st);
+    if (rc < 0) {
+        sl__store_unlock(st);
+    }
+    return rc;
+}
+
+int sl__store_change_end(struct sl_store *st, int rc)
+{
+    return sl__store_release(st, sl__store_tx_end(st, rc));
+}
+
 /* ---- reading columns ---- */
 
 static const char *col_name(sqlite3_stmt *s, int i)
@@ -555,13 +579,101 @@ int sl__store_grow(void *array, size_t *cap, size_t len, size_t size)
     return 0;
 }
 
-int sl__store_get_one(struct sl_store *st, sqlite3_stmt *s, int acc, sl__store_read_row_fn *read,
-                      void *row, const char *what)
+/* ---- rows ---- */
+
+int sl__store_read_cols(struct sl_store *st, sqlite3_stmt *s, int first,
+                        const struct sl__store_rows *kind, void *row)
+{
+    int rc = 0;
+
+    memset(row, 0, kind->size);
+    for (size_t i = 0; rc == 0 && i < kind->n_cols; i++) {
+        const struct sl__store_col *c = &kind->cols[i];
+        char *member = (char *)row + c->offset;
+        int col = first + (int)i;
+        char *text = NULL;
+        int64_t v = 0;
+        bool flag;
+
+        switch (c->kind) {
+        case SL__STORE_COL_TEXT:
+            rc = sl__store_col_copy(st, s, col, member, c->size);
+            break;
+        case SL__STORE_COL_DUP:
+            rc = sl__store_col_dup(s, col, &text);
+            memcpy(member, &text, sizeof(text));
+            break;
+        case SL__STORE_COL_DUP_REQUIRED:
+            rc = sl__store_col_dup_required(st, s, col, &text);
+            memcpy(member, &text, sizeof(text));
+            break;
+        case SL__STORE_COL_OPTIONAL:
+            v = sqlite3_column_type(s, col) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, col);
+            memcpy(member, &v, sizeof(v));
+            break;
+        case SL__STORE_COL_INT64:
+            v = sqlite3_column_int64(s, col);
+            memcpy(member, &v, sizeof(v));
+            break;
+        case SL__STORE_COL_FLAG:
+            flag = sqlite3_column_int(s, col) != 0;
+            memcpy(member, &flag, sizeof(flag));
+            break;
+        case SL__STORE_COL_OWN:
+            break;
+        }
+    }
+    if (rc < 0) {
+        sl__store_free_cols(kind, row);
+    }
+    return rc;
+}
+
+void sl__store_free_cols(const struct sl__store_rows *kind, void *row)
+{
+    for (size_t i = 0; i < kind->n_cols; i++) {
+        const struct sl__store_col *c = &kind->cols[i];
+        char *text;
+
+        if (c->kind == SL__STORE_COL_DUP || c->kind == SL__STORE_COL_DUP_REQUIRED) {
+            memcpy(&text, (char *)row + c->offset, sizeof(text));
+            sl_free(text);
+        }
+    }
+    memset(row, 0, kind->size);
+}
+
+int sl__store_read_row(struct sl_store *st, sqlite3_stmt *s, int first,
+                       const struct sl__store_rows *kind, void *row)
+{
+    return kind->read != NULL ? kind->read(st, s, first, row)
+                              : sl__store_read_cols(st, s, first, kind, row);
+}
+
+void sl__store_free_rows(const struct sl__store_rows *kind, void *rows, size_t n)
+{
+    if (rows == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        void *row = (uint8_t *)rows + i * kind->size;
+
+        if (kind->finish != NULL) {
+            kind->finish(row);
+        } else {
+            sl__store_free_cols(kind, row);
+        }
+    }
+    sl_free(rows);
+}
+
+int sl__store_get_one(struct sl_store *st, sqlite3_stmt *s, int acc,
+                      const struct sl__store_rows *kind, void *row, const char *what)
 {
     int rc = acc == SQLITE_OK ? sqlite3_step(s) : acc;
 
     if (rc == SQLITE_ROW) {
-        rc = read(st, s, row);
+        rc = sl__store_read_row(st, s, 0, kind, row);
     } else {
         rc = rc == SQLITE_DONE ? SL_ENOTFOUND : sl__store_db_error(st, rc, what);
     }
@@ -569,9 +681,20 @@ int sl__store_get_one(struct sl_store *st, sqlite3_stmt *s, int acc, sl__store_r
     return rc;
 }
 
-int sl__store_collect_rows(struct sl_store *st, sqlite3_stmt *s, size_t size,
-                           sl__store_read_row_fn *read, sl__store_free_rows_fn *free_rows,
-                           const char *what, void **out, size_t *n)
+int sl__store_get_by(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                     const struct sl__store_rows *kind, void *row, const char *what)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+
+    SL_TRY(sl__store_stmt(st, id, &s));
+    sl__store_bind_text(s, 1, key, &acc);
+    return sl__store_get_one(st, s, acc, kind, row, what);
+}
+
+/* The rows of sl__store_list(), the statement bound and not yet stepped. */
+static int collect_rows(struct sl_store *st, sqlite3_stmt *s, const struct sl__store_rows *kind,
+                        const char *what, void *out, size_t *n)
 {
     uint8_t *v = NULL;
     size_t len = 0;
@@ -579,27 +702,50 @@ int sl__store_collect_rows(struct sl_store *st, sqlite3_stmt *s, size_t size,
     int rc;
 
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        rc = sl__store_grow(&v, &cap, len, size);
+        rc = sl__store_grow(&v, &cap, len, kind->size);
         if (rc == 0) {
-            rc = read(st, s, v + len * size);
+            rc = sl__store_read_row(st, s, 0, kind, v + len * kind->size);
         }
         if (rc < 0) {
-            free_rows(v, len);
+            sl__store_free_rows(kind, v, len);
             return rc;
         }
         len++;
     }
     if (rc != SQLITE_DONE) {
-        free_rows(v, len);
+        sl__store_free_rows(kind, v, len);
         return sl__store_db_error(st, rc, what);
     }
-    *out = v;
+    memcpy(out, &v, sizeof(v));
     *n = len;
     return 0;
 }
 
+int sl__store_list(struct sl_store *st, sqlite3_stmt *s, int acc, const struct sl__store_rows *kind,
+                   const char *what, void *out, size_t *n)
+{
+    int rc = acc == SQLITE_OK ? collect_rows(st, s, kind, what, out, n)
+                              : sl__store_db_error(st, acc, what);
+
+    sl__store_stmt_done(s);
+    return rc;
+}
+
+static int list_by(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                   const struct sl__store_rows *kind, const char *what, void *out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+
+    SL_TRY(sl__store_stmt(st, id, &s));
+    if (key != NULL) {
+        sl__store_bind_text(s, 1, key, &acc);
+    }
+    return sl__store_list(st, s, acc, kind, what, out, n);
+}
+
 int sl__store_delete_one(struct sl_store *st, enum sl__store_stmt id, const char *key,
-                         const uint8_t *hash, const char *what)
+                         const char *key2, const uint8_t *hash, const char *what)
 {
     sqlite3_stmt *s = NULL;
     int acc = SQLITE_OK;
@@ -610,9 +756,289 @@ int sl__store_delete_one(struct sl_store *st, enum sl__store_stmt id, const char
     } else {
         sl__store_bind_text(s, 1, key, &acc);
     }
+    if (key2 != NULL) {
+        sl__store_bind_text(s, 2, key2, &acc);
+    }
     SL_TRY(sl__store_exec(st, s, acc, what));
     return sqlite3_changes(st->db) == 0 ? SL_ENOTFOUND : 0;
 }
+
+/* ---- whole operations ---- */
+
+int sl__store_locked_get(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                         const struct sl__store_rows *kind, void *row, const char *what)
+{
+    sl__store_lock(st);
+    return sl__store_release(st, sl__store_get_by(st, id, key, kind, row, what));
+}
+
+int sl__store_locked_list(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                          const struct sl__store_rows *kind, const char *what, void *out, size_t *n)
+{
+    sl__store_lock(st);
+    return sl__store_release(st, list_by(st, id, key, kind, what, out, n));
+}
+
+int sl__store_locked_delete(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                            const char *key2, const uint8_t *hash, const char *what)
+{
+    sl__store_lock(st);
+    return sl__store_release(st, sl__store_delete_one(st, id, key, key2, hash, what));
+}
+
+/* ---- the rows the statements return ---- */
+
+/* The columns of SL__STORE_USER_COLS. */
+static const struct sl__store_col user_cols[] = {
+    SL__STORE_COL(TEXT, struct sl_user, id),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_user, name),
+    SL__STORE_COL(FLAG, struct sl_user, is_admin),
+    SL__STORE_COL(FLAG, struct sl_user, disabled),
+    SL__STORE_COL(DUP, struct sl_user, email),
+    SL__STORE_COL(TEXT, struct sl_user, created_at),
+};
+
+static void finish_user(void *row)
+{
+    sl_user_finish(row);
+}
+
+const struct sl__store_rows sl__store_user_rows = {
+    .size = sizeof(struct sl_user),
+    .cols = user_cols,
+    .n_cols = SL_ARRAY_LEN(user_cols),
+    .finish = finish_user,
+};
+
+/* The columns of SL__STORE_TOKEN_COLS; kind and scope by read_token(). */
+static const struct sl__store_col token_cols[] = {
+    SL__STORE_COL(TEXT, struct sl_store_token, id),
+    SL__STORE_COL(TEXT, struct sl_store_token, user_id),
+    SL__STORE_COL(OWN, struct sl_store_token, kind),
+    SL__STORE_COL(OWN, struct sl_store_token, scope),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_token, name),
+    SL__STORE_COL(TEXT, struct sl_store_token, created_at),
+    SL__STORE_COL(TEXT, struct sl_store_token, expires_at),
+};
+
+/* A scope the schema does not allow cannot be there; read as the least one. */
+static int read_token(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
+{
+    struct sl_store_token *t = row;
+    const unsigned char *scope;
+
+    SL_TRY(sl__store_read_cols(st, s, first, &sl__store_token_rows, t));
+    t->kind = sl__store_col_is(s, first + 2, "sandbox") ? SL_TOKEN_KIND_SANDBOX : SL_TOKEN_KIND_API;
+    scope = sqlite3_column_text(s, first + 3);
+    if (scope == NULL || !sl_token_scope_parse((const char *)scope, &t->scope)) {
+        t->scope = SL_TOKEN_SCOPE_READ;
+    }
+    return 0;
+}
+
+const struct sl__store_rows sl__store_token_rows = {
+    .size = sizeof(struct sl_store_token),
+    .cols = token_cols,
+    .n_cols = SL_ARRAY_LEN(token_cols),
+    .read = read_token,
+};
+
+/* The columns of SL__STORE_ENV_COLS; scope and network by read_env(). */
+static const struct sl__store_col env_cols[] = {
+    SL__STORE_COL(TEXT, struct sl_env_row, id),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_env_row, name),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_env_row, description),
+    SL__STORE_COL(OWN, struct sl_env_row, scope),
+    SL__STORE_COL(TEXT, struct sl_env_row, owner_id),
+    SL__STORE_COL(FLAG, struct sl_env_row, is_default),
+    SL__STORE_COL(DUP, struct sl_env_row, base_image),
+    SL__STORE_COL(OPTIONAL, struct sl_env_row, cpus_centi),
+    SL__STORE_COL(OPTIONAL, struct sl_env_row, memory_bytes),
+    SL__STORE_COL(OWN, struct sl_env_row, network),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_env_row, env_json),
+    SL__STORE_COL(DUP, struct sl_env_row, egress_json),
+    SL__STORE_COL(TEXT, struct sl_env_row, created_at),
+    SL__STORE_COL(TEXT, struct sl_env_row, updated_at),
+};
+
+/* Reads the repositories of `r->id` into `r` (a second query: the row is read already). */
+static int read_env_repos(struct sl_store *st, struct sl_env_row *r)
+{
+    size_t cap = 0;
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    SL_TRY(sl__store_stmt(st, SL__STMT_REPO_LIST, &s));
+    sl__store_bind_text(s, 1, r->id, &acc);
+    if (acc != SQLITE_OK) {
+        rc = sl__store_db_error(st, acc, "repo-list");
+        goto done;
+    }
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        rc = sl__store_grow(&r->repos, &cap, r->n_repos, sizeof(*r->repos));
+        if (rc == 0) {
+            rc = sl__store_col_dup_required(st, s, 0, &r->repos[r->n_repos]);
+        }
+        if (rc < 0) {
+            goto done;
+        }
+        r->n_repos++;
+    }
+    rc = rc == SQLITE_DONE ? 0 : sl__store_db_error(st, rc, "repo-list");
+done:
+    sl__store_stmt_done(s);
+    return rc;
+}
+
+static int read_env(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
+{
+    struct sl_env_row *r = row;
+    int rc;
+
+    SL_TRY(sl__store_read_cols(st, s, first, &sl__store_env_rows, r));
+    r->scope = sl__store_col_is(s, first + 3, "global") ? SL_SCOPE_GLOBAL : SL_SCOPE_USER;
+    r->network = sl__store_col_is(s, first + 9, "on");
+    rc = read_env_repos(st, r);
+    if (rc < 0) {
+        sl_env_row_finish(r);
+    }
+    return rc;
+}
+
+static void finish_env(void *row)
+{
+    sl_env_row_finish(row);
+}
+
+const struct sl__store_rows sl__store_env_rows = {
+    .size = sizeof(struct sl_env_row),
+    .cols = env_cols,
+    .n_cols = SL_ARRAY_LEN(env_cols),
+    .read = read_env,
+    .finish = finish_env,
+};
+
+/* The columns of SL__STMT_CLIENT_LIST. */
+static const struct sl__store_col client_cols[] = {
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_client, id),
+    SL__STORE_COL(TEXT, struct sl_store_client, env_id),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_client, env_name),
+    SL__STORE_COL(DUP, struct sl_store_client, ip),
+    SL__STORE_COL(DUP, struct sl_store_client, cidr),
+    SL__STORE_COL(DUP, struct sl_store_client, token_sealed),
+    SL__STORE_COL(TEXT, struct sl_store_client, created_at),
+};
+
+const struct sl__store_rows sl__store_client_rows = {
+    .size = sizeof(struct sl_store_client),
+    .cols = client_cols,
+    .n_cols = SL_ARRAY_LEN(client_cols),
+};
+
+/* The columns of SL__STORE_JOB_COLS. */
+static const struct sl__store_col job_cols[] = {
+    SL__STORE_COL(TEXT, struct sl_store_job, id),
+    SL__STORE_COL(TEXT, struct sl_store_job, owner_id),
+    SL__STORE_COL(TEXT, struct sl_store_job, schedule_id),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_job, repo),
+    SL__STORE_COL(DUP, struct sl_store_job, ref),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_job, command),
+    SL__STORE_COL(DUP, struct sl_store_job, env_key),
+    SL__STORE_COL(INT64, struct sl_store_job, timeout_ms),
+    SL__STORE_COL(TEXT, struct sl_store_job, status),
+    SL__STORE_COL(DUP, struct sl_store_job, env_json),
+    SL__STORE_COL(DUP, struct sl_store_job, sandbox_id),
+    SL__STORE_COL(DUP, struct sl_store_job, result_json),
+    SL__STORE_COL(DUP, struct sl_store_job, error),
+    SL__STORE_COL(TEXT, struct sl_store_job, created_at),
+    SL__STORE_COL(TEXT, struct sl_store_job, started_at),
+    SL__STORE_COL(TEXT, struct sl_store_job, finished_at),
+};
+
+const struct sl__store_rows sl__store_job_rows = {
+    .size = sizeof(struct sl_store_job),
+    .cols = job_cols,
+    .n_cols = SL_ARRAY_LEN(job_cols),
+};
+
+/* The columns of SL__STORE_SCHED_COLS. */
+static const struct sl__store_col schedule_cols[] = {
+    SL__STORE_COL(TEXT, struct sl_store_schedule, id),
+    SL__STORE_COL(TEXT, struct sl_store_schedule, owner_id),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_schedule, name),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_schedule, cron),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_schedule, repos_json),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_schedule, command),
+    SL__STORE_COL(DUP, struct sl_store_schedule, env_key),
+    SL__STORE_COL(INT64, struct sl_store_schedule, timeout_ms),
+    SL__STORE_COL(FLAG, struct sl_store_schedule, enabled),
+    SL__STORE_COL(OPTIONAL, struct sl_store_schedule, next_run),
+    SL__STORE_COL(OPTIONAL, struct sl_store_schedule, last_run),
+    SL__STORE_COL(TEXT, struct sl_store_schedule, created_at),
+    SL__STORE_COL(TEXT, struct sl_store_schedule, updated_at),
+};
+
+const struct sl__store_rows sl__store_schedule_rows = {
+    .size = sizeof(struct sl_store_schedule),
+    .cols = schedule_cols,
+    .n_cols = SL_ARRAY_LEN(schedule_cols),
+};
+
+/* The columns of SL__STORE_REPO_COLS; is_public by read_repo(). */
+static const struct sl__store_col repo_cols[] = {
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_repo, name),
+    SL__STORE_COL(OWN, struct sl_store_repo, is_public),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_repo, default_branch),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_repo, protected_json),
+    SL__STORE_COL(FLAG, struct sl_store_repo, archived),
+    SL__STORE_COL(TEXT, struct sl_store_repo, created_at),
+    SL__STORE_COL(TEXT, struct sl_store_repo, updated_at),
+};
+
+static int read_repo(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
+{
+    struct sl_store_repo *r = row;
+
+    SL_TRY(sl__store_read_cols(st, s, first, &sl__store_repo_rows, r));
+    r->is_public = sl__store_col_is(s, first + 1, "public");
+    return 0;
+}
+
+const struct sl__store_rows sl__store_repo_rows = {
+    .size = sizeof(struct sl_store_repo),
+    .cols = repo_cols,
+    .n_cols = SL_ARRAY_LEN(repo_cols),
+    .read = read_repo,
+};
+
+/* The columns of SL__STMT_MEMBER_LIST; the role by read_member(). */
+static const struct sl__store_col member_cols[] = {
+    SL__STORE_COL(TEXT, struct sl_store_member, user_id),
+    SL__STORE_COL(DUP_REQUIRED, struct sl_store_member, user_name),
+    SL__STORE_COL(OWN, struct sl_store_member, role),
+};
+
+/* A role the schema does not allow cannot be there; it grants nothing. */
+static int read_member(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
+{
+    struct sl_store_member *m = row;
+    const unsigned char *role;
+
+    SL_TRY(sl__store_read_cols(st, s, first, &sl__store_member_rows, m));
+    role = sqlite3_column_text(s, first + 2);
+    if (role == NULL || !sl_repo_role_parse((const char *)role, &m->role)) {
+        m->role = SL_REPO_ROLE_NONE;
+    }
+    return 0;
+}
+
+const struct sl__store_rows sl__store_member_rows = {
+    .size = sizeof(struct sl_store_member),
+    .cols = member_cols,
+    .n_cols = SL_ARRAY_LEN(member_cols),
+    .read = read_member,
+};
 
 /* ---- meta ---- */
 
@@ -647,12 +1073,8 @@ static int next_snapshot_version(struct sl_store *st, int64_t *out)
 
 int sl_store_next_snapshot_version(struct sl_store *st, int64_t *out)
 {
-    int rc;
-
     sl__store_lock(st);
-    rc = next_snapshot_version(st, out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, next_snapshot_version(st, out));
 }
 
 /* ---- opening ---- */

@@ -85,88 +85,6 @@ static int check_env_row(const struct sl_env_row *r)
     return 0;
 }
 
-/* Reads the repositories of `r->id` into `r`. */
-static int read_repos(struct sl_store *st, struct sl_env_row *r)
-{
-    size_t cap = 0;
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-    int rc;
-
-    SL_TRY(sl__store_stmt(st, SL__STMT_REPO_LIST, &s));
-    sl__store_bind_text(s, 1, r->id, &acc);
-    if (acc != SQLITE_OK) {
-        rc = sl__store_db_error(st, acc, "repo-list");
-        goto done;
-    }
-    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        rc = sl__store_grow(&r->repos, &cap, r->n_repos, sizeof(*r->repos));
-        if (rc == 0) {
-            rc = sl__store_col_dup_required(st, s, 0, &r->repos[r->n_repos]);
-        }
-        if (rc < 0) {
-            goto done;
-        }
-        r->n_repos++;
-    }
-    rc = rc == SQLITE_DONE ? 0 : sl__store_db_error(st, rc, "repo-list");
-done:
-    sl__store_stmt_done(s);
-    return rc;
-}
-
-/* Reads the environment at the current row of `s` (columns SL__STORE_ENV_COLS) and its
- * repositories. */
-static int read_env(struct sl_store *st, sqlite3_stmt *s, struct sl_env_row *r)
-{
-    int rc;
-
-    memset(r, 0, sizeof(*r));
-    rc = sl__store_col_copy(st, s, 0, r->id, sizeof(r->id));
-    if (rc == 0) {
-        rc = sl__store_col_dup_required(st, s, 1, &r->name);
-    }
-    if (rc == 0) {
-        rc = sl__store_col_dup_required(st, s, 2, &r->description);
-    }
-    if (rc == 0) {
-        r->scope = sl__store_col_is(s, 3, "global") ? SL_SCOPE_GLOBAL : SL_SCOPE_USER;
-        rc = sl__store_col_copy(st, s, 4, r->owner_id, sizeof(r->owner_id));
-    }
-    if (rc == 0) {
-        r->is_default = sqlite3_column_int(s, 5) != 0;
-        rc = sl__store_col_dup(s, 6, &r->base_image);
-    }
-    if (rc == 0) {
-        r->cpus_centi = sqlite3_column_type(s, 7) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 7);
-        r->memory_bytes =
-                sqlite3_column_type(s, 8) == SQLITE_NULL ? -1 : sqlite3_column_int64(s, 8);
-        r->network = sl__store_col_is(s, 9, "on");
-        rc = sl__store_col_dup_required(st, s, 10, &r->env_json);
-    }
-    if (rc == 0) {
-        rc = sl__store_col_dup(s, 11, &r->egress_json);
-    }
-    if (rc == 0) {
-        rc = sl__store_col_copy(st, s, 12, r->created_at, sizeof(r->created_at));
-    }
-    if (rc == 0) {
-        rc = sl__store_col_copy(st, s, 13, r->updated_at, sizeof(r->updated_at));
-    }
-    if (rc == 0) {
-        rc = read_repos(st, r);
-    }
-    if (rc < 0) {
-        sl_env_row_finish(r);
-    }
-    return rc;
-}
-
-static int read_env_row(struct sl_store *st, sqlite3_stmt *s, void *row)
-{
-    return read_env(st, s, row);
-}
-
 /* Runs a one-row environment query whose parameters `p1`..`p3` are text (NULL ones unbound). */
 static int env_get(struct sl_store *st, enum sl__store_stmt id, const char *p1, const char *p2,
                    const char *p3, struct sl_env_row *out)
@@ -184,18 +102,14 @@ static int env_get(struct sl_store *st, enum sl__store_stmt id, const char *p1, 
     if (p3 != NULL) {
         sl__store_bind_text(s, 3, p3, &acc);
     }
-    return sl__store_get_one(st, s, acc, read_env_row, out, "env-get");
+    return sl__store_get_one(st, s, acc, &sl__store_env_rows, out, "env-get");
 }
 
 int sl_store_env_get(struct sl_store *st, const char *id, struct sl_env_row *out)
 {
-    int rc;
-
     SL_ENSURE(id != NULL, SL_EINVAL);
     sl__store_lock(st);
-    rc = env_get(st, SL__STMT_ENV_BY_ID, id, NULL, NULL, out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, env_get(st, SL__STMT_ENV_BY_ID, id, NULL, NULL, out));
 }
 
 /* The one-row query `id` for `key` (a name or a repository) in `scope` and, for user scope,
@@ -204,13 +118,10 @@ static int env_get_scoped(struct sl_store *st, enum sl__store_stmt id, enum sl_s
                           const char *owner_id, const char *key, struct sl_env_row *out)
 {
     const char *scope_name = scope_text(scope);
-    int rc;
 
     SL_ENSURE(scope_name != NULL && key != NULL, SL_EINVAL);
     sl__store_lock(st);
-    rc = env_get(st, id, scope_name, owner_key(scope, owner_id), key, out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, env_get(st, id, scope_name, owner_key(scope, owner_id), key, out));
 }
 
 int sl_store_env_get_by_name(struct sl_store *st, enum sl_scope scope, const char *owner_id,
@@ -227,75 +138,27 @@ int sl_store_env_find_by_repo(struct sl_store *st, enum sl_scope scope, const ch
 
 int sl_store_env_get_default(struct sl_store *st, struct sl_env_row *out)
 {
-    int rc;
-
     sl__store_lock(st);
-    rc = env_get(st, SL__STMT_ENV_DEFAULT, NULL, NULL, NULL, out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, env_get(st, SL__STMT_ENV_DEFAULT, NULL, NULL, NULL, out));
 }
 
 void sl_store_free_envs(struct sl_env_row *v, size_t n)
 {
-    if (v == NULL) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        sl_env_row_finish(&v[i]);
-    }
-    sl_free(v);
-}
-
-static void free_env_rows(void *rows, size_t n)
-{
-    sl_store_free_envs(rows, n);
-}
-
-static int env_list(struct sl_store *st, enum sl__store_stmt id, const char *p1,
-                    struct sl_env_row **out, size_t *n)
-{
-    sqlite3_stmt *s = NULL;
-    void *v = NULL;
-    int acc = SQLITE_OK;
-    int rc;
-
-    SL_TRY(sl__store_stmt(st, id, &s));
-    if (p1 != NULL) {
-        sl__store_bind_text(s, 1, p1, &acc);
-    }
-    if (acc != SQLITE_OK) {
-        rc = sl__store_db_error(st, acc, "env-list");
-    } else {
-        rc = sl__store_collect_rows(st, s, sizeof(**out), read_env_row, free_env_rows, "env-list",
-                                    &v, n);
-    }
-    sl__store_stmt_done(s);
-    if (rc == 0) {
-        *out = v;
-    }
-    return rc;
+    sl__store_free_rows(&sl__store_env_rows, v, n);
 }
 
 int sl_store_env_list_visible(struct sl_store *st, const char *user_id, struct sl_env_row **out,
                               size_t *n)
 {
-    int rc;
-
-    sl__store_lock(st);
     /* "" matches no user-scope row: their owner_key is a user id. */
-    rc = env_list(st, SL__STMT_ENV_LIST_VISIBLE, user_id == NULL ? "" : user_id, out, n);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_locked_list(st, SL__STMT_ENV_LIST_VISIBLE, user_id == NULL ? "" : user_id,
+                                 &sl__store_env_rows, "env-list", out, n);
 }
 
 int sl_store_env_list_all(struct sl_store *st, struct sl_env_row **out, size_t *n)
 {
-    int rc;
-
-    sl__store_lock(st);
-    rc = env_list(st, SL__STMT_ENV_LIST_ALL, NULL, out, n);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_locked_list(st, SL__STMT_ENV_LIST_ALL, NULL, &sl__store_env_rows, "env-list",
+                                 out, n);
 }
 
 /* Inside a transaction: the environment other than `self_id`, of the scope and owner of `r`,
@@ -469,13 +332,9 @@ static int env_insert(struct sl_store *st, struct sl_env_row *r, struct sl_store
 int sl_store_env_insert(struct sl_store *st, struct sl_env_row *r,
                         struct sl_store_conflict_info *conflict_out)
 {
-    int rc;
-
     sl_store_conflict_finish(conflict_out);
     sl__store_lock(st);
-    rc = env_insert(st, r, conflict_out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, env_insert(st, r, conflict_out));
 }
 
 /* What an existing environment is, read inside a transaction. */
@@ -485,23 +344,23 @@ struct env_state {
     char created_at[SL__STORE_TIMESTAMP_SIZE];
 };
 
-static int read_state(struct sl_store *st, sqlite3_stmt *s, void *row)
+static int read_state(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
 {
     struct env_state *out = row;
 
-    out->is_global = sl__store_col_is(s, 0, "global");
-    out->is_default = sqlite3_column_int(s, 1) != 0;
-    return sl__store_col_copy(st, s, 2, out->created_at, sizeof(out->created_at));
+    out->is_global = sl__store_col_is(s, first, "global");
+    out->is_default = sqlite3_column_int(s, first + 1) != 0;
+    return sl__store_col_copy(st, s, first + 2, out->created_at, sizeof(out->created_at));
 }
+
+static const struct sl__store_rows state_rows = {
+    .size = sizeof(struct env_state),
+    .read = read_state,
+};
 
 static int env_state(struct sl_store *st, const char *id, struct env_state *out)
 {
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-
-    SL_TRY(sl__store_stmt(st, SL__STMT_ENV_STATE, &s));
-    sl__store_bind_text(s, 1, id, &acc);
-    return sl__store_get_one(st, s, acc, read_state, out, "env-state");
+    return sl__store_get_by(st, SL__STMT_ENV_STATE, id, &state_rows, out, "env-state");
 }
 
 static int env_replace(struct sl_store *st, struct sl_env_row *r, struct sl_store_conflict_info *c)
@@ -525,7 +384,7 @@ static int env_replace(struct sl_store *st, struct sl_env_row *r, struct sl_stor
         rc = write_env(st, SL__STMT_ENV_UPDATE, r, r->id, now);
     }
     if (rc == 0) {
-        rc = sl__store_delete_one(st, SL__STMT_REPO_DELETE, r->id, NULL, "repo-delete");
+        rc = sl__store_delete_one(st, SL__STMT_REPO_DELETE, r->id, NULL, NULL, "repo-delete");
         /* An environment without repositories deletes nothing. */
         rc = rc == SL_ENOTFOUND ? 0 : rc;
     }
@@ -544,13 +403,9 @@ static int env_replace(struct sl_store *st, struct sl_env_row *r, struct sl_stor
 int sl_store_env_replace(struct sl_store *st, struct sl_env_row *r,
                          struct sl_store_conflict_info *conflict_out)
 {
-    int rc;
-
     sl_store_conflict_finish(conflict_out);
     sl__store_lock(st);
-    rc = env_replace(st, r, conflict_out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, env_replace(st, r, conflict_out));
 }
 
 static int env_delete(struct sl_store *st, const char *id, struct sl_store_conflict_info *c)
@@ -588,14 +443,10 @@ static int env_delete(struct sl_store *st, const char *id, struct sl_store_confl
 int sl_store_env_delete(struct sl_store *st, const char *id,
                         struct sl_store_conflict_info *conflict_out)
 {
-    int rc;
-
     SL_ENSURE(id != NULL, SL_EINVAL);
     sl_store_conflict_finish(conflict_out);
     sl__store_lock(st);
-    rc = env_delete(st, id, conflict_out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, env_delete(st, id, conflict_out));
 }
 
 static int env_set_default(struct sl_store *st, const char *id, struct sl_store_conflict_info *c)
@@ -629,12 +480,8 @@ static int env_set_default(struct sl_store *st, const char *id, struct sl_store_
 int sl_store_env_set_default(struct sl_store *st, const char *id,
                              struct sl_store_conflict_info *conflict_out)
 {
-    int rc;
-
     SL_ENSURE(id != NULL, SL_EINVAL);
     sl_store_conflict_finish(conflict_out);
     sl__store_lock(st);
-    rc = env_set_default(st, id, conflict_out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, env_set_default(st, id, conflict_out));
 }

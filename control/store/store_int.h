@@ -2,19 +2,22 @@
 /*
  * control/store/store_int.h - what the files of the store share, and nobody else: the
  * connection, its cached statements, transactions, and the helpers that bind parameters, run
- * statements and read columns.
+ * statements and read columns and rows.
  *
  * The store is one file per table group around store.c, which opens the database, upgrades
- * its schema and holds every SQL text (the schema and the statements that must match it stay
- * side by side): store_users.c (users and tokens), store_envs.c (environments and their
- * repositories), store_clients.c (static clients), store_jobs.c (jobs and schedules),
- * store_repos.c (repositories of the local git platform and their members).
+ * its schema and holds every SQL text and the rows the statements return (the schema, the
+ * statements and the row layouts that must match it stay side by side): store_users.c (users and
+ * tokens), store_envs.c (environments and their repositories), store_clients.c (static clients),
+ * store_jobs.c (jobs and schedules), store_repos.c (repositories of the local git platform and
+ * their members).
  *
  * Every public function of store.h takes the lock (sl__store_lock) for its whole run; the
- * helpers below run with it held and never take it themselves.
+ * helpers below run with it held and never take it themselves, but for the whole operations
+ * at the end, which are all some public functions do.
  *
  * Binders are sticky: each does nothing once `*acc` holds an error, so a run of binds is
- * checked once at its end (by sl__store_exec() or sl__store_get_one(), which take `acc`).
+ * checked once at its end (by sl__store_exec(), sl__store_get_one() or sl__store_list(), which
+ * take `acc`).
  * Text is bound SQLITE_STATIC: it must outlive the statement's use, which ends with
  * sl__store_stmt_done() in the same function. NULL binds SQL NULL.
  */
@@ -133,6 +136,17 @@ struct sl_store {
 void sl__store_lock(struct sl_store *st);
 void sl__store_unlock(struct sl_store *st);
 
+/* Releases the lock and returns `rc`: the end of a public function,
+ * `sl__store_lock(st); return sl__store_release(st, work(st, ...));`. */
+int sl__store_release(struct sl_store *st, int rc);
+
+/* A public change in one transaction: sl__store_change_begin() takes the lock and begins the
+ * transaction (and releases the lock when that fails); sl__store_change_end() ends it with the
+ * outcome `rc` of the work (see sl__store_tx_end()) and releases the lock:
+ * `SL_TRY(sl__store_change_begin(st)); return sl__store_change_end(st, work(st, ...));`. */
+SL_MUST_CHECK int sl__store_change_begin(struct sl_store *st);
+SL_MUST_CHECK int sl__store_change_end(struct sl_store *st, int rc);
+
 /* Writes the current time as RFC 3339 UTC with seconds (the epoch if the clock fails). */
 void sl__store_now(char out[SL__STORE_TIMESTAMP_SIZE]);
 
@@ -201,29 +215,126 @@ bool sl__store_col_is(sqlite3_stmt *s, int i, const char *text);
  */
 SL_MUST_CHECK int sl__store_grow(void *array, size_t *cap, size_t len, size_t size);
 
-/* Reads the current row of a statement into `row` (a typed element of a list); on failure the
- * element holds nothing. */
-typedef int sl__store_read_row_fn(struct sl_store *st, sqlite3_stmt *s, void *row);
-/* Frees the first `n` elements of a list and the list. */
-typedef void sl__store_free_rows_fn(void *rows, size_t n);
+/* ---- rows ---- */
+
+/* What a column is read into (struct sl__store_col). */
+enum sl__store_col_kind {
+    /* A char array: text, SQL NULL as "" (sl__store_col_copy()). */
+    SL__STORE_COL_TEXT = 0,
+    /* A char *, owned: text, SQL NULL as NULL (sl__store_col_dup()). */
+    SL__STORE_COL_DUP,
+    /* As SL__STORE_COL_DUP, of a column that is never NULL (sl__store_col_dup_required()). */
+    SL__STORE_COL_DUP_REQUIRED,
+    /* An int64_t. */
+    SL__STORE_COL_INT64,
+    /* An int64_t, SQL NULL as -1 (what sl__store_bind_optional() binds as NULL). */
+    SL__STORE_COL_OPTIONAL,
+    /* A bool: the integer is not 0. */
+    SL__STORE_COL_FLAG,
+    /* Read by the row's own reader (an enum, a flag spelled as text); skipped by the table. */
+    SL__STORE_COL_OWN,
+};
+
+/* One column of a query and the member of the row struct it is read into. */
+struct sl__store_col {
+    enum sl__store_col_kind kind;
+    /* The member's offset in the row struct and its size in bytes. */
+    size_t offset;
+    size_t size;
+};
+
+/* The table entry for a column read as `kind` (TEXT, DUP, ...) into `member` of `type`. */
+#define SL__STORE_COL(kind, type, member)                                         \
+    {                                                                             \
+        SL__STORE_COL_##kind, offsetof(type, member), sizeof(((type *)0)->member) \
+    }
+
+/* Reads the current row of a statement, from column `first` on, into `row`; on failure `row`
+ * holds nothing. */
+typedef int sl__store_read_row_fn(struct sl_store *st, sqlite3_stmt *s, int first, void *row);
+/* Frees what one row owns and zeroes it. */
+typedef void sl__store_finish_row_fn(void *row);
+
+/*
+ * A kind of row: its struct, the columns the queries that return it select (in that order:
+ * the SL__STORE_*_COLS above) and what each is read into, and the reader and finisher of rows
+ * that need more than the table.
+ */
+struct sl__store_rows {
+    /* The size of the row struct. */
+    size_t size;
+    /* The columns; NULL (and 0) for a kind that `read` reads alone. */
+    const struct sl__store_col *cols;
+    size_t n_cols;
+    /* Reads a row; NULL: sl__store_read_cols(). */
+    sl__store_read_row_fn *read;
+    /* Finishes a row; NULL: sl__store_free_cols(). */
+    sl__store_finish_row_fn *finish;
+};
+
+/* The kinds of row the queries return, next to their SQL in store.c. */
+extern const struct sl__store_rows sl__store_user_rows;
+extern const struct sl__store_rows sl__store_token_rows;
+extern const struct sl__store_rows sl__store_env_rows;
+extern const struct sl__store_rows sl__store_client_rows;
+extern const struct sl__store_rows sl__store_job_rows;
+extern const struct sl__store_rows sl__store_schedule_rows;
+extern const struct sl__store_rows sl__store_repo_rows;
+extern const struct sl__store_rows sl__store_member_rows;
+
+/* Reads the current row of `s`, from column `first` on, into `row` as `kind` says (its `read`,
+ * or else its columns). On failure `row` holds nothing. */
+SL_MUST_CHECK int sl__store_read_row(struct sl_store *st, sqlite3_stmt *s, int first,
+                                     const struct sl__store_rows *kind, void *row);
+
+/* Zeroes `row` and reads columns `first` .. of the current row of `s` into it as `kind->cols`
+ * says, stopping at the first failure; on failure `row` is freed and zeroed again. */
+SL_MUST_CHECK int sl__store_read_cols(struct sl_store *st, sqlite3_stmt *s, int first,
+                                      const struct sl__store_rows *kind, void *row);
+
+/* Frees the members of `row` that `kind->cols` reads to the heap, and zeroes `row`. */
+void sl__store_free_cols(const struct sl__store_rows *kind, void *row);
+
+/* Finishes the first `n` rows of the array `rows` (NULL: nothing) and frees the array. */
+void sl__store_free_rows(const struct sl__store_rows *kind, void *rows, size_t n);
 
 /* Steps the bound statement `s` (unless binding failed: `acc`) to its one row and reads it
- * into `row` with `read`, then resets `s`. SL_ENOTFOUND when there is no row; `what` names the
- * query in errors. */
+ * into `row`, then resets `s`. SL_ENOTFOUND when there is no row; `what` names the query in
+ * errors. */
 SL_MUST_CHECK int sl__store_get_one(struct sl_store *st, sqlite3_stmt *s, int acc,
-                                    sl__store_read_row_fn *read, void *row, const char *what);
+                                    const struct sl__store_rows *kind, void *row, const char *what);
 
-/* Steps `s` to its end, reading every row with `read` into a new array of `size`-byte elements:
- * *out and *n, freed with `free_rows`, which also frees what was read when a row fails. `what`
- * names the query in errors. The caller finishes `s`. */
-SL_MUST_CHECK int sl__store_collect_rows(struct sl_store *st, sqlite3_stmt *s, size_t size,
-                                         sl__store_read_row_fn *read,
-                                         sl__store_free_rows_fn *free_rows, const char *what,
-                                         void **out, size_t *n);
+/* sl__store_get_one() of the cached statement `id` with the text `key` as its parameter 1. */
+SL_MUST_CHECK int sl__store_get_by(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                                   const struct sl__store_rows *kind, void *row, const char *what);
 
-/* Runs the DELETE `id`, keyed by one parameter: the blob `hash` when it is not NULL, the text
- * `key` otherwise. SL_ENOTFOUND when it deleted nothing. */
+/* Steps the bound statement `s` (unless binding failed: `acc`) to its end, reading every row
+ * into a new array, then resets `s`. On success `out` (the address of the caller's pointer to
+ * the element type, written with memcpy as in sl__store_grow()) and `*n` hold the array, which
+ * sl__store_free_rows() frees; on failure nothing is left. `what` names the query in errors. */
+SL_MUST_CHECK int sl__store_list(struct sl_store *st, sqlite3_stmt *s, int acc,
+                                 const struct sl__store_rows *kind, const char *what, void *out,
+                                 size_t *n);
+
+/* Runs the DELETE `id`, keyed by its parameter 1: the blob `hash` when it is not NULL, the text
+ * `key` otherwise; and by the text `key2` as parameter 2 when it is not NULL. SL_ENOTFOUND when
+ * it deleted nothing. */
 SL_MUST_CHECK int sl__store_delete_one(struct sl_store *st, enum sl__store_stmt id, const char *key,
-                                       const uint8_t *hash, const char *what);
+                                       const char *key2, const uint8_t *hash, const char *what);
+
+/* ---- whole operations ---- */
+
+/* These are all a public function does, so unlike the helpers above they take the lock for
+ * their whole run: sl__store_get_by(); sl__store_list() of the cached statement `id` with the
+ * text `key` as its parameter 1 (none when `key` is NULL); sl__store_delete_one(). */
+SL_MUST_CHECK int sl__store_locked_get(struct sl_store *st, enum sl__store_stmt id, const char *key,
+                                       const struct sl__store_rows *kind, void *row,
+                                       const char *what);
+SL_MUST_CHECK int sl__store_locked_list(struct sl_store *st, enum sl__store_stmt id,
+                                        const char *key, const struct sl__store_rows *kind,
+                                        const char *what, void *out, size_t *n);
+SL_MUST_CHECK int sl__store_locked_delete(struct sl_store *st, enum sl__store_stmt id,
+                                          const char *key, const char *key2, const uint8_t *hash,
+                                          const char *what);
 
 #endif

@@ -15,78 +15,26 @@
 
 void sl_store_repo_finish(struct sl_store_repo *r)
 {
-    sl_free(r->name);
-    sl_free(r->default_branch);
-    sl_free(r->protected_json);
-    memset(r, 0, sizeof(*r));
+    sl__store_free_cols(&sl__store_repo_rows, r);
 }
 
 void sl_store_free_repos(struct sl_store_repo *v, size_t n)
 {
-    if (v == NULL) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        sl_store_repo_finish(&v[i]);
-    }
-    sl_free(v);
+    sl__store_free_rows(&sl__store_repo_rows, v, n);
 }
 
 void sl_store_free_members(struct sl_store_member *v, size_t n)
 {
-    if (v == NULL) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        sl_free(v[i].user_name);
-    }
-    sl_free(v);
-}
-
-/* Reads a repository from SL__STORE_REPO_COLS. */
-static int read_repo(struct sl_store *st, sqlite3_stmt *s, void *row)
-{
-    struct sl_store_repo *r = row;
-    int rc;
-
-    memset(r, 0, sizeof(*r));
-    rc = sl__store_col_dup_required(st, s, 0, &r->name);
-    if (rc == 0) {
-        r->is_public = sl__store_col_is(s, 1, "public");
-        rc = sl__store_col_dup_required(st, s, 2, &r->default_branch);
-    }
-    if (rc == 0) {
-        rc = sl__store_col_dup_required(st, s, 3, &r->protected_json);
-    }
-    if (rc == 0) {
-        r->archived = sqlite3_column_int(s, 4) != 0;
-        rc = sl__store_col_copy(st, s, 5, r->created_at, sizeof(r->created_at));
-    }
-    if (rc == 0) {
-        rc = sl__store_col_copy(st, s, 6, r->updated_at, sizeof(r->updated_at));
-    }
-    if (rc < 0) {
-        sl_store_repo_finish(r);
-    }
-    return rc;
-}
-
-static void free_repo_rows(void *rows, size_t n)
-{
-    sl_store_free_repos(rows, n);
+    sl__store_free_rows(&sl__store_member_rows, v, n);
 }
 
 /* True in `*exists` when a repository of that name is there. */
 static int repo_exists(struct sl_store *st, const char *name, bool *exists)
 {
     struct sl_store_repo r;
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-    int rc;
+    int rc = sl__store_get_by(st, SL__STMT_REPOSITORY_GET, name, &sl__store_repo_rows, &r,
+                              "repo-get");
 
-    SL_TRY(sl__store_stmt(st, SL__STMT_REPOSITORY_GET, &s));
-    sl__store_bind_text(s, 1, name, &acc);
-    rc = sl__store_get_one(st, s, acc, read_repo, &r, "repo-get");
     *exists = rc == 0;
     if (rc == 0) {
         sl_store_repo_finish(&r);
@@ -131,76 +79,30 @@ static int repo_put(struct sl_store *st, struct sl_store_repo *r, bool *created)
 
 int sl_store_repo_put(struct sl_store *st, struct sl_store_repo *r, bool *created)
 {
-    int rc;
-
     SL_ENSURE(r != NULL && r->name != NULL && r->name[0] != '\0' && r->default_branch != NULL,
               SL_EINVAL);
-    sl__store_lock(st);
-    rc = sl__store_tx_begin(st);
-    if (rc == 0) {
-        rc = sl__store_tx_end(st, repo_put(st, r, created));
-    }
-    sl__store_unlock(st);
-    return rc;
+    SL_TRY(sl__store_change_begin(st));
+    return sl__store_change_end(st, repo_put(st, r, created));
 }
 
 int sl_store_repo_get(struct sl_store *st, const char *name, struct sl_store_repo *out)
 {
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-    int rc;
-
     SL_ENSURE(name != NULL, SL_EINVAL);
-    sl__store_lock(st);
-    rc = sl__store_stmt(st, SL__STMT_REPOSITORY_GET, &s);
-    if (rc == 0) {
-        sl__store_bind_text(s, 1, name, &acc);
-        rc = sl__store_get_one(st, s, acc, read_repo, out, "repo-get");
-    }
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_locked_get(st, SL__STMT_REPOSITORY_GET, name, &sl__store_repo_rows, out,
+                                "repo-get");
 }
 
 int sl_store_repo_delete(struct sl_store *st, const char *name)
 {
-    int rc;
-
     SL_ENSURE(name != NULL, SL_EINVAL);
-    sl__store_lock(st);
-    rc = sl__store_delete_one(st, SL__STMT_REPOSITORY_DELETE, name, NULL, "repo-delete");
-    sl__store_unlock(st);
-    return rc;
-}
-
-static int repo_list(struct sl_store *st, const char *user_id, struct sl_store_repo **out,
-                     size_t *n)
-{
-    sqlite3_stmt *s = NULL;
-    void *v = NULL;
-    int acc = SQLITE_OK;
-    int rc;
-
-    SL_TRY(sl__store_stmt(st, SL__STMT_REPOSITORY_LIST, &s));
-    sl__store_bind_text(s, 1, user_id, &acc);
-    rc = acc == SQLITE_OK ? sl__store_collect_rows(st, s, sizeof(**out), read_repo, free_repo_rows,
-                                                   "repo-list", &v, n)
-                          : sl__store_db_error(st, acc, "repo-list");
-    sl__store_stmt_done(s);
-    if (rc == 0) {
-        *out = v;
-    }
-    return rc;
+    return sl__store_locked_delete(st, SL__STMT_REPOSITORY_DELETE, name, NULL, NULL, "repo-delete");
 }
 
 int sl_store_repo_list(struct sl_store *st, const char *user_id, struct sl_store_repo **out,
                        size_t *n)
 {
-    int rc;
-
-    sl__store_lock(st);
-    rc = repo_list(st, user_id, out, n);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_locked_list(st, SL__STMT_REPOSITORY_LIST, user_id, &sl__store_repo_rows,
+                                 "repo-list", out, n);
 }
 
 /* ---- members ---- */
@@ -236,13 +138,9 @@ static int member_role(struct sl_store *st, const char *repo, const char *user_i
 int sl_store_member_role(struct sl_store *st, const char *repo, const char *user_id,
                          enum sl_repo_role *out)
 {
-    int rc;
-
     SL_ENSURE(repo != NULL && user_id != NULL, SL_EINVAL);
     sl__store_lock(st);
-    rc = member_role(st, repo, user_id, out);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, member_role(st, repo, user_id, out));
 }
 
 static int member_put(struct sl_store *st, const char *repo, const char *user_id,
@@ -270,92 +168,22 @@ static int member_put(struct sl_store *st, const char *repo, const char *user_id
 int sl_store_member_put(struct sl_store *st, const char *repo, const char *user_id,
                         enum sl_repo_role role, enum sl_repo_role *previous)
 {
-    int rc;
-
     SL_ENSURE(repo != NULL && user_id != NULL && role != SL_REPO_ROLE_NONE, SL_EINVAL);
-    sl__store_lock(st);
-    rc = sl__store_tx_begin(st);
-    if (rc == 0) {
-        rc = sl__store_tx_end(st, member_put(st, repo, user_id, role, previous));
-    }
-    sl__store_unlock(st);
-    return rc;
-}
-
-static int member_delete(struct sl_store *st, const char *repo, const char *user_id)
-{
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-
-    SL_TRY(sl__store_stmt(st, SL__STMT_MEMBER_DELETE, &s));
-    sl__store_bind_text(s, 1, repo, &acc);
-    sl__store_bind_text(s, 2, user_id, &acc);
-    SL_TRY(sl__store_exec(st, s, acc, "member-delete"));
-    return sqlite3_changes(st->db) == 0 ? SL_ENOTFOUND : 0;
+    SL_TRY(sl__store_change_begin(st));
+    return sl__store_change_end(st, member_put(st, repo, user_id, role, previous));
 }
 
 int sl_store_member_delete(struct sl_store *st, const char *repo, const char *user_id)
 {
-    int rc;
-
     SL_ENSURE(repo != NULL && user_id != NULL, SL_EINVAL);
-    sl__store_lock(st);
-    rc = member_delete(st, repo, user_id);
-    sl__store_unlock(st);
-    return rc;
-}
-
-static int read_member(struct sl_store *st, sqlite3_stmt *s, void *row)
-{
-    struct sl_store_member *m = row;
-    const unsigned char *role;
-    int rc;
-
-    memset(m, 0, sizeof(*m));
-    rc = sl__store_col_copy(st, s, 0, m->user_id, sizeof(m->user_id));
-    if (rc == 0) {
-        rc = sl__store_col_dup_required(st, s, 1, &m->user_name);
-    }
-    role = sqlite3_column_text(s, 2);
-    if (rc == 0 && (role == NULL || !sl_repo_role_parse((const char *)role, &m->role))) {
-        m->role = SL_REPO_ROLE_NONE;
-    }
-    return rc;
-}
-
-static void free_member_rows(void *rows, size_t n)
-{
-    sl_store_free_members(rows, n);
-}
-
-static int member_list(struct sl_store *st, const char *repo, struct sl_store_member **out,
-                       size_t *n)
-{
-    sqlite3_stmt *s = NULL;
-    void *v = NULL;
-    int acc = SQLITE_OK;
-    int rc;
-
-    SL_TRY(sl__store_stmt(st, SL__STMT_MEMBER_LIST, &s));
-    sl__store_bind_text(s, 1, repo, &acc);
-    rc = acc == SQLITE_OK ? sl__store_collect_rows(st, s, sizeof(**out), read_member,
-                                                   free_member_rows, "member-list", &v, n)
-                          : sl__store_db_error(st, acc, "member-list");
-    sl__store_stmt_done(s);
-    if (rc == 0) {
-        *out = v;
-    }
-    return rc;
+    return sl__store_locked_delete(st, SL__STMT_MEMBER_DELETE, repo, user_id, NULL,
+                                   "member-delete");
 }
 
 int sl_store_member_list(struct sl_store *st, const char *repo, struct sl_store_member **out,
                          size_t *n)
 {
-    int rc;
-
     SL_ENSURE(repo != NULL, SL_EINVAL);
-    sl__store_lock(st);
-    rc = member_list(st, repo, out, n);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_locked_list(st, SL__STMT_MEMBER_LIST, repo, &sl__store_member_rows,
+                                 "member-list", out, n);
 }

@@ -26,35 +26,6 @@ static const char *token_kind_text(enum sl_token_kind kind)
     return NULL;
 }
 
-/* Reads a user from columns first .. first + 5 (SL__STORE_USER_COLS). */
-static int read_user(struct sl_store *st, sqlite3_stmt *s, int first, struct sl_user *u)
-{
-    int rc;
-
-    memset(u, 0, sizeof(*u));
-    rc = sl__store_col_copy(st, s, first, u->id, sizeof(u->id));
-    if (rc == 0) {
-        rc = sl__store_col_dup_required(st, s, first + 1, &u->name);
-    }
-    if (rc == 0) {
-        u->is_admin = sqlite3_column_int(s, first + 2) != 0;
-        u->disabled = sqlite3_column_int(s, first + 3) != 0;
-        rc = sl__store_col_dup(s, first + 4, &u->email);
-    }
-    if (rc == 0) {
-        rc = sl__store_col_copy(st, s, first + 5, u->created_at, sizeof(u->created_at));
-    }
-    if (rc < 0) {
-        sl_user_finish(u);
-    }
-    return rc;
-}
-
-static int read_user_row(struct sl_store *st, sqlite3_stmt *s, void *row)
-{
-    return read_user(st, s, 0, row);
-}
-
 static int user_create(struct sl_store *st, const char *name, bool is_admin, const char *email,
                        struct sl_user *out)
 {
@@ -98,87 +69,32 @@ fail:
 int sl_store_user_create(struct sl_store *st, const char *name, bool is_admin, const char *email,
                          struct sl_user *out)
 {
-    int rc;
-
     sl__store_lock(st);
-    rc = user_create(st, name, is_admin, email, out);
-    sl__store_unlock(st);
-    return rc;
-}
-
-/* Runs a one-row user query with one text parameter. */
-static int user_get(struct sl_store *st, enum sl__store_stmt id, const char *key,
-                    struct sl_user *out)
-{
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-
-    SL_ENSURE(key != NULL, SL_EINVAL);
-    SL_TRY(sl__store_stmt(st, id, &s));
-    sl__store_bind_text(s, 1, key, &acc);
-    return sl__store_get_one(st, s, acc, read_user_row, out, "user-get");
+    return sl__store_release(st, user_create(st, name, is_admin, email, out));
 }
 
 int sl_store_user_get(struct sl_store *st, const char *id, struct sl_user *out)
 {
-    int rc;
-
-    sl__store_lock(st);
-    rc = user_get(st, SL__STMT_USER_BY_ID, id, out);
-    sl__store_unlock(st);
-    return rc;
+    SL_ENSURE(id != NULL, SL_EINVAL);
+    return sl__store_locked_get(st, SL__STMT_USER_BY_ID, id, &sl__store_user_rows, out, "user-get");
 }
 
 int sl_store_user_get_by_name(struct sl_store *st, const char *name, struct sl_user *out)
 {
-    int rc;
-
-    sl__store_lock(st);
-    rc = user_get(st, SL__STMT_USER_BY_NAME, name, out);
-    sl__store_unlock(st);
-    return rc;
+    SL_ENSURE(name != NULL, SL_EINVAL);
+    return sl__store_locked_get(st, SL__STMT_USER_BY_NAME, name, &sl__store_user_rows, out,
+                                "user-get");
 }
 
 void sl_store_free_users(struct sl_user *v, size_t n)
 {
-    if (v == NULL) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        sl_user_finish(&v[i]);
-    }
-    sl_free(v);
-}
-
-static void free_user_rows(void *rows, size_t n)
-{
-    sl_store_free_users(rows, n);
-}
-
-static int user_list(struct sl_store *st, struct sl_user **out, size_t *n)
-{
-    sqlite3_stmt *s = NULL;
-    void *v = NULL;
-    int rc;
-
-    SL_TRY(sl__store_stmt(st, SL__STMT_USER_LIST, &s));
-    rc = sl__store_collect_rows(st, s, sizeof(**out), read_user_row, free_user_rows, "user-list",
-                                &v, n);
-    sl__store_stmt_done(s);
-    if (rc == 0) {
-        *out = v;
-    }
-    return rc;
+    sl__store_free_rows(&sl__store_user_rows, v, n);
 }
 
 int sl_store_user_list(struct sl_store *st, struct sl_user **out, size_t *n)
 {
-    int rc;
-
-    sl__store_lock(st);
-    rc = user_list(st, out, n);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_locked_list(st, SL__STMT_USER_LIST, NULL, &sl__store_user_rows, "user-list",
+                                 out, n);
 }
 
 /* The number of enabled admins, in `*n`. */
@@ -231,7 +147,8 @@ int sl_store_user_update(struct sl_store *st, const char *name,
         rc = sl__store_tx_end(st, user_change(st, name, ch));
     }
     if (rc == 0 && out != NULL) {
-        rc = user_get(st, SL__STMT_USER_BY_NAME, name, out);
+        rc = sl__store_get_by(st, SL__STMT_USER_BY_NAME, name, &sl__store_user_rows, out,
+                              "user-get");
     }
     sl__store_unlock(st);
     return rc;
@@ -268,57 +185,12 @@ bool sl_token_scope_parse(const char *text, enum sl_token_scope *out)
 
 void sl_store_token_finish(struct sl_store_token *t)
 {
-    sl_free(t->name);
-    memset(t, 0, sizeof(*t));
+    sl__store_free_cols(&sl__store_token_rows, t);
 }
 
 void sl_store_free_tokens(struct sl_store_token *v, size_t n)
 {
-    if (v == NULL) {
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        sl_store_token_finish(&v[i]);
-    }
-    sl_free(v);
-}
-
-/* Reads a token's record from columns first .. first + 6 (SL__STORE_TOKEN_COLS). A scope the
- * schema does not allow cannot be there; read as the least one. */
-static int read_token(struct sl_store *st, sqlite3_stmt *s, int first, struct sl_store_token *t)
-{
-    const unsigned char *scope;
-    int rc;
-
-    memset(t, 0, sizeof(*t));
-    rc = sl__store_col_copy(st, s, first, t->id, sizeof(t->id));
-    if (rc == 0) {
-        rc = sl__store_col_copy(st, s, first + 1, t->user_id, sizeof(t->user_id));
-    }
-    if (rc == 0) {
-        t->kind = sl__store_col_is(s, first + 2, "sandbox") ? SL_TOKEN_KIND_SANDBOX
-                                                            : SL_TOKEN_KIND_API;
-        scope = sqlite3_column_text(s, first + 3);
-        if (scope == NULL || !sl_token_scope_parse((const char *)scope, &t->scope)) {
-            t->scope = SL_TOKEN_SCOPE_READ;
-        }
-        rc = sl__store_col_dup_required(st, s, first + 4, &t->name);
-    }
-    if (rc == 0) {
-        rc = sl__store_col_copy(st, s, first + 5, t->created_at, sizeof(t->created_at));
-    }
-    if (rc == 0) {
-        rc = sl__store_col_copy(st, s, first + 6, t->expires_at, sizeof(t->expires_at));
-    }
-    if (rc < 0) {
-        sl_store_token_finish(t);
-    }
-    return rc;
-}
-
-static int read_token_row(struct sl_store *st, sqlite3_stmt *s, void *row)
-{
-    return read_token(st, s, 0, row);
+    sl__store_free_rows(&sl__store_token_rows, v, n);
 }
 
 static int token_add(struct sl_store *st, const uint8_t hash[32], struct sl_store_token *t)
@@ -357,13 +229,9 @@ static int token_add(struct sl_store *st, const uint8_t hash[32], struct sl_stor
 
 int sl_store_token_add(struct sl_store *st, const uint8_t hash[32], struct sl_store_token *t)
 {
-    int rc;
-
     SL_ENSURE(t != NULL, SL_EINVAL);
     sl__store_lock(st);
-    rc = token_add(st, hash, t);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_release(st, token_add(st, hash, t));
 }
 
 static int token_find_user(struct sl_store *st, const uint8_t hash[32], struct sl_user *out,
@@ -394,9 +262,9 @@ static int token_find_user(struct sl_store *st, const uint8_t hash[32], struct s
         rc = SL_ENOTFOUND;
         goto done;
     }
-    rc = read_user(st, s, 8, out);
+    rc = sl__store_read_row(st, s, 8, &sl__store_user_rows, out);
     if (rc == 0 && tok != NULL) {
-        rc = read_token(st, s, 1, tok);
+        rc = sl__store_read_row(st, s, 1, &sl__store_token_rows, tok);
         if (rc < 0) {
             sl_user_finish(out);
         }
@@ -409,81 +277,26 @@ done:
 int sl_store_token_find_user(struct sl_store *st, const uint8_t hash[32], struct sl_user *out,
                              struct sl_store_token *tok)
 {
-    int rc;
-
     sl__store_lock(st);
-    rc = token_find_user(st, hash, out, tok);
-    sl__store_unlock(st);
-    return rc;
-}
-
-static void free_token_rows(void *rows, size_t n)
-{
-    sl_store_free_tokens(rows, n);
-}
-
-static int token_list(struct sl_store *st, const char *user_id, struct sl_store_token **out,
-                      size_t *n)
-{
-    sqlite3_stmt *s = NULL;
-    void *v = NULL;
-    int acc = SQLITE_OK;
-    int rc;
-
-    SL_ENSURE(user_id != NULL, SL_EINVAL);
-    SL_TRY(sl__store_stmt(st, SL__STMT_TOKEN_LIST, &s));
-    sl__store_bind_text(s, 1, user_id, &acc);
-    rc = acc == SQLITE_OK ? sl__store_collect_rows(st, s, sizeof(**out), read_token_row,
-                                                   free_token_rows, "token-list", &v, n)
-                          : sl__store_db_error(st, acc, "token-list");
-    sl__store_stmt_done(s);
-    if (rc == 0) {
-        *out = v;
-    }
-    return rc;
+    return sl__store_release(st, token_find_user(st, hash, out, tok));
 }
 
 int sl_store_token_list(struct sl_store *st, const char *user_id, struct sl_store_token **out,
                         size_t *n)
 {
-    int rc;
-
-    sl__store_lock(st);
-    rc = token_list(st, user_id, out, n);
-    sl__store_unlock(st);
-    return rc;
+    SL_ENSURE(user_id != NULL, SL_EINVAL);
+    return sl__store_locked_list(st, SL__STMT_TOKEN_LIST, user_id, &sl__store_token_rows,
+                                 "token-list", out, n);
 }
 
 int sl_store_token_delete(struct sl_store *st, const uint8_t hash[32])
 {
-    int rc;
-
     SL_ENSURE(hash != NULL, SL_EINVAL);
-    sl__store_lock(st);
-    rc = sl__store_delete_one(st, SL__STMT_TOKEN_DELETE, NULL, hash, "token-delete");
-    sl__store_unlock(st);
-    return rc;
-}
-
-static int token_delete_id(struct sl_store *st, const char *user_id, const char *id)
-{
-    sqlite3_stmt *s = NULL;
-    int acc = SQLITE_OK;
-
-    SL_TRY(sl__store_stmt(st, SL__STMT_TOKEN_DELETE_ID, &s));
-    sl__store_bind_text(s, 1, id, &acc);
-    sl__store_bind_text(s, 2, user_id, &acc);
-    SL_TRY(sl__store_exec(st, s, acc, "token-delete"));
-    return sqlite3_changes(st->db) == 0 ? SL_ENOTFOUND : 0;
+    return sl__store_locked_delete(st, SL__STMT_TOKEN_DELETE, NULL, NULL, hash, "token-delete");
 }
 
 int sl_store_token_delete_id(struct sl_store *st, const char *user_id, const char *id)
 {
-    int rc;
-
     SL_ENSURE(user_id != NULL && id != NULL, SL_EINVAL);
-    sl__store_lock(st);
-    rc = token_delete_id(st, user_id, id);
-    sl__store_unlock(st);
-    return rc;
+    return sl__store_locked_delete(st, SL__STMT_TOKEN_DELETE_ID, id, user_id, NULL, "token-delete");
 }

@@ -22,6 +22,7 @@
 #include <sodium.h>
 
 #include "base/buf.h"
+#include "base/hex.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "control/env/environment.h"
@@ -89,15 +90,24 @@ void sl__api_set_error(struct sl__api_result *res, int status, const char *messa
     sl__api_set_json(res, status, json_pack("{s:s}", "message", message));
 }
 
-void sl__api_set_errorf(struct sl__api_result *res, int status, const char *fmt, ...)
+static void set_errorv(struct sl__api_result *res, int status, const char *fmt, va_list ap)
+        SL_PRINTF(3, 0);
+
+static void set_errorv(struct sl__api_result *res, int status, const char *fmt, va_list ap)
 {
     char msg[512];
+
+    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    sl__api_set_error(res, status, msg);
+}
+
+void sl__api_set_errorf(struct sl__api_result *res, int status, const char *fmt, ...)
+{
     va_list ap;
 
     va_start(ap, fmt);
-    (void)vsnprintf(msg, sizeof(msg), fmt, ap);
+    set_errorv(res, status, fmt, ap);
     va_end(ap);
-    sl__api_set_error(res, status, msg);
 }
 
 void sl__api_set_internal(struct sl__api_result *res, const char *what, int rc)
@@ -106,6 +116,125 @@ void sl__api_set_internal(struct sl__api_result *res, const char *what, int rc)
            sl_strerror(rc));
     sl__api_set_error(res, rc == SL_ENOMEM ? 503 : 500,
                       "internal error; see the control plane's log");
+}
+
+bool sl__api_store_ok(struct sl__api_result *res, int rc, const char *what, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (rc == SL_ENOTFOUND) {
+        va_start(ap, fmt);
+        set_errorv(res, 404, fmt, ap);
+        va_end(ap);
+    } else if (rc < 0) {
+        sl__api_set_internal(res, what, rc);
+    }
+    return rc >= 0;
+}
+
+void sl__api_set_invalid(struct sl__api_result *res, const char *what, const char *field,
+                         const char *message)
+{
+    json_t *doc = json_pack("{s:s, s:[{s:s, s:s}]}", "message", what, "errors", "field", field,
+                            "message", message);
+
+    sl__api_set_json(res, 422, doc);
+}
+
+bool sl__api_only_known(struct sl__api_result *res, json_t *root, const char *const *known,
+                        size_t n, const char *what, const char *expected)
+{
+    const char *key;
+    json_t *value;
+
+    json_object_foreach(root, key, value)
+    {
+        bool ok = false;
+
+        for (size_t i = 0; !ok && i < n; i++) {
+            ok = strcmp(key, known[i]) == 0;
+        }
+        if (!ok) {
+            char field[80];
+
+            (void)snprintf(field, sizeof(field), "%.64s", key);
+            sl__api_set_invalid(res, what, field, expected);
+            return false;
+        }
+    }
+    return true;
+}
+
+json_t *sl__api_body_known(struct sl__api_call *c, const char *const *known, size_t n,
+                           const char *what, const char *expected)
+{
+    json_t *root = sl__api_body_object(c);
+
+    if (root != NULL && !sl__api_only_known(c->res, root, known, n, what, expected)) {
+        json_decref(root);
+        root = NULL;
+    }
+    return root;
+}
+
+json_t *sl__api_with_token(json_t *doc, const char *token)
+{
+    if (doc != NULL && json_object_set_new(doc, "token", json_string(token)) < 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    return doc;
+}
+
+void sl__api_set_list(struct sl__api_result *res, int rc, const char *what, const char *key,
+                      const void *v, size_t n, size_t size, sl__api_item_fn *item)
+{
+    json_t *arr;
+
+    if (rc < 0) {
+        sl__api_set_internal(res, what, rc);
+        return;
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, item((const uint8_t *)v + i * size)) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    sl__api_set_json(res, 200, arr != NULL ? json_pack("{s:o}", key, arr) : NULL);
+}
+
+bool sl__api_route_collection(struct sl__api_call *c, const char *tail, const char *admins_only,
+                              sl__api_handler_fn *list, sl__api_handler_fn *create, char *seg,
+                              const char **rest)
+{
+    const char *m = c->req->method;
+    const char *after = NULL;
+
+    if (!sl__api_split_tail(tail, seg, SL__API_SEGMENT_MAX, &after)
+        || (rest == NULL && after != NULL)) {
+        sl__api_set_error(c->res, 404, "no such resource");
+        return false;
+    }
+    if (admins_only != NULL && !c->user.is_admin) {
+        sl__api_set_error(c->res, 403, admins_only);
+        return false;
+    }
+    if (seg[0] == '\0') {
+        if (strcmp(m, "GET") == 0) {
+            list(c);
+        } else if (strcmp(m, "POST") == 0) {
+            create(c);
+        } else {
+            sl__api_set_error(c->res, 405, "use GET or POST");
+        }
+        return false;
+    }
+    if (rest != NULL) {
+        *rest = after;
+    }
+    return true;
 }
 
 /* ---- sealing through control/store/secrets --------------------------------------------------- */
@@ -132,20 +261,6 @@ void sl__api_call_init(struct sl__api_call *c, struct sl_api *api, struct sl__ap
 
 /* ---- small parsers ------------------------------------------------------------------------ */
 
-static int hex_value(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Percent-decodes `n` bytes of `s` into `out` (`cap` bytes); '+' is a space when `plus`.
  * Returns 0, or SL_EINVAL for a bad escape, a NUL byte or a value too long. */
 static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
@@ -162,8 +277,8 @@ static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
             if (i + 2 >= n) {
                 return SL_EINVAL;
             }
-            hi = hex_value(s[i + 1]);
-            lo = hex_value(s[i + 2]);
+            hi = sl_hex_value(s[i + 1]);
+            lo = sl_hex_value(s[i + 2]);
             if (hi < 0 || lo < 0) {
                 return SL_EINVAL;
             }
@@ -237,7 +352,7 @@ bool sl__api_is_uuid_shaped(const char *s)
     for (size_t i = 0; i < SL_UUID_LEN; i++) {
         bool dash = i == 8 || i == 13 || i == 18 || i == 23;
 
-        if (dash ? s[i] != '-' : hex_value(s[i]) < 0) {
+        if (dash ? s[i] != '-' : sl_hex_value(s[i]) < 0) {
             return false;
         }
     }

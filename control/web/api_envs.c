@@ -211,6 +211,11 @@ static void env_write(struct sl__api_call *c, const struct sl_env_row *prev)
     sl_env_row_finish(&row);
 }
 
+static void env_create(struct sl__api_call *c)
+{
+    env_write(c, NULL);
+}
+
 static void env_delete(struct sl__api_call *c, const struct sl_env_row *r)
 {
     struct sl_store_conflict_info ci;
@@ -267,22 +272,11 @@ void sl__api_route_envs(struct sl__api_call *c, const char *tail)
 {
     const char *m = c->req->method;
     char seg[SL__API_SEGMENT_MAX] = "";
-    const char *rest;
+    const char *rest = NULL;
     struct sl_env_row r;
     int rc;
 
-    if (!sl__api_split_tail(tail, seg, sizeof(seg), &rest)) {
-        sl__api_set_error(c->res, 404, "no such resource");
-        return;
-    }
-    if (seg[0] == '\0') {
-        if (strcmp(m, "GET") == 0) {
-            env_list(c);
-        } else if (strcmp(m, "POST") == 0) {
-            env_write(c, NULL);
-        } else {
-            sl__api_set_error(c->res, 405, "use GET or POST");
-        }
+    if (!sl__api_route_collection(c, tail, NULL, env_list, env_create, seg, &rest)) {
         return;
     }
     if (rest != NULL && strcmp(rest, "set-default") != 0) {
@@ -291,12 +285,7 @@ void sl__api_route_envs(struct sl__api_call *c, const char *tail)
     }
     memset(&r, 0, sizeof(r));
     rc = sl__api_find_visible(c, seg, &r);
-    if (rc == SL_ENOTFOUND) {
-        sl__api_set_errorf(c->res, 404, "no environment '%s'", seg);
-        return;
-    }
-    if (rc < 0) {
-        sl__api_set_internal(c->res, "reading an environment", rc);
+    if (!sl__api_store_ok(c->res, rc, "reading an environment", "no environment '%s'", seg)) {
         return;
     }
     if (rest == NULL && r.scope == SL_SCOPE_GLOBAL && !c->user.is_admin
@@ -498,11 +487,7 @@ static void client_create(struct sl__api_call *c)
     c->res->changed = true;
     /* The token is shown here once; only its sealed form is kept. */
     doc = client_json(&cl, env.name);
-    if (doc != NULL && want_token && json_object_set_new(doc, "token", json_string(token)) < 0) {
-        json_decref(doc);
-        doc = NULL;
-    }
-    sl__api_set_json(c->res, 201, doc);
+    sl__api_set_json(c->res, 201, want_token ? sl__api_with_token(doc, token) : doc);
 out:
     sl_store_client_finish(&cl);
     sl_env_row_finish(&env);
@@ -511,63 +496,39 @@ out:
     json_decref(root);
 }
 
+static json_t *client_item(const void *item)
+{
+    const struct sl_store_client *cl = item;
+
+    return client_json(cl, cl->env_name);
+}
+
 static void client_list(struct sl__api_call *c)
 {
     struct sl_store_client *v = NULL;
     size_t n = 0;
-    json_t *arr;
     int rc = sl_store_client_list(c->api->store, &v, &n);
 
-    if (rc < 0) {
-        sl__api_set_internal(c->res, "listing static clients", rc);
-        return;
-    }
-    arr = json_array();
-    for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (json_array_append_new(arr, client_json(&v[i], v[i].env_name)) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
+    sl__api_set_list(c->res, rc, "listing static clients", "clients", v, n, sizeof(*v),
+                     client_item);
     sl_store_free_clients(v, n);
-    sl__api_set_json(c->res, 200, arr != NULL ? json_pack("{s:o}", "clients", arr) : NULL);
 }
 
 void sl__api_route_clients(struct sl__api_call *c, const char *tail)
 {
-    const char *m = c->req->method;
     char seg[SL__API_SEGMENT_MAX] = "";
-    const char *rest;
     int rc;
 
-    if (!sl__api_split_tail(tail, seg, sizeof(seg), &rest) || rest != NULL) {
-        sl__api_set_error(c->res, 404, "no such resource");
+    if (!sl__api_route_collection(c, tail, "static clients are for admins only", client_list,
+                                  client_create, seg, NULL)) {
         return;
     }
-    if (!c->user.is_admin) {
-        sl__api_set_error(c->res, 403, "static clients are for admins only");
-        return;
-    }
-    if (seg[0] == '\0') {
-        if (strcmp(m, "GET") == 0) {
-            client_list(c);
-        } else if (strcmp(m, "POST") == 0) {
-            client_create(c);
-        } else {
-            sl__api_set_error(c->res, 405, "use GET or POST");
-        }
-        return;
-    }
-    if (strcmp(m, "DELETE") != 0) {
+    if (strcmp(c->req->method, "DELETE") != 0) {
         sl__api_set_error(c->res, 405, "use DELETE");
         return;
     }
     rc = sl_store_client_delete(c->api->store, seg);
-    if (rc == SL_ENOTFOUND) {
-        sl__api_set_errorf(c->res, 404, "no static client '%s'", seg);
-    } else if (rc < 0) {
-        sl__api_set_internal(c->res, "deleting a static client", rc);
-    } else {
+    if (sl__api_store_ok(c->res, rc, "deleting a static client", "no static client '%s'", seg)) {
         c->res->changed = true;
         /* Its token or address stops working: answered once every proxy knows. */
         c->res->revokes = true;

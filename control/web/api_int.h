@@ -127,6 +127,54 @@ json_t *sl__api_body_object(struct sl__api_call *c);
 /* The caller as the git platform sees them (struct sl_gitplat_caller). */
 struct sl_gitplat_caller sl__api_git_caller(const struct sl__api_call *c);
 
+/* The store's answer `rc` about one thing: true when it succeeded (`rc` >= 0), with nothing
+ * set; false otherwise, with a 404 of the printf-style message for SL_ENOTFOUND, or
+ * sl__api_set_internal() with `what`. */
+bool sl__api_store_ok(struct sl__api_result *res, int rc, const char *what, const char *fmt, ...)
+        SL_PRINTF(4, 5);
+
+/* The 422 {"message": `what`, "errors": [{"field": `field`, "message": `message`}]}. */
+void sl__api_set_invalid(struct sl__api_result *res, const char *what, const char *field,
+                         const char *message);
+
+/* True when the object `root` has no member but the `n` names in `known`; false with the 422 of
+ * sl__api_set_invalid() for the first other one (its name, cut at 64 bytes, as the field and
+ * `expected` as the message). */
+bool sl__api_only_known(struct sl__api_result *res, json_t *root, const char *const *known,
+                        size_t n, const char *what, const char *expected);
+
+/* sl__api_body_object() whose members must be among the `n` names in `known`
+ * (sl__api_only_known()). NULL with the answer set. */
+json_t *sl__api_body_known(struct sl__api_call *c, const char *const *known, size_t n,
+                           const char *what, const char *expected);
+
+/* `doc` (taken) with the member "token": the secret `token`, shown this once. NULL when that
+ * fails (or `doc` is NULL). */
+json_t *sl__api_with_token(json_t *doc, const char *token);
+
+/* The API form of one element of a list (a new reference; NULL when out of memory). */
+typedef json_t *sl__api_item_fn(const void *item);
+
+/* The answer to listing: for the store's failure `rc`, sl__api_set_internal() with `what`;
+ * else 200 {"`key`": [...]} with `item` of each of the `n` elements of `size` bytes at `v`. */
+void sl__api_set_list(struct sl__api_result *res, int rc, const char *what, const char *key,
+                      const void *v, size_t n, size_t size, sl__api_item_fn *item);
+
+/* A route's whole answer. */
+typedef void sl__api_handler_fn(struct sl__api_call *c);
+
+/*
+ * The start of the routes of a collection, /api/v1/NAME`tail`: a 404 unless `tail` is "",
+ * "/SEG" or, when `rest` is not NULL, "/SEG/REST"; then a 403 of the message `admins_only` for
+ * a caller who is no admin (NULL: for nobody); then for "" the collection itself, `list` for
+ * GET and `create` for POST (405 otherwise). True when `tail` names one item, whose answer is
+ * the caller's: `seg` (SL__API_SEGMENT_MAX bytes) holds it and `*rest` what follows (NULL for
+ * nothing). False when the answer is set.
+ */
+bool sl__api_route_collection(struct sl__api_call *c, const char *tail, const char *admins_only,
+                              sl__api_handler_fn *list, sl__api_handler_fn *create, char *seg,
+                              const char **rest);
+
 /* ---- api_users.c ---- */
 
 /* /api/v1/users`tail` and /api/v1/tokens`tail`. */

@@ -29,6 +29,20 @@ static bool caller_role(struct sl__api_call *c, const char *repo, enum sl_repo_r
     return true;
 }
 
+/* The caller's role in `repo`, which they must see. False with the answer set (404 when they
+ * cannot). */
+static bool seen_role(struct sl__api_call *c, const char *repo, enum sl_repo_role *role)
+{
+    if (!caller_role(c, repo, role)) {
+        return false;
+    }
+    if (*role == SL_REPO_ROLE_NONE) {
+        sl__api_set_error(c->res, 404, "repository not found");
+        return false;
+    }
+    return true;
+}
+
 /* The API form of a repository, with the caller's role in it. */
 static json_t *repo_json(const struct sl_store_repo *r, enum sl_repo_role role)
 {
@@ -77,42 +91,28 @@ void sl__api_list_repos(struct sl__api_call *c)
 /* One field's 422. */
 static void set_invalid(struct sl__api_call *c, const char *field, const char *message)
 {
-    json_t *doc = json_pack("{s:s, s:[{s:s, s:s}]}", "message", "the repository is invalid",
-                            "errors", "field", field, "message", message);
-
-    sl__api_set_json(c->res, 422, doc);
+    sl__api_set_invalid(c->res, "the repository is invalid", field, message);
 }
 
 /* Reads a PUT body into `r` (name set by the caller; strings owned). False with the answer
  * set. */
 static bool parse_repo(struct sl__api_call *c, json_t *root, struct sl_store_repo *r)
 {
-    static const char *const ignored[] = { "name", "role", "created_at", "updated_at" };
+    /* The fields of the answer that are not the repository's to set are ignored. */
+    static const char *const known[] = { "visibility", "default_branch", "protected_branches",
+                                         "archived",   "name",           "role",
+                                         "created_at", "updated_at" };
     const json_t *vis = json_object_get(root, "visibility");
     const json_t *def = json_object_get(root, "default_branch");
     const json_t *prot = json_object_get(root, "protected_branches");
     const json_t *arch = json_object_get(root, "archived");
-    const char *key;
     json_t *value;
     size_t i;
 
-    json_object_foreach(root, key, value)
-    {
-        bool known = strcmp(key, "visibility") == 0 || strcmp(key, "default_branch") == 0
-                     || strcmp(key, "protected_branches") == 0 || strcmp(key, "archived") == 0;
-
-        for (size_t k = 0; !known && k < SL_ARRAY_LEN(ignored); k++) {
-            known = strcmp(key, ignored[k]) == 0;
-        }
-        if (!known) {
-            char field[80];
-
-            (void)snprintf(field, sizeof(field), "%.64s", key);
-            set_invalid(c, field,
-                        "unknown field (expected visibility, default_branch, "
-                        "protected_branches, archived)");
-            return false;
-        }
+    if (!sl__api_only_known(c->res, root, known, SL_ARRAY_LEN(known), "the repository is invalid",
+                            "unknown field (expected visibility, default_branch, "
+                            "protected_branches, archived)")) {
+        return false;
     }
     if (vis != NULL && !json_is_null(vis)
         && (!json_is_string(vis)
@@ -217,11 +217,7 @@ static void repo_one(struct sl__api_call *c, const char *name)
         sl__api_set_error(c->res, 405, "use GET, PUT or DELETE");
         return;
     }
-    if (!caller_role(c, name, &role)) {
-        return;
-    }
-    if (role == SL_REPO_ROLE_NONE) {
-        sl__api_set_error(c->res, 404, "repository not found");
+    if (!seen_role(c, name, &role)) {
         return;
     }
     if (strcmp(m, "DELETE") == 0) {
@@ -230,11 +226,7 @@ static void repo_one(struct sl__api_call *c, const char *name)
             return;
         }
         rc = sl_store_repo_delete(c->api->store, name);
-        if (rc == SL_ENOTFOUND) {
-            sl__api_set_error(c->res, 404, "repository not found");
-        } else if (rc < 0) {
-            sl__api_set_internal(c->res, "deleting a repository", rc);
-        } else {
+        if (sl__api_store_ok(c->res, rc, "deleting a repository", "repository not found")) {
             c->res->changed = true;
             c->res->revokes = true;
             c->res->status = 204;
@@ -242,11 +234,7 @@ static void repo_one(struct sl__api_call *c, const char *name)
         return;
     }
     rc = sl_store_repo_get(c->api->store, name, &r);
-    if (rc == SL_ENOTFOUND) {
-        sl__api_set_error(c->res, 404, "repository not found");
-    } else if (rc < 0) {
-        sl__api_set_internal(c->res, "reading a repository", rc);
-    } else {
+    if (sl__api_store_ok(c->res, rc, "reading a repository", "repository not found")) {
         sl__api_set_json(c->res, 200, repo_json(&r, role));
     }
     sl_store_repo_finish(&r);
@@ -259,51 +247,35 @@ static json_t *member_json(const char *user, enum sl_repo_role role)
     return json_pack("{s:s, s:s}", "user", user, "role", sl_repo_role_name(role));
 }
 
+static json_t *member_item(const void *item)
+{
+    const struct sl_store_member *m = item;
+
+    return member_json(m->user_name, m->role);
+}
+
 static void members_list(struct sl__api_call *c, const char *repo)
 {
     struct sl_store_member *v = NULL;
     size_t n = 0;
-    json_t *arr;
     int rc = sl_store_member_list(c->api->store, repo, &v, &n);
 
-    if (rc < 0) {
-        sl__api_set_internal(c->res, "listing members", rc);
-        return;
-    }
-    arr = json_array();
-    for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (json_array_append_new(arr, member_json(v[i].user_name, v[i].role)) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
+    sl__api_set_list(c->res, rc, "listing members", "members", v, n, sizeof(*v), member_item);
     sl_store_free_members(v, n);
-    sl__api_set_json(c->res, 200, arr != NULL ? json_pack("{s:o}", "members", arr) : NULL);
 }
 
 /* PUT .../members/{user} {"role"}. */
 static void member_put(struct sl__api_call *c, const char *repo, const struct sl_user *u)
 {
     enum sl_repo_role role = SL_REPO_ROLE_NONE;
+    static const char *const known[] = { "role", "user" };
     enum sl_repo_role before = SL_REPO_ROLE_NONE;
-    json_t *root = sl__api_body_object(c);
-    const char *key;
-    json_t *value;
+    json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), "the repository is invalid",
+                                      "unknown field (expected role)");
     int rc;
 
     if (root == NULL) {
         return;
-    }
-    json_object_foreach(root, key, value)
-    {
-        if (strcmp(key, "role") != 0 && strcmp(key, "user") != 0) {
-            char field[80];
-
-            (void)snprintf(field, sizeof(field), "%.64s", key);
-            set_invalid(c, field, "unknown field (expected role)");
-            json_decref(root);
-            return;
-        }
     }
     if (!sl_repo_role_parse(json_string_value(json_object_get(root, "role")), &role)) {
         set_invalid(c, "role", "\"read\", \"write\" or \"admin\"");
@@ -343,23 +315,14 @@ static void member_one(struct sl__api_call *c, const char *repo, enum sl_repo_ro
         return;
     }
     rc = sl_store_user_get_by_name(c->api->store, name, &u);
-    if (rc == SL_ENOTFOUND) {
-        sl__api_set_errorf(c->res, 404, "no user '%.128s'", name);
-        return;
-    }
-    if (rc < 0) {
-        sl__api_set_internal(c->res, "reading a user", rc);
+    if (!sl__api_store_ok(c->res, rc, "reading a user", "no user '%.128s'", name)) {
         return;
     }
     if (strcmp(m, "PUT") == 0) {
         member_put(c, repo, &u);
     } else if (strcmp(m, "DELETE") == 0) {
         rc = sl_store_member_delete(c->api->store, repo, u.id);
-        if (rc == SL_ENOTFOUND) {
-            sl__api_set_errorf(c->res, 404, "no member '%.128s'", name);
-        } else if (rc < 0) {
-            sl__api_set_internal(c->res, "deleting a member", rc);
-        } else {
+        if (sl__api_store_ok(c->res, rc, "deleting a member", "no member '%.128s'", name)) {
             c->res->changed = true;
             c->res->revokes = true;
             c->res->status = 204;
@@ -388,11 +351,7 @@ static void members(struct sl__api_call *c, const char *repo, const char *tail)
         sl__api_set_error(c->res, 404, "no such resource");
         return;
     }
-    if (!caller_role(c, repo, &role)) {
-        return;
-    }
-    if (role == SL_REPO_ROLE_NONE) {
-        sl__api_set_error(c->res, 404, "repository not found");
+    if (!seen_role(c, repo, &role)) {
         return;
     }
     if (user[0] != '\0') {

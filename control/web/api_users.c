@@ -31,39 +31,19 @@ static json_t *user_json(const struct sl_user *u)
                      "disabled", u->disabled, "email", u->email, "created_at", u->created_at);
 }
 
-/* A 422 naming the field. */
-static void set_invalid(struct sl__api_call *c, const char *what, const char *field,
-                        const char *message)
+static json_t *user_item(const void *item)
 {
-    json_t *doc = json_pack("{s:s, s:[{s:s, s:s}]}", "message", what, "errors", "field", field,
-                            "message", message);
-
-    sl__api_set_json(c->res, 422, doc);
+    return user_json(item);
 }
 
-/* Checks that `root` has no member but those in `known`. False with the 422 set. */
-static bool only_known(struct sl__api_call *c, json_t *root, const char *const *known, size_t n,
-                       const char *what, const char *expected)
+static void users_list(struct sl__api_call *c)
 {
-    const char *key;
-    json_t *value;
+    struct sl_user *v = NULL;
+    size_t n = 0;
+    int rc = sl_store_user_list(c->api->store, &v, &n);
 
-    json_object_foreach(root, key, value)
-    {
-        bool ok = false;
-
-        for (size_t i = 0; !ok && i < n; i++) {
-            ok = strcmp(key, known[i]) == 0;
-        }
-        if (!ok) {
-            char field[80];
-
-            (void)snprintf(field, sizeof(field), "%.64s", key);
-            set_invalid(c, what, field, expected);
-            return false;
-        }
-    }
-    return true;
+    sl__api_set_list(c->res, rc, "listing users", "users", v, n, sizeof(*v), user_item);
+    sl_store_free_users(v, n);
 }
 
 /* `email` of a body: absent or null (NULL), or a valid address. False with the 422 set. */
@@ -76,8 +56,8 @@ static bool read_email(struct sl__api_call *c, const json_t *email, const char *
         && sl_user_email_is_valid(json_string_value(email))) {
         return true;
     }
-    set_invalid(c, what, "email",
-                "an address like name@example.com (at most 254 bytes, no spaces), or null");
+    sl__api_set_invalid(c->res, what, "email",
+                        "an address like name@example.com (at most 254 bytes, no spaces), or null");
     return false;
 }
 
@@ -92,28 +72,27 @@ static void user_create(struct sl__api_call *c)
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     struct sl_store_token t;
     struct sl_user u;
-    json_t *root = sl__api_body_object(c);
+    json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), what,
+                                      "unknown field (expected name, admin, email)");
     const json_t *admin;
     const char *name;
-    json_t *doc;
     int rc;
 
     memset(&u, 0, sizeof(u));
     memset(&t, 0, sizeof(t));
-    if (root == NULL
-        || !only_known(c, root, known, SL_ARRAY_LEN(known), what,
-                       "unknown field (expected name, admin, email)")) {
+    if (root == NULL) {
         goto out;
     }
     name = json_string_value(json_object_get(root, "name"));
     admin = json_object_get(root, "admin");
     if (name == NULL || !sl_user_name_is_valid(name)) {
-        set_invalid(c, what, "name",
-                    "1-64 letters, digits, '.', '_' or '-', starting with a letter or digit");
+        sl__api_set_invalid(c->res, what, "name",
+                            "1-64 letters, digits, '.', '_' or '-', starting with a letter or "
+                            "digit");
         goto out;
     }
     if (admin != NULL && !json_is_null(admin) && !json_is_boolean(admin)) {
-        set_invalid(c, what, "admin", "true or false");
+        sl__api_set_invalid(c->res, what, "admin", "true or false");
         goto out;
     }
     if (!read_email(c, json_object_get(root, "email"), what)) {
@@ -143,38 +122,11 @@ static void user_create(struct sl__api_call *c)
     }
     sl_log(SL_LOG_INFO, 0, "msg=\"user created\" user=%s admin=%d by=%s", u.name, u.is_admin,
            c->user.name);
-    doc = user_json(&u);
-    if (doc != NULL && json_object_set_new(doc, "token", json_string(token)) < 0) {
-        json_decref(doc);
-        doc = NULL;
-    }
-    sl__api_set_json(c->res, 201, doc);
+    sl__api_set_json(c->res, 201, sl__api_with_token(user_json(&u), token));
 out:
     sodium_memzero(token, sizeof(token));
     sl_user_finish(&u);
     json_decref(root);
-}
-
-static void users_list(struct sl__api_call *c)
-{
-    struct sl_user *v = NULL;
-    size_t n = 0;
-    json_t *arr;
-    int rc = sl_store_user_list(c->api->store, &v, &n);
-
-    if (rc < 0) {
-        sl__api_set_internal(c->res, "listing users", rc);
-        return;
-    }
-    arr = json_array();
-    for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (json_array_append_new(arr, user_json(&v[i])) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
-    sl_store_free_users(v, n);
-    sl__api_set_json(c->res, 200, arr != NULL ? json_pack("{s:o}", "users", arr) : NULL);
 }
 
 /* PATCH /api/v1/users/{name} {"disabled","admin","email"}. */
@@ -184,7 +136,8 @@ static void user_patch(struct sl__api_call *c, const char *name)
     static const char what[] = "the change is invalid";
     struct sl_store_user_change ch;
     struct sl_user u;
-    json_t *root = sl__api_body_object(c);
+    json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), what,
+                                      "unknown field (expected disabled, admin, email)");
     const json_t *disabled;
     const json_t *admin;
     const json_t *email;
@@ -192,20 +145,18 @@ static void user_patch(struct sl__api_call *c, const char *name)
 
     memset(&ch, 0, sizeof(ch));
     memset(&u, 0, sizeof(u));
-    if (root == NULL
-        || !only_known(c, root, known, SL_ARRAY_LEN(known), what,
-                       "unknown field (expected disabled, admin, email)")) {
+    if (root == NULL) {
         goto out;
     }
     disabled = json_object_get(root, "disabled");
     admin = json_object_get(root, "admin");
     email = json_object_get(root, "email");
     if (disabled != NULL && !json_is_boolean(disabled)) {
-        set_invalid(c, what, "disabled", "true or false");
+        sl__api_set_invalid(c->res, what, "disabled", "true or false");
         goto out;
     }
     if (admin != NULL && !json_is_boolean(admin)) {
-        set_invalid(c, what, "admin", "true or false");
+        sl__api_set_invalid(c->res, what, "admin", "true or false");
         goto out;
     }
     if (!read_email(c, email, what)) {
@@ -218,15 +169,11 @@ static void user_patch(struct sl__api_call *c, const char *name)
     ch.set_email = email != NULL;
     ch.email = json_string_value(email);
     rc = sl_store_user_update(c->api->store, name, &ch, &u);
-    if (rc == SL_ENOTFOUND) {
-        sl__api_set_errorf(c->res, 404, "no user '%.128s'", name);
-    } else if (rc == SL_EINVAL) {
+    if (rc == SL_EINVAL) {
         sl__api_set_error(c->res, 409,
                           "the last enabled admin cannot be disabled or demoted; make another "
                           "admin first");
-    } else if (rc < 0) {
-        sl__api_set_internal(c->res, "changing a user", rc);
-    } else {
+    } else if (sl__api_store_ok(c->res, rc, "changing a user", "no user '%.128s'", name)) {
         sl_log(SL_LOG_INFO, 0, "msg=\"user changed\" user=%s disabled=%d admin=%d by=%s", u.name,
                u.disabled, u.is_admin, c->user.name);
         c->res->changed = true;
@@ -243,26 +190,11 @@ void sl__api_route_users(struct sl__api_call *c, const char *tail)
 {
     const char *m = c->req->method;
     char name[SL__API_SEGMENT_MAX] = "";
-    const char *rest = NULL;
     struct sl_user u;
     int rc;
 
-    if (!sl__api_split_tail(tail, name, sizeof(name), &rest) || rest != NULL) {
-        sl__api_set_error(c->res, 404, "no such resource");
-        return;
-    }
-    if (!c->user.is_admin) {
-        sl__api_set_error(c->res, 403, "users are for admins only");
-        return;
-    }
-    if (name[0] == '\0') {
-        if (strcmp(m, "GET") == 0) {
-            users_list(c);
-        } else if (strcmp(m, "POST") == 0) {
-            user_create(c);
-        } else {
-            sl__api_set_error(c->res, 405, "use GET or POST");
-        }
+    if (!sl__api_route_collection(c, tail, "users are for admins only", users_list, user_create,
+                                  name, NULL)) {
         return;
     }
     if (strcmp(m, "PATCH") == 0) {
@@ -275,11 +207,7 @@ void sl__api_route_users(struct sl__api_call *c, const char *tail)
     }
     memset(&u, 0, sizeof(u));
     rc = sl_store_user_get_by_name(c->api->store, name, &u);
-    if (rc == SL_ENOTFOUND) {
-        sl__api_set_errorf(c->res, 404, "no user '%.128s'", name);
-    } else if (rc < 0) {
-        sl__api_set_internal(c->res, "reading a user", rc);
-    } else {
+    if (sl__api_store_ok(c->res, rc, "reading a user", "no user '%.128s'", name)) {
         sl__api_set_json(c->res, 200, user_json(&u));
     }
     sl_user_finish(&u);
@@ -310,6 +238,21 @@ static json_t *token_json(const struct sl_store_token *t)
                      t->expires_at[0] != '\0' && strcmp(now, t->expires_at) >= 0);
 }
 
+static json_t *token_item(const void *item)
+{
+    return token_json(item);
+}
+
+static void tokens_list(struct sl__api_call *c)
+{
+    struct sl_store_token *v = NULL;
+    size_t n = 0;
+    int rc = sl_store_token_list(c->api->store, c->user.id, &v, &n);
+
+    sl__api_set_list(c->res, rc, "listing tokens", "tokens", v, n, sizeof(*v), token_item);
+    sl_store_free_tokens(v, n);
+}
+
 /* True for a token name: 1-128 bytes, no control characters. */
 static bool is_token_name(const json_t *name)
 {
@@ -335,31 +278,30 @@ static void token_create(struct sl__api_call *c)
     char token[SL_TOKEN_SIZE] = "";
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     struct sl_store_token t;
-    json_t *root = sl__api_body_object(c);
+    json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), what,
+                                      "unknown field (expected name, scope, expires_in_days)");
     const json_t *days;
     char *name = NULL;
-    json_t *doc;
     int rc;
 
     memset(&t, 0, sizeof(t));
-    if (root == NULL
-        || !only_known(c, root, known, SL_ARRAY_LEN(known), what,
-                       "unknown field (expected name, scope, expires_in_days)")) {
+    if (root == NULL) {
         goto out;
     }
     days = json_object_get(root, "expires_in_days");
     if (!is_token_name(json_object_get(root, "name"))) {
-        set_invalid(c, what, "name", "1-128 characters, no control characters");
+        sl__api_set_invalid(c->res, what, "name", "1-128 characters, no control characters");
         goto out;
     }
     if (!sl_token_scope_parse(json_string_value(json_object_get(root, "scope")), &t.scope)) {
-        set_invalid(c, what, "scope", "\"read\", \"write\" or \"admin\"");
+        sl__api_set_invalid(c->res, what, "scope", "\"read\", \"write\" or \"admin\"");
         goto out;
     }
     if (days != NULL && !json_is_null(days)
         && (!json_is_integer(days) || json_integer_value(days) < 1
             || json_integer_value(days) > TOKEN_DAYS_MAX)) {
-        set_invalid(c, what, "expires_in_days", "a whole number from 1 to 3650, or null (never)");
+        sl__api_set_invalid(c->res, what, "expires_in_days",
+                            "a whole number from 1 to 3650, or null (never)");
         goto out;
     }
     /* A token never does more than its owner may: admin is an admin's, from an admin token. */
@@ -385,71 +327,27 @@ static void token_create(struct sl__api_call *c)
         sl__api_set_internal(c->res, "creating a token", rc);
         goto out;
     }
-    doc = token_json(&t);
-    if (doc != NULL && json_object_set_new(doc, "token", json_string(token)) < 0) {
-        json_decref(doc);
-        doc = NULL;
-    }
-    sl__api_set_json(c->res, 201, doc);
+    sl__api_set_json(c->res, 201, sl__api_with_token(token_json(&t), token));
 out:
     sodium_memzero(token, sizeof(token));
     sl_free(name);
     json_decref(root);
 }
 
-static void tokens_list(struct sl__api_call *c)
-{
-    struct sl_store_token *v = NULL;
-    size_t n = 0;
-    json_t *arr;
-    int rc = sl_store_token_list(c->api->store, c->user.id, &v, &n);
-
-    if (rc < 0) {
-        sl__api_set_internal(c->res, "listing tokens", rc);
-        return;
-    }
-    arr = json_array();
-    for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (json_array_append_new(arr, token_json(&v[i])) < 0) {
-            json_decref(arr);
-            arr = NULL;
-        }
-    }
-    sl_store_free_tokens(v, n);
-    sl__api_set_json(c->res, 200, arr != NULL ? json_pack("{s:o}", "tokens", arr) : NULL);
-}
-
 void sl__api_route_tokens(struct sl__api_call *c, const char *tail)
 {
-    const char *m = c->req->method;
     char id[SL__API_SEGMENT_MAX] = "";
-    const char *rest = NULL;
     int rc;
 
-    if (!sl__api_split_tail(tail, id, sizeof(id), &rest) || rest != NULL) {
-        sl__api_set_error(c->res, 404, "no such resource");
+    if (!sl__api_route_collection(c, tail, NULL, tokens_list, token_create, id, NULL)) {
         return;
     }
-    if (id[0] == '\0') {
-        if (strcmp(m, "GET") == 0) {
-            tokens_list(c);
-        } else if (strcmp(m, "POST") == 0) {
-            token_create(c);
-        } else {
-            sl__api_set_error(c->res, 405, "use GET or POST");
-        }
-        return;
-    }
-    if (strcmp(m, "DELETE") != 0) {
+    if (strcmp(c->req->method, "DELETE") != 0) {
         sl__api_set_error(c->res, 405, "use DELETE");
         return;
     }
     rc = sl_store_token_delete_id(c->api->store, c->user.id, id);
-    if (rc == SL_ENOTFOUND) {
-        sl__api_set_errorf(c->res, 404, "no token '%.64s'", id);
-    } else if (rc < 0) {
-        sl__api_set_internal(c->res, "revoking a token", rc);
-    } else {
+    if (sl__api_store_ok(c->res, rc, "revoking a token", "no token '%.64s'", id)) {
         c->res->status = 204;
     }
 }

@@ -49,13 +49,14 @@ static const char instructions[] =
 
 /* ---- the tools ---------------------------------------------------------------------------- */
 
-enum path_kind {
-    PATH_ENVS = 0,
-    PATH_ENV,
-    PATH_JOBS,
-    PATH_JOB,
-    PATH_SANDBOXES,
-    PATH_SANDBOX_ACTION,
+/* The REST route a tool calls. */
+struct tool_route {
+    const char *method;
+    /* The path, where {name} stands for the argument `name` as one segment ({repo}, owner/name,
+     * for two: build_path()). */
+    const char *path;
+    /* Which arguments form the body (NULL: no body; "*": all of them). */
+    const char *const *body_keys;
 };
 
 struct tool {
@@ -65,12 +66,7 @@ struct tool {
     /* The input schema and annotations, JSON with single quotes for double ones (sq_json()). */
     const char *schema;
     const char *annotations;
-    /* The route: method, path shape, sandbox action, and which arguments form the body (NULL:
-     * no body; "*": all of them). */
-    const char *method;
-    enum path_kind path;
-    const char *action;
-    const char *const *body_keys;
+    struct tool_route route;
     /* structuredContent of a 2xx answer without a body (sq_json() text). */
     const char *empty_result;
 };
@@ -89,8 +85,10 @@ struct tool {
 #define P_PATH                                                \
     "'path':{'type':'string','minLength':1,'maxLength':4096," \
     "'description':'A file path, relative to /workspace/repo or absolute'}"
-/* The annotations of a tool that changes nothing and reaches nothing outside sluice. */
+/* The annotations of a tool that changes nothing and reaches nothing outside sluice, and of
+ * one that starts work (a job, a sandbox) that reaches outside. */
 #define READ_ONLY "{'readOnlyHint':true,'openWorldHint':false}"
+#define STARTS    "{'readOnlyHint':false,'destructiveHint':false,'openWorldHint':true}"
 #define OBJ(props, req)                                               \
     "{'type':'object','properties':{" props "},'required':[" req "]," \
     "'additionalProperties':false}"
@@ -101,6 +99,10 @@ static const char *const body_exec[] = { "cmd", "cwd", "env", "timeoutMs", NULL 
 static const char *const body_read[] = { "path", NULL };
 static const char *const body_write[] = { "path", "content", "mode", NULL };
 
+/* The sandboxes of the repository, and an action on one of them. */
+#define SANDBOXES       "/api/v1/repos/{repo}/sandboxes"
+#define SANDBOX(action) SANDBOXES "/{sandbox_id}/" action
+
 static const struct tool tools[] = {
     {
             .name = "list_environments",
@@ -109,8 +111,7 @@ static const struct tool tools[] = {
                            "one. No variable values are included (GET /api/v1/environments).",
             .schema = "{'type':'object','properties':{},'additionalProperties':false}",
             .annotations = READ_ONLY,
-            .method = "GET",
-            .path = PATH_ENVS,
+            .route = { "GET", "/api/v1/environments", NULL },
     },
     {
             .name = "get_environment",
@@ -120,8 +121,7 @@ static const struct tool tools[] = {
                            "(GET /api/v1/environments/{id-or-name}).",
             .schema = OBJ(P_ENV("The id or the name of the environment"), "'environment'"),
             .annotations = READ_ONLY,
-            .method = "GET",
-            .path = PATH_ENV,
+            .route = { "GET", "/api/v1/environments/{environment}", NULL },
     },
     {
             .name = "submit_job",
@@ -141,10 +141,8 @@ static const struct tool tools[] = {
                         "'description':'Time limit of the command in ms (default 600000)'}," P_ENV(
                                 "An environment id or name for every repository (optional)"),
                         "'repos','command'"),
-            .annotations = "{'readOnlyHint':false,'destructiveHint':false,'openWorldHint':true}",
-            .method = "POST",
-            .path = PATH_JOBS,
-            .body_keys = body_all,
+            .annotations = STARTS,
+            .route = { "POST", "/api/v1/jobs", body_all },
     },
     {
             .name = "get_job",
@@ -155,8 +153,7 @@ static const struct tool tools[] = {
                           "'description':'The job id submit_job returned'}",
                           "'id'"),
             .annotations = READ_ONLY,
-            .method = "GET",
-            .path = PATH_JOB,
+            .route = { "GET", "/api/v1/jobs/{id}", NULL },
     },
     {
             .name = "sandbox_create",
@@ -168,10 +165,8 @@ static const struct tool tools[] = {
             .schema = OBJ(P_REPO "," P_REF "," P_ENV("An environment id or name (default: resolved "
                                                      "for the repository)"),
                           "'repo'"),
-            .annotations = "{'readOnlyHint':false,'destructiveHint':false,'openWorldHint':true}",
-            .method = "POST",
-            .path = PATH_SANDBOXES,
-            .body_keys = body_create,
+            .annotations = STARTS,
+            .route = { "POST", SANDBOXES, body_create },
     },
     {
             .name = "sandbox_exec",
@@ -190,10 +185,7 @@ static const struct tool tools[] = {
                                  "'description':'Time limit in ms (default 600000)'}",
                           "'repo','sandbox_id','cmd'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':true,'openWorldHint':true}",
-            .method = "POST",
-            .path = PATH_SANDBOX_ACTION,
-            .action = "exec",
-            .body_keys = body_exec,
+            .route = { "POST", SANDBOX("exec"), body_exec },
     },
     {
             .name = "sandbox_read_file",
@@ -202,10 +194,7 @@ static const struct tool tools[] = {
                            "at most 64 MiB (POST .../sandboxes/{id}/read).",
             .schema = OBJ(P_REPO "," P_SANDBOX "," P_PATH, "'repo','sandbox_id','path'"),
             .annotations = READ_ONLY,
-            .method = "POST",
-            .path = PATH_SANDBOX_ACTION,
-            .action = "read",
-            .body_keys = body_read,
+            .route = { "POST", SANDBOX("read"), body_read },
     },
     {
             .name = "sandbox_write_file",
@@ -218,10 +207,7 @@ static const struct tool tools[] = {
                                  "'description':'File mode, e.g. 493 for 0755 (default 420)'}",
                           "'repo','sandbox_id','path','content'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':true,'openWorldHint':false}",
-            .method = "POST",
-            .path = PATH_SANDBOX_ACTION,
-            .action = "write",
-            .body_keys = body_write,
+            .route = { "POST", SANDBOX("write"), body_write },
     },
     {
             .name = "sandbox_close",
@@ -231,9 +217,7 @@ static const struct tool tools[] = {
             .schema = OBJ(P_REPO "," P_SANDBOX, "'repo','sandbox_id'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,"
                            "'openWorldHint':false}",
-            .method = "POST",
-            .path = PATH_SANDBOX_ACTION,
-            .action = "close",
+            .route = { "POST", SANDBOX("close"), NULL },
             .empty_result = "{'closed':true}",
     },
 };
@@ -662,69 +646,56 @@ static int append_segment(struct sl_buf *b, const char *s)
     return rc;
 }
 
-/* The path of `t` for `args`. Returns 0 with `*out` owned, SL_EINVAL (repo without '/': `e`
- * set) or SL_ENOMEM. */
+/* Appends the argument `name` of `args` for its {name} in a route's path: as one segment, or
+ * for "repo" (owner/name) as two. SL_EINVAL (`e` set) for a repository without a '/'. */
+static int append_arg(struct sl_buf *b, const json_t *args, const char *name, struct arg_err *e)
+{
+    const char *v = json_string_value(json_object_get(args, name));
+    const char *slash = v != NULL ? strchr(v, '/') : NULL;
+    char owner[1025];
+    int rc;
+
+    if (strcmp(name, "repo") != 0) {
+        return append_segment(b, v);
+    }
+    if (slash == NULL || slash == v || slash[1] == '\0' || (size_t)(slash - v) >= sizeof(owner)) {
+        (void)arg_fail(e, "repo", "must be owner/name");
+        return SL_EINVAL;
+    }
+    memcpy(owner, v, (size_t)(slash - v));
+    owner[slash - v] = '\0';
+    rc = append_segment(b, owner);
+    if (rc == 0) {
+        rc = sl_buf_append_str(b, "/");
+    }
+    return rc == 0 ? append_segment(b, slash + 1) : rc;
+}
+
+/* The path of `t` for `args`: its route's path with every {name} filled in (append_arg()).
+ * Returns 0 with `*out` owned, SL_EINVAL (repo without '/': `e` set) or SL_ENOMEM. */
 static int build_path(const struct tool *t, const json_t *args, char **out, struct arg_err *e)
 {
-    const char *repo = json_string_value(json_object_get(args, "repo"));
-    const char *slash = repo != NULL ? strchr(repo, '/') : NULL;
+    const char *p = t->route.path;
     struct sl_buf b;
-    char owner[1025];
+    char name[32];
     int rc = 0;
 
     sl_buf_init(&b, PATH_MAX_BYTES);
-    switch (t->path) {
-    case PATH_ENVS:
-        rc = sl_buf_append_str(&b, "/api/v1/environments");
-        break;
-    case PATH_ENV:
-        rc = sl_buf_append_str(&b, "/api/v1/environments/");
-        if (rc == 0) {
-            rc = append_segment(&b, json_string_value(json_object_get(args, "environment")));
+    while (rc == 0 && *p != '\0') {
+        const char *open = strchr(p, '{');
+        const char *close = open != NULL ? strchr(open, '}') : NULL;
+        size_t n = open != NULL ? (size_t)(open - p) : strlen(p);
+
+        rc = sl_buf_append(&b, p, n);
+        p += n;
+        if (rc == 0 && open != NULL) {
+            /* The table's names are short and closed: a bug otherwise. */
+            SL_BUG_ON(close == NULL || (size_t)(close - open) > sizeof(name));
+            memcpy(name, open + 1, (size_t)(close - open) - 1);
+            name[close - open - 1] = '\0';
+            rc = append_arg(&b, args, name, e);
+            p = close + 1;
         }
-        break;
-    case PATH_JOBS:
-        rc = sl_buf_append_str(&b, "/api/v1/jobs");
-        break;
-    case PATH_JOB:
-        rc = sl_buf_append_str(&b, "/api/v1/jobs/");
-        if (rc == 0) {
-            rc = append_segment(&b, json_string_value(json_object_get(args, "id")));
-        }
-        break;
-    case PATH_SANDBOXES:
-    case PATH_SANDBOX_ACTION:
-        if (slash == NULL || slash == repo || slash[1] == '\0'
-            || (size_t)(slash - repo) >= sizeof(owner)) {
-            (void)arg_fail(e, "repo", "must be owner/name");
-            rc = SL_EINVAL;
-            break;
-        }
-        memcpy(owner, repo, (size_t)(slash - repo));
-        owner[slash - repo] = '\0';
-        rc = sl_buf_append_str(&b, "/api/v1/repos/");
-        if (rc == 0) {
-            rc = append_segment(&b, owner);
-        }
-        if (rc == 0) {
-            rc = sl_buf_append_str(&b, "/");
-        }
-        if (rc == 0) {
-            rc = append_segment(&b, slash + 1);
-        }
-        if (rc == 0) {
-            rc = sl_buf_append_str(&b, "/sandboxes");
-        }
-        if (rc == 0 && t->path == PATH_SANDBOX_ACTION) {
-            rc = sl_buf_append_str(&b, "/");
-            if (rc == 0) {
-                rc = append_segment(&b, json_string_value(json_object_get(args, "sandbox_id")));
-            }
-            if (rc == 0) {
-                rc = sl_buf_printf(&b, "/%s", t->action);
-            }
-        }
-        break;
     }
     if (rc == 0) {
         *out = sl_strdup(sl_buf_cstr(&b));
@@ -742,17 +713,17 @@ static int build_body(const struct tool *t, const json_t *args, char **out)
     json_t *body;
 
     *out = NULL;
-    if (t->body_keys == NULL) {
+    if (t->route.body_keys == NULL) {
         return 0;
     }
-    if (strcmp(t->body_keys[0], "*") == 0) {
+    if (strcmp(t->route.body_keys[0], "*") == 0) {
         body = json_deep_copy(args);
     } else {
         body = json_object();
-        for (size_t i = 0; body != NULL && t->body_keys[i] != NULL; i++) {
-            json_t *v = json_object_get(args, t->body_keys[i]);
+        for (size_t i = 0; body != NULL && t->route.body_keys[i] != NULL; i++) {
+            json_t *v = json_object_get(args, t->route.body_keys[i]);
 
-            if (v != NULL && json_object_set(body, t->body_keys[i], v) < 0) {
+            if (v != NULL && json_object_set(body, t->route.body_keys[i], v) < 0) {
                 json_decref(body);
                 body = NULL;
             }
@@ -822,7 +793,7 @@ static int prepare_call(json_t *id, const json_t *params, struct sl_mcp_plan *ou
         return rc;
     }
     out->route.tool = t->name;
-    out->route.method = t->method;
+    out->route.method = t->route.method;
     out->route.id = json_incref(id);
     out->route.stateless = out->stateless;
     out->has_route = true;

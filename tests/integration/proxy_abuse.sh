@@ -135,6 +135,17 @@ open_is() { [ "$(metric sluice_connections_open)" = "$1" ]; }
 open_at_least() { [ "$(metric sluice_connections_open)" -ge "$1" ] 2>/dev/null; }
 # field LINE KEY : the value of KEY=... in a summary line of abuse_load.py.
 field() { sed -n "s/.*\\b$2=\\([^ ]*\\).*/\\1/p" <<<"$1"; }
+# normal ARGS... : a `normal` client of $AT that trusts sluice's CA.
+normal() { load normal --connect "$AT" --cafile "$FX_SLUICE_CA" "$@"; }
+# in_background NAME ARGS... : `load ARGS...` in the background, its output in
+# $FX_WORK/NAME.out; its pid in $bg.
+in_background() {
+  local name=$1
+  shift
+  load "$@" >"$FX_WORK/$name.out" 2>&1 &
+  bg=$!
+  FX_PIDS+=("$bg")
+}
 # served DESCRIPTION OUTPUT COUNT MAX_MS : a `normal` run served all COUNT requests, none slower.
 served() {
   local line
@@ -149,19 +160,17 @@ max_ms=$((san == 1 ? 3000 : 1500))
 
 rss0=$(fx_proxy_mem VmRSS)
 fx_note "proxy RSS at start: $rss0 KiB"
-served "warm-up" "$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)" 5 "$max_ms"
+served "warm-up" "$(normal --count 5)" 5 "$max_ms"
 
 # --- (1) slowloris: 1 000 slow clients, a normal client still served ---------------------------
 t0=$(metric 'sluice_timeouts_total{phase="header"}')
 h0=$(metric 'sluice_timeouts_total{phase="handshake"}')
-load slow --plain 900 --tunnel 100 --connect "$AT" --interval 0.5 --duration 15 \
-  >"$FX_WORK/slow.out" 2>&1 &
-slow_pid=$!
-FX_PIDS+=("$slow_pid")
+in_background slow slow --plain 900 --tunnel 100 --connect "$AT" --interval 0.5 --duration 15
+slow_pid=$bg
 check "slowloris: the proxy holds the 1 000 slow connections (within 5 s)" \
   fx_wait 5 open_at_least 1000
 rss_slow=$(fx_proxy_mem VmRSS)
-out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 50 --spacing 0.02 --timeout 10)
+out=$(normal --count 50 --spacing 0.02 --timeout 10)
 served "slowloris: a normal client during 1 000 slow ones" "$out" 50 "$max_ms"
 wait "$slow_pid" || true
 slow=$(cat "$FX_WORK/slow.out")
@@ -190,10 +199,9 @@ check_le "slowloris: RSS holding 1 000 slow clients (KiB)" "$rss_slow" "$(bound 
 i0=$(metric 'sluice_timeouts_total{phase="idle"}')
 fx_wait 5 open_is 0 || true
 rss_before=$(fx_proxy_mem VmRSS)
-load noread --plain "http://$A:$FX_HTTP_PORT/big64" --tunnel "$AT" --path /big64 --count 10 \
-  --hold 8 --pid "$FX_PROXY_PID" >"$FX_WORK/noread.out" 2>&1 &
-noread_pid=$!
-FX_PIDS+=("$noread_pid")
+in_background noread noread --plain "http://$A:$FX_HTTP_PORT/big64" --tunnel "$AT" \
+  --path /big64 --count 10 --hold 8 --pid "$FX_PROXY_PID"
+noread_pid=$bg
 check "never-reading clients: the proxy holds the 20 of them" fx_wait 5 open_at_least 20
 # The idle timeout (3 s) starts once their buffers are full and nothing moves any more.
 check "never-reading clients: the proxy lets go of all 20 while they hold on (within 7 s)" \
@@ -220,12 +228,10 @@ check "never-reading clients: nginx stopped sending each /big64 before its end (
 names=10000
 m0=$(metric sluice_certificates_minted_total)
 rss_before=$(fx_proxy_mem VmRSS)
-load flood --names "$names" --suffix flood.sluice.test --concurrency 50 \
-  --deadline $((san == 1 ? 75 : 50)) --pid "$FX_PROXY_PID" --sample-every 1000 \
-  >"$FX_WORK/flood.out" 2>&1 &
-flood_pid=$!
-FX_PIDS+=("$flood_pid")
-out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 20 --spacing 0.5 --timeout 10)
+in_background flood flood --names "$names" --suffix flood.sluice.test --concurrency 50 \
+  --deadline $((san == 1 ? 75 : 50)) --pid "$FX_PROXY_PID" --sample-every 1000
+flood_pid=$bg
+out=$(normal --count 20 --spacing 0.5 --timeout 10)
 served "mint flood: a normal client during the flood" "$out" 20 "$((max_ms * 2))"
 wait "$flood_pid" || true
 sed 's/^/# flood: /' "$FX_WORK/flood.out"
@@ -253,7 +259,7 @@ fx_note "mint flood: RSS $rss_before KiB before, $rss_at3k KiB after 3 000 names
 check_le "mint flood: RSS growth from 3 000 names to the end (KiB)" \
   "$((rss_end - rss_at3k))" "$(bound 16 128)"
 check_le "mint flood: peak RSS (KiB)" "$rss_peak" "$(bound 160 1024)"
-out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+out=$(normal --count 5)
 served "mint flood: a normal client after the flood" "$out" 5 "$max_ms"
 
 # --- (3b) both at once: 1 000 slowloris clients and a mint flood ------------------------------
@@ -261,18 +267,14 @@ served "mint flood: a normal client after the flood" "$out" 5 "$max_ms"
 # while 5 000 new names are minted, a normal client is served meanwhile, and RSS stays bounded
 # and stops growing once the cache has turned over.
 fx_wait 5 open_is 0 || true
-load slow --plain 900 --tunnel 100 --connect "$AT" --interval 0.5 --duration 12 \
-  >"$FX_WORK/slow2.out" 2>&1 &
-slow2_pid=$!
-FX_PIDS+=("$slow2_pid")
+in_background slow2 slow --plain 900 --tunnel 100 --connect "$AT" --interval 0.5 --duration 12
+slow2_pid=$bg
 check "slowloris + mint flood: the proxy holds the 1 000 slow connections (within 5 s)" \
   fx_wait 5 open_at_least 1000
-load flood --names 5000 --suffix flood.sluice.test --concurrency 50 \
-  --deadline $((san == 1 ? 60 : 40)) --pid "$FX_PROXY_PID" --sample-every 500 \
-  >"$FX_WORK/flood2.out" 2>&1 &
-flood2_pid=$!
-FX_PIDS+=("$flood2_pid")
-out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 20 --spacing 0.3 --timeout 10)
+in_background flood2 flood --names 5000 --suffix flood.sluice.test --concurrency 50 \
+  --deadline $((san == 1 ? 60 : 40)) --pid "$FX_PROXY_PID" --sample-every 500
+flood2_pid=$bg
+out=$(normal --count 20 --spacing 0.3 --timeout 10)
 served "slowloris + mint flood: a normal client during both" "$out" 20 "$((max_ms * 2))"
 wait "$flood2_pid" || true
 wait "$slow2_pid" || true
@@ -317,7 +319,7 @@ check "upstream reset mid-response: the client gets a truncated response, never 
 check_audit "upstream reset mid-response: audited (status 200, fewer bytes than announced)" \
   host="$A" port="$RST_PORT" path=/reset-me status=200
 check "client and upstream resets: the proxy is still running" fx_proxy_alive
-out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+out=$(normal --count 5)
 served "resets: the next clients are served" "$out" 5 "$max_ms"
 
 # --- (6) an upstream that accepts and never answers: 504 after --upstream-timeout ------------
@@ -338,9 +340,8 @@ check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 # --- (7) --max-connections: 503 overloaded under a flood, and the slots come back -------------
 fx_proxy_start "${common[@]}" --workers 2 --max-connections 20 --header-timeout 4 ||
   fx_bail "sluice proxy starts with --max-connections 20"
-load slow --plain 20 --silent --connect "$AT" --duration 10 >"$FX_WORK/hold.out" 2>&1 &
-hold_pid=$!
-FX_PIDS+=("$hold_pid")
+in_background hold slow --plain 20 --silent --connect "$AT" --duration 10
+hold_pid=$bg
 check "max-connections: 20 silent clients take every slot" fx_wait 5 open_is 20
 out=$(load slow --plain 200 --silent --connect "$AT" --duration 5)
 fx_note "max-connections: 200 more: $out"
@@ -354,7 +355,7 @@ hold=$(cat "$FX_WORK/hold.out")
 fx_note "max-connections: the 20 holders: $hold"
 check_eq "max-connections: the header timeout closed the 20 silent holders" \
   "$(field "$hold" plain)" "eof:20"
-out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+out=$(normal --count 5)
 served "max-connections: accept keeps working: the next clients are served" "$out" 5 "$max_ms"
 check "SIGTERM stops the --max-connections proxy with exit 0" fx_proxy_stop
 
@@ -366,12 +367,11 @@ start_rc=0
 fx_proxy_start "${common[@]}" --workers 2 --header-timeout 10 || start_rc=$?
 ulimit -Sn "$hard_nofile"
 [ "$start_rc" = 0 ] || fx_bail "sluice proxy starts with a soft open-files limit of 256"
-load slow --plain 600 --silent --connect "$AT" --duration 5 >"$FX_WORK/fd.out" 2>&1 &
-fd_pid=$!
-FX_PIDS+=("$fd_pid")
+in_background fd slow --plain 600 --silent --connect "$AT" --duration 5
+fd_pid=$bg
 check "open-files limit 256: the proxy accepts 600 idle clients (it raised its limit)" \
   fx_wait 4 open_at_least 600
-out=$(load normal --connect "$AT" --cafile "$FX_SLUICE_CA" --count 5)
+out=$(normal --count 5)
 served "open-files limit 256: a normal client is served meanwhile" "$out" 5 "$max_ms"
 wait "$fd_pid" || true
 check_eq "open-files limit 256: none of the 600 was dropped" \

@@ -222,24 +222,27 @@ check_match "pipelining: refused DELETE then GET: 403, then the GET's own respon
 check_eq "pipelining: ... the DELETE never reached origin.py" "$(fx_seen probe=pl-1)" 0
 
 # A refused POST whose body is itself a request: the body must be skipped, never parsed.
+# carried OUT PROBE FRAMING BODY CODE NEXT CHECK1 CHECK2 : the refused POST /echo?probe=PROBE
+# with the header FRAMING and BODY, then /status?code=CODE&probe=NEXT pipelined behind it
+# (responses in $FX_WORK/OUT): 403, then CODE (or closed), and the request inside the body
+# (probe pl-smuggled) never reaches origin.py.
+carried() {
+  fx_pyclient --timeout 10 --connect "$M:$FX_PY_TLS_PORT" --show-body --responses 2 --raw \
+    "POST /echo?probe=$2 HTTP/1.1\\r\\nHost: $M:$FX_PY_TLS_PORT\\r\\n$3\\r\\n\\r\\n$4$(mp "/status?code=$5&probe=$6")" \
+    >"$FX_WORK/$1" 2>&1 || true
+  check_match "$7" \
+    "$(statuses "$FX_WORK/$1")" "^$refused\\|(status=$5 reason=-\\|body=status $5\\\\n|closed)$"
+  check_eq "$8" "$(fx_seen probe=pl-smuggled)" 0
+}
 inner="$(mp "/hello?probe=pl-smuggled")"
 inner_len=$(printf '%b' "$inner" | wc -c)
-fx_pyclient --timeout 10 --connect "$M:$FX_PY_TLS_PORT" --show-body --responses 2 --raw \
-  "POST /echo?probe=pl-3 HTTP/1.1\\r\\nHost: $M:$FX_PY_TLS_PORT\\r\\nContent-Length: $inner_len\\r\\n\\r\\n${inner}$(mp '/status?code=202&probe=pl-4')" \
-  >"$FX_WORK/pl-cl.out" 2>&1 || true
-check_match "pipelining: refused POST carrying a request as body: 403, then 202 (or closed)" \
-  "$(statuses "$FX_WORK/pl-cl.out")" "^$refused\\|(status=202 reason=-\\|body=status 202\\\\n|closed)$"
-check_eq "pipelining: ... the request inside the refused body never reached origin.py" \
-  "$(fx_seen probe=pl-smuggled)" 0
-
+carried pl-cl.out pl-3 "Content-Length: $inner_len" "$inner" 202 pl-4 \
+  "pipelining: refused POST carrying a request as body: 403, then 202 (or closed)" \
+  "pipelining: ... the request inside the refused body never reached origin.py"
 inner_hex=$(printf '%x' "$inner_len")
-fx_pyclient --timeout 10 --connect "$M:$FX_PY_TLS_PORT" --show-body --responses 2 --raw \
-  "POST /echo?probe=pl-5 HTTP/1.1\\r\\nHost: $M:$FX_PY_TLS_PORT\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n$inner_hex\\r\\n${inner}\\r\\n0\\r\\n\\r\\n$(mp '/status?code=203&probe=pl-6')" \
-  >"$FX_WORK/pl-te.out" 2>&1 || true
-check_match "pipelining: refused chunked POST carrying a request: 403, then 203 (or closed)" \
-  "$(statuses "$FX_WORK/pl-te.out")" "^$refused\\|(status=203 reason=-\\|body=status 203\\\\n|closed)$"
-check_eq "pipelining: ... the chunked body's request never reached origin.py" \
-  "$(fx_seen probe=pl-smuggled)" 0
+carried pl-te.out pl-5 "Transfer-Encoding: chunked" "$inner_hex\\r\\n${inner}\\r\\n0\\r\\n\\r\\n" 203 \
+  pl-6 "pipelining: refused chunked POST carrying a request: 403, then 203 (or closed)" \
+  "pipelining: ... the chunked body's request never reached origin.py"
 
 check "the proxy is still running" fx_proxy_alive
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop

@@ -41,6 +41,15 @@ request() {
 leaf_names() {
   openssl x509 -noout -subject -ext subjectAltName 2>/dev/null | tr '\n' ' '
 }
+# verified DESCRIPTION TARGET ARGS... : the certificate sclient TARGET ARGS... gets verifies; its
+# names in $names.
+verified() {
+  local what=$1 target=$2 got
+  shift 2
+  got=$(sclient "$target" "$@" </dev/null)
+  check "$what" grep -q 'Verify return code: 0 (ok)' <<<"$got"
+  names=$(leaf_names <<<"$got")
+}
 
 # --- (0) what a default client gets: TLS 1.3 with AES-128-GCM (the proxy's first choice), and
 # one session ticket per full handshake (OpenSSL sends two unless told otherwise) --------------
@@ -52,11 +61,8 @@ check_eq "one session ticket per full handshake" \
   "$(grep -c 'Post-Handshake New Session Ticket arrived' <<<"$out")" 1
 
 # --- (1) no SNI, CONNECT by name ----------------------------------------------------------------
-out=$(sclient "$A:$FX_TLS_PORT" -noservername -verify_hostname "$A" -verify_return_error \
-  </dev/null)
-check "no SNI (s_client -noservername), CONNECT $A: the certificate verifies for $A" \
-  grep -q 'Verify return code: 0 (ok)' <<<"$out"
-names=$(leaf_names <<<"$out")
+verified "no SNI (s_client -noservername), CONNECT $A: the certificate verifies for $A" \
+  "$A:$FX_TLS_PORT" -noservername -verify_hostname "$A" -verify_return_error
 check_match "no SNI: the certificate is the CONNECT host's (SAN DNS:$A)" "$names" \
   "DNS:$A( |,|\$)"
 check_eq "no SNI: ... and names no other host" \
@@ -72,11 +78,8 @@ check_audit "no SNI: audit line (allow, $A)" decision=allow host="$A" port="$FX_
 
 # --- (2) no SNI, CONNECT by IP address ------------------------------------------------------------
 # RFC 6066 §3: an IP address is never sent as SNI, so this is what every client sends there.
-out=$(sclient "127.0.0.1:$FX_TLS_PORT" -noservername -verify_ip 127.0.0.1 -verify_return_error \
-  </dev/null)
-check "no SNI, CONNECT 127.0.0.1: the certificate verifies for IP 127.0.0.1" \
-  grep -q 'Verify return code: 0 (ok)' <<<"$out"
-names=$(leaf_names <<<"$out")
+verified "no SNI, CONNECT 127.0.0.1: the certificate verifies for IP 127.0.0.1" \
+  "127.0.0.1:$FX_TLS_PORT" -noservername -verify_ip 127.0.0.1 -verify_return_error
 check_match "no SNI, CONNECT 127.0.0.1: the certificate carries IP Address:127.0.0.1" "$names" \
   'IP Address:127\.0\.0\.1'
 check "no SNI, CONNECT 127.0.0.1: ... and no DNS name" bash -c "! grep -q 'DNS:' <<<'$names'"

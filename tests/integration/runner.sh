@@ -88,6 +88,19 @@ none_left() {
     fail "$1: processes left: $left"
 }
 
+# ended LABEL MIN_MS MAX_MS ARGS...: sluice-run ARGS... times out (exit 124) after MIN_MS and
+# before MAX_MS, and leaves none of the marked processes behind.
+ended() {
+    local label=$1 min=$2 max=$3
+    shift 3
+    run 124 "$@"
+    echo "# $label timeout: ${elapsed_ms} ms"
+    if [ "$elapsed_ms" -lt "$min" ] || [ "$elapsed_ms" -ge "$max" ]; then
+        fail "$label took ${elapsed_ms} ms"
+    fi
+    none_left "$label"
+}
+
 # usage WANT_SUBSTRING ARGS...: a usage error is exit 125, one line on stderr, no stdout.
 usage() {
     local want=$1
@@ -177,34 +190,23 @@ none_left "short commands"
 # ---- timeouts ----
 
 new_mark tree
-run 124 --timeout-ms 2000 -c 'sleep 30 & setsid sleep 30 & (sleep 31 &) ; sleep 100'
-echo "# tree timeout: ${elapsed_ms} ms"
-if [ "$elapsed_ms" -lt 1900 ] || [ "$elapsed_ms" -ge 2500 ]; then
-    fail "timeout 2000 took ${elapsed_ms} ms"
-fi
-none_left "timeout"
+ended tree 1900 2500 --timeout-ms 2000 -c 'sleep 30 & setsid sleep 30 & (sleep 31 &) ; sleep 100'
 ok "timeout ends background, setsid'd and double-forked processes, exit 124 in ${elapsed_ms} ms"
 
 new_mark trap
-run 124 --timeout-ms 1000 --grace-ms 1000 -c 'trap "" TERM; sleep 100 & setsid sleep 100 & sleep 100'
-echo "# TERM-ignoring timeout: ${elapsed_ms} ms"
-if [ "$elapsed_ms" -lt 1900 ] || [ "$elapsed_ms" -ge 2500 ]; then
-    fail "timeout 1000 + grace 1000 took ${elapsed_ms} ms"
-fi
-none_left "TERM ignored"
+ended TERM-ignoring 1900 2500 --timeout-ms 1000 --grace-ms 1000 \
+    -c 'trap "" TERM; sleep 100 & setsid sleep 100 & sleep 100'
 ok "a tree ignoring SIGTERM gets SIGKILL after the grace period, exit 124 in ${elapsed_ms} ms"
 
 new_mark grace
-run 124 --timeout-ms 500 --grace-ms 0 -c 'sleep 100'
-[ "$elapsed_ms" -lt 1000 ] || fail "grace 0 took ${elapsed_ms} ms"
-none_left "grace 0"
+ended "grace 0" 0 1000 --timeout-ms 500 --grace-ms 0 -c 'sleep 100'
 ok "--grace-ms 0 kills at once (${elapsed_ms} ms)"
 
 # A binary tree of double-forks, depth 7 (at most 255 sleeps plus their short-lived subshells),
 # still growing when the time limit passes: the freeze must catch every branch. Each process
 # also ignores SIGTERM, so the tree keeps growing through the grace period until SIGKILL.
 new_mark forks
-run 124 --timeout-ms 300 --grace-ms 300 -c '
+ended "fork tree" 0 5000 --timeout-ms 300 --grace-ms 300 -c '
 trap "" TERM
 grow() {
     if [ "$1" -gt 0 ]; then
@@ -214,19 +216,13 @@ grow() {
     exec sleep 100
 }
 grow 7'
-echo "# fork tree timeout: ${elapsed_ms} ms"
-[ "$elapsed_ms" -lt 5000 ] || fail "fork tree took ${elapsed_ms} ms"
-none_left "fork tree"
 ok "a tree forking through the timeout is ended completely (${elapsed_ms} ms)"
 
 # A flat fork loop: one shell starting short-lived and long-lived children as fast as it can,
 # bounded at 400.
 new_mark loop
-run 124 --timeout-ms 500 --grace-ms 200 -c '
+ended "fork loop" 0 5000 --timeout-ms 500 --grace-ms 200 -c '
 for i in $(seq 400); do sleep 100 & true & done; wait'
-echo "# fork loop timeout: ${elapsed_ms} ms"
-[ "$elapsed_ms" -lt 5000 ] || fail "fork loop took ${elapsed_ms} ms"
-none_left "fork loop"
 ok "a fork loop is ended completely (${elapsed_ms} ms)"
 
 # ---- signals to the runner ----

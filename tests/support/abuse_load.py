@@ -222,16 +222,23 @@ def run_slow(a):
 # normal: a well-behaved client, one request per connection
 
 
-def read_response(tls):
-    """Reads one Content-Length response; returns (status, body length)."""
+def read_head(sock, what, limit=None):
+    """Reads from `sock` up to the blank line that ends a head (and what came with it); OSError
+    "closed before WHAT" when the peer closes first, "head too long" past `limit` bytes."""
     buf = b""
     while b"\r\n\r\n" not in buf:
-        d = tls.recv(4096)
+        d = sock.recv(4096)
         if not d:
-            raise OSError("closed before the head")
+            raise OSError("closed before " + what)
         buf += d
-        if len(buf) > 65536:
+        if limit is not None and len(buf) > limit:
             raise OSError("head too long")
+    return buf
+
+
+def read_response(tls):
+    """Reads one Content-Length response; returns (status, body length)."""
+    buf = read_head(tls, "the head", 65536)
     head, body = buf.split(b"\r\n\r\n", 1)
     lines = head.split(b"\r\n")
     status = int(lines[0].split()[1])
@@ -267,12 +274,7 @@ def bio_handshake(s, ctx, host):
 def tunnel(proxy, hostport, timeout):
     s = socket.create_connection(("127.0.0.1", proxy), timeout=timeout)
     s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (hostport, hostport)).encode())
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        d = s.recv(4096)
-        if not d:
-            raise OSError("closed before the CONNECT answer")
-        buf += d
+    buf = read_head(s, "the CONNECT answer")
     if not buf.startswith(b"HTTP/1.1 200"):
         raise OSError("CONNECT answered " + buf.split(b"\r\n", 1)[0].decode("ascii", "replace"))
     return s
@@ -657,12 +659,8 @@ def origin_conn(conn, mode, ctx):
             return
         conn.settimeout(10)
         tls = ctx.wrap_socket(conn, server_side=True)
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = tls.recv(4096)
-            if not d:
-                return
-            buf += d
+        # A client that closes first ends this connection (the OSError below).
+        read_head(tls, "the request")
         tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n" + b"r" * 65536)
         time.sleep(0.2)
         tls.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tests/unit/base/test_base.c - the capped buffer, the arena, the allocation hook, error names and
- * messages, the error list of validators, the JSON nesting-depth scan and the member lists of
- * messages.
+ * messages, the error list of validators, the JSON nesting-depth scan, the member lists of
+ * messages and hexadecimal digits.
  */
+#include <ctype.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -24,6 +25,7 @@
 #include "base/errlist.h"
 #include "base/file.h"
 #include "base/hash.h"
+#include "base/hex.h"
 #include "base/jdepth.h"
 #include "base/jpath.h"
 #include "base/log.h"
@@ -426,6 +428,25 @@ static void jdepth_counts_brackets_outside_strings(void **state)
     assert_false(sl_jdepth_is_over("", 0, 0));
 }
 
+static void hex_values_are_the_digits_of_either_case(void **state)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    (void)state;
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(sl_hex_value(digits[i]), i);
+        assert_int_equal(sl_hex_value(toupper((unsigned char)digits[i])), i);
+    }
+    assert_int_equal(sl_hex_value('g'), -1);
+    assert_int_equal(sl_hex_value('G'), -1);
+    assert_int_equal(sl_hex_value('/'), -1);
+    assert_int_equal(sl_hex_value(':'), -1);
+    assert_int_equal(sl_hex_value('\0'), -1);
+    assert_int_equal(sl_hex_value(-1), -1);
+    assert_int_equal(sl_hex_value('a' + 256), -1);
+    assert_int_equal(sl_hex_value((char)0xe1), -1);
+}
+
 static void jpath_join_lists_names_cut_to_fit(void **state)
 {
     static const char *const names[] = { "host", "methods", "credential" };
@@ -458,6 +479,7 @@ int main(void)
         cmocka_unit_test(errlist_keeps_errors_in_order_up_to_its_cap),
         cmocka_unit_test(jdepth_counts_brackets_outside_strings),
         cmocka_unit_test(jpath_join_lists_names_cut_to_fit),
+        cmocka_unit_test(hex_values_are_the_digits_of_either_case),
         cmocka_unit_test(log_levels_parse_by_name),
         cmocka_unit_test(siphash_matches_the_reference_vectors),
         cmocka_unit_test(file_read_takes_regular_files_within_the_cap),

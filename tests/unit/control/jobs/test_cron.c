@@ -153,28 +153,39 @@ static void refuses_long_text(void **state)
 
 static void next_runs(void **state)
 {
+    /* An expression, a time and the next run after it. */
+    static const struct {
+        const char *expr;
+        const char *from;
+        const char *want;
+    } cases[] = {
+        /* Strictly after: the same minute does not count. */
+        { "* * * * *", "2026-11-30 10:00", "2026-11-30 10:01" },
+        { "*/5 * * * *", "2026-11-30 10:03", "2026-11-30 10:05" },
+        { "*/5 * * * *", "2026-11-30 10:55", "2026-11-30 11:00" },
+        /* Across the day, month and year ends. */
+        { "30 23 * * *", "2026-11-30 23:30", "2026-12-01 23:30" },
+        { "0 0 1 * *", "2026-12-15 08:00", "2027-01-01 00:00" },
+        { "59 23 31 12 *", "2026-12-31 23:59", "2027-12-31 23:59" },
+        { "0 12 31 * *", "2026-11-01 00:00", "2026-12-31 12:00" },
+        /* Only months with a 31st. */
+        { "0 0 31 * *", "2027-01-31 00:00", "2027-03-31 00:00" },
+        /* Leap days: the next February 29th is 2028; after 2096 it is 2104 (2100 is no leap
+         * year). */
+        { "0 0 29 2 *", "2026-03-01 00:00", "2028-02-29 00:00" },
+        { "0 0 29 2 *", "2096-03-01 00:00", "2104-02-29 00:00" },
+        /* Day of week: 2026-11-30 is a Monday. */
+        { "0 9 * * MON-FRI", "2026-12-04 09:00", "2026-12-07 09:00" },
+        { "0 9 * * 0", "2026-11-30 10:00", "2026-12-06 09:00" },
+        { "0 9 * * 7", "2026-11-30 10:00", "2026-12-06 09:00" },
+        /* Hours and minutes in lists and ranges. */
+        { "15,45 8-9 * * *", "2026-11-30 09:45", "2026-12-01 08:15" },
+    };
+
     (void)state;
-    /* Strictly after: the same minute does not count. */
-    expect_next("* * * * *", "2026-11-30 10:00", "2026-11-30 10:01");
-    expect_next("*/5 * * * *", "2026-11-30 10:03", "2026-11-30 10:05");
-    expect_next("*/5 * * * *", "2026-11-30 10:55", "2026-11-30 11:00");
-    /* Across the day, month and year ends. */
-    expect_next("30 23 * * *", "2026-11-30 23:30", "2026-12-01 23:30");
-    expect_next("0 0 1 * *", "2026-12-15 08:00", "2027-01-01 00:00");
-    expect_next("59 23 31 12 *", "2026-12-31 23:59", "2027-12-31 23:59");
-    expect_next("0 12 31 * *", "2026-11-01 00:00", "2026-12-31 12:00");
-    /* Only months with a 31st. */
-    expect_next("0 0 31 * *", "2027-01-31 00:00", "2027-03-31 00:00");
-    /* Leap days: the next February 29th is 2028; after 2096 it is 2104 (2100 is no leap
-     * year). */
-    expect_next("0 0 29 2 *", "2026-03-01 00:00", "2028-02-29 00:00");
-    expect_next("0 0 29 2 *", "2096-03-01 00:00", "2104-02-29 00:00");
-    /* Day of week: 2026-11-30 is a Monday. */
-    expect_next("0 9 * * MON-FRI", "2026-12-04 09:00", "2026-12-07 09:00");
-    expect_next("0 9 * * 0", "2026-11-30 10:00", "2026-12-06 09:00");
-    expect_next("0 9 * * 7", "2026-11-30 10:00", "2026-12-06 09:00");
-    /* Hours and minutes in lists and ranges. */
-    expect_next("15,45 8-9 * * *", "2026-11-30 09:45", "2026-12-01 08:15");
+    for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
+        expect_next(cases[i].expr, cases[i].from, cases[i].want);
+    }
 }
 
 static void day_fields_follow_the_or_rule(void **state)

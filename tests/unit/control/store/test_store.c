@@ -35,6 +35,9 @@ struct fixture {
     char dir[64];
     char path[PATH_MAX];
     struct sl_store *st;
+    /* Made by add_alice_and_bob(). */
+    struct sl_user alice;
+    struct sl_user bob;
 };
 
 static int setup(void **state)
@@ -70,6 +73,8 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
 
+    sl_user_finish(&f->alice);
+    sl_user_finish(&f->bob);
     sl_store_close(f->st);
     assert_int_equal(sl_test_rmtree(f->dir), 0);
     sl_free(f);
@@ -570,10 +575,11 @@ static void expect_conflict(const struct sl_store_conflict_info *c, enum sl_stor
 }
 
 /* The users "alice" and "bob" (neither an admin), for the environment tests. */
-static void add_alice_and_bob(struct sl_store *st, struct sl_user *alice, struct sl_user *bob)
+/* Creates the users alice and bob (the fixture's, finished by teardown) in the open store. */
+static void add_alice_and_bob(struct fixture *f)
 {
-    assert_int_equal(sl_store_user_create(st, "alice", false, NULL, alice), 0);
-    assert_int_equal(sl_store_user_create(st, "bob", false, NULL, bob), 0);
+    assert_int_equal(sl_store_user_create(f->st, "alice", false, NULL, &f->alice), 0);
+    assert_int_equal(sl_store_user_create(f->st, "bob", false, NULL, &f->bob), 0);
 }
 
 static void environments_are_inserted_and_read_back(void **state)
@@ -695,18 +701,17 @@ static void visible_environments_are_hers_then_global_by_name(void **state)
 {
     struct fixture *f = *state;
     struct sl_store *st = open_store(f);
-    struct sl_user alice = { 0 };
-    struct sl_user bob = { 0 };
     struct sl_env_row *list = NULL;
     size_t n = 0;
 
-    add_alice_and_bob(st, &alice, &bob);
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "ci-python", NULL, 0, NULL, NULL), 0);
+    add_alice_and_bob(f);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "ci-python", NULL, 0, NULL, NULL),
+                     0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "base", NULL, 0, NULL, NULL), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "aardvark", NULL, 0, NULL, NULL), 0);
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "zeta", NULL, 0, NULL, NULL), 0);
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, bob.id, "bobs", NULL, 0, NULL, NULL), 0);
-    assert_int_equal(sl_store_env_list_visible(st, alice.id, &list, &n), 0);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "zeta", NULL, 0, NULL, NULL), 0);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->bob.id, "bobs", NULL, 0, NULL, NULL), 0);
+    assert_int_equal(sl_store_env_list_visible(st, f->alice.id, &list, &n), 0);
     assert_int_equal(n, 4);
     assert_string_equal(list[0].name, "ci-python");
     assert_string_equal(list[1].name, "zeta");
@@ -719,8 +724,6 @@ static void visible_environments_are_hers_then_global_by_name(void **state)
     assert_int_equal(sl_store_env_list_all(st, &list, &n), 0);
     assert_int_equal(n, 5);
     sl_store_free_envs(list, n);
-    sl_user_finish(&alice);
-    sl_user_finish(&bob);
 }
 
 static void environment_names_are_unique_per_scope_and_owner(void **state)
@@ -728,27 +731,26 @@ static void environment_names_are_unique_per_scope_and_owner(void **state)
     struct fixture *f = *state;
     struct sl_store *st = open_store(f);
     struct sl_store_conflict_info c = { 0 };
-    struct sl_user alice = { 0 };
-    struct sl_user bob = { 0 };
     struct sl_env_row r = { 0 };
     char first[SL_UUID_LEN + 1];
     char global[SL_UUID_LEN + 1];
     char other[SL_UUID_LEN + 1];
 
-    add_alice_and_bob(st, &alice, &bob);
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "ci", NULL, 0, first, &c), 0);
+    add_alice_and_bob(f);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "ci", NULL, 0, first, &c), 0);
     assert_int_equal(c.kind, SL_STORE_CONFLICT_NONE);
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "ci", NULL, 0, NULL, &c), SL_EEXIST);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "ci", NULL, 0, NULL, &c),
+                     SL_EEXIST);
     expect_conflict(&c, SL_STORE_CONFLICT_NAME, first, "ci", NULL);
     /* The same name elsewhere: another user's scope, and global. */
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, bob.id, "ci", NULL, 0, NULL, &c), 0);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->bob.id, "ci", NULL, 0, NULL, &c), 0);
     assert_int_equal(c.kind, SL_STORE_CONFLICT_NONE);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "ci", NULL, 0, global, &c), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "ci", NULL, 0, NULL, &c), SL_EEXIST);
     expect_conflict(&c, SL_STORE_CONFLICT_NAME, global, NULL, NULL);
 
     /* Renaming onto a taken name. */
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "other", NULL, 0, other, &c), 0);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "other", NULL, 0, other, &c), 0);
     assert_int_equal(sl_store_env_get(st, other, &r), 0);
     sl_free(r.name);
     r.name = sl_strdup("ci");
@@ -762,15 +764,13 @@ static void environment_names_are_unique_per_scope_and_owner(void **state)
 
     /* A given id that is taken. */
     sl_env_row_finish(&r);
-    make_env(&r, SL_SCOPE_USER, alice.id, "fresh", NULL, 0);
+    make_env(&r, SL_SCOPE_USER, f->alice.id, "fresh", NULL, 0);
     memcpy(r.id, first, sizeof(r.id));
     assert_int_equal(sl_store_env_insert(st, &r, &c), SL_EEXIST);
     assert_int_equal(c.kind, SL_STORE_CONFLICT_ID);
 
     sl_env_row_finish(&r);
     sl_store_conflict_finish(&c);
-    sl_user_finish(&alice);
-    sl_user_finish(&bob);
 }
 
 static void one_default_at_a_time_and_it_cannot_be_deleted(void **state)
@@ -854,25 +854,24 @@ static void repository_bindings_conflict_within_scope_and_owner_only(void **stat
     struct fixture *f = *state;
     struct sl_store *st = open_store(f);
     struct sl_store_conflict_info c = { 0 };
-    struct sl_user alice = { 0 };
-    struct sl_user bob = { 0 };
     struct sl_env_row r = { 0 };
     char a[SL_UUID_LEN + 1];
     char g[SL_UUID_LEN + 1];
     char b[SL_UUID_LEN + 1];
 
-    add_alice_and_bob(st, &alice, &bob);
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "A", web, 1, a, &c), 0);
+    add_alice_and_bob(f);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "A", web, 1, a, &c), 0);
 
     /* Another of alice's environments: refused, naming A; nothing of B was written. */
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "B", web_and_api, 2, NULL, &c),
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "B", web_and_api, 2, NULL, &c),
                      SL_EEXIST);
     expect_conflict(&c, SL_STORE_CONFLICT_REPO, a, "A", "acme/web");
-    assert_int_equal(sl_store_env_get_by_name(st, SL_SCOPE_USER, alice.id, "B", &r), SL_ENOTFOUND);
+    assert_int_equal(sl_store_env_get_by_name(st, SL_SCOPE_USER, f->alice.id, "B", &r),
+                     SL_ENOTFOUND);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM env_repos WHERE repo = 'acme/api'"), 0);
 
     /* Bob's scope and the global scope may each bind it once. */
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, bob.id, "B", web, 1, b, &c), 0);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->bob.id, "B", web, 1, b, &c), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "G", web, 1, g, &c), 0);
     assert_int_equal(insert_env(st, SL_SCOPE_GLOBAL, NULL, "G2", web, 1, NULL, &c), SL_EEXIST);
     expect_conflict(&c, SL_STORE_CONFLICT_REPO, g, "G", NULL);
@@ -880,12 +879,13 @@ static void repository_bindings_conflict_within_scope_and_owner_only(void **stat
     assert_int_equal(sl_store_env_find_by_repo(st, SL_SCOPE_GLOBAL, NULL, "acme/web", &r), 0);
     assert_string_equal(r.id, g);
     sl_env_row_finish(&r);
-    assert_int_equal(sl_store_env_find_by_repo(st, SL_SCOPE_USER, bob.id, "acme/web", &r), 0);
+    assert_int_equal(sl_store_env_find_by_repo(st, SL_SCOPE_USER, f->bob.id, "acme/web", &r), 0);
     assert_string_equal(r.id, b);
     sl_env_row_finish(&r);
 
     /* A row that lists a repository twice. */
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "T", twice, 2, NULL, &c), SL_EINVAL);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "T", twice, 2, NULL, &c),
+                     SL_EINVAL);
     expect_conflict(&c, SL_STORE_CONFLICT_REPO_TWICE, NULL, NULL, "acme/x");
 
     /* Replacing A with its own repository and a new one is fine. */
@@ -900,11 +900,9 @@ static void repository_bindings_conflict_within_scope_and_owner_only(void **stat
                                       "(SELECT id FROM environments WHERE name = 'A')"),
                      0);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM env_repos"), 2);
-    assert_int_equal(insert_env(st, SL_SCOPE_USER, alice.id, "B", web_and_api, 2, NULL, &c), 0);
+    assert_int_equal(insert_env(st, SL_SCOPE_USER, f->alice.id, "B", web_and_api, 2, NULL, &c), 0);
 
     sl_store_conflict_finish(&c);
-    sl_user_finish(&alice);
-    sl_user_finish(&bob);
 }
 
 /* A replace refused at its last repository leaves the row as it was: name, fields and
@@ -1379,8 +1377,6 @@ static void tokens_are_listed_and_revoked_by_id(void **state)
 {
     struct fixture *f = *state;
     struct sl_store *st = open_store(f);
-    struct sl_user alice = { 0 };
-    struct sl_user bob = { 0 };
     struct sl_store_token a1 = { 0 };
     struct sl_store_token a2 = { 0 };
     struct sl_store_token sb = { 0 };
@@ -1389,19 +1385,19 @@ static void tokens_are_listed_and_revoked_by_id(void **state)
     uint8_t h[4][SL_TOKEN_HASH_BYTES];
     size_t n = 0;
 
-    add_alice_and_bob(st, &alice, &bob);
+    add_alice_and_bob(f);
     for (int i = 0; i < 4; i++) {
         char text[16];
 
         (void)snprintf(text, sizeof(text), "sl_t%d", i);
         assert_int_equal(sl_token_hash(text, h[i]), 0);
     }
-    add_token(st, h[0], alice.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_READ, "2030-01-01T00:00:00Z",
+    add_token(st, h[0], f->alice.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_READ, "2030-01-01T00:00:00Z",
               &a1);
-    add_token(st, h[1], alice.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_WRITE, "", &a2);
-    add_token(st, h[2], alice.id, SL_TOKEN_KIND_SANDBOX, SL_TOKEN_SCOPE_WRITE, "", &sb);
-    add_token(st, h[3], bob.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_ADMIN, "", &b1);
-    assert_int_equal(sl_store_token_list(st, alice.id, &v, &n), 0);
+    add_token(st, h[1], f->alice.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_WRITE, "", &a2);
+    add_token(st, h[2], f->alice.id, SL_TOKEN_KIND_SANDBOX, SL_TOKEN_SCOPE_WRITE, "", &sb);
+    add_token(st, h[3], f->bob.id, SL_TOKEN_KIND_API, SL_TOKEN_SCOPE_ADMIN, "", &b1);
+    assert_int_equal(sl_store_token_list(st, f->alice.id, &v, &n), 0);
     assert_int_equal(n, 2);
     assert_string_equal(v[0].id, a1.id);
     assert_int_equal(v[0].scope, SL_TOKEN_SCOPE_READ);
@@ -1411,11 +1407,11 @@ static void tokens_are_listed_and_revoked_by_id(void **state)
     assert_int_equal(v[1].scope, SL_TOKEN_SCOPE_WRITE);
     sl_store_free_tokens(v, n);
     /* Bob cannot revoke alice's token; alice can, once. */
-    assert_int_equal(sl_store_token_delete_id(st, bob.id, a1.id), SL_ENOTFOUND);
-    assert_int_equal(sl_store_token_delete_id(st, alice.id, a1.id), 0);
-    assert_int_equal(sl_store_token_delete_id(st, alice.id, a1.id), SL_ENOTFOUND);
-    assert_int_equal(sl_store_token_find_user(st, h[0], &alice, NULL), SL_ENOTFOUND);
-    assert_int_equal(sl_store_token_list(st, alice.id, &v, &n), 0);
+    assert_int_equal(sl_store_token_delete_id(st, f->bob.id, a1.id), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_delete_id(st, f->alice.id, a1.id), 0);
+    assert_int_equal(sl_store_token_delete_id(st, f->alice.id, a1.id), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_find_user(st, h[0], &f->alice, NULL), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_list(st, f->alice.id, &v, &n), 0);
     assert_int_equal(n, 1);
     sl_store_free_tokens(v, n);
     assert_string_equal(sl_token_scope_name(SL_TOKEN_SCOPE_ADMIN), "admin");
@@ -1423,8 +1419,6 @@ static void tokens_are_listed_and_revoked_by_id(void **state)
     sl_store_token_finish(&a2);
     sl_store_token_finish(&sb);
     sl_store_token_finish(&b1);
-    sl_user_finish(&alice);
-    sl_user_finish(&bob);
 }
 
 /* Disabling, enabling, admin and email changes; the last enabled admin can be neither disabled
@@ -1494,8 +1488,6 @@ static void repositories_and_their_members(void **state)
 {
     struct fixture *f = *state;
     struct sl_store *st = open_store(f);
-    struct sl_user alice = { 0 };
-    struct sl_user bob = { 0 };
     struct sl_store_repo r = { 0 };
     struct sl_store_repo *v = NULL;
     struct sl_store_member *m = NULL;
@@ -1503,7 +1495,7 @@ static void repositories_and_their_members(void **state)
     bool created = false;
     size_t n = 0;
 
-    add_alice_and_bob(st, &alice, &bob);
+    add_alice_and_bob(f);
     put_repo(st, "acme/site", false, &created);
     assert_true(created);
     put_repo(st, "acme/site", false, &created);
@@ -1518,20 +1510,22 @@ static void repositories_and_their_members(void **state)
     sl_store_repo_finish(&r);
     assert_int_equal(sl_store_repo_get(st, "acme/none", &r), SL_ENOTFOUND);
 
-    assert_int_equal(sl_store_member_put(st, "acme/site", alice.id, SL_REPO_ROLE_WRITE, &role), 0);
+    assert_int_equal(sl_store_member_put(st, "acme/site", f->alice.id, SL_REPO_ROLE_WRITE, &role),
+                     0);
     assert_int_equal(role, SL_REPO_ROLE_NONE);
-    assert_int_equal(sl_store_member_put(st, "acme/site", alice.id, SL_REPO_ROLE_READ, &role), 0);
+    assert_int_equal(sl_store_member_put(st, "acme/site", f->alice.id, SL_REPO_ROLE_READ, &role),
+                     0);
     assert_int_equal(role, SL_REPO_ROLE_WRITE);
-    assert_int_equal(sl_store_member_put(st, "acme/site", bob.id, SL_REPO_ROLE_ADMIN, NULL), 0);
-    assert_int_equal(sl_store_member_put(st, "acme/none", bob.id, SL_REPO_ROLE_READ, NULL),
+    assert_int_equal(sl_store_member_put(st, "acme/site", f->bob.id, SL_REPO_ROLE_ADMIN, NULL), 0);
+    assert_int_equal(sl_store_member_put(st, "acme/none", f->bob.id, SL_REPO_ROLE_READ, NULL),
                      SL_ENOTFOUND);
     assert_int_equal(sl_store_member_put(st, "acme/site", "no-such-user", SL_REPO_ROLE_READ, NULL),
                      SL_ENOTFOUND);
-    assert_int_equal(sl_store_member_put(st, "acme/site", bob.id, SL_REPO_ROLE_NONE, NULL),
+    assert_int_equal(sl_store_member_put(st, "acme/site", f->bob.id, SL_REPO_ROLE_NONE, NULL),
                      SL_EINVAL);
-    assert_int_equal(sl_store_member_role(st, "acme/site", alice.id, &role), 0);
+    assert_int_equal(sl_store_member_role(st, "acme/site", f->alice.id, &role), 0);
     assert_int_equal(role, SL_REPO_ROLE_READ);
-    assert_int_equal(sl_store_member_role(st, "acme/other", alice.id, &role), 0);
+    assert_int_equal(sl_store_member_role(st, "acme/other", f->alice.id, &role), 0);
     assert_int_equal(role, SL_REPO_ROLE_NONE);
     assert_int_equal(sl_store_member_list(st, "acme/site", &m, &n), 0);
     assert_int_equal(n, 2);
@@ -1542,7 +1536,7 @@ static void repositories_and_their_members(void **state)
     sl_store_free_members(m, n);
 
     /* What alice sees: the public one and hers; everyone's: all three, by name. */
-    assert_int_equal(sl_store_repo_list(st, alice.id, &v, &n), 0);
+    assert_int_equal(sl_store_repo_list(st, f->alice.id, &v, &n), 0);
     assert_int_equal(n, 2);
     assert_string_equal(v[0].name, "acme/open");
     assert_string_equal(v[1].name, "acme/site");
@@ -1551,16 +1545,14 @@ static void repositories_and_their_members(void **state)
     assert_int_equal(n, 3);
     sl_store_free_repos(v, n);
 
-    assert_int_equal(sl_store_member_delete(st, "acme/site", alice.id), 0);
-    assert_int_equal(sl_store_member_delete(st, "acme/site", alice.id), SL_ENOTFOUND);
+    assert_int_equal(sl_store_member_delete(st, "acme/site", f->alice.id), 0);
+    assert_int_equal(sl_store_member_delete(st, "acme/site", f->alice.id), SL_ENOTFOUND);
     assert_int_equal(sl_store_repo_delete(st, "acme/site"), 0);
     assert_int_equal(sl_store_repo_delete(st, "acme/site"), SL_ENOTFOUND);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM repo_members"), 0);
-    assert_int_equal(sl_store_member_put(st, "acme/other", bob.id, SL_REPO_ROLE_READ, NULL), 0);
+    assert_int_equal(sl_store_member_put(st, "acme/other", f->bob.id, SL_REPO_ROLE_READ, NULL), 0);
     raw_sql(f->path, "PRAGMA foreign_keys = ON; DELETE FROM users WHERE name = 'bob'");
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM repo_members"), 0);
-    sl_user_finish(&alice);
-    sl_user_finish(&bob);
 }
 
 int main(void)
