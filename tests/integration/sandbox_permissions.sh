@@ -22,6 +22,9 @@
 #   control plane) is reported in /api/v1/status and compiled deny-all, while the rest of the
 #   snapshot still reaches the proxy: the sandbox and a static client keep working, and a
 #   deleted static client's token gets 407 as soon as the DELETE answered;
+# - a damaged repository record (its protected branches corrupted the same way) is reported, the
+#   sandbox's calls are refused (500, fail closed) and, entered with docker exec, its git gets
+#   no credential (the server's 401) while its other egress goes on; repaired, git works again;
 # - alice lowered to read: her open sandbox's next push is refused (git-read-only, in git's
 #   output) while fetch works; alice disabled: 401 `account disabled`, her sandbox's proxy
 #   token 407 at once, her exec refused; archived: create and exec are
@@ -281,6 +284,45 @@ as root DELETE /api/v1/clients/ci-fragile
 check_api "the static client of the damaged environment can be deleted" 204
 as root DELETE /api/v1/environments/fragile
 check_api "... and the damaged environment itself" 204
+
+# --- a damaged repository record: its sandboxes lose their git access, nothing else -------------------
+# corrupt_repo JSON : acme/site's stored protected branches become JSON (the row in sluice.db).
+corrupt_repo() {
+  "$FX_PYTHON" - "$SBX_DATA/sluice.db" "$1" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1], timeout=10)
+n = db.execute("UPDATE repos SET protected_json = ? WHERE name = 'acme/site'", (sys.argv[2],)).rowcount
+db.commit()
+db.close()
+sys.exit(0 if n == 1 else 1)
+EOF
+}
+corrupt_repo '["release/*",' || fx_bail "corrupt the repository row"
+as root PATCH /api/v1/users/carol '{"email":"carol@example.com"}'
+check_api "acme/site's protected branches corrupted in sluice.db; a change makes a new snapshot" 200
+as root GET /api/v1/status
+check_api "/api/v1/status says alice's sandbox gets no git access" 200 \
+  "any(p.get('client') == '$s1' and 'no git access' in p.get('message', '') for p in d['snapshot']['problems'])" true
+[ "$FX_LAST" = 0 ] || sbx_field 'd["snapshot"]'
+in_sbx "$s1" 'true'
+check_api "... its calls are refused while the record is damaged (fail closed)" 500
+# The control plane refuses the sandbox's calls now, so the container is entered as an operator
+# would (docker exec: the container's own environment, so git goes through the proxy as before).
+n=$(wc -l <"$FX_GIT_LOG")
+cid=$(sbx_cid "$s1" || true)
+o=$(sbx_dockerctl exec "$cid" sh -c "cd /workspace/repo && GIT_TERMINAL_PROMPT=0 git fetch origin 2>&1; echo rc=\$?; curl -sS --max-time 10 -o /dev/null -w 'origin=%{http_code}' $(sbx_url_http /hello)" || true)
+check_match "... its git fetch fails: the proxy adds no credential, the server says 401" "$o" 'rc=[1-9]'
+check "... git wanted a user name" grep -qE "could not read Username|Authentication failed" <<<"$o"
+check_ge "... the server's 401 for acme/site, without the token" \
+  "$(tail -n +"$((n + 1))" "$FX_GIT_LOG" | grep '"uri":"/acme/site.git/info/refs' | grep -c '"status":401,"auth":0' || true)" 1
+check_eq "... and no request with it" \
+  "$(tail -n +"$((n + 1))" "$FX_GIT_LOG" | grep -c '"auth":1' || true)" 0
+check_match "... while the sandbox keeps its entry (origin.py through the proxy: 200)" "$o" 'origin=200$'
+corrupt_repo '["release/*"]' || fx_bail "repair the repository row"
+as root PATCH /api/v1/users/carol '{"email":null}'
+check_api "repaired; a change makes a new snapshot" 200
+in_sbx "$s1" 'cd /workspace/repo && git fetch -q origin && echo fetched'
+check_api "... and its git works again" 200 'd["stdout"].strip()' fetched
 
 # --- alice lowered to read ---------------------------------------------------------------------------------
 as root PUT "$R/members/alice" '{"role":"read"}'
