@@ -28,7 +28,7 @@
 # - alice lowered to read: her open sandbox's next push is refused (git-read-only, in git's
 #   output) while fetch works; alice disabled: 401 `account disabled`, her sandbox's proxy
 #   token 407 at once, her exec refused; archived: create and exec are
-#   403 `repository is archived (read-only)`.
+#   403 `repository is archived (read-only)`, and the open sandbox's pushes get git-read-only.
 # Network sl-t-perm, subnet 10.213.33.0/24.
 # shellcheck disable=SC2016,SC2034,SC2119 # commands run inside the sandbox are single-quoted on purpose; tokens are read through SBX_TOK_$SBX_WHO; sbx_create takes optional arguments
 set -euo pipefail
@@ -368,6 +368,12 @@ sbx_exec "$s1" 'true'
 check_api "archived: exec → 403" 403 'd.get("message")' "$ARCH"
 sbx_create || true
 check_api "archived: create → 403" 403 'd.get("message")' "$ARCH"
+before=$(refs acme/site)
+o=$(sbx_dockerctl exec "$cid" sh -c "cd /workspace/repo && GIT_TERMINAL_PROMPT=0 git push origin HEAD:feature-z 2>&1; echo rc=\$?; git fetch -q origin && echo fetched" || true)
+check_match "archived: the open sandbox's push is refused (docker exec), git-read-only" "$o" \
+  'denied: git-read-only'
+check_match "... its fetch still works (read access)" "$o" 'rc=[1-9].*fetched'
+check_eq "... the server's refs are unchanged" "$(refs acme/site)" "$before"
 as root PUT "$R" '{"visibility":"private","default_branch":"main","protected_branches":["release/*"],"archived":false}'
 check_api "unarchive → 200" 200
 sbx_close "$s1" || true
