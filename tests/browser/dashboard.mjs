@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // tests/browser/dashboard.mjs - the dashboard (docs/reference/api.md §5.6) in headless Chromium, driven by
 // playwright-core. Run by tests/integration/dashboard.sh, which starts the control plane, the
-// proxy, origin.py and users, and passes them in DASH_* variables. Prints TAP-style lines
-// (ok / not ok / # skip) and exits 1 when any step failed. Every wait is bounded.
+// proxy, origin.py and users, and passes them in DASH_* variables. The pages of environments,
+// sandboxes and the audit tail (issue #8), then repositories, tokens and users (issue #16).
+// Prints TAP-style lines (ok / not ok / # skip) and exits 1 when any step failed. Every wait is
+// bounded.
 import { chromium } from 'playwright-core';
 import { createHash, randomBytes } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
@@ -404,6 +406,278 @@ try {
         && check('  the API no longer lists it', list.status === 200 && !list.data.some((s) => s.id === id), JSON.stringify(list.data));
     });
   }
+
+  // ---- users, tokens, repositories and members (issue 16) -------------------------------------
+  const DAVE = 'dave';
+  const NEWREPO = 'acme/dash-repo';
+  const fieldError = (input) => page.locator(`${input} + .field-error`);
+  const switchError = (input) => page.locator(`label:has(${input}) + .field-error`);
+  const userRow = (name) => page.locator(`#users tr[data-user="${name}"]`);
+  const tokenRow = (name) => page.locator(`#tokens tr[data-name="${name}"]`);
+  const repoRow = (name) => page.locator(`#repos tr[data-repo="${name}"]`);
+  const memberRow = (name) => page.locator(`#r-members tr[data-member="${name}"]`);
+  async function signInAs(token, name) {
+    if (await page.locator('[data-testid=sign-out]').isVisible()) await page.click('[data-testid=sign-out]');
+    await page.locator('#signin').waitFor();
+    await signIn(token);
+    await page.locator('[data-testid=who-name]', { hasText: name }).waitFor();
+  }
+
+  await step('alice (not an admin) has no Users tab and cannot offer the admin scope', async () => {
+    await signInAs(ALICE, 'alice');
+    const usersTab = await page.locator('.tab[data-tab=users]').isVisible();
+    await page.click('.tab[data-tab=tokens]');
+    await page.locator('#view-tokens').waitFor();
+    const adminScope = await page.locator('#t-scope option[value=admin]').evaluate((o) => !o.hidden && !o.disabled);
+    return check('  no Users tab', !usersTab) && check('  no admin scope', !adminScope);
+  });
+
+  await step('root signs in again and the Users tab is there', async () => {
+    await signInAs(ROOT, 'root');
+    await page.click('.tab[data-tab=users]');
+    await userRow('alice').waitFor();
+    return userRow('root').locator('[data-testid=user-role]').filter({ hasText: 'admin' }).isVisible();
+  });
+
+  let daveToken = null;
+  await step('Users: create dave with an email; his token is shown once and works', async () => {
+    await page.fill('#u-name', DAVE);
+    await page.fill('#u-email', 'dave@example.com');
+    await page.click('[data-testid=user-create]');
+    await page.locator('[data-testid=user-once]').waitFor();
+    daveToken = await page.inputValue('[data-testid=user-once-value]');
+    await userRow(DAVE).waitFor();
+    await shot('10-user-created');
+    const me = await api(daveToken, 'GET', '/api/v1/me');
+    const email = await userRow(DAVE).locator('[data-testid=user-email]').textContent();
+    return check('  the token is an API token of dave, scope write', /^sl_/.test(daveToken) && me.status === 200
+      && me.data.name === DAVE && me.data.scope === 'write', JSON.stringify(me))
+      && check('  the row shows his email and active', email === 'dave@example.com'
+        && (await userRow(DAVE).locator('[data-testid=user-status]').textContent()) === 'active', email);
+  });
+  await step('Users: the token is gone from the page once dismissed', async () => {
+    await page.click('#user-once-hide');
+    return (await page.locator('[data-testid=user-once]').isHidden()) && (await page.inputValue('#user-once-value')) === '';
+  });
+  await step('Users: a taken name and a bad email are shown next to their fields', async () => {
+    await page.fill('#u-name', DAVE);
+    await page.click('[data-testid=user-create]');
+    const taken = await fieldError('#u-name').textContent();
+    await page.fill('#u-name', 'erin');
+    await page.fill('#u-email', 'not an address');
+    await page.click('[data-testid=user-create]');
+    await fieldError('#u-email').waitFor();
+    const bad = await fieldError('#u-email').getAttribute('data-field');
+    const nameCleared = await fieldError('#u-name').count();
+    await shot('11-user-errors');
+    const erin = await api(ROOT, 'GET', '/api/v1/users/erin');
+    await page.fill('#u-name', '');
+    await page.fill('#u-email', '');
+    return check('  409 next to the name', taken === `a user named '${DAVE}' exists already`, taken)
+      && check('  422 next to the email (field email), the old error gone', bad === 'email' && nameCleared === 0, `${bad} ${nameCleared}`)
+      && check('  erin was not created', erin.status === 404, JSON.stringify(erin));
+  });
+  await step('Users: edit dave\'s email and make him an admin, then not', async () => {
+    await userRow(DAVE).locator('[data-testid=user-edit]').click();
+    const edit = page.locator('#users [data-testid=user-edit-row]');
+    await edit.locator('[data-testid=user-edit-email]').fill('dave@corp.example');
+    await edit.locator('[data-testid=user-edit-admin]').check();
+    await edit.locator('[data-testid=user-edit-save]').click();
+    await userRow(DAVE).locator('[data-testid=user-email]', { hasText: 'dave@corp.example' }).waitFor();
+    const a = await api(ROOT, 'GET', `/api/v1/users/${DAVE}`);
+    await userRow(DAVE).locator('[data-testid=user-edit]').click();
+    await page.locator('#users [data-testid=user-edit-row] [data-testid=user-edit-admin]').uncheck();
+    await page.locator('#users [data-testid=user-edit-row] [data-testid=user-edit-save]').click();
+    await userRow(DAVE).locator('[data-testid=user-role]', { hasText: 'user' }).waitFor();
+    const b = await api(ROOT, 'GET', `/api/v1/users/${DAVE}`);
+    return check('  the API has the email and the admin flag', a.data.email === 'dave@corp.example' && a.data.admin === true, JSON.stringify(a.data))
+      && check('  ... and the flag cleared again', b.data.admin === false, JSON.stringify(b.data));
+  });
+  await step('Users: the last enabled admin cannot be demoted (409 next to the admin flag)', async () => {
+    await userRow('root').locator('[data-testid=user-edit]').click();
+    const edit = page.locator('#users [data-testid=user-edit-row]');
+    await edit.locator('[data-testid=user-edit-admin]').uncheck();
+    await edit.locator('[data-testid=user-edit-save]').click();
+    const msg = await edit.locator('label:has([data-testid=user-edit-admin]) + .field-error').textContent();
+    await edit.locator('button', { hasText: 'Cancel' }).click();
+    const me = await api(ROOT, 'GET', '/api/v1/me');
+    return check('  the API\'s message', /last enabled admin/.test(msg), msg) && check('  root is still an admin', me.data.admin === true);
+  });
+  await step('Users: disable dave (his token gets 401 account disabled), enable him again', async () => {
+    await userRow(DAVE).locator('[data-testid=user-toggle]', { hasText: 'Disable' }).click();
+    await userRow(DAVE).locator('[data-testid=user-status]', { hasText: 'disabled' }).waitFor();
+    const off = await api(daveToken, 'GET', '/api/v1/me');
+    await shot('12-users');
+    await userRow(DAVE).locator('[data-testid=user-toggle]', { hasText: 'Enable' }).click();
+    await userRow(DAVE).locator('[data-testid=user-status]', { hasText: 'active' }).waitFor();
+    const on = await api(daveToken, 'GET', '/api/v1/me');
+    return check('  disabled: 401 account disabled', off.status === 401 && off.data.message === 'account disabled', JSON.stringify(off))
+      && check('  enabled: 200', on.status === 200, JSON.stringify(on));
+  });
+
+  let readToken = null;
+  await step('Tokens: create a read-scoped token that expires in 7 days; shown once, listed', async () => {
+    await page.click('.tab[data-tab=tokens]');
+    await page.fill('#t-name', 'dash reader');
+    await page.selectOption('#t-scope', 'read');
+    await page.fill('#t-expires', '7');
+    await page.click('[data-testid=token-create]');
+    await page.locator('[data-testid=token-once]').waitFor();
+    readToken = await page.inputValue('[data-testid=token-once-value]');
+    await tokenRow('dash reader').waitFor();
+    const scope = await tokenRow('dash reader').locator('[data-testid=token-scope]').textContent();
+    const expires = await tokenRow('dash reader').locator('[data-testid=token-expires]').textContent();
+    await shot('13-token-created');
+    const list = await api(ROOT, 'GET', '/api/v1/tokens');
+    const t = (list.data.tokens || []).find((x) => x.name === 'dash reader') || {};
+    const days = (Date.parse(t.expires_at) - Date.parse(t.created_at)) / 86400000;
+    return check('  the row says read and an expiry', scope === 'read' && /^\d{4}-\d\d-\d\d /.test(expires), `${scope} ${expires}`)
+      && check('  the API has scope read, 7 days, and never the token itself', t.scope === 'read' && Math.round(days) === 7
+        && !JSON.stringify(list.data).includes(readToken), JSON.stringify(t));
+  });
+  await step('Tokens: the read-scoped token reads but cannot write', async () => {
+    const get = await api(readToken, 'GET', '/api/v1/environments');
+    const post = await api(readToken, 'POST', '/api/v1/environments', { name: 'nope', base_image: IMAGE, network: 'off' });
+    const tok = await api(readToken, 'POST', '/api/v1/tokens', { name: 'more', scope: 'read' });
+    return check('  GET → 200', get.status === 200, JSON.stringify(get).slice(0, 200))
+      && check('  POST an environment → 403 this token may only read', post.status === 403 && post.data.message === 'this token may only read (scope read)', JSON.stringify(post))
+      && check('  POST a token → 403', tok.status === 403 && tok.data.message === 'this token may only read (scope read)', JSON.stringify(tok));
+  });
+  await step('Tokens: an expiry of 0 days and the admin scope without an admin token are refused next to their fields', async () => {
+    await page.fill('#t-name', 'zero');
+    await page.selectOption('#t-scope', 'write');
+    await page.fill('#t-expires', '0');
+    await page.click('[data-testid=token-create]');
+    await fieldError('#t-expires').waitFor();
+    const f = await fieldError('#t-expires').getAttribute('data-field');
+    await page.fill('#t-expires', '');
+    await page.fill('#t-name', '');
+    const list = await api(ROOT, 'GET', '/api/v1/tokens');
+    return check('  the error names expires_in_days', f === 'expires_in_days', f)
+      && check('  nothing was created', !(list.data.tokens || []).some((x) => x.name === 'zero'));
+  });
+  await step('Tokens: signed in with the read token, the page shows the API\'s refusal to create one', async () => {
+    await signInAs(readToken, 'root');
+    const role = await page.textContent('[data-testid=who-role]');
+    await page.click('.tab[data-tab=tokens]');
+    await page.fill('#t-name', 'from a reader');
+    await page.click('[data-testid=token-create]');
+    const banner = page.locator('[data-testid=token-form-error]');
+    await banner.filter({ hasText: 'only read' }).waitFor();
+    await shot('14-read-token-refused');
+    return check('  a read token acts as no admin', role === 'user', role)
+      && check('  the banner holds the 403', /this token may only read \(scope read\)/.test(await banner.textContent()));
+  });
+  await step('Tokens: root revokes it; the row goes and the token gets 401', async () => {
+    await signInAs(ROOT, 'root');
+    await page.click('.tab[data-tab=tokens]');
+    await tokenRow('dash reader').locator('[data-testid=token-revoke]').click();
+    await tokenRow('dash reader').waitFor({ state: 'detached' });
+    const r = await api(readToken, 'GET', '/api/v1/me');
+    return check('  401 unknown API token', r.status === 401 && r.data.message === 'unknown API token', JSON.stringify(r));
+  });
+
+  await step('Repositories: a bad protected-branch glob is shown next to the list', async () => {
+    await page.click('.tab[data-tab=repos]');
+    await repoRow(REPO).waitFor();
+    await page.click('[data-testid=repo-new]');
+    await page.locator('#repo-drawer').waitFor();
+    await page.fill('#r-name', NEWREPO);
+    await page.fill('#r-protected', 'release/*\nbad..name');
+    await page.click('[data-testid=repo-save]');
+    await fieldError('#r-protected').waitFor();
+    const f = await fieldError('#r-protected').getAttribute('data-field');
+    const r = await api(ROOT, 'GET', '/api/v1/repos/' + NEWREPO);
+    return check('  the error names protected_branches[1]', f === 'protected_branches[1]', f)
+      && check('  nothing was registered', r.status === 404, JSON.stringify(r));
+  });
+  await step('Repositories: register it (private, main, release/* and hotfix/*); the drawer turns to its members', async () => {
+    await page.fill('#r-protected', 'release/*\nhotfix/*');
+    await page.click('[data-testid=repo-save]');
+    await page.locator('#repo-drawer-title', { hasText: `Edit ${NEWREPO}` }).waitFor();
+    await page.locator('#r-members-box').waitFor();
+    await repoRow(NEWREPO).waitFor();
+    const r = await api(ROOT, 'GET', '/api/v1/repos/' + NEWREPO);
+    return check('  the API has it', r.status === 200 && r.data.visibility === 'private' && r.data.default_branch === 'main'
+      && JSON.stringify(r.data.protected_branches) === '["release/*","hotfix/*"]' && r.data.archived === false, JSON.stringify(r.data));
+  });
+  await step('Repositories: add dave as a writer; an unknown user is shown next to the user field', async () => {
+    await page.fill('#m-user', DAVE);
+    await page.selectOption('#m-role', 'write');
+    await page.click('[data-testid=m-add]');
+    await memberRow(DAVE).waitFor();
+    await page.fill('#m-user', 'nobody');
+    await page.click('[data-testid=m-add]');
+    const msg = await fieldError('#m-user').textContent();
+    await page.fill('#m-user', '');
+    const m = await api(ROOT, 'GET', `/api/v1/repos/${NEWREPO}/members/${DAVE}`);
+    const sbx = await api(daveToken, 'GET', `/api/v1/repos/${NEWREPO}`);
+    return check('  the API has dave as write', m.status === 200 && m.data.role === 'write', JSON.stringify(m))
+      && check('  dave sees the private repository with his role', sbx.status === 200 && sbx.data.role === 'write', JSON.stringify(sbx))
+      && check('  404 no user next to the field', msg === "no user 'nobody'", msg);
+  });
+  await step('Repositories: change dave to read; add alice as a repository admin', async () => {
+    await memberRow(DAVE).locator('[data-testid=member-role]').selectOption('read');
+    await page.locator('[data-testid=toast]', { hasText: `${DAVE} is read in ${NEWREPO}` }).waitFor();
+    await page.fill('#m-user', 'alice');
+    await page.selectOption('#m-role', 'admin');
+    await page.click('[data-testid=m-add]');
+    await memberRow('alice').waitFor();
+    await shot('15-repo-members');
+    const m = await api(ROOT, 'GET', `/api/v1/repos/${NEWREPO}/members`);
+    return check('  the API has dave read, alice admin', JSON.stringify(m.data.members) === '[{"user":"alice","role":"admin"},{"user":"dave","role":"read"}]', JSON.stringify(m.data));
+  });
+  await step('Repositories: archive it; the list says archived and the API refuses its sandboxes', async () => {
+    await page.check('#r-archived');
+    await page.click('[data-testid=repo-save]');
+    await page.locator('#repo-drawer').waitFor({ state: 'hidden' });
+    await repoRow(NEWREPO).locator('[data-testid=repo-archived]').waitFor();
+    await shot('16-repos');
+    const r = await api(ROOT, 'GET', '/api/v1/repos/' + NEWREPO);
+    // Without Docker sandboxes are off (503) before any repository is looked at.
+    const sbx = SANDBOXES ? await api(ALICE, 'POST', `/api/v1/repos/${NEWREPO}/sandboxes`, {}) : null;
+    return check('  the API has archived, the rest kept', r.data.archived === true && r.data.protected_branches.length === 2, JSON.stringify(r.data))
+      && (!SANDBOXES || check('  a sandbox there → 403 repository is archived (read-only)', sbx.status === 403 && sbx.data.message === 'repository is archived (read-only)', JSON.stringify(sbx)));
+  });
+  await step('Repositories: alice, an admin of it, manages its members but not its settings', async () => {
+    await signInAs(ALICE, 'alice');
+    await page.click('.tab[data-tab=repos]');
+    await repoRow(NEWREPO).waitFor();
+    const register = await page.locator('[data-testid=repo-new]').isVisible();
+    const label = await repoRow(NEWREPO).locator('[data-testid=repo-open]').textContent();
+    await repoRow(NEWREPO).locator('[data-testid=repo-open]').click();
+    await memberRow(DAVE).waitFor();
+    const settingsLocked = await page.locator('#r-visibility').isDisabled() && await page.locator('#r-archived').isDisabled()
+      && await page.locator('[data-testid=repo-save]').isHidden();
+    await shot('17-alice-repo-admin');
+    await memberRow(DAVE).locator('[data-testid=member-remove]').click();
+    await memberRow(DAVE).waitFor({ state: 'detached' });
+    const m = await api(ROOT, 'GET', `/api/v1/repos/${NEWREPO}/members/${DAVE}`);
+    await page.click('#repo-drawer-cancel');
+    return check('  no Register button, Members instead of Edit', !register && label === 'Members', `${register} ${label}`)
+      && check('  the settings are read only', settingsLocked)
+      && check('  dave removed: 404 no member', m.status === 404 && m.data.message === `no member '${DAVE}'`, JSON.stringify(m));
+  });
+  await step('Repositories: in a repository where alice writes, she only views the members', async () => {
+    const label = await repoRow(REPO).locator('[data-testid=repo-open]').textContent();
+    const role = await repoRow(REPO).locator('[data-testid=repo-role]').textContent();
+    await repoRow(REPO).locator('[data-testid=repo-open]').click();
+    await memberRow('alice').waitFor();
+    const add = await page.locator('#r-member-add').isVisible();
+    const selects = await page.locator('#r-members select').count();
+    const removes = await page.locator('#r-members [data-testid=member-remove]').count();
+    await page.keyboard.press('Escape');
+    await page.locator('#repo-drawer').waitFor({ state: 'hidden' });
+    return check('  View, role write', label === 'View' && role === 'write', `${label} ${role}`)
+      && check('  no add form, no role selects, no Remove', !add && selects === 0 && removes === 0, `${add} ${selects} ${removes}`);
+  });
+  await step('the environments page is still the first after all this', async () => {
+    await page.click('.tab[data-tab=environments]');
+    await row('global', ENV_NAME).waitFor();
+    await page.click('[data-testid=sign-out]');
+    await page.locator('#signin').waitFor();
+    return (await page.locator('[data-testid=user-once]').isHidden()) && (await page.locator('[data-testid=token-once]').isHidden());
+  });
 
   check('no page errors and no CSP violations', problems.length === 0, problems.join('\n'));
 } catch (e) {

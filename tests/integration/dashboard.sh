@@ -7,7 +7,15 @@
 # signs in, creates and edits an environment with a secret and a credential, checks the masks,
 # the non-admin view, resolution, the audit tail of a refused request, an API validation error
 # next to its field, and closes a sandbox; the script checks the stored secret and credential
-# through the API, a sandbox and the proxy. Screenshots go to
+# through the API, a sandbox and the proxy. Then the pages of issue 16: Users (create a user,
+# his token shown once and working, a taken name and a bad email next to their fields, edit
+# email and admin flag, the last admin kept, disable → 401 account disabled, enable), Tokens (a
+# read-scoped token with an expiry, shown once; it reads but cannot write, through the API and
+# signed in to the page; a bad expiry next to its field; revoked → 401), Repositories (a bad
+# glob next to its field, register with protected branches, members added, changed, an unknown
+# user next to its field, archived → 403 for a sandbox; alice, an admin of it, manages its
+# members but not its settings, and only views those of a repository she writes to).
+# Screenshots go to
 # $SLUICE_ARTIFACTS (default test-artifacts/dashboard beside SLUICE_BIN: build/test-artifacts/...).
 # Network sl-t-dash, subnet 10.213.23.0/24. Without Docker, all but the sandbox steps run.
 set -euo pipefail

@@ -5,9 +5,11 @@
 # branch, a tag, another branch and a commit SHA are cloned into /workspace/repo and checked out;
 # the clone goes through the proxy, which injects `Authorization: Basic
 # base64(x-access-token:TOKEN)` for the git host (every request the git server saw carried it),
-# also for a sandbox whose environment has network off; the token appears nowhere inside the
-# sandbox (env, /workspace, /root, /etc, git config) nor in its container's Config.Env. The git
-# server is tests/support/gitserver.sh. Network sl-t-git, subnet 10.213.17.0/24.
+# also for a sandbox whose environment has network off, on the repository's own paths only
+# (GET / on the git host goes out without it and gets the server's 401); the token appears
+# nowhere inside the sandbox (env, /workspace, /root, /etc, git config) nor in its container's
+# Config.Env. The git server is tests/support/gitserver.sh. Network sl-t-git, subnet
+# 10.213.17.0/24.
 # shellcheck disable=SC2016 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
 
@@ -89,11 +91,14 @@ if [ -n "$SBX_ID" ]; then
   sbx_exec "$off" "curl -sS --max-time 10 -o /dev/null -w '%{http_connect}' $(sbx_url_tls /hello) 2>/dev/null; echo"
   check_api "network off: other hosts are refused (CONNECT 403)" 200 'd["stdout"].strip()' 403
   sbx_exec "$off" "curl -sS --max-time 10 -o /dev/null -w '%{http_code}' $FX_GIT_URL/ 2>/dev/null; echo"
-  fx_note "network off: GET / on the git host gives $(sbx_field 'd["stdout"].strip()') (the git server itself answers 404 for /)"
+  check_api "network off: GET / on the git host reaches it without the credential (the server's 401)" \
+    200 'd["stdout"].strip()' 401
   sbx_close "$off" || true
 fi
-check_eq "the git server still saw no request without the token" \
-  "$(tail -n +"$((n + 1))" "$FX_GIT_LOG" | grep -c '"auth":0' || true)" 0
+check_eq "the git server saw no request to acme/widget without the token" \
+  "$(tail -n +"$((n + 1))" "$FX_GIT_LOG" | grep '"uri":"/acme/widget' | grep -c '"auth":0' || true)" 0
+check_eq "... and GET / without it (the credential goes to the repository's own paths only)" \
+  "$(tail -n +"$((n + 1))" "$FX_GIT_LOG" | grep '"uri":"/"' | grep -c '"auth":0' || true)" 1
 
 sbx_close "$main_id" || true
 check_api "close → 204" 204

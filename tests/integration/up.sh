@@ -360,12 +360,17 @@ cd - >/dev/null || fx_bail "cd back"
 check "the summary names the audit log given" grep -qF "(audit log: $FX_WORK/logs/audit.log)" "$UP_OUT"
 probe_status=$(curl -q -sS --max-time 10 -o /dev/null -w '%{http_code}' \
   -x "http://127.0.0.1:$PPORT" http://up-audit-probe.test/ 2>/dev/null) || true
-# 407 no-identity (no sandbox has this address), or 503 no-policy before the first push:
-# refused either way, and audited.
+# 407 no-identity (no sandbox has this address; audited as the challenge it is, proxy.md §4.7),
+# or 503 no-policy before the first push (a deny): refused either way, and audited.
 check_match "a request from this host is refused" "${probe_status:-000}" '^(407|503)$'
 FX_AUDIT=$FX_WORK/logs/audit.log
-check_audit "--audit-log FILE: the proxy writes its decision there" \
-  host=up-audit-probe.test decision=deny
+if [ "${probe_status:-000}" = 407 ]; then
+  check_audit "--audit-log FILE: the proxy writes its decision there (challenge no-identity)" \
+    host=up-audit-probe.test decision=challenge reason=no-identity status=407
+else
+  check_audit "--audit-log FILE: the proxy writes its decision there (deny no-policy)" \
+    host=up-audit-probe.test decision=deny reason=no-policy
+fi
 check_eq "... and not in DATA/audit.log" "$(wc -l <"$DATA/audit.log")" "$audit_lines_in_data"
 api GET '/audit?limit=5'
 check_eq "... and the dashboard's audit tail reads it" \

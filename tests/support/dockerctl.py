@@ -17,6 +17,10 @@
 #                                              completion; prints its output, removes it
 #   dockerctl.py cid SANDBOX_ID                the container labelled sluice.sandbox=SANDBOX_ID
 #   dockerctl.py env ID                        its Config.Env, one a line
+#   dockerctl.py exec ID CMD...                runs CMD in container ID as `docker exec` does (its
+#                                              environment, no TTY; at most 120 s); prints stdout
+#                                              and stderr; exits with CMD's status (the way in
+#                                              when the control plane refuses a sandbox's calls)
 #   dockerctl.py inspect ID                    the inspect JSON
 #   dockerctl.py cleanup NET                   force-removes every container of this test and the
 #                                              network NET; prints what it removed
@@ -155,6 +159,32 @@ def main(argv):
             return 1
         print("\n".join(d["Config"].get("Env") or []))
         return 0
+    if cmd == "exec":
+        s, d = call("POST", "/containers/%s/exec" % argv[2],
+                    {"Cmd": argv[3:], "AttachStdout": True, "AttachStderr": True})
+        if s != 201:
+            print("exec create: %s %r" % (s, d), file=sys.stderr)
+            return 125
+        eid = d["Id"]
+        c = UnixConnection(SOCK, 120)
+        c.request("POST", API + "/exec/%s/start" % eid,
+                  body=json.dumps({"Detach": False, "Tty": False}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        raw = r.read()
+        c.close()
+        if r.status != 200:
+            print("exec start: %s %r" % (r.status, raw[:200]), file=sys.stderr)
+            return 125
+        out = b""
+        i = 0
+        while i + 8 <= len(raw):
+            n = int.from_bytes(raw[i + 4:i + 8], "big")
+            out += raw[i + 8:i + 8 + n]
+            i += 8 + n
+        sys.stdout.write(out.decode(errors="replace"))
+        s, d = call("GET", "/exec/%s/json" % eid)
+        return d.get("ExitCode", 125) if s == 200 and d.get("ExitCode") is not None else 125
     if cmd == "inspect":
         s, d = call("GET", "/containers/%s/json" % argv[2])
         if s != 200:

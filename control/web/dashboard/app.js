@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // sluice dashboard (docs/reference/api.md §5.6): a static page that talks to the REST API of §5 with the
-// user's token. No framework, no build step; the Content-Security-Policy forbids inline script,
+// user's token: environments, sandboxes, the audit tail, repositories and members, API tokens, users. No framework, no build step; the Content-Security-Policy forbids inline script,
 // so every handler is attached here and the page never builds HTML from strings.
 'use strict';
 
@@ -9,11 +9,14 @@
   const MASK = '******';
   const AUDIT_MS = 2000;
 
-  const state = { token: null, me: null, envs: [], editing: null, tab: 'environments', auditTimer: null, auditGen: 0 };
+  const TABS = ['environments', 'sandboxes', 'audit', 'repos', 'tokens', 'users'];
+  const ROLES = ['read', 'write', 'admin'];
+
+  const state = { token: null, me: null, envs: [], editing: null, repo: null, tab: 'environments', auditTimer: null, auditGen: 0 };
 
   const $ = (id) => document.getElementById(id);
 
-  // el('td', {class: 'x', text: 'y'}, child...) builds an element without innerHTML.
+  // el('td', {class: 'x', text: 'y'}, child...) builds an element; text goes in as textContent, never as markup.
   function el(tag, attrs, ...children) {
     const e = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -83,6 +86,11 @@
     $('who-name').textContent = state.me.name;
     $('who-role').textContent = state.me.admin ? 'admin' : 'user';
     document.body.classList.toggle('is-admin', !!state.me.admin);
+    // What only admins may do is not offered to others (the API refuses it anyway).
+    for (const e of document.querySelectorAll('.admin-only')) {
+      e.hidden = !state.me.admin;
+      if (e.tagName === 'OPTION') e.disabled = !state.me.admin;
+    }
     $('signin').hidden = true;
     $('who').hidden = false;
     $('tabs').hidden = false;
@@ -95,6 +103,13 @@
     state.me = null;
     stopAudit();
     closeDrawer();
+    closeRepoDrawer();
+    hideOnce();
+    // Nothing of this session stays in the page: the next one (maybe another user's) starts
+    // from empty lists and never reads a stale row.
+    for (const id of ['user-envs', 'global-envs', 'sandboxes', 'audit', 'repos', 'tokens', 'users']) $(id).replaceChildren();
+    $('resolve-result').replaceChildren();
+    $('resolve-result').hidden = true;
     for (const v of document.querySelectorAll('.view')) v.hidden = true;
     $('who').hidden = true;
     $('tabs').hidden = true;
@@ -124,7 +139,7 @@
   // ---- tabs ---------------------------------------------------------------------------------
 
   function showTab(name) {
-    if (!['environments', 'sandboxes', 'audit'].includes(name)) name = 'environments';
+    if (!TABS.includes(name) || (name === 'users' && !state.me.admin)) name = 'environments';
     state.tab = name;
     history.replaceState(null, '', '#' + name);
     for (const b of document.querySelectorAll('.tab')) b.classList.toggle('active', b.dataset.tab === name);
@@ -133,6 +148,9 @@
     if (name === 'environments') loadEnvs();
     if (name === 'sandboxes') loadSandboxes();
     if (name === 'audit') startAudit();
+    if (name === 'repos') loadRepos();
+    if (name === 'tokens') loadTokens();
+    if (name === 'users') loadUsers();
   }
   for (const b of document.querySelectorAll('.tab')) b.addEventListener('click', () => showTab(b.dataset.tab));
 
@@ -562,6 +580,462 @@
     state.auditTimer = null;
   }
   $('audit-live').addEventListener('change', () => { if ($('audit-live').checked && state.tab === 'audit') startAudit(); else stopAudit(); });
+
+  // ---- errors next to their fields (users, tokens, repositories) -----------------------------
+
+  // A time of the API as "YYYY-MM-DD HH:MM:SS".
+  function when(ts) {
+    return (ts || '').replace('T', ' ').replace(/\..*|Z$/, '');
+  }
+
+  function clearFormErrors(box, banner) {
+    if (banner) banner.textContent = '';
+    for (const e of box.querySelectorAll('.invalid')) e.classList.remove('invalid');
+    for (const e of box.querySelectorAll('.field-error.dynamic')) e.remove();
+  }
+
+  // Marks `input` and puts `message` right after it (after its label for a switch).
+  function markField(input, field, message) {
+    input.classList.add('invalid');
+    const anchor = input.type === 'checkbox' && input.parentElement.tagName === 'LABEL' ? input.parentElement : input;
+    const p = el('p', { class: 'field-error dynamic', 'data-testid': 'field-error', 'data-field': field, text: message });
+    anchor.insertAdjacentElement('afterend', p);
+  }
+
+  // An API error shown on a form: a 422's errors next to the inputs their fields name (`inputs`
+  // maps a field's first part, `protected_branches` for `protected_branches[3]`, to its input),
+  // with the message in the banner; an error without field errors next to `input` when one is
+  // given (a 409 on a name), else in the banner.
+  function showFormError(banner, inputs, err, input) {
+    const errors = (err.body && err.body.errors) || [];
+    if (!errors.length && input) {
+      markField(input, input.dataset.field || '', err.message);
+      return;
+    }
+    banner.textContent = err.message + (errors.length || !err.status ? '' : ' (HTTP ' + err.status + ')');
+    for (const x of errors) {
+      const field = String(x.field || '');
+      const target = inputs[field.split(/[.[]/)[0]];
+      if (target) markField(target, field, String(x.message || ''));
+      else banner.textContent += '\n' + field + ': ' + String(x.message || '');
+    }
+  }
+
+  // ---- a token shown once -------------------------------------------------------------------
+
+  function showOnce(which, title, token) {
+    $(which + '-once-title').textContent = title;
+    $(which + '-once-value').value = token;
+    $(which + '-once').hidden = false;
+    $(which + '-once-value').select();
+  }
+
+  function hideOnce() {
+    for (const which of ['token', 'user']) {
+      $(which + '-once').hidden = true;
+      $(which + '-once-value').value = '';
+      $(which + '-once-title').textContent = '';
+    }
+  }
+
+  for (const which of ['token', 'user']) {
+    const input = $(which + '-once-value');
+    $(which + '-once-hide').addEventListener('click', hideOnce);
+    $(which + '-once-copy').addEventListener('click', () => {
+      const done = () => toast('Copied to the clipboard', 'ok');
+      const select = () => { input.select(); toast('Copy the selected token (Ctrl+C)'); };
+      if (navigator.clipboard && navigator.clipboard.writeText) navigator.clipboard.writeText(input.value).then(done, select);
+      else select();
+    });
+  }
+
+  // ---- tokens -------------------------------------------------------------------------------
+
+  function scopeBadge(scope) {
+    return { read: 'neutral', write: '', admin: 'warn' }[scope] || '';
+  }
+
+  function tokenRow(t) {
+    return el('tr', { 'data-token': t.id, 'data-name': t.name, 'data-testid': 'token-row' },
+      el('td', {}, el('strong', { text: t.name })),
+      el('td', { class: 'mono', text: t.id }),
+      el('td', {}, el('span', { class: 'badge ' + scopeBadge(t.scope), 'data-testid': 'token-scope', text: t.scope })),
+      el('td', { class: 'sub', text: when(t.created_at) }),
+      el('td', { class: 'sub', 'data-testid': 'token-expires' }, t.expires_at ? when(t.expires_at) : 'never',
+        t.expired ? ' ' : null, t.expired ? el('span', { class: 'badge bad', text: 'expired' }) : null),
+      el('td', { class: 'actions' }, el('button', { type: 'button', class: 'btn small danger', 'data-testid': 'token-revoke', text: 'Revoke', onclick: (ev) => revokeToken(t, ev.target) })));
+  }
+
+  async function loadTokens() {
+    $('tokens-error').textContent = '';
+    let list;
+    try {
+      list = (await api('GET', '/api/v1/tokens')).tokens || [];
+    } catch (e) {
+      $('tokens').replaceChildren();
+      $('tokens-empty').hidden = true;
+      $('tokens-error').textContent = e.message;
+      return;
+    }
+    $('tokens').replaceChildren(...list.map(tokenRow));
+    $('tokens-empty').hidden = list.length > 0;
+  }
+
+  async function revokeToken(t, button) {
+    if (!window.confirm('Revoke token ' + t.name + ' (' + t.id + ')? Whoever uses it is refused from now on.')) return;
+    button.disabled = true;
+    try {
+      await api('DELETE', '/api/v1/tokens/' + encodeURIComponent(t.id));
+      toast('Revoked ' + t.name, 'ok');
+    } catch (e) {
+      toast('Cannot revoke ' + t.name + ': ' + e.message, 'error');
+    }
+    // Revoking the token of this page signed it out (its next call was a 401).
+    if (state.me) loadTokens();
+  }
+
+  $('token-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const banner = $('token-form-error');
+    clearFormErrors($('token-form'), banner);
+    hideOnce();
+    // Sent as typed: the API, not the page, judges the number (and names the field).
+    const days = $('t-expires').value.trim();
+    const body = {
+      name: $('t-name').value.trim(),
+      scope: $('t-scope').value,
+      expires_in_days: days === '' ? null : (/^-?\d+(\.\d+)?$/.test(days) ? Number(days) : days),
+    };
+    const button = $('token-form').querySelector('[type=submit]');
+    button.disabled = true;
+    try {
+      const t = await api('POST', '/api/v1/tokens', body);
+      showOnce('token', 'Token ' + t.name + ' (scope ' + t.scope + (t.expires_at ? ', expires ' + when(t.expires_at) : ', no expiry') + ').', t.token);
+      $('t-name').value = '';
+      $('t-expires').value = '';
+      loadTokens();
+    } catch (err) {
+      showFormError(banner, { name: $('t-name'), scope: $('t-scope'), expires_in_days: $('t-expires') }, err,
+        err.status === 403 && /scope admin/.test(err.message) ? $('t-scope') : null);
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  // ---- users (admins) -----------------------------------------------------------------------
+
+  function userRow(u) {
+    const tr = el('tr', { 'data-user': u.name, 'data-testid': 'user-row' },
+      el('td', {}, el('strong', { text: u.name }), u.name === state.me.name ? el('span', { class: 'muted', text: ' (you)' }) : null),
+      el('td', { class: 'mono', 'data-testid': 'user-email', text: u.email || '—' }),
+      el('td', {}, el('span', { class: 'badge ' + (u.admin ? 'default' : 'neutral'), 'data-testid': 'user-role', text: u.admin ? 'admin' : 'user' })),
+      el('td', {}, el('span', { class: 'badge ' + (u.disabled ? 'bad' : 'ok'), 'data-testid': 'user-status', text: u.disabled ? 'disabled' : 'active' })),
+      el('td', { class: 'sub', text: when(u.created_at) }),
+      el('td', { class: 'actions' },
+        el('button', { type: 'button', class: 'btn small', 'data-testid': 'user-edit', text: 'Edit', onclick: () => toggleUserEdit(u, tr) }),
+        el('button', { type: 'button', class: 'btn small' + (u.disabled ? '' : ' danger'), 'data-testid': 'user-toggle', text: u.disabled ? 'Enable' : 'Disable', onclick: (ev) => setDisabled(u, !u.disabled, ev.target) })));
+    return tr;
+  }
+
+  async function loadUsers() {
+    $('users-error').textContent = '';
+    let list;
+    try {
+      list = (await api('GET', '/api/v1/users')).users || [];
+    } catch (e) {
+      $('users').replaceChildren();
+      $('users-error').textContent = e.message;
+      return;
+    }
+    $('users').replaceChildren(...list.map(userRow));
+  }
+
+  async function setDisabled(u, disabled, button) {
+    if (disabled && !window.confirm('Disable ' + u.name + '? Their tokens stop working and their sandboxes lose the proxy at once.')) return;
+    button.disabled = true;
+    try {
+      await api('PATCH', '/api/v1/users/' + encodeURIComponent(u.name), { disabled });
+      toast((disabled ? 'Disabled ' : 'Enabled ') + u.name, 'ok');
+    } catch (e) {
+      toast('Cannot ' + (disabled ? 'disable ' : 'enable ') + u.name + ': ' + e.message, 'error');
+    }
+    if (state.me) loadUsers();
+  }
+
+  // Opens (or closes) the row under `tr` that edits a user's email and admin flag.
+  function toggleUserEdit(u, tr) {
+    const next = tr.nextElementSibling;
+    if (next && next.classList.contains('edit-row')) {
+      next.remove();
+      return;
+    }
+    const email = el('input', { class: 'e-email', 'data-field': 'email', 'data-testid': 'user-edit-email', spellcheck: 'false', placeholder: 'none' });
+    email.value = u.email || '';
+    const admin = el('input', { type: 'checkbox', class: 'e-admin', 'data-field': 'admin', 'data-testid': 'user-edit-admin' });
+    admin.checked = !!u.admin;
+    const banner = el('p', { class: 'form-error', 'data-testid': 'user-edit-error', role: 'alert' });
+    const form = el('form', { novalidate: true, autocomplete: 'off' },
+      el('div', { class: 'row' },
+        el('div', { class: 'field grow' }, el('label', { text: 'Email (empty for none)' }), email),
+        el('div', { class: 'field' }, el('label', { text: 'Admin' }), el('label', { class: 'switch' }, admin, ' admin')),
+        el('div', { class: 'field end' },
+          el('button', { type: 'submit', class: 'btn primary small', 'data-testid': 'user-edit-save', text: 'Save' }), ' ',
+          el('button', { type: 'button', class: 'btn small', text: 'Cancel', onclick: () => row.remove() }))),
+      banner);
+    const row = el('tr', { class: 'edit-row', 'data-testid': 'user-edit-row' }, el('td', { colspan: '6' }, form));
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clearFormErrors(form, banner);
+      const body = { email: email.value.trim() === '' ? null : email.value.trim(), admin: admin.checked };
+      try {
+        await api('PATCH', '/api/v1/users/' + encodeURIComponent(u.name), body);
+        toast('Saved ' + u.name, 'ok');
+        loadUsers();
+      } catch (err) {
+        // 409: the last enabled admin cannot be demoted.
+        showFormError(banner, { email, admin }, err, err.status === 409 ? admin : null);
+      }
+    });
+    tr.after(row);
+    email.focus();
+  }
+
+  $('user-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const banner = $('user-form-error');
+    clearFormErrors($('user-form'), banner);
+    hideOnce();
+    const body = { name: $('u-name').value.trim(), admin: $('u-admin').checked };
+    if ($('u-email').value.trim() !== '') body.email = $('u-email').value.trim();
+    const button = $('user-form').querySelector('[type=submit]');
+    button.disabled = true;
+    try {
+      const u = await api('POST', '/api/v1/users', body);
+      showOnce('user', 'The API token of ' + u.name + ' (scope ' + (u.admin ? 'admin' : 'write') + ').', u.token);
+      $('u-name').value = '';
+      $('u-email').value = '';
+      $('u-admin').checked = false;
+      loadUsers();
+    } catch (err) {
+      // 409: the name is taken.
+      showFormError(banner, { name: $('u-name'), email: $('u-email'), admin: $('u-admin') }, err,
+        err.status === 409 ? $('u-name') : null);
+    } finally {
+      button.disabled = false;
+    }
+  });
+
+  // ---- repositories and members -------------------------------------------------------------
+
+  function repoPath(name) {
+    const i = name.indexOf('/');
+    return '/api/v1/repos/' + encodeURIComponent(name.slice(0, i)) + '/' + encodeURIComponent(name.slice(i + 1));
+  }
+
+  // Global admins (acting as admins) and the repository's admins manage its members.
+  function canManageMembers(r) {
+    return !!state.me.admin || r.role === 'admin';
+  }
+
+  function repoRow(r) {
+    const label = state.me.admin ? 'Edit' : (canManageMembers(r) ? 'Members' : 'View');
+    return el('tr', { 'data-repo': r.name, 'data-testid': 'repo-row' },
+      el('td', { class: 'mono repo-name' }, el('strong', { text: r.name }), r.archived ? ' ' : null,
+        r.archived ? el('span', { class: 'badge warn', 'data-testid': 'repo-archived', text: 'archived' }) : null),
+      el('td', {}, el('span', { class: 'badge ' + (r.visibility === 'public' ? 'ok' : 'neutral'), 'data-testid': 'repo-visibility', text: r.visibility })),
+      el('td', { class: 'mono', text: r.default_branch }),
+      el('td', { class: 'mono', 'data-testid': 'repo-protected', text: (r.protected_branches || []).join(', ') || '—' }),
+      el('td', {}, r.role ? el('span', { class: 'badge', 'data-testid': 'repo-role', text: r.role }) : el('span', { class: 'muted', text: '—' })),
+      el('td', { class: 'actions' }, el('button', { type: 'button', class: 'btn small', 'data-testid': 'repo-open', text: label, onclick: () => openRepoDrawer(r.name) })));
+  }
+
+  async function loadRepos() {
+    $('repos-error').textContent = '';
+    let list;
+    try {
+      list = (await api('GET', '/api/v1/repos')).repos || [];
+    } catch (e) {
+      $('repos').replaceChildren();
+      $('repos-empty').hidden = true;
+      $('repos-error').textContent = e.message;
+      return;
+    }
+    $('repos').replaceChildren(...list.map(repoRow));
+    $('repos-empty').hidden = list.length > 0;
+  }
+
+  async function openRepoDrawer(name) {
+    clearFormErrors($('repo-form'), $('repo-form-error'));
+    $('r-members-error').textContent = '';
+    let r = null;
+    if (name) {
+      try {
+        r = await api('GET', repoPath(name));
+      } catch (e) {
+        toast('Cannot read ' + name + ': ' + e.message, 'error');
+        return;
+      }
+    }
+    state.repo = r;
+    const admin = !!state.me.admin;
+    $('r-name').value = r ? r.name : '';
+    $('r-name').disabled = !!r;
+    $('r-visibility').value = r ? r.visibility : 'private';
+    $('r-default-branch').value = r ? r.default_branch : 'main';
+    $('r-protected').value = r ? (r.protected_branches || []).join('\n') : '';
+    $('r-archived').checked = !!(r && r.archived);
+    for (const id of ['r-visibility', 'r-default-branch', 'r-protected', 'r-archived']) $(id).disabled = !admin;
+    $('repo-save').hidden = !admin;
+    $('repo-drawer-title').textContent = !r ? 'Register repository' : (admin ? 'Edit ' + r.name : r.name + ' (settings read only)');
+    $('r-members-box').hidden = !r;
+    $('m-user').value = '';
+    if (r) await loadMembers(r);
+    $('repo-drawer').hidden = false;
+    $('scrim').hidden = false;
+    if (!r) $('r-name').focus();
+  }
+
+  function closeRepoDrawer() {
+    $('repo-drawer').hidden = true;
+    if ($('drawer').hidden) $('scrim').hidden = true;
+    state.repo = null;
+  }
+  $('repo-new').addEventListener('click', () => openRepoDrawer(null));
+  $('repo-drawer-close').addEventListener('click', closeRepoDrawer);
+  $('repo-drawer-cancel').addEventListener('click', closeRepoDrawer);
+  $('scrim').addEventListener('click', closeRepoDrawer);
+  document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape' && !$('repo-drawer').hidden) closeRepoDrawer(); });
+
+  $('repo-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const banner = $('repo-form-error');
+    clearFormErrors($('repo-form'), banner);
+    if (!state.me.admin) return;
+    const r = state.repo;
+    const name = r ? r.name : $('r-name').value.trim();
+    // The page needs the two parts to build the URL; the API judges the rest (400).
+    if (!/^[^/\s]+\/[^/\s]+$/.test(name)) {
+      markField($('r-name'), 'name', 'owner/name: two parts joined by one /');
+      return;
+    }
+    const body = {
+      visibility: $('r-visibility').value,
+      protected_branches: $('r-protected').value.split('\n').map((x) => x.trim()).filter((x) => x !== ''),
+      archived: $('r-archived').checked,
+    };
+    if ($('r-default-branch').value.trim() !== '') body.default_branch = $('r-default-branch').value.trim();
+    const save = $('repo-save');
+    save.disabled = true;
+    try {
+      const saved = await api('PUT', repoPath(name), body);
+      toast((r ? 'Saved ' : 'Registered ') + saved.name, 'ok');
+      loadRepos();
+      // A new repository stays open for its members.
+      if (r) closeRepoDrawer();
+      else await openRepoDrawer(saved.name);
+    } catch (err) {
+      showFormError(banner, {
+        visibility: $('r-visibility'), default_branch: $('r-default-branch'),
+        protected_branches: $('r-protected'), archived: $('r-archived'),
+      }, err, err.status === 400 ? $('r-name') : null);
+    } finally {
+      save.disabled = false;
+    }
+  });
+
+  function memberRow(r, m, manage) {
+    let role;
+    if (manage) {
+      role = el('select', { class: 'm-row-role', 'data-testid': 'member-role', 'aria-label': 'Role of ' + m.user },
+        ...ROLES.map((x) => el('option', { value: x, text: x })));
+      role.value = m.role;
+      role.addEventListener('change', () => setMember(r, m.user, role));
+    } else {
+      role = el('span', { class: 'badge', 'data-testid': 'member-role', text: m.role });
+    }
+    return el('tr', { 'data-member': m.user, 'data-testid': 'member-row' },
+      el('td', { class: 'mono', text: m.user }),
+      el('td', {}, role),
+      el('td', { class: 'actions' }, manage ? el('button', { type: 'button', class: 'btn small danger', 'data-testid': 'member-remove', text: 'Remove', onclick: (ev) => removeMember(r, m.user, ev.target) }) : null));
+  }
+
+  async function loadMembers(r) {
+    const manage = canManageMembers(r);
+    $('r-member-add').hidden = !manage;
+    let list;
+    try {
+      list = (await api('GET', repoPath(r.name) + '/members')).members || [];
+    } catch (e) {
+      $('r-members').replaceChildren();
+      $('r-members-empty').hidden = true;
+      $('r-members-error').textContent = e.message;
+      return;
+    }
+    $('r-members').replaceChildren(...list.map((m) => memberRow(r, m, manage)));
+    $('r-members-empty').hidden = list.length > 0;
+  }
+
+  // After a change of members: the drawer's list, and the caller's role in the page's list.
+  async function membersChanged(r) {
+    if (state.repo === r) await loadMembers(r);
+    loadRepos();
+  }
+
+  async function setMember(r, user, select) {
+    clearFormErrors($('r-members-box'), $('r-members-error'));
+    try {
+      const m = await api('PUT', repoPath(r.name) + '/members/' + encodeURIComponent(user), { role: select.value });
+      toast(m.user + ' is ' + m.role + ' in ' + r.name, 'ok');
+      await membersChanged(r);
+    } catch (e) {
+      markField(select, 'role', e.message);
+    }
+  }
+
+  async function removeMember(r, user, button) {
+    if (!window.confirm('Remove ' + user + ' from ' + r.name + '? Their sandboxes there lose the proxy at once.')) return;
+    clearFormErrors($('r-members-box'), $('r-members-error'));
+    button.disabled = true;
+    try {
+      await api('DELETE', repoPath(r.name) + '/members/' + encodeURIComponent(user));
+      toast('Removed ' + user + ' from ' + r.name, 'ok');
+    } catch (e) {
+      $('r-members-error').textContent = 'Cannot remove ' + user + ': ' + e.message;
+    }
+    await membersChanged(r);
+  }
+
+  async function addMember() {
+    const r = state.repo;
+    if (!r) return;
+    clearFormErrors($('r-members-box'), $('r-members-error'));
+    const user = $('m-user').value.trim();
+    if (user === '') {
+      markField($('m-user'), 'user', 'the user\'s name is required');
+      return;
+    }
+    $('m-add').disabled = true;
+    try {
+      const m = await api('PUT', repoPath(r.name) + '/members/' + encodeURIComponent(user), { role: $('m-role').value });
+      toast(m.user + ' is ' + m.role + ' in ' + r.name, 'ok');
+      $('m-user').value = '';
+      await membersChanged(r);
+    } catch (err) {
+      // 404 "no user 'NAME'" is about the name typed; another 404 (the repository) is not.
+      showFormError($('r-members-error'), { role: $('m-role'), user: $('m-user') }, err,
+        err.status === 404 && /^no user /.test(err.message) ? $('m-user') : null);
+    } finally {
+      $('m-add').disabled = false;
+    }
+  }
+  $('m-add').addEventListener('click', addMember);
+  // Enter in the user field adds the member (it would otherwise submit the repository's form).
+  $('m-user').addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter') {
+      ev.preventDefault();
+      addMember();
+    }
+  });
 
   // ---- start --------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
  * tests/unit/control/web/test_dashboard.c - the dashboard's embedded files
  * (control/web/dashboard.h): content types by extension, the lookup of request paths (index for
  * "/dashboard/", no escape from the folder, unknown names), and each embedded file equal to its
- * source in control/web/dashboard/ (SLUICE_SRC), so the binary never serves a stale copy.
+ * source in control/web/dashboard/ (SLUICE_SRC), so the binary never serves a stale copy; no
+ * inline script in the page, and nothing in the script that parses a string as markup or code.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -155,6 +156,27 @@ static void the_page_has_no_inline_script(void **state)
     assert_null(find_bytes(a.p, a.n, " style="));
 }
 
+/* The script builds the page with createElement and textContent only: nothing that parses a
+ * string as markup or as code (values from the API, such as user and repository names, must never
+ * become either). */
+static void the_script_never_parses_strings_as_markup(void **state)
+{
+    static const char *const banned[] = {
+        "innerHTML",    "outerHTML",    "insertAdjacentHTML", "document.write",          "eval(",
+        "new Function", "setTimeout('", "setTimeout(\"",      "createContextualFragment"
+    };
+    struct sl_dashboard_asset a;
+
+    (void)state;
+    assert_true(sl_dashboard_find("/dashboard/app.js", &a));
+    for (size_t i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
+        if (find_bytes(a.p, a.n, banned[i]) != NULL) {
+            fail_msg("app.js holds %s", banned[i]);
+        }
+    }
+    assert_non_null(find_bytes(a.p, a.n, "textContent"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -166,6 +188,7 @@ int main(void)
         cmocka_unit_test(csp_allows_no_inline_script),
         cmocka_unit_test(embedded_files_match_their_sources),
         cmocka_unit_test(the_page_has_no_inline_script),
+        cmocka_unit_test(the_script_never_parses_strings_as_markup),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
