@@ -215,13 +215,24 @@ static int write_pending(struct sl_stream *src, struct sl_stream *dst, struct sl
 
 /* Runs `p`'s parser over `src` until an event worth acting on. Returns the event type, or
  * SL_H1_EV_NONE when more input is needed, or a negative parse error. Body events are left
- * pending (not consumed); other bytes are consumed. */
+ * pending (not consumed); other bytes are consumed.
+ *
+ * SL_H1_EV_NONE means that `src` shows nothing more: under TLS, consuming what sl_stream_peek()
+ * showed can make the next peek decrypt another record from ciphertext that has already arrived,
+ * and no socket event will come for it. Stopping at the end of a slice instead left a long head
+ * whose last records had arrived undecrypted waiting for the upstream timeout. */
 static int pull(struct sl_h1 *parser, struct sl_stream *src, struct sl__pending *p)
 {
-    for (;;) {
+    for (bool first = true;; first = false) {
         struct sl_slice in = sl_stream_peek(src);
         struct sl_h1_event ev;
-        int n = sl_h1_feed(parser, in.p, in.n, &ev);
+        int n;
+
+        if (in.n == 0 && !first) {
+            return SL_H1_EV_NONE;
+        }
+        /* The first call runs even without input: an event may be owed (sl_h1_feed()). */
+        n = sl_h1_feed(parser, in.p, in.n, &ev);
 
         if (n < 0) {
             return n;
@@ -235,7 +246,7 @@ static int pull(struct sl_h1 *parser, struct sl_stream *src, struct sl__pending 
         if (ev.type != SL_H1_EV_NONE) {
             return (int)ev.type;
         }
-        if (n == 0 || (size_t)n == in.n) {
+        if (n == 0) {
             return SL_H1_EV_NONE;
         }
     }

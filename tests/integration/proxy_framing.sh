@@ -5,8 +5,9 @@
 # connection closed and nothing (nor any smuggled second request) reaching the origin; malformed
 # upstream responses (origin.py /raw?case=NAME writes exact bytes) -> 502 with X-Sluice-Reason
 # and that upstream connection never reused; an origin answering before the request body ended;
-# pipelining after a policy refusal. Inside TLS tunnels and, for some, on plain absolute-form
-# HTTP. After each refusal a fresh tunnel must still work.
+# pipelining after a policy refusal; response heads of every size around the buffer sizes and the
+# 64 KiB limit, cut into writes in different ways, answered at once. Inside TLS tunnels and, for
+# some, on plain absolute-form HTTP. After each refusal a fresh tunnel must still work.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -240,6 +241,36 @@ check_match "pipelining: refused chunked POST carrying a request: 403, then 203 
   "$(statuses "$FX_WORK/pl-te.out")" "^$refused\\|(status=203 reason=-\\|body=status 203\\\\n|closed)$"
 check_eq "pipelining: ... the chunked body's request never reached origin.py" \
   "$(fx_seen probe=pl-smuggled)" 0
+
+# --- (6) response heads around the buffer sizes (docs/reference/proxy.md §4.10) ------------------
+# A head of at most 64 KiB is relayed, a longer one is 502 too-large, at once, whatever the
+# size and however the upstream cut it into writes (the stream's 32 KiB input blocks, TLS
+# records of 16 KiB, the 64 KiB limit), over TLS and in the clear. /bighead keeps its
+# connection open: only the proxy's own answer can end the exchange, never a close.
+# head_case MODE SIZE SPLIT : one request; prints "OUTCOME SECONDS".
+head_case() {
+  local mode=$1 size=$2 split=$3 t0 t1 out
+  t0=$(date +%s%N)
+  if [ "$mode" = tls ]; then
+    out=$(fx_pc --timeout 8 --connect "$PYT" \
+      --request "GET /bighead?probe=bh&size=$size&split=$split&ms=20")
+    out=${out#connect=200 tls=ok }
+  else
+    out=$(fx_pc --timeout 8 --absolute "http://$PYH/bighead?probe=bh&size=$size&split=$split&ms=20")
+  fi
+  t1=$(date +%s%N)
+  printf '%s %d\n' "${out%% closed}" $(((t1 - t0) / 1000000000))
+}
+for mode in tls plain; do
+  for size in 32768 49152 50000 55000 60000 65000 65535 65536 65537 66000 70000 131072; do
+    want="status=200 reason=- 0"
+    [ "$size" -gt 65536 ] && want="status=502 reason=too-large 0"
+    for split in "" 16384 32767,32768 49152 16000,32000,48000,64000 65536; do
+      check_eq "response head of $size bytes ($mode, writes cut at '$split'): answered at once" \
+        "$(head_case "$mode" "$size" "$split")" "$want"
+    done
+  done
+done
 
 check "the proxy is still running" fx_proxy_alive
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
