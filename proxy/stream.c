@@ -386,7 +386,9 @@ struct sl_slice sl_stream_peek(struct sl_stream *s)
         }
         if (n < 0) {
             s->_in_status = n;
-            if (n != UV_EOF) {
+            /* The end of the input (close_notify, or a FIN between two records) fails
+             * nothing else: what we write still goes out (a half-close). */
+            if (n != UV_EOF && (n != UV_ECONNRESET || sl_tls_is_failed(s->_tls))) {
                 fail(s, n);
             }
             break;

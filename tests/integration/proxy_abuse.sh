@@ -303,6 +303,16 @@ check_eq "half-close (plain HTTP): request, FIN, then the whole 1 MiB response" 
 out=$(load halfclose --connect "$AT" --path /m1 --cafile "$FX_SLUICE_CA")
 check_eq "half-close (tunnel): request, close_notify and FIN, then the whole 1 MiB response" \
   "$out" "status=200 length=1048576 complete=yes"
+# A client that sends `Connection: close` and shuts its socket at once, without closing its TLS
+# session (a FIN without close_notify): its request is complete, so that is a half-close too.
+for try in 1 2 3 4; do
+  out=$(load halfclose --connect "$AT" --path /m1 --cafile "$FX_SLUICE_CA" --close --no-close-notify)
+  check_eq "half-close (tunnel, Connection: close, FIN without close_notify, try $try): the whole response" \
+    "$out" "status=200 length=1048576 complete=yes"
+done
+out=$(load halfclose --connect "$AT" --path /hello --cafile "$FX_SLUICE_CA" --no-close-notify)
+check_eq "half-close (tunnel, keep-alive, FIN without close_notify): the whole response" \
+  "$out" "status=200 length=17 complete=yes"
 fx_curl "https://$AT/m1"
 check_eq "half-close: a normal client gets the same bytes" \
   "$FX_CODE $(fx_body_sha256)" "200 $m1_sha"
