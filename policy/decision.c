@@ -150,7 +150,7 @@ static void decide_by_rule(const struct sl__match *m, const struct sl_request_vi
 void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
                       const struct sl_request_view *req, int64_t now_s, struct sl_decision *out)
 {
-    struct sl__match m = { NULL, false, false };
+    struct sl__match m = { NULL, false, false, false };
 
     *out = (struct sl_decision){ .allow = true, .reason = SL_REASON_NONE };
     if (s == NULL) {
@@ -179,6 +179,8 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
         decide_by_rule(&m, req, out);
     } else if (!c->env->default_allow) {
         deny(out, m.host_seen ? SL_REASON_PORT_NOT_ALLOWED : SL_REASON_HOST_NOT_ALLOWED);
+        /* A port-not-allowed host named by a passthrough rule on another port. */
+        out->passthrough = m.passthrough_seen;
     }
 }
 

@@ -141,6 +141,8 @@ struct sl__match {
     bool of_client;
     /* Some rule's host pattern matched, whatever its port. */
     bool host_seen;
+    /* ... and one of those is a passthrough rule. */
+    bool passthrough_seen;
 };
 
 /* Compiles `rs->rules[0 .. rs->n)` (already validated): classes, ranks, tables, glob order.

@@ -49,6 +49,7 @@ void sl_proxy_config_init(struct sl_proxy_config *cfg)
     cfg->max_connections = 10000;
     cfg->header_timeout_s = 10;
     cfg->idle_timeout_s = 60;
+    cfg->send_timeout_s = 300;
     cfg->upstream_timeout_s = 60;
     cfg->tls_handshake_timeout_s = 10;
     cfg->drain_s = 30;
@@ -265,7 +266,8 @@ static int metrics_latency(struct proxy *p, struct sl_buf *b)
 /* Connections and requests cut by a timer, by what they were waiting for. */
 static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
 {
-    static const char *const phases[SL__TIMEOUT_N] = { "header", "handshake", "upstream", "idle" };
+    static const char *const phases[SL__TIMEOUT_N] = { "header", "handshake", "upstream", "idle",
+                                                       "send" };
 
     SL_TRY(sl_buf_append_str(b, "# HELP sluice_timeouts_total Connections and requests cut by "
                                 "a timeout (docs/reference/proxy.md 4.10).\n"
@@ -291,7 +293,8 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
                          (unsigned long long)SUM(p, requests_allowed)));
     for (int r = SL_REASON_NO_POLICY; r <= SL_REASON_OVERLOADED; r++) {
         SL_TRY(sl_buf_printf(
-                b, "sluice_requests_total{decision=\"deny\",reason=\"%s\"} %llu\n",
+                b, "sluice_requests_total{decision=\"%s\",reason=\"%s\"} %llu\n",
+                sl__reason_is_policy((enum sl_reason)r) ? "deny" : "error",
                 sl_reason_code((enum sl_reason)r),
                 (unsigned long long)sum(p, offsetof(struct sl__counters, denied_by_reason)
                                                    + (size_t)r * sizeof(atomic_uint_fast64_t))));

@@ -40,9 +40,11 @@ enum sl__timeout {
     SL__TIMEOUT_HANDSHAKE,
     /* An upstream that did not answer in time (504). */
     SL__TIMEOUT_UPSTREAM,
-    /* A connection idle too long: kept alive between requests, or a transfer that made no
-     * progress (a client that stopped reading, a relay with no traffic). */
+    /* A connection idle too long: kept alive between requests, a response body whose upstream
+     * sent nothing more, a relay with no traffic. */
     SL__TIMEOUT_IDLE,
+    /* A client that took none of the bytes waiting for it (it stopped reading). */
+    SL__TIMEOUT_SEND,
     SL__TIMEOUT_N,
 };
 
@@ -74,6 +76,11 @@ struct sl__counters {
     /* The durations of the requests counted in `latency`, in microseconds. */
     atomic_uint_fast64_t latency_sum_us;
 };
+
+/* True when `reason` is a refusal of the policy's own (the audit line's and the metrics'
+ * "deny", the refusal body's "denied"); the other reasons are failures ("error", "failed"):
+ * docs/reference/proxy.md §4.5. Defined in conn_refuse.c. */
+bool sl__reason_is_policy(enum sl_reason reason);
 
 /* Upper bounds of the latency buckets but the last (+Inf), in microseconds, ascending:
  * 0.001 s to 10 s, the Prometheus client defaults plus 0.001. */

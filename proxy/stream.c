@@ -667,6 +667,19 @@ bool sl_stream_is_flushed(const struct sl_stream *s)
            && (s->_tls == NULL || sl_tls_out_pending(s->_tls) == 0);
 }
 
+size_t sl_stream_unsent(const struct sl_stream *s)
+{
+    /* libuv counts down what a write in progress has left (uv__write() after each partial
+     * write), and cancels it only in the close callback. */
+    size_t n = s->_writing ? uv_stream_get_write_queue_size((const uv_stream_t *)&s->_tcp) : 0;
+
+    n += s->_out.len;
+    if (s->_tls != NULL) {
+        n += sl_tls_out_pending(s->_tls);
+    }
+    return n;
+}
+
 void sl_stream_end(struct sl_stream *s)
 {
     if (s->_shut || s->_closing) {

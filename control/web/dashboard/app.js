@@ -511,7 +511,11 @@
   // ---- audit tail ---------------------------------------------------------------------------
 
   function auditRow(a) {
-    const deny = a.decision === 'deny';
+    // deny: the policy refused it; error: the proxy could not carry it out; a transfer cut
+    // short (aborted) began as an allow and did not end.
+    const cut = a.aborted && typeof a.aborted === 'object' ? a.aborted : null;
+    const badge = a.decision === 'deny' ? 'bad' : (a.decision === 'error' || cut) ? 'warn' : 'ok';
+    const verdict = a.decision + (a.status ? ' ' + a.status : '') + (cut ? ' cut (' + cut.side + ' ' + cut.cause + ')' : '');
     const target = (a.method ? a.method + ' ' : '') + (a.scheme ? a.scheme + '://' : '') + (a.host || '') + (a.port ? ':' + a.port : '') + (a.path || '');
     const reason = el('td', {});
     if (a.reason) reason.append(el('code', { class: 'reason', 'data-testid': 'audit-reason', text: a.reason }));
@@ -521,7 +525,7 @@
       el('td', { class: 'mono', text: a.client || '—' }),
       el('td', { text: a.environment_name || a.environment || '—' }),
       el('td', { class: 'mono', text: target }),
-      el('td', {}, el('span', { class: 'badge ' + (deny ? 'bad' : 'ok'), text: a.decision + (a.status ? ' ' + a.status : '') })),
+      el('td', {}, el('span', { class: 'badge ' + badge, 'data-testid': 'audit-decision', text: verdict })),
       reason);
   }
 

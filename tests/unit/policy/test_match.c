@@ -436,6 +436,7 @@ static const char passthrough_policy[] =
         "    { 'host': '*.pin.example.net', 'tls': 'passthrough', 'methods': [] },"
         "    { 'host': 'api.pin.example.net', 'tls': 'intercept', 'methods': ['GET'] },"
         "    { 'host': 'port.example.com:8443', 'tls': 'passthrough' },"
+        "    { 'host': 'iport.example.com:8443' },"
         "    { 'host': 'shared.example.com', 'methods': ['GET'] }"
         "  ] },"
         "  'open': { 'default': 'allow' }"
@@ -479,10 +480,15 @@ static void carries_the_passthrough_flag_of_the_winning_rule(void **state)
     expect_passthrough(s, "q", "api.pin.example.net", 443, NULL, true, SL_REASON_NONE, false);
     expect_passthrough(s, "q", "api.pin.example.net", 443, "POST", true,
                        SL_REASON_METHOD_NOT_ALLOWED, false);
-    /* A port the rule does not cover: no winner, no flag. */
+    /* A port the rule does not cover: no winner, but the flag says that a passthrough rule
+     * names the host (the proxy then never intercepts it to say so); not for an intercepting
+     * rule. */
     expect_passthrough(s, "q", "port.example.com", 8443, NULL, true, SL_REASON_NONE, true);
     expect_passthrough(s, "q", "port.example.com", 443, NULL, true, SL_REASON_PORT_NOT_ALLOWED,
+                       true);
+    expect_passthrough(s, "q", "iport.example.com", 443, NULL, true, SL_REASON_PORT_NOT_ALLOWED,
                        false);
+    expect_passthrough(s, "q", "deep.pin.example.net", 443, NULL, true, SL_REASON_NONE, true);
     /* Plain HTTP under a passthrough rule: refused, not-tls. */
     expect_passthrough(s, "q", "pinned.example.com", 80, "GET", false, SL_REASON_NOT_TLS, true);
     expect_passthrough(s, "q", "pinned.example.com", 80, NULL, false, SL_REASON_NONE, true);
