@@ -5,7 +5,8 @@
 # connection closed and nothing (nor any smuggled second request) reaching the origin; malformed
 # upstream responses (origin.py /raw?case=NAME writes exact bytes) -> 502 with X-Sluice-Reason
 # and that upstream connection never reused; an origin answering before the request body ended;
-# pipelining after a policy refusal; response heads of every size around the buffer sizes and the
+# pipelining after a policy refusal; chunk extensions over their caps (request 400, response
+# cut); response heads of every size around the buffer sizes and the
 # 64 KiB limit, cut into writes in different ways, answered at once. Inside TLS tunnels and, for
 # some, on plain absolute-form HTTP. After each refusal a fresh tunnel must still work.
 set -euo pipefail
@@ -197,6 +198,18 @@ check "response interim-flood: 32 interims relayed, then a 502 that says why" \
     grep -q 'more than 32 interim' '$FX_WORK/flood.raw'"
 bad_resp bad-chunk body
 bad_resp chunk-no-crlf body
+# Chunk extensions are capped (4 KiB per chunk-size line, 64 KiB per message): a response's
+# cut its client's connection after its head (audited aborted, the upstream's malformed body); a
+# request's is 400 too-large, and its upstream connection is closed.
+bad_resp ext-flood body
+check_audit "response ext-flood: audited as cut by the upstream's malformed body" \
+  path=/raw status=200 aborted~'"cause": "malformed"' aborted~'"side": "upstream"'
+ext=$(head -c 5000 /dev/zero | tr '\0' a)
+out=$(fx_pc --connect "$PYT" --eof-wait 5 --raw \
+  "POST ${P}ext-flood HTTP/1.1\\r\\n${H}Transfer-Encoding: chunked\\r\\n\\r\\n1;e=$ext\\r\\nx\\r\\n0\\r\\n\\r\\n")
+check_match "request with a 5000-byte chunk extension: 400 too-large, then closed" \
+  "$out" '^connect=200 tls=ok status=400 reason=too-large eof( reset)?$'
+check "request ext-flood: a fresh tunnel still works afterwards" healthy after-ext-flood
 
 # --- (4) an origin that answers before the request body is finished ---------------------------
 pad=$(head -c 60000 /dev/zero | tr '\0' x)

@@ -386,6 +386,9 @@ RAW_CASES = {
     # Interim responses: a few before the answer are relayed; a flood of them is refused.
     "interims": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
                 b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
+    # A chunked body whose chunk-size lines carry 5000-byte extensions (over the proxy's cap).
+    "ext-flood": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 + (b"1;e=" + b"a" * 5000 + b"\r\nx\r\n") * 4 + b"0\r\n\r\n",
     "interim-flood": b"HTTP/1.1 100 Continue\r\n\r\n" * 40
                      + b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
 }
