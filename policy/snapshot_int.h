@@ -231,6 +231,8 @@ struct sl__parse {
     /* Where errors go; NULL when the caller wants none (they are still counted). */
     struct sl_policy_errors *errs;
     size_t n_errors;
+    /* Where warnings go; NULL when the caller wants none. */
+    struct sl_policy_errors *warns;
     /* The JSON path of the value being looked at, NUL-terminated. */
     char path[SL_POLICY_PATH_MAX];
     size_t path_len;
@@ -242,6 +244,9 @@ struct sl__parse {
 
 /* Records an error at the current path (unless the cap is reached). */
 void sl__error(struct sl__parse *p, const char *fmt, ...) SL_PRINTF(2, 3);
+
+/* Records a warning at the current path (unless the cap is reached, or none are wanted). */
+void sl__warn(struct sl__parse *p, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* Appends `.key` (or `["key"]` when it has other characters) / `[i]` to the path and returns
  * the old length, to be passed to sl__path_pop(). See base/jpath.h. */
