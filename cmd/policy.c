@@ -3,7 +3,8 @@
  * cmd/policy.c - `sluice policy check|explain` (docs/reference/cli.md §1).
  *
  * check FILE      valid: one summary line on stdout, exit 0. Invalid: every error as
- *                 `$.path: message` on stdout, then `FILE: invalid, N errors`, exit 1.
+ *                 `$.path: message` on stdout, then `FILE: invalid, N errors`, exit 1. Before
+ *                 the last line, each warning as `$.path: warning: message`.
  * explain FILE --client ID-OR-IP --url URL [--method M] [--push-ref REF]
  *                 the decision the proxy would take, as `key: value` lines on stdout, and on a
  *                 refusal the "to allow it" hint; exit 0 allow, 1 deny. A credential's value is
@@ -134,8 +135,9 @@ static const char *plural(size_t n, const char *one, const char *many)
 }
 
 /* Reads and parses `path`. On SL_EPOLICY `errs` holds the errors; every other failure has
- * been printed already. */
-static int load(const char *path, struct sl_snapshot **out, struct sl_policy_errors *errs)
+ * been printed already. `warns` (NULL: not wanted) gets the warnings. */
+static int load(const char *path, struct sl_snapshot **out, struct sl_policy_errors *errs,
+                struct sl_policy_errors *warns)
 {
     struct sl_buf b;
     int rc;
@@ -143,7 +145,8 @@ static int load(const char *path, struct sl_snapshot **out, struct sl_policy_err
     sl_buf_init(&b, SL_SNAPSHOT_MAX_BYTES);
     rc = read_file(path, &b);
     if (rc == 0) {
-        rc = sl_snapshot_parse(b.p != NULL ? b.p : (const uint8_t *)"", b.len, out, errs);
+        rc = sl_snapshot_parse_warn(b.p != NULL ? b.p : (const uint8_t *)"", b.len, out, errs,
+                                    warns);
         if (rc < 0 && rc != SL_EPOLICY) {
             sl_eprintf("cannot check %s: %s", path, sl_strerror(rc));
         }
@@ -155,21 +158,28 @@ static int load(const char *path, struct sl_snapshot **out, struct sl_policy_err
 static int check(const char *path)
 {
     struct sl_policy_errors errs = { NULL, 0, false };
+    struct sl_policy_errors warns = { NULL, 0, false };
     struct sl_snapshot *s = NULL;
     size_t envs;
     size_t clients;
     size_t rules;
     size_t creds;
-    int rc = load(path, &s, &errs);
+    int rc = load(path, &s, &errs, &warns);
 
     if (rc == SL_EPOLICY) {
         for (size_t i = 0; i < errs.count; i++) {
             printf("%s: %s\n", errs.items[i].path, errs.items[i].message);
         }
+    }
+    for (size_t i = 0; i < warns.count && (rc == 0 || rc == SL_EPOLICY); i++) {
+        printf("%s: warning: %s\n", warns.items[i].path, warns.items[i].message);
+    }
+    if (rc == SL_EPOLICY) {
         printf("%s: invalid, %s%zu %s\n", path, errs.truncated ? "more than " : "", errs.count,
                plural(errs.count, "error", "errors"));
     }
     sl_policy_errors_finish(&errs);
+    sl_policy_errors_finish(&warns);
     if (rc != 0) {
         return SL_CMD_FAIL;
     }
@@ -397,7 +407,7 @@ static int explain(const struct explain_args *a, const struct sl_url *u)
         memcpy(target + u->path.n, u->query.p, u->query.n);
     }
     target[u->path.n + u->query.n] = '\0';
-    rc = load(a->file, &s, &errs);
+    rc = load(a->file, &s, &errs, NULL);
 
     if (rc == SL_EPOLICY) {
         sl_eprintf("%s: invalid policy, %s%zu %s (see sluice policy check %s)", a->file,

@@ -39,7 +39,10 @@ static const char usage[] =
         "                            serve it and count the lines held back\n"
         "  --max-connections N       beyond it new clients get 503 overloaded (default 10000)\n"
         "  --header-timeout S        seconds for a request head to arrive (default 10)\n"
-        "  --idle-timeout S          seconds a kept-alive connection may idle (default 60)\n"
+        "  --idle-timeout S          seconds a kept-alive connection may idle, or a response\n"
+        "                            wait for its upstream's next bytes (default 60)\n"
+        "  --send-timeout S          seconds a response may wait for a client that takes none\n"
+        "                            of it (default 300)\n"
         "  --upstream-timeout S      seconds for an upstream to answer (default 60)\n"
         "  --handshake-timeout S     seconds for a tunnel's TLS handshake (default 10)\n"
         "  --cert-cache N            minted certificates kept, least recently used dropped\n"
@@ -62,6 +65,7 @@ struct raw {
     const char *max_connections;
     const char *header_timeout;
     const char *idle_timeout;
+    const char *send_timeout;
     const char *upstream_timeout;
     const char *handshake_timeout;
     const char *cert_cache;
@@ -78,6 +82,7 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
         { "--max-connections", r->max_connections, 1, 1000000, &cfg->max_connections },
         { "--header-timeout", r->header_timeout, 1, 86400, &cfg->header_timeout_s },
         { "--idle-timeout", r->idle_timeout, 1, 86400, &cfg->idle_timeout_s },
+        { "--send-timeout", r->send_timeout, 1, 86400, &cfg->send_timeout_s },
         { "--upstream-timeout", r->upstream_timeout, 1, 86400, &cfg->upstream_timeout_s },
         { "--handshake-timeout", r->handshake_timeout, 1, 86400, &cfg->tls_handshake_timeout_s },
         { "--cert-cache", r->cert_cache, 1, SL_LEAF_CACHE_MAX_CAPACITY, &cfg->cert_cache_entries },
@@ -150,6 +155,7 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
             { "--max-connections", SL_OPT_VALUE, NULL, &r.max_connections, NULL, NULL, 0 },
             { "--header-timeout", SL_OPT_VALUE, NULL, &r.header_timeout, NULL, NULL, 0 },
             { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
+            { "--send-timeout", SL_OPT_VALUE, NULL, &r.send_timeout, NULL, NULL, 0 },
             { "--upstream-timeout", SL_OPT_VALUE, NULL, &r.upstream_timeout, NULL, NULL, 0 },
             { "--handshake-timeout", SL_OPT_VALUE, NULL, &r.handshake_timeout, NULL, NULL, 0 },
             { "--cert-cache", SL_OPT_VALUE, NULL, &r.cert_cache, NULL, NULL, 0 },

@@ -79,6 +79,8 @@ static int on_message_begin(llhttp_t *l)
                                     0,  false, false, false };
     p->_headers_cap = 0;
     p->_in_body = false;
+    p->_ext_line = 0;
+    p->_ext_msg = 0;
     sl_buf_reset(&p->_span);
     return 0;
 }
@@ -313,6 +315,31 @@ static int on_body(llhttp_t *l, const char *at, size_t n)
     return HPE_PAUSED;
 }
 
+/* Chunk extension bytes (names and values, in spans): counted against their caps, not kept. */
+static int on_chunk_extension(llhttp_t *l, const char *at, size_t n)
+{
+    struct sl_h1 *p = parser_of(l);
+
+    (void)at;
+    p->_ext_line += n;
+    p->_ext_msg += n;
+    if (p->_ext_line > SL_H1_CHUNK_EXT_LINE_MAX) {
+        return fail(p, "chunk extensions too long (more than 4 KiB on a chunk-size line)",
+                    SL_ETOOBIG);
+    }
+    if (p->_ext_msg > SL_H1_CHUNK_EXT_MSG_MAX) {
+        return fail(p, "chunk extensions too long (more than 64 KiB in a message)", SL_ETOOBIG);
+    }
+    return 0;
+}
+
+/* A chunk-size line is complete (its extensions included): the next one starts afresh. */
+static int on_chunk_header(llhttp_t *l)
+{
+    parser_of(l)->_ext_line = 0;
+    return 0;
+}
+
 static int on_message_complete(llhttp_t *l)
 {
     struct sl_h1 *p = parser_of(l);
@@ -345,6 +372,9 @@ static const llhttp_settings_t settings = {
     .on_header_value_complete = on_header_value_complete,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
+    .on_chunk_extension_name = on_chunk_extension,
+    .on_chunk_extension_value = on_chunk_extension,
+    .on_chunk_header = on_chunk_header,
     .on_message_complete = on_message_complete,
 };
 

@@ -4,7 +4,8 @@
  * directions of every intercepted connection) and the HTTP servers of both daemons.
  *
  * It wraps llhttp 9.2 in strict mode (no lenient flag is ever set) and adds what a proxy needs
- * on top: a capped head (SL_ETOOBIG -> 431), a capped header count, the framing rules of
+ * on top: a capped head (SL_ETOOBIG -> 431), a capped header count, capped chunk extensions, the
+ * framing rules of
  * docs/reference/proxy.md §4.6 that llhttp leaves to the application (Transfer-Encoding other than
  * exactly `chunked`, Transfer-Encoding on HTTP/1.0, more than one Host, a CONNECT request with a
  * body, a 101 response without an upgrade), and a pull-style interface that hands out one event per
@@ -109,6 +110,12 @@ struct sl_h1_limits {
 /* The defaults of docs/reference/proxy.md §4.10: 64 KiB, 256 headers. */
 extern const struct sl_h1_limits sl_h1_default_limits;
 
+/* Chunk extensions (`5;name=value`, RFC 9112 §7.1.1) are parsed and dropped, never forwarded, but
+ * each byte costs the parser: their bytes (names and values) are capped per chunk-size line and
+ * per message; beyond either, SL_ETOOBIG (docs/reference/proxy.md §4.10). */
+#define SL_H1_CHUNK_EXT_LINE_MAX ((size_t)4 * 1024)
+#define SL_H1_CHUNK_EXT_MSG_MAX  ((size_t)64 * 1024)
+
 struct sl_h1 {
     llhttp_t _llhttp;
     enum sl_h1_kind _kind;
@@ -120,6 +127,9 @@ struct sl_h1 {
     size_t _headers_cap;
     /* Head bytes seen for the current message. */
     size_t _head_bytes;
+    /* Chunk extension bytes of the current chunk-size line, and of the current message. */
+    size_t _ext_line;
+    size_t _ext_msg;
     /* The span being received (method, target, reason, header name or value), capped at
      * the head limit; owned. */
     struct sl_buf _span;
@@ -153,7 +163,8 @@ void sl_h1_init(struct sl_h1 *p, enum sl_h1_kind kind, const struct sl_h1_limits
 
 /* Consumes a prefix of `data` and reports at most one event in `*ev`. Returns the number of
  * bytes consumed (possibly 0 when an event was owed from the previous call), or:
- *   SL_ETOOBIG  the head exceeds the limits (answer 431 to a client, 502 for an upstream);
+ *   SL_ETOOBIG  the head exceeds the limits (answer 431 to a client, 502 for an upstream), or
+ *               the trailers or the chunk extensions of a body do (400 / 502);
  *   SL_EINVAL   malformed or ambiguous framing (400 / 502); sl_h1_error() says what.
  * After an error or SL_H1_EV_UPGRADE the parser accepts nothing more. */
 SL_MUST_CHECK int sl_h1_feed(struct sl_h1 *p, const uint8_t *data, size_t n,

@@ -253,7 +253,7 @@ static void apply_git(const struct sl_git *g, const struct sl_request_view *req,
 void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
                       const struct sl_request_view *req, int64_t now_s, struct sl_decision *out)
 {
-    struct sl__match m = { NULL, false, false };
+    struct sl__match m = { NULL, false, false, false };
     bool git_host;
 
     *out = (struct sl_decision){ .allow = true, .reason = SL_REASON_NONE };
@@ -285,6 +285,8 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
         decide_by_rule(&m, req, git_host, out);
     } else if (!c->env->default_allow) {
         deny(out, m.host_seen ? SL_REASON_PORT_NOT_ALLOWED : SL_REASON_HOST_NOT_ALLOWED);
+        /* A port-not-allowed host named by a passthrough rule on another port. */
+        out->passthrough = m.passthrough_seen;
     }
     if (out->allow && git_host) {
         apply_git(c->git, req, out);

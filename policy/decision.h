@@ -114,7 +114,9 @@ struct sl_decision {
     /* True when the winning rule has a credential, allowed or not (for explanations). */
     bool rule_has_credential;
     /* True when the winning rule says `"tls": "passthrough"`, allowed or not. An allowed
-     * CONNECT with it is relayed uninspected (no interception, no request decided inside). */
+     * CONNECT with it is relayed uninspected (no interception, no request decided inside). For a
+     * port-not-allowed refusal (no winner): some rule naming the host is a passthrough rule, so
+     * the host is not to be intercepted, whatever the port. */
     bool passthrough;
     /* The request goes to the client's git host (its `git` object's host and port, method
      * given): there the git object decides the credential, never a rule (policy/git.h). */

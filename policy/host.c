@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "policy/punycode.h"
+
 /* The text of a bracketed IPv6 address is at most INET6_ADDRSTRLEN - 1 = 45 characters
  * (`ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255`). */
 #define V6_TEXT_MAX 45
@@ -365,6 +367,88 @@ int sl_host_parse_authority(struct sl_slice in, unsigned flags, struct sl_host *
         SL_TRY(sl_host_parse_port(sl_slice_of(in.p + host_n + 1, in.n - host_n - 1), port, why));
     }
     return 0;
+}
+
+int sl_host_check_pattern(const struct sl_host *h, const char **why)
+{
+    const char *s = h->name;
+    const char *star = memchr(s, '*', h->len);
+    const char *first_dot = memchr(s, '.', h->len);
+    size_t start = 0;
+
+    if (h->kind != SL_HOST_DNS) {
+        return 0;
+    }
+    if (star != NULL) {
+        if (memchr(star + 1, '*', h->len - (size_t)(star + 1 - s)) != NULL) {
+            return refuse(why, "more than one '*' (a pattern has one, at the end of its first "
+                               "label: *.example.com, api-*.example.com)");
+        }
+        if (h->len == 1) {
+            return refuse(why, "'*' alone would match every host (an environment whose default "
+                               "is \"allow\" does that)");
+        }
+        if (first_dot != NULL && star > first_dot) {
+            return refuse(why, "'*' only in the first label (*.example.com, api-*.example.com)");
+        }
+        if (star + 1 != first_dot) {
+            return refuse(why, "'*' must end the first label, right before a dot: *example.com "
+                               "would also match evilexample.com (write *.example.com)");
+        }
+    }
+    while (start < h->len) {
+        const char *dot = memchr(s + start, '.', h->len - start);
+        size_t end = dot != NULL ? (size_t)(dot - s) : h->len;
+        const char *label_why = "";
+
+        if (end - start >= 4 && memcmp(s + start, "xn--", 4) == 0) {
+            if (memchr(s + start, '*', end - start) != NULL) {
+                return refuse(why, "'*' in an xn-- label");
+            }
+            if (!sl_punycode_alabel_ok(s + start, end - start, &label_why)) {
+                return refuse(why, label_why);
+            }
+        }
+        start = end + 1;
+    }
+    return 0;
+}
+
+unsigned sl_host_notes(struct sl_slice in)
+{
+    size_t n = in.n;
+    const uint8_t *colon;
+    unsigned notes = 0;
+
+    if (n == 0 || in.p[0] == '[') {
+        return 0;
+    }
+    colon = memchr(in.p, ':', n);
+    if (colon != NULL) {
+        n = (size_t)(colon - in.p);
+    }
+    if (n > 0 && in.p[n - 1] == '.') {
+        notes |= SL_HOST_NOTE_TRAILING_DOT;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (in.p[i] >= 'A' && in.p[i] <= 'Z') {
+            notes |= SL_HOST_NOTE_CASE;
+            break;
+        }
+    }
+    return notes;
+}
+
+const char *sl_host_notes_phrase(unsigned notes)
+{
+    switch (notes & (SL_HOST_NOTE_CASE | SL_HOST_NOTE_TRAILING_DOT)) {
+    case SL_HOST_NOTE_CASE:
+        return "host names are matched in lower case";
+    case SL_HOST_NOTE_TRAILING_DOT:
+        return "the trailing dot is dropped";
+    default:
+        return "host names are matched in lower case, and the trailing dot is dropped";
+    }
 }
 
 bool sl_host_is_valid(const struct sl_host *h)

@@ -25,7 +25,8 @@
  *
  * With SL_HOST_GLOB the input is a rule pattern: '*' may also appear in DNS labels (it counts
  * as a label character). Patterns that look like IP addresses with a '*' (`10.0.*.1`, `10.*`)
- * are refused: IP rules match literally only.
+ * are refused: IP rules match literally only. What else a rule pattern must be (where its '*'
+ * may stand, its `xn--` labels) is sl_host_check_pattern()'s; the validators of rules call both.
  *
  * All functions here parse hostile bytes: they are bounded, allocate nothing, never read past
  * `in.n` and accept NUL bytes in the input (to reject them). On failure `*why`, when `why` is
@@ -88,5 +89,29 @@ SL_MUST_CHECK int sl_host_parse_authority(struct sl_slice in, unsigned flags, st
 /* True when `s` is a normal-form host of its kind, i.e. normalising it again gives it back.
  * Used by assertions and the fuzz targets. */
 bool sl_host_is_valid(const struct sl_host *h);
+
+/* Checks a rule pattern `h` (normalised with SL_HOST_GLOB) against what only patterns must be
+ * (docs/reference/snapshot.md §3): a '*' stands at the end of the first label, right before a
+ * dot, and there is at most one (`*.example.com`, `api-*.example.com`; not `*`, which would match
+ * every host, nor `*example.com`, which would match `evilexample.com`); every label that starts
+ * with `xn--` is an A-label IDNA2008 accepts (policy/punycode.h). IP literals pass. Returns 0, or
+ * SL_EINVAL with `*why` (when not NULL) a static phrase naming the problem. */
+SL_MUST_CHECK int sl_host_check_pattern(const struct sl_host *h, const char **why);
+
+/* What normalising the host of the authority `in` changes that its author may not have meant
+ * to write (for warnings): letters in upper case, a trailing dot. A bracketed IPv6 literal has
+ * no notes. */
+enum sl_host_note {
+    SL_HOST_NOTE_CASE = 1 << 0,
+    SL_HOST_NOTE_TRAILING_DOT = 1 << 1,
+};
+
+/* The sl_host_note bits of `in` (an authority as sl_host_parse_authority() takes it, already
+ * accepted by it). */
+unsigned sl_host_notes(struct sl_slice in);
+
+/* A static phrase for the warning of notes `notes` (not 0): "host names are matched in lower
+ * case", "the trailing dot is dropped", or both. */
+const char *sl_host_notes_phrase(unsigned notes);
 
 #endif

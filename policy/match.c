@@ -171,6 +171,7 @@ static void take_chain(const struct sl__ruleset *rs, const struct sl__slot *slot
     for (uint32_t i = slot->first; i != NO_NEXT; i = rs->rules[i].next_same) {
         const struct sl__rule *r = &rs->rules[i];
 
+        m->passthrough_seen |= r->passthrough;
         if (port_covers(r, port)) {
             if (beats(m, r, of_client)) {
                 m->rule = r;
@@ -194,6 +195,7 @@ static void match_globs(const struct sl__ruleset *rs, const struct sl_host *host
             continue;
         }
         m->host_seen = true;
+        m->passthrough_seen |= r->passthrough;
         if (port_covers(r, port) && beats(m, r, of_client)) {
             m->rule = r;
             m->of_client = of_client;

@@ -45,6 +45,24 @@ void sl__error(struct sl__parse *p, const char *fmt, ...)
     }
 }
 
+void sl__warn(struct sl__parse *p, const char *fmt, ...)
+{
+    struct sl_policy_errors *w = p->warns;
+    va_list ap;
+    int rc;
+
+    if (w == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    rc = sl_errlist_vadd(&w->items, &w->count, &w->truncated, SL_POLICY_ERRORS_MAX, p->path, fmt,
+                         ap);
+    va_end(ap);
+    if (rc < 0) {
+        p->rc = rc;
+    }
+}
+
 void sl__check_keys(struct sl__parse *p, json_t *obj, const char *const *allowed, size_t n)
 {
     const char *key;
@@ -112,9 +130,11 @@ static void parse_host(struct sl__parse *p, const char *s, size_t n, struct sl__
     const char *why = "";
     char quoted[SL_JPATH_QUOTED_CAP];
     char text[SL_HOST_NAME_MAX + 8];
+    unsigned notes;
     int w;
 
-    if (sl_host_parse_authority(sl_slice_of(s, n), SL_HOST_GLOB, &h, &r->port, &why) != 0) {
+    if (sl_host_parse_authority(sl_slice_of(s, n), SL_HOST_GLOB, &h, &r->port, &why) != 0
+        || sl_host_check_pattern(&h, &why) != 0) {
         sl__quote(quoted, sizeof(quoted), s, n);
         sl__error(p, "bad host pattern %s: %s", quoted, why);
         return;
@@ -123,6 +143,12 @@ static void parse_host(struct sl__parse *p, const char *s, size_t n, struct sl__
         w = snprintf(text, sizeof(text), "%s:%u", h.name, (unsigned)r->port);
     } else {
         w = snprintf(text, sizeof(text), "%s", h.name);
+    }
+    notes = sl_host_notes(sl_slice_of(s, n));
+    if (notes != 0) {
+        sl__quote(quoted, sizeof(quoted), s, n);
+        sl__warn(p, "host pattern %s is matched as \"%s\" (%s)", quoted, text,
+                 sl_host_notes_phrase(notes));
     }
     r->pattern = keep(p, h.name, h.len);
     r->pattern_len = (uint32_t)h.len;

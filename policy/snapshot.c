@@ -191,13 +191,22 @@ static int load(struct sl__parse *p, const void *json, size_t n)
 int sl_snapshot_parse(const void *json, size_t n, struct sl_snapshot **out,
                       struct sl_policy_errors *errs)
 {
-    struct sl__parse p = { .errs = errs, .path = "$", .path_len = 1 };
+    return sl_snapshot_parse_warn(json, n, out, errs, NULL);
+}
+
+int sl_snapshot_parse_warn(const void *json, size_t n, struct sl_snapshot **out,
+                           struct sl_policy_errors *errs, struct sl_policy_errors *warns)
+{
+    struct sl__parse p = { .errs = errs, .warns = warns, .path = "$", .path_len = 1 };
     struct sl_snapshot *s;
     int rc;
 
     *out = NULL;
     if (errs != NULL) {
         sl_policy_errors_finish(errs);
+    }
+    if (warns != NULL) {
+        sl_policy_errors_finish(warns);
     }
     (void)pthread_once(&jansson_once, use_our_allocator);
     s = sl_calloc(1, sizeof(*s));

@@ -127,6 +127,14 @@ void sl_policy_errors_finish(struct sl_policy_errors *e);
 SL_MUST_CHECK int sl_snapshot_parse(const void *json, size_t n, struct sl_snapshot **out,
                                     struct sl_policy_errors *errs);
 
+/* sl_snapshot_parse(), and the warnings too, in `warns` (reset first; NULL: none wanted): what
+ * the document says that is valid but perhaps not what its author meant, each with its path,
+ * such as a host pattern written in upper case or with a trailing dot (it is matched in its
+ * normal form, docs/reference/snapshot.md §3). Warnings never make a document invalid. */
+SL_MUST_CHECK int sl_snapshot_parse_warn(const void *json, size_t n, struct sl_snapshot **out,
+                                         struct sl_policy_errors *errs,
+                                         struct sl_policy_errors *warns);
+
 /* Takes one more reference. Returns `s` for convenience. Thread-safe. */
 struct sl_snapshot *sl_snapshot_ref(struct sl_snapshot *s);
 

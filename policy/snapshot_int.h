@@ -142,6 +142,8 @@ struct sl__match {
     bool of_client;
     /* Some rule's host pattern matched, whatever its port. */
     bool host_seen;
+    /* ... and one of those is a passthrough rule. */
+    bool passthrough_seen;
 };
 
 /* Compiles `rs->rules[0 .. rs->n)` (already validated): classes, ranks, tables, glob order.
@@ -254,6 +256,8 @@ struct sl__parse {
     /* Where errors go; NULL when the caller wants none (they are still counted). */
     struct sl_policy_errors *errs;
     size_t n_errors;
+    /* Where warnings go; NULL when the caller wants none. */
+    struct sl_policy_errors *warns;
     /* The JSON path of the value being looked at, NUL-terminated. */
     char path[SL_POLICY_PATH_MAX];
     size_t path_len;
@@ -265,6 +269,9 @@ struct sl__parse {
 
 /* Records an error at the current path (unless the cap is reached). */
 void sl__error(struct sl__parse *p, const char *fmt, ...) SL_PRINTF(2, 3);
+
+/* Records a warning at the current path (unless the cap is reached, or none are wanted). */
+void sl__warn(struct sl__parse *p, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* Appends `.key` (or `["key"]` when it has other characters) / `[i]` to the path and returns
  * the old length, to be passed to sl__path_pop(). See base/jpath.h. */

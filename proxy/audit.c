@@ -275,8 +275,13 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     SL_TRY(put_u64(b, r->port));
     SL_TRY(put_cstr(b, ",\"path\":"));
     SL_TRY(put_str(b, r->path != NULL ? path : NULL, PATH_MAX_BYTES));
+    if (r->connect_host_header != NULL && r->path == NULL) {
+        SL_TRY(put_cstr(b, ",\"connect_host_header\":"));
+        SL_TRY(put_str(b, r->connect_host_header, HOST_MAX_BYTES));
+    }
     SL_TRY(put_cstr(b, r->allow       ? ",\"decision\":\"allow\",\"reason\":"
                        : r->challenge ? ",\"decision\":\"challenge\",\"reason\":"
+                       : r->error     ? ",\"decision\":\"error\",\"reason\":"
                                       : ",\"decision\":\"deny\",\"reason\":"));
     SL_TRY(put_str(b, r->reason == SL_REASON_NONE ? NULL : sl_reason_code(r->reason), 64));
     SL_TRY(put_cstr(b, ",\"rule\":"));
@@ -291,6 +296,13 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     SL_TRY(put_u64(b, r->bytes_up));
     SL_TRY(put_cstr(b, ",\"bytes_down\":"));
     SL_TRY(put_u64(b, r->bytes_down));
+    if (r->aborted_cause != NULL) {
+        SL_TRY(put_cstr(b, ",\"aborted\":{\"side\":"));
+        SL_TRY(put_str(b, r->aborted_side, 16));
+        SL_TRY(put_cstr(b, ",\"cause\":"));
+        SL_TRY(put_str(b, r->aborted_cause, 32));
+        SL_TRY(put(b, "}", 1));
+    }
     SL_TRY(put_cstr(b, ",\"ms\":"));
     SL_TRY(put_ms(b, r->ms));
     SL_TRY(put_cstr(b, ",\"policy_version\":"));

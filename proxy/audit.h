@@ -53,10 +53,20 @@ struct sl_audit_record {
     uint16_t port;
     /* The request target's path; everything from '?' on is dropped. NULL for CONNECT. */
     const char *path;
+    /* A CONNECT's Host header when it named another host or port than the CONNECT (written as
+     * `"connect_host_header"` after "path"; absent when NULL). As sent, cut at 512 bytes. Only
+     * on a line without a path (a CONNECT's), whose room it takes: a line stays within
+     * SL_AUDIT_LINE_MAX whatever the strings hold. */
+    const char *connect_host_header;
+    /* The decision: "allow"; else "deny" for a refusal of the policy's own, or "error" (`error`
+     * set) for a request the proxy could not carry out (docs/reference/proxy.md §4.7). */
     bool allow;
     /* A refusal that is a challenge: a 407 for a proxy request without Proxy-Authorization
      * (reason no-identity). Written as "decision":"challenge"; ignored when `allow`. */
     bool challenge;
+    /* A failure that is not a policy decision (docs/reference/proxy.md §4.7): written as
+     * "decision":"error"; ignored when `allow`. */
+    bool error;
     /* SL_REASON_NONE for an allowed request (written as null). */
     enum sl_reason reason;
     /* The rule that decided, NULL when none did. */
@@ -71,6 +81,12 @@ struct sl_audit_record {
     int status;
     uint64_t bytes_up;
     uint64_t bytes_down;
+    /* When the transfer was cut short: who ("client", "upstream", or "both" for a relay that
+     * idled) and why ("send-timeout", "idle-timeout", "reset", "closed", "malformed"); the line
+     * then carries `"aborted":{"side":...,"cause":...}` (after "bytes_down"). NULL: not cut,
+     * no such member. Static strings. */
+    const char *aborted_side;
+    const char *aborted_cause;
     /* Duration of the request in milliseconds; written with one decimal, capped at 1e12 either
      * way, NaN and infinities as null. */
     double ms;

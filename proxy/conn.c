@@ -29,44 +29,52 @@
 /* A head we write: the largest head we accept plus our own additions. */
 #define HEAD_OUT_MAX (SL_STREAM_OUT_HIGH + 4096u)
 #define ARENA_CHUNK  4096u
-#define ARENA_MAX    ((size_t)256 * 1024)
+/* Bytes of a CONNECT's differing Host header kept for its audit line (which cuts hosts at 512). */
+#define CONNECT_HOST_MAX 512u
+#define ARENA_MAX        ((size_t)256 * 1024)
 /* Passes of sl__conn_step() before the rest of the work waits for the loop's next turn. */
 #define STEP_PASSES_MAX 16
 /* Rounds of one pass: each runs the current state's step once. */
 #define ROUNDS_MAX 64
 
+/* A set of phases, for the state table. */
+#define PHASE(p) (1u << (p))
+
 /* The state table: each state's name (for trace and debug lines), the phase its entry starts,
- * the one other phase its own events may start (SL__PHASE_NONE: none), and whether the client
- * is read: not while the upstream is dialled (pipelined requests wait in the kernel) or a leaf
- * is minted. In FORWARDING the client is read even after its request is complete: a hang-up must
- * be noticed; pipelined bytes just wait in the (bounded) buffer. */
+ * the other phases its own events may start (a set of PHASE() bits; 0: none), and whether the
+ * client is read: not while the upstream is dialled (pipelined requests wait in the kernel) or a
+ * leaf is minted. In FORWARDING the client is read even after its request is complete: a hang-up
+ * must be noticed; pipelined bytes just wait in the (bounded) buffer. */
 static const struct {
     const char *name;
     enum sl__conn_phase entry;
-    enum sl__conn_phase inner;
+    unsigned inner;
     bool reads;
 } state_table[] = {
-    [SL__CONN_NEW] = { "new", SL__PHASE_NONE, SL__PHASE_NONE, false },
+    [SL__CONN_NEW] = { "new", SL__PHASE_NONE, 0, false },
     /* Entered at the accept, or from TUNNEL_SNIFF (a tunnel carrying plain HTTP), a head is due
      * at once: HEADER, so that a client cannot hold its slot longer by sending its first byte
      * late (sl__conn_set_state()). Otherwise (after an exchange, or a TLS handshake) the connection
      * idles, and a head's first byte starts HEADER (step_request_head()). */
-    [SL__CONN_REQUEST_HEAD] = { "request-head", SL__PHASE_IDLE, SL__PHASE_HEADER, true },
+    [SL__CONN_REQUEST_HEAD] = { "request-head", SL__PHASE_IDLE, PHASE(SL__PHASE_HEADER), true },
     /* One deadline for the first bytes and the whole handshake, minting included. */
-    [SL__CONN_TUNNEL_SNIFF] = { "tunnel-sniff", SL__PHASE_HANDSHAKE, SL__PHASE_NONE, true },
-    [SL__CONN_TLS_HANDSHAKE] = { "tls-handshake", SL__PHASE_KEEP, SL__PHASE_NONE, true },
-    [SL__CONN_MINTING] = { "minting", SL__PHASE_KEEP, SL__PHASE_NONE, false },
-    [SL__CONN_DIALING] = { "dialing", SL__PHASE_DIAL, SL__PHASE_NONE, false },
+    [SL__CONN_TUNNEL_SNIFF] = { "tunnel-sniff", SL__PHASE_HANDSHAKE, 0, true },
+    [SL__CONN_TLS_HANDSHAKE] = { "tls-handshake", SL__PHASE_KEEP, 0, true },
+    [SL__CONN_MINTING] = { "minting", SL__PHASE_KEEP, 0, false },
+    [SL__CONN_DIALING] = { "dialing", SL__PHASE_DIAL, 0, false },
     /* UPSTREAM, started again by each piece of the request body before the final response
-     * head; IDLE once a response head went to the client, started again by each piece of the
-     * response body (conn_forward.c). */
-    [SL__CONN_FORWARDING] = { "forwarding", SL__PHASE_UPSTREAM, SL__PHASE_IDLE, true },
+     * head; once a response head went to the client, IDLE while the response waits for the
+     * upstream (started again by each piece of its body) and SEND while bytes wait for the
+     * client (started again by every byte it takes), up to the response's last byte leaving
+     * (conn_forward.c). */
+    [SL__CONN_FORWARDING] = { "forwarding", SL__PHASE_UPSTREAM,
+                              PHASE(SL__PHASE_IDLE) | PHASE(SL__PHASE_SEND), true },
     /* Computed again when it fires and when the policy changes (the expiry may move). */
-    [SL__CONN_RELAY] = { "relay", SL__PHASE_RELAY, SL__PHASE_RELAY, true },
-    /* Started again while the client takes the tail of its response (step_ending()). */
-    [SL__CONN_FLUSHING] = { "flushing", SL__PHASE_IDLE, SL__PHASE_NONE, true },
-    [SL__CONN_LINGERING] = { "lingering", SL__PHASE_LINGER, SL__PHASE_NONE, true },
-    [SL__CONN_CLOSED] = { "closed", SL__PHASE_NONE, SL__PHASE_NONE, false },
+    [SL__CONN_RELAY] = { "relay", SL__PHASE_RELAY, PHASE(SL__PHASE_RELAY), true },
+    /* Started again while the client takes the tail (step_ending()). */
+    [SL__CONN_FLUSHING] = { "flushing", SL__PHASE_SEND, 0, true },
+    [SL__CONN_LINGERING] = { "lingering", SL__PHASE_LINGER, 0, true },
+    [SL__CONN_CLOSED] = { "closed", SL__PHASE_NONE, 0, false },
 };
 
 static uint64_t next_conn_id(void)
@@ -98,6 +106,7 @@ static void start_phase(struct sl__conn *c, enum sl__conn_phase phase)
     case SL__PHASE_KEEP:
         return;
     case SL__PHASE_NONE:
+        c->phase = SL__PHASE_NONE;
         (void)uv_timer_stop(&c->timer);
         return;
     case SL__PHASE_HEADER:
@@ -105,6 +114,9 @@ static void start_phase(struct sl__conn *c, enum sl__conn_phase phase)
         break;
     case SL__PHASE_IDLE:
         ms = secs_ms(k->idle_timeout_s);
+        break;
+    case SL__PHASE_SEND:
+        ms = secs_ms(k->send_timeout_s);
         break;
     case SL__PHASE_HANDSHAKE:
         ms = secs_ms(k->tls_handshake_timeout_s);
@@ -122,6 +134,7 @@ static void start_phase(struct sl__conn *c, enum sl__conn_phase phase)
         ms = LINGER_MS;
         break;
     }
+    c->phase = phase;
     (void)uv_timer_start(&c->timer, on_timer, ms, 0);
 }
 
@@ -138,14 +151,19 @@ void sl__conn_set_state(struct sl__conn *c, enum sl__conn_state s)
         c->header_armed = true;
     }
     c->state = s;
+    c->phase_later = SL__PHASE_KEEP;
     start_phase(c, phase);
 }
 
 /* Inside the current state: starts `phase` now, one the state table allows the state (its
- * entry phase again, or its inner one). */
+ * entry phase again, or one of its inner ones). */
 void sl__conn_rearm(struct sl__conn *c, enum sl__conn_phase phase)
 {
-    assert(phase == state_table[c->state].entry || phase == state_table[c->state].inner);
+    assert(phase == state_table[c->state].entry || (state_table[c->state].inner & PHASE(phase)));
+    if (c->stepping) {
+        c->phase_later = phase;
+        return;
+    }
     start_phase(c, phase);
 }
 
@@ -194,6 +212,11 @@ static void free_conn(struct sl__conn *c)
     sl__conn_git_finish(c);
     sl_snapshot_unref(c->snap);
     sl_leaf_unref(c->leaf);
+    sl_free(c->connect_host);
+    if (c->held != NULL) {
+        sl_snapshot_unref(c->held->snap);
+        sl_free(c->held);
+    }
     /* The client's own token: not ours to keep in freed memory. */
     memset(c->auth_token, 0, sizeof(c->auth_token));
     sl_free(c);
@@ -225,6 +248,8 @@ void sl__conn_close(struct sl__conn *c)
     if (c->state == SL__CONN_CLOSED) {
         return;
     }
+    /* A tunnel that ends before its held refusal was answered: its one line. */
+    sl__conn_audit_held(c);
     if (c->up != NULL) {
         sl_upstream_close(c->up);
         c->up = NULL;
@@ -238,7 +263,7 @@ void sl__conn_close(struct sl__conn *c)
 /* Ends the connection after its last response: no more requests, the response flushes
  * (FLUSHING), our FIN follows and the connection lingers (LINGERING), then closes. The linger
  * starts once the last response has left our buffers: a slow reader still taking its tail
- * gets the idle timeout (started again as it drains, step_ending()), not a cut after
+ * gets the send timeout (started again as it drains, step_ending()), not a cut after
  * LINGER_MS. */
 void sl__conn_end(struct sl__conn *c)
 {
@@ -266,7 +291,7 @@ static int step_ending(struct sl__conn *c)
             /* The client takes the tail of its response: progress (bytes it sends do not
              * count). */
             c->flush_out = c->client.bytes_out;
-            sl__conn_rearm(c, SL__PHASE_IDLE);
+            sl__conn_rearm(c, SL__PHASE_SEND);
         }
     }
 
@@ -331,6 +356,7 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
     static const char established[] = "HTTP/1.1 200 Connection established\r\n\r\n";
     const char *why = NULL;
     struct sl_head_refusal mismatch;
+    struct sl_slice other;
     struct sl_h1_event ev;
 
     c->r.target = NULL;
@@ -347,11 +373,24 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
         return;
     }
     c->r.has_host = true;
-    if (sl_head_connect_host(h, &c->r.host, c->r.port, &mismatch) < 0) {
+    if (sl_head_connect_host(h, &c->r.host, c->r.port, &other, &mismatch) < 0) {
         sl__conn_refuse_reason(c, mismatch.reason, mismatch.detail, false);
         return;
     }
-    if (!sl__conn_decide(c, NULL, true, false)) {
+    if (other.n > 0) {
+        /* The tunnel goes to the CONNECT's host whatever its Host header says, and every
+         * request inside is checked against that host: noted, not refused. One CONNECT per
+         * connection, so this happens at most once. A copy that cannot be made is no
+         * reason to refuse either; the line then says nothing. */
+        size_t n = other.n < CONNECT_HOST_MAX ? other.n : CONNECT_HOST_MAX;
+
+        c->connect_host = sl_malloc(n + 1);
+        if (c->connect_host != NULL) {
+            memcpy(c->connect_host, other.p, n);
+            c->connect_host[n] = '\0';
+        }
+    }
+    if (!sl__conn_decide_connect(c)) {
         return;
     }
     /* The CONNECT head ends the proxy protocol: what follows belongs to the tunnel. */
@@ -366,7 +405,16 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
     c->r.status = 200;
     c->thost = c->r.host;
     c->tport = c->r.port;
-    if (c->dec.passthrough) {
+    /* The CONNECT's head is over: what the tunnel carries is timed on its own (a TLS
+     * handshake, then an idle wait or a head of its own; plain HTTP to port 80: a head due at
+     * once, sl__conn_set_state()). */
+    c->head_started = false;
+    c->header_armed = false;
+    if (c->held != NULL) {
+        /* Opened to answer its refusal inside: the line is written then (one line). */
+        sl_snapshot_unref(c->snap);
+        c->snap = NULL;
+    } else if (c->dec.passthrough) {
         /* The tunnel's one audit line is written when it ends or is refused, with its byte
          * counts; the CONNECT's snapshot and decision are kept for it. The method outlives
          * the arena that held the head. */
@@ -398,6 +446,13 @@ static void on_request_head(struct sl__conn *c)
     c->r.client_keep_alive = h->keep_alive;
     c->r.is_head = strcmp(h->method, "HEAD") == 0;
     c->req_stage = SL__MSG_BODY;
+    if (c->held != NULL) {
+        /* The tunnel was opened to say that its CONNECT was refused: this request gets the
+         * answer, whatever it asks. */
+        c->r.target = h->target[0] == '/' ? h->target : NULL;
+        sl__conn_refuse_held(c);
+        return;
+    }
     if (!sl__conn_in_tunnel(c) && strcmp(h->method, "CONNECT") == 0) {
         on_connect_head(c, h);
         return;
@@ -459,7 +514,10 @@ static int step_request_head(struct sl__conn *c)
     n = sl_h1_feed(&c->req, in.p, in.n, &ev);
     if (n < 0) {
         sl__conn_begin_request(c, NULL);
-        if (n == SL_ETOOBIG) {
+        if (c->held != NULL) {
+            /* In a tunnel opened for a held refusal, a malformed head gets that refusal. */
+            sl__conn_refuse_held(c);
+        } else if (n == SL_ETOOBIG) {
             sl__conn_refuse(c, SL_REASON_TOO_LARGE, 431, sl_h1_error(&c->req), false);
         } else if (sl_h1_error_in_target(&c->req)) {
             /* Bytes the URL grammar refuses (non-ASCII, controls) are a host problem for a
@@ -567,6 +625,11 @@ void sl__conn_step(struct sl__conn *c)
         c->stepping = true;
         run_states(c);
         c->stepping = false;
+        if (c->phase_later != SL__PHASE_KEEP) {
+            /* The step's last rearm (sl__conn_rearm()); the state is the one it was made in. */
+            start_phase(c, c->phase_later);
+            c->phase_later = SL__PHASE_KEEP;
+        }
         again = sl_stream_uncork(&c->client);
         if (c->corked_up != NULL && sl_stream_uncork(c->corked_up)) {
             again = true;
@@ -612,16 +675,17 @@ static void on_resume(uv_idle_t *h)
 }
 
 /* Counts the timeout that fired, by what the connection was waiting for (sluice_timeouts_total).
- * An ending connection's timer (FLUSHING, LINGERING) counts as no timeout. */
+ * A lingering connection's timer counts as no timeout. */
 static void count_timeout(struct sl__conn *c)
 {
     enum sl__timeout phase = SL__TIMEOUT_IDLE;
 
     switch (c->state) {
     case SL__CONN_REQUEST_HEAD:
-        /* Waiting for a first request, or a head that started: the header timeout; between
-         * requests (after one, or after a tunnel's handshake): the idle timeout. */
-        if (c->head_started || (!sl__conn_in_tunnel(c) && c->r.method == NULL)) {
+        /* A head due at once (a first request, plain HTTP in a tunnel to port 80), or a head
+         * that started: the header timeout; between requests (after one, or after a tunnel's
+         * handshake): the idle timeout. */
+        if (c->head_started || c->header_armed) {
             phase = SL__TIMEOUT_HEADER;
         }
         break;
@@ -634,12 +698,16 @@ static void count_timeout(struct sl__conn *c)
     case SL__CONN_FORWARDING:
         if (!sl__conn_resp_head_sent(c)) {
             phase = SL__TIMEOUT_UPSTREAM;
+        } else if (c->phase == SL__PHASE_SEND) {
+            phase = SL__TIMEOUT_SEND;
         }
         break;
     case SL__CONN_RELAY:
         break;
-    case SL__CONN_NEW:
     case SL__CONN_FLUSHING:
+        phase = SL__TIMEOUT_SEND;
+        break;
+    case SL__CONN_NEW:
     case SL__CONN_LINGERING:
     case SL__CONN_CLOSED:
         return;
@@ -655,7 +723,7 @@ static void on_timer(uv_timer_t *t)
     count_timeout(c);
     switch (c->state) {
     case SL__CONN_REQUEST_HEAD:
-        if (c->head_started) {
+        if (c->head_started && c->held == NULL) {
             sl__conn_begin_request(c, NULL);
             sl__conn_refuse(c, SL_REASON_BAD_REQUEST, 408,
                             "the request head did not arrive in time", false);
@@ -677,8 +745,17 @@ static void on_timer(uv_timer_t *t)
                                    "the upstream did not answer in time", false);
             return;
         }
-        sl__conn_audit(c);
-        sl__conn_close(c);
+        if (c->phase == SL__PHASE_SEND) {
+            /* The client stopped taking its response. */
+            sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_SEND_TIMEOUT);
+        } else {
+            /* The response waited for its upstream (or, after a final answer that came early,
+             * the request's body for its client). */
+            sl__conn_abort(c,
+                           c->req_stage == SL__MSG_DONE || c->req_pend.active ? SL__SIDE_UPSTREAM
+                                                                              : SL__SIDE_CLIENT,
+                           SL__ABORT_IDLE_TIMEOUT);
+        }
         return;
     case SL__CONN_RELAY:
         sl__conn_on_relay_timer(c);

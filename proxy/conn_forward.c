@@ -3,7 +3,9 @@
  * proxy/conn_forward.c - an allowed request on its way: dialling (through the worker's pool),
  * the request head and body to the upstream, the response head and body to the client
  * (re-framed where the client needs it), interim responses, a stale pooled connection retried
- * once, and the end of the exchange. A room of proxy/conn_int.h.
+ * once, the response's timers (waiting for the upstream, waiting for the client), the end of
+ * the exchange once its response has left, and a transfer cut short. A room of
+ * proxy/conn_int.h.
  */
 #include <stdio.h>
 
@@ -218,13 +220,24 @@ static int write_pending(struct sl_stream *src, struct sl_stream *dst, struct sl
 
 /* Runs `p`'s parser over `src` until an event worth acting on. Returns the event type, or
  * SL_H1_EV_NONE when more input is needed, or a negative parse error. Body events are left
- * pending (not consumed); other bytes are consumed. */
+ * pending (not consumed); other bytes are consumed.
+ *
+ * SL_H1_EV_NONE means that `src` shows nothing more: under TLS, consuming what sl_stream_peek()
+ * showed can make the next peek decrypt another record from ciphertext that has already arrived,
+ * and no socket event will come for it. Stopping at the end of a slice instead left a long head
+ * whose last records had arrived undecrypted waiting for the upstream timeout. */
 static int pull(struct sl_h1 *parser, struct sl_stream *src, struct sl__pending *p)
 {
-    for (;;) {
+    for (bool first = true;; first = false) {
         struct sl_slice in = sl_stream_peek(src);
         struct sl_h1_event ev;
-        int n = sl_h1_feed(parser, in.p, in.n, &ev);
+        int n;
+
+        if (in.n == 0 && !first) {
+            return SL_H1_EV_NONE;
+        }
+        /* The first call runs even without input: an event may be owed (sl_h1_feed()). */
+        n = sl_h1_feed(parser, in.p, in.n, &ev);
 
         if (n < 0) {
             return n;
@@ -238,7 +251,7 @@ static int pull(struct sl_h1 *parser, struct sl_stream *src, struct sl__pending 
         if (ev.type != SL_H1_EV_NONE) {
             return (int)ev.type;
         }
-        if (n == 0 || (size_t)n == in.n) {
+        if (n == 0) {
             return SL_H1_EV_NONE;
         }
     }
@@ -289,6 +302,9 @@ static int forward_request(struct sl__conn *c)
             /* A long upload is progress: the upstream answers after it. */
             sl__conn_rearm(c, SL__PHASE_UPSTREAM);
         }
+        if (rc < 0) {
+            sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_RESET);
+        }
         return rc;
     }
     ev = pull(&c->req, &c->client, &c->req_pend);
@@ -302,10 +318,13 @@ static int forward_request(struct sl__conn *c)
     case SL_H1_EV_NONE:
         if (sl_stream_in_status(&c->client) != 0) {
             /* The client left in the middle of its request. */
+            sl__conn_abort(c, SL__SIDE_CLIENT,
+                           sl_stream_error(&c->client) != 0 ? SL__ABORT_RESET : SL__ABORT_CLOSED);
             return -1;
         }
         return 0;
     case SL_H1_EV_HEAD:
+        sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_MALFORMED);
         return -1;
     default:
         break;
@@ -317,6 +336,8 @@ static int forward_request(struct sl__conn *c)
     if (!sl__conn_resp_head_sent(c)) {
         sl__conn_refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 400,
                         sl_h1_error(&c->req), false);
+    } else {
+        sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_MALFORMED);
     }
     return -1;
 }
@@ -366,6 +387,24 @@ static int on_response_head(struct sl__conn *c)
     return 1;
 }
 
+/* The response's timer once its head went to the client: SEND while bytes wait for the client
+ * (`waiting`: its stream takes no more, or the exchange waits for the response's tail to leave),
+ * started when the wait begins and again whenever the client takes some; IDLE while the response
+ * waits for its upstream, started again by each piece of the body (`progress`). */
+static void time_response(struct sl__conn *c, bool waiting, bool progress)
+{
+    enum sl__conn_phase now = sl__conn_phase(c);
+
+    if (waiting) {
+        if (now != SL__PHASE_SEND || c->client.bytes_out != c->flush_out) {
+            c->flush_out = c->client.bytes_out;
+            sl__conn_rearm(c, SL__PHASE_SEND);
+        }
+    } else if (progress || now != SL__PHASE_IDLE) {
+        sl__conn_rearm(c, SL__PHASE_IDLE);
+    }
+}
+
 /* Response side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 once the exchange has
  * ended. */
 static int forward_response(struct sl__conn *c)
@@ -379,7 +418,9 @@ static int forward_response(struct sl__conn *c)
 
         if (rc > 0) {
             /* The next timeout is for a stalled body, not for the head. */
-            sl__conn_rearm(c, SL__PHASE_IDLE);
+            time_response(c, false, true);
+        } else if (rc < 0) {
+            sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_RESET);
         }
         return rc;
     }
@@ -391,14 +432,22 @@ static int forward_response(struct sl__conn *c)
 
         if (rc > 0) {
             c->resp_stage = SL__MSG_DONE;
+        } else if (rc == 0) {
+            time_response(c, true, false);
+        } else {
+            sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_RESET);
         }
         return rc;
     }
     if (c->resp_pend.active) {
+        uint64_t before = c->r.bytes_down;
         int rc = write_pending(us, &c->client, &c->resp_pend, chunked, &c->r.bytes_down);
 
-        if (rc > 0) {
-            sl__conn_rearm(c, SL__PHASE_IDLE);
+        if (rc < 0) {
+            sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_RESET);
+        } else {
+            /* All written: waiting for the upstream again; else for the client. */
+            time_response(c, rc == 0, c->r.bytes_down != before);
         }
         return rc;
     }
@@ -406,8 +455,12 @@ static int forward_response(struct sl__conn *c)
     if (ev == SL_H1_EV_NONE && sl_stream_in_status(us) != 0) {
         struct sl_h1_event end;
 
-        /* The upstream closed: the end of a close-delimited body, or a cut response. */
-        if (sl_h1_eof(&c->resp, &end) < 0 || end.type != SL_H1_EV_END) {
+        /* The upstream closed: the end of a close-delimited body, or a cut response. Only a
+         * clean end ends a body: a FIN in the clear, close_notify under TLS (tls.h: a TLS
+         * stream cut without it is never to be taken for a complete one). */
+        if (sl_stream_in_status(us) != UV_EOF) {
+            ev = SL_EINVAL;
+        } else if (sl_h1_eof(&c->resp, &end) < 0 || end.type != SL_H1_EV_END) {
             ev = SL_EINVAL;
         } else {
             ev = SL_H1_EV_END;
@@ -445,6 +498,9 @@ static int forward_response(struct sl__conn *c)
         const char *why = ev == SL_EINVAL ? sl_h1_error(&c->resp) : "";
         char detail[160];
 
+        if (ev == SL_EINVAL && sl_stream_in_status(us) != 0 && sl_stream_in_status(us) != UV_EOF) {
+            why = "the connection failed or was cut short";
+        }
         (void)snprintf(detail, sizeof(detail), "the upstream's response was malformed: %s", why);
         sl__conn_refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 502,
                         detail, false);
@@ -452,16 +508,22 @@ static int forward_response(struct sl__conn *c)
     }
     /* Mid-body: the client can only learn it from the connection closing. */
     sl_log(SL_LOG_WARN, c->id,
-           "msg=\"upstream response malformed after its head was relayed; connection aborted\" "
-           "host=%s err=\"%s\"",
+           "msg=\"upstream response malformed or cut after its head was relayed; connection "
+           "aborted\" host=%s err=\"%s\"",
            c->r.host.name, sl_h1_error(&c->resp));
     c->r.status = c->r.status != 0 ? c->r.status : 502;
-    sl__conn_audit(c);
-    sl__conn_close(c);
+    if (sl_stream_error(us) != 0) {
+        sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_RESET);
+    } else if (sl_stream_in_status(us) != 0) {
+        sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_CLOSED);
+    } else {
+        sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_MALFORMED);
+    }
     return -1;
 }
 
-/* Both sides of an exchange are complete: log, pool the upstream, go on or close. */
+/* Both sides of an exchange are complete and the response has left: log, pool the upstream,
+ * go on or close. */
 static void finish_exchange(struct sl__conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->resp);
@@ -500,17 +562,8 @@ static bool retry_stale(struct sl__conn *c)
     return true;
 }
 
-/* The exchange cannot go on (a side failed, the client left): log what happened, close. */
-static void abort_exchange(struct sl__conn *c)
-{
-    if (c->state == SL__CONN_FORWARDING) {
-        sl__conn_audit(c);
-        sl__conn_close(c);
-    }
-}
-
 /* One round of FORWARDING: both sides as far as they go, then the end of the exchange once the
- * response is complete. */
+ * response is complete and has left for the client. */
 static int forward_round(struct sl__conn *c)
 {
     int a;
@@ -524,23 +577,32 @@ static int forward_round(struct sl__conn *c)
     }
     /* A client whose connection failed gets no more of its response, and the upstream is not
      * left streaming into a buffer nobody reads. A clean end of its input after a complete
-     * request (FIN in the clear, close_notify under TLS) is a half-close: the response still
-     * goes out, then the connection closes (finish_exchange). A client that went away entirely
-     * fails the next write with a reset and ends here. */
+     * request (FIN in the clear; close_notify, or a FIN between two records, under TLS) is a
+     * half-close: the response still goes out, then the connection closes (finish_exchange).
+     * A client that went away entirely fails the next write with a reset and ends here. */
     if (sl_stream_error(&c->client) != 0) {
-        abort_exchange(c);
+        sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_RESET);
         return -1;
     }
     a = forward_request(c);
     b = a < 0 ? -1 : forward_response(c);
     if (a < 0 || b < 0) {
-        abort_exchange(c);
+        if (c->state == SL__CONN_FORWARDING) {
+            /* Not said where it happened: a side failed. */
+            sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_RESET);
+        }
         return -1;
     }
     if (c->state != SL__CONN_FORWARDING) {
         return 1;
     }
     if (c->resp_stage == SL__MSG_DONE && c->head_to == SL__HEAD_NONE) {
+        if (!sl_stream_is_flushed(&c->client)) {
+            /* The exchange ends once its response has left (its audit line counts what reached
+             * the client): the step's end writes it out, or the client takes it in its time. */
+            time_response(c, true, false);
+            return a > 0 || b > 0;
+        }
         if (c->req_stage != SL__MSG_DONE) {
             /* The response came before the whole request: the rest of the request can
              * neither be skipped safely nor reused; finish this exchange and close. */

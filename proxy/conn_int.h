@@ -92,9 +92,12 @@ enum sl__conn_phase {
     SL__PHASE_NONE,
     /* A request head arriving: header_timeout_s. */
     SL__PHASE_HEADER,
-    /* A connection with nothing to do but wait for its peer, or a transfer that must make
-     * progress: idle_timeout_s. */
+    /* A connection with nothing to do but wait for its peer (kept alive between requests), or
+     * a response body waiting for the upstream's next bytes: idle_timeout_s. */
     SL__PHASE_IDLE,
+    /* Bytes wait for the client to take them (a slow or paused reader): send_timeout_s, from
+     * the last byte it took. */
+    SL__PHASE_SEND,
     /* A tunnel's first bytes and the whole TLS handshake: tls_handshake_timeout_s. */
     SL__PHASE_HANDSHAKE,
     /* Dialling: upstream_timeout_s plus a second, so that the upstream's own dial timer fires
@@ -131,6 +134,31 @@ enum sl__framing {
     SL__FRAMING_CLOSE,
 };
 
+/* Who cut a transfer short (the audit line's "aborted"), docs/reference/proxy.md §4.7. */
+enum sl__abort_side {
+    SL__SIDE_CLIENT = 0,
+    SL__SIDE_UPSTREAM,
+    /* A relay that idled: neither side sent anything. */
+    SL__SIDE_BOTH,
+};
+
+/* Why a transfer was cut short. */
+enum sl__abort_cause {
+    /* Not cut: the transfer ended as its framing said (or is still going). */
+    SL__ABORT_NONE = 0,
+    /* The client took no bytes for the send timeout. */
+    SL__ABORT_SEND_TIMEOUT,
+    /* The upstream sent nothing for the idle timeout (or a relay carried nothing). */
+    SL__ABORT_IDLE_TIMEOUT,
+    /* The side's connection failed: a reset, a broken pipe, a TLS failure. */
+    SL__ABORT_RESET,
+    /* The side closed its connection in the middle of a message (a request body, a response
+     * body shorter than its framing said, a close-delimited TLS body without close_notify). */
+    SL__ABORT_CLOSED,
+    /* The side's message turned malformed after its head was passed on. */
+    SL__ABORT_MALFORMED,
+};
+
 /* Where the head in c->head goes. */
 enum sl__head_to {
     SL__HEAD_NONE = 0,
@@ -151,6 +179,13 @@ struct sl__pending {
     bool framed;
 };
 
+/* A CONNECT refused for its host or port, answered inside the tunnel instead (conn_refuse.c,
+ * sl__conn_decide_connect()): the snapshot that refused it (a reference) and its decision. */
+struct sl__held {
+    struct sl_snapshot *snap;
+    struct sl_decision dec;
+};
+
 /* The current request: what its head said, and what its audit line and a refusal say about it.
  * Reset by sl__conn_begin_request(); the head's facts are filled by conn.c, the status and the
  * byte counts by conn_forward.c and conn_relay.c, the outcome by conn_refuse.c. */
@@ -169,9 +204,13 @@ struct sl__req_info {
     bool websocket;
     /* uv_hrtime() when it began, in ns. */
     uint64_t start_ns;
-    /* Body bytes (plaintext) passed on each way. */
+    /* Body bytes (plaintext) passed on each way: bytes_down as written to the client's
+     * stream; its audit line takes off what never left the stream (sl__conn_audit()). */
     uint64_t bytes_up;
     uint64_t bytes_down;
+    /* Why and by whom the transfer was cut short (SL__ABORT_NONE: it was not). */
+    enum sl__abort_cause abort_cause;
+    enum sl__abort_side abort_side;
     /* The status of the audit line: 0 until the final response head (or a refusal) is taken. */
     int status;
     bool allow;
@@ -200,8 +239,12 @@ struct sl__conn {
      * (from sl__conn_close() on), and the minting job while it is on the thread pool
      * (conn_tls.c counts it). The last one frees the connection. */
     unsigned pending;
-    /* The timer of the state's phase. */
+    /* The timer of the state's phase, and the phase it is timing (start_phase()). */
     uv_timer_t timer;
+    enum sl__conn_phase phase;
+    /* A phase started during the step, to start when the step ends (SL__PHASE_KEEP: none):
+     * sl__conn_rearm(). */
+    enum sl__conn_phase phase_later;
     /* The stepper: sl__conn_step() is running, and the upstream stream it corked (NULL: none;
      * conn_forward.c corks an upstream taken during the step). */
     bool stepping;
@@ -213,16 +256,15 @@ struct sl__conn {
      * that said so (conn_forward.c sets it too). */
     bool close_after;
     /* A byte of the current request head has arrived: its timeout is answered with 408, not a
-     * silent close. Cleared when an exchange ends; a CONNECT's stays set in the tunnel that
-     * follows until its first exchange ends. */
+     * silent close. Cleared when an exchange ends, and when a CONNECT opens its tunnel (what
+     * follows is timed on its own). */
     bool head_started;
     /* Entering REQUEST_HEAD started the header timer for the head to come (at the accept, or a
      * tunnel to port 80 carrying plain HTTP): the next head whose first byte sets head_started
-     * does not start it again, and clears this. (In a port-80 tunnel head_started is still the
-     * CONNECT's, so that is the tunnel's second head.) */
+     * does not start it again, and clears this. */
     bool header_armed;
-    /* FLUSHING: the client's bytes_out when the idle timer last started (progress restarts
-     * it). */
+    /* The client's bytes_out when the send timer last started: while bytes wait for the client
+     * (FORWARDING, FLUSHING), what it takes restarts it. */
     uint64_t flush_out;
 
     /* --- The client (conn.c; its credentials: conn_refuse.c) --- */
@@ -240,6 +282,15 @@ struct sl__conn {
     /* The tunnel won a `"tls": "passthrough"` rule: relayed uninspected, no request parsed.
      * `snap` and `dec` then stay those of the CONNECT until the tunnel's one audit line. */
     bool passthrough;
+    /* A refusal held for the tunnel's first request (owned; NULL: none): the CONNECT was
+     * refused for its host or port, and the tunnel was opened to say so in an answer the
+     * client shows. Its one audit line is written when it is answered, or when the tunnel
+     * ends first (sl__conn_audit_held()). */
+    struct sl__held *held;
+    /* The CONNECT's Host header when it named another host or port than the CONNECT (the
+     * proxy's own address, as Node sends it): not refused, noted on the CONNECT's audit lines.
+     * Owned (at most CONNECT_HOST_MAX bytes, NUL-terminated), or NULL. */
+    char *connect_host;
 
     /* --- TLS (conn_tls.c) --- */
     /* The ClientHello's SNI named another host than the CONNECT. */
@@ -324,8 +375,17 @@ static inline bool sl__conn_resp_head_sent(const struct sl__conn *c)
 /* Moves `c` to `s` and starts the phase the state table gives its entry. */
 void sl__conn_set_state(struct sl__conn *c, enum sl__conn_state s);
 /* Inside the current state: starts `phase` again from now; it must be the state's entry phase
- * or its inner one (asserted). */
+ * or one of its inner ones (asserted). During a step the timer starts when the step ends (the
+ * loop's clock does not move within it, so that is the same deadline), the last call winning, and
+ * a state change drops it: a request's rearms cost one timer start, or none. */
 void sl__conn_rearm(struct sl__conn *c, enum sl__conn_phase phase);
+
+/* The phase the timer is timing, or will time once the step ends. */
+static inline enum sl__conn_phase sl__conn_phase(const struct sl__conn *c)
+{
+    return c->phase_later != SL__PHASE_KEEP ? c->phase_later : c->phase;
+}
+
 /* Runs the state machine as far as the data allows. Safe to call from inside a step. */
 void sl__conn_step(struct sl__conn *c);
 /* Closes now (CLOSED): the upstream, the timer and the client's stream; idempotent. The memory
@@ -348,6 +408,10 @@ void sl__conn_owed_done(struct sl__conn *c);
 void sl__conn_begin_request(struct sl__conn *c, const char *method);
 /* Writes the current request's audit line and counts it. */
 void sl__conn_audit(struct sl__conn *c);
+/* Cuts the current transfer short: records the side and the cause, closes the connection,
+ * then writes the audit line (bytes_down then counts what left for the client's socket, the
+ * close's last attempt included). */
+void sl__conn_abort(struct sl__conn *c, enum sl__abort_side side, enum sl__abort_cause cause);
 /* Answers the current request with a refusal of the proxy's own, audits it and ends the
  * exchange; `keep` lets the connection go on (nothing of the request is left unread). */
 void sl__conn_refuse(struct sl__conn *c, enum sl_reason reason, int status, const char *detail,
@@ -368,6 +432,16 @@ void sl__conn_note_identity(struct sl__conn *c);
 /* Decides the current request (`method` NULL: a CONNECT). Returns true when allowed; otherwise
  * the refusal is answered. */
 bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep);
+/* Decides a CONNECT. Returns true when the tunnel is to open: allowed, or refused for its host
+ * or port with the refusal held for the first request inside (`held`, docs/reference/proxy.md
+ * §4.5); otherwise the refusal is answered (and false returned). */
+bool sl__conn_decide_connect(struct sl__conn *c);
+/* Answers the current request (begun, its target noted) with the held refusal, which it
+ * consumes; the exchange ends with the connection. */
+void sl__conn_refuse_held(struct sl__conn *c);
+/* Writes the held refusal's line (the CONNECT's, status 0: the tunnel ended before a request
+ * could be answered) and consumes it; nothing when none is held. */
+void sl__conn_audit_held(struct sl__conn *c);
 /* Decides the methods named by method-override headers of `h` too. Returns true when all are
  * allowed; otherwise the refusal is answered. */
 bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, bool tls,

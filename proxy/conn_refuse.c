@@ -13,6 +13,7 @@
 #include "base/arena.h"
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "http/h1.h"
 #include "policy/auth.h"
 #include "policy/decision.h"
@@ -65,6 +66,80 @@ static void count_latency(struct sl__counters *k, uint64_t elapsed_us)
     sl__count(&k->latency_sum_us, elapsed_us);
 }
 
+static const char *abort_side_name(enum sl__abort_side side)
+{
+    switch (side) {
+    case SL__SIDE_CLIENT:
+        return "client";
+    case SL__SIDE_UPSTREAM:
+        return "upstream";
+    case SL__SIDE_BOTH:
+        return "both";
+    }
+    return "client";
+}
+
+/* The audit line's name of a cause; NULL for SL__ABORT_NONE. */
+static const char *abort_cause_name(enum sl__abort_cause cause)
+{
+    switch (cause) {
+    case SL__ABORT_NONE:
+        return NULL;
+    case SL__ABORT_SEND_TIMEOUT:
+        return "send-timeout";
+    case SL__ABORT_IDLE_TIMEOUT:
+        return "idle-timeout";
+    case SL__ABORT_RESET:
+        return "reset";
+    case SL__ABORT_CLOSED:
+        return "closed";
+    case SL__ABORT_MALFORMED:
+        return "malformed";
+    }
+    return NULL;
+}
+
+/* A refusal that is a failure rather than a decision (docs/reference/proxy.md §4.7): the
+ * proxy could not do what it would have allowed or could not serve at all — an upstream that
+ * failed (its DNS, connect, TLS, timeout, or a response it would not pass on: every 5xx of the
+ * proxy's own), no policy, overload, an audit log it cannot write. A refusal of the client's own
+ * request (4xx: policy, a malformed or mismatched request) is a denial. */
+static bool is_failure(const struct sl__conn *c)
+{
+    if (c->r.allow || c->r.challenge) {
+        return false;
+    }
+    switch (c->r.reason) {
+    case SL_REASON_DNS:
+    case SL_REASON_UPSTREAM_UNREACHABLE:
+    case SL_REASON_UPSTREAM_TLS:
+    case SL_REASON_UPSTREAM_TIMEOUT:
+    case SL_REASON_OVERLOADED:
+    case SL_REASON_AUDIT_UNAVAILABLE:
+    case SL_REASON_NO_POLICY:
+        return true;
+    case SL_REASON_NONE:
+    case SL_REASON_NO_IDENTITY:
+    case SL_REASON_EXPIRED:
+    case SL_REASON_BAD_REQUEST:
+    case SL_REASON_BAD_HOST:
+    case SL_REASON_HOST_NOT_ALLOWED:
+    case SL_REASON_PORT_NOT_ALLOWED:
+    case SL_REASON_METHOD_NOT_ALLOWED:
+    case SL_REASON_CREDENTIAL_NEEDS_TLS:
+    case SL_REASON_HOST_MISMATCH:
+    case SL_REASON_PRIVATE_ADDRESS:
+    case SL_REASON_NOT_TLS:
+    case SL_REASON_TOO_LARGE:
+    case SL_REASON_GIT_READ_ONLY:
+    case SL_REASON_GIT_PROTECTED_BRANCH:
+    case SL_REASON_GIT_BAD_PUSH:
+        /* A bad or oversized response of the upstream's is answered 502. */
+        return c->r.status >= 500;
+    }
+    return false;
+}
+
 void sl__conn_audit(struct sl__conn *c)
 {
     const struct sl__shared *sh = c->w->shared;
@@ -72,6 +147,12 @@ void sl__conn_audit(struct sl__conn *c)
     /* The CONNECT line of an opened tunnel: its requests are timed one by one instead. */
     const bool opens_tunnel =
             c->r.allow && c->r.method != NULL && strcmp(c->r.method, "CONNECT") == 0;
+    /* What reached the client: what was written to its stream, less what is still there.
+     * An exchange ends once its response has left (conn_forward.c), and a cut one is audited
+     * after the close's last attempt (sl__conn_abort()); under TLS what waits is ciphertext,
+     * counted as if it were the body's own bytes. */
+    const uint64_t unsent = sl_stream_unsent(&c->client);
+    const uint64_t down = c->r.bytes_down > unsent ? c->r.bytes_down - unsent : 0;
     struct sl_audit_record a = {
         .client = c->dec.client,
         .environment = c->dec.environment,
@@ -81,15 +162,20 @@ void sl__conn_audit(struct sl__conn *c)
         .host = c->r.has_host ? c->r.host.name : NULL,
         .port = c->r.port,
         .path = c->r.target,
+        .connect_host_header = c->r.target == NULL ? c->connect_host : NULL,
         .allow = c->r.allow,
         .challenge = c->r.challenge,
+        .error = is_failure(c),
         .reason = c->r.reason,
         .rule = c->dec.rule,
         .credential = c->r.credential,
         .passthrough = c->passthrough,
         .status = c->r.status,
         .bytes_up = c->r.bytes_up,
-        .bytes_down = c->r.bytes_down,
+        .bytes_down = down,
+        .aborted_side =
+                c->r.abort_cause != SL__ABORT_NONE ? abort_side_name(c->r.abort_side) : NULL,
+        .aborted_cause = abort_cause_name(c->r.abort_cause),
         .ms = (double)elapsed_ns / 1e6,
         .policy_version = c->snap != NULL ? sl_snapshot_version(c->snap) : 0,
     };
@@ -98,12 +184,15 @@ void sl__conn_audit(struct sl__conn *c)
         sl__count(&c->w->counters.requests_allowed, 1);
     } else if (c->r.challenge) {
         sl__count(&c->w->counters.requests_challenged, 1);
+    } else if (a.error) {
+        sl__count(&c->w->counters.requests_failed, 1);
+        sl__count(&c->w->counters.failed_by_reason[c->r.reason], 1);
     } else {
         sl__count(&c->w->counters.requests_denied, 1);
         sl__count(&c->w->counters.denied_by_reason[c->r.reason], 1);
     }
     sl__count(&c->w->counters.bytes_up, c->r.bytes_up);
-    sl__count(&c->w->counters.bytes_down, c->r.bytes_down);
+    sl__count(&c->w->counters.bytes_down, down);
     if (!opens_tunnel) {
         count_latency(&c->w->counters, elapsed_ns / 1000u);
     }
@@ -114,9 +203,10 @@ void sl__conn_audit(struct sl__conn *c)
                "status=%d",
                c->r.method != NULL ? c->r.method : "-", a.host != NULL ? a.host : "-",
                (unsigned)c->r.port,
-               c->r.allow       ? "allow"
-               : c->r.challenge ? "challenge"
-                                : "deny",
+               a.allow       ? "allow"
+               : a.challenge ? "challenge"
+               : a.error     ? "error"
+                             : "deny",
                sl_reason_code(c->r.reason), c->r.status);
     }
 }
@@ -151,7 +241,7 @@ static int put_request_url(struct sl__conn *c, struct sl_buf *b)
     return put_quoted(b, r->target, QUOTE_MAX, true);
 }
 
-static bool is_policy_reason(enum sl_reason reason)
+bool sl__reason_is_policy(enum sl_reason reason)
 {
     switch (reason) {
     case SL_REASON_HOST_NOT_ALLOWED:
@@ -220,7 +310,7 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
 
     SL_TRY(sl_buf_printf(b, "sluice: %s ", method));
     SL_TRY(put_request_url(c, b));
-    SL_TRY(sl_buf_printf(b, " %s: %s", is_policy_reason(reason) ? "denied" : "failed",
+    SL_TRY(sl_buf_printf(b, " %s: %s", sl__reason_is_policy(reason) ? "denied" : "failed",
                          sl_reason_code(reason)));
     if (c->dec.client != NULL) {
         SL_TRY(sl_buf_printf(b, " (client %s, environment %s)", c->dec.client,
@@ -252,6 +342,12 @@ void sl__conn_refuse(struct sl__conn *c, enum sl_reason reason, int status, cons
     bool go_on = keep && c->r.client_keep_alive && !c->close_after && !c->w->draining;
     int rc;
 
+    if (c->held != NULL) {
+        /* Another refusal is the answer (a CONNECT with a body): one line, its own. */
+        sl_snapshot_unref(c->held->snap);
+        sl_free(c->held);
+        c->held = NULL;
+    }
     c->r.allow = false;
     c->r.reason = reason;
     c->r.status = status;
@@ -259,10 +355,13 @@ void sl__conn_refuse(struct sl__conn *c, enum sl_reason reason, int status, cons
     sl_buf_reset(&c->head);
     rc = refusal_body(c, reason, detail, &body);
     if (rc == 0) {
+        /* The reason phrase names the proxy and the reason too: it is what some clients show of
+         * a refusal (npm's "403 Forbidden - GET URL", pip's "403 Client Error: ... for url"). */
         rc = sl_buf_printf(&c->head,
-                           "HTTP/1.1 %d %s\r\nX-Sluice-Reason: %s\r\nContent-Type: text/plain; "
-                           "charset=utf-8\r\nContent-Length: %zu\r\n%s%s\r\n",
-                           status, status_text(status), sl_reason_code(reason), body.len,
+                           "HTTP/1.1 %d %s (sluice: %s)\r\nX-Sluice-Reason: %s\r\nContent-Type: "
+                           "text/plain; charset=utf-8\r\nContent-Length: %zu\r\n%s%s\r\n",
+                           status, status_text(status), sl_reason_code(reason),
+                           sl_reason_code(reason), body.len,
                            status == 407 ? "Proxy-Authenticate: Basic realm=\"sluice\"\r\n" : "",
                            go_on ? "" : "Connection: close\r\n");
     }
@@ -295,9 +394,29 @@ void sl__conn_refuse_reason(struct sl__conn *c, enum sl_reason reason, const cha
     sl__conn_refuse(c, reason, sl_reason_status(reason), detail, keep);
 }
 
-/* A refusal that cannot be answered (TLS failed, not TLS, the client left): audit and close. */
+/* Cuts the transfer short: the close first, so that the audit line counts what its last write
+ * attempt still handed over. */
+void sl__conn_abort(struct sl__conn *c, enum sl__abort_side side, enum sl__abort_cause cause)
+{
+    if (c->state == SL__CONN_CLOSED) {
+        return;
+    }
+    c->r.abort_side = side;
+    c->r.abort_cause = cause;
+    sl_log(SL_LOG_DEBUG, c->id, "msg=\"transfer cut short\" host=%s side=%s cause=%s",
+           c->r.has_host ? c->r.host.name : "-", abort_side_name(side), abort_cause_name(cause));
+    sl__conn_close(c);
+    sl__conn_audit(c);
+}
+
+/* A refusal that cannot be answered (TLS failed, not TLS, the client left): audit and close. In
+ * a tunnel opened to answer a held refusal, that refusal is what its line says. */
 void sl__conn_drop(struct sl__conn *c, enum sl_reason reason)
 {
+    if (c->held != NULL) {
+        sl__conn_close(c);
+        return;
+    }
     c->r.allow = false;
     c->r.reason = reason;
     c->r.status = 0;
@@ -383,6 +502,78 @@ bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep
     }
     c->r.credential = c->dec.credential_header != NULL;
     return true;
+}
+
+/* The ports a refused CONNECT is opened for, so that the refusal is answered inside: those of
+ * https and http, where clients speak TLS or HTTP through a proxy; on any other port the
+ * protocol is not known, and the CONNECT's own 403 is the one answer a client can get. */
+static bool held_port(uint16_t port)
+{
+    return port == 443 || port == 80;
+}
+
+bool sl__conn_decide_connect(struct sl__conn *c)
+{
+    struct sl_request_view v = { &c->r.host, c->r.port, NULL, true, NULL };
+    const struct sl_client *client = sl__conn_identify(c, c->snap);
+
+    sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
+    if (c->dec.allow) {
+        return true;
+    }
+    /* pip, git and npm show a CONNECT's status line and nothing of its body: an identified
+     * client refused for the host or the port gets its tunnel, and the refusal with its hint
+     * as the answer to its first request inside (nothing is dialled). Not a client that must
+     * identify itself (407 is what makes it send credentials), nor a host a passthrough rule
+     * names (never intercepted). */
+    if (c->dec.client != NULL && held_port(c->r.port)
+        && (c->dec.reason == SL_REASON_HOST_NOT_ALLOWED
+            || (c->dec.reason == SL_REASON_PORT_NOT_ALLOWED && !c->dec.passthrough))) {
+        c->held = sl_malloc(sizeof(*c->held));
+        if (c->held != NULL) {
+            c->held->snap = c->snap != NULL ? sl_snapshot_ref(c->snap) : NULL;
+            c->held->dec = c->dec;
+            return true;
+        }
+    }
+    sl__conn_refuse_reason(c, c->dec.reason, NULL, false);
+    return false;
+}
+
+/* Puts the held refusal's snapshot and decision in place of the current ones. */
+static void take_held(struct sl__conn *c)
+{
+    struct sl__held *h = c->held;
+
+    c->held = NULL;
+    sl_snapshot_unref(c->snap);
+    c->snap = h->snap;
+    c->dec = h->dec;
+    sl_free(h);
+    c->r.host = c->thost;
+    c->r.port = c->tport;
+    c->r.has_host = true;
+}
+
+void sl__conn_refuse_held(struct sl__conn *c)
+{
+    take_held(c);
+    sl__conn_refuse_reason(c, c->dec.reason, NULL, false);
+}
+
+void sl__conn_audit_held(struct sl__conn *c)
+{
+    if (c->held == NULL) {
+        return;
+    }
+    sl__conn_begin_request(c, "CONNECT");
+    take_held(c);
+    c->r.scheme = "https";
+    c->r.target = NULL;
+    c->r.allow = false;
+    c->r.reason = c->dec.reason;
+    c->r.status = 0;
+    sl__conn_audit(c);
 }
 
 /* The headers through which many servers (Google's, Microsoft's, frameworks' middleware) take

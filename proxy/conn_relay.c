@@ -123,8 +123,7 @@ void sl__conn_on_relay_timer(struct sl__conn *c)
     }
     if (uv_now(&c->w->loop) >= c->relay_idle_at) {
         sl_log(SL_LOG_DEBUG, c->id, "msg=\"relay idle: closed\" host=%s", c->r.host.name);
-        sl__conn_audit(c);
-        sl__conn_close(c);
+        sl__conn_abort(c, SL__SIDE_BOTH, SL__ABORT_IDLE_TIMEOUT);
         return;
     }
     sl__conn_rearm(c, SL__PHASE_RELAY);
@@ -168,8 +167,8 @@ int sl__conn_step_relay(struct sl__conn *c)
             int n = sl_stream_write(to, in.p, in.n);
 
             if (n < 0) {
-                sl__conn_audit(c);
-                sl__conn_close(c);
+                sl__conn_abort(c, to == &c->client ? SL__SIDE_CLIENT : SL__SIDE_UPSTREAM,
+                               SL__ABORT_RESET);
                 return -1;
             }
             if (n > 0) {
@@ -183,10 +182,16 @@ int sl__conn_step_relay(struct sl__conn *c)
             progress = 1;
         }
     }
-    if ((c->relay_up_eof && c->relay_down_eof) || sl_stream_error(&c->client) != 0
-        || sl_stream_error(us) != 0) {
-        sl__conn_audit(c);
+    if (sl_stream_error(&c->client) != 0 || sl_stream_error(us) != 0) {
+        sl__conn_abort(c, sl_stream_error(&c->client) != 0 ? SL__SIDE_CLIENT : SL__SIDE_UPSTREAM,
+                       SL__ABORT_RESET);
+        return -1;
+    }
+    if (c->relay_up_eof && c->relay_down_eof) {
+        /* Both ends passed on: the close's last attempt hands over what waits, then the line
+         * counts it. */
         sl__conn_close(c);
+        sl__conn_audit(c);
         return -1;
     }
     if (progress) {

@@ -119,13 +119,14 @@ static int host_header_matches(const struct sl_h1_head *h, const struct sl_head_
 }
 
 int sl_head_connect_host(const struct sl_h1_head *h, const struct sl_host *host, uint16_t port,
-                         struct sl_head_refusal *why)
+                         struct sl_slice *other, struct sl_head_refusal *why)
 {
     const struct sl_h1_header *f = sl_h1_find(h, "host");
     struct sl_host named;
     uint16_t named_port = 0;
 
     *why = (struct sl_head_refusal){ SL_REASON_NONE, NULL };
+    *other = sl_slice_of(NULL, 0);
     if (f == NULL) {
         return 0;
     }
@@ -134,8 +135,7 @@ int sl_head_connect_host(const struct sl_h1_head *h, const struct sl_host *host,
     }
     /* A Host without a port is taken to mean the CONNECT's (clients differ in sending it). */
     if (!same_host(&named, host) || (named_port != 0 && named_port != port)) {
-        return refuse(why, SL_REASON_HOST_MISMATCH,
-                      "the Host header names another host than the CONNECT");
+        *other = f->value;
     }
     return 0;
 }

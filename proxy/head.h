@@ -76,12 +76,16 @@ SL_MUST_CHECK int sl_head_resolve(const struct sl_h1_head *h, const struct sl_he
                                   struct sl_arena *arena, struct sl_head_target *out,
                                   struct sl_head_refusal *why);
 
-/* Checks the Host header of a CONNECT to `host`:`port` (docs/reference/proxy.md §4.3, RFC 9110
- * §7.2: a client sends the target's authority): absent is fine (HTTP/1.0); otherwise it must name
- * the same host, and the same port when it has one. Returns 0, or SL_EINVAL with `why` set
- * (host-mismatch, or bad-host for a malformed value). */
+/* Looks at the Host header of a CONNECT to `host`:`port` (docs/reference/proxy.md §4.1). RFC 9110
+ * §7.2 has a client send the target's authority, but some send the proxy's own (Node's
+ * documented CONNECT pattern): the tunnel goes to the CONNECT target whatever the header says, so
+ * a Host naming another host, or another port, is not refused; `*other` is then set to its value
+ * (borrowed from `h`), for the audit line. Absent (HTTP/1.0), or naming the same host (a port
+ * omitted being the CONNECT's): `*other` is {NULL, 0}. Returns 0, or SL_EINVAL with `why` set
+ * (bad-host) for a value that is no host[:port] at all. */
 SL_MUST_CHECK int sl_head_connect_host(const struct sl_h1_head *h, const struct sl_host *host,
-                                       uint16_t port, struct sl_head_refusal *why);
+                                       uint16_t port, struct sl_slice *other,
+                                       struct sl_head_refusal *why);
 
 /* Writes into `b` (reset first) the head sent upstream for `h` resolved as `t`: the request
  * line `METHOD target HTTP/1.1`, one Host naming t's host (and port unless the scheme's

@@ -52,6 +52,7 @@ void sl_proxy_config_init(struct sl_proxy_config *cfg)
     cfg->max_connections = 10000;
     cfg->header_timeout_s = 10;
     cfg->idle_timeout_s = 60;
+    cfg->send_timeout_s = 300;
     cfg->upstream_timeout_s = 60;
     cfg->tls_handshake_timeout_s = 10;
     cfg->drain_s = 30;
@@ -241,13 +242,15 @@ static void admin_status(struct proxy *p, struct sl_http_exchange *x,
         rc = sl_buf_printf(
                 &b,
                 ",\"workers\":%u,\"connections\":%llu,\"uptime_s\":%.0f,"
-                "\"requests\":{\"allowed\":%llu,\"denied\":%llu,\"challenged\":%llu},"
+                "\"requests\":{\"allowed\":%llu,\"denied\":%llu,\"failed\":%llu,\"challenged\":%"
+                "llu},"
                 "\"tls_handshakes\":%llu,\"certificates\":{\"hits\":%llu,\"misses\":%llu,"
                 "\"mints\":%llu,\"entries\":%zu},\"upstream\":{\"connects\":%llu,\"reused\":%llu}",
                 p->n_started, (unsigned long long)SUM(p, connections_open),
                 (double)(uv_hrtime() - p->started_ns) / 1e9,
                 (unsigned long long)SUM(p, requests_allowed),
                 (unsigned long long)SUM(p, requests_denied),
+                (unsigned long long)SUM(p, requests_failed),
                 (unsigned long long)SUM(p, requests_challenged),
                 (unsigned long long)SUM(p, tls_handshakes), (unsigned long long)cs.hits,
                 (unsigned long long)cs.misses, (unsigned long long)cs.mints, cs.entries,
@@ -300,7 +303,8 @@ static int metrics_latency(struct proxy *p, struct sl_buf *b)
 /* Connections and requests cut by a timer, by what they were waiting for. */
 static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
 {
-    static const char *const phases[SL__TIMEOUT_N] = { "header", "handshake", "upstream", "idle" };
+    static const char *const phases[SL__TIMEOUT_N] = { "header", "handshake", "upstream", "idle",
+                                                       "send" };
 
     SL_TRY(sl_buf_append_str(b, "# HELP sluice_timeouts_total Connections and requests cut by "
                                 "a timeout (docs/reference/proxy.md 4.10).\n"
@@ -355,6 +359,11 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
                 b, "sluice_requests_total{decision=\"deny\",reason=\"%s\"} %llu\n",
                 sl_reason_code((enum sl_reason)r),
                 (unsigned long long)sum(p, offsetof(struct sl__counters, denied_by_reason)
+                                                   + (size_t)r * sizeof(atomic_uint_fast64_t))));
+        SL_TRY(sl_buf_printf(
+                b, "sluice_requests_total{decision=\"error\",reason=\"%s\"} %llu\n",
+                sl_reason_code((enum sl_reason)r),
+                (unsigned long long)sum(p, offsetof(struct sl__counters, failed_by_reason)
                                                    + (size_t)r * sizeof(atomic_uint_fast64_t))));
     }
     SL_TRY(sl_buf_printf(

@@ -59,6 +59,7 @@ struct sl_proxy_config {
     unsigned max_connections;
     unsigned header_timeout_s;
     unsigned idle_timeout_s;
+    unsigned send_timeout_s;
     unsigned upstream_timeout_s;
     unsigned tls_handshake_timeout_s;
     /* `--cert-cache N`: minted leaves kept (certs/cache.h); 0 means the cache's default. */

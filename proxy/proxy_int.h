@@ -40,9 +40,11 @@ enum sl__timeout {
     SL__TIMEOUT_HANDSHAKE,
     /* An upstream that did not answer in time (504). */
     SL__TIMEOUT_UPSTREAM,
-    /* A connection idle too long: kept alive between requests, or a transfer that made no
-     * progress (a client that stopped reading, a relay with no traffic). */
+    /* A connection idle too long: kept alive between requests, a response body whose upstream
+     * sent nothing more, a relay with no traffic. */
     SL__TIMEOUT_IDLE,
+    /* A client that took none of the bytes waiting for it (it stopped reading). */
+    SL__TIMEOUT_SEND,
     SL__TIMEOUT_N,
 };
 
@@ -56,8 +58,13 @@ struct sl__counters {
     /* 407s for a proxy request without Proxy-Authorization: challenges, not refusals (they are
      * in neither requests_denied nor denied_by_reason). */
     atomic_uint_fast64_t requests_challenged;
-    /* Refusals by reason (index: enum sl_reason). */
+    /* Refusals that are decisions ("decision":"deny"), by reason (index: enum sl_reason). */
     atomic_uint_fast64_t denied_by_reason[SL_REASON_LAST + 1];
+    /* Refusals that are failures ("decision":"error": an upstream that failed, no policy,
+     * overload, no audit log), in all and by reason; in neither requests_denied nor
+     * denied_by_reason. */
+    atomic_uint_fast64_t requests_failed;
+    atomic_uint_fast64_t failed_by_reason[SL_REASON_LAST + 1];
     atomic_uint_fast64_t tls_handshakes;
     atomic_uint_fast64_t tls_handshake_failures;
     atomic_uint_fast64_t upstream_connects;
@@ -77,6 +84,11 @@ struct sl__counters {
     /* The durations of the requests counted in `latency`, in microseconds. */
     atomic_uint_fast64_t latency_sum_us;
 };
+
+/* True when `reason` is a refusal of the policy's own (the audit line's and the metrics'
+ * "deny", the refusal body's "denied"); the other reasons are failures ("error", "failed"):
+ * docs/reference/proxy.md §4.5. Defined in conn_refuse.c. */
+bool sl__reason_is_policy(enum sl_reason reason);
 
 /* Upper bounds of the latency buckets but the last (+Inf), in microseconds, ascending:
  * 0.001 s to 10 s, the Prometheus client defaults plus 0.001. */

@@ -386,7 +386,9 @@ struct sl_slice sl_stream_peek(struct sl_stream *s)
         }
         if (n < 0) {
             s->_in_status = n;
-            if (n != UV_EOF) {
+            /* The end of the input (close_notify, or a FIN between two records) fails
+             * nothing else: what we write still goes out (a half-close). */
+            if (n != UV_EOF && (n != UV_ECONNRESET || sl_tls_is_failed(s->_tls))) {
                 fail(s, n);
             }
             break;
@@ -663,6 +665,19 @@ bool sl_stream_is_flushed(const struct sl_stream *s)
 {
     return !s->_writing && s->_out.len == 0
            && (s->_tls == NULL || sl_tls_out_pending(s->_tls) == 0);
+}
+
+size_t sl_stream_unsent(const struct sl_stream *s)
+{
+    /* libuv counts down what a write in progress has left (uv__write() after each partial
+     * write), and cancels it only in the close callback. */
+    size_t n = s->_writing ? uv_stream_get_write_queue_size((const uv_stream_t *)&s->_tcp) : 0;
+
+    n += s->_out.len;
+    if (s->_tls != NULL) {
+        n += sl_tls_out_pending(s->_tls);
+    }
+    return n;
 }
 
 void sl_stream_end(struct sl_stream *s)

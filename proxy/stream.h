@@ -160,6 +160,12 @@ bool sl_stream_has_room(const struct sl_stream *s, size_t n);
 /* True when every byte written has been handed to the kernel. */
 bool sl_stream_is_flushed(const struct sl_stream *s);
 
+/* Bytes written to the stream and not (yet) handed to the kernel: what waits in its buffers and
+ * in a write in progress, as ciphertext under TLS (then at least the plaintext it carries, but
+ * for a record partly handed over). Still meaningful after sl_stream_close() until its callback,
+ * when it counts what the close dropped. */
+size_t sl_stream_unsent(const struct sl_stream *s);
+
 /* Ends the output: under TLS queues close_notify; once flushed, shuts the socket's write side
  * down (FIN). Input may still be read. Idempotent. */
 void sl_stream_end(struct sl_stream *s);

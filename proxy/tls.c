@@ -1067,8 +1067,19 @@ int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
     /* With nothing fed and nothing buffered, SSL_read_ex could only say "want read", after
      * allocating its 16 KiB read buffer and (SSL_MODE_RELEASE_BUFFERS) freeing it again: every
      * wake-up of a quiet connection would cost a malloc/free pair. */
-    if (!t->eof_fed && t->in.len == 0 && SSL_has_pending(t->ssl) == 0) {
-        return 0;
+    if (t->in.len == 0 && SSL_has_pending(t->ssl) == 0) {
+        if (!t->eof_fed) {
+            return 0;
+        }
+        /* The transport ended at a record boundary without close_notify: the input is cut
+         * short, but nothing we send is lost yet. A client that sends its request and shuts
+         * its socket's sending side without closing its TLS session still reads the answer,
+         * so the engine is not failed (OpenSSL's SSL_read would make it so): writing goes on.
+         * A record cut in the middle still reaches SSL_read_ex and fails the engine. */
+        if (t->err_text == NULL || t->err_text[0] == '\0') {
+            set_err(t, "the peer closed the connection without close_notify");
+        }
+        return UV_ECONNRESET;
     }
     clear_errors();
     r = SSL_read_ex(t->ssl, buf, cap > INT_MAX ? INT_MAX : cap, &got);
@@ -1179,6 +1190,11 @@ bool sl_tls_is_handshake_done(const struct sl_tls *t)
 bool sl_tls_is_session_reused(const struct sl_tls *t)
 {
     return t->hs_done && SSL_session_reused(t->ssl) == 1;
+}
+
+bool sl_tls_is_failed(const struct sl_tls *t)
+{
+    return t->failed != 0;
 }
 
 const char *sl_tls_alpn(const struct sl_tls *t)

@@ -37,14 +37,18 @@
  * failure codes are:
  *   UV_EOF          the peer closed cleanly with close_notify (sl_tls_read() only);
  *   UV_ECONNRESET   the transport ended (sl_tls_feed_eof()) without close_notify: a truncated
- *                   stream, never to be mistaken for a complete one;
+ *                   stream, never to be mistaken for a complete one (after a read that ended
+ *                   at a record boundary the engine can still write: below);
  *   SL_ECRYPTO      a TLS failure: a bad certificate, an alert, a protocol error (the OpenSSL
  *                   text is in sl_tls_error_text(), the verification verdict of a client engine
  *                   in sl_tls_verify_error());
  *   SL_EINVAL       the call is not valid in the engine's state (a contract violation);
  *   SL_ENOMEM       memory ran short.
  * After SL_ECRYPTO or UV_ECONNRESET the engine is failed: every later call returns the same
- * code. Its output may still hold an alert for the peer; sending it is optional.
+ * code. Its output may still hold an alert for the peer; sending it is optional. One exception:
+ * when sl_tls_read() meets the end of the transport between two records, it returns
+ * UV_ECONNRESET (on every later read) without failing the engine, so that a peer that shut only
+ * its sending side still gets what is written to it (a half-close without close_notify).
  */
 #ifndef SL_PROXY_TLS_H
 #define SL_PROXY_TLS_H
@@ -227,7 +231,8 @@ size_t sl_tls_out_pending(const struct sl_tls *t);
 /* Plaintext out: decrypts into `buf` (at most `cap` bytes; at most one record per call). Returns
  * the number of bytes (>0), 0 when nothing is available yet (feed more ciphertext, or drain the
  * output: OpenSSL may need to send, e.g. a KeyUpdate reply), UV_EOF once the peer sent
- * close_notify (also on every later call), UV_ECONNRESET for a stream cut short, SL_ECRYPTO,
+ * close_notify (also on every later call), UV_ECONNRESET for a stream cut short (between two
+ * records: reading is over, writing is not; inside a record: the engine failed), SL_ECRYPTO,
  * or SL_EINVAL before the handshake is done. Keep calling until it returns 0: the input
  * may hold more. */
 SL_MUST_CHECK int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap);
@@ -255,6 +260,9 @@ bool sl_tls_is_handshake_done(const struct sl_tls *t);
 /* True when the handshake resumed a session instead of running in full. */
 bool sl_tls_is_session_reused(const struct sl_tls *t);
 
+/* True once the engine failed (every call returns its failure code). */
+bool sl_tls_is_failed(const struct sl_tls *t);
+
 /* The protocol ALPN selected ("http/1.1"), or NULL when none was negotiated. */
 const char *sl_tls_alpn(const struct sl_tls *t);
 
@@ -266,7 +274,8 @@ const char *sl_tls_sni(const struct sl_tls *t);
  * once the handshake is done or has failed; the text for the 502 body of `upstream-tls`. */
 const char *sl_tls_verify_error(const struct sl_tls *t);
 
-/* The OpenSSL error text of the engine's failure ("" while it has not failed). */
+/* The OpenSSL error text of the engine's failure, or why its input was cut short ("" while
+ * neither happened). */
 const char *sl_tls_error_text(const struct sl_tls *t);
 
 /*

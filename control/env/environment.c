@@ -66,6 +66,24 @@ void sl__env_add_error(struct sl__env_parse *p, const char *fmt, ...)
     }
 }
 
+void sl__env_add_warning(struct sl__env_parse *p, const char *fmt, ...)
+{
+    struct sl_env_spec *s = p->warn_to;
+    va_list ap;
+    int rc;
+
+    if (s == NULL) {
+        return;
+    }
+    va_start(ap, fmt);
+    rc = sl_errlist_vadd(&s->warnings, &s->n_warnings, &s->warnings_truncated, SL_ENV_ERRORS_MAX,
+                         p->path, fmt, ap);
+    va_end(ap);
+    if (rc < 0) {
+        p->rc = rc;
+    }
+}
+
 /* An error on member `key` of the current path. */
 void sl__env_key_error(struct sl__env_parse *p, const char *key, const char *message)
 {
@@ -717,14 +735,16 @@ static void parse_host(struct sl__env_parse *p, json_t *rule, struct sl_env_rule
     char text[SL_HOST_NAME_MAX + 8];
     struct sl_host h;
     uint16_t port = 0;
+    size_t mark;
     int w;
 
     if (s == NULL) {
         return;
     }
-    if (sl_host_parse_authority(sl_slice_of(s, n), SL_HOST_GLOB, &h, &port, &why) != 0) {
-        size_t mark = sl__env_path_key(p, "host");
-
+    mark = sl__env_path_key(p, "host");
+    /* The proxy's own checks (policy/host.h), so that a stored environment always compiles. */
+    if (sl_host_parse_authority(sl_slice_of(s, n), SL_HOST_GLOB, &h, &port, &why) != 0
+        || sl_host_check_pattern(&h, &why) != 0) {
         sl_jpath_quote(quoted, sizeof(quoted), s, n);
         sl__env_add_error(p, "bad host pattern %s: %s", quoted, why);
         sl__env_path_pop(p, mark);
@@ -735,6 +755,12 @@ static void parse_host(struct sl__env_parse *p, json_t *rule, struct sl_env_rule
     } else {
         w = snprintf(text, sizeof(text), "%s", h.name);
     }
+    if (sl_host_notes(sl_slice_of(s, n)) != 0) {
+        sl_jpath_quote(quoted, sizeof(quoted), s, n);
+        sl__env_add_warning(p, "host pattern %s is stored as \"%s\" (%s)", quoted, text,
+                            sl_host_notes_phrase(sl_host_notes(sl_slice_of(s, n))));
+    }
+    sl__env_path_pop(p, mark);
     out->host = keep(p, text, w > 0 ? (size_t)w : 0);
 }
 
@@ -1083,12 +1109,13 @@ void sl_env_spec_finish(struct sl_env_spec *spec)
         sl_free(spec->repos[i]);
     }
     sl_free(spec->repos);
+    sl_free(spec->warnings);
     memset(spec, 0, sizeof(*spec));
 }
 
 int sl_env_spec_from_json(json_t *root, struct sl_env_spec *spec, struct sl_env_errors *errs)
 {
-    struct sl__env_parse p = { .errs = errs };
+    struct sl__env_parse p = { .errs = errs, .warn_to = spec };
 
     sl_env_errors_finish(errs);
     memset(spec, 0, sizeof(*spec));

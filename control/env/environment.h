@@ -35,7 +35,8 @@
  *                 a string without NUL of at most 32 KiB; secret optional bool (false).
  *   egress        optional {default, rules}; default "deny" (the default) or "allow"; at most
  *                 100 rules and 100 credentials. A rule is {host, methods, credential, tls}: host a
- *                 pattern with an optional port, normalised by policy/host.h (SL_HOST_GLOB);
+ *                 pattern with an optional port, normalised by policy/host.h (SL_HOST_GLOB) and
+ *                 checked by sl_host_check_pattern() (upper case and a trailing dot: warnings);
  *                 methods 0-32 distinct RFC 9110 tokens, uppercase; credential {header, value}
  *                 with the header and value rules of policy/snapshot.h, so that a stored
  *                 environment always compiles into a valid snapshot. A credential without
@@ -148,6 +149,10 @@ void sl_env_errors_finish(struct sl_env_errors *e);
  * some). Returns 0 with `*out` a new reference, or SL_ENOMEM. */
 SL_MUST_CHECK int sl_env_errors_render(const struct sl_env_errors *e, json_t **out);
 
+/* `[{"field", "message"}, ...]` of the `n` warnings at `w`. Returns 0 with `*out` a new
+ * reference, or SL_ENOMEM. */
+SL_MUST_CHECK int sl_env_warnings_render(const struct sl_errlist_item *w, size_t n, json_t **out);
+
 /* ---- the validated request ---------------------------------------------------------------- */
 
 /* One variable of the request. */
@@ -199,6 +204,12 @@ struct sl_env_spec {
     size_t n_rules;
     char **repos;
     size_t n_repos;
+    /* What is valid but perhaps not what was meant (a host pattern in upper case or with a
+     * trailing dot: it is stored in its normal form), each with its field, in document order;
+     * owned, NULL when there are none. Not part of the environment: the API answers them. */
+    struct sl_errlist_item *warnings;
+    size_t n_warnings;
+    bool warnings_truncated;
 };
 
 /* Parses and validates `n` bytes of a POST/PUT body (borrowed). Returns:

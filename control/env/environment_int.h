@@ -35,6 +35,8 @@ struct sl__env_parse {
     size_t n_errors;
     /* How many of them are 409 (a kept value that does not open) rather than 422. */
     size_t n_conflicts;
+    /* Where warnings go (the spec being parsed), or NULL. */
+    struct sl_env_spec *warn_to;
 };
 
 /* ---- environment.c ---- */
@@ -47,6 +49,9 @@ void sl__env_add_error(struct sl__env_parse *p, const char *fmt, ...) SL_PRINTF(
 
 /* An error on member `key` of the current path. */
 void sl__env_key_error(struct sl__env_parse *p, const char *key, const char *message);
+
+/* Records a warning at the current path in p->warn_to (nothing when NULL). */
+void sl__env_add_warning(struct sl__env_parse *p, const char *fmt, ...) SL_PRINTF(2, 3);
 
 /* Zeroes memory that held a secret; the volatile store is not optimised away. */
 void sl__env_wipe(void *ptr, size_t n);

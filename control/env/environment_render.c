@@ -277,6 +277,24 @@ int sl_env_render_item(const struct sl_env_row *row, const char *owner_name, jso
     return render(row, owner_name, NULL, out);
 }
 
+int sl_env_warnings_render(const struct sl_errlist_item *w, size_t n, json_t **out)
+{
+    json_t *list = json_array();
+    int rc = list != NULL ? 0 : SL_ENOMEM;
+
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        json_t *item = json_pack("{s:s, s:s}", "field", w[i].path, "message", w[i].message);
+
+        rc = json_array_append_new(list, item) == 0 ? 0 : SL_ENOMEM;
+    }
+    if (rc != 0) {
+        json_decref(list);
+        list = NULL;
+    }
+    *out = list;
+    return rc;
+}
+
 int sl_env_errors_render(const struct sl_env_errors *e, json_t **out)
 {
     json_t *obj = json_pack("{s:s}", "message", e->message);

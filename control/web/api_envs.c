@@ -64,16 +64,30 @@ const char *sl__api_owner_name(const struct sl__api_call *c, const struct sl_env
     return r->scope == SL_SCOPE_USER ? c->user.name : NULL;
 }
 
-static void set_env(struct sl__api_call *c, int status, const struct sl_env_row *r)
+/* Answers the environment `r`, with the request's `warnings` (a JSON array, stolen; NULL: none)
+ * beside its members. */
+static void set_env_warned(struct sl__api_call *c, int status, const struct sl_env_row *r,
+                           json_t *warnings)
 {
     json_t *doc = NULL;
     int rc = sl_env_render(r, sl__api_owner_name(c, r), &c->sealer, &doc);
 
+    if (rc == 0 && warnings != NULL) {
+        rc = json_object_set_new(doc, "warnings", warnings) == 0 ? 0 : SL_ENOMEM;
+        warnings = NULL;
+    }
+    json_decref(warnings);
     if (rc < 0) {
+        json_decref(doc);
         sl__api_set_internal(c->res, "rendering an environment", rc);
         return;
     }
     sl__api_set_json(c->res, status, doc);
+}
+
+static void set_env(struct sl__api_call *c, int status, const struct sl_env_row *r)
+{
+    set_env_warned(c, status, r, NULL);
 }
 
 /* Answers a refusal of the store with its conflict. */
@@ -147,20 +161,28 @@ static void env_list(struct sl__api_call *c)
 }
 
 /* Parses the body and builds the row for a POST (prev NULL) or PUT. Returns true with `row`
- * filled, or false with the answer set. */
-static bool build_row(struct sl__api_call *c, const struct sl_env_row *prev, struct sl_env_row *row)
+ * filled and `*warnings` the request's warnings (a new JSON array, or NULL when there are none),
+ * or false with the answer set. */
+static bool build_row(struct sl__api_call *c, const struct sl_env_row *prev, struct sl_env_row *row,
+                      json_t **warnings)
 {
     struct sl_env_spec spec;
     struct sl_env_errors errs;
     int rc;
 
+    *warnings = NULL;
     memset(&spec, 0, sizeof(spec));
     memset(&errs, 0, sizeof(errs));
     rc = sl_env_spec_parse(c->req->body.p, c->req->body.n, &spec, &errs);
+    if (rc == 0 && spec.n_warnings > 0) {
+        rc = sl_env_warnings_render(spec.warnings, spec.n_warnings, warnings);
+    }
     if (rc == 0 && !c->user.is_admin
         && (spec.scope == SL_SCOPE_GLOBAL || (prev != NULL && prev->scope == SL_SCOPE_GLOBAL))) {
         sl__api_set_error(c->res, 403, "only admins may create or change global environments");
         sl_env_spec_finish(&spec);
+        json_decref(*warnings);
+        *warnings = NULL;
         return false;
     }
     if (rc == 0) {
@@ -174,6 +196,8 @@ static bool build_row(struct sl__api_call *c, const struct sl_env_row *prev, str
     }
     sl_env_errors_finish(&errs);
     if (rc < 0) {
+        json_decref(*warnings);
+        *warnings = NULL;
         sl_env_row_finish(row);
         return false;
     }
@@ -187,11 +211,12 @@ static void env_write(struct sl__api_call *c, const struct sl_env_row *prev)
 {
     struct sl_env_row row;
     struct sl_store_conflict_info ci;
+    json_t *warnings = NULL;
     int rc;
 
     memset(&row, 0, sizeof(row));
     memset(&ci, 0, sizeof(ci));
-    if (!build_row(c, prev, &row)) {
+    if (!build_row(c, prev, &row, &warnings)) {
         return;
     }
     if (prev != NULL) {
@@ -202,11 +227,13 @@ static void env_write(struct sl__api_call *c, const struct sl_env_row *prev)
     }
     if (rc == 0) {
         c->res->changed = true;
-        set_env(c, prev != NULL ? 200 : 201, &row);
+        set_env_warned(c, prev != NULL ? 200 : 201, &row, warnings);
+        warnings = NULL;
     } else {
         set_conflict(c, rc, &ci,
                      prev != NULL ? "replacing an environment" : "creating an environment");
     }
+    json_decref(warnings);
     sl_store_conflict_finish(&ci);
     sl_env_row_finish(&row);
 }

@@ -2,11 +2,13 @@
 /*
  * tests/fuzz/fuzz_audit.c - the audit-log line formatter (sl_audit_format) on hostile field
  * values: every string a request can put in a record (client, environment, method, scheme,
- * host, path, rule), every number (including NaN and infinite durations, 64-bit byte counts)
- * and every kind of source address.
+ * host, path, rule, a CONNECT's differing Host header), every number (including NaN and
+ * infinite durations, 64-bit byte counts), every kind of source address, the three decisions
+ * and a transfer cut short.
  *
  * Input: a fixed block of HEADER_BYTES bytes (zero-padded when short) gives the numbers, the
- * address and which strings are NULL; the rest is split at NUL bytes into the seven strings.
+ * address, the flags and which strings are NULL; the rest is split at NUL bytes into the eight
+ * strings.
  *
  * Invariants, not just "no crash": the line always fits SL_AUDIT_LINE_MAX (a line is never
  * dropped for its size); it is one line ending in '\n' with only printable ASCII before it; it
@@ -42,14 +44,20 @@ enum {
     F_HOST,
     F_PATH,
     F_RULE,
+    /* Written only when not NULL (a CONNECT whose Host named another host). */
+    F_CONNECT_HOST,
     N_FIELDS
 };
 
 static const char *const names[N_FIELDS] = {
-    "client", "environment", "method", "scheme", "host", "path", "rule",
+    "client", "environment", "method", "scheme", "host", "path", "rule", "connect_host_header",
 };
 
-static const size_t caps[N_FIELDS] = { 256, 256, 64, 16, 512, 1024, 512 };
+static const size_t caps[N_FIELDS] = { 256, 256, 64, 16, 512, 1024, 512, 512 };
+
+/* The "aborted" members a record may carry (header byte 1, bits 5-6; 0: none). */
+static const char *const cut_sides[4] = { NULL, "client", "upstream", "both" };
+static const char *const cut_causes[4] = { NULL, "send-timeout", "idle-timeout", "reset" };
 
 #define HEADER_BYTES 64
 #define STRING_MAX   8192
@@ -112,6 +120,11 @@ static void check_string(json_t *obj, size_t f, const char *given)
     const char *got;
     size_t got_n;
 
+    if (f == F_CONNECT_HOST && given == NULL) {
+        /* Absent, not null (the caller passes NULL for a line with a path too). */
+        SL_BUG_ON(v != NULL);
+        return;
+    }
     SL_BUG_ON(v == NULL);
     if (given == NULL) {
         SL_BUG_ON(!json_is_null(v));
@@ -184,8 +197,18 @@ static void check_line(const struct sl_audit_record *r, const char *line, int n)
     obj = json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES | (big ? JSON_DECODE_INT_AS_REAL : 0),
                      &err);
     SL_BUG_ON(obj == NULL || !json_is_object(obj));
-    /* 18 members, and "tls":"passthrough" only for a passthrough tunnel. */
-    SL_BUG_ON(json_object_size(obj) != (r->passthrough ? 19u : 18u));
+    /* 18 members, "tls":"passthrough" only for a passthrough tunnel, "connect_host_header" and
+     * "aborted" only when given. */
+    SL_BUG_ON(json_object_size(obj)
+              != 18u + r->passthrough + (r->connect_host_header != NULL && r->path == NULL)
+                         + (r->aborted_cause != NULL));
+    v = json_object_get(obj, "aborted");
+    SL_BUG_ON((r->aborted_cause != NULL) != (v != NULL));
+    if (v != NULL) {
+        SL_BUG_ON(!json_is_object(v) || json_object_size(v) != 2
+                  || strcmp(json_string_value(json_object_get(v, "side")), r->aborted_side) != 0
+                  || strcmp(json_string_value(json_object_get(v, "cause")), r->aborted_cause) != 0);
+    }
     v = json_object_get(obj, "tls");
     SL_BUG_ON(r->passthrough != (v != NULL)
               || (v != NULL
@@ -199,11 +222,14 @@ static void check_line(const struct sl_audit_record *r, const char *line, int n)
     check_string(obj, F_HOST, r->host);
     check_string(obj, F_PATH, r->path);
     check_string(obj, F_RULE, r->rule);
+    /* Only on a line without a path (a CONNECT's). */
+    check_string(obj, F_CONNECT_HOST, r->path == NULL ? r->connect_host_header : NULL);
     check_src(obj, r->src);
     v = json_object_get(obj, "decision");
     SL_BUG_ON(!json_is_string(v)
               || strcmp(json_string_value(v), r->allow       ? "allow"
                                               : r->challenge ? "challenge"
+                                              : r->error     ? "error"
                                                              : "deny")
                          != 0);
     v = json_object_get(obj, "reason");
@@ -284,10 +310,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r.host = s[F_HOST];
     r.path = s[F_PATH];
     r.rule = s[F_RULE];
+    r.connect_host_header = s[F_CONNECT_HOST];
     r.allow = (in.h[1] & 4) != 0;
+    r.error = (in.h[1] & 128) != 0;
     r.credential = (in.h[1] & 8) != 0;
     r.passthrough = (in.h[1] & 16) != 0;
-    r.challenge = (in.h[1] & 32) != 0;
+    r.aborted_side = cut_sides[in.h[1] >> 5 & 3];
+    r.aborted_cause = cut_causes[in.h[1] >> 5 & 3];
+    r.challenge = (in.h[21] & 1) != 0;
     r.reason = (enum sl_reason)(in.h[20] % (SL_REASON_LAST + 1));
     memcpy(&r.port, in.h + 22, 2);
     memcpy(&r.status, in.h + 24, sizeof(r.status));

@@ -10,8 +10,11 @@
  * Invariants, not just "no crash":
  *   - the outcome (message end and where, error and which code, or waiting for more) and the
  *     decoded body bytes are the same whether the message is fed whole, one byte at a time, or
- *     in pieces of seed-derived sizes (one exception: an oversized trailer that also has a
- *     grammar error may give SL_ETOOBIG or SL_EINVAL depending on the pieces);
+ *     in pieces of seed-derived sizes (one exception: an oversized trailer or chunk extension
+ *     that also has a grammar error may give SL_ETOOBIG or SL_EINVAL depending on the pieces);
+ *   - chunk extensions are capped (SL_H1_CHUNK_EXT_LINE_MAX per chunk-size line): a body whose
+ *     first line is a size, ';' and a name of more letters than that is SL_ETOOBIG, whole and
+ *     in pieces;
  *   - against a reference decoder written from RFC 9112 §7.1 for the plain grammar (hex size,
  *     CRLF, data, CRLF; last chunk; `name: value` trailers): a body in that grammar is accepted,
  *     ends exactly after its last CRLF and decodes to the reference's bytes (trailers dropped),
@@ -298,9 +301,9 @@ static bool same_result(const struct result *a, const struct result *b)
         return false;
     }
     if (a->outcome == O_ERROR && a->rc != b->rc) {
-        /* A grammar error past the trailer limit is seen first when llhttp gets the whole
-         * trailer at once (it reports a span only when the span ends), the limit first when the
-         * trailer arrives in pieces: both refuse the message, as 400 or 431. */
+        /* A grammar error past the trailer or chunk extension limit is seen first when llhttp
+         * gets the whole span at once (it reports a span only when the span ends), the limit
+         * first when it arrives in pieces: both refuse the message, as 400 or 431. */
         return a->rc == SL_ETOOBIG || b->rc == SL_ETOOBIG;
     }
     return a->outcome != O_END || a->end == b->end;
@@ -402,6 +405,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     SL_BUG_ON(whole.outcome == O_ERROR && whole.rc != SL_EINVAL && whole.rc != SL_ETOOBIG);
 
+    {
+        /* A first size line `HEX;name` with a name longer than the cap: refused as too large. */
+        const uint8_t *b = m + hn;
+        size_t bn = n - hn;
+        size_t i = 0;
+        size_t letters = 0;
+
+        while (i < bn && hexval(b[i]) >= 0) {
+            i++;
+        }
+        if (i > 0 && i <= 15 && i < bn && b[i] == ';') {
+            for (i++; i < bn && b[i] >= 'a' && b[i] <= 'z'; i++) {
+                letters++;
+            }
+            if (letters > SL_H1_CHUNK_EXT_LINE_MAX) {
+                SL_BUG_ON(whole.outcome != O_ERROR || whole.rc != SL_ETOOBIG);
+            }
+        }
+    }
     reference(m + hn, n - hn, &ref);
     switch (ref.outcome) {
     case O_END:

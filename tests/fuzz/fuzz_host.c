@@ -5,8 +5,10 @@
  *
  * Invariants, not just "no crash": a normal form is at most 253 characters, made of
  * [a-z0-9.-] (plus '*' for patterns) or a canonical IP literal, and normalising it again gives
- * it back unchanged; whatever the authority, URL and Basic parsers accept survives being
- * written out and parsed again.
+ * it back unchanged; a pattern sl_host_check_pattern() accepts has at most one '*', at the end
+ * of its first label right before a dot, and every xn-- label of it decodes and encodes back to
+ * itself; whatever the authority, URL and Basic parsers accept survives being written out and
+ * parsed again.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,10 +19,43 @@
 #include "base/err.h"
 #include "policy/auth.h"
 #include "policy/host.h"
+#include "policy/punycode.h"
 #include "policy/url.h"
 #include "tests/support/hostauth.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The rules of sl_host_check_pattern(), checked the other way round. */
+static void check_pattern(const struct sl_host *h)
+{
+    const char *star;
+    const char *dot;
+
+    if (sl_host_check_pattern(h, NULL) != 0) {
+        return;
+    }
+    star = memchr(h->name, '*', h->len);
+    dot = memchr(h->name, '.', h->len);
+    if (star != NULL) {
+        SL_BUG_ON(dot == NULL || star + 1 != dot || strchr(star + 1, '*') != NULL);
+    }
+    for (size_t start = 0; start < h->len;) {
+        const char *end = memchr(h->name + start, '.', h->len - start);
+        size_t n = end != NULL ? (size_t)(end - (h->name + start)) : h->len - start;
+
+        if (n >= 4 && memcmp(h->name + start, "xn--", 4) == 0) {
+            uint32_t u[SL_PUNYCODE_LABEL_MAX];
+            char back[SL_PUNYCODE_LABEL_MAX];
+            size_t un = 0;
+            size_t bn = 0;
+
+            SL_BUG_ON(sl_punycode_decode(h->name + start + 4, n - 4, u, SL_ARRAY_LEN(u), &un) != 0);
+            SL_BUG_ON(sl_punycode_encode(u, un, back, sizeof(back), &bn) != 0);
+            SL_BUG_ON(bn != n - 4 || memcmp(back, h->name + start + 4, bn) != 0);
+        }
+        start += n + 1;
+    }
+}
 
 static void fuzz_normalize(const uint8_t *data, size_t size)
 {
@@ -43,6 +78,7 @@ static void fuzz_normalize(const uint8_t *data, size_t size)
                   != 0);
         SL_BUG_ON(!sl_test_host_same(&glob, &again));
         SL_BUG_ON(glob.kind != SL_HOST_DNS && memchr(data, '*', size) != NULL);
+        check_pattern(&glob);
     }
 }
 

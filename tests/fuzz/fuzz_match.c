@@ -13,8 +13,9 @@
  * for ports 443, 80, 8443 and each rule's port, methods GET, POST, TRACE and none (CONNECT).
  *
  * Invariants, not just "no crash":
- *   - the snapshot is refused when sl_host_parse_authority() refuses a rule's host, and when it
- *     is accepted, each decision equals the one of a slow reference written from
+ *   - the snapshot is refused when sl_host_parse_authority() or sl_host_check_pattern() refuses
+ *     a rule's host, and when it is accepted, each decision equals the one of a slow reference
+ *     written from
  * docs/reference/snapshot.md §3 alone: a dynamic-programming glob matcher (`*` matches any run,
  * dots included), IP hosts matching IP rules literally only, ranks (exact; literal suffix after the
  * last '*'; pattern length; order) compared rule by rule, then methods, then the default and
@@ -168,8 +169,8 @@ static void parse_rule(struct world *w, const char *line, size_t n)
     }
     r = &w->rules[w->n_rules++];
     memset(r, 0, sizeof(*r));
-    if (sl_host_parse_authority(sl_slice_of(line, hn), SL_HOST_GLOB, &r->host, &r->port, NULL)
-        != 0) {
+    if (sl_host_parse_authority(sl_slice_of(line, hn), SL_HOST_GLOB, &r->host, &r->port, NULL) != 0
+        || sl_host_check_pattern(&r->host, NULL) != 0) {
         w->any_bad_host = true;
         /* Keep the raw text for the JSON document. */
         r->host.len = hn < SL_HOST_NAME_MAX ? hn : SL_HOST_NAME_MAX;

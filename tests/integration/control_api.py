@@ -261,6 +261,34 @@ def test_passthrough_rules_round_trip_and_refuse_methods_or_credentials():
     assert [x["field"] for x in doc["errors"]] == ["egress.rules[0].tls"], doc
 
 
+def test_host_patterns_are_checked_and_normalised_with_warnings():
+    # A '*' without a label boundary and an xn-- label that is no A-label: 422, with the field.
+    for host in ("*", "*github.test", "api.*.github.test", "xn--zz", "api.xn--zz.test:8443"):
+        doc = expect(call("POST", E, env_doc("badhost", network="on", egress={
+            "default": "deny", "rules": [{"host": host}]}), "alice"), 422, "host " + host)
+        assert [x["field"] for x in doc["errors"]] == ["egress.rules[0].host"], doc
+    # Upper case and a trailing dot are stored in normal form, and the answer says so.
+    e = create("alice", "warned", network="on", egress={"default": "deny", "rules": [
+        {"host": "API.GITHUB.TEST"}, {"host": "api.github.test."}, {"host": "pkgs.example.org"},
+        {"host": "*.github.test"}, {"host": "xn--bcher-kva.test"}]})
+    assert [r["host"] for r in e["egress"]["rules"]] == [
+        "api.github.test", "api.github.test", "pkgs.example.org", "*.github.test",
+        "xn--bcher-kva.test"], e
+    assert e["warnings"] == [
+        {"field": "egress.rules[0].host", "message": 'host pattern "API.GITHUB.TEST" is stored as '
+         '"api.github.test" (host names are matched in lower case)'},
+        {"field": "egress.rules[1].host", "message": 'host pattern "api.github.test." is stored '
+         'as "api.github.test" (the trailing dot is dropped)'}], e
+    put = expect(call("PUT", E + "/" + e["id"], env_doc("warned", network="on", egress={
+        "default": "deny", "rules": [{"host": "Pkgs.Example.Org"}]}), "alice"), 200, "put")
+    assert [w["field"] for w in put["warnings"]] == ["egress.rules[0].host"], put
+    got = expect(call("GET", E + "/" + e["id"], who="alice"), 200, "get")
+    assert "warnings" not in got, got
+    clean = create("alice", "unwarned", network="on", egress={"default": "deny", "rules": [
+        {"host": "pkgs.example.org"}]})
+    assert "warnings" not in clean, clean
+
+
 def test_repository_conflict_names_the_other_environment():
     create("alice", "repo-one", repositories=["acme/shared"])
     doc = expect(call("POST", E, env_doc("repo-two", repositories=["acme/shared"]), "alice"),
@@ -459,6 +487,7 @@ TESTS = [
     test_secrets_are_masked_and_kept_on_resave,
     test_credentials_are_never_returned,
     test_passthrough_rules_round_trip_and_refuse_methods_or_credentials,
+    test_host_patterns_are_checked_and_normalised_with_warnings,
     test_repository_conflict_names_the_other_environment,
     test_same_repo_in_user_and_global_environment,
     test_invalid_json_400_unknown_field_422,

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/policy_cli.sh - `sluice policy check|explain` as a person or a script uses
 # them (docs/reference/cli.md §1): exit codes, the summary line, the exact error lines with their JSON paths,
+# the warning lines (host patterns in upper case or with a trailing dot),
 # explain's verdicts and hints, a credential value never printed, one-line usage errors.
 set -euo pipefail
 
@@ -68,6 +69,15 @@ for errors in invalid-*.errors; do
     [ "$(wc -l <"$work/out")" -eq $((n + 1)) ] || fail "extra output for $file"
     ok "check lists every error of $file with its JSON path, exit 1"
 done
+
+run 0 policy check valid-warnings.json
+cat >"$work/want" <<'EOF'
+$.environments.dev.rules[0].host: warning: host pattern "API.GITHUB.TEST" is matched as "api.github.test" (host names are matched in lower case)
+$.environments.dev.rules[1].host: warning: host pattern "api.github.test." is matched as "api.github.test" (the trailing dot is dropped)
+valid-warnings.json: valid, version 1, 1 environment, 0 clients, 3 rules, 0 credentials
+EOF
+diff -u "$work/want" "$work/out" >"$work/diff" || { cat "$work/diff"; fail "warnings of valid-warnings.json"; }
+ok "check accepts a host pattern in upper case or with a trailing dot, with a warning naming its path"
 
 run 1 policy check invalid-credentials.json
 if grep -q 's3cr3t' "$work/out" "$work/err"; then fail "a credential value appears in check's errors"; fi

@@ -84,7 +84,8 @@ common=(--policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.
 # Two workers, so the figures do not depend on this machine's core count; a certificate cache
 # of 1 000 so that 10 000 names go round it ten times.
 fx_proxy_start "${common[@]}" --workers 2 --header-timeout 3 --handshake-timeout 3 \
-  --idle-timeout 3 --upstream-timeout 2 --cert-cache 1000 || fx_bail "sluice proxy starts"
+  --idle-timeout 3 --send-timeout 3 --upstream-timeout 2 --cert-cache 1000 ||
+  fx_bail "sluice proxy starts"
 
 # --- the header timeout counts from the accept ------------------------------------------------
 # A client that waits 2 s before its first byte (header timeout 3 s) and then trickles gets its
@@ -196,14 +197,14 @@ fx_note "slowloris: proxy RSS $rss0 KiB before, $rss_slow KiB holding 1 000 slow
 check_le "slowloris: RSS holding 1 000 slow clients (KiB)" "$rss_slow" "$(bound 96 512)"
 
 # --- (2) clients that never read a 64 MiB response -------------------------------------------
-i0=$(metric 'sluice_timeouts_total{phase="idle"}')
+i0=$(metric 'sluice_timeouts_total{phase="send"}')
 fx_wait 5 open_is 0 || true
 rss_before=$(fx_proxy_mem VmRSS)
 in_background noread noread --plain "http://$A:$FX_HTTP_PORT/big64" --tunnel "$AT" \
   --path /big64 --count 10 --hold 8 --pid "$FX_PROXY_PID"
 noread_pid=$bg
 check "never-reading clients: the proxy holds the 20 of them" fx_wait 5 open_at_least 20
-# The idle timeout (3 s) starts once their buffers are full and nothing moves any more.
+# The send timeout (3 s) starts once their buffers are full and nothing moves any more.
 check "never-reading clients: the proxy lets go of all 20 while they hold on (within 7 s)" \
   fx_wait 7 open_is 0
 wait "$noread_pid" || true
@@ -214,8 +215,10 @@ check_le "never-reading clients: 20 of them add little RSS (max $rss_max KiB, fr
   "$((rss_max - rss_before))" "$(bound 32 256)"
 check_eq "never-reading clients: reading at last, each finds its end (the proxy closed it)" \
   "$(grep '^closed=' "$FX_WORK/noread.out" || true)" "closed=20 open=0"
-check_ge "never-reading clients: sluice_timeouts_total{phase=\"idle\"} counts them" \
-  "$(($(metric 'sluice_timeouts_total{phase="idle"}') - i0))" 20
+check_ge "never-reading clients: sluice_timeouts_total{phase=\"send\"} counts them" \
+  "$(($(metric 'sluice_timeouts_total{phase="send"}') - i0))" 20
+check_ge "never-reading clients: each audit line says the client's send timeout cut it" \
+  "$(fx_jsonl_count "$FX_AUDIT" path=/big64 aborted~'"cause": "send-timeout"')" 20
 # shellcheck disable=SC2317 # called through check
 big64_cut() {
   [ "$(fx_jsonl_count "$FX_NGINX_LOG" uri=/big64)" -ge 20 ] &&
@@ -305,6 +308,17 @@ check_eq "half-close (plain HTTP): request, FIN, then the whole 1 MiB response" 
 out=$(load halfclose --connect "$AT" --path /m1 --cafile "$FX_SLUICE_CA")
 check_eq "half-close (tunnel): request, close_notify and FIN, then the whole 1 MiB response" \
   "$out" "status=200 length=1048576 complete=yes"
+# A client that sends `Connection: close` and shuts its socket at once, without closing its TLS
+# session (a FIN without close_notify): its request is complete, so that is a half-close too.
+for try in /hello:17 /hello:17 /m1:1048576 /m1:1048576; do
+  out=$(load halfclose --connect "$AT" --path "${try%:*}" --cafile "$FX_SLUICE_CA" --close \
+    --no-close-notify)
+  check_eq "half-close (tunnel, Connection: close, FIN without close_notify, ${try%:*}): the whole response" \
+    "$out" "status=200 length=${try#*:} complete=yes"
+done
+out=$(load halfclose --connect "$AT" --path /hello --cafile "$FX_SLUICE_CA" --no-close-notify)
+check_eq "half-close (tunnel, keep-alive, FIN without close_notify): the whole response" \
+  "$out" "status=200 length=17 complete=yes"
 fx_curl "https://$AT/m1"
 check_eq "half-close: a normal client gets the same bytes" \
   "$FX_CODE $(fx_body_sha256)" "200 $m1_sha"
@@ -349,7 +363,7 @@ check_eq "max-connections: each of 200 more connections got 503 (overloaded), th
   "$(field "$out" plain)" "status-503:200"
 check_ge "max-connections: sluice_connections_refused_total counts them" \
   "$(metric sluice_connections_refused_total)" 200
-check_audit "max-connections: audit lines with reason overloaded" decision=deny reason=overloaded
+check_audit "max-connections: audit lines with reason overloaded" decision=error reason=overloaded
 wait "$hold_pid" || true
 hold=$(cat "$FX_WORK/hold.out")
 fx_note "max-connections: the 20 holders: $hold"
@@ -380,7 +394,7 @@ check_eq "open-files limit 256: none of the 600 was dropped" \
 # --- (9) the tail of a Connection: close response, left unread for a while ------------------
 # The path that ends a half-closed exchange ends every Connection: close one: the tail of a
 # response must not be cut while the client has not taken it yet (it was cut 2 s after the
-# upstream finished). This proxy has the default idle timeout (60 s), far above the 3.5 s.
+# upstream finished). This proxy has the default send timeout (300 s), far above the 3.5 s.
 out=$(load stallread --prefix "http://$A:$FX_HTTP_PORT/tail" --count 32 --stall 3.5)
 check_eq "Connection: close, 32 responses of 4 MiB or so left unread for 3.5 s: each one whole" \
   "$(head -n 1 <<<"$out")" "complete=32 short=0"

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/proxy_edges.sh - the edges of `sluice proxy` against real peers (docs/reference/proxy.md
 # §4.1, §4.3, §4.5, §4.6, §4.7, §4.10): a tunnel that does not carry TLS (not-tls), plain HTTP
-# in a tunnel to port 80 (in a private network namespace), host-mismatch (SNI, Host header,
-# the CONNECT's own Host header, absolute-form targets, plain HTTP), bad-host, request heads over 64 KiB, overloaded,
+# in a tunnel to port 80 (in a private network namespace; its second head timed by the header
+# timeout), host-mismatch (SNI, Host header, absolute-form targets, plain HTTP), the CONNECT's own
+# Host header noted and not refused (Node's CONNECT call), bad-host, request heads over 64 KiB, overloaded,
 # pipelining (in a tunnel and on plain HTTP), WebSocket relayed both ways and h2c refused,
 # CONNECT inside a tunnel, Proxy-Authorization inside a tunnel, a client that expires while its
 # tunnel is open, and the client and environment on every refusal line inside a tunnel.
@@ -73,7 +74,7 @@ out=$(fx_pc --connect "$A:$FX_TLS_PORT" --no-tls --raw '\x00\x01\x02 hello' --re
 check_eq "not-tls: garbage in a tunnel to a TLS port: the proxy closes it, answering nothing" \
   "$out" "connect=200 tls=none eof"
 check_audit "not-tls: audit line (deny, reason not-tls, host, port)" \
-  decision=deny reason=not-tls host="$A" port="$FX_TLS_PORT"
+  decision=error reason=not-tls host="$A" port="$FX_TLS_PORT"
 
 out=$(fx_pc --connect "$PYH" --no-tls --raw "$(req GET /echo?probe=nt-http "$PYH")" \
   --responses 0 --eof-wait 5)
@@ -81,7 +82,7 @@ check_eq "not-tls: plain HTTP in a tunnel to a port other than 80 is closed unan
   "$out" "connect=200 tls=none eof"
 check_eq "not-tls: ... and that request never reached the origin" "$(fx_seen probe=nt-http)" 0
 check_audit "not-tls: audit line for the plain-HTTP tunnel" \
-  decision=deny reason=not-tls host="$A" port="$FX_PY_HTTP_PORT"
+  decision=error reason=not-tls host="$A" port="$FX_PY_HTTP_PORT"
 
 # A TLS record header (handshake, 3.1) whose message is a ServerHello, not a ClientHello.
 out=$(fx_pc --connect "$A:$FX_TLS_PORT" --no-tls --responses 0 --eof-wait 5 \
@@ -135,6 +136,7 @@ print(s.getsockname()[1])')
   nsenter --no-fork --target "$ns_pid" --net -- "$SLUICE_BIN" proxy \
     --listen "127.0.0.1:$p80_port" --data "$FX_WORK/sluice-data" --audit-log "$nsd/audit.log" \
     --admin-socket "$nsd/proxy.sock" --log-level debug --policy "$nsd/policy.json" \
+    --header-timeout 3 --idle-timeout 30 \
     --allow-upstream 127.0.0.0/8 --resolve p80.sluice.test:80:127.0.0.1 \
     --resolve cred80.sluice.test:80:127.0.0.1 >"$nsd/proxy.stdout" 2>"$FX_WORK/proxy-ns80.log" &
   p80_pid=$!
@@ -168,6 +170,14 @@ if [ "$p80_ok" = 1 ]; then
     "http://p80.sluice.test/hello?probe=p80-curl" 2>"$nsd/curl.err") || rc=$?
   check_eq "port 80: curl --proxytunnel http://p80.sluice.test/ (CONNECT :80, then HTTP)" \
     "$rc $got" "0 hello from origin.py"
+  # The CONNECT's head does not time the tunnel: its second head gets the header timeout (3 s)
+  # from its first byte, like the first one, not the idle timeout (30 s).
+  t0=$(date +%s)
+  out=$(nspc --connect p80.sluice.test:80 --no-tls --responses 2 --eof-wait 5 --raw \
+    "$(req GET /hello?probe=p80-t1 p80.sluice.test)GET /hello?probe=p80-t2 HTTP/1.1\\r\\nHost: p80")
+  check_eq "port 80: a second head never finished in that tunnel: 408 at the header timeout" \
+    "$out $(($(date +%s) - t0 <= 7))" \
+    "connect=200 tls=none status=200 reason=- status=408 reason=bad-request eof 1"
   out=$(nspc --connect p80.sluice.test:80 --no-tls \
     --raw "$(req GET /echo?probe=p80-hm other.sluice.test)")
   check_eq "port 80: a Host naming another host on that tunnel -> 421 host-mismatch" \
@@ -185,7 +195,7 @@ if [ "$p80_ok" = 1 ]; then
   check_eq "port 80: garbage (neither TLS nor HTTP) on that tunnel is still closed (not-tls)" \
     "$out" "connect=200 tls=none eof"
   FX_AUDIT=$nsd/audit.log check_audit "port 80: audit line with reason not-tls" \
-    decision=deny reason=not-tls host=p80.sluice.test port=80
+    decision=error reason=not-tls host=p80.sluice.test port=80
   check "port 80: SIGTERM stops the namespaced proxy with exit 0" fx_proxy_stop "$p80_pid"
 elif [ -z "$ns_pid" ]; then
   fx_skip "port 80: plain HTTP inside a tunnel to port 80 is handled as HTTP" \
@@ -201,7 +211,7 @@ check "host-mismatch: SNI $B in a tunnel to $A: the handshake fails, no certific
   bash -c "[ $rc -ne 0 ] && grep -q 'Cipher is (NONE)' '$FX_WORK/sni.out' &&
     grep -q 'no peer certificate available' '$FX_WORK/sni.out'"
 check_audit "host-mismatch: SNI: audit line with reason host-mismatch" \
-  decision=deny reason=host-mismatch host="$A" port="$FX_TLS_PORT"
+  decision=error reason=host-mismatch host="$A" port="$FX_TLS_PORT"
 timeout 20 openssl s_client -proxy "127.0.0.1:$FX_PROXY_PORT" -connect "$A:$FX_TLS_PORT" \
   -servername A.Sluice.TEST -CAfile "$FX_SLUICE_CA" -verify_hostname "$A" \
   </dev/null >"$FX_WORK/sni-case.out" 2>&1 || true
@@ -215,7 +225,7 @@ check_match "host-mismatch: Host: $B in a tunnel to $A -> 421 (though $B is allo
   "$out" "^connect=200 tls=ok status=421 reason=host-mismatch( closed)?\$"
 check_eq "host-mismatch: ... the origin never saw it" "$(fx_seen probe=hm-b)" 0
 check_audit "host-mismatch: audit line for the Host header" \
-  decision=deny reason=host-mismatch host="$A" port="$FX_PY_TLS_PORT" method=GET
+  decision=error reason=host-mismatch host="$A" port="$FX_PY_TLS_PORT" method=GET
 out=$(fx_pc --connect "$PYT" --host-header "$A" --request 'GET /echo?probe=hm-port')
 check_match "host-mismatch: Host without a port (so 443) in a tunnel to another port -> 421" \
   "$out" "^connect=200 tls=ok status=421 reason=host-mismatch( closed)?\$"
@@ -225,16 +235,33 @@ out=$(fx_pc --connect "$PYT" --host-header "A.Sluice.Test.:$FX_PY_TLS_PORT" \
 check_eq "Host: A.Sluice.Test.:PORT (letter case, trailing dot) is the tunnel's host: 200" \
   "$out" "connect=200 tls=ok status=200 reason=-"
 
-# (b2) the CONNECT's own Host header naming another host (RFC 9110 §7.2: the target's
-# authority): 421 before any tunnel; a Host without a port or in other letter case is fine.
+# (b2) the CONNECT's own Host header naming another host (RFC 9110 §7.2 says the target's
+# authority; Node's documented CONNECT pattern sends the proxy's address): the tunnel goes to the
+# CONNECT host whatever it says, so it is not refused but noted on the CONNECT's audit line; every
+# request inside is still checked against the CONNECT host. A malformed one is still bad-host.
 out=$(fx_pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: $B:$FX_PY_TLS_PORT\r\n\r\n")
-check_eq "host-mismatch: CONNECT $A with Host: $B -> 421 (though $B is allowed)" \
-  "$out" "status=421 reason=host-mismatch"
-check_audit "host-mismatch: audit line for the CONNECT's Host header" \
-  decision=deny reason=host-mismatch host="$A" port="$FX_PY_TLS_PORT" method=CONNECT
+check_eq "CONNECT $A with Host: $B -> 200: the tunnel is $A's" "$out" "status=200 reason=-"
+check_audit "... the CONNECT's audit line notes the Host header" decision=allow host="$A" \
+  port="$FX_PY_TLS_PORT" method=CONNECT connect_host_header="$B:$FX_PY_TLS_PORT"
 out=$(fx_pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: A.Sluice.Test\r\n\r\n")
 check_eq "CONNECT $A with Host: A.Sluice.Test (no port, letter case) -> 200" \
   "$out" "status=200 reason=-"
+check_eq "... a Host naming the CONNECT host is not noted" \
+  "$(fx_jsonl_count "$FX_AUDIT" method=CONNECT connect_host_header=A.Sluice.Test)" 0
+out=$(fx_pc --raw "CONNECT $PYT HTTP/1.1\r\nHost: a..b\r\n\r\n")
+check_eq "CONNECT $A with a malformed Host (a..b) -> 400 bad-host" "$out" "status=400 reason=bad-host"
+out=$(node "$FX_SUPPORT/node_connect.mjs" "$FX_PROXY_PORT" "$PYT" "$FX_SLUICE_CA" \
+  "/hello?probe=node-connect" 2>&1 | paste -sd' ' -)
+check_eq "Node's http.request({method:'CONNECT', path:'$PYT'}) (Host: the proxy's address): 200" \
+  "$out" "connect=200 tls=ok status=200"
+check_audit "... its CONNECT line notes the proxy's address as its Host" decision=allow \
+  method=CONNECT host="$A" port="$FX_PY_TLS_PORT" connect_host_header="127.0.0.1:$FX_PROXY_PORT"
+check_eq "... and its request reached the origin" "$(fx_seen probe=node-connect)" 1
+out=$(node "$FX_SUPPORT/node_connect.mjs" "$FX_PROXY_PORT" "$PYT" "$FX_SLUICE_CA" \
+  "/hello?probe=node-inside" "127.0.0.1:$FX_PROXY_PORT" 2>&1 | paste -sd' ' -)
+check_eq "... inside that tunnel a request whose Host is the proxy's address: 421 host-mismatch" \
+  "$out" "connect=200 tls=ok status=421"
+check_eq "... which never reached the origin" "$(fx_seen probe=node-inside)" 0
 
 # (c) an absolute-form target naming another host inside the tunnel.
 out=$(fx_pc --connect "$PYT" \
@@ -284,7 +311,7 @@ out=$(fx_pc --raw "$(req GET "http://$PYH/echo?probe=bh-hdr" 'exa mple.com')")
 check_eq "bad-host: plain http://$A/ with Host: exa mple.com -> 400 bad-host" \
   "$out" "status=400 reason=bad-host"
 check_eq "bad-host: ... the origin never saw any of them" "$(fx_seen probe=bh-hdr)" 0
-check_audit "bad-host: audit line with reason bad-host" decision=deny reason=bad-host
+check_audit "bad-host: audit line with reason bad-host" decision=error reason=bad-host
 
 # --- (5) too-large: a request head over 64 KiB -> 431 (docs/reference/proxy.md §4.10) ----------------------------
 big="X-Big: $(head -c 70000 /dev/zero | tr '\0' a)"
@@ -297,7 +324,7 @@ out=$(fx_pc --connect "$PYT" --raw "$(req GET /echo?probe=big-tunnel "$PYT" "$bi
 check_eq "too-large: a 70 kB head inside a tunnel -> 431 too-large" \
   "$out" "connect=200 tls=ok status=431 reason=too-large"
 check_eq "too-large: the origin saw none of them" "$(fx_seen probe=big-)" 0
-check_audit "too-large: audit line with reason too-large" decision=deny reason=too-large
+check_audit "too-large: audit line with reason too-large" decision=error reason=too-large
 fine=$(head -c 60000 /dev/zero | tr '\0' b)
 out=$(fx_pc --connect "$PYT" --header "X-Fine: $fine" --request 'GET /echo?probe=fine-60k')
 check_eq "a 60 kB head (under the bound) inside a tunnel is forwarded: 200" \
@@ -394,7 +421,7 @@ with open(sys.argv[1], encoding="utf-8") as f:
         d = json.loads(line)
         if d["method"] == "CONNECT" and d["decision"] == "allow":
             allowed.add(d["src"])
-        elif d["decision"] == "deny" and d["src"] in allowed:
+        elif d["decision"] in ("deny", "error") and d["src"] in allowed:
             if not (d.get("client") and d.get("environment")):
                 bad[d["reason"]] = bad.get(d["reason"], 0) + 1
 print(" ".join(f"{k}:{v}" for k, v in sorted(bad.items())))
@@ -427,7 +454,7 @@ out=$(fx_pc --raw "$(req GET "http://$PYH/hello?probe=over" "$PYH")" --eof-wait 
 check_eq "overloaded: a third connection gets 503 overloaded, then the proxy closes it" \
   "$out" "status=503 reason=overloaded eof"
 check_eq "overloaded: ... the origin never saw it" "$(fx_seen probe=over)" 0
-check_audit "overloaded: audit line with reason overloaded" decision=deny reason=overloaded
+check_audit "overloaded: audit line with reason overloaded" decision=error reason=overloaded
 kill "$hold_pid" 2>/dev/null || true
 wait "$hold_pid" 2>/dev/null || true
 check "overloaded: the held connections are released (0 connections within 5 s)" \

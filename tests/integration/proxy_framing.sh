@@ -5,8 +5,10 @@
 # connection closed and nothing (nor any smuggled second request) reaching the origin; malformed
 # upstream responses (origin.py /raw?case=NAME writes exact bytes) -> 502 with X-Sluice-Reason
 # and that upstream connection never reused; an origin answering before the request body ended;
-# pipelining after a policy refusal. Inside TLS tunnels and, for some, on plain absolute-form
-# HTTP. After each refusal a fresh tunnel must still work.
+# pipelining after a policy refusal; chunk extensions over their caps (request 400, response
+# cut); response heads of every size around the buffer sizes and the
+# 64 KiB limit, cut into writes in different ways, answered at once. Inside TLS tunnels and, for
+# some, on plain absolute-form HTTP. After each refusal a fresh tunnel must still work.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -196,6 +198,18 @@ check "response interim-flood: 32 interims relayed, then a 502 that says why" \
     grep -q 'more than 32 interim' '$FX_WORK/flood.raw'"
 bad_resp bad-chunk body
 bad_resp chunk-no-crlf body
+# Chunk extensions are capped (4 KiB per chunk-size line, 64 KiB per message): a response's
+# cut its client's connection after its head (audited aborted, the upstream's malformed body); a
+# request's is 400 too-large, and its upstream connection is closed.
+bad_resp ext-flood body
+check_audit "response ext-flood: audited as cut by the upstream's malformed body" \
+  path=/raw status=200 aborted~'"cause": "malformed"' aborted~'"side": "upstream"'
+ext=$(head -c 5000 /dev/zero | tr '\0' a)
+out=$(fx_pc --connect "$PYT" --eof-wait 5 --raw \
+  "POST ${P}ext-flood HTTP/1.1\\r\\n${H}Transfer-Encoding: chunked\\r\\n\\r\\n1;e=$ext\\r\\nx\\r\\n0\\r\\n\\r\\n")
+check_match "request with a 5000-byte chunk extension: 400 too-large, then closed" \
+  "$out" '^connect=200 tls=ok status=400 reason=too-large eof( reset)?$'
+check "request ext-flood: a fresh tunnel still works afterwards" healthy after-ext-flood
 
 # --- (4) an origin that answers before the request body is finished ---------------------------
 pad=$(head -c 60000 /dev/zero | tr '\0' x)
@@ -243,6 +257,41 @@ inner_hex=$(printf '%x' "$inner_len")
 carried pl-te.out pl-5 "Transfer-Encoding: chunked" "$inner_hex\\r\\n${inner}\\r\\n0\\r\\n\\r\\n" 203 \
   pl-6 "pipelining: refused chunked POST carrying a request: 403, then 203 (or closed)" \
   "pipelining: ... the chunked body's request never reached origin.py"
+
+# --- (6) response heads around the buffer sizes (docs/reference/proxy.md §4.10) ------------------
+# A head of at most 64 KiB is relayed, a longer one is 502 too-large, at once, whatever the
+# size and however the upstream cut it into writes (the stream's 32 KiB input blocks, TLS
+# records of 16 KiB, the 64 KiB limit), over TLS and in the clear. /bighead keeps its
+# connection open: only the proxy's own answer can end the exchange, never a close.
+# head_case MODE SIZE SPLIT : one request; prints "OUTCOME at-once", or "OUTCOME after N s" when
+# it took 3 s or more (a stall waits for the upstream timeout, or the client's 8 s).
+head_case() {
+  local mode=$1 size=$2 split=$3 t0 t1 out
+  t0=$(date +%s%N)
+  if [ "$mode" = tls ]; then
+    out=$(fx_pc --timeout 8 --connect "$PYT" \
+      --request "GET /bighead?probe=bh&size=$size&split=$split&ms=20")
+    out=${out#connect=200 tls=ok }
+  else
+    out=$(fx_pc --timeout 8 --absolute "http://$PYH/bighead?probe=bh&size=$size&split=$split&ms=20")
+  fi
+  t1=$(date +%s%N)
+  if [ $(((t1 - t0) / 1000000000)) -lt 3 ]; then
+    printf '%s at-once\n' "${out%% closed}"
+  else
+    printf '%s after %d s\n' "${out%% closed}" $(((t1 - t0) / 1000000000))
+  fi
+}
+for mode in tls plain; do
+  for size in 32768 49152 50000 55000 60000 65000 65535 65536 65537 66000 70000 131072; do
+    want="status=200 reason=- at-once"
+    [ "$size" -gt 65536 ] && want="status=502 reason=too-large at-once"
+    for split in "" 16384 32767,32768 49152 16000,32000,48000,64000 65536; do
+      check_eq "response head of $size bytes ($mode, writes cut at '$split'): answered at once" \
+        "$(head_case "$mode" "$size" "$split")" "$want"
+    done
+  done
+done
 
 check "the proxy is still running" fx_proxy_alive
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop

@@ -138,12 +138,12 @@ sclient "$FX_WORK/pt-mismatch.out" "$FX_TEST_CA" -connect "$P:$PT" -servername "
 check "host-mismatch: SNI $I in a passthrough tunnel to $P: no handshake, no certificate" \
   bash -c "grep -q 'no peer certificate available' '$FX_WORK/pt-mismatch.out'"
 check_audit "host-mismatch: audit line (deny, host-mismatch, tls=passthrough)" \
-  method=CONNECT host="$P" decision=deny reason=host-mismatch tls=passthrough
+  method=CONNECT host="$P" decision=error reason=host-mismatch tls=passthrough
 out=$(fx_pc --connect "$P:$PT" --no-tls --raw '\x00\x01\x02 hello' --responses 0 --eof-wait 5)
 check_eq "not-tls: garbage in a passthrough tunnel is closed unanswered" \
   "$out" "connect=200 tls=none eof"
 check_audit "not-tls: audit line (deny, not-tls, tls=passthrough)" \
-  method=CONNECT host="$P" port="$PT" decision=deny reason=not-tls tls=passthrough
+  method=CONNECT host="$P" port="$PT" decision=error reason=not-tls tls=passthrough
 out=$(fx_pc --connect "$P:$PH" --no-tls --raw "GET /echo?probe=pt-http HTTP/1.1\\r\\nHost: $P\\r\\n\\r\\n" \
   --responses 0 --eof-wait 5)
 check_eq "not-tls: plain HTTP in a passthrough tunnel is closed unanswered" \

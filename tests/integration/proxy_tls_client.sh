@@ -101,7 +101,7 @@ check "SNI $A in a tunnel to 127.0.0.1: no certificate was sent" \
 check_eq "SNI $A in a tunnel to 127.0.0.1: nothing reached nginx" \
   "$(fx_jsonl_count "$FX_NGINX_LOG" probe=sni-ip)" 0
 check_audit "SNI $A in a tunnel to 127.0.0.1: audit line with reason host-mismatch" \
-  decision=deny reason=host-mismatch host=127.0.0.1 port="$FX_TLS_PORT"
+  decision=error reason=host-mismatch host=127.0.0.1 port="$FX_TLS_PORT"
 
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 fx_done

@@ -60,7 +60,7 @@ bad_tls() { # bad_tls NAME PORT
   check_eq "$name: no request was ever sent to that upstream" \
     "$(fx_jsonl_count "$FX_NGINX_LOG" port="$port")" 0
   check_audit "$name: audit line with reason upstream-tls" \
-    decision=deny reason=upstream-tls host=a.sluice.test port="$port"
+    decision=error reason=upstream-tls host=a.sluice.test port="$port"
 }
 bad_tls "wrong-name" "$FX_WRONG_PORT"
 bad_tls "expired" "$FX_EXPIRED_PORT"

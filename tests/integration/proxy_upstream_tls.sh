@@ -112,7 +112,7 @@ bad_tls() {
   check_eq "$name: no request reached that upstream" \
     "$(fx_jsonl_count "$FX_NGINX_LOG" probe~"$id-")" 0
   check_audit "$name: audit line with reason upstream-tls" \
-    decision=deny reason=upstream-tls host="$host" port="$p"
+    decision=error reason=upstream-tls host="$host" port="$p"
 }
 bad_tls notyet "not yet valid" "${port[notyet]}" 'not yet valid'
 bad_tls sanother "SAN other.example, CN a.sluice.test" "${port[sanother]}" 'hostname mismatch'

@@ -30,9 +30,11 @@ loop bounded in count and in time. Loopback only: --proxy is a port on 127.0.0.1
     rst     --connect HOST:PORT --path P --count N --after BYTES
             N tunnels that request P, read BYTES of the response and reset the connection
             (SO_LINGER 0); prints `reset=N short=N` (short: the response ended before BYTES).
-    halfclose --plain URL | --connect HOST:PORT --path P  --cafile CA
-            one request, then the write side is shut (FIN; in a tunnel close_notify first);
-            prints `status=NNN length=N complete=yes|no`.
+    halfclose --plain URL | --connect HOST:PORT --path P  --cafile CA [--close]
+              [--no-close-notify]
+            one request (with `Connection: close` when --close), then the write side is shut
+            (FIN; in a tunnel close_notify first, unless --no-close-notify); prints
+            `status=NNN length=N complete=yes|no`.
     stallread --prefix URL --count N --stall S
             N Connection: close requests for URL1 ... URLN (receive buffer 64 KiB), none read
             for S seconds, then each read to its end; prints `complete=N short=N`.
@@ -537,10 +539,11 @@ def run_rst(a):
 
 
 def run_halfclose(a):
+    extra = "Connection: close\r\n" if a.close else ""
     if a.plain:
         s = socket.create_connection(("127.0.0.1", a.proxy), timeout=10)
-        s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.plain, a.plain.split("/")[2])
-                   ).encode())
+        s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n"
+                   % (a.plain, a.plain.split("/")[2], extra)).encode())
         s.shutdown(socket.SHUT_WR)
         recv = s.recv
     else:
@@ -548,12 +551,16 @@ def run_halfclose(a):
         s = tunnel(a.proxy, a.connect, 10)
         obj, inc, outg = bio_handshake(s, verified_ctx(a.cafile), host)
         s.sendall(outg.read())
-        obj.write(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (a.path, a.connect)).encode())
-        # close_notify (TLS half-close, RFC 8446 §6.1), then FIN.
-        try:
-            obj.unwrap()
-        except ssl.SSLWantReadError:
-            pass
+        obj.write(("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n" % (a.path, a.connect, extra)
+                   ).encode())
+        if not a.no_close_notify:
+            # close_notify (TLS half-close, RFC 8446 §6.1), then FIN.
+            try:
+                obj.unwrap()
+            except ssl.SSLWantReadError:
+                pass
+        # Else the request, then FIN at once: the TLS session is never closed (what many
+        # clients do after a `Connection: close` request).
         s.sendall(outg.read())
         s.shutdown(socket.SHUT_WR)
 
@@ -734,6 +741,9 @@ def main():
     s.add_argument("--connect")
     s.add_argument("--path", default="/hello")
     s.add_argument("--cafile")
+    s.add_argument("--close", action="store_true", help="send Connection: close")
+    s.add_argument("--no-close-notify", action="store_true",
+                   help="tunnel: FIN without close_notify")
     s = sub.add_parser("stallread")
     s.add_argument("--prefix", required=True)
     s.add_argument("--count", type=int, required=True)

@@ -29,6 +29,11 @@ Endpoints (any method unless noted; HEAD gets the GET head without a body):
     /slow?bytes=N&ms=M   N pattern bytes with Content-Length, dribbled out over about M ms.
     /stall?ms=M          waits M ms before sending any response head, then a short body.
     /status?code=C       a response with status C (no body for 1xx/204/304, else a short one).
+    /bighead?size=N&split=A,B,..&ms=M
+                         a 200 whose head (status line to the empty line) is exactly N bytes
+                         (X-Pad header lines of at most 1000 bytes), body "ok"; written in pieces
+                         cut at the offsets A, B, ... with M ms (default 50) between them; the
+                         connection then stays open.
     /ws                  WebSocket handshake (GET with Upgrade: websocket, Connection: Upgrade and
                          Sec-WebSocket-Key -> 101 with Sec-WebSocket-Accept per RFC 6455 §4.2.2;
                          anything else -> 426), then a raw echo: every byte received is sent back
@@ -269,6 +274,9 @@ def handle_request(origin, c, head, conn_id, port, tls, seq):
 
     if path == "/raw":
         return raw_case(c, query.get("case", ""), headers)
+    if path == "/bighead":
+        return big_head(sock, int(query.get("size", "70000")), query.get("split", ""),
+                        int(query.get("ms", "50")))
 
     expect = ",".join(header_values(headers, "expect")).lower()
     if "100-continue" in expect and version != "HTTP/1.0":
@@ -378,6 +386,9 @@ RAW_CASES = {
     # Interim responses: a few before the answer are relayed; a flood of them is refused.
     "interims": b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n"
                 b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
+    # A chunked body whose chunk-size lines carry 5000-byte extensions (over the proxy's cap).
+    "ext-flood": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 + (b"1;e=" + b"a" * 5000 + b"\r\nx\r\n") * 4 + b"0\r\n\r\n",
     "interim-flood": b"HTTP/1.1 100 Continue\r\n\r\n" * 40
                      + b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
 }
@@ -403,6 +414,31 @@ def raw_case(c, case, headers):
     if case not in RAW_CASES:
         raise BadRequest(f"unknown raw case {case!r}")
     sock.sendall(RAW_CASES[case])
+    return True
+
+
+def big_head(sock, size, split, ms):
+    """/bighead: a 200 whose head is exactly `size` bytes (at least 64), cut into writes at the
+    offsets in `split` (comma-separated), `ms` milliseconds apart; the connection stays open."""
+    first = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+    room = size - len(first) - 2  # the empty line that ends the head
+    if room < 0 or (0 < room < 9):
+        raise BadRequest("bighead: size too small")
+    lines = []
+    while room > 0:
+        n = min(room, 1000)
+        if room - n != 0 and room - n < 9:
+            n = room - 9  # leave room for a last line of at least "X-Pad: \r\n" + 1 byte
+        lines.append(b"X-Pad: " + b"p" * (n - 9) + b"\r\n")
+        room -= n
+    data = first + b"".join(lines) + b"\r\n"
+    assert len(data) == size, (len(data), size)
+    data += b"ok"
+    cuts = sorted({int(x) for x in split.split(",") if x} | {0, len(data)})
+    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        if i > 0:
+            time.sleep(ms / 1000.0)
+        sock.sendall(data[a:b])
     return True
 
 

@@ -32,6 +32,10 @@ Output, one line per event, flushed at once:
 --dump FILE appends every byte received (after TLS) to FILE, heads included.
 --stall-after N --stall-seconds S: after N body bytes of the first response, stop reading for S
 seconds (print "stalled bytes=N"), then close without reading the rest.
+--pause-after N --pause-seconds S: after N body bytes of each response, stop reading for S seconds
+(print "paused bytes=N"), then read on to its end; a response cut short prints
+"cut bytes=N" (the body bytes received) instead of its status line. --rcvbuf B sets the
+socket's receive buffer (before connecting), so that a pause fills the proxy's buffers soon.
 
 --pipeline: all requests (the --request list, --count times) are sent in one write, then the
 responses are read in order. In plain mode a request line may name its own target
@@ -152,15 +156,26 @@ def unesc(text):
     return codecs.escape_decode(text.encode("latin-1"))[0]
 
 
-def read_response(r, method, stall=None, keep=None):
+class Cut(Exception):
+    """The connection ended in the middle of a body: `n` body bytes had arrived."""
+
+    def __init__(self, n):
+        super().__init__(f"cut bytes={n}")
+        self.n = n
+
+
+def read_response(r, method, stall=None, keep=None, pause=None):
     """Reads one response (skipping 1xx). Returns (status, headers, length, sha256, closed,
-    framing), framing being none, chunked, length or close."""
+    framing), framing being none, chunked, length or close. `pause` = (bytes, seconds): stop
+    reading that long once that many body bytes arrived, then read on; a body cut short then
+    raises Cut."""
     while True:
         version, status, headers = r.head()
         if not 100 <= status < 200 or status == 101:
             break
     h = hashlib.sha256()
     n = [0]
+    paused = [pause is None]
 
     def sink(b):
         if keep is not None and len(keep) < 400:
@@ -171,31 +186,40 @@ def read_response(r, method, stall=None, keep=None):
             raise Stall()
         h.update(b)
         n[0] += len(b)
+        if not paused[0] and n[0] >= pause[0]:
+            paused[0] = True
+            out(f"paused bytes={n[0]}")
+            time.sleep(pause[1])
 
     closed = False
     te = (get(headers, "transfer-encoding") or "").lower()
     cl = get(headers, "content-length")
     framing = "none"
-    if method == "HEAD" or status in (204, 304) or status == 101:
-        pass
-    elif te == "chunked":
-        framing = "chunked"
-        while True:
-            size = int(r.line().split(b";")[0].strip(), 16)
-            if size == 0:
-                while r.line():
-                    pass
-                break
-            r.take(size, sink)
-            if r.line() != b"":
-                raise Broken("chunk without CRLF")
-    elif cl is not None:
-        framing = "length"
-        r.take(int(cl), sink)
-    else:
-        framing = "close"
-        r.until_close(sink)
-        closed = True
+    try:
+        if method == "HEAD" or status in (204, 304) or status == 101:
+            pass
+        elif te == "chunked":
+            framing = "chunked"
+            while True:
+                size = int(r.line().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while r.line():
+                        pass
+                    break
+                r.take(size, sink)
+                if r.line() != b"":
+                    raise Broken("chunk without CRLF")
+        elif cl is not None:
+            framing = "length"
+            r.take(int(cl), sink)
+        else:
+            framing = "close"
+            r.until_close(sink)
+            closed = True
+    except Broken:
+        if pause is not None:
+            raise Cut(n[0]) from None
+        raise
     conn = (get(headers, "connection") or "").lower()
     if "close" in conn or (version == "HTTP/1.0" and "keep-alive" not in conn):
         closed = True
@@ -299,6 +323,9 @@ def main():
     ap.add_argument("--interactive", action="store_true")
     ap.add_argument("--stall-after", type=int)
     ap.add_argument("--stall-seconds", type=float, default=5)
+    ap.add_argument("--pause-after", type=int)
+    ap.add_argument("--pause-seconds", type=float, default=5)
+    ap.add_argument("--rcvbuf", type=int)
     ap.add_argument("--timeout", type=float, default=20)
     ap.add_argument("--dump")
     ap.add_argument("--pipeline", action="store_true", help="send all requests in one write")
@@ -319,8 +346,15 @@ def main():
     if a.proxy_auth:
         auth = ["Proxy-Authorization: Basic " + base64.b64encode(a.proxy_auth.encode()).decode()]
     body = a.body.encode() if a.body is not None else None
+    pause = (a.pause_after, a.pause_seconds) if a.pause_after is not None else None
     try:
-        sock = socket.create_connection((phost.strip("[]"), int(pport)), timeout=a.timeout)
+        if a.rcvbuf:
+            sock = socket.socket(socket.AF_INET6 if ":" in phost else socket.AF_INET)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, a.rcvbuf)
+            sock.settimeout(a.timeout)
+            sock.connect((phost.strip("[]"), int(pport)))
+        else:
+            sock = socket.create_connection((phost.strip("[]"), int(pport)), timeout=a.timeout)
     except OSError as e:
         out(f"error connect to proxy: {e}")
         return 5
@@ -352,7 +386,8 @@ def main():
                     method = line.split()[0]
                     sock.sendall(build_request(method, a.absolute, host, auth + a.header, body,
                                               a.http_version))
-                    status, headers, n, digest, closed, framing = read_response(r, method)
+                    status, headers, n, digest, closed, framing = read_response(
+                        r, method, pause=pause)
                     report(status, headers, n, digest, framing)
                     if closed:
                         return 0
@@ -405,7 +440,8 @@ def main():
             method, _, target = line.strip().partition(" ")
             tls.sendall(build_request(method, target or "/", hosthdr, a.header, body,
                                       a.http_version))
-            status, headers, n, digest, closed, framing = read_response(r, method, stall)
+            status, headers, n, digest, closed, framing = read_response(r, method, stall,
+                                                                        pause=pause)
             report(status, headers, n, digest, framing)
             return closed
 
@@ -430,6 +466,9 @@ def main():
                     out("closed")
                     return 0
         return 0
+    except Cut as e:
+        out(str(e))
+        return 5
     except Broken as e:
         out(f"error {e}")
         return 5

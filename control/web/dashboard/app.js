@@ -532,11 +532,17 @@
   // for its proxy credentials, which it then sends) is no refusal: grey.
   function decisionBadge(decision) {
     if (decision === 'deny') return 'bad';
+    if (decision === 'error') return 'warn';
     if (decision === 'challenge') return 'neutral';
     return 'ok';
   }
 
   function auditRow(a) {
+    // deny: the policy refused it; error: the proxy could not carry it out; challenge: a 407
+    // asking for credentials; a transfer cut short (aborted) began as an allow and did not end.
+    const cut = a.aborted && typeof a.aborted === 'object' ? a.aborted : null;
+    const badge = cut && a.decision === 'allow' ? 'warn' : decisionBadge(a.decision);
+    const verdict = a.decision + (a.status ? ' ' + a.status : '') + (cut ? ' cut (' + cut.side + ' ' + cut.cause + ')' : '');
     const target = (a.method ? a.method + ' ' : '') + (a.scheme ? a.scheme + '://' : '') + (a.host || '') + (a.port ? ':' + a.port : '') + (a.path || '');
     const reason = el('td', {});
     if (a.reason) reason.append(el('code', { class: 'reason', 'data-testid': 'audit-reason', text: a.reason }));
@@ -546,7 +552,7 @@
       el('td', { class: 'mono', text: a.client || '—' }),
       el('td', { text: a.environment_name || a.environment || '—' }),
       el('td', { class: 'mono', text: target }),
-      el('td', {}, el('span', { class: 'badge ' + decisionBadge(a.decision), 'data-testid': 'audit-decision', text: a.decision + (a.status ? ' ' + a.status : '') })),
+      el('td', {}, el('span', { class: 'badge ' + badge, 'data-testid': 'audit-decision', text: verdict })),
       reason);
   }
 

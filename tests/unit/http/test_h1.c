@@ -512,6 +512,80 @@ static void refuses_too_many_headers(void **state)
     run_end(&r);
 }
 
+/* A chunked message: `head`, then `lines` chunks of "1;" + an extension of `ext` bytes (a name
+ * of `ext` letters) + data "x", then the last chunk. Returns the text, heap-owned. */
+static char *ext_message(const char *head, size_t lines, size_t ext)
+{
+    size_t cap = strlen(head) + lines * (ext + 16) + 16;
+    char *m = sl_malloc(cap);
+    size_t o;
+
+    assert_non_null(m);
+    o = (size_t)snprintf(m, cap, "%s", head);
+    for (size_t i = 0; i < lines; i++) {
+        m[o++] = '1';
+        m[o++] = ';';
+        memset(m + o, 'e', ext);
+        o += ext;
+        memcpy(m + o, "\r\nx\r\n", 5);
+        o += 5;
+    }
+    memcpy(m + o, "0\r\n\r\n", 6);
+    return m;
+}
+
+static void caps_chunk_extensions(void **state)
+{
+    static const struct {
+        const char *name;
+        size_t lines;
+        size_t ext;
+        int rc;
+    } rows[] = {
+        /* Per chunk-size line: 4 KiB of extension bytes pass, one more is too large. */
+        { "one line at the cap", 1, SL_H1_CHUNK_EXT_LINE_MAX, 0 },
+        { "one line over the cap", 1, SL_H1_CHUNK_EXT_LINE_MAX + 1, SL_ETOOBIG },
+        /* Per message: 16 lines of 4 KiB make 64 KiB, a 17th is too many. */
+        { "64 KiB in a message", 16, SL_H1_CHUNK_EXT_LINE_MAX, 0 },
+        { "over 64 KiB in a message", 17, SL_H1_CHUNK_EXT_LINE_MAX, SL_ETOOBIG },
+        { "many short ones", 2048, 16, 0 },
+        { "2048 lines of 8 KiB (16.8 MB)", 2048, 8192, SL_ETOOBIG },
+    };
+
+    static const char *const heads[2] = {
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+    };
+    static const size_t steps[] = { 1, 7, 4096, SIZE_MAX };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        for (size_t k = 0; k < 2; k++) {
+            char *m = ext_message(heads[k], rows[i].lines, rows[i].ext);
+            size_t n = strlen(m);
+
+            for (size_t s = 0; s < sizeof(steps) / sizeof(steps[0]); s++) {
+                struct run r;
+
+                if (steps[s] == 1 && n > 200000) {
+                    continue; /* byte by byte, the 16.8 MB message would take minutes */
+                }
+                run_start(&r, k == 0 ? SL_H1_REQUEST : SL_H1_RESPONSE, NULL);
+                run_feed(&r, m, n, steps[s] > n ? n : steps[s], 0);
+                if (r.rc != rows[i].rc) {
+                    fail_msg("%s (%s, step %zu): rc %d, error '%s'", rows[i].name,
+                             k == 0 ? "request" : "response", steps[s], r.rc, sl_h1_error(&r.p));
+                }
+                if (rows[i].rc == SL_ETOOBIG) {
+                    assert_non_null(strstr(sl_h1_error(&r.p), "chunk extensions too long"));
+                }
+                run_end(&r);
+            }
+            sl_free(m);
+        }
+    }
+}
+
 static void reports_a_truncated_body_at_eof(void **state)
 {
     static const char in[] = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort";
@@ -681,6 +755,7 @@ int main(void)
         cmocka_unit_test(rejects_ambiguous_framing_whole_and_split),
         cmocka_unit_test(refuses_a_head_over_the_limit),
         cmocka_unit_test(refuses_too_many_headers),
+        cmocka_unit_test(caps_chunk_extensions),
         cmocka_unit_test(reports_a_truncated_body_at_eof),
         cmocka_unit_test(refuses_bytes_after_an_upgrade),
         cmocka_unit_test(survives_every_allocation_failure),

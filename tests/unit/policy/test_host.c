@@ -255,6 +255,68 @@ static void allows_wildcards_in_patterns_only(void **state)
     }
 }
 
+/* What only rule patterns must be (sl_host_check_pattern()): a '*' at the end of the first
+ * label, right before a dot, at most one; every xn-- label an A-label. And what normalising a
+ * pattern changed (sl_host_notes()). */
+static void checks_where_a_pattern_puts_its_star_and_its_a_labels(void **state)
+{
+    static const struct {
+        const char *pattern;
+        /* NULL: accepted; else a part of the phrase. */
+        const char *why;
+    } rows[] = {
+        { "*.github.com", NULL },
+        { "api-*.example.com", NULL },
+        { "registry-*.example.org", NULL },
+        { "api.github.com", NULL },
+        { "10.0.0.7", NULL },
+        { "[2001:db8::1]", NULL },
+        { "xn--bcher-kva.example", NULL },
+        { "*.xn--bcher-kva.example", NULL },
+        { "*", "alone" },
+        { "*.", "alone" },
+        { "*github.test", "right before a dot" },
+        { "*1.example.com", "right before a dot" },
+        { "a*b.example.org", "right before a dot" },
+        { "api.*.example.com", "first label" },
+        { "*.*.example.com", "more than one" },
+        { "*.*", "more than one" },
+        { "xn--zz", "not valid Punycode" },
+        { "api.xn--zz.test", "not valid Punycode" },
+        { "xn--abc-.test", "starts or ends with '-'" }, /* caught by the label rules first */
+        { "xn--*.example.com", "'*' in an xn-- label" },
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct sl_host h;
+        const char *why = NULL;
+        int rc = sl_host_normalize(sl_slice_str(rows[i].pattern), SL_HOST_GLOB, &h, &why);
+
+        print_message("pattern %s\n", rows[i].pattern);
+        if (rc == 0) {
+            rc = sl_host_check_pattern(&h, &why);
+        }
+        if (rows[i].why == NULL) {
+            assert_int_equal(rc, 0);
+        } else {
+            assert_int_equal(rc, SL_EINVAL);
+            assert_non_null(why);
+            if (strstr(why, rows[i].why) == NULL) {
+                fail_msg("%s: '%s' lacks '%s'", rows[i].pattern, why, rows[i].why);
+            }
+        }
+    }
+    assert_int_equal(sl_host_notes(sl_slice_str("api.github.test")), 0);
+    assert_int_equal(sl_host_notes(sl_slice_str("API.GitHub.test:8443")), SL_HOST_NOTE_CASE);
+    assert_int_equal(sl_host_notes(sl_slice_str("api.github.test.")), SL_HOST_NOTE_TRAILING_DOT);
+    assert_int_equal(sl_host_notes(sl_slice_str("*.Example.org.:8443")),
+                     SL_HOST_NOTE_CASE | SL_HOST_NOTE_TRAILING_DOT);
+    assert_int_equal(sl_host_notes(sl_slice_str("[2001:DB8::1]:443")), 0);
+    assert_string_equal(sl_host_notes_phrase(SL_HOST_NOTE_TRAILING_DOT),
+                        "the trailing dot is dropped");
+}
+
 /* The parser never reads past `in.n`: the input ends right before a PROT_NONE page. */
 static void never_reads_past_the_input(void **state)
 {
@@ -572,6 +634,7 @@ int main(void)
         cmocka_unit_test(refuses_numeric_names_that_are_not_ipv4),
         cmocka_unit_test(canonicalises_ipv6_in_brackets),
         cmocka_unit_test(allows_wildcards_in_patterns_only),
+        cmocka_unit_test(checks_where_a_pattern_puts_its_star_and_its_a_labels),
         cmocka_unit_test(never_reads_past_the_input),
         cmocka_unit_test(parses_authorities_with_strict_ports),
         cmocka_unit_test(names_the_problem_with_a_port),

@@ -63,9 +63,9 @@ static const char policy[] =
         "    { 'host': 'cred.example.com', 'credential': { 'header': 'X-K', 'value': 'v' } }"
         "  ] },"
         "  'glob': { 'default': 'deny', 'rules': ["
-        "    { 'host': '*', 'methods': ['GET'] },"
+        "    { 'host': '*.org', 'methods': ['GET'] },"
         "    { 'host': '*.example.com' },"
-        "    { 'host': 'x*y.example.org' }"
+        "    { 'host': 'x-*.example.org' }"
         "  ] },"
         "  'empty': { 'default': 'deny' }"
         "}, 'clients': ["
@@ -251,16 +251,18 @@ static const struct row rows[] = {
     { "c-open", "blocked.example.com", 8443, "POST", true, ALLOW, NULL, NULL },
     { "c-open", "cred.example.com", 443, "GET", true, ALLOW, "cred.example.com", "X-K" },
     { "c-open", "cred.example.com", 80, "GET", false, NOTLS, "cred.example.com", NULL },
-    /* General globs: `*` matches any run, dots and the empty run included; never an IP. */
-    { "c-glob", "anything.org", 443, "GET", true, ALLOW, "*", NULL },
-    { "c-glob", "anything.org", 443, "POST", true, METH, "*", NULL },
-    { "c-glob", "a", 443, "GET", true, ALLOW, "*", NULL },
-    { "c-glob", "example.com", 443, "POST", true, METH, "*", NULL },
+    /* General globs: `*` matches any run, dots included, always before a dot (the suffix
+     * after it starts at a label); never an IP. */
+    { "c-glob", "anything.org", 443, "GET", true, ALLOW, "*.org", NULL },
+    { "c-glob", "anything.org", 443, "POST", true, METH, "*.org", NULL },
+    { "c-glob", "a", 443, "GET", true, HOST, NULL, NULL },
+    { "c-glob", "org", 443, "GET", true, HOST, NULL, NULL },
+    { "c-glob", "example.com", 443, "POST", true, HOST, NULL, NULL },
     { "c-glob", "a.example.com", 443, "POST", true, ALLOW, "*.example.com", NULL },
-    { "c-glob", "xay.example.org", 443, "POST", true, ALLOW, "x*y.example.org", NULL },
-    { "c-glob", "xy.example.org", 443, "POST", true, ALLOW, "x*y.example.org", NULL },
-    { "c-glob", "x.a.y.example.org", 443, "POST", true, ALLOW, "x*y.example.org", NULL },
-    { "c-glob", "ax.y.example.org", 443, "POST", true, METH, "*", NULL },
+    { "c-glob", "x-a.example.org", 443, "POST", true, ALLOW, "x-*.example.org", NULL },
+    { "c-glob", "x-a.b.example.org", 443, "POST", true, ALLOW, "x-*.example.org", NULL },
+    { "c-glob", "ax-y.example.org", 443, "POST", true, METH, "*.org", NULL },
+    { "c-glob", "x-a.evilexample.org", 443, "POST", true, METH, "*.org", NULL },
     { "c-glob", "anything.org", 8443, "GET", true, PORT, NULL, NULL },
     { "c-glob", "10.0.0.7", 443, "GET", true, HOST, NULL, NULL },
     { "c-glob", "[::1]", 443, "GET", true, HOST, NULL, NULL },
@@ -280,7 +282,7 @@ static const struct row rows[] = {
     { "c-ci", "github.com", 443, NULL, true, HOST, NULL, NULL },
     { "c-ci", "pkgs.example.org", 8080, NULL, false, PORT, NULL, NULL },
     { "c-rt", "api.github.com", 443, NULL, true, ALLOW, "api.github.com", NULL },
-    { "c-glob", "anything.org", 443, NULL, true, ALLOW, "*", NULL },
+    { "c-glob", "anything.org", 443, NULL, true, ALLOW, "*.org", NULL },
     { "c-old", "pkgs.example.org", 443, NULL, true, SL_REASON_EXPIRED, NULL, NULL },
     /* No client: no identity, whatever the request. */
     { NULL, "pkgs.example.org", 443, "GET", true, SL_REASON_NO_IDENTITY, NULL, NULL },
@@ -436,6 +438,7 @@ static const char passthrough_policy[] =
         "    { 'host': '*.pin.example.net', 'tls': 'passthrough', 'methods': [] },"
         "    { 'host': 'api.pin.example.net', 'tls': 'intercept', 'methods': ['GET'] },"
         "    { 'host': 'port.example.com:8443', 'tls': 'passthrough' },"
+        "    { 'host': 'iport.example.com:8443' },"
         "    { 'host': 'shared.example.com', 'methods': ['GET'] }"
         "  ] },"
         "  'open': { 'default': 'allow' }"
@@ -479,10 +482,15 @@ static void carries_the_passthrough_flag_of_the_winning_rule(void **state)
     expect_passthrough(s, "q", "api.pin.example.net", 443, NULL, true, SL_REASON_NONE, false);
     expect_passthrough(s, "q", "api.pin.example.net", 443, "POST", true,
                        SL_REASON_METHOD_NOT_ALLOWED, false);
-    /* A port the rule does not cover: no winner, no flag. */
+    /* A port the rule does not cover: no winner, but the flag says that a passthrough rule
+     * names the host (the proxy then never intercepts it to say so); not for an intercepting
+     * rule. */
     expect_passthrough(s, "q", "port.example.com", 8443, NULL, true, SL_REASON_NONE, true);
     expect_passthrough(s, "q", "port.example.com", 443, NULL, true, SL_REASON_PORT_NOT_ALLOWED,
+                       true);
+    expect_passthrough(s, "q", "iport.example.com", 443, NULL, true, SL_REASON_PORT_NOT_ALLOWED,
                        false);
+    expect_passthrough(s, "q", "deep.pin.example.net", 443, NULL, true, SL_REASON_NONE, true);
     /* Plain HTTP under a passthrough rule: refused, not-tls. */
     expect_passthrough(s, "q", "pinned.example.com", 80, "GET", false, SL_REASON_NOT_TLS, true);
     expect_passthrough(s, "q", "pinned.example.com", 80, NULL, false, SL_REASON_NONE, true);

@@ -219,6 +219,60 @@ static void reports_rule_host_errors(void **state)
     EXPECT(DOC_RULES("{'host':'1.2.3.4.5'}"),
            "$.environments.ci.rules[0].host: bad host pattern \"1.2.3.4.5\": numeric last label "
            "but not an IPv4 address");
+    /* A '*' without a label boundary, and an xn-- label that is no A-label. */
+    EXPECT(DOC_RULES("{'host':'*'},{'host':'*github.test'},{'host':'a.*.b.test'},"
+                     "{'host':'xn--zz'},{'host':'api.xn--zz.test:8443'}"),
+           "$.environments.ci.rules[0].host: bad host pattern \"*\": '*' alone would match "
+           "every host*",
+           "$.environments.ci.rules[1].host: bad host pattern \"*github.test\": '*' must end "
+           "the first label, right before a dot: *example.com would also match evilexample.com "
+           "(write *.example.com)",
+           "$.environments.ci.rules[2].host: bad host pattern \"a.*.b.test\": '*' only in the "
+           "first label*",
+           "$.environments.ci.rules[3].host: bad host pattern \"xn--zz\": an xn-- label that is "
+           "not valid Punycode (RFC 3492)",
+           "$.environments.ci.rules[4].host: bad host pattern \"api.xn--zz.test:8443\": an "
+           "xn-- label that is not valid Punycode (RFC 3492)");
+    EXPECT_VALID(DOC_RULES("{'host':'*.github.test'},{'host':'api-*.github.test:8443'},"
+                           "{'host':'xn--bcher-kva.test'}"));
+}
+
+/* Lists the warnings of `text` (a valid document) against `want`. */
+static void expect_warnings(const char *text, const char *const *want)
+{
+    struct sl_buf b;
+    struct sl_policy_errors errs = { NULL, 0, false };
+    struct sl_policy_errors warns = { NULL, 0, false };
+    struct sl_snapshot *s = NULL;
+    char why[2048];
+
+    json(&b, text);
+    assert_int_equal(sl_snapshot_parse_warn(b.p, b.len, &s, &errs, &warns), 0);
+    assert_int_equal(errs.count, 0);
+    if (sl_test_lines_check(error_line, &warns, warns.count, want, why, sizeof(why)) != 0) {
+        fail_msg("warnings of %s: %s", (const char *)b.p, why);
+    }
+    sl_snapshot_unref(s);
+    sl_policy_errors_finish(&errs);
+    sl_policy_errors_finish(&warns);
+    sl_buf_finish(&b);
+}
+
+static void warns_of_hosts_normalised_behind_the_authors_back(void **state)
+{
+    (void)state;
+    expect_warnings(
+            DOC_RULES("{'host':'API.GITHUB.TEST'},{'host':'api.github.test.'},"
+                      "{'host':'pkgs.example.org'},{'host':'*.Example.org.:8443'}"),
+            SL_TEST_LINES("$.environments.ci.rules[0].host: host pattern \"API.GITHUB.TEST\" "
+                          "is matched as \"api.github.test\" (host names are matched in lower "
+                          "case)",
+                          "$.environments.ci.rules[1].host: host pattern \"api.github.test.\" "
+                          "is matched as \"api.github.test\" (the trailing dot is dropped)",
+                          "$.environments.ci.rules[3].host: host pattern "
+                          "\"*.Example.org.:8443\" is matched as \"*.example.org:8443\" (host "
+                          "names are matched in lower case, and the trailing dot is dropped)"));
+    expect_warnings(DOC_RULES("{'host':'pkgs.example.org'}"), SL_TEST_LINES(NULL));
 }
 
 static void reports_method_errors(void **state)
@@ -897,6 +951,7 @@ int main(void)
         cmocka_unit_test(refuses_nesting_deeper_than_the_schema_needs),
         cmocka_unit_test(reports_environment_errors),
         cmocka_unit_test(reports_rule_host_errors),
+        cmocka_unit_test(warns_of_hosts_normalised_behind_the_authors_back),
         cmocka_unit_test(reports_method_errors),
         cmocka_unit_test(reports_credential_errors_without_quoting_the_value),
         cmocka_unit_test(reports_passthrough_errors),

@@ -189,6 +189,63 @@ static void writes_refusals_with_reason_and_nulls(void **state)
     json_decref(j);
 }
 
+static void says_error_for_a_failure_and_deny_for_a_refusal(void **state)
+{
+    struct sockaddr_in src;
+    struct sl_audit_record r = sample(&src);
+    char line[SL_AUDIT_LINE_MAX];
+    json_t *j;
+
+    (void)state;
+    r.allow = false;
+    r.reason = SL_REASON_UPSTREAM_TLS;
+    r.error = true;
+    r.status = 502;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_string_equal(json_string_value(json_object_get(j, "decision")), "error");
+    assert_string_equal(json_string_value(json_object_get(j, "reason")), "upstream-tls");
+    json_decref(j);
+    r.reason = SL_REASON_HOST_NOT_ALLOWED;
+    r.error = false;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_string_equal(json_string_value(json_object_get(j, "decision")), "deny");
+    json_decref(j);
+}
+
+static void notes_a_cut_transfer_and_a_connects_other_host(void **state)
+{
+    struct sockaddr_in src;
+    struct sl_audit_record r = sample(&src);
+    char line[SL_AUDIT_LINE_MAX];
+    json_t *j;
+    json_t *a;
+
+    (void)state;
+    /* Neither member on an ordinary line. */
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_null(json_object_get(j, "aborted"));
+    assert_null(json_object_get(j, "connect_host_header"));
+    json_decref(j);
+    r.aborted_side = "client";
+    r.aborted_cause = "send-timeout";
+    r.method = "CONNECT";
+    r.path = NULL;
+    r.connect_host_header = "127.0.0.1:3128";
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    assert_non_null(strstr(line, ",\"bytes_down\":40211,\"aborted\":{\"side\":\"client\","
+                                 "\"cause\":\"send-timeout\"},\"ms\":"));
+    j = parse_line(line);
+    a = json_object_get(j, "aborted");
+    assert_string_equal(json_string_value(json_object_get(a, "side")), "client");
+    assert_string_equal(json_string_value(json_object_get(a, "cause")), "send-timeout");
+    assert_string_equal(json_string_value(json_object_get(j, "connect_host_header")),
+                        "127.0.0.1:3128");
+    json_decref(j);
+}
+
 static void marks_a_passthrough_tunnel_and_only_it(void **state)
 {
     struct sockaddr_in src;
@@ -258,9 +315,22 @@ static void cuts_long_fields_but_never_drops_the_line(void **state)
     r.client = host;
     r.environment = host;
     r.rule = host;
+    r.method = host;
+    r.scheme = host;
+    r.connect_host_header = host;
+    r.aborted_side = "upstream";
+    r.aborted_cause = "send-timeout";
+    r.reason = SL_REASON_UPSTREAM_UNREACHABLE;
     assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
     j = parse_line(line);
     assert_non_null(strstr(json_string_value(json_object_get(j, "path")), "..."));
+    /* A CONNECT's Host takes the room of the path a CONNECT does not have. */
+    assert_null(json_object_get(j, "connect_host_header"));
+    json_decref(j);
+    r.path = NULL;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_non_null(strstr(json_string_value(json_object_get(j, "connect_host_header")), "..."));
     json_decref(j);
     sl_free(path);
     sl_free(host);
@@ -366,6 +436,8 @@ int main(void)
         cmocka_unit_test(formats_every_field_of_the_spec),
         cmocka_unit_test(writes_numbers_and_time_exactly),
         cmocka_unit_test(writes_refusals_with_reason_and_nulls),
+        cmocka_unit_test(says_error_for_a_failure_and_deny_for_a_refusal),
+        cmocka_unit_test(notes_a_cut_transfer_and_a_connects_other_host),
         cmocka_unit_test(marks_a_passthrough_tunnel_and_only_it),
         cmocka_unit_test(stays_valid_json_whatever_the_request_carried),
         cmocka_unit_test(cuts_long_fields_but_never_drops_the_line),

@@ -226,24 +226,29 @@ static void refuses_what_conn_refuses(void **state)
     }
 }
 
-static void a_connect_host_header_names_the_connect_host(void **state)
+static void a_connect_host_header_naming_another_host_is_noted(void **state)
 {
     static const struct {
         const char *head;
         int rc;
         enum sl_reason reason;
+        /* The value noted as naming another host, or NULL. */
+        const char *other;
     } rows[] = {
         { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n", 0,
-          SL_REASON_NONE },
+          SL_REASON_NONE, NULL },
         { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: API.Example.com\r\n\r\n", 0,
-          SL_REASON_NONE },
-        { "CONNECT api.example.com:443 HTTP/1.0\r\n\r\n", 0, SL_REASON_NONE },
-        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n", SL_EINVAL,
-          SL_REASON_HOST_MISMATCH },
-        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", SL_EINVAL,
-          SL_REASON_HOST_MISMATCH },
+          SL_REASON_NONE, NULL },
+        { "CONNECT api.example.com:443 HTTP/1.0\r\n\r\n", 0, SL_REASON_NONE, NULL },
+        /* The proxy's own address, as Node's http.request({method:'CONNECT'}) sends it. */
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: 127.0.0.1:3128\r\n\r\n", 0, SL_REASON_NONE,
+          "127.0.0.1:3128" },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: evil.example:443\r\n\r\n", 0,
+          SL_REASON_NONE, "evil.example:443" },
+        { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:8443\r\n\r\n", 0,
+          SL_REASON_NONE, "api.example.com:8443" },
         { "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api..example.com\r\n\r\n", SL_EINVAL,
-          SL_REASON_BAD_HOST },
+          SL_REASON_BAD_HOST, NULL },
     };
 
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -251,11 +256,18 @@ static void a_connect_host_header_names_the_connect_host(void **state)
         const struct sl_h1_head *h = parse(f, rows[i].head);
         struct sl_host host;
         struct sl_head_refusal why;
+        struct sl_slice other;
 
         print_message("row %zu\n", i);
         assert_int_equal(sl_host_normalize(sl_slice_str("api.example.com"), 0, &host, NULL), 0);
-        assert_int_equal(sl_head_connect_host(h, &host, 443, &why), rows[i].rc);
+        assert_int_equal(sl_head_connect_host(h, &host, 443, &other, &why), rows[i].rc);
         assert_int_equal(why.reason, rows[i].reason);
+        if (rows[i].other == NULL) {
+            assert_null(other.p);
+        } else {
+            assert_int_equal(other.n, strlen(rows[i].other));
+            assert_memory_equal(other.p, rows[i].other, other.n);
+        }
         teardown(state);
         setup(state);
     }
@@ -484,7 +496,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(relays_a_websocket_upgrade_only, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_what_conn_refuses, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_connect_host_header_names_the_connect_host, setup,
+        cmocka_unit_test_setup_teardown(a_connect_host_header_naming_another_host_is_noted, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(keeps_the_query_of_an_absolute_url_without_a_path, setup,
                                         teardown),

@@ -978,6 +978,33 @@ static void close_notify_is_told_from_truncation(void **state)
     assert_int_equal(sl_tls_read(p.s, buf, sizeof(buf)), UV_ECONNRESET);
     assert_int_equal(sl_tls_read(p.s, buf, sizeof(buf)), UV_ECONNRESET);
     assert_string_not_equal(sl_tls_error_text(p.s), "");
+    /* Cut between two records: the peer shut only its sending side, and still reads what is
+     * written to it (a half-close without close_notify), close_notify included. */
+    assert_int_equal(sl_tls_write(p.s, (const uint8_t *)"answer", 6), 6);
+    (void)move(p.s, p.c, SIZE_MAX);
+    r = sl_tls_read(p.c, buf, sizeof(buf));
+    assert_int_equal(r, 6);
+    assert_memory_equal(buf, "answer", 6);
+    assert_int_equal(sl_tls_shutdown(p.s), 1);
+    (void)move(p.s, p.c, SIZE_MAX);
+    assert_int_equal(sl_tls_read(p.c, buf, sizeof(buf)), UV_EOF);
+    pair_close(&p);
+
+    /* Cut inside a record: the engine fails, writing included. */
+    pair_open(&p, cctx, "a.sluice.test", false, 443);
+    handshake_ok(&p);
+    assert_int_equal(sl_tls_write(p.c, (const uint8_t *)"partial", 7), 7);
+    {
+        struct sl_slice rec = sl_tls_out_peek(p.c);
+
+        assert_true(rec.n > 10);
+        assert_int_equal(sl_tls_feed(p.s, rec.p, rec.n - 3), (int)(rec.n - 3));
+        sl_tls_out_ack(p.c, rec.n);
+    }
+    sl_tls_feed_eof(p.s);
+    assert_int_equal(sl_tls_read(p.s, buf, sizeof(buf)), UV_ECONNRESET);
+    assert_int_equal(sl_tls_write(p.s, (const uint8_t *)"answer", 6), UV_ECONNRESET);
+    assert_string_not_equal(sl_tls_error_text(p.s), "");
     pair_close(&p);
 
     /* A handshake cut short fails the same way. */

@@ -300,8 +300,13 @@ static void reads_every_field_of_a_full_request(void **state)
     assert_string_equal(spec.vars[1].value, "s3cr3t");
     assert_false(spec.egress_allow);
     assert_int_equal(spec.n_rules, 3);
-    /* Hosts are normalised by policy/host.h. */
+    /* Hosts are normalised by policy/host.h, with a warning that says so. */
     assert_string_equal(spec.rules[0].host, "pkgs.example.org");
+    assert_int_equal(spec.n_warnings, 1);
+    assert_string_equal(spec.warnings[0].path, "egress.rules[0].host");
+    assert_string_equal(spec.warnings[0].message,
+                        "host pattern \"PKGS.Example.org.\" is stored as \"pkgs.example.org\" "
+                        "(host names are matched in lower case, and the trailing dot is dropped)");
     assert_int_equal(spec.rules[1].n_methods, 2);
     assert_string_equal(spec.rules[1].methods[1], "HEAD");
     assert_null(spec.rules[1].header);
@@ -846,6 +851,13 @@ static void normalises_rule_hosts_with_the_policy_parser(void **state)
     EXPECT(RULES("{'host':'ok.com'},{'host':'ok2.com'},{'host':'a..b'}"),
            "egress.rules[2].host: bad host pattern \"a..b\": empty label");
     EXPECT(RULES("{'host':'10.0.*.1'}"), "egress.rules[0].host: bad host pattern \"10.0.*.1\": *");
+    /* The proxy's pattern rules too: a '*' at a label boundary, A-labels. */
+    EXPECT(RULES("{'host':'*'}"), "egress.rules[0].host: bad host pattern \"*\": '*' alone *");
+    EXPECT(RULES("{'host':'*github.test'}"),
+           "egress.rules[0].host: bad host pattern \"*github.test\": '*' must end the first *");
+    EXPECT(RULES("{'host':'xn--zz.test'}"),
+           "egress.rules[0].host: bad host pattern \"xn--zz.test\": an xn-- label that is not "
+           "valid Punycode (RFC 3492)");
     EXPECT(RULES("{'host':'a.com:0'}"), "egress.rules[0].host: bad host pattern \"a.com:0\": *");
     EXPECT(RULES("{'host':'a.com:'}"), "egress.rules[0].host: bad host pattern \"a.com:\": *");
     EXPECT(RULES("{'host':'a b.com'}"), "egress.rules[0].host: bad host pattern \"a b.com\": *");
