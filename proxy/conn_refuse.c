@@ -99,45 +99,11 @@ static const char *abort_cause_name(enum sl__abort_cause cause)
     return NULL;
 }
 
-/* A refusal that is a failure rather than a decision (docs/reference/proxy.md §4.7): the
- * proxy could not do what it would have allowed or could not serve at all — an upstream that
- * failed (its DNS, connect, TLS, timeout, or a response it would not pass on: every 5xx of the
- * proxy's own), no policy, overload, an audit log it cannot write. A refusal of the client's own
- * request (4xx: policy, a malformed or mismatched request) is a denial. */
+/* A refusal that is a failure rather than a decision of the policy's (docs/reference/proxy.md
+ * §4.7): a reason sl__reason_is_policy() does not name. */
 static bool is_failure(const struct sl__conn *c)
 {
-    if (c->r.allow || c->r.challenge) {
-        return false;
-    }
-    switch (c->r.reason) {
-    case SL_REASON_DNS:
-    case SL_REASON_UPSTREAM_UNREACHABLE:
-    case SL_REASON_UPSTREAM_TLS:
-    case SL_REASON_UPSTREAM_TIMEOUT:
-    case SL_REASON_OVERLOADED:
-    case SL_REASON_AUDIT_UNAVAILABLE:
-    case SL_REASON_NO_POLICY:
-        return true;
-    case SL_REASON_NONE:
-    case SL_REASON_NO_IDENTITY:
-    case SL_REASON_EXPIRED:
-    case SL_REASON_BAD_REQUEST:
-    case SL_REASON_BAD_HOST:
-    case SL_REASON_HOST_NOT_ALLOWED:
-    case SL_REASON_PORT_NOT_ALLOWED:
-    case SL_REASON_METHOD_NOT_ALLOWED:
-    case SL_REASON_CREDENTIAL_NEEDS_TLS:
-    case SL_REASON_HOST_MISMATCH:
-    case SL_REASON_PRIVATE_ADDRESS:
-    case SL_REASON_NOT_TLS:
-    case SL_REASON_TOO_LARGE:
-    case SL_REASON_GIT_READ_ONLY:
-    case SL_REASON_GIT_PROTECTED_BRANCH:
-    case SL_REASON_GIT_BAD_PUSH:
-        /* A bad or oversized response of the upstream's is answered 502. */
-        return c->r.status >= 500;
-    }
-    return false;
+    return !c->r.allow && !c->r.challenge && !sl__reason_is_policy(c->r.reason);
 }
 
 void sl__conn_audit(struct sl__conn *c)
@@ -250,12 +216,12 @@ bool sl__reason_is_policy(enum sl_reason reason)
     case SL_REASON_CREDENTIAL_NEEDS_TLS:
     case SL_REASON_EXPIRED:
     case SL_REASON_NO_IDENTITY:
-    case SL_REASON_NO_POLICY:
     case SL_REASON_PRIVATE_ADDRESS:
     case SL_REASON_GIT_READ_ONLY:
     case SL_REASON_GIT_PROTECTED_BRANCH:
         return true;
     case SL_REASON_NONE:
+    case SL_REASON_NO_POLICY:
     case SL_REASON_BAD_REQUEST:
     case SL_REASON_BAD_HOST:
     case SL_REASON_HOST_MISMATCH:
@@ -472,6 +438,19 @@ void sl__conn_note_identity(struct sl__conn *c)
     }
 }
 
+/* Answers the refusal of `c->dec`. A proxy request without Proxy-Authorization is how a client
+ * learns that it must send one (git, curl --proxy-anyauth): its 407 is a challenge, not a
+ * refusal. A wrong credential, a malformed header, or a 407 inside a tunnel (its client went
+ * away) is. */
+static void refuse_decision(struct sl__conn *c, bool keep)
+{
+    c->r.challenge =
+            c->dec.reason == SL_REASON_NO_IDENTITY && !c->has_auth && !sl__conn_in_tunnel(c);
+    sl__conn_refuse_reason(c, c->dec.reason,
+                           c->dec.reason == SL_REASON_GIT_READ_ONLY ? GIT_READ_ONLY_DETAIL : NULL,
+                           keep);
+}
+
 /* Decides the current request (`method` NULL: a CONNECT, host and port only). Returns true
  * when allowed; otherwise answers the refusal. */
 bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep)
@@ -481,14 +460,7 @@ bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep
 
     sl_policy_decide(c->snap, client, &v, (int64_t)time(NULL), &c->dec);
     if (!c->dec.allow) {
-        /* A proxy request without Proxy-Authorization is how a client learns that it must
-         * send one (git, curl --proxy-anyauth): its 407 is a challenge, not a refusal. A wrong
-         * credential, a malformed header, or a 407 inside a tunnel (its client went away) is. */
-        c->r.challenge =
-                c->dec.reason == SL_REASON_NO_IDENTITY && !c->has_auth && !sl__conn_in_tunnel(c);
-        sl__conn_refuse_reason(
-                c, c->dec.reason,
-                c->dec.reason == SL_REASON_GIT_READ_ONLY ? GIT_READ_ONLY_DETAIL : NULL, keep);
+        refuse_decision(c, keep);
         return false;
     }
     /* docs/reference/proxy.md §4.7: nothing leaves that the audit log cannot record. */
@@ -536,7 +508,7 @@ bool sl__conn_decide_connect(struct sl__conn *c)
             return true;
         }
     }
-    sl__conn_refuse_reason(c, c->dec.reason, NULL, false);
+    refuse_decision(c, false);
     return false;
 }
 

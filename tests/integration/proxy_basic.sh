@@ -210,7 +210,7 @@ check_status "no policy: https gets 503 no-policy" 503 no-policy
 fx_curl -H 'X-Probe: nopol-2' "http://a.sluice.test:$FX_PY_HTTP_PORT/hello"
 check_status "no policy: plain http gets 503 no-policy" 503 no-policy
 check_eq "no policy: nothing reached nginx" "$(fx_jsonl_count "$FX_NGINX_LOG" probe~nopol-)" 0
-check_audit "no policy: audit line with reason no-policy" decision=deny reason=no-policy
+check_audit "no policy: audit line with reason no-policy (not a decision of the policy: error)" decision=error reason=no-policy
 check "SIGTERM stops the proxy without a policy with exit 0" fx_proxy_stop
 
 # --- (13) identity by token -------------------------------------------------------------------

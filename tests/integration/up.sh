@@ -368,8 +368,8 @@ if [ "${probe_status:-000}" = 407 ]; then
   check_audit "--audit-log FILE: the proxy writes its decision there (challenge no-identity)" \
     host=up-audit-probe.test decision=challenge reason=no-identity status=407
 else
-  check_audit "--audit-log FILE: the proxy writes its decision there (deny no-policy)" \
-    host=up-audit-probe.test decision=deny reason=no-policy
+  check_audit "--audit-log FILE: the proxy writes its decision there (error no-policy)" \
+    host=up-audit-probe.test decision=error reason=no-policy
 fi
 check_eq "... and not in DATA/audit.log" "$(wc -l <"$DATA/audit.log")" "$audit_lines_in_data"
 api GET '/audit?limit=5'
