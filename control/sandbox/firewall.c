@@ -252,24 +252,33 @@ static void copy_nft_error(struct nft_ctx *nft, const char *what, char *err, siz
     sl_errf(err, cap, "firewall: %s failed: %.*s", what, (int)(n > 400 ? 400 : n), msg);
 }
 
+/* libnftables keeps some state outside its contexts (its symbol tables, the parser's scanner
+ * setup), and the control plane may install a wall and update the host's set from two threads
+ * of the pool at once: one batch at a time in the process. */
+static pthread_mutex_t nft_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Runs `cmds` as one nftables transaction in the calling thread's network namespace. */
 static int run_batch(const char *cmds, const char *what, char *err, size_t cap)
 {
-    struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
+    struct nft_ctx *nft;
     int rc = 0;
 
+    SL_BUG_ON(pthread_mutex_lock(&nft_lock) != 0);
+    nft = nft_ctx_new(NFT_CTX_DEFAULT);
     if (nft == NULL) {
         sl_errf(err, cap, "firewall: out of memory for the nftables context");
-        return SL_ENOMEM;
-    }
-    if (nft_ctx_buffer_output(nft) != 0 || nft_ctx_buffer_error(nft) != 0) {
+        rc = SL_ENOMEM;
+    } else if (nft_ctx_buffer_output(nft) != 0 || nft_ctx_buffer_error(nft) != 0) {
         sl_errf(err, cap, "firewall: cannot buffer nftables output");
         rc = SL_ENOMEM;
     } else if (nft_run_cmd_from_buffer(nft, cmds) != 0) {
         copy_nft_error(nft, what, err, cap);
         rc = SL_EIO;
     }
-    nft_ctx_free(nft);
+    if (nft != NULL) {
+        nft_ctx_free(nft);
+    }
+    SL_BUG_ON(pthread_mutex_unlock(&nft_lock) != 0);
     return rc;
 }
 
