@@ -35,6 +35,8 @@ static const char usage[] =
         "  --docker-socket PATH        the Docker API socket (default /var/run/docker.sock)\n"
         "  --network NAME              the container network (default sluice0)\n"
         "  --proxy-port PORT           the proxy's port on the network's gateway (default 3128)\n"
+        "  --transparent-port PORT     the proxy's transparent listener on the gateway that ports\n"
+        "                              rules name are redirected to (default 3129)\n"
         "  --subnet CIDR               the container network's subnet (default 10.213.0.0/24)\n"
         "  --image NAME                the default sandbox image, when no environment names one\n"
         "                              (default sluice/sandbox:bookworm)\n"
@@ -56,6 +58,7 @@ struct raw {
     const char *network;
     const char *subnet;
     const char *proxy_port;
+    const char *transparent_port;
     const char *idle_timeout;
     const char *sandbox_lifetime;
     const char *job_concurrency;
@@ -77,6 +80,7 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
     static const char cmd[] = "control";
     const struct sl_opt_uint nums[] = {
         { "--proxy-port", r->proxy_port, 1, 65535, &cfg->proxy_port },
+        { "--transparent-port", r->transparent_port, 1, 65535, &cfg->transparent_port },
         { "--idle-timeout", r->idle_timeout, 1, 31536000, &cfg->idle_timeout_s },
         { "--sandbox-lifetime", r->sandbox_lifetime, 1, 31536000, &cfg->sandbox_lifetime_s },
         { "--job-concurrency", r->job_concurrency, 1, 64, &cfg->job_concurrency },
@@ -140,6 +144,7 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
             { "--docker-socket", SL_OPT_VALUE, NULL, &r.docker_socket, NULL, NULL, 0 },
             { "--network", SL_OPT_VALUE, NULL, &r.network, NULL, NULL, 0 },
             { "--proxy-port", SL_OPT_VALUE, NULL, &r.proxy_port, NULL, NULL, 0 },
+            { "--transparent-port", SL_OPT_VALUE, NULL, &r.transparent_port, NULL, NULL, 0 },
             { "--subnet", SL_OPT_VALUE, NULL, &r.subnet, NULL, NULL, 0 },
             { "--image", SL_OPT_VALUE, NULL, &cfg->image, NULL, NULL, 0 },
             { "--git-url", SL_OPT_VALUE, NULL, &cfg->git_url, NULL, NULL, 0 },

@@ -101,7 +101,7 @@ static const char usage[] =
         "                              cache) with the recipe " RECIPE_DEFAULT "\n"
         "                              ($" RECIPE_ENV " names another copy)\n"
         "  --git-url URL, --git-token TOKEN, --idle-timeout S, --sandbox-lifetime S,\n"
-        "  --job-concurrency N, --log-level LEVEL\n"
+        "  --job-concurrency N, --log-level LEVEL, --transparent-port PORT\n"
         "                              as for sluice control\n"
         "  --audit-log FILE            where the proxy writes its audit log and the dashboard\n"
         "                              tails it (default DIR/audit.log)\n"
@@ -131,13 +131,14 @@ enum passed {
     PASS_LOG_LEVEL,
     PASS_JOB_CONCURRENCY,
     PASS_AUDIT_LOG,
+    PASS_TRANSPARENT_PORT,
     PASS_COUNT,
 };
 
 static const char *const passed_names[PASS_COUNT] = {
-    "--docker-socket",   "--network",   "--proxy-port",   "--subnet",           "--image",
-    "--git-url",         "--git-token", "--idle-timeout", "--sandbox-lifetime", "--log-level",
-    "--job-concurrency", "--audit-log",
+    "--docker-socket",   "--network",   "--proxy-port",       "--subnet",           "--image",
+    "--git-url",         "--git-token", "--idle-timeout",     "--sandbox-lifetime", "--log-level",
+    "--job-concurrency", "--audit-log", "--transparent-port",
 };
 
 struct up {
@@ -1171,9 +1172,10 @@ static int supervise(struct up *u)
     return exit_code;
 }
 
-/* CAP_NET_ADMIN (bit 12) among the effective capabilities: what the firewall table needs, and
- * all the packaged sluice.service gives its user (docs/install.md). */
-static bool has_net_admin(void)
+/* Capability `bit` among the effective ones: CAP_NET_ADMIN (12) for the firewall table,
+ * CAP_SYS_ADMIN (21) to enter a container's network namespace for its inner wall
+ * (docs/install.md lists what the packaged sluice.service gives its user). */
+static bool has_cap(unsigned bit)
 {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -1187,7 +1189,7 @@ static bool has_net_admin(void)
         found = sscanf(line, "CapEff: %llx", &caps) == 1;
     }
     (void)fclose(f);
-    return found && (caps & (1ull << 12)) != 0;
+    return found && (caps & (1ull << bit)) != 0;
 }
 
 /* `sluice up`, or with `run` false only its flags checked (--help then prints nothing). */
@@ -1219,9 +1221,13 @@ static int up_command(int argc, char **argv, bool run)
         sl_free(u);
         return SL_CMD_FAIL;
     }
-    if (geteuid() != 0 && !has_net_admin()) {
+    if (geteuid() != 0 && !has_cap(12)) {
         sl_eprintf("warning: neither root nor CAP_NET_ADMIN: the control plane cannot install "
                    "the firewall table, so sandboxes will be off");
+    } else if (geteuid() != 0 && !has_cap(21)) {
+        sl_eprintf("warning: neither root nor CAP_SYS_ADMIN: the control plane cannot put the "
+                   "inner wall into a container's network namespace, so every sandbox will "
+                   "fail to start");
     }
     /* Only up speaks to systemd (NotifyAccess=main); its children must not. */
     if (getenv("NOTIFY_SOCKET") != NULL) {

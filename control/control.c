@@ -57,6 +57,13 @@ struct build {
     struct sl_buf doc;
     struct sl_snapshot_build_report report;
     int rc;
+    /* The host table whose redirect_ports set follows the build ("" when none), sluice's own
+     * ports that are never redirected, and the outcome of the update. */
+    char fw_table[80];
+    unsigned proxy_port;
+    unsigned redirect_port;
+    int ports_rc;
+    char ports_err[ERR_BYTES];
 };
 
 /* A change that removed access, waiting until every proxy acknowledged a snapshot built after
@@ -119,6 +126,7 @@ void sl_control_config_init(struct sl_control_config *cfg)
     cfg->network = SL_CONTROL_DEFAULT_NETWORK;
     cfg->subnet = SL_CONTROL_DEFAULT_SUBNET;
     cfg->proxy_port = SL_CONTROL_DEFAULT_PROXY_PORT;
+    cfg->transparent_port = SL_CONTROL_DEFAULT_TRANSPARENT_PORT;
     cfg->log_level = SL_LOG_INFO;
 }
 
@@ -153,6 +161,44 @@ static int load_key(const char *dir, struct sl_secrets **out)
 
 static void start_build(struct daemon *d);
 
+/* The manager's inner walls and the host's table open the same fixed ports. */
+_Static_assert(SL_SANDBOX_DNS_PORT == SL_FIREWALL_DNS_PORT
+                       && SL_SANDBOX_HTTP_PORT == SL_FIREWALL_HTTP_PORT
+                       && SL_SANDBOX_HTTPS_PORT == SL_FIREWALL_HTTPS_PORT,
+               "one set of sluice's fixed ports");
+
+/* On the pool: the host table redirects the ports the build's rules name, but sluice's own
+ * (the proxy's listeners take those themselves), to the transparent listener. */
+static int set_redirect_ports(struct build *b)
+{
+    const unsigned own[] = { b->proxy_port, b->redirect_port, SL_SANDBOX_DNS_PORT,
+                             SL_SANDBOX_HTTP_PORT, SL_SANDBOX_HTTPS_PORT };
+    uint16_t *ports = sl_calloc(65535, sizeof(*ports));
+    size_t n = 0;
+    int rc;
+
+    if (ports == NULL) {
+        (void)snprintf(b->ports_err, sizeof(b->ports_err), "out of memory");
+        return SL_ENOMEM;
+    }
+    for (unsigned p = 1; p < 65536u; p++) {
+        bool skip = false;
+
+        if ((b->report.named_ports[p / 8] & (1u << (p % 8))) == 0) {
+            continue;
+        }
+        for (size_t i = 0; i < SL_ARRAY_LEN(own); i++) {
+            skip = skip || own[i] == p;
+        }
+        if (!skip) {
+            ports[n++] = (uint16_t)p;
+        }
+    }
+    rc = sl_firewall_set_redirect_ports(b->fw_table, ports, n, b->ports_err, sizeof(b->ports_err));
+    sl_free(ports);
+    return rc;
+}
+
 static void on_build(uv_work_t *w)
 {
     struct build *b = SL_CONTAINER_OF(w, struct build, work);
@@ -166,6 +212,9 @@ static void on_build(uv_work_t *w)
         b->rc = sl_control_snapshot_build_with_clients(b->d->api.store, b->d->api.secrets,
                                                        b->version, b->clients.items, b->clients.n,
                                                        &b->doc, &b->report);
+    }
+    if (b->rc == 0 && b->fw_table[0] != '\0') {
+        b->ports_rc = set_redirect_ports(b);
     }
 }
 
@@ -345,6 +394,17 @@ static void on_build_done(uv_work_t *w, int status)
             d->built_at[0] = '\0';
         }
     }
+    if (rc == 0 && b->ports_rc < 0) {
+        /* Fails closed: a port missing from the set is refused, not let through. */
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"cannot update the ports the host's table redirects to the transparent "
+               "listener\" err=\"%s\"",
+               b->ports_err);
+    }
+    if (rc == 0 && d->sandboxes != NULL) {
+        /* Before sl_sandboxes_built(): a container waiting for this build starts with them. */
+        sl_sandboxes_set_named_ports(d->sandboxes, b->report.named_ports);
+    }
     if (rc == 0 && d->pusher != NULL) {
         rc = sl_pusher_push(d->pusher, b->version, b->doc.p, b->doc.len);
         if (rc < 0) {
@@ -395,6 +455,11 @@ static void start_build(struct daemon *d)
         return;
     }
     b->d = d;
+    if (d->fw_installed) {
+        (void)snprintf(b->fw_table, sizeof(b->fw_table), "%s", d->fw_table);
+        b->proxy_port = d->cfg->proxy_port;
+        b->redirect_port = d->cfg->transparent_port;
+    }
     sl_buf_init(&b->doc, SL_SNAPSHOT_MAX_BYTES);
     if (d->sandboxes != NULL && sl_sandboxes_clients(d->sandboxes, &b->clients) < 0) {
         sl_log(SL_LOG_ERROR, 0, "msg=\"cannot build the policy snapshot\" err=%s",
@@ -663,15 +728,20 @@ static int read_ca_bundle(const char *dir, struct sl_buf *out, char *err, size_t
     return rc;
 }
 
-/* Writes the resolv.conf bound into containers: no resolver (they need none behind an
- * explicit proxy, and cannot learn their siblings' names). */
-static int write_resolv_conf(const char *path, char *err, size_t errlen)
+/* Writes the resolv.conf bound into containers: the proxy's DNS responder on the gateway
+ * (docs/reference/containers.md §5.4), which answers every name with the gateway's own address
+ * and forwards nothing; a lookup it does not answer fails within seconds. */
+static int write_resolv_conf(const char *path, const char *gateway, char *err, size_t errlen)
 {
-    static const char text[] = "# sluice: sandboxes reach the network only through the proxy\n"
-                               "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n";
     FILE *f = fopen(path, "w");
 
-    if (f == NULL || fputs(text, f) == EOF || fclose(f) != 0) {
+    if (f == NULL
+        || fprintf(f,
+                   "# sluice: names resolve to the gateway, where the proxy answers\n"
+                   "nameserver %s\noptions timeout:1 attempts:2\n",
+                   gateway)
+                   < 0
+        || fclose(f) != 0) {
         (void)snprintf(err, errlen, "cannot write %.300s: %s", path, strerror(errno));
         return SL_EIO;
     }
@@ -716,9 +786,6 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         rc = SL_EINVAL;
         (void)snprintf(err, sizeof(err), "the data directory's path is too long");
     }
-    if (rc == 0) {
-        rc = write_resolv_conf(resolv, err, sizeof(err));
-    }
     if (rc == 0 && (cfg->git_url == NULL) != (cfg->git_token == NULL)) {
         rc = SL_EINVAL;
         (void)snprintf(err, sizeof(err), "--git-url and --git-token go together");
@@ -739,6 +806,7 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         sc.network = cfg->network;
         sc.subnet = cfg->subnet;
         sc.proxy_port = cfg->proxy_port;
+        sc.redirect_port = cfg->transparent_port;
         sc.ca_bundle = bundle.p;
         sc.ca_bundle_len = bundle.len;
         sc.resolv_conf = resolv;
@@ -754,12 +822,16 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         rc = sl_sandboxes_create(&sc, &d->sandboxes, err, sizeof(err));
     }
     if (rc == 0) {
-        /* Before any container exists: from the bridge only the proxy port is reachable. */
+        rc = write_resolv_conf(resolv, sl_sandboxes_gateway(d->sandboxes), err, sizeof(err));
+    }
+    if (rc == 0) {
+        /* Before any container exists: from the bridge only sluice's ports are reachable. */
         sl_firewall_table_name(cfg->network, d->fw_table, sizeof(d->fw_table));
         fw.table = d->fw_table;
         fw.bridge = cfg->network;
         fw.gateway = sl_sandboxes_gateway(d->sandboxes);
         fw.proxy_port = cfg->proxy_port;
+        fw.redirect_port = cfg->transparent_port;
         rc = sl_firewall_install(&fw, err, sizeof(err));
         d->fw_installed = rc == 0;
     }

@@ -18,11 +18,12 @@
 /* Most --proxy-admin-socket flags. */
 #define SL_CONTROL_SOCKETS_MAX 16
 /* Defaults of docs/reference/cli.md §1 and docs/reference/api.md §5. */
-#define SL_CONTROL_DEFAULT_LISTEN        "127.0.0.1:8080"
-#define SL_CONTROL_DEFAULT_DOCKER_SOCKET "/var/run/docker.sock"
-#define SL_CONTROL_DEFAULT_NETWORK       "sluice0"
-#define SL_CONTROL_DEFAULT_SUBNET        "10.213.0.0/24"
-#define SL_CONTROL_DEFAULT_PROXY_PORT    3128u
+#define SL_CONTROL_DEFAULT_LISTEN           "127.0.0.1:8080"
+#define SL_CONTROL_DEFAULT_DOCKER_SOCKET    "/var/run/docker.sock"
+#define SL_CONTROL_DEFAULT_NETWORK          "sluice0"
+#define SL_CONTROL_DEFAULT_SUBNET           "10.213.0.0/24"
+#define SL_CONTROL_DEFAULT_PROXY_PORT       3128u
+#define SL_CONTROL_DEFAULT_TRANSPARENT_PORT 3129u
 /* Where the system's CA bundle is read from for the containers' bundle
  * (docs/reference/containers.md §5.4). */
 #define SL_CONTROL_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
@@ -43,6 +44,9 @@ struct sl_control_config {
     const char *docker_socket;
     const char *network;
     unsigned proxy_port;
+    /* The proxy's transparent listener on the gateway that the host's table redirects the ports
+     * rules name to (docs/reference/containers.md §5.4). */
+    unsigned transparent_port;
     const char *subnet;
     /* The default sandbox image; also the built-in base image of resolution (§5.2). */
     const char *image;

@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -753,6 +754,64 @@ static int check_counts(size_t n_envs, size_t n_clients)
     return SL_ETOOBIG;
 }
 
+/* The port of a rule's `host` in normal form (`name:PORT`, `[v6]:PORT`), 0 when it has none. */
+static unsigned host_port(const char *host)
+{
+    const char *colon;
+    unsigned long port = 0;
+
+    if (host == NULL) {
+        return 0;
+    }
+    if (host[0] == '[') {
+        const char *end = strchr(host, ']');
+
+        colon = end != NULL && end[1] == ':' ? end + 1 : NULL;
+    } else {
+        colon = strrchr(host, ':');
+    }
+    if (colon == NULL || colon[1] == '\0' || strspn(colon + 1, "0123456789") != strlen(colon + 1)
+        || strlen(colon + 1) > 5) {
+        return 0;
+    }
+    port = strtoul(colon + 1, NULL, 10);
+    return port <= 65535 ? (unsigned)port : 0;
+}
+
+static void note_rule_ports(const json_t *rules, uint8_t *ports)
+{
+    size_t i;
+    const json_t *r;
+
+    json_array_foreach(rules, i, r)
+    {
+        unsigned p = host_port(json_string_value(json_object_get(r, "host")));
+
+        if (p != 0) {
+            ports[p / 8] = (uint8_t)(ports[p / 8] | (1u << (p % 8)));
+        }
+    }
+}
+
+/* Fills report->named_ports from the finished document. */
+static void note_named_ports(json_t *doc, struct sl_snapshot_build_report *report)
+{
+    json_t *envs = json_object_get(doc, "environments");
+    const char *key;
+    json_t *v;
+    size_t i;
+
+    memset(report->named_ports, 0, sizeof(report->named_ports));
+    json_object_foreach(envs, key, v)
+    {
+        note_rule_ports(json_object_get(v, "rules"), report->named_ports);
+    }
+    json_array_foreach(json_object_get(doc, "clients"), i, v)
+    {
+        note_rule_ports(json_object_get(v, "rules"), report->named_ports);
+    }
+}
+
 /* Fills `doc` from the rows and the extra entries. */
 static int compile_all(struct build *b, const struct sl_env_row *envs, size_t n_envs,
                        const struct sl_store_client *clients, size_t n_clients,
@@ -809,6 +868,9 @@ int sl_control_snapshot_build_with_clients(struct sl_store *st, const struct sl_
     }
     if (rc == 0) {
         rc = dump_and_check(doc, out);
+    }
+    if (rc == 0) {
+        note_named_ports(doc, b.report);
     }
     json_decref(doc);
     json_decref(b.ids);

@@ -161,6 +161,9 @@ struct sl_snapshot_drop {
     char *message;
 };
 
+/* A set of TCP ports, one bit each: bit p % 8 of byte p / 8 is port p (port 0 never set). */
+#define SL_SNAPSHOT_PORT_SET_BYTES (65536u / 8u)
+
 /* What a build produced. Caller storage: zero it before its first use; each build frees what
  * a previous one left and fills it anew. Release with sl_snapshot_build_report_finish(). */
 struct sl_snapshot_build_report {
@@ -170,6 +173,11 @@ struct sl_snapshot_build_report {
     size_t n_clients;
     size_t n_rules;
     size_t n_credentials;
+    /* The ports the document's rules (of environments and of clients) name explicitly,
+     * `host:PORT` (docs/reference/snapshot.md §3); a rule without a port names none (it covers
+     * 443 and 80). The host's firewall redirects these to the proxy's transparent listener
+     * (docs/reference/containers.md §5.4). */
+    uint8_t named_ports[SL_SNAPSHOT_PORT_SET_BYTES];
     /* `n_drops` things left out, in document order. Owned; NULL when none. */
     struct sl_snapshot_drop *drops;
     size_t n_drops;

@@ -4,7 +4,7 @@
  * their allocation, completion and release, the checks they share, ping, has_image, remove and
  * ensure_network, and the launcher's creation and close. The operations on a container's files
  * are in docker_files.c, creating, running commands in and listing containers in
- * docker_containers.c.
+ * docker_containers.c, the inner wall in docker_wall.c.
  */
 #include "control/sandbox/docker.h"
 
@@ -134,6 +134,7 @@ static void on_op_closed(uv_handle_t *h)
     struct sl__docker_op *o = SL_CONTAINER_OF((uv_timer_t *)h, struct sl__docker_op, timer);
     struct sl_docker *d = o->d;
 
+    sl__docker_wall_release(o);
     sl_buf_finish(&o->resp);
     sl_buf_finish(&o->out);
     sl_buf_finish(&o->errout);
@@ -167,6 +168,7 @@ static void deliver(struct sl__docker_op *o)
     case SL__DOCKER_OP_IMAGE:
     case SL__DOCKER_OP_WRITE:
     case SL__DOCKER_OP_REMOVE:
+    case SL__DOCKER_OP_EGRESS:
         o->cb.done(o->arg, o->rc, err);
         break;
     case SL__DOCKER_OP_CREATE:
@@ -258,6 +260,7 @@ static void on_oom_timer(uv_timer_t *t)
         case SL__DOCKER_OP_IMAGE:
         case SL__DOCKER_OP_WRITE:
         case SL__DOCKER_OP_REMOVE:
+        case SL__DOCKER_OP_EGRESS:
             n.cb.done(n.arg, SL_ENOMEM, msg);
             break;
         case SL__DOCKER_OP_CREATE:
@@ -651,6 +654,7 @@ static const struct sl_launcher_ops docker_ops = {
     .ensure_network = docker_ensure_network,
     .has_image = docker_has_image,
     .create_and_start = sl__docker_create_and_start,
+    .set_egress = sl__docker_set_egress,
     .exec = sl__docker_exec,
     .stat = sl__docker_stat,
     .read_file = sl__docker_read_file,

@@ -14,8 +14,13 @@
  *   create_and_start POST /containers/create, PUT /containers/ID/archive?path=/ (one tar built
  *                    in memory with libarchive: the directories, then the files; missing parent
  *                    directories are created by the daemon, mode 0755, owner root, and existing
- *                    ones are left as they are), POST .../start, GET .../json for the address;
- *                    a failure after the create removes the container before the callback
+ *                    ones are left as they are), POST .../start, GET .../json for the address
+ *                    and the network namespace (NetworkSettings.SandboxKey), in which the inner
+ *                    wall is installed on the thread pool (docker_wall.c); a failure after the
+ *                    create removes the container before the callback. The spec's `cmd` is
+ *                    the Entrypoint (the request then has no Cmd, so the image's is not used)
+ *   set_egress       GET /containers/ID/json (it must be running), then the inner wall
+ *                    replaced in the namespace it names
  *   exec             POST /containers/ID/exec, POST /exec/EID/start (attach stream,
  *                    demultiplexed by control/sandbox/dockerframe), GET /exec/EID/json for the exit
  * code (polled every 50 ms, at most 10 times, while it still says Running; still running after

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/sandbox/docker_containers.c - the Docker backend's operations on containers:
- * create_and_start (create, copy the files in, start, read the address; a failure after the
- * create removes the container), exec (create, the attach stream, the exit code polled) and
- * list (by label, each inspected). See docker.h and docker_int.h.
+ * create_and_start (create, copy the files in, start, read the address and the network
+ * namespace, install the inner wall; a failure after the create removes the container), exec
+ * (create, the attach stream, the exit code polled) and list (by label, each inspected). See
+ * docker.h and docker_int.h.
  */
 #include <string.h>
 
@@ -42,6 +43,16 @@ static void create_failed(struct sl__docker_op *o)
     }
 }
 
+/* The inner wall is in place (or not: then the container goes). */
+static void on_walled(struct sl__docker_op *o)
+{
+    if (o->rc < 0) {
+        create_failed(o);
+        return;
+    }
+    sl__docker_op_finish(o);
+}
+
 static void on_inspected(struct sl__docker_op *o)
 {
     json_t *j;
@@ -68,6 +79,11 @@ static void on_inspected(struct sl__docker_op *o)
         return;
     }
     memcpy(o->ip, ip, strlen(ip) + 1);
+    if (o->wall != NULL) {
+        sl__docker_wall_start(o, j, on_walled);
+        json_decref(j);
+        return;
+    }
     json_decref(j);
     sl__docker_op_finish(o);
 }
@@ -149,9 +165,10 @@ static json_t *create_body(struct sl__docker_op *o, const struct sl_launcher_con
     json_t *env = json_array();
     json_t *labels = json_object();
     json_t *mounts = json_array();
+    json_t *entry = json_array();
     json_t *host = NULL;
     json_t *j = NULL;
-    bool ok = env != NULL && labels != NULL && mounts != NULL;
+    bool ok = env != NULL && labels != NULL && mounts != NULL && entry != NULL;
 
     for (size_t i = 0; ok && i < spec->n_env; i++) {
         ok = json_array_append_new(env, json_string(spec->env[i])) == 0;
@@ -166,6 +183,12 @@ static json_t *create_body(struct sl__docker_op *o, const struct sl_launcher_con
             sl__docker_set_err(o, SL_EINVAL, "docker: label %zu is not valid UTF-8", i);
         }
     }
+    for (size_t i = 0; ok && i < spec->n_cmd; i++) {
+        ok = json_array_append_new(entry, json_string(spec->cmd[i])) == 0;
+        if (!ok) {
+            sl__docker_set_err(o, SL_EINVAL, "docker: cmd[%zu] is not valid UTF-8", i);
+        }
+    }
     if (ok && spec->resolv_conf != NULL) {
         ok = json_array_append_new(mounts, json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind",
                                                      "Source", spec->resolv_conf, "Target",
@@ -173,8 +196,10 @@ static json_t *create_body(struct sl__docker_op *o, const struct sl_launcher_con
              == 0;
     }
     if (ok) {
-        host = json_pack("{s:s, s:b, s:[s], s:[s], s:i, s:{s:s}, s:{s:s, s:{s:s}}, s:O}",
-                         "NetworkMode", spec->network, "Init", 1, "CapDrop", "NET_RAW",
+        /* NET_ADMIN is not among Docker's defaults; dropped by name all the same, since the
+         * inner wall depends on the container never having it. */
+        host = json_pack("{s:s, s:b, s:[s,s], s:[s], s:i, s:{s:s}, s:{s:s, s:{s:s}}, s:O}",
+                         "NetworkMode", spec->network, "Init", 1, "CapDrop", "NET_RAW", "NET_ADMIN",
                          "SecurityOpt", "no-new-privileges:true", "PidsLimit", 1024,
                          "RestartPolicy", "Name", "no", "LogConfig", "Type", "json-file", "Config",
                          "max-size", "1m", "Mounts", mounts);
@@ -194,12 +219,20 @@ static json_t *create_body(struct sl__docker_op *o, const struct sl_launcher_con
                       "AttachStdout", 0, "AttachStderr", 0, "Tty", 0, "OpenStdin", 0, "HostConfig",
                       host);
     }
+    /* An entrypoint of ours replaces the image's entrypoint and command: the daemon takes the
+     * image's Cmd only when the request names no entrypoint. */
+    if (j != NULL && spec->n_cmd > 0
+        && (json_object_del(j, "Cmd") != 0 || json_object_set(j, "Entrypoint", entry) != 0)) {
+        json_decref(j);
+        j = NULL;
+    }
     if (j == NULL && o->rc == 0) {
         sl__docker_set_err(o, SL_EINVAL, "docker: cannot build the create request (invalid text?)");
     }
     json_decref(env);
     json_decref(labels);
     json_decref(mounts);
+    json_decref(entry);
     json_decref(host);
     return j;
 }
@@ -217,7 +250,17 @@ static bool create_spec_ok(struct sl__docker_op *o, const struct sl_launcher_con
         sl__docker_reject(o, "docker: invalid CPU or memory limit");
     } else if (s->resolv_conf != NULL && !sl__docker_is_abs_path(s->resolv_conf)) {
         sl__docker_reject(o, "docker: resolv_conf must be an absolute host path");
+    } else if (s->n_cmd > 0
+               && (s->cmd == NULL || !sl__docker_is_abs_path(s->cmd[0])
+                   || strcmp(s->cmd[0], "/") == 0)) {
+        sl__docker_reject(o, "docker: cmd must start with an absolute path");
     } else {
+        for (size_t i = 1; i < s->n_cmd; i++) {
+            if (s->cmd[i] == NULL) {
+                sl__docker_reject(o, "docker: cmd[%zu] is missing", i);
+                return false;
+            }
+        }
         for (size_t i = 0; i < s->n_env; i++) {
             if (!sl__docker_is_env(s->env[i])) {
                 sl__docker_reject(o, "docker: env[%zu] is not NAME=value", i);
@@ -297,6 +340,10 @@ void sl__docker_create_and_start(struct sl_launcher *l, const struct sl_launcher
         return;
     }
     if (!create_spec_ok(o, spec)) {
+        return;
+    }
+    if (spec->egress != NULL && sl__docker_wall_prepare(o, spec->egress) < 0) {
+        sl__docker_fail_soon(o);
         return;
     }
     j = create_body(o, spec);

@@ -8,13 +8,16 @@
  *                  and close;
  *   docker_files.c       stat, read_file and write_file;
  *   docker_containers.c  create_and_start, exec and list;
+ *   docker_wall.c  the inner wall (create_and_start's last step, set_egress): the container's
+ *                  network namespace from its inspect, control/sandbox/firewall on the thread
+ *                  pool;
  *   docker_http.c  the transport: libcurl's multi interface driven by the loop (one uv_poll_t per
  *                  socket curl opens, one uv_timer_t for its timeouts), one HTTP call at a time
  *                  per operation, and the reading of the answers;
  *   docker_tar.c   the tar archives (libarchive) built for create and write_file and read for
  *                  read_file, in memory.
  *
- * Everything runs on the launcher's loop thread.
+ * Everything runs on the launcher's loop thread, but the inner wall's netlink work.
  */
 #ifndef SL_CONTROL_SANDBOX_DOCKER_INT_H
 #define SL_CONTROL_SANDBOX_DOCKER_INT_H
@@ -58,6 +61,7 @@ enum sl__docker_op_kind {
     SL__DOCKER_OP_WRITE,
     SL__DOCKER_OP_REMOVE,
     SL__DOCKER_OP_LIST,
+    SL__DOCKER_OP_EGRESS,
 };
 
 union sl__docker_op_cb {
@@ -138,6 +142,9 @@ struct sl__docker_op {
     char *subnet;
     char *gateway;
     bool retried;
+    /* create_and_start and set_egress: the inner wall to install (docker_wall.c); NULL when
+     * there is none. */
+    struct sl__docker_wall *wall;
     /* create_and_start */
     char *network;
     char ip[64];
@@ -265,6 +272,28 @@ void sl__docker_list(struct sl_launcher *l, const char *label_key, sl_launcher_l
 
 /* Reports the outcome of a list operation: its entries (docker_containers.c). */
 void sl__docker_deliver_list(struct sl__docker_op *o);
+
+/* ---- docker_wall.c ---- */
+
+struct sl__docker_wall;
+
+void sl__docker_set_egress(struct sl_launcher *l, const char *id,
+                           const struct sl_launcher_egress *e, sl_launcher_done_fn *cb, void *arg);
+
+/* Checks `e` and gives `o` a copy to install (o->wall). Returns 0, or o->rc with o->err set
+ * (SL_EINVAL, SL_ENOMEM). */
+SL_MUST_CHECK int sl__docker_wall_prepare(struct sl__docker_op *o,
+                                          const struct sl_launcher_egress *e);
+
+/* Installs o->wall in the network namespace `inspected` (the container's inspect, borrowed for
+ * the call) names, on the thread pool; `done(o)` runs on the loop afterwards (or at once when
+ * the install cannot start) with o->rc 0 or < 0 and o->err. */
+void sl__docker_wall_start(struct sl__docker_op *o, json_t *inspected,
+                           void (*done)(struct sl__docker_op *o));
+
+/* Lets go of o->wall when `o` is released: freed, or left to free itself when the pool still
+ * runs it. */
+void sl__docker_wall_release(struct sl__docker_op *o);
 
 /* ---- docker_http.c ---- */
 

@@ -43,6 +43,20 @@ struct sl_launcher_network {
     const char *gateway;
 };
 
+/* What a container may reach over the network: the inner wall (docs/reference/containers.md
+ * §5.4). Its own loopback, but 127.0.0.11 (Docker's embedded DNS); on one IPv4 address, the TCP
+ * and UDP ports listed; nothing else, in either direction: every other packet it sends, and
+ * every connection opened to it, is refused at once. Borrowed for the call. */
+struct sl_launcher_egress {
+    /* The IPv4 address (dotted) the ports are on: the network's gateway. */
+    const char *address;
+    /* Ports 1-65535 (duplicates are fine). */
+    const uint16_t *tcp_ports;
+    size_t n_tcp_ports;
+    const uint16_t *udp_ports;
+    size_t n_udp_ports;
+};
+
 /* A file placed into a created (not yet started) container. */
 struct sl_launcher_file {
     /* Absolute path inside the container; parent directories are created. */
@@ -82,6 +96,15 @@ struct sl_launcher_container {
     /* Directories created (mode 0755, owner root) before start, such as /workspace/repo. */
     const char *const *dirs;
     size_t n_dirs;
+    /* The container's process under the runtime's init, replacing the image's entrypoint and
+     * command (`n_cmd` strings, the first an absolute path: a program of `files`, so that
+     * nothing of the image runs before the inner wall is in place); NULL: `sleep infinity`. */
+    const char *const *cmd;
+    size_t n_cmd;
+    /* The inner wall, in force before the callback reports the container started (a failure
+     * to install it is a failure of the create: the container is removed). NULL: none (the
+     * backend's own tests); the sandbox manager always gives one. */
+    const struct sl_launcher_egress *egress;
 };
 
 /* A running container as a listing reports it. */
@@ -163,11 +186,16 @@ struct sl_launcher_ops {
     /* Is `image` present locally? rc 0 yes, SL_ENOTFOUND no. */
     void (*has_image)(struct sl_launcher *l, const char *image, sl_launcher_done_fn *cb, void *arg);
     /* Creates the container (hardened per docs/reference/containers.md §5.4: default capabilities
-     * minus NET_RAW, no-new-privileges, an init process as PID 1, pids limit, no restart), copies
-     * the files in, starts it, and reports its address on the network. On any failure after the
-     * create, the container is removed before the callback runs (nothing is left). */
+     * minus NET_RAW and NET_ADMIN, no-new-privileges, an init process as PID 1, pids limit, no
+     * restart), copies the files in, starts it, installs its inner wall, and reports its address
+     * on the network. On any failure after the create, the container is removed before the
+     * callback runs (nothing is left). */
     void (*create_and_start)(struct sl_launcher *l, const struct sl_launcher_container *spec,
                              sl_launcher_started_fn *cb, void *arg);
+    /* Replaces the inner wall of a running container with `e`, in one step: the old rules hold
+     * until the new ones do, and on failure (rc < 0) they stay. */
+    void (*set_egress)(struct sl_launcher *l, const char *id, const struct sl_launcher_egress *e,
+                       sl_launcher_done_fn *cb, void *arg);
     /* Runs one command (no stdin, no TTY), its output and error streams kept apart. */
     void (*exec)(struct sl_launcher *l, const char *id, const struct sl_launcher_exec *e,
                  sl_launcher_exec_fn *cb, void *arg);

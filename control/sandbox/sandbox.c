@@ -2,8 +2,8 @@
 /*
  * control/sandbox/sandbox.c - the sandbox manager (see sandbox.h): the registry, waiting for the
  * proxies, removal, the sweep, the snapshot client entries and their refresh from the git
- * platform, start, status and close, and the manager's creation. Opening a sandbox is
- * sandbox_open.c, the calls into one sandbox_calls.c.
+ * platform, the ports of the inner walls, start, status and close, and the manager's creation.
+ * Opening a sandbox is sandbox_open.c, the calls into one sandbox_calls.c.
  */
 #include "control/sandbox/sandbox.h"
 
@@ -205,6 +205,106 @@ void sl_sandboxes_acked(struct sl_sandboxes *sb, int64_t version)
 {
     sb->acked = version;
     check_waiters(sb);
+}
+
+/* ---- the inner walls' ports ----------------------------------------------------------------- */
+
+static bool has_port(const uint8_t *ports, unsigned p)
+{
+    return (ports[p / 8] & (1u << (p % 8))) != 0;
+}
+
+int sl__sandbox_egress_init(const struct sl_sandboxes *sb, struct sl__sandbox_egress *out)
+{
+    const unsigned own[] = { sb->cfg.proxy_port, sb->cfg.redirect_port, SL_SANDBOX_DNS_PORT,
+                             SL_SANDBOX_HTTP_PORT, SL_SANDBOX_HTTPS_PORT };
+    size_t n = SL_ARRAY_LEN(own);
+
+    memset(out, 0, sizeof(*out));
+    for (unsigned p = 1; p < 65536u; p++) {
+        n += has_port(sb->named_ports, p);
+    }
+    out->tcp = sl_calloc(n, sizeof(*out->tcp));
+    if (out->tcp == NULL) {
+        return SL_ENOMEM;
+    }
+    n = 0;
+    for (size_t i = 0; i < SL_ARRAY_LEN(own); i++) {
+        out->tcp[n++] = (uint16_t)own[i];
+    }
+    for (unsigned p = 1; p < 65536u; p++) {
+        if (has_port(sb->named_ports, p)) {
+            out->tcp[n++] = (uint16_t)p;
+        }
+    }
+    out->udp[0] = SL_SANDBOX_DNS_PORT;
+    out->e = (struct sl_launcher_egress){
+        .address = sb->gateway,
+        .tcp_ports = out->tcp,
+        .n_tcp_ports = n,
+        .udp_ports = out->udp,
+        .n_udp_ports = SL_ARRAY_LEN(out->udp),
+    };
+    return 0;
+}
+
+void sl__sandbox_egress_finish(struct sl__sandbox_egress *e)
+{
+    sl_free(e->tcp);
+    memset(e, 0, sizeof(*e));
+}
+
+static void on_wall_synced(void *arg, int rc, const char *err)
+{
+    struct sl__sandbox *s = arg;
+
+    s->wall_busy = false;
+    if (rc < 0 && s->state != SL__SANDBOX_GONE) {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"the sandbox's inner wall could not take the ports the rules name now: it "
+               "keeps its old wall, so the new ports stay closed to it\" sandbox=%s err=\"%s\"",
+               s->id, err != NULL ? err : sl_strerror(rc));
+    }
+    /* Tried: the next change of the ports tries again, not this failure in a loop. */
+    s->wall_gen = s->wall_sending;
+    sl__sandbox_sync_wall(s);
+    sl__sandbox_unref(s);
+}
+
+void sl__sandbox_sync_wall(struct sl__sandbox *s)
+{
+    struct sl_sandboxes *sb = s->sb;
+    struct sl__sandbox_egress eg;
+
+    if (s->wall_busy || s->container == NULL || s->wall_gen == sb->ports_gen || sb->closing
+        || (s->state != SL__SANDBOX_STARTING && s->state != SL__SANDBOX_READY)) {
+        return;
+    }
+    if (sl__sandbox_egress_init(sb, &eg) < 0) {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"out of memory updating a sandbox's inner wall: it keeps its old wall\" "
+               "sandbox=%s",
+               s->id);
+        return;
+    }
+    s->wall_busy = true;
+    s->wall_sending = sb->ports_gen;
+    s->refs++;
+    sb->cfg.launcher->ops->set_egress(sb->cfg.launcher, s->container, &eg.e, on_wall_synced, s);
+    sl__sandbox_egress_finish(&eg);
+}
+
+void sl_sandboxes_set_named_ports(struct sl_sandboxes *sb, const uint8_t *ports)
+{
+    if (memcmp(sb->named_ports, ports, sizeof(sb->named_ports)) == 0) {
+        return;
+    }
+    memcpy(sb->named_ports, ports, sizeof(sb->named_ports));
+    sb->ports_gen++;
+    sl_log(SL_LOG_INFO, 0, "msg=\"the ports the rules name changed: updating the inner walls\"");
+    for (struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+        sl__sandbox_sync_wall(s);
+    }
 }
 
 /* ---- removal ------------------------------------------------------------------------------ */
@@ -893,6 +993,10 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
     }
     if (cfg->proxy_port == 0 || cfg->proxy_port > 65535) {
         (void)snprintf(err, errlen, "--proxy-port: a port from 1 to 65535 is required");
+        return SL_EINVAL;
+    }
+    if (cfg->redirect_port == 0 || cfg->redirect_port > 65535) {
+        (void)snprintf(err, errlen, "--transparent-port: a port from 1 to 65535 is required");
         return SL_EINVAL;
     }
     sb = sl_calloc(1, sizeof(*sb));

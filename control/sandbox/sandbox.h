@@ -25,8 +25,11 @@
  *
  * Restarts: a clean stop (sl_sandboxes_close) removes every sandbox of this network; at start
  * (sl_sandboxes_start) containers of this network left by a crash are removed before the
- * manager reports ready. No orphan survives, and no container runs without the firewall
- * (control/sandbox/firewall) that outlives a crashed control plane.
+ * manager reports ready. No orphan survives, and no container runs without the host's table
+ * (control/sandbox/firewall) that outlives a crashed control plane, nor without its own inner
+ * wall: the launcher installs it before it reports the container started (the container's
+ * process is the runner waiting, `sluice-run --idle`, so nothing of the image runs before), and
+ * a container whose wall could not be installed never starts (503).
  *
  * Git: the repository comes from the git platform (control/git/gitplat.h): the clone URL and
  * the credential the proxy puts on the sandbox's requests to its own repository (the entry's
@@ -75,6 +78,11 @@
 #define SL_SANDBOX_REPO_DIR    "/workspace/repo"
 /* The domain of the commit email of a creator without one: NAME@users.noreply.sluice. */
 #define SL_SANDBOX_NOREPLY_DOMAIN "users.noreply.sluice"
+/* sluice's fixed ports on the gateway (docs/reference/containers.md §5.4): the DNS responder (UDP
+ * and TCP) and the transparent HTTP and TLS listeners. */
+#define SL_SANDBOX_DNS_PORT   53u
+#define SL_SANDBOX_HTTP_PORT  80u
+#define SL_SANDBOX_HTTPS_PORT 443u
 
 struct sl_sandboxes; /* opaque */
 
@@ -95,6 +103,8 @@ struct sl_sandboxes_config {
     const char *network;
     const char *subnet;
     unsigned proxy_port;
+    /* The proxy's transparent listener for the ports rules name (`--transparent-port`). */
+    unsigned redirect_port;
     /* The CA bundle placed in containers (system CAs + the sluice CA), PEM. Copied. */
     const void *ca_bundle;
     size_t ca_bundle_len;
@@ -243,6 +253,15 @@ SL_MUST_CHECK int sl_sandboxes_clients(const struct sl_sandboxes *sb,
 SL_MUST_CHECK int sl_sandbox_clients_refresh(struct sl_sandbox_clients *c);
 /* Frees a copy (secrets wiped). A zeroed one is fine. */
 void sl_sandbox_clients_free(struct sl_sandbox_clients *c);
+
+/* The TCP ports the rules of the network's environments name (the snapshot build's
+ * report->named_ports; SL_SNAPSHOT_PORT_SET_BYTES bytes, borrowed). Every container's inner wall
+ * lets it reach these on the gateway besides sluice's own ports (the proxy port, 53, 80, 443 and
+ * the redirect port): a new container gets them at its start, and when they changed, the open
+ * ones get a new wall (through the launcher's set_egress; one that fails is logged and keeps
+ * its old wall, so the new ports stay closed to it). Call it before sl_sandboxes_built() for the
+ * same build. */
+void sl_sandboxes_set_named_ports(struct sl_sandboxes *sb, const uint8_t *ports);
 
 /* Snapshot `version` holds the state of `generation`. */
 void sl_sandboxes_built(struct sl_sandboxes *sb, uint64_t generation, int64_t version);

@@ -4,7 +4,8 @@
  * else: the manager, its sandboxes and the calls between the files.
  *
  *   sandbox.c        the registry, waiting for the proxies, removal, the sweep, the snapshot
- *                    client entries, start, status and close, the manager's creation;
+ *                    client entries, the inner walls' ports, start, status and close, the
+ *                    manager's creation;
  *   sandbox_open.c   opening a sandbox;
  *   sandbox_calls.c  exec, read and write in an open one.
  *
@@ -75,6 +76,11 @@ struct sl__sandbox {
     char *env_name;
     char *container;
     char ip[INET_ADDRSTRLEN];
+    /* The generation of the named ports (struct sl_sandboxes ports_gen) its inner wall holds,
+     * or was last tried with; the one being installed while `wall_busy`. */
+    uint64_t wall_gen;
+    uint64_t wall_sending;
+    bool wall_busy;
     /* Wall-clock creation and expiry (Unix seconds), loop-clock deadlines and last use. */
     int64_t created_unix;
     int64_t expires_unix;
@@ -112,6 +118,9 @@ struct sl_sandboxes {
     /* The launcher's close has been asked for (once). */
     bool shutting;
     char error[256];
+    /* The ports the rules name (sl_sandboxes_set_named_ports()), and a count of their changes. */
+    uint8_t named_ports[SL_SNAPSHOT_PORT_SET_BYTES];
+    uint64_t ports_gen;
     int pending_removes;
     void (*closed)(void *arg);
     void *closed_arg;
@@ -169,6 +178,24 @@ void sl__sandbox_remove_with(struct sl__sandbox *s, const char *why, sl_sandbox_
 /* sl__sandbox_remove_with() answering 204 (or 502 when the container could not be removed). */
 void sl__sandbox_remove(struct sl__sandbox *s, const char *why, sl_sandbox_reply_fn *reply,
                         void *arg);
+
+/* A sandbox's inner wall (launcher.h): TCP to the gateway on sluice's ports and the named
+ * ones, UDP to its port 53. `e` points into the struct: it stays where it was filled. */
+struct sl__sandbox_egress {
+    struct sl_launcher_egress e;
+    /* Owned. */
+    uint16_t *tcp;
+    uint16_t udp[1];
+};
+
+/* Fills `out` with the wall of the current named ports. Returns 0 or SL_ENOMEM. */
+SL_MUST_CHECK int sl__sandbox_egress_init(const struct sl_sandboxes *sb,
+                                          struct sl__sandbox_egress *out);
+void sl__sandbox_egress_finish(struct sl__sandbox_egress *e);
+
+/* Brings the inner wall of `s` (a container that runs) to the current named ports when they
+ * changed since it got its wall; one update at a time per sandbox. */
+void sl__sandbox_sync_wall(struct sl__sandbox *s);
 
 /* ---- sandbox_open.c ---- */
 

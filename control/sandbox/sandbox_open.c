@@ -2,8 +2,8 @@
 /*
  * control/sandbox/sandbox_open.c - opening a sandbox (see sandbox.h, sl_sandboxes_open()): the
  * checks of the request, the entry in the snapshot and the wait for every proxy to hold it, the
- * container's creation with its files and variables, and the clone of the repository from the
- * git platform's remote; a failure at any step removes what was made.
+ * container's creation with its files, variables and inner wall, and the clone of the repository
+ * from the git platform's remote; a failure at any step removes what was made.
  */
 #include <stdio.h>
 #include <string.h>
@@ -218,6 +218,8 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     if (s->ip[0] != '\0') {
         sl__sandbox_changed(sb);
     }
+    /* The ports the rules name may have changed while it started. */
+    sl__sandbox_sync_wall(s);
     if (sl__sandbox_remote(sb) != NULL) {
         clone_repo(s);
     } else {
@@ -337,6 +339,10 @@ static void launch(struct sl__sandbox *s)
         { SL_SANDBOX_RUNNER_PATH, sb->cfg.runner, sb->cfg.runner_len, 0755 },
     };
     const char *dirs[] = { SL_SANDBOX_REPO_DIR };
+    /* The container's own process is our runner, waiting: nothing of the image runs before the
+     * inner wall is in place (the launcher installs it after the start). */
+    const char *cmd[] = { SL_SANDBOX_RUNNER_PATH, "--idle" };
+    struct sl__sandbox_egress egress;
     struct sl_launcher_container spec = {
         .name = name,
         .image = s->spec->image,
@@ -351,9 +357,17 @@ static void launch(struct sl__sandbox *s)
         .n_files = SL_ARRAY_LEN(files),
         .dirs = dirs,
         .n_dirs = SL_ARRAY_LEN(dirs),
+        .cmd = cmd,
+        .n_cmd = SL_ARRAY_LEN(cmd),
+        .egress = &egress.e,
     };
     int rc;
 
+    if (sl__sandbox_egress_init(sb, &egress) < 0) {
+        sl__sandbox_create_failed(s, 503, "message", "out of memory");
+        return;
+    }
+    s->wall_gen = sb->ports_gen;
     (void)snprintf(name, sizeof(name), "sluice-%s", s->id);
     sl_buf_init(&store, 256 * 1024);
     rc = container_env(s, &store, offsets, ENV_MAX, &n_env);
@@ -362,6 +376,7 @@ static void launch(struct sl__sandbox *s)
             sodium_memzero(store.p, store.len);
         }
         sl_buf_finish(&store);
+        sl__sandbox_egress_finish(&egress);
         sl__sandbox_create_failed(s, 500, "message", "the sandbox's environment is too large");
         return;
     }
@@ -373,6 +388,7 @@ static void launch(struct sl__sandbox *s)
     sb->cfg.launcher->ops->create_and_start(sb->cfg.launcher, &spec, on_started, s);
     sodium_memzero(store.p, store.len);
     sl_buf_finish(&store);
+    sl__sandbox_egress_finish(&egress);
 }
 
 static void on_entry_acked(struct sl__sandbox_waiter *w, bool acked)

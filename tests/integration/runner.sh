@@ -5,7 +5,8 @@
 # child subreaper works anywhere. Exit codes and output pass through, stdin is empty, a timeout
 # ends the whole process tree (setsid'd, double-forked, TERM-ignoring, forking in a loop) with
 # 124, SIGTERM to the runner does the same with 143, a normal exit leaves background processes
-# alone, bad usage is 125 with one line.
+# alone, bad usage is 125 with one line; --idle (a sandbox container's own process) runs nothing
+# and ends on SIGTERM, SIGINT or SIGHUP, even when started with them ignored.
 #
 # Every process a case starts carries SLUICE_RUNNER_MARK=<unique token> in its environment, so
 # survivors are found by that mark and nothing else on the host is ever touched. Every wait is
@@ -279,5 +280,30 @@ run 0 --help
 grep -q "^usage: sluice-run" "$work/out" || fail "--help prints no usage"
 [ ! -s "$work/err" ] || fail "--help wrote to stderr"
 ok "--help prints the usage on stdout"
+usage "unknown argument '--idle'" --idle -c true
+
+# ---- --idle: a container's own process, running nothing until a signal ends it ----
+
+for sig in TERM INT HUP; do
+    new_mark "idle-$sig"
+    # Started with the signal ignored: --idle restores the default action all the same.
+    (trap '' "$sig"; SLUICE_RUNNER_MARK=$mark exec "$runner" --idle) </dev/null >"$work/out" 2>"$work/err" &
+    idle_pid=$!
+    sleep 0.3
+    kill -0 "$idle_pid" 2>/dev/null || fail "sluice-run --idle did not stay"
+    [ "$(ps -o nlwp= -p "$idle_pid" | tr -d ' ')" = 1 ] || fail "sluice-run --idle runs more than one thread"
+    [ -z "$(pgrep -P "$idle_pid" || true)" ] || fail "sluice-run --idle started a child"
+    kill -"$sig" "$idle_pid"
+    rc=0
+    for ((i = 0; i < 20; i++)); do
+        kill -0 "$idle_pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    wait "$idle_pid" || rc=$?
+    [ "$rc" -ne 0 ] || fail "sluice-run --idle after SIG$sig exited 0"
+    [ ! -s "$work/out" ] && [ ! -s "$work/err" ] || fail "sluice-run --idle printed something"
+    none_left "--idle after SIG$sig"
+    ok "sluice-run --idle runs nothing and ends on SIG$sig (exit $rc)"
+done
 
 echo "# $checks checks passed"

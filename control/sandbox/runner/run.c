@@ -4,6 +4,7 @@
  * (docs/reference/README.md §5.3).
  *
  *   sluice-run [--timeout-ms N] [--grace-ms N] -c CMD
+ *   sluice-run --idle
  *
  * The control plane copies this program into every sandbox container (it is embedded in the
  * sluice binary, see control/sandbox/runner_blob.h) and runs it through the Docker exec API, which
@@ -17,6 +18,10 @@
  *     up to the grace period, SIGKILLs what is left, and exits 124;
  *   - when it receives SIGTERM, SIGINT or SIGHUP itself, does the same with that signal and
  *     exits 128+N.
+ * With --idle it runs nothing and waits until a signal ends it (SIGTERM, SIGINT and SIGHUP by
+ * their default action): the container's own process, so that nothing of the image runs before
+ * the control plane has put the container's network rules in place (docs/reference/containers.md
+ * §5.4).
  * Bad usage exits 125 with one line on fd 2; so does a failure of the runner itself. An exec
  * failure of the shell exits 126 (127: no such file), as coreutils timeout does. The runner
  * prints nothing else: fds 1 and 2 belong to the command.
@@ -75,16 +80,17 @@
 /* How often the tree is scanned again while waiting for it to die. */
 #define POLL_MS 20
 
-#define USAGE "usage: sluice-run [--timeout-ms N] [--grace-ms N] -c CMD"
+#define USAGE "usage: sluice-run [--timeout-ms N] [--grace-ms N] -c CMD | sluice-run --idle"
 
-#define HELP                                                                                     \
-    USAGE "\n"                                                                                   \
-          "Runs CMD with /bin/bash -c (or /bin/sh -c without bash), stdin from /dev/null.\n"     \
-          "  --timeout-ms N  time limit in milliseconds (default 600000); when it passes, the\n" \
-          "                  whole process tree gets SIGTERM, then SIGKILL after the grace\n"    \
-          "                  period, and sluice-run exits 124\n"                                 \
-          "  --grace-ms N    milliseconds between SIGTERM and SIGKILL (default 5000)\n"          \
-          "Exit status: the command's (128+N if signal N killed it), 124 on timeout, 125 on\n"   \
+#define HELP                                                                                      \
+    USAGE "\n"                                                                                    \
+          "Runs CMD with /bin/bash -c (or /bin/sh -c without bash), stdin from /dev/null.\n"      \
+          "  --timeout-ms N  time limit in milliseconds (default 600000); when it passes, the\n"  \
+          "                  whole process tree gets SIGTERM, then SIGKILL after the grace\n"     \
+          "                  period, and sluice-run exits 124\n"                                  \
+          "  --grace-ms N    milliseconds between SIGTERM and SIGKILL (default 5000)\n"           \
+          "  --idle          run nothing; wait until SIGTERM, SIGINT or SIGHUP ends sluice-run\n" \
+          "Exit status: the command's (128+N if signal N killed it), 124 on timeout, 125 on\n"    \
           "bad usage or a failure of sluice-run, 126/127 if the shell cannot be run.\n"
 
 struct options {
@@ -93,6 +99,8 @@ struct options {
     uint64_t grace_ms;
     /* The command, borrowed from argv. */
     const char *cmd;
+    /* --idle: no command, only the wait for a signal. */
+    bool idle;
 };
 
 /* One process seen in /proc. */
@@ -230,6 +238,10 @@ static bool take_ms(const char *name, const char *v, uint64_t min, uint64_t *out
 static int parse_args(int argc, char **argv, struct options *o)
 {
     *o = (struct options){ .timeout_ms = 600000, .grace_ms = 5000, .cmd = NULL };
+    if (argc == 2 && strcmp(argv[1], "--idle") == 0) {
+        o->idle = true;
+        return 0;
+    }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         const char *v;
@@ -592,6 +604,27 @@ static int exit_code(int status)
     return EXIT_RUNNER;
 }
 
+/* --idle: the default actions of SIGTERM, SIGINT and SIGHUP end the process (whatever it
+ * inherited). */
+static void idle(void)
+{
+    static const int ends[] = { SIGTERM, SIGINT, SIGHUP };
+    struct sigaction dfl;
+    sigset_t none;
+
+    (void)memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    (void)sigemptyset(&dfl.sa_mask);
+    for (size_t i = 0; i < sizeof(ends) / sizeof(ends[0]); i++) {
+        reset_signal(ends[i], &dfl);
+    }
+    (void)sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    for (;;) {
+        (void)pause();
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct options o;
@@ -604,6 +637,9 @@ int main(int argc, char **argv)
             (void)!write(STDOUT_FILENO, HELP, sizeof(HELP) - 1);
         }
         return rc == 1 ? 0 : EXIT_RUNNER;
+    }
+    if (o.idle) {
+        idle();
     }
     if (prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L) == -1) {
         say("cannot become a child subreaper: %s", strerror(errno));

@@ -764,6 +764,46 @@ static void every_allocation_failure_is_reported_without_a_leak(void **state)
     build_ok(f, 1, &extra, 1);
 }
 
+static bool port_named(const struct fixture *f, unsigned p)
+{
+    return (f->report.named_ports[p / 8] & (1u << (p % 8))) != 0;
+}
+
+/* The ports the rules name (environments' and clients' runtime rules; IPv6 literals too) are
+ * reported for the host's redirect set; a rule without a port names none. */
+static void rules_named_ports_are_reported(void **state)
+{
+    struct fixture *f = *state;
+    char ci[SL_UUID_LEN + 1];
+    const struct sl_snapshot_build_rule git = { .host = "git.example.com:3000" };
+    const struct sl_snapshot_build_client extra = {
+        .id = "sb_1", .env_id = ci, .token = "pt_x", .rules = &git, .n_rules = 1
+    };
+    size_t named = 0;
+
+    add_env(f, f->sec, NULL,
+            "{\"name\":\"ports\",\"scope\":\"global\",\"base_image\":\"debian:12\","
+            "\"network\":\"on\",\"egress\":{\"default\":\"deny\",\"rules\":["
+            "{\"host\":\"api.example.com:8443\"},{\"host\":\"*.example.org:65535\"},"
+            "{\"host\":\"[2001:db8::1]:9000\"},{\"host\":\"[2001:db8::2]\"},"
+            "{\"host\":\"10.0.0.7:443\"},{\"host\":\"plain.example.com\"}]}}",
+            ci);
+    build_ok(f, 1, &extra, 1);
+    for (unsigned p = 0; p < 65536u; p++) {
+        named += port_named(f, p);
+    }
+    assert_true(port_named(f, 8443));
+    assert_true(port_named(f, 65535));
+    assert_true(port_named(f, 9000));
+    assert_true(port_named(f, 443));
+    assert_true(port_named(f, 3000));
+    assert_int_equal(named, 5);
+    /* Nothing named: nothing reported. */
+    build_ok(f, 2, NULL, 0);
+    assert_false(port_named(f, 3000));
+    assert_true(port_named(f, 8443));
+}
+
 int main(void)
 {
     /* As the daemon does: jansson allocates through base/mem, so the sweep covers it. */
@@ -785,6 +825,7 @@ int main(void)
         T(output_past_the_buffers_cap_fails_the_build),
         T(version_below_one_is_refused),
         T(every_allocation_failure_is_reported_without_a_leak),
+        T(rules_named_ports_are_reported),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -5,7 +5,8 @@
  *
  * One sequence on one loop: a network (ensure_network creates it, a second call accepts it, a
  * call with other settings is refused), a hardened container with env, labels, files and a
- * directory, execs (exit code and split streams, a capped 2 MiB output, a deadline), files
+ * directory, a container with an inner wall (nft in its namespace, set_egress replacing it) and a
+ * command of its own, execs (exit code and split streams, a capped 2 MiB output, a deadline), files
  * (5 MiB binary round trip, directory, missing, too big, symbolic link), listing by label,
  * removal, invalid input, and closing with an operation in flight. Containers carrying the
  * test's label and the test network are removed at the start and the end.
@@ -263,9 +264,11 @@ static void check_hardening(const char *id)
     h = json_object_get(j, "HostConfig");
     assert_string_equal(json_string_value(json_object_get(h, "NetworkMode")), NET);
     assert_true(json_is_true(json_object_get(h, "Init")));
-    assert_int_equal(json_array_size(json_object_get(h, "CapDrop")), 1);
+    assert_int_equal(json_array_size(json_object_get(h, "CapDrop")), 2);
     assert_string_equal(json_string_value(json_array_get(json_object_get(h, "CapDrop"), 0)),
                         "NET_RAW");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(h, "CapDrop"), 1)),
+                        "NET_ADMIN");
     assert_true(json_is_null(json_object_get(h, "CapAdd"))
                 || json_array_size(json_object_get(h, "CapAdd")) == 0);
     assert_string_equal(json_string_value(json_array_get(json_object_get(h, "SecurityOpt"), 0)),
@@ -497,6 +500,131 @@ static void create_and_start_runs_a_hardened_container(void **state)
     assert_non_null(strstr(r.err, "not a directory"));
     result_finish(&r);
     assert_int_equal(raw("GET", "/containers/sl-t-docker-broken/json"), 404);
+}
+
+/* The output of `nft list table inet sluice_wall` in the network namespace of the container
+ * `name` (its SandboxKey), into `out`; returns the command's status. */
+static int wall_listing(const char *name, char *out, size_t cap)
+{
+    static struct body b;
+    char path[256];
+    char cmd[512];
+    json_t *j;
+    const char *key;
+    FILE *p;
+    size_t n;
+
+    b.n = 0;
+    (void)snprintf(path, sizeof(path), "/containers/%s/json", name);
+    assert_int_equal(raw_body("GET", path, &b), 200);
+    j = json_loadb(b.p, b.n, 0, NULL);
+    assert_non_null(j);
+    key = json_string_value(json_object_get(json_object_get(j, "NetworkSettings"), "SandboxKey"));
+    assert_non_null(key);
+    assert_true(key[0] == '/'
+                && strspn(key, "/abcdefghijklmnopqrstuvwxyz0123456789._-") == strlen(key));
+    (void)snprintf(cmd, sizeof(cmd), "nsenter --net=%s nft list table inet sluice_wall 2>&1", key);
+    json_decref(j);
+    p = popen(cmd, "r");
+    assert_non_null(p);
+    n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    return pclose(p);
+}
+
+/* A container with an inner wall and a command of its own: the wall stands in its namespace
+ * when the create reports, set_egress replaces it, and the image's entrypoint is not run. */
+static void create_installs_the_inner_wall_and_set_egress_replaces_it(void **state)
+{
+    struct result r = { 0 };
+    static const uint16_t tcp[] = { 3128, 53, 3128 };
+    static const uint16_t udp[] = { 53 };
+    static const uint16_t other[] = { 8443 };
+    const struct sl_launcher_egress egress = { GATEWAY, tcp, 3, udp, 1 };
+    const struct sl_launcher_egress changed = { GATEWAY, other, 1, NULL, 0 };
+    const struct sl_launcher_egress bad = { "::1", tcp, 3, udp, 1 };
+    const char *cmd[] = { "/bin/sleep", "600" };
+    const struct sl_launcher_label labels[] = { { LABEL, "1" } };
+    struct sl_launcher_container spec = {
+        .name = "sl-t-docker-wall",
+        .image = IMAGE,
+        .network = NET,
+        .labels = labels,
+        .n_labels = 1,
+        .cmd = cmd,
+        .n_cmd = 2,
+        .egress = &egress,
+    };
+    static struct body b;
+    char out[4096];
+    char id[128];
+    json_t *j;
+
+    (void)state;
+    l->ops->create_and_start(l, &spec, on_started, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, 0);
+    (void)snprintf(id, sizeof(id), "%s", r.id);
+    result_finish(&r);
+
+    b.n = 0;
+    assert_int_equal(raw_body("GET", "/containers/sl-t-docker-wall/json", &b), 200);
+    j = json_loadb(b.p, b.n, 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_array_size(json_object_get(json_object_get(j, "Config"), "Entrypoint")),
+                     2);
+    assert_string_equal(json_string_value(json_array_get(
+                                json_object_get(json_object_get(j, "Config"), "Entrypoint"), 0)),
+                        "/bin/sleep");
+    assert_true(json_is_null(json_object_get(json_object_get(j, "Config"), "Cmd")));
+    json_decref(j);
+
+    assert_int_equal(wall_listing("sl-t-docker-wall", out, sizeof(out)), 0);
+    if (strstr(out, "ip daddr " GATEWAY " tcp dport { 53, 3128 } accept") == NULL
+        || strstr(out, "ip daddr " GATEWAY " udp dport 53 accept") == NULL
+        || strstr(out, "ip daddr 127.0.0.11 meta l4proto tcp reject with tcp reset") == NULL) {
+        fail_msg("the inner wall is not as asked:\n%s", out);
+    }
+
+    l->ops->set_egress(l, id, &changed, on_done, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, 0);
+    result_finish(&r);
+    assert_int_equal(wall_listing("sl-t-docker-wall", out, sizeof(out)), 0);
+    if (strstr(out, "tcp dport 8443 accept") == NULL || strstr(out, "udp dport") != NULL
+        || strstr(out, "3128") != NULL) {
+        fail_msg("set_egress did not replace the wall:\n%s", out);
+    }
+
+    /* Refused before anything is sent, and a container that is not there. */
+    l->ops->set_egress(l, id, &bad, on_done, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_EINVAL);
+    result_finish(&r);
+    l->ops->set_egress(l, "no-such-container-sl-t", &changed, on_done, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_ENOTFOUND);
+    result_finish(&r);
+    spec.name = "sl-t-docker-wall2";
+    spec.egress = &bad;
+    l->ops->create_and_start(l, &spec, on_started, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_EINVAL);
+    result_finish(&r);
+    assert_int_equal(raw("GET", "/containers/sl-t-docker-wall2/json"), 404);
+    spec.egress = &egress;
+    cmd[0] = "bin/sleep";
+    l->ops->create_and_start(l, &spec, on_started, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_EINVAL);
+    assert_non_null(strstr(r.err, "cmd"));
+    result_finish(&r);
+    assert_int_equal(raw("GET", "/containers/sl-t-docker-wall2/json"), 404);
+
+    l->ops->remove(l, id, on_done, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, 0);
+    result_finish(&r);
 }
 
 /* Runs `sh -c script` in the test container and waits. */
@@ -854,9 +982,11 @@ static void allocation_failures_report_once_and_leak_nothing(void **state)
 {
     const char *argv[] = { "true" };
     struct sl_launcher_exec e = { .argv = argv, .argc = 1, .max_stdout = 16, .max_stderr = 16 };
+    static const uint16_t tcp[] = { 3128 };
+    const struct sl_launcher_egress egress = { GATEWAY, tcp, 1, NULL, 0 };
 
     (void)state;
-    for (int kind = 0; kind < 4; kind++) {
+    for (int kind = 0; kind < 5; kind++) {
         bool passed = false;
 
         for (long n = 1; n < 200 && !passed; n++) {
@@ -872,6 +1002,9 @@ static void allocation_failures_report_once_and_leak_nothing(void **state)
                 break;
             case 2:
                 l->ops->stat(l, "no-such-container-sl-t", "/etc", on_stat, &r);
+                break;
+            case 3:
+                l->ops->set_egress(l, "no-such-container-sl-t", &egress, on_done, &r);
                 break;
             default:
                 l->ops->exec(l, "no-such-container-sl-t", &e, on_exec_rc, &r);
@@ -904,6 +1037,7 @@ int main(void)
         cmocka_unit_test(ensure_network_creates_then_accepts),
         cmocka_unit_test(has_image_finds_present_and_missing),
         cmocka_unit_test(create_and_start_runs_a_hardened_container),
+        cmocka_unit_test(create_installs_the_inner_wall_and_set_egress_replaces_it),
         cmocka_unit_test(exec_reports_exit_code_and_split_streams),
         cmocka_unit_test(exec_runs_in_the_given_directory_with_signal_codes),
         cmocka_unit_test(exec_caps_output_and_marks_truncation),

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * control/sandbox/docker_wall.c - the Docker backend's inner wall (launcher.h egress,
+ * docs/reference/containers.md §5.4): the container's network namespace is the file Docker names
+ * in NetworkSettings.SandboxKey of its inspect (a bind mount of the namespace, so no process id
+ * that could be reused stands in between), and control/sandbox/firewall installs the rules in
+ * it, on libuv's thread pool (netlink blocks). Used by create_and_start after the start and by
+ * set_egress. See docker.h and docker_int.h.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+
+#include <jansson.h>
+#include <uv.h>
+
+#include "base/mem.h"
+#include "control/sandbox/docker.h"
+#include "control/sandbox/docker_int.h"
+#include "control/sandbox/firewall.h"
+
+/* The most ports of one protocol a wall takes (every port there is). */
+#define PORTS_MAX 65535u
+
+/* One install on the thread pool, owned by its operation until it is queued; from then on it
+ * frees itself when the operation went away first. */
+struct sl__docker_wall {
+    uv_work_t work;
+    /* The operation waiting for it; NULL once that was released (the work then frees itself). */
+    struct sl__docker_op *o;
+    /* What runs on the loop when the install ended, with o->rc and o->err set. */
+    void (*done)(struct sl__docker_op *o);
+    bool queued;
+    /* The wall: owned copies. */
+    char gateway[INET_ADDRSTRLEN];
+    uint16_t *tcp;
+    size_t n_tcp;
+    uint16_t *udp;
+    size_t n_udp;
+    /* The namespace's file, from the inspect. Owned. */
+    char *netns;
+    /* The outcome, written by the pool thread, read on the loop after it. */
+    int rc;
+    char err[SL__DOCKER_ERR_MAX];
+};
+
+static void wall_free(struct sl__docker_wall *w)
+{
+    sl_free(w->tcp);
+    sl_free(w->udp);
+    sl_free(w->netns);
+    sl_free(w);
+}
+
+static uint16_t *copy_ports(const uint16_t *p, size_t n, bool *ok)
+{
+    uint16_t *c;
+
+    if (n == 0) {
+        return NULL;
+    }
+    c = sl_calloc(n, sizeof(*c));
+    if (c == NULL) {
+        *ok = false;
+        return NULL;
+    }
+    memcpy(c, p, n * sizeof(*c));
+    return c;
+}
+
+int sl__docker_wall_prepare(struct sl__docker_op *o, const struct sl_launcher_egress *e)
+{
+    struct in_addr a;
+    struct sl__docker_wall *w;
+    bool ok = true;
+
+    if (e == NULL || e->address == NULL || inet_pton(AF_INET, e->address, &a) != 1) {
+        sl__docker_set_err(o, SL_EINVAL, "docker: the inner wall needs an IPv4 address");
+        return o->rc;
+    }
+    if (e->n_tcp_ports > PORTS_MAX || e->n_udp_ports > PORTS_MAX
+        || (e->n_tcp_ports > 0 && e->tcp_ports == NULL)
+        || (e->n_udp_ports > 0 && e->udp_ports == NULL)) {
+        sl__docker_set_err(o, SL_EINVAL, "docker: the inner wall's ports are malformed");
+        return o->rc;
+    }
+    for (size_t i = 0; i < e->n_tcp_ports + e->n_udp_ports; i++) {
+        if ((i < e->n_tcp_ports ? e->tcp_ports[i] : e->udp_ports[i - e->n_tcp_ports]) == 0) {
+            sl__docker_set_err(o, SL_EINVAL, "docker: a port of the inner wall must be 1-65535");
+            return o->rc;
+        }
+    }
+    w = sl_calloc(1, sizeof(*w));
+    if (w == NULL) {
+        sl__docker_set_err(o, SL_ENOMEM, "docker: out of memory");
+        return o->rc;
+    }
+    (void)inet_ntop(AF_INET, &a, w->gateway, sizeof(w->gateway));
+    w->tcp = copy_ports(e->tcp_ports, e->n_tcp_ports, &ok);
+    w->n_tcp = e->n_tcp_ports;
+    w->udp = copy_ports(e->udp_ports, e->n_udp_ports, &ok);
+    w->n_udp = e->n_udp_ports;
+    if (!ok) {
+        wall_free(w);
+        sl__docker_set_err(o, SL_ENOMEM, "docker: out of memory");
+        return o->rc;
+    }
+    w->o = o;
+    o->wall = w;
+    return 0;
+}
+
+void sl__docker_wall_release(struct sl__docker_op *o)
+{
+    struct sl__docker_wall *w = o->wall;
+
+    o->wall = NULL;
+    if (w == NULL) {
+        return;
+    }
+    if (w->queued) {
+        /* The pool still has it: it frees itself when it is done. */
+        w->o = NULL;
+        return;
+    }
+    wall_free(w);
+}
+
+static void on_wall_work(uv_work_t *req)
+{
+    struct sl__docker_wall *w = SL_CONTAINER_OF(req, struct sl__docker_wall, work);
+    const struct sl_firewall_wall fw = {
+        .gateway = w->gateway,
+        .tcp_ports = w->tcp,
+        .n_tcp_ports = w->n_tcp,
+        .udp_ports = w->udp,
+        .n_udp_ports = w->n_udp,
+    };
+
+    w->rc = sl_firewall_wall_install(w->netns, &fw, w->err, sizeof(w->err));
+}
+
+static void on_wall_done(uv_work_t *req, int status)
+{
+    struct sl__docker_wall *w = SL_CONTAINER_OF(req, struct sl__docker_wall, work);
+    struct sl__docker_op *o = w->o;
+
+    w->queued = false;
+    if (o == NULL) {
+        wall_free(w);
+        return;
+    }
+    if (status < 0) {
+        sl__docker_set_err(o, SL_EIO, "docker: the inner wall was not installed: %s",
+                           uv_strerror(status));
+    } else if (w->rc < 0) {
+        /* firewall's message, which starts "firewall: ". */
+        sl__docker_set_err(o, w->rc, "docker: %s", w->err);
+    } else {
+        o->rc = 0;
+        o->err[0] = '\0';
+    }
+    w->done(o);
+}
+
+void sl__docker_wall_start(struct sl__docker_op *o, json_t *inspected,
+                           void (*done)(struct sl__docker_op *o))
+{
+    struct sl__docker_wall *w = o->wall;
+    const char *key =
+            sl__docker_json_str(json_object_get(inspected, "NetworkSettings"), "SandboxKey");
+    int rc;
+
+    SL_BUG_ON(w == NULL || w->queued);
+    if (!sl__docker_is_abs_path(key) || strcmp(key, "/") == 0) {
+        sl__docker_set_err(o, SL_EIO,
+                           "docker: the container has no network namespace to put the inner "
+                           "wall in (is it running?)");
+        done(o);
+        return;
+    }
+    sl_free(w->netns);
+    w->netns = sl_strdup(key);
+    if (w->netns == NULL) {
+        sl__docker_set_err(o, SL_ENOMEM, "docker: out of memory");
+        done(o);
+        return;
+    }
+    w->done = done;
+    rc = uv_queue_work(o->d->loop, &w->work, on_wall_work, on_wall_done);
+    if (rc < 0) {
+        sl__docker_set_err(o, SL_EIO, "docker: cannot queue the inner wall: %s", uv_strerror(rc));
+        done(o);
+        return;
+    }
+    w->queued = true;
+}
+
+/* ---- set_egress ----------------------------------------------------------------------------- */
+
+static void on_egress_walled(struct sl__docker_op *o)
+{
+    sl__docker_op_finish(o);
+}
+
+static void on_egress_inspected(struct sl__docker_op *o)
+{
+    json_t *j;
+
+    if (sl__docker_check_response(o, "inspect container", 200, 200) < 0) {
+        sl__docker_op_finish(o);
+        return;
+    }
+    j = sl__docker_response_object(o, "inspect container");
+    if (j == NULL) {
+        sl__docker_op_finish(o);
+        return;
+    }
+    if (!json_is_true(json_object_get(json_object_get(j, "State"), "Running"))) {
+        json_decref(j);
+        sl__docker_set_err(o, SL_EIO, "docker: the container is not running");
+        sl__docker_op_finish(o);
+        return;
+    }
+    sl__docker_wall_start(o, j, on_egress_walled);
+    json_decref(j);
+}
+
+void sl__docker_set_egress(struct sl_launcher *l, const char *id,
+                           const struct sl_launcher_egress *e, sl_launcher_done_fn *cb, void *arg)
+{
+    struct sl__docker_op *o = sl__docker_op_new((struct sl_docker *)l, SL__DOCKER_OP_EGRESS,
+                                                (union sl__docker_op_cb){ .done = cb }, arg);
+
+    if (o == NULL || o->rc < 0) {
+        return;
+    }
+    if (!sl__docker_is_name(id)) {
+        sl__docker_reject(o, "docker: invalid container id");
+        return;
+    }
+    if (sl__docker_wall_prepare(o, e) < 0) {
+        sl__docker_fail_soon(o);
+        return;
+    }
+    sl__docker_go(o, sl__docker_start_requestf(o, "GET", NULL, 0, NULL, SL__DOCKER_BODY_MAX,
+                                               on_egress_inspected, "/containers/%s/json", id));
+}
