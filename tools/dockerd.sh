@@ -39,23 +39,27 @@ ping_ok() {
   [ -S "$sock" ] && [ "$(curl -s --max-time 2 --unix-socket "$sock" http://localhost/_ping 2>/dev/null)" = OK ]
 }
 
-owner=test
+owner="test"
 
-# The pid recorded by start, if that process is still a dockerd; its owner in rec_owner. A
-# record of an older tools/dockerd.sh holds the pid alone: its owner was the tests.
+# our_pid : true when the pid recorded by start is still a dockerd; sets rec_pid to it and
+# rec_owner to whom it was started for. A record of an older tools/dockerd.sh holds the pid
+# alone: its owner was the tests. Called in this shell (not in $(...)) so both stay set.
+rec_pid=""
+rec_owner=""
 our_pid() {
-  local pid rec
+  local rec
+  rec_pid=""
+  rec_owner=""
   [ -f "$state" ] || return 1
   rec=$(cat "$state")
   if [[ "$rec" =~ ^(run|test)\ ([0-9]+)$ ]]; then
     rec_owner=${BASH_REMATCH[1]}
-    pid=${BASH_REMATCH[2]}
+    rec_pid=${BASH_REMATCH[2]}
   else
-    rec_owner=test
-    pid=$rec
+    rec_owner="test"
+    rec_pid=$rec
   fi
-  [[ "$pid" =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] || return 1
-  echo "$pid"
+  [[ "$rec_pid" =~ ^[0-9]+$ ]] && [ "$(cat "/proc/$rec_pid/comm" 2>/dev/null)" = dockerd ]
 }
 
 clean() {
@@ -91,11 +95,13 @@ clean() {
 start() {
   local pid sd i
   if ping_ok; then
-    if pid=$(our_pid) && [ "$rec_owner" = "$owner" ]; then
+    if our_pid && [ "$rec_owner" = "$owner" ]; then
+      pid=$rec_pid
       # Ours from a run that never reached stop (interrupted): nobody else uses it.
       say "dockerd (pid $pid, started by an earlier start $owner) answers on $sock"
       clean
-    elif pid=$(our_pid); then
+    elif our_pid; then
+      pid=$rec_pid
       say "dockerd (pid $pid, started for $rec_owner) answers on $sock; using it, and leaving it running at stop $owner"
     else
       rm -f "$state"
@@ -149,11 +155,12 @@ start() {
 
 stop() {
   local pid i
-  if ! pid=$(our_pid); then
+  if ! our_pid; then
     rm -f "$state"
     say "did not start the running dockerd (or none runs); leaving it alone"
     return 0
   fi
+  pid=$rec_pid
   if [ "$rec_owner" != "$owner" ]; then
     say "dockerd (pid $pid) was started for $rec_owner, not $owner; leaving it running"
     return 0
@@ -180,7 +187,8 @@ stop() {
 status() {
   local pid
   if ping_ok; then
-    if pid=$(our_pid); then
+    if our_pid; then
+      pid=$rec_pid
       say "answers on $sock; started by tools/dockerd.sh start $rec_owner (pid $pid)"
     else
       say "answers on $sock; not started by tools/dockerd.sh (stop leaves it alone)"
