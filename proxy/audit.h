@@ -62,7 +62,8 @@ struct sl_audit_record {
      * written `"dns":{"type":TYPE,"rcode":RCODE,"transport":TRANSPORT}` (after "path") and
      * `"decision":"dns"` whatever `allow`, `challenge` and `error` say; `reason` then marks a
      * name the client's environment does not allow (or no client). The three strings are
-     * static (cut at 16 bytes); ignored unless `dns`. */
+     * borrowed (cut at 16 bytes; NULL written as null: a query without a question has no
+     * type); ignored unless `dns`. */
     bool dns;
     const char *dns_type;
     const char *dns_rcode;
