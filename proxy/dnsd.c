@@ -142,8 +142,8 @@ int sl_dnsd_answer(const struct sl_dnsd_query *q, const uint8_t addr[4], uint8_t
 {
     size_t len = HEADER_BYTES + (q->has_question ? q->question_len : 0)
                  + (q->answer_a ? A_RECORD_BYTES : 0);
-    unsigned flags = FLAG_QR | (unsigned)q->opcode << 11 | FLAG_AA | (q->rd ? FLAG_RD : 0)
-                     | FLAG_RA | (unsigned)q->rcode;
+    unsigned flags = FLAG_QR | (unsigned)q->opcode << 11 | FLAG_AA | (q->rd ? FLAG_RD : 0) | FLAG_RA
+                     | (unsigned)q->rcode;
     uint8_t *p;
 
     if (len > cap || len > SL_DNSD_ANSWER_MAX) {
@@ -179,9 +179,9 @@ const char *sl_dnsd_type_name(uint16_t type, char buf[16])
         uint16_t type;
         const char *name;
     } names[] = {
-        { 1, "A" },      { 2, "NS" },    { 5, "CNAME" },  { 6, "SOA" },    { 12, "PTR" },
-        { 15, "MX" },    { 16, "TXT" },  { 28, "AAAA" },  { 33, "SRV" },   { 35, "NAPTR" },
-        { 64, "SVCB" },  { 65, "HTTPS" }, { 255, "ANY" },
+        { 1, "A" },     { 2, "NS" },     { 5, "CNAME" }, { 6, "SOA" },  { 12, "PTR" },
+        { 15, "MX" },   { 16, "TXT" },   { 28, "AAAA" }, { 33, "SRV" }, { 35, "NAPTR" },
+        { 64, "SVCB" }, { 65, "HTTPS" }, { 255, "ANY" },
     };
 
     for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
@@ -286,7 +286,8 @@ static void mark_query(const struct sl_dnsd *d, const struct sockaddr *peer,
     if (!q->has_question) {
         return;
     }
-    if (!q->name_plain || sl_host_normalize(sl_slice_of(q->name, q->name_len), 0, &host, NULL) < 0) {
+    if (!q->name_plain
+        || sl_host_normalize(sl_slice_of(q->name, q->name_len), 0, &host, NULL) < 0) {
         a->reason = SL_REASON_BAD_HOST;
         return;
     }
@@ -624,8 +625,7 @@ static int bind_addr(struct sl_dnsd *d, struct dnsd_addr *a, char *err, size_t e
     }
     return 0;
 fail:
-    (void)snprintf(err, errlen, "cannot answer DNS over %s on %s: %s", what, text,
-                   uv_strerror(rc));
+    (void)snprintf(err, errlen, "cannot answer DNS over %s on %s: %s", what, text, uv_strerror(rc));
     return rc;
 }
 

@@ -103,8 +103,8 @@ bool sl_dnsd_parse(const uint8_t *p, size_t n, struct sl_dnsd_query *q);
  * and for an A answer one record `A addr` with TTL SL_DNSD_TTL_S (the name a pointer to the
  * question's). Returns the length (at most SL_DNSD_ANSWER_MAX), or SL_ETOOBIG when `cap` is too
  * small. */
-SL_MUST_CHECK int sl_dnsd_answer(const struct sl_dnsd_query *q, const uint8_t addr[4],
-                                 uint8_t *out, size_t cap);
+SL_MUST_CHECK int sl_dnsd_answer(const struct sl_dnsd_query *q, const uint8_t addr[4], uint8_t *out,
+                                 size_t cap);
 
 /* The audit line's name of a type: "A", "AAAA", "MX", ... (the common ones), else "TYPEnnn" (RFC
  * 3597 §5) written into `buf`. Returns a static string or `buf`. */

@@ -688,7 +688,8 @@ static int parse_own_ipv4(const char *flag, const char *text, uint16_t port,
     memset(out, 0, sizeof(*out));
     sin->sin_family = AF_INET;
     sin->sin_port = htons(port);
-    if (inet_pton(AF_INET, text, &sin->sin_addr) != 1 || sin->sin_addr.s_addr == htonl(INADDR_ANY)) {
+    if (inet_pton(AF_INET, text, &sin->sin_addr) != 1
+        || sin->sin_addr.s_addr == htonl(INADDR_ANY)) {
         (void)snprintf(err, errlen, "%s %s: expected an IPv4 address of this host (not 0.0.0.0)",
                        flag, text);
         return SL_EINVAL;
@@ -780,7 +781,8 @@ static int setup_dns_addresses(struct proxy *p, struct sockaddr_in *dns, char *e
             return SL_EINVAL;
         }
         for (size_t k = 0; k < i; k++) {
-            if (dns[k].sin_port == sin->sin_port && dns[k].sin_addr.s_addr == sin->sin_addr.s_addr) {
+            if (dns[k].sin_port == sin->sin_port
+                && dns[k].sin_addr.s_addr == sin->sin_addr.s_addr) {
                 (void)snprintf(err, errlen, "--dns-listen %s: given twice", cfg->dns_listen[i]);
                 return SL_EINVAL;
             }

@@ -392,8 +392,7 @@ static void setup(void)
     la->sin_addr = origin;
     g.self = origin;
     SL_BUG_ON(sl__worker_init(&g.w, 0, &g.sh, &listen, 1, err, sizeof(err)) != 0);
-    SL_BUG_ON(uv_tcp_getsockname(&g.w.listeners[0].tcp, (struct sockaddr *)&g.proxy_addr,
-                                 &namelen)
+    SL_BUG_ON(uv_tcp_getsockname(&g.w.listeners[0].tcp, (struct sockaddr *)&g.proxy_addr, &namelen)
               != 0);
     SL_BUG_ON(sl_snapshot_parse(policy, strlen(policy), &g.snap, NULL) != 0);
     SL_BUG_ON(sl_snapshot_parse(revoked, strlen(revoked), &g.snap_revoked, NULL) != 0);

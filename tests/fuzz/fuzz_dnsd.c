@@ -75,16 +75,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     SL_BUG_ON(sl_dnsd_answer(&q, addr, again, (size_t)n - 1) != SL_ETOOBIG);
     SL_BUG_ON(get16(out) != get16(data));
     SL_BUG_ON((out[2] & 0x80) == 0 || (out[2] >> 3 & 0xf) != (data[2] >> 3 & 0xf)
-              || (out[2] & 0x04) == 0 || (out[2] & 0x01) != (data[2] & 0x01)
-              || (out[3] & 0x80) == 0 || (out[3] & 0x70) != 0 || (out[3] & 0xf) != q.rcode);
-    SL_BUG_ON(q.rcode != SL_DNSD_NOERROR && q.rcode != SL_DNSD_FORMERR
-              && q.rcode != SL_DNSD_NOTIMP && q.rcode != SL_DNSD_REFUSED);
+              || (out[2] & 0x04) == 0 || (out[2] & 0x01) != (data[2] & 0x01) || (out[3] & 0x80) == 0
+              || (out[3] & 0x70) != 0 || (out[3] & 0xf) != q.rcode);
+    SL_BUG_ON(q.rcode != SL_DNSD_NOERROR && q.rcode != SL_DNSD_FORMERR && q.rcode != SL_DNSD_NOTIMP
+              && q.rcode != SL_DNSD_REFUSED);
     SL_BUG_ON(get16(out + 4) != (q.has_question ? 1 : 0) || get16(out + 6) != (q.answer_a ? 1 : 0)
               || get16(out + 8) != 0 || get16(out + 10) != 0);
     SL_BUG_ON(q.answer_a
               && (q.rcode != SL_DNSD_NOERROR || q.qtype != 1 || q.qclass != 1 || !q.has_question));
-    SL_BUG_ON(q.rcode == SL_DNSD_NOERROR && (!q.has_question || q.qclass != 1
-                                             || (q.qtype != 1 && q.qtype != 28)));
+    SL_BUG_ON(q.rcode == SL_DNSD_NOERROR
+              && (!q.has_question || q.qclass != 1 || (q.qtype != 1 && q.qtype != 28)));
     if (!q.has_question) {
         SL_BUG_ON(n != 12 || q.rcode == SL_DNSD_NOERROR || q.rcode == SL_DNSD_REFUSED);
         return 0;

@@ -118,7 +118,8 @@ static void check_target(const struct sl_h1_head *h, const struct sl_head_ctx *c
         struct sl_host named;
         uint16_t named_port = 0;
 
-        SL_BUG_ON(f == NULL || sl_host_parse_authority(f->value, 0, &named, &named_port, NULL) != 0);
+        SL_BUG_ON(f == NULL
+                  || sl_host_parse_authority(f->value, 0, &named, &named_port, NULL) != 0);
         SL_BUG_ON(named.len != t->host.len || strcmp(named.name, t->host.name) != 0);
         SL_BUG_ON(t->port != ctx->port || (named_port != 0 && named_port != ctx->port));
         SL_BUG_ON(strcmp(t->scheme, "http") != 0);

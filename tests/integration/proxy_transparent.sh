@@ -62,6 +62,7 @@ TABLE=sluice_t_$tag
 REDIRECT_PORT=3129
 RULE_PORT=8443
 BARE_PORT=9443
+# shellcheck disable=SC2317 # called by the EXIT trap
 cleanup_net() {
   nft delete table inet "$TABLE" 2>/dev/null || true
   ip link del "$VH" 2>/dev/null || true
@@ -150,9 +151,6 @@ for p in 443 80 "$REDIRECT_PORT" 3128; do
   check "the proxy listens on $GW:$p" fx_port_open "$p" "$GW"
 done
 
-# audit COND... : the audit log has a line with every COND (waits for it).
-audit_has() { fx_audit_has "$@"; }
-
 # --- (1) DNS ------------------------------------------------------------------------------------
 dnsq() { # dnsq udp|tcp NAME TYPE : prints "rcode=R an=N ttl=T addr=A" of the answer
   in_ns "$FX_PYTHON" - "$GW" "$@" <<'EOF'
@@ -222,6 +220,7 @@ tcurl() {
   # shellcheck disable=SC2034 # read by fx_curl_show
   FX_CONNECT_CODE=000
 }
+# shellcheck disable=SC2317 # called through fx_wait
 nginx_saw() { # nginx_saw URI-PART AUTH : nginx logged a request for URI-PART with that Authorization
   fx_jsonl_has "$FX_NGINX_LOG" "uri~$1" "authorization=$2"
 }
@@ -380,6 +379,6 @@ check_match "metrics: DNS answers counted by rcode" "$(cat "$FX_ADMIN_BODY")" \
 check_match "metrics: NOERROR answers counted" "$(cat "$FX_ADMIN_BODY")" \
   'sluice_dns_queries_total\{rcode="NOERROR"\} [1-9]'
 
-fx_proxy_stop
+fx_proxy_stop "$FX_PROXY_PID"
 check_eq "the proxy stops cleanly (SIGTERM)" "$FX_PROXY_EXIT" 0
 fx_done

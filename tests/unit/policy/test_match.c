@@ -829,7 +829,8 @@ static void identifies_by_address_alone_token_clients_included(void **state)
         const struct sl_client *c = sl_policy_identify_address(s, source(by_addr[i].src, &ss));
         const char *got = c != NULL ? sl_client_id(c) : NULL;
 
-        if (by_addr[i].want == NULL ? got != NULL : got == NULL || strcmp(got, by_addr[i].want) != 0) {
+        if (by_addr[i].want == NULL ? got != NULL
+                                    : got == NULL || strcmp(got, by_addr[i].want) != 0) {
             fail_msg("row %zu: src=%s: got %s, want %s", i, by_addr[i].src ? by_addr[i].src : "-",
                      got ? got : "none", by_addr[i].want ? by_addr[i].want : "none");
         }

@@ -213,7 +213,9 @@ static void resolves_a_transparent_request_by_its_host_header(void **state)
     teardown(state);
     setup(state);
     f = *state;
-    h = parse(f, "GET http://files.example.org:8080/x HTTP/1.1\r\nHost: files.example.org:8080\r\n\r\n");
+    h = parse(
+            f,
+            "GET http://files.example.org:8080/x HTTP/1.1\r\nHost: files.example.org:8080\r\n\r\n");
     build_ok(f, h, &ctx, NULL, NULL, "GET /x HTTP/1.1\r\nHost: files.example.org:8080\r\n\r\n", &t);
     for (size_t i = 0; i < SL_ARRAY_LEN(refused); i++) {
         teardown(state);
