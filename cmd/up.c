@@ -1246,7 +1246,8 @@ static int supervise(struct up *u)
 }
 
 /* CAP_NET_ADMIN (bit 12) among the effective capabilities: what the firewall table needs, and
- * all the packaged sluice.service gives its user (docs/install.md). */
+ * with CAP_NET_BIND_SERVICE (the proxy's low ports, choose_transparent()) all the packaged
+ * sluice.service gives its user (docs/install.md). */
 static bool has_net_admin(void)
 {
     FILE *f = fopen("/proc/self/status", "r");

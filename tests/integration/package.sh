@@ -77,8 +77,9 @@ check_match "it depends on the libraries the binary links and recommends docker.
 mkdir -p "$FX_WORK/pkg"
 cp "$new_deb" "$old_deb" "$FX_WORK/pkg/"
 # systemd as PID 1 under Docker 20.10: CAP_SYS_ADMIN and no seccomp or AppArmor profile (it
-# mounts and makes namespaces for the units' sandboxing), CAP_NET_ADMIN (the one capability
-# sluice.service keeps), a private cgroup namespace, tmpfs for /run; no network but loopback.
+# mounts and makes namespaces for the units' sandboxing), CAP_NET_ADMIN (which sluice.service
+# keeps, with CAP_NET_BIND_SERVICE of Docker's default set), a private cgroup namespace, tmpfs for
+# /run; no network but loopback.
 # Not --privileged: it asks for every capability, and a daemon without them all refuses it.
 docker run -d --name "$name" --cap-add SYS_ADMIN --cap-add NET_ADMIN \
   --security-opt seccomp=unconfined --security-opt apparmor=unconfined --cgroupns=private \
