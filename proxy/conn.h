@@ -8,6 +8,8 @@
  *        |   |absolute-form allowed        v                               v
  *        |   +-------------------------> DIALING --upstream ready--> FORWARDING --101--> RELAY
  *        +------------------------------------------- response complete ---+
+ *   A transparent listener's connection (docs/reference/proxy.md §4.12) starts in TUNNEL_SNIFF:
+ *   a ClientHello's SNI opens the tunnel a CONNECT would, plain HTTP goes to REQUEST_HEAD.
  *   Any refusal or error -> a response with X-Sluice-Reason when one can still be sent ->
  *   FLUSHING (the last response leaves) -> LINGERING (FIN, input discarded a while) -> CLOSED
  *   (the handles close; the memory goes with the last callback).

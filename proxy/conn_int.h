@@ -285,7 +285,8 @@ struct sl__conn {
     char auth_id[SL_AUTH_ID_MAX + 1];
     char auth_token[SL_AUTH_TOKEN_MAX + 1];
 
-    /* --- The tunnel, once a CONNECT was allowed (conn.c; sl__conn_in_tunnel(): tport != 0) --- */
+    /* --- The tunnel, once a CONNECT (or a transparent connection's SNI) opened it (conn.c,
+     * sl__conn_open_tunnel(); sl__conn_in_tunnel(): tport != 0) --- */
     struct sl_host thost;
     uint16_t tport;
     /* The tunnel won a `"tls": "passthrough"` rule: relayed uninspected, no request parsed.

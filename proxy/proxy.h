@@ -3,13 +3,15 @@
  * proxy/proxy.h - the data plane daemon (`sluice proxy`, docs/reference/proxy.md §4).
  *
  * The main thread loads the CA, the upstream trust and the first policy, starts `workers`
- * threads (each with its own libuv loop and its own SO_REUSEPORT listener per address), and
- * then serves the admin socket, SIGHUP reloads and policy-file changes. New snapshots are
- * handed to every worker; each request is decided against the newest one.
+ * threads (each with its own libuv loop and its own SO_REUSEPORT listener per address, the
+ * transparent ones of docs/reference/proxy.md §4.12 included), and then serves the admin
+ * socket, the DNS responder (--dns-listen, proxy/dnsd.h), SIGHUP reloads and policy-file
+ * changes. New snapshots are handed to every worker and the DNS responder; each request is
+ * decided against the newest one.
  *
- * SIGUSR1 reopens the audit log (after a rotation). SIGTERM or SIGINT: the listeners close,
- * requests in flight get `drain_s` seconds to finish, then everything closes and sl_proxy_run()
- * returns 0.
+ * SIGUSR1 reopens the audit log (after a rotation). SIGTERM or SIGINT: the listeners and the
+ * DNS responder close, requests in flight get `drain_s` seconds to finish, then everything
+ * closes and sl_proxy_run() returns 0.
  */
 #ifndef SL_PROXY_PROXY_H
 #define SL_PROXY_PROXY_H
