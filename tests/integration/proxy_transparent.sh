@@ -137,10 +137,11 @@ policy=$FX_WORK/policy.json
 fx_policy "$policy" "{ \"version\": 1, \"environments\": { \"dev\": { \"default\": \"deny\", \"rules\": [
     { \"host\": \"allowed.sluice.test\", \"credential\": { \"header\": \"Authorization\", \"value\": \"$SECRET\" } },
     { \"host\": \"alt.sluice.test:$RULE_PORT\", \"credential\": { \"header\": \"Authorization\", \"value\": \"$SECRET\" } },
-    { \"host\": \"plain.sluice.test\" } ] } },
+    { \"host\": \"plain.sluice.test\" },
+    { \"host\": \"pass.sluice.test\", \"tls\": \"passthrough\" } ] } },
   \"clients\": [ { \"id\": \"sb_t\", \"token\": \"t0k3n\", \"ip\": \"$CL\", \"environment\": \"dev\" } ] }"
 pins=()
-for h in allowed denied alt plain; do
+for h in allowed denied alt plain pass; do
   for p in 443 80 "$RULE_PORT" "$BARE_PORT"; do pins+=(--resolve "$h.sluice.test:$p:$ORIGIN"); done
 done
 fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
@@ -253,6 +254,12 @@ check_status "curl http to a host whose rule has a credential: 403 credential-ne
   credential-needs-tls
 tcurl "http://denied.sluice.test/hello"
 check_status "curl http to a host no rule allows: 403 host-not-allowed" 403 host-not-allowed
+
+w=$(in_ns curl -q -sS --max-time 20 --noproxy '*' --cacert "$FX_TEST_CA" -o "$FX_BODY" \
+  -w '%{http_code}' "https://pass.sluice.test/hello?probe=pass" 2>"$FX_ERR") || true
+check_eq "curl https to a passthrough rule's host: the origin's own certificate, 200" "$w" 200
+check_audit "passthrough: the tunnel's one line, tls passthrough, mode transparent" \
+  method=CONNECT host=pass.sluice.test tls=passthrough mode=transparent decision=allow
 
 # --- (3) Node fetch() without an agent ------------------------------------------------------------
 node_fetch() { # node_fetch URL : prints "STATUS REASON BODY"
