@@ -22,6 +22,12 @@ static const char usage[] =
         "flags:\n"
         "  --listen ADDR:PORT        listen here (repeatable; default 127.0.0.1:3128;\n"
         "                            IPv6 as [::1]:3128)\n"
+        "  --dns-listen ADDR:PORT    answer DNS here, every A query with ADDR (repeatable;\n"
+        "                            IPv4, UDP and TCP; default none)\n"
+        "  --transparent ADDR        intercept connections made to ADDR without a proxy:\n"
+        "                            TLS on ADDR:443, HTTP on ADDR:80, and what the host's\n"
+        "                            firewall redirects to ADDR:PORT (repeatable; IPv4)\n"
+        "  --transparent-port PORT   that PORT (default 3129)\n"
         "  --workers N               worker threads (default: one per core)\n"
         "  --data DIR                data directory with ca.pem and ca.key (default:\n"
         "                            $SLUICE_DATA, or ./var); the admin socket defaults to\n"
@@ -59,6 +65,7 @@ static const char usage[] =
 struct raw {
     const char *listen[SL_PROXY_LISTEN_MAX];
     size_t n_listen;
+    const char *transparent_port;
     const char *resolve[SL_PROXY_LIST_MAX];
     size_t n_resolve;
     const char *workers;
@@ -86,6 +93,7 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
         { "--upstream-timeout", r->upstream_timeout, 1, 86400, &cfg->upstream_timeout_s },
         { "--handshake-timeout", r->handshake_timeout, 1, 86400, &cfg->tls_handshake_timeout_s },
         { "--cert-cache", r->cert_cache, 1, SL_LEAF_CACHE_MAX_CAPACITY, &cfg->cert_cache_entries },
+        { "--transparent-port", r->transparent_port, 1, 65535, &cfg->transparent_port },
     };
     char err[256];
 
@@ -102,6 +110,12 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
     cfg->n_pins = r->n_resolve;
     if (sl_opts_uints(cmd, nums, SL_ARRAY_LEN(nums)) != SL_CMD_OK
         || sl_opts_log_level(cmd, r->log_level, &cfg->log_level) != SL_CMD_OK) {
+        return SL_CMD_USAGE;
+    }
+    if (cfg->transparent_port == 80 || cfg->transparent_port == 443) {
+        sl_eprintf("%s: option '--transparent-port' cannot be %u: the transparent listeners "
+                   "take 80 and 443 themselves",
+                   cmd, cfg->transparent_port);
         return SL_CMD_USAGE;
     }
     if (r->audit_failure != NULL) {
@@ -138,6 +152,11 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
     {
         const struct sl_opt opts[] = {
             { "--listen", SL_OPT_LIST, NULL, NULL, r.listen, &r.n_listen, SL_PROXY_LISTEN_MAX },
+            { "--dns-listen", SL_OPT_LIST, NULL, NULL, cfg->dns_listen, &cfg->n_dns_listen,
+              SL_PROXY_DNS_LISTEN_MAX },
+            { "--transparent", SL_OPT_LIST, NULL, NULL, cfg->transparent, &cfg->n_transparent,
+              SL_PROXY_TRANSPARENT_MAX },
+            { "--transparent-port", SL_OPT_VALUE, NULL, &r.transparent_port, NULL, NULL, 0 },
             { "--workers", SL_OPT_VALUE, NULL, &r.workers, NULL, NULL, 0 },
             { "--ca-cert", SL_OPT_VALUE, NULL, &cfg->ca_cert, NULL, NULL, 0 },
             { "--ca-key", SL_OPT_VALUE, NULL, &cfg->ca_key, NULL, NULL, 0 },

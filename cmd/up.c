@@ -37,6 +37,7 @@
 #include "control/store/model.h"
 #include "control/store/secrets.h"
 #include "control/store/store.h"
+#include "proxy/proxy.h"
 
 #ifndef SLUICE_SOURCE_DIR
 #define SLUICE_SOURCE_DIR "."
@@ -51,6 +52,11 @@
 #define RECIPE_ENV     "SLUICE_IMAGE_RECIPE"
 #define RECIPE_DEFAULT SLUICE_SOURCE_DIR "/tools/sandbox-image.sh"
 /* Waits of the start-up (seconds) and of the stop (milliseconds). */
+/* The redirect port the proxy is given, as text (docs/reference/proxy.md §4.12). */
+#define TEXT_OF_(x)           #x
+#define TEXT_OF(x)            TEXT_OF_(x)
+#define TRANSPARENT_PORT_TEXT TEXT_OF(SL_PROXY_TRANSPARENT_PORT)
+
 #define CONTROL_READY_S   30
 #define GATEWAY_READY_S   30
 #define PROXY_READY_S     15
@@ -171,6 +177,11 @@ struct up {
     bool docker;
     char docker_err[ERR_BYTES];
     bool gateway_up;
+    /* The proxy also answers the containers' DNS on GATEWAY:53 and takes their connections made
+     * without the proxy (GATEWAY:443, :80 and :TRANSPARENT_PORT): the gateway is up and its low
+     * ports can be bound (docs/reference/cli.md §1.2). */
+    bool transparent;
+    char dns_listen[INET_ADDRSTRLEN + 8];
     /* The admin token when this run created it (printed once), else "". */
     char token[SL_TOKEN_SIZE];
     bool token_file_missing;
@@ -738,6 +749,55 @@ static bool gateway_present(const struct up *u)
     return ok;
 }
 
+/* Whether the proxy can take the gateway's DNS and transparent ports: a TCP bind of GATEWAY:53
+ * is tried and released. Without CAP_NET_BIND_SERVICE (EACCES), or with something else there
+ * (EADDRINUSE), `why` says so and the proxy goes without them. */
+static bool gateway_low_ports(const struct up *u, char *why, size_t cap)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    bool ok;
+
+    if (fd == -1) {
+        (void)snprintf(why, cap, "%s", strerror(errno));
+        return false;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(53);
+    /* As the proxy's listeners do: a socket of the last run in TIME_WAIT is no obstacle. */
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    ok = inet_pton(AF_INET, u->gateway, &sa.sin_addr) == 1
+         && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    if (!ok) {
+        (void)snprintf(why, cap, "%s", strerror(errno));
+    }
+    (void)close(fd);
+    return ok;
+}
+
+/* The gateway is up: the proxy answers the containers' DNS there and intercepts what they send
+ * without the proxy, unless the proxy arguments already say where, or the ports are out of
+ * reach (then a warning: explicit HTTP(S)_PROXY traffic still works, and names do not resolve). */
+static void choose_transparent(struct up *u)
+{
+    char why[ERR_BYTES] = "";
+
+    u->transparent = false;
+    if (proxy_arg_given(u, "dns-listen") || proxy_arg_given(u, "transparent")) {
+        return;
+    }
+    if (!gateway_low_ports(u, why, sizeof(why))) {
+        sl_eprintf("warning: cannot listen on %s:53 (%s; the proxy needs CAP_NET_BIND_SERVICE): "
+                   "containers get no DNS and no transparent interception, only HTTP(S)_PROXY",
+                   u->gateway, why);
+        return;
+    }
+    (void)snprintf(u->dns_listen, sizeof(u->dns_listen), "%s:53", u->gateway);
+    u->transparent = true;
+}
+
 /* ---- Docker and the image ----------------------------------------------------------------- */
 
 static void probe_docker(struct up *u)
@@ -884,6 +944,19 @@ static int build_argvs(struct up *u)
     if (u->gateway_up) {
         add_arg(&p, "--listen");
         add_arg(&p, u->gateway_listen);
+    }
+    if (u->transparent) {
+        /* docs/reference/proxy.md §4.12: the containers' resolver, and clients that ignore
+         * HTTP(S)_PROXY. */
+        add_arg(&p, "--dns-listen");
+        add_arg(&p, u->dns_listen);
+        add_arg(&p, "--transparent");
+        add_arg(&p, u->gateway);
+        if (!proxy_arg_given(u, "transparent-port")) {
+            /* The port the walls redirect the named ports to (control's --transparent-port). */
+            add_arg(&p, "--transparent-port");
+            add_arg(&p, value_or(u->passed[PASS_TRANSPARENT_PORT], TRANSPARENT_PORT_TEXT));
+        }
     }
     add_arg(&p, "--data");
     add_arg(&p, u->data);
@@ -1082,6 +1155,8 @@ static int start_children(struct up *u, struct run *r)
             sl_eprintf("warning: the container network's gateway %s did not appear within %d s; "
                        "the proxy listens on %s only",
                        u->gateway, GATEWAY_READY_S, u->proxy_listen);
+        } else {
+            choose_transparent(u);
         }
     }
     if (build_argvs(u) < 0 || sl_sup_start(&r->s, &r->proxy) < 0) {
@@ -1173,8 +1248,9 @@ static int supervise(struct up *u)
 }
 
 /* Capability `bit` among the effective ones: CAP_NET_ADMIN (12) for the firewall table,
- * CAP_SYS_ADMIN (21) to enter a container's network namespace for its inner wall
- * (docs/install.md lists what the packaged sluice.service gives its user). */
+ * CAP_SYS_ADMIN (21) to enter a container's network namespace for its inner wall; with
+ * CAP_DAC_READ_SEARCH and CAP_NET_BIND_SERVICE (the proxy's low ports, choose_transparent())
+ * all the packaged sluice.service gives its user (docs/install.md). */
 static bool has_cap(unsigned bit)
 {
     FILE *f = fopen("/proc/self/status", "r");

@@ -160,6 +160,17 @@ struct sl_decision {
 const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const char *id,
                                            const char *token, const struct sockaddr *src);
 
+/* Which client is this, by its source address alone (docs/reference/snapshot.md §3 "Identity":
+ * a transparent connection or a DNS query, which carry no Proxy-Authorization)? The first client
+ * in document order whose `ip` equals `src` (and whose `cidr`, when it also has one, holds),
+ * token clients included: a sandbox's entry has both its token and its address on the sandbox
+ * network, and here the address is all there is. Else the client without a token (and without
+ * an `ip`) with the longest `cidr` that holds, ties by order; a token client with a `cidr` but
+ * no `ip` is never found this way (a range is no identity for its token). Returns the client,
+ * borrowed from `s`, or NULL (no snapshot, no source, an unknown family). Allocates nothing. */
+const struct sl_client *sl_policy_identify_address(const struct sl_snapshot *s,
+                                                   const struct sockaddr *src);
+
 /* Decides `req` for client `c` (from sl_policy_identify() on the same snapshot) at `now_s`
  * (seconds since the epoch) and fills `*out` completely. In order:
  *   no snapshot -> no-policy; no client -> no-identity; expires_at <= now -> expired;

@@ -4,6 +4,7 @@
  *
  * With credentials: one lookup by id. Without: one lookup of the exact address, then one per
  * distinct CIDR prefix length present in the snapshot (at most 33 or 129), longest first.
+ * sl_policy_identify_address() is the same address walk, token clients with an `ip` included.
  */
 #include <netinet/in.h>
 #include <string.h>
@@ -80,8 +81,11 @@ static const struct sl_client *by_token(const struct sl_snapshot *s, const char 
     return source_holds(c, family, addr) ? c : NULL;
 }
 
+/* The client the address names: the first with that `ip` (token clients only when
+ * `with_token`) whose `cidr` also holds, else the longest `cidr` of a client without token and
+ * `ip`. */
 static const struct sl_client *by_address(const struct sl_snapshot *s, int family,
-                                          const uint8_t addr[16])
+                                          const uint8_t addr[16], bool with_token)
 {
     const uint8_t *prefixes = family == 4 ? s->v4_prefixes : s->v6_prefixes;
     uint8_t n = family == 4 ? s->n_v4_prefixes : s->n_v6_prefixes;
@@ -92,7 +96,8 @@ static const struct sl_client *by_address(const struct sl_snapshot *s, int famil
     slot = sl__table_find(&s->client_by_ip, sl__hash(k.b, sizeof(k.b)), k.b, sizeof(k.b));
     for (uint32_t i = slot != NULL ? slot->first : NO_NEXT; i != NO_NEXT;
          i = s->clients[i].next_same_ip) {
-        if (source_holds(&s->clients[i], family, addr)) {
+        if ((with_token || s->clients[i].token == NULL)
+            && source_holds(&s->clients[i], family, addr)) {
             return &s->clients[i];
         }
     }
@@ -126,5 +131,21 @@ const struct sl_client *sl_policy_identify(const struct sl_snapshot *s, const ch
     if (family == 0) {
         return NULL;
     }
-    return by_address(s, family, addr);
+    return by_address(s, family, addr, false);
+}
+
+const struct sl_client *sl_policy_identify_address(const struct sl_snapshot *s,
+                                                   const struct sockaddr *src)
+{
+    uint8_t addr[16];
+    int family;
+
+    if (s == NULL) {
+        return NULL;
+    }
+    family = read_source(src, addr);
+    if (family == 0) {
+        return NULL;
+    }
+    return by_address(s, family, addr, true);
 }

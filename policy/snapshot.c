@@ -97,8 +97,11 @@ static void note_prefix(struct sl_snapshot *s, const struct sl__addr_key *k)
     (*n)++;
 }
 
-/* Builds the address tables of the clients without a token (docs/reference/snapshot.md §3: a token
- * client is identified by its token, never by its address alone). */
+/* Builds the address tables (docs/reference/snapshot.md §3): every client with an `ip` by that
+ * address, token clients included (a request with Proxy-Authorization never looks there, one
+ * without it skips them; transparent connections and DNS queries, which carry no token, find
+ * them: sl_policy_identify_address()), and the clients without a token or an `ip` that have a
+ * `cidr` by their network. */
 static int compile_clients(struct sl_snapshot *s)
 {
     size_t n_ip = 0;
@@ -110,7 +113,7 @@ static int compile_clients(struct sl_snapshot *s)
         c->next_same_ip = NO_NEXT;
         c->next_same_cidr = NO_NEXT;
         SL_TRY(sl__ruleset_compile(&c->rules, &s->arena));
-        n_ip += c->token == NULL && c->has_ip;
+        n_ip += c->has_ip;
         n_cidr += c->token == NULL && !c->has_ip && c->has_cidr;
     }
     SL_TRY(sl__table_init(&s->client_by_ip, &s->arena, n_ip));
@@ -118,12 +121,9 @@ static int compile_clients(struct sl_snapshot *s)
     for (uint32_t i = 0; i < s->n_clients; i++) {
         struct sl_client *c = &s->clients[i];
 
-        if (c->token != NULL) {
-            continue;
-        }
         if (c->has_ip) {
             add_client(s, &s->client_by_ip, i, true);
-        } else if (c->has_cidr) {
+        } else if (c->token == NULL && c->has_cidr) {
             add_client(s, &s->client_by_cidr, i, false);
             note_prefix(s, &c->cidr);
         }

@@ -232,8 +232,9 @@ struct sl_snapshot {
     uint32_t n_clients;
     struct sl__table env_by_name;
     struct sl__table client_by_id;
-    /* Clients without a token: by `ip` (key prefix 32/128), and those with a `cidr` but no `ip`
-     * by their network. */
+    /* Every client with an `ip`, by it (key prefix 32/128; token clients too, which only
+     * sl_policy_identify_address() takes), and the clients without a token that have a `cidr`
+     * but no `ip`, by their network. */
     struct sl__table client_by_ip;
     struct sl__table client_by_cidr;
     /* Prefix lengths present in client_by_cidr, longest first. */

@@ -25,6 +25,8 @@
 #define PATH_MAX_BYTES 1024
 #define HOST_MAX_BYTES 512
 #define NAME_MAX_BYTES 256
+/* A DNS line's type, rcode and transport names. */
+#define DNS_MAX_BYTES 16
 /* Longest duration written, in ms (about 31 years). */
 #define AUDIT_MS_MAX 1e12
 /* The writer gathers lines for at most this long, or until FLUSH_BYTES are pending, before one
@@ -279,7 +281,17 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
         SL_TRY(put_cstr(b, ",\"connect_host_header\":"));
         SL_TRY(put_str(b, r->connect_host_header, HOST_MAX_BYTES));
     }
-    SL_TRY(put_cstr(b, r->allow       ? ",\"decision\":\"allow\",\"reason\":"
+    if (r->dns) {
+        SL_TRY(put_cstr(b, ",\"dns\":{\"type\":"));
+        SL_TRY(put_str(b, r->dns_type, DNS_MAX_BYTES));
+        SL_TRY(put_cstr(b, ",\"rcode\":"));
+        SL_TRY(put_str(b, r->dns_rcode, DNS_MAX_BYTES));
+        SL_TRY(put_cstr(b, ",\"transport\":"));
+        SL_TRY(put_str(b, r->dns_transport, DNS_MAX_BYTES));
+        SL_TRY(put(b, "}", 1));
+    }
+    SL_TRY(put_cstr(b, r->dns         ? ",\"decision\":\"dns\",\"reason\":"
+                       : r->allow     ? ",\"decision\":\"allow\",\"reason\":"
                        : r->challenge ? ",\"decision\":\"challenge\",\"reason\":"
                        : r->error     ? ",\"decision\":\"error\",\"reason\":"
                                       : ",\"decision\":\"deny\",\"reason\":"));
@@ -288,6 +300,9 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     SL_TRY(put_str(b, r->rule, HOST_MAX_BYTES));
     if (r->passthrough) {
         SL_TRY(put_cstr(b, ",\"tls\":\"passthrough\""));
+    }
+    if (r->transparent) {
+        SL_TRY(put_cstr(b, ",\"mode\":\"transparent\""));
     }
     SL_TRY(put_cstr(b, r->credential ? ",\"credential\":true,\"status\":"
                                      : ",\"credential\":false,\"status\":"));

@@ -58,6 +58,16 @@ struct sl_audit_record {
      * on a line without a path (a CONNECT's), whose room it takes: a line stays within
      * SL_AUDIT_LINE_MAX whatever the strings hold. */
     const char *connect_host_header;
+    /* A lookup answered by the DNS responder (proxy/dnsd.h, docs/reference/proxy.md §4.12):
+     * written `"dns":{"type":TYPE,"rcode":RCODE,"transport":TRANSPORT}` (after "path") and
+     * `"decision":"dns"` whatever `allow`, `challenge` and `error` say; `reason` then marks a
+     * name the client's environment does not allow (or no client). The three strings are
+     * borrowed (cut at 16 bytes; NULL written as null: a query without a question has no
+     * type); ignored unless `dns`. */
+    bool dns;
+    const char *dns_type;
+    const char *dns_rcode;
+    const char *dns_transport;
     /* The decision: "allow"; else "deny" for a refusal of the policy's own, or "error" (`error`
      * set) for a request the proxy could not carry out (docs/reference/proxy.md §4.7). */
     bool allow;
@@ -77,6 +87,10 @@ struct sl_audit_record {
      * carries `"tls":"passthrough"` (after "rule"), and stands for the whole tunnel, since the
      * requests inside are not seen. Lines of other requests do not have the member. */
     bool passthrough;
+    /* True for a connection taken by a transparent listener (docs/reference/proxy.md §4.12):
+     * the line carries `"mode":"transparent"` (after "tls" or "rule"); lines of the explicit
+     * proxy do not have the member. */
+    bool transparent;
     /* Status sent to the client (0 when none was sent: the connection was closed). */
     int status;
     uint64_t bytes_up;

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * proxy/conn.c - the connection's state table, phase timer and stepper: accepting, the request
- * head (CONNECT, absolute-form, or origin-form inside a tunnel), timeouts, and the end of a
- * connection (flush, linger, close). The other rooms are listed in proxy/conn_int.h.
+ * proxy/conn.c - the connection's state table, phase timer and stepper: accepting (a
+ * transparent listener's connections identified by source address at once), the request head
+ * (CONNECT, absolute-form, origin-form inside a tunnel or to a transparent listener), opening a
+ * tunnel, timeouts, and the end of a connection (flush, linger, close). The other rooms are
+ * listed in proxy/conn_int.h.
  */
 #include "proxy/conn.h"
 
 #include <assert.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "base/arena.h"
 #include "base/buf.h"
@@ -21,6 +25,12 @@
 #include "proxy/head.h"
 #include "proxy/stream.h"
 #include "proxy/upstream.h"
+
+/* getsockopt(IPPROTO_IP, SO_ORIGINAL_DST): where netfilter's NAT found a connection going
+ * (<linux/netfilter_ipv4.h>, which does not mix with the C library's headers). */
+#ifndef SO_ORIGINAL_DST
+#define SO_ORIGINAL_DST 80
+#endif
 
 /* After the last response, how long an ending connection (LINGERING) still reads (and discards)
  * what the client sends, so that its unread bytes do not turn our FIN into a RST that destroys the
@@ -402,6 +412,13 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
         sl__conn_drop(c, SL_REASON_BAD_REQUEST);
         return;
     }
+    sl__conn_open_tunnel(c);
+}
+
+void sl__conn_open_tunnel(struct sl__conn *c)
+{
+    /* A transparent tunnel has no 200 to send: its line says 200 all the same, the tunnel
+     * opened (docs/reference/proxy.md §4.12). */
     c->r.status = 200;
     c->thost = c->r.host;
     c->tport = c->r.port;
@@ -428,7 +445,11 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
     sl_h1_finish(&c->req);
     sl_arena_reset(&c->arena);
     sl_h1_init(&c->req, SL_H1_REQUEST, NULL, &c->arena);
-    sl__conn_set_state(c, SL__CONN_TUNNEL_SNIFF);
+    /* A transparent connection is in TUNNEL_SNIFF already, its ClientHello read: the one
+     * handshake deadline, from the accept, goes on. */
+    if (c->state != SL__CONN_TUNNEL_SNIFF) {
+        sl__conn_set_state(c, SL__CONN_TUNNEL_SNIFF);
+    }
 }
 
 static void on_request_head(struct sl__conn *c)
@@ -436,7 +457,7 @@ static void on_request_head(struct sl__conn *c)
     const struct sl_h1_head *h = sl_h1_head(&c->req);
     bool has_body = h->body != SL_H1_BODY_NONE;
     struct sl_head_ctx ctx = { sl__conn_in_tunnel(c), sl__conn_is_intercepted(c), &c->thost,
-                               c->tport };
+                               c->tport, false };
     struct sl_head_target t;
     struct sl_head_refusal why;
     int rc;
@@ -453,12 +474,17 @@ static void on_request_head(struct sl__conn *c)
         sl__conn_refuse_held(c);
         return;
     }
-    if (!sl__conn_in_tunnel(c) && strcmp(h->method, "CONNECT") == 0) {
-        on_connect_head(c, h);
-        return;
-    }
     if (!sl__conn_in_tunnel(c)) {
-        if (!sl__conn_take_credentials(c, h)) {
+        if (c->transparent) {
+            /* Plain HTTP to a transparent listener: each request names its host in its Host
+             * header, the port is the connection's; no credentials (docs/reference/proxy.md
+             * §4.12). A CONNECT is refused as any server would (sl_head_resolve()). */
+            ctx.transparent = true;
+            ctx.port = c->orig_port;
+        } else if (strcmp(h->method, "CONNECT") == 0) {
+            on_connect_head(c, h);
+            return;
+        } else if (!sl__conn_take_credentials(c, h)) {
             sl__conn_refuse_reason(c, SL_REASON_NO_IDENTITY, "malformed Proxy-Authorization",
                                    false);
             return;
@@ -794,10 +820,67 @@ static void on_client_event(struct sl_stream *s, void *arg)
 static void refuse_overloaded(struct sl__conn *c)
 {
     sl__conn_begin_request(c, NULL);
+    if (c->transparent) {
+        /* Its client may be speaking TLS already: no HTTP answer. */
+        sl__conn_drop(c, SL_REASON_OVERLOADED);
+        return;
+    }
     sl__conn_refuse_reason(c, SL_REASON_OVERLOADED, "the proxy has too many connections", false);
 }
 
-void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener)
+/* The port a transparent connection was made to: its listener's (443, 80), or for one the
+ * host's table redirected, its original destination's (SO_ORIGINAL_DST of netfilter's NAT,
+ * IPv4). A connection to the redirect port that was not redirected there (its original
+ * destination is the listener itself, or it has none) has no port to go to: SL_EINVAL. */
+static int original_port(struct sl__conn *c, const struct sl__listener *l, uint16_t *port)
+{
+    struct sockaddr_in local;
+    struct sockaddr_in orig;
+    socklen_t len = sizeof(orig);
+    int namelen = (int)sizeof(local);
+    uv_os_fd_t fd;
+
+    if (l->kind == SL__LISTEN_TRANSPARENT) {
+        *port = l->port;
+        return 0;
+    }
+    memset(&orig, 0, sizeof(orig));
+    if (uv_fileno((const uv_handle_t *)sl_stream_tcp(&c->client), &fd) < 0
+        || uv_tcp_getsockname(sl_stream_tcp(&c->client), (struct sockaddr *)&local, &namelen) < 0
+        || getsockopt(fd, IPPROTO_IP, SO_ORIGINAL_DST, &orig, &len) == -1
+        || orig.sin_family != AF_INET || orig.sin_port == 0
+        || (orig.sin_port == local.sin_port && orig.sin_addr.s_addr == local.sin_addr.s_addr)) {
+        return SL_EINVAL;
+    }
+    *port = ntohs(orig.sin_port);
+    return 0;
+}
+
+/* A transparent connection (docs/reference/proxy.md §4.12): its port, then its client, by
+ * source address alone in the worker's newest snapshot; without either it is closed with its
+ * audit line. Then its first bytes are awaited (TUNNEL_SNIFF, the handshake timeout). */
+static void start_transparent(struct sl__conn *c, const struct sl__listener *l)
+{
+    sl__conn_begin_request(c, NULL);
+    if (original_port(c, l, &c->orig_port) < 0) {
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"transparent: no original destination\" port=%u",
+               (unsigned)l->port);
+        c->r.port = l->port;
+        sl__conn_drop(c, SL_REASON_BAD_REQUEST);
+        return;
+    }
+    c->r.port = c->orig_port;
+    if (c->snap == NULL || sl__conn_identify(c, c->snap) == NULL) {
+        sl__conn_drop(c, c->snap == NULL ? SL_REASON_NO_POLICY : SL_REASON_NO_IDENTITY);
+        return;
+    }
+    sl_snapshot_unref(c->snap);
+    c->snap = NULL;
+    sl__conn_set_state(c, SL__CONN_TUNNEL_SNIFF);
+    sl_stream_want_read(&c->client, true);
+}
+
+void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
 {
     struct sl__shared *sh = w->shared;
     struct sl__conn *c = sl_calloc(1, sizeof(*c));
@@ -827,10 +910,11 @@ void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener)
     }
     w->conns = c;
     w->n_conns++;
+    c->transparent = l->kind != SL__LISTEN_PROXY;
     open = atomic_fetch_add(&sh->connections, 1) + 1;
     sl__count(&w->counters.connections_accepted, 1);
     sl__count(&w->counters.connections_open, 1);
-    rc = uv_accept(listener, (uv_stream_t *)sl_stream_tcp(&c->client));
+    rc = uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)sl_stream_tcp(&c->client));
     if (rc == 0) {
         rc = uv_tcp_getpeername(sl_stream_tcp(&c->client), (struct sockaddr *)&c->peer, &namelen);
     }
@@ -844,6 +928,10 @@ void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener)
     if (open > sh->cfg->max_connections) {
         sl__count(&w->counters.connections_refused, 1);
         refuse_overloaded(c);
+        return;
+    }
+    if (c->transparent) {
+        start_transparent(c, l);
         return;
     }
     /* From NEW: the header timer starts now (state_table[]). */

@@ -8,6 +8,8 @@
  *        |   |absolute-form allowed        v                               v
  *        |   +-------------------------> DIALING --upstream ready--> FORWARDING --101--> RELAY
  *        +------------------------------------------- response complete ---+
+ *   A transparent listener's connection (docs/reference/proxy.md §4.12) starts in TUNNEL_SNIFF:
+ *   a ClientHello's SNI opens the tunnel a CONNECT would, plain HTTP goes to REQUEST_HEAD.
  *   Any refusal or error -> a response with X-Sluice-Reason when one can still be sent ->
  *   FLUSHING (the last response leaves) -> LINGERING (FIN, input discarded a while) -> CLOSED
  *   (the handles close; the memory goes with the last callback).
@@ -28,13 +30,17 @@
 
 #include <uv.h>
 
+struct sl__listener;
 struct sl__worker;
 
 /* Accepts one pending connection on `listener` (one of w's listeners, borrowed) and starts it:
- * it then runs itself on w's loop and frees itself after it closes. Beyond
- * cfg->max_connections over all workers it is answered 503 overloaded and ended. Out of memory,
- * or a failed accept, leaves nothing behind (the pending connection may stay in the backlog). */
-void sl__conn_accept(struct sl__worker *w, uv_stream_t *listener);
+ * it then runs itself on w's loop and frees itself after it closes. A transparent listener's
+ * connection (docs/reference/proxy.md §4.12) is identified by its source address first: an
+ * unknown one is closed with its audit line. Beyond cfg->max_connections over all workers it
+ * is answered 503 overloaded and ended (a transparent one closed, audited overloaded). Out of
+ * memory, or a failed accept, leaves nothing behind (the pending connection may stay in the
+ * backlog). */
+void sl__conn_accept(struct sl__worker *w, struct sl__listener *listener);
 
 /* Draining (w->draining is set): a connection waiting for a request with no byte of it yet is
  * closed; every other one finishes its current exchange (or relay) and then ends. Does not

@@ -9,8 +9,9 @@
  *                   and closing;
  *   conn_refuse.c   the request's bookkeeping, identity and policy decision, refusals and
  *                   audit lines;
- *   conn_tls.c      the tunnel's first bytes, TLS interception (SNI, minting, the handshake)
- *                   and passthrough tunnels' ClientHello;
+ *   conn_tls.c      the tunnel's first bytes (and a transparent connection's), TLS
+ *                   interception (SNI, minting, the handshake) and passthrough tunnels'
+ *                   ClientHello;
  *   conn_forward.c  dialling, and the request and the response on their way (heads, bodies,
  *                   the end of an exchange);
  *   conn_relay.c    long-lived relays (a websocket after its 101, a passthrough tunnel) and
@@ -270,13 +271,22 @@ struct sl__conn {
     /* --- The client (conn.c; its credentials: conn_refuse.c) --- */
     struct sl_stream client;
     struct sockaddr_storage peer;
+    /* Taken by a transparent listener (docs/reference/proxy.md §4.12): no proxy protocol and no
+     * credentials; the client is its source address alone (sl__conn_identify()), the host its
+     * SNI (then a tunnel as a CONNECT would open, sl__conn_open_tunnel()) or each request's
+     * Host header, the port `orig_port`. */
+    bool transparent;
+    /* A transparent connection's port: the listener's own (443, 80), or the original
+     * destination's of a connection the host's table redirected (SO_ORIGINAL_DST). */
+    uint16_t orig_port;
     /* Credentials from Proxy-Authorization (of the CONNECT, for a tunnel); the token is wiped
      * before the memory is freed. */
     bool has_auth;
     char auth_id[SL_AUTH_ID_MAX + 1];
     char auth_token[SL_AUTH_TOKEN_MAX + 1];
 
-    /* --- The tunnel, once a CONNECT was allowed (conn.c; sl__conn_in_tunnel(): tport != 0) --- */
+    /* --- The tunnel, once a CONNECT (or a transparent connection's SNI) opened it (conn.c,
+     * sl__conn_open_tunnel(); sl__conn_in_tunnel(): tport != 0) --- */
     struct sl_host thost;
     uint16_t tport;
     /* The tunnel won a `"tls": "passthrough"` rule: relayed uninspected, no request parsed.
@@ -388,6 +398,11 @@ static inline enum sl__conn_phase sl__conn_phase(const struct sl__conn *c)
 
 /* Runs the state machine as far as the data allows. Safe to call from inside a step. */
 void sl__conn_step(struct sl__conn *c);
+/* A tunnel's decision (sl__conn_decide_connect()) let it open, for c->r.host and c->r.port:
+ * they become the tunnel's, its CONNECT line is written (or kept for a passthrough tunnel's end,
+ * or the held refusal's answer), and the connection waits for the tunnel's first bytes
+ * (TUNNEL_SNIFF). After an explicit CONNECT's 200, or a transparent connection's SNI. */
+void sl__conn_open_tunnel(struct sl__conn *c);
 /* Closes now (CLOSED): the upstream, the timer and the client's stream; idempotent. The memory
  * goes with the last callback owed, never during this call. */
 void sl__conn_close(struct sl__conn *c);
@@ -432,9 +447,11 @@ void sl__conn_note_identity(struct sl__conn *c);
 /* Decides the current request (`method` NULL: a CONNECT). Returns true when allowed; otherwise
  * the refusal is answered. */
 bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep);
-/* Decides a CONNECT. Returns true when the tunnel is to open: allowed, or refused for its host
- * or port with the refusal held for the first request inside (`held`, docs/reference/proxy.md
- * §4.5); otherwise the refusal is answered (and false returned). */
+/* Decides a CONNECT (or a transparent connection's TLS, for its SNI). Returns true when the
+ * tunnel is to open: allowed, or refused for its host or port with the refusal held for the
+ * first request inside (`held`, docs/reference/proxy.md §4.5); otherwise the refusal is
+ * answered (a transparent connection, which has no CONNECT to answer, is closed with its audit
+ * line) and false returned. */
 bool sl__conn_decide_connect(struct sl__conn *c);
 /* Answers the current request (begun, its target noted) with the held refusal, which it
  * consumes; the exchange ends with the connection. */
@@ -452,7 +469,9 @@ bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, 
  */
 
 /* TUNNEL_SNIFF and TLS_HANDSHAKE steps: >0 progress, 0 waiting, <0 the connection moved on
- * (closed, or ended with a refusal). */
+ * (closed, or ended with a refusal). TUNNEL_SNIFF also reads a transparent connection's first
+ * bytes before any tunnel: a ClientHello's SNI opens one (sl__conn_open_tunnel()), plain HTTP
+ * goes on to REQUEST_HEAD. */
 int sl__conn_step_tunnel_sniff(struct sl__conn *c);
 int sl__conn_step_tls_handshake(struct sl__conn *c);
 

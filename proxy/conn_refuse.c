@@ -136,6 +136,7 @@ void sl__conn_audit(struct sl__conn *c)
         .rule = c->dec.rule,
         .credential = c->r.credential,
         .passthrough = c->passthrough,
+        .transparent = c->transparent,
         .status = c->r.status,
         .bytes_up = c->r.bytes_up,
         .bytes_down = down,
@@ -420,6 +421,11 @@ const struct sl_client *sl__conn_identify(const struct sl__conn *c, const struct
     if (snap == NULL) {
         return NULL;
     }
+    if (c->transparent) {
+        /* No proxy protocol, no credentials: the address alone (docs/reference/proxy.md
+         * §4.12). */
+        return sl_policy_identify_address(snap, (const struct sockaddr *)&c->peer);
+    }
     return sl_policy_identify(snap, c->has_auth ? c->auth_id : NULL,
                               c->has_auth ? c->auth_token : NULL,
                               (const struct sockaddr *)&c->peer);
@@ -444,11 +450,17 @@ void sl__conn_note_identity(struct sl__conn *c)
  * away) is. */
 static void refuse_decision(struct sl__conn *c, bool keep)
 {
-    c->r.challenge =
-            c->dec.reason == SL_REASON_NO_IDENTITY && !c->has_auth && !sl__conn_in_tunnel(c);
-    sl__conn_refuse_reason(c, c->dec.reason,
-                           c->dec.reason == SL_REASON_GIT_READ_ONLY ? GIT_READ_ONLY_DETAIL : NULL,
-                           keep);
+    int status = sl_reason_status(c->dec.reason);
+
+    c->r.challenge = c->dec.reason == SL_REASON_NO_IDENTITY && !c->has_auth
+                     && !sl__conn_in_tunnel(c) && !c->transparent;
+    if (c->transparent && status == 407) {
+        /* A client that speaks to no proxy has none to authenticate to: its client left the
+         * snapshot, and that is a 403 (docs/reference/proxy.md §4.12). */
+        status = 403;
+    }
+    sl__conn_refuse(c, c->dec.reason, status,
+                    c->dec.reason == SL_REASON_GIT_READ_ONLY ? GIT_READ_ONLY_DETAIL : NULL, keep);
 }
 
 /* Decides the current request (`method` NULL: a CONNECT, host and port only). Returns true
@@ -507,6 +519,11 @@ bool sl__conn_decide_connect(struct sl__conn *c)
             c->held->dec = c->dec;
             return true;
         }
+    }
+    if (c->transparent) {
+        /* A ClientHello was sent, not a CONNECT: nothing can answer it in HTTP. */
+        sl__conn_drop(c, c->dec.reason);
+        return false;
     }
     refuse_decision(c, false);
     return false;

@@ -3,7 +3,8 @@
  * proxy/conn_tls.c - a tunnel's first bytes: TLS interception (the SNI checked against the
  * CONNECT, a leaf from the cache or minted on the thread pool, the client's handshake), plain
  * HTTP in a tunnel to port 80, and a passthrough tunnel's ClientHello read without answering
- * it. A room of proxy/conn_int.h.
+ * it; and a transparent connection's first bytes, whose ClientHello's SNI opens the tunnel a
+ * CONNECT would. A room of proxy/conn_int.h.
  */
 #include <string.h>
 
@@ -104,41 +105,52 @@ static void mint_done(uv_work_t *req, int status)
 }
 
 /*
- * Passthrough tunnels.
+ * Reading a ClientHello without answering it: passthrough tunnels and transparent connections.
  */
 
 /* What peek_hello()'s SNI callback saw. */
 struct hello_peek {
-    struct sl__conn *c;
     /* The ClientHello reached the callback. */
     bool seen;
+    /* It had an SNI: `sni` (NUL-terminated), unless it was longer than any host (`too_long`). */
+    bool has_sni;
+    bool too_long;
+    char sni[SL_HOST_NAME_MAX + 1];
 };
 
-/* The SNI callback of peek_hello(): records the verdict and stops the handshake there. */
-static enum sl_tls_sni_verdict on_passthrough_sni(struct sl_tls *t, const char *sni, void *arg)
+/* The SNI callback of peek_hello(): records the SNI and stops the handshake there. */
+static enum sl_tls_sni_verdict on_peek_sni(struct sl_tls *t, const char *sni, void *arg)
 {
     struct hello_peek *peek = arg;
 
     (void)t;
     peek->seen = true;
-    peek->c->sni_mismatch = sni != NULL && !sni_names_tunnel(peek->c, sni);
+    if (sni != NULL) {
+        size_t n = strlen(sni);
+
+        peek->has_sni = true;
+        peek->too_long = n > SL_HOST_NAME_MAX;
+        if (!peek->too_long) {
+            memcpy(peek->sni, sni, n + 1);
+        }
+    }
     return SL_TLS_SNI_RETRY;
 }
 
 /* Reads the ClientHello at the start of `in` (borrowed, not consumed) with a throwaway server
  * engine: OpenSSL parses the hostile bytes, not a parser of ours, and the SNI callback stops
  * the handshake before any answer is made; the engine is destroyed without sending anything.
- * Returns 1 when the hello was complete (c->sni_mismatch then says whether its SNI names
- * another host than the CONNECT), 0 when more bytes are needed, or a negative code when the
- * bytes are no ClientHello OpenSSL accepts, or memory ran out. */
-static int peek_hello(struct sl__conn *c, struct sl_slice in)
+ * Returns 1 when the hello was complete (`peek` then says what SNI it had), 0 when more bytes
+ * are needed, or a negative code when the bytes are no ClientHello OpenSSL accepts, or memory
+ * ran out. */
+static int peek_hello(struct sl__conn *c, struct sl_slice in, struct hello_peek *peek)
 {
-    struct hello_peek peek = { c, false };
     struct sl_tls *t = NULL;
     int rc;
 
+    memset(peek, 0, sizeof(*peek));
     SL_TRY(sl_tls_create_server(c->w->shared->server_ctx, 0, &t));
-    sl_tls_set_sni_fn(t, on_passthrough_sni, &peek);
+    sl_tls_set_sni_fn(t, on_peek_sni, peek);
     /* The stream's buffer (SL_STREAM_RAW_BYTES) is smaller than the engine's input ring. */
     rc = sl_tls_feed(t, in.p, in.n);
     if (rc >= 0 && (size_t)rc != in.n) {
@@ -148,7 +160,7 @@ static int peek_hello(struct sl__conn *c, struct sl_slice in)
         rc = sl_tls_handshake(t);
     }
     sl_tls_destroy(t);
-    if (peek.seen) {
+    if (peek->seen) {
         return 1;
     }
     if (rc == SL_TLS_HS_WANT_IO) {
@@ -164,6 +176,7 @@ static int peek_hello(struct sl__conn *c, struct sl_slice in)
 static int step_passthrough_sniff(struct sl__conn *c)
 {
     struct sl_slice in = sl_stream_peek(&c->client);
+    struct hello_peek peek;
     int rc = 0;
 
     if (in.n == 0) {
@@ -180,7 +193,10 @@ static int step_passthrough_sniff(struct sl__conn *c)
         rc = 0;
         break;
     case SL_TLS_SNIFF_TLS:
-        rc = peek_hello(c, in);
+        rc = peek_hello(c, in, &peek);
+        if (rc > 0) {
+            c->sni_mismatch = peek.has_sni && (peek.too_long || !sni_names_tunnel(c, peek.sni));
+        }
         break;
     case SL_TLS_SNIFF_HTTP:
     case SL_TLS_SNIFF_OTHER:
@@ -214,11 +230,88 @@ static int step_passthrough_sniff(struct sl__conn *c)
 }
 
 /*
+ * A transparent connection's first bytes (docs/reference/proxy.md §4.12).
+ */
+
+/* The ClientHello of a transparent connection names the host by its SNI: a host to decide as a
+ * CONNECT to SNI:PORT would be (the same decision, a refusal held for the first request on
+ * ports 443 and 80), then the tunnel opens and the ClientHello, still unread, starts it. No SNI
+ * (or one that is no host) cannot be decided: bad-host. */
+static int open_transparent_tunnel(struct sl__conn *c, const struct hello_peek *peek)
+{
+    sl__conn_begin_request(c, "CONNECT");
+    c->r.scheme = "https";
+    c->r.port = c->orig_port;
+    sl__conn_note_identity(c);
+    if (!peek->has_sni || peek->too_long
+        || sl_host_normalize(sl_slice_str(peek->sni), 0, &c->r.host, NULL) < 0) {
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"transparent: a ClientHello naming no host\" sni=%s",
+               peek->has_sni ? "invalid" : "none");
+        sl__conn_drop(c, SL_REASON_BAD_HOST);
+        return -1;
+    }
+    c->r.has_host = true;
+    if (!sl__conn_decide_connect(c)) {
+        return -1;
+    }
+    sl__conn_open_tunnel(c);
+    return 1;
+}
+
+/* Before any tunnel: a ClientHello (its SNI opens one), plain HTTP (requests to REQUEST_HEAD,
+ * each naming its host), or anything else: not-tls. */
+static int step_transparent_sniff(struct sl__conn *c)
+{
+    struct sl_slice in = sl_stream_peek(&c->client);
+    struct hello_peek peek;
+    int rc;
+
+    if (in.n == 0) {
+        if (sl_stream_in_status(&c->client) != 0) {
+            /* Gone without a byte: nothing was asked. */
+            sl__conn_close(c);
+            return -1;
+        }
+        return 0;
+    }
+    switch (sl_tls_sniff(in.p, in.n)) {
+    case SL_TLS_SNIFF_NEED_MORE:
+        return 0;
+    case SL_TLS_SNIFF_HTTP:
+        sl__conn_set_state(c, SL__CONN_REQUEST_HEAD);
+        return 1;
+    case SL_TLS_SNIFF_OTHER:
+        sl__conn_begin_request(c, NULL);
+        c->r.port = c->orig_port;
+        sl__conn_note_identity(c);
+        sl__conn_drop(c, SL_REASON_NOT_TLS);
+        return -1;
+    case SL_TLS_SNIFF_TLS:
+        break;
+    }
+    rc = peek_hello(c, in, &peek);
+    if (rc > 0) {
+        return open_transparent_tunnel(c, &peek);
+    }
+    if (rc == 0 && in.n < SL_STREAM_RAW_BYTES && !sl_stream_peer_closed(&c->client)) {
+        return 0;
+    }
+    sl__conn_begin_request(c, NULL);
+    c->r.port = c->orig_port;
+    sl__conn_note_identity(c);
+    sl__conn_drop(c, rc == 0 && in.n >= SL_STREAM_RAW_BYTES ? SL_REASON_TOO_LARGE
+                     : rc == SL_ENOMEM                      ? SL_REASON_BAD_REQUEST
+                                                            : SL_REASON_NOT_TLS);
+    return -1;
+}
+
+/*
  * The tunnel's first bytes and the client's handshake.
  */
 
 /* TUNNEL_SNIFF: TLS (intercepted, or a passthrough tunnel's ClientHello), or plain HTTP in a
- * tunnel to port 80; anything else is refused as not-tls. */
+ * tunnel to port 80; anything else is refused as not-tls. A transparent connection's first
+ * bytes come here before any tunnel. */
 int sl__conn_step_tunnel_sniff(struct sl__conn *c)
 {
     struct sl_slice in = sl_stream_peek(&c->client);
@@ -226,6 +319,9 @@ int sl__conn_step_tunnel_sniff(struct sl__conn *c)
 
     if (c->passthrough) {
         return step_passthrough_sniff(c);
+    }
+    if (!sl__conn_in_tunnel(c)) {
+        return step_transparent_sniff(c);
     }
     if (in.n == 0) {
         if (sl_stream_in_status(&c->client) != 0) {

@@ -89,6 +89,42 @@ static int target_in_tunnel(const struct sl_h1_head *h, const struct sl_head_ctx
     return 0;
 }
 
+/* A plain HTTP request to a transparent listener: the client resolved the host to the proxy
+ * and sent the request as to the host itself, so the Host header is what names it, and the
+ * port is the one the connection was made to (docs/reference/proxy.md §4.12). */
+static int target_transparent(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
+                              struct sl_arena *arena, struct sl_head_target *out,
+                              struct sl_head_refusal *why)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "host");
+    struct sl_url url;
+    uint16_t port = 0;
+
+    out->port = ctx->port;
+    if (f == NULL) {
+        return refuse(why, SL_REASON_BAD_REQUEST,
+                      "a request sent without a proxy needs a Host header naming its host");
+    }
+    if (sl_host_parse_authority(f->value, 0, &out->host, &port, NULL) < 0) {
+        return refuse(why, SL_REASON_BAD_HOST, "malformed Host header");
+    }
+    out->has_host = true;
+    if (port != 0 && port != ctx->port) {
+        return refuse(why, SL_REASON_HOST_MISMATCH,
+                      "the Host header names another port than the connection's");
+    }
+    if (h->target[0] == '/' || (strcmp(h->target, "*") == 0 && strcmp(h->method, "OPTIONS") == 0)) {
+        out->target = h->target;
+        return 0;
+    }
+    if (sl_url_parse(sl_slice_str(h->target), &url, NULL) < 0 || url.scheme != SL_URL_HTTP
+        || !same_host(&url.host, &out->host) || url.port != ctx->port) {
+        return refuse(why, SL_REASON_HOST_MISMATCH,
+                      "the request names another host than its Host header");
+    }
+    return origin_form(&url, arena, out, why);
+}
+
 /* Checks that the Host header (if any; `required` says whether it must be there) names the
  * request's host and port (docs/reference/proxy.md §4.3). */
 static int host_header_matches(const struct sl_h1_head *h, const struct sl_head_target *t,
@@ -152,6 +188,8 @@ int sl_head_resolve(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
     if (ctx->tunnel) {
         SL_TRY(target_in_tunnel(h, ctx, arena, out, why));
         SL_TRY(host_header_matches(h, out, h->version_minor == 1, why));
+    } else if (ctx->transparent) {
+        SL_TRY(target_transparent(h, ctx, arena, out, why));
     } else {
         SL_TRY(target_absolute(h, arena, out, why));
         SL_TRY(host_header_matches(h, out, false, why));

@@ -36,9 +36,15 @@ struct sl_head_ctx {
     bool tunnel;
     /* Tunnel only: the tunnel's TLS is intercepted (https), else it carries plain HTTP. */
     bool tls;
-    /* Tunnel only: the CONNECT host and port. Borrowed. */
+    /* Tunnel only: the CONNECT host and port. Borrowed. Outside a tunnel with `transparent`,
+     * `port` is the port the connection was made to. */
     const struct sl_host *host;
     uint16_t port;
+    /* Outside a tunnel: a plain HTTP request to a transparent listener (docs/reference/proxy.md
+     * §4.12), sent to the host it names rather than to a proxy: origin-form (or absolute-form
+     * naming the same host and port), its Host header required and naming the host, the port
+     * the connection's. */
+    bool transparent;
 };
 
 /* What sl_head_resolve() found, filled as far as it got (the audit line of a refusal names
@@ -68,7 +74,10 @@ struct sl_head_refusal {
  * refused here: outside a tunnel the caller handles it before). In order: CONNECT inside a
  * tunnel; the target (origin-form, or absolute-form naming the tunnel, inside one;
  * absolute-form `http://` outside); the Host header, which must name the same host and port
- * (required on HTTP/1.1 inside a tunnel); an upgrade other than a bodiless websocket one.
+ * (required on HTTP/1.1 inside a tunnel); an upgrade other than a bodiless websocket one. A
+ * transparent request: the Host header first (required: bad-request; no host[:port]:
+ * bad-host; another port than ctx->port: host-mismatch), then the target (origin-form, or an
+ * `http://` URL naming that host and port: host-mismatch otherwise).
  * `out` is filled as far as the checks got; `arena` (borrowed) holds a target that had to be
  * rebuilt. Returns 0, or SL_EINVAL with `*why` set (SL_ENOMEM too when the arena is full,
  * with reason too-large). */

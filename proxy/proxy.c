@@ -30,6 +30,7 @@
 #include "policy/snapshot.h"
 #include "proxy/addr.h"
 #include "proxy/audit.h"
+#include "proxy/dnsd.h"
 #include "proxy/proxy_int.h"
 #include "proxy/tls.h"
 #include "proxy/worker.h"
@@ -49,6 +50,7 @@
 void sl_proxy_config_init(struct sl_proxy_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
+    cfg->transparent_port = SL_PROXY_TRANSPARENT_PORT;
     cfg->max_connections = 10000;
     cfg->header_timeout_s = 10;
     cfg->idle_timeout_s = 60;
@@ -85,6 +87,10 @@ struct proxy {
     uint64_t trim_seen;
     uint64_t trim_done;
     struct sl_http_server *admin;
+    /* The DNS responder (--dns-listen), NULL without one or once it closed; `dns_stats` keeps
+     * its counts when it has (/metrics). */
+    struct sl_dnsd *dnsd;
+    struct sl_dnsd_stats dns_stats;
     bool stopping;
     /* The signal handlers and timer above are initialised. */
     bool handles_live;
@@ -102,6 +108,9 @@ static void publish(struct proxy *p, struct sl_snapshot *s)
     p->snapshot = s;
     for (unsigned i = 0; i < p->n_started; i++) {
         sl__worker_post_snapshot(&p->workers[i], sl_snapshot_ref(s));
+    }
+    if (p->dnsd != NULL) {
+        sl_dnsd_set_snapshot(p->dnsd, s);
     }
     sl_log(SL_LOG_INFO, 0, "msg=\"policy loaded\" version=%lld environments=%zu clients=%zu",
            (long long)sl_snapshot_version(s), sl_snapshot_env_count(s),
@@ -338,6 +347,29 @@ static int metrics_audit(struct proxy *p, struct sl_buf *b)
                          (unsigned long long)h.reopens);
 }
 
+/* The DNS responder's answers by rcode, and what got none (zeros without --dns-listen). */
+static int metrics_dns(struct proxy *p, struct sl_buf *b)
+{
+    static const enum sl_dnsd_rcode rcodes[] = { SL_DNSD_NOERROR, SL_DNSD_FORMERR, SL_DNSD_NOTIMP,
+                                                 SL_DNSD_REFUSED };
+    struct sl_dnsd_stats st = p->dns_stats;
+
+    if (p->dnsd != NULL) {
+        sl_dnsd_stats(p->dnsd, &st);
+    }
+    SL_TRY(sl_buf_append_str(b, "# HELP sluice_dns_queries_total DNS queries answered by "
+                                "--dns-listen, by response code.\n"
+                                "# TYPE sluice_dns_queries_total counter\n"));
+    for (size_t i = 0; i < SL_ARRAY_LEN(rcodes); i++) {
+        SL_TRY(sl_buf_printf(b, "sluice_dns_queries_total{rcode=\"%s\"} %llu\n",
+                             sl_dnsd_rcode_name(rcodes[i]),
+                             (unsigned long long)st.answered[rcodes[i]]));
+    }
+    return sl_buf_printf(b,
+                         "# TYPE sluice_dns_dropped_total counter\nsluice_dns_dropped_total %llu\n",
+                         (unsigned long long)st.dropped);
+}
+
 /* Prometheus text format 0.0.4. */
 static int metrics_text(struct proxy *p, struct sl_buf *b)
 {
@@ -408,6 +440,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
     SL_TRY(metrics_timeouts(p, b));
     SL_TRY(metrics_audit(p, b));
+    SL_TRY(metrics_dns(p, b));
     return metrics_latency(p, b);
 }
 
@@ -645,7 +678,122 @@ static int deny_own_address(struct proxy *p, const struct sockaddr_storage *ss, 
     return rc;
 }
 
-static int setup_addresses(struct proxy *p, struct sockaddr_storage *addrs, size_t *n_addrs)
+/* Parses an IPv4 address of this host given to `flag` (not 0.0.0.0: a transparent listener or
+ * the DNS responder answers for one address) with `port`, into `out`. */
+static int parse_own_ipv4(const char *flag, const char *text, uint16_t port,
+                          struct sockaddr_storage *out, char *err, size_t errlen)
+{
+    struct sockaddr_in *sin = (struct sockaddr_in *)(void *)out;
+
+    memset(out, 0, sizeof(*out));
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(port);
+    if (inet_pton(AF_INET, text, &sin->sin_addr) != 1
+        || sin->sin_addr.s_addr == htonl(INADDR_ANY)) {
+        (void)snprintf(err, errlen, "%s %s: expected an IPv4 address of this host (not 0.0.0.0)",
+                       flag, text);
+        return SL_EINVAL;
+    }
+    return 0;
+}
+
+static bool same_listen_addr(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family) {
+        return false;
+    }
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *x = (const struct sockaddr_in *)(const void *)a;
+        const struct sockaddr_in *y = (const struct sockaddr_in *)(const void *)b;
+
+        return x->sin_port == y->sin_port && x->sin_addr.s_addr == y->sin_addr.s_addr;
+    }
+    {
+        const struct sockaddr_in6 *x = (const struct sockaddr_in6 *)(const void *)a;
+        const struct sockaddr_in6 *y = (const struct sockaddr_in6 *)(const void *)b;
+
+        return x->sin6_port == y->sin6_port
+               && memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr)) == 0;
+    }
+}
+
+/* Adds one listening address of `kind` (text: `text`, for messages), denied to the dialler:
+ * the proxy never dials itself (docs/reference/proxy.md §4.4). Two listeners on one address and
+ * port would share its connections (SO_REUSEPORT): refused. */
+static int add_listen(struct proxy *p, struct sl__listen *listens, size_t *n,
+                      const struct sockaddr_storage *ss, enum sl__listen_kind kind,
+                      const char *text, char *err, size_t errlen)
+{
+    char entry[INET6_ADDRSTRLEN + 16];
+    char addr[INET6_ADDRSTRLEN] = "";
+
+    for (size_t i = 0; i < *n; i++) {
+        if (same_listen_addr(&listens[i].addr, ss)) {
+            (void)snprintf(err, errlen, "%s: that address and port are listened on twice", text);
+            return SL_EINVAL;
+        }
+    }
+    if (kind != SL__LISTEN_PROXY) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)ss;
+
+        (void)inet_ntop(AF_INET, &sin->sin_addr, addr, sizeof(addr));
+        (void)snprintf(entry, sizeof(entry), "%s:%u", addr, (unsigned)ntohs(sin->sin_port));
+        text = entry;
+    }
+    SL_TRY(deny_own_address(p, ss, text, err, errlen));
+    listens[*n].addr = *ss;
+    listens[*n].kind = kind;
+    (*n)++;
+    return 0;
+}
+
+/* The transparent listeners of one --transparent address: 443 and 80, and the redirect port. */
+static int add_transparent(struct proxy *p, const char *text, struct sl__listen *listens, size_t *n,
+                           char *err, size_t errlen)
+{
+    static const uint16_t direct[] = { 443, 80 };
+    struct sockaddr_storage ss;
+
+    for (size_t k = 0; k < SL_ARRAY_LEN(direct); k++) {
+        SL_TRY(parse_own_ipv4("--transparent", text, direct[k], &ss, err, errlen));
+        SL_TRY(add_listen(p, listens, n, &ss, SL__LISTEN_TRANSPARENT, text, err, errlen));
+    }
+    SL_TRY(parse_own_ipv4("--transparent", text, (uint16_t)p->cfg->transparent_port, &ss, err,
+                          errlen));
+    return add_listen(p, listens, n, &ss, SL__LISTEN_REDIRECT, text, err, errlen);
+}
+
+/* The DNS responder's addresses (--dns-listen): IPv4 addresses of this host, with their port. */
+static int setup_dns_addresses(struct proxy *p, struct sockaddr_in *dns, char *err, size_t errlen)
+{
+    const struct sl_proxy_config *cfg = p->cfg;
+
+    for (size_t i = 0; i < cfg->n_dns_listen; i++) {
+        struct sockaddr_storage ss;
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)(const void *)&ss;
+
+        SL_TRY(sl__listen_addr_parse(cfg->dns_listen[i], &ss, err, errlen));
+        if (ss.ss_family != AF_INET || sin->sin_addr.s_addr == htonl(INADDR_ANY)) {
+            (void)snprintf(err, errlen,
+                           "--dns-listen %s: expected IPv4:PORT, an address of this host (not "
+                           "0.0.0.0): an A query is answered with it",
+                           cfg->dns_listen[i]);
+            return SL_EINVAL;
+        }
+        for (size_t k = 0; k < i; k++) {
+            if (dns[k].sin_port == sin->sin_port
+                && dns[k].sin_addr.s_addr == sin->sin_addr.s_addr) {
+                (void)snprintf(err, errlen, "--dns-listen %s: given twice", cfg->dns_listen[i]);
+                return SL_EINVAL;
+            }
+        }
+        dns[i] = *sin;
+    }
+    return 0;
+}
+
+static int setup_addresses(struct proxy *p, struct sl__listen *listens, size_t *n_listens,
+                           struct sockaddr_in *dns)
 {
     const struct sl_proxy_config *cfg = p->cfg;
     char err[ERR_BYTES] = "";
@@ -657,19 +805,25 @@ static int setup_addresses(struct proxy *p, struct sockaddr_storage *addrs, size
     for (size_t i = 0; rc == 0 && i < cfg->n_deny_upstream; i++) {
         rc = sl_addr_policy_add_deny(p->shared.addrs, cfg->deny_upstream[i], err, sizeof(err));
     }
-    *n_addrs = 0;
+    *n_listens = 0;
     for (size_t i = 0; rc == 0 && i < (cfg->n_listen > 0 ? cfg->n_listen : 1); i++) {
         const char *l = cfg->n_listen > 0 ? cfg->listen[i] : DEFAULT_LISTEN;
+        struct sockaddr_storage ss;
 
-        rc = sl__listen_addr_parse(l, &addrs[i], err, sizeof(err));
-        /* The proxy never dials itself (docs/reference/proxy.md §4.4): its own listen addresses are
-         * denied. */
+        rc = sl__listen_addr_parse(l, &ss, err, sizeof(err));
         if (rc == 0) {
-            rc = deny_own_address(p, &addrs[i], l, err, sizeof(err));
+            rc = add_listen(p, listens, n_listens, &ss, SL__LISTEN_PROXY, l, err, sizeof(err));
         }
-        if (rc == 0) {
-            (*n_addrs)++;
-        }
+    }
+    for (size_t i = 0; rc == 0 && i < cfg->n_transparent; i++) {
+        rc = add_transparent(p, cfg->transparent[i], listens, n_listens, err, sizeof(err));
+    }
+    if (rc == 0) {
+        rc = setup_dns_addresses(p, dns, err, sizeof(err));
+    }
+    for (size_t i = 0; rc == 0 && i < cfg->n_dns_listen; i++) {
+        /* Nor does it dial its own DNS responder. */
+        rc = sl_addr_policy_add_deny(p->shared.addrs, cfg->dns_listen[i], err, sizeof(err));
     }
     if (rc < 0) {
         sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err[0] != '\0' ? err : sl_strerror(rc));
@@ -692,8 +846,19 @@ static void on_policy_changed(uv_fs_poll_t *h, int status, const uv_stat_t *prev
     (void)load_policy_file(p, false);
 }
 
+/* The DNS responder stops answering; its counts stay for /metrics. */
+static void close_dnsd(struct proxy *p)
+{
+    if (p->dnsd != NULL) {
+        sl_dnsd_stats(p->dnsd, &p->dns_stats);
+        sl_dnsd_close(p->dnsd);
+        p->dnsd = NULL;
+    }
+}
+
 static void close_main_handles(struct proxy *p)
 {
+    close_dnsd(p);
     if (!p->handles_live) {
         return;
     }
@@ -775,6 +940,8 @@ static void begin_stop(struct proxy *p, const char *why)
     for (unsigned i = 0; i < p->n_started; i++) {
         sl__worker_post_drain(&p->workers[i]);
     }
+    /* Like the listeners: no new query is answered. */
+    close_dnsd(p);
     if (p->policy_polling) {
         (void)uv_fs_poll_stop(&p->policy_poll);
     }
@@ -803,6 +970,24 @@ static void on_signal(uv_signal_t *h, int signum)
         return;
     }
     begin_stop(p, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static int start_dnsd(struct proxy *p, const struct sockaddr_in *dns)
+{
+    char err[ERR_BYTES] = "";
+    int rc;
+
+    if (p->cfg->n_dns_listen == 0) {
+        return 0;
+    }
+    rc = sl_dnsd_start(&p->loop, dns, p->cfg->n_dns_listen, p->shared.audit, &p->dnsd, err,
+                       sizeof(err));
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err);
+        return rc;
+    }
+    sl_dnsd_set_snapshot(p->dnsd, p->snapshot);
+    return 0;
 }
 
 static int start_main_handles(struct proxy *p)
@@ -931,9 +1116,10 @@ static void teardown(struct proxy *p)
 
 int sl_proxy_run(const struct sl_proxy_config *cfg)
 {
-    struct sockaddr_storage addrs[SL_PROXY_LISTEN_MAX];
+    struct sl__listen listens[SL__LISTENERS_MAX];
+    struct sockaddr_in dns[SL_PROXY_DNS_LISTEN_MAX];
     struct proxy *p;
-    size_t n_addrs = 0;
+    size_t n_listens = 0;
     char err[ERR_BYTES] = "";
     int rc;
 
@@ -953,7 +1139,7 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
     }
     rc = setup_tls(p);
     if (rc == 0) {
-        rc = setup_addresses(p, addrs, &n_addrs);
+        rc = setup_addresses(p, listens, &n_listens, dns);
     }
     if (rc == 0 && cfg->audit_log != NULL) {
         rc = sl_audit_open(cfg->audit_log, 0, &p->shared.audit, err, sizeof(err));
@@ -970,7 +1156,7 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
         rc = p->workers == NULL ? SL_ENOMEM : 0;
     }
     for (unsigned i = 0; rc == 0 && i < p->n_workers; i++) {
-        rc = sl__worker_init(&p->workers[i], i, &p->shared, addrs, n_addrs, err, sizeof(err));
+        rc = sl__worker_init(&p->workers[i], i, &p->shared, listens, n_listens, err, sizeof(err));
         if (rc < 0) {
             sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err);
             break;
@@ -988,6 +1174,9 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
     if (rc == 0) {
         rc = start_main_handles(p);
     }
+    if (rc == 0) {
+        rc = start_dnsd(p, dns);
+    }
     if (rc < 0) {
         for (unsigned i = 0; i < p->n_started; i++) {
             sl__worker_post_stop(&p->workers[i]);
@@ -1000,10 +1189,14 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
         sl_free(p);
         return rc;
     }
-    sl_log(SL_LOG_INFO, 0, "msg=\"proxy started\" listen=%s workers=%u policy=%s admin=%s",
+    sl_log(SL_LOG_INFO, 0,
+           "msg=\"proxy started\" listen=%s workers=%u policy=%s admin=%s transparent=%s "
+           "dns=%s",
            cfg->n_listen > 0 ? cfg->listen[0] : DEFAULT_LISTEN, p->n_started,
            p->snapshot != NULL ? "loaded" : "none (every request gets 503 no-policy)",
-           p->admin != NULL ? p->admin_path : "none");
+           p->admin != NULL ? p->admin_path : "none",
+           cfg->n_transparent > 0 ? cfg->transparent[0] : "none",
+           cfg->n_dns_listen > 0 ? cfg->dns_listen[0] : "none");
     /* A Type=notify unit (the packaged sluice-proxy.service) is started once every listener
      * accepts. */
     (void)sl_notify(getenv("NOTIFY_SOCKET"), "READY=1\nSTATUS=accepting connections");

@@ -3,13 +3,15 @@
  * proxy/proxy.h - the data plane daemon (`sluice proxy`, docs/reference/proxy.md §4).
  *
  * The main thread loads the CA, the upstream trust and the first policy, starts `workers`
- * threads (each with its own libuv loop and its own SO_REUSEPORT listener per address), and
- * then serves the admin socket, SIGHUP reloads and policy-file changes. New snapshots are
- * handed to every worker; each request is decided against the newest one.
+ * threads (each with its own libuv loop and its own SO_REUSEPORT listener per address, the
+ * transparent ones of docs/reference/proxy.md §4.12 included), and then serves the admin
+ * socket, the DNS responder (--dns-listen, proxy/dnsd.h), SIGHUP reloads and policy-file
+ * changes. New snapshots are handed to every worker and the DNS responder; each request is
+ * decided against the newest one.
  *
- * SIGUSR1 reopens the audit log (after a rotation). SIGTERM or SIGINT: the listeners close,
- * requests in flight get `drain_s` seconds to finish, then everything closes and sl_proxy_run()
- * returns 0.
+ * SIGUSR1 reopens the audit log (after a rotation). SIGTERM or SIGINT: the listeners and the
+ * DNS responder close, requests in flight get `drain_s` seconds to finish, then everything
+ * closes and sl_proxy_run() returns 0.
  */
 #ifndef SL_PROXY_PROXY_H
 #define SL_PROXY_PROXY_H
@@ -21,14 +23,29 @@
 #include "base/log.h"
 #include "proxy/dns.h"
 
-#define SL_PROXY_LISTEN_MAX 16
-#define SL_PROXY_LIST_MAX   256
+#define SL_PROXY_LISTEN_MAX      16
+#define SL_PROXY_LIST_MAX        256
+#define SL_PROXY_DNS_LISTEN_MAX  16
+#define SL_PROXY_TRANSPARENT_MAX 16
+/* The port of the transparent listener for connections the host's table redirected, when
+ * --transparent-port does not say (docs/reference/proxy.md §4.12). */
+#define SL_PROXY_TRANSPARENT_PORT 3129
 
 /* Everything `sluice proxy` is told on its command line. Strings are borrowed (argv). */
 struct sl_proxy_config {
     /* `--listen ADDR:PORT` (repeatable); default 127.0.0.1:3128. */
     const char *listen[SL_PROXY_LISTEN_MAX];
     size_t n_listen;
+    /* `--dns-listen ADDR:PORT` (repeatable, IPv4): the DNS responder (proxy/dnsd.h); none by
+     * default. */
+    const char *dns_listen[SL_PROXY_DNS_LISTEN_MAX];
+    size_t n_dns_listen;
+    /* `--transparent ADDR` (repeatable, IPv4): transparent listeners on ADDR:443, ADDR:80 and
+     * ADDR:`transparent_port` (docs/reference/proxy.md §4.12); none by default. */
+    const char *transparent[SL_PROXY_TRANSPARENT_MAX];
+    size_t n_transparent;
+    /* `--transparent-port PORT`: SL_PROXY_TRANSPARENT_PORT by default; never 80 or 443. */
+    unsigned transparent_port;
     /* Worker threads; 0 means one per core. */
     unsigned workers;
     /* CA files (`--ca-cert/--ca-key`, or `--data DIR` with ca.pem/ca.key). */

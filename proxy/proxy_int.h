@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include <openssl/ssl.h>
 #include <uv.h>
@@ -116,13 +117,41 @@ struct sl__shared {
 struct sl__conn;
 struct sl_upstream;
 
+/* What a listener takes (docs/reference/proxy.md §4.12). */
+enum sl__listen_kind {
+    /* --listen: the proxy protocol (CONNECT, absolute-form requests). */
+    SL__LISTEN_PROXY = 0,
+    /* --transparent ADDR, ports 443 and 80: connections made straight to the address; the port
+     * they were made to is the listener's. */
+    SL__LISTEN_TRANSPARENT,
+    /* --transparent ADDR, port --transparent-port: connections the host's table redirected
+     * there; the port they were made to is their original destination's (SO_ORIGINAL_DST). */
+    SL__LISTEN_REDIRECT,
+};
+
+/* One address to listen on, and what it takes. */
+struct sl__listen {
+    struct sockaddr_storage addr;
+    enum sl__listen_kind kind;
+};
+
+/* Listening sockets of a worker: the --listen addresses and three per --transparent one. */
+#define SL__LISTENERS_MAX (SL_PROXY_LISTEN_MAX + 3 * SL_PROXY_TRANSPARENT_MAX)
+
+/* A worker's listener: the socket, what it takes and its port (host order). */
+struct sl__listener {
+    uv_tcp_t tcp;
+    enum sl__listen_kind kind;
+    uint16_t port;
+};
+
 struct sl__worker {
     uv_loop_t loop;
     uv_thread_t thread;
     unsigned index;
     struct sl__shared *shared;
-    /* One listener per --listen address. */
-    uv_tcp_t listeners[SL_PROXY_LISTEN_MAX];
+    /* One listener per --listen address, then three per --transparent address. */
+    struct sl__listener listeners[SL__LISTENERS_MAX];
     size_t n_listeners;
     /* Wakes the loop for mail. */
     uv_async_t wake;

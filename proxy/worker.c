@@ -94,7 +94,7 @@ static void on_connection(uv_stream_t *server, int status)
         sl_log(SL_LOG_WARN, 0, "msg=\"accept failed\" err=%s", uv_strerror(status));
         return;
     }
-    sl__conn_accept(w, server);
+    sl__conn_accept(w, SL_CONTAINER_OF(server, struct sl__listener, tcp));
 }
 
 static void on_listener_closed(uv_handle_t *h)
@@ -105,8 +105,8 @@ static void on_listener_closed(uv_handle_t *h)
 static void close_listeners(struct sl__worker *w)
 {
     for (size_t i = 0; i < w->n_listeners; i++) {
-        if (!uv_is_closing((uv_handle_t *)&w->listeners[i])) {
-            uv_close((uv_handle_t *)&w->listeners[i], on_listener_closed);
+        if (!uv_is_closing((uv_handle_t *)&w->listeners[i].tcp)) {
+            uv_close((uv_handle_t *)&w->listeners[i].tcp, on_listener_closed);
         }
     }
 }
@@ -146,7 +146,7 @@ static void on_wake(uv_async_t *a)
 }
 
 int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
-                    const struct sockaddr_storage *addrs, size_t n_addrs, char *err, size_t errlen)
+                    const struct sl__listen *listens, size_t n_listens, char *err, size_t errlen)
 {
     const struct sl_proxy_config *cfg = sh->cfg;
     struct sl_dns_config dns_cfg = { cfg->pins, cfg->n_pins, 0, 0, 0 };
@@ -170,23 +170,27 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
     if (rc == 0) {
         rc = sl_dns_create(&w->loop, &dns_cfg, &w->dns);
     }
-    for (size_t i = 0; rc == 0 && i < n_addrs; i++) {
-        int fd = open_listener(&addrs[i], err, errlen);
+    SL_BUG_ON(n_listens > SL__LISTENERS_MAX);
+    for (size_t i = 0; rc == 0 && i < n_listens; i++) {
+        struct sl__listener *l = &w->listeners[i];
+        int fd = open_listener(&listens[i].addr, err, errlen);
 
         if (fd < 0) {
             rc = fd;
             break;
         }
-        rc = uv_tcp_init(&w->loop, &w->listeners[i]);
+        rc = uv_tcp_init(&w->loop, &l->tcp);
         if (rc < 0) {
             close(fd);
             break;
         }
-        w->listeners[i].data = w;
+        l->tcp.data = w;
+        l->kind = listens[i].kind;
+        l->port = ntohs(((const struct sockaddr_in *)(const void *)&listens[i].addr)->sin_port);
         w->n_listeners++;
-        rc = uv_tcp_open(&w->listeners[i], fd);
+        rc = uv_tcp_open(&l->tcp, fd);
         if (rc == 0) {
-            rc = uv_listen((uv_stream_t *)&w->listeners[i], BACKLOG, on_connection);
+            rc = uv_listen((uv_stream_t *)&l->tcp, BACKLOG, on_connection);
         }
         if (rc < 0) {
             (void)snprintf(err, errlen, "cannot listen: %s", uv_strerror(rc));

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proxy/worker.h - the worker threads: one libuv loop each, one SO_REUSEPORT listener per
- * --listen address each, so the kernel spreads connections and no connection ever moves
- * between threads.
+ * --listen address (and three per --transparent address) each, so the kernel spreads
+ * connections and no connection ever moves between threads.
  *
  * The main thread creates the listening sockets (so that a bad address fails the start with
  * a clear message), then starts the workers. Afterwards it talks to them only through their
@@ -22,10 +22,11 @@
 SL_MUST_CHECK int sl__listen_addr_parse(const char *s, struct sockaddr_storage *out, char *err,
                                         size_t errlen);
 
-/* Prepares worker `index` (its loop and one listener per address in `addrs`) without
- * starting its thread. On failure writes a message into `err`; nothing is left open. */
+/* Prepares worker `index` (its loop and one listener per entry of `listens`, at most
+ * SL__LISTENERS_MAX, each taking what its kind says) without starting its thread. On failure
+ * writes a message into `err`; nothing is left open. */
 SL_MUST_CHECK int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
-                                  const struct sockaddr_storage *addrs, size_t n_addrs, char *err,
+                                  const struct sl__listen *listens, size_t n_listens, char *err,
                                   size_t errlen);
 
 /* Starts the thread. */

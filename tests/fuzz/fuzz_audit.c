@@ -3,8 +3,9 @@
  * tests/fuzz/fuzz_audit.c - the audit-log line formatter (sl_audit_format) on hostile field
  * values: every string a request can put in a record (client, environment, method, scheme,
  * host, path, rule, a CONNECT's differing Host header), every number (including NaN and
- * infinite durations, 64-bit byte counts), every kind of source address, the three decisions
- * and a transfer cut short.
+ * infinite durations, 64-bit byte counts), every kind of source address, every decision (a DNS
+ * responder's line too, with its "dns" member), a transparent connection's "mode" and a
+ * transfer cut short.
  *
  * Input: a fixed block of HEADER_BYTES bytes (zero-padded when short) gives the numbers, the
  * address, the flags and which strings are NULL; the rest is split at NUL bytes into the eight
@@ -58,6 +59,9 @@ static const size_t caps[N_FIELDS] = { 256, 256, 64, 16, 512, 1024, 512, 512 };
 /* The "aborted" members a record may carry (header byte 1, bits 5-6; 0: none). */
 static const char *const cut_sides[4] = { NULL, "client", "upstream", "both" };
 static const char *const cut_causes[4] = { NULL, "send-timeout", "idle-timeout", "reset" };
+/* A DNS line's names (header bytes 60-62), "TYPE65535" the longest the responder writes, and a
+ * name longer than the 16-byte cap. */
+static const char *const dns_names[4] = { "A", "TYPE65535", "NOERROR", "0123456789abcdefXYZ" };
 
 #define HEADER_BYTES 64
 #define STRING_MAX   8192
@@ -197,11 +201,37 @@ static void check_line(const struct sl_audit_record *r, const char *line, int n)
     obj = json_loadb(line, (size_t)n, JSON_REJECT_DUPLICATES | (big ? JSON_DECODE_INT_AS_REAL : 0),
                      &err);
     SL_BUG_ON(obj == NULL || !json_is_object(obj));
-    /* 18 members, "tls":"passthrough" only for a passthrough tunnel, "connect_host_header" and
-     * "aborted" only when given. */
+    /* 18 members, "tls":"passthrough" only for a passthrough tunnel, "mode" only for a
+     * transparent connection, "dns" only for a DNS line, "connect_host_header" and "aborted"
+     * only when given. */
     SL_BUG_ON(json_object_size(obj)
-              != 18u + r->passthrough + (r->connect_host_header != NULL && r->path == NULL)
+              != 18u + r->passthrough + r->transparent + r->dns
+                         + (r->connect_host_header != NULL && r->path == NULL)
                          + (r->aborted_cause != NULL));
+    v = json_object_get(obj, "mode");
+    SL_BUG_ON(r->transparent != (v != NULL)
+              || (v != NULL
+                  && (!json_is_string(v) || strcmp(json_string_value(v), "transparent") != 0)));
+    v = json_object_get(obj, "dns");
+    SL_BUG_ON(r->dns != (v != NULL));
+    if (v != NULL) {
+        const char *want[3] = { r->dns_type, r->dns_rcode, r->dns_transport };
+        const char *keys[3] = { "type", "rcode", "transport" };
+
+        SL_BUG_ON(!json_is_object(v) || json_object_size(v) != 3);
+        for (size_t i = 0; i < 3; i++) {
+            json_t *m = json_object_get(v, keys[i]);
+            size_t len = strlen(want[i]);
+
+            SL_BUG_ON(!json_is_string(m));
+            if (len <= 16) {
+                SL_BUG_ON(strcmp(json_string_value(m), want[i]) != 0);
+            } else {
+                SL_BUG_ON(json_string_length(m) != 19
+                          || memcmp(json_string_value(m), want[i], 16) != 0);
+            }
+        }
+    }
     v = json_object_get(obj, "aborted");
     SL_BUG_ON((r->aborted_cause != NULL) != (v != NULL));
     if (v != NULL) {
@@ -227,7 +257,8 @@ static void check_line(const struct sl_audit_record *r, const char *line, int n)
     check_src(obj, r->src);
     v = json_object_get(obj, "decision");
     SL_BUG_ON(!json_is_string(v)
-              || strcmp(json_string_value(v), r->allow       ? "allow"
+              || strcmp(json_string_value(v), r->dns         ? "dns"
+                                              : r->allow     ? "allow"
                                               : r->challenge ? "challenge"
                                               : r->error     ? "error"
                                                              : "deny")
@@ -318,6 +349,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     r.aborted_side = cut_sides[in.h[1] >> 5 & 3];
     r.aborted_cause = cut_causes[in.h[1] >> 5 & 3];
     r.challenge = (in.h[21] & 1) != 0;
+    r.transparent = (in.h[21] & 2) != 0;
+    r.dns = (in.h[21] & 4) != 0;
+    r.dns_type = dns_names[in.h[60] & 3];
+    r.dns_rcode = dns_names[in.h[61] & 3];
+    r.dns_transport = dns_names[in.h[62] & 3];
     r.reason = (enum sl_reason)(in.h[20] % (SL_REASON_LAST + 1));
     memcpy(&r.port, in.h + 22, 2);
     memcpy(&r.status, in.h + 24, sizeof(r.status));

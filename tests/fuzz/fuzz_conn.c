@@ -333,8 +333,8 @@ static void setup(void)
 {
     const struct sl_leaf_cache_config cc = { 16, make_leaf_ctx, free_leaf_ctx, NULL };
     static const uint16_t ports[3] = { ORIGIN_PORT, 80, 443 };
-    struct sockaddr_storage listen_addr = { 0 };
-    struct sockaddr_in *la = (struct sockaddr_in *)(void *)&listen_addr;
+    struct sl__listen listen = { .kind = SL__LISTEN_PROXY };
+    struct sockaddr_in *la = (struct sockaddr_in *)(void *)&listen.addr;
     struct in_addr origin = { 0 };
     char origin_ip[INET_ADDRSTRLEN];
     char err[512] = "";
@@ -391,8 +391,8 @@ static void setup(void)
      * traffic (a load test next door) cannot take the ports it needs. */
     la->sin_addr = origin;
     g.self = origin;
-    SL_BUG_ON(sl__worker_init(&g.w, 0, &g.sh, &listen_addr, 1, err, sizeof(err)) != 0);
-    SL_BUG_ON(uv_tcp_getsockname(&g.w.listeners[0], (struct sockaddr *)&g.proxy_addr, &namelen)
+    SL_BUG_ON(sl__worker_init(&g.w, 0, &g.sh, &listen, 1, err, sizeof(err)) != 0);
+    SL_BUG_ON(uv_tcp_getsockname(&g.w.listeners[0].tcp, (struct sockaddr *)&g.proxy_addr, &namelen)
               != 0);
     SL_BUG_ON(sl_snapshot_parse(policy, strlen(policy), &g.snap, NULL) != 0);
     SL_BUG_ON(sl_snapshot_parse(revoked, strlen(revoked), &g.snap_revoked, NULL) != 0);

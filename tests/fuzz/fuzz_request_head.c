@@ -6,13 +6,16 @@
  *
  * Input: byte 0 picks the tunnel of the intercepted context (bits 0-1: api.example.com:443 over
  * TLS, api.example.com:80 plain, ws.example.org:8443 over TLS, [2001:db8::1]:443 over TLS); the
- * rest is a request head, parsed with the proxy's limits. Each head is run in that tunnel and
- * as an absolute-form request to the proxy.
+ * rest is a request head, parsed with the proxy's limits. Each head is run in that tunnel, as
+ * an absolute-form request to the proxy, and as a plain request to a transparent listener on
+ * the tunnel's port.
  *
  * Invariants, for every head the parser takes:
  *   - a CONNECT is refused; a refusal names a reason sl_head_resolve() may give;
- *   - an accepted head names a host (the tunnel's, inside one) and an origin-form target: the
- *     request's own inside a tunnel, the path and query of its URL in absolute-form;
+ *   - an accepted head names a host (the tunnel's, inside one; its Host header's, transparent:
+ *     on the connection's port, which a port in the Host header repeats) and an origin-form
+ *     target: the request's own inside a tunnel (and transparent), the path and query of its URL
+ *     in absolute-form;
  *   - a credential is decided only over TLS;
  *   - the head built for upstream re-parses with http/h1 (strict llhttp) as exactly one request
  *     head ending where the bytes end (and the message too when it has no body), with the same
@@ -100,11 +103,26 @@ static void check_target(const struct sl_h1_head *h, const struct sl_head_ctx *c
     size_t n;
 
     SL_BUG_ON(!t->has_host || t->target == NULL || t->port == 0);
-    SL_BUG_ON(t->target[0] != '/' && !(strcmp(t->target, "*") == 0 && ctx->tunnel));
+    SL_BUG_ON(t->target[0] != '/'
+              && !(strcmp(t->target, "*") == 0 && (ctx->tunnel || ctx->transparent)));
     if (ctx->tunnel) {
         SL_BUG_ON(t->host.len != ctx->host->len || strcmp(t->host.name, ctx->host->name) != 0);
         SL_BUG_ON(t->port != ctx->port);
         SL_BUG_ON(strcmp(t->scheme, ctx->tls ? "https" : "http") != 0);
+        if (h->target[0] == '/' || h->target[0] == '*') {
+            SL_BUG_ON(strcmp(t->target, h->target) != 0);
+            return;
+        }
+    } else if (ctx->transparent) {
+        const struct sl_h1_header *f = sl_h1_find(h, "host");
+        struct sl_host named;
+        uint16_t named_port = 0;
+
+        SL_BUG_ON(f == NULL
+                  || sl_host_parse_authority(f->value, 0, &named, &named_port, NULL) != 0);
+        SL_BUG_ON(named.len != t->host.len || strcmp(named.name, t->host.name) != 0);
+        SL_BUG_ON(t->port != ctx->port || (named_port != 0 && named_port != ctx->port));
+        SL_BUG_ON(strcmp(t->scheme, "http") != 0);
         if (h->target[0] == '/' || h->target[0] == '*') {
             SL_BUG_ON(strcmp(t->target, h->target) != 0);
             return;
@@ -268,11 +286,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } while (ev.type != SL_H1_EV_HEAD && ev.type != SL_H1_EV_NONE);
     if (ev.type == SL_H1_EV_HEAD) {
         const struct sl_h1_head *h = sl_h1_head(&p);
-        struct sl_head_ctx in_tunnel = { true, tu->tls, &thost, tu->port };
-        struct sl_head_ctx absolute = { false, false, NULL, 0 };
+        struct sl_head_ctx in_tunnel = { true, tu->tls, &thost, tu->port, false };
+        struct sl_head_ctx absolute = { false, false, NULL, 0, false };
+        struct sl_head_ctx transparent = { false, false, NULL, tu->port, true };
 
         run(h, pos - 1, &in_tunnel, &arena);
         run(h, pos - 1, &absolute, &arena);
+        run(h, pos - 1, &transparent, &arena);
     }
 out:
     sl_h1_finish(&p);

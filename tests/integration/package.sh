@@ -78,9 +78,9 @@ mkdir -p "$FX_WORK/pkg"
 cp "$new_deb" "$old_deb" "$FX_WORK/pkg/"
 # systemd as PID 1 under Docker 20.10: CAP_SYS_ADMIN and no seccomp or AppArmor profile (it
 # mounts and makes namespaces for the units' sandboxing), CAP_NET_ADMIN and CAP_DAC_READ_SEARCH
-# (with CAP_SYS_ADMIN, the capabilities sluice.service keeps), a private cgroup namespace, tmpfs
-# for /run; no network but loopback. Not --privileged: it asks for every capability, and a
-# daemon without them all refuses it.
+# (with CAP_SYS_ADMIN and CAP_NET_BIND_SERVICE of Docker's default set, the capabilities
+# sluice.service keeps), a private cgroup namespace, tmpfs for /run; no network but loopback.
+# Not --privileged: it asks for every capability, and a daemon without them all refuses it.
 docker run -d --name "$name" --cap-add SYS_ADMIN --cap-add NET_ADMIN --cap-add DAC_READ_SEARCH \
   --security-opt seccomp=unconfined --security-opt apparmor=unconfined --cgroupns=private \
   --network none --tmpfs /run --tmpfs /run/lock --stop-signal SIGRTMIN+3 \

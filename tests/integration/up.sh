@@ -6,7 +6,8 @@
 # prints runs verbatim: a sandbox's `curl https://example.com/` reaches a local origin (mapped
 # with proxy flags after `--`). Killing the proxy child: it is restarted after its back-off,
 # and while it is down the container's request fails and never reaches the origin. SIGTERM
-# stops both children and removes the nftables table. Killing the control plane child: the
+# stops both children and removes the nftables table. The proxy also answers DNS on the gateway's
+# port 53 and listens there on 443, 80 and 3129 (transparent interception). Killing the control plane child: the
 # table stays while it is down, it comes back, the proxy is untouched. A second start on the
 # same directory reuses everything (same CA and key, the token still works, no new token) and
 # builds a missing sluice/sandbox tag with the recipe (from its cache). With no Docker daemon: the
@@ -229,6 +230,20 @@ check "the summary names both proxy addresses" \
 check "the summary names the CA path" grep -qF "$DATA/ca.pem" "$UP_OUT"
 check "nftables table inet $TABLE is installed" nft list table inet "$TABLE"
 check "the proxy accepts on the gateway $GW:$GPORT" fx_port_open "$GPORT" "$GW"
+for p in 443 80 3129; do
+  check "the proxy takes transparent connections on $GW:$p (proxy.md §4.12)" fx_port_open "$p" "$GW"
+done
+check_eq "the proxy answers DNS on $GW:53: an A query gets the gateway" \
+  "$("$FX_PYTHON" - "$GW" <<'EOF'
+import socket, struct, sys
+q = struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x07example\x03com\x00" + struct.pack(">HH", 1, 1)
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(3)
+s.sendto(q, (sys.argv[1], 53))
+a = s.recv(512)
+print(socket.inet_ntoa(a[-4:]) if struct.unpack(">H", a[6:8])[0] == 1 else "no answer")
+EOF
+)" "$GW"
 check "the proxy accepts on 127.0.0.1:$PPORT" fx_port_open "$PPORT"
 CONTROL_PID=$(child_pid control)
 PROXY_PID=$(child_pid proxy)

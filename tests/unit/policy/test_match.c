@@ -794,6 +794,61 @@ static void matches_everyone_with_a_zero_length_prefix(void **state)
     sl_snapshot_unref(s);
 }
 
+/* Transparent connections and DNS queries carry no token: the address alone names the client,
+ * a token client's `ip` included (a sandbox's entry), never a token client's range. */
+static void identifies_by_address_alone_token_clients_included(void **state)
+{
+    static const struct {
+        const char *src;
+        const char *want;
+    } by_addr[] = {
+        { "10.0.0.2", "tok-ip" },
+        { "mapped:10.0.0.2", "tok-ip" },
+        /* The first by document order among those with that ip, token or not. */
+        { "10.0.0.1", "ip1" },
+        { "10.0.0.3", "ip-and-cidr" },
+        /* An ip whose own cidr does not hold is no match; the ranges then decide. */
+        { "10.0.0.9", "net8" },
+        /* A token client's cidr is no identity without its token. */
+        { "10.9.1.1", "net8" },
+        { "2001:db8:6::1", "v6net" },
+        { "10.1.2.3", "net24" },
+        { "11.0.0.1", NULL },
+        { "192.0.2.1", "mapped" },
+        { NULL, NULL },
+    };
+    struct sl_snapshot *s = parse_text(identity_policy);
+    struct sl_snapshot *first = parse_text(
+            "{ 'version': 1, 'environments': { 'e': { 'default': 'deny' } }, 'clients': ["
+            "  { 'id': 'sb', 'token': 't', 'ip': '10.213.0.5', 'environment': 'e' },"
+            "  { 'id': 'static', 'ip': '10.213.0.5', 'environment': 'e' } ] }");
+    struct sockaddr_storage ss;
+
+    (void)state;
+    for (size_t i = 0; i < SL_ARRAY_LEN(by_addr); i++) {
+        const struct sl_client *c = sl_policy_identify_address(s, source(by_addr[i].src, &ss));
+        const char *got = c != NULL ? sl_client_id(c) : NULL;
+
+        if (by_addr[i].want == NULL ? got != NULL
+                                    : got == NULL || strcmp(got, by_addr[i].want) != 0) {
+            fail_msg("row %zu: src=%s: got %s, want %s", i, by_addr[i].src ? by_addr[i].src : "-",
+                     got ? got : "none", by_addr[i].want ? by_addr[i].want : "none");
+        }
+    }
+    /* The explicit proxy's address walk still skips the token client... */
+    assert_string_equal(
+            sl_client_id(sl_policy_identify(first, NULL, NULL, source("10.213.0.5", &ss))),
+            "static");
+    /* ...which the address alone finds first, by document order. */
+    assert_string_equal(sl_client_id(sl_policy_identify_address(first, source("10.213.0.5", &ss))),
+                        "sb");
+    assert_null(sl_policy_identify_address(NULL, source("10.213.0.5", &ss)));
+    ss.ss_family = AF_UNIX;
+    assert_null(sl_policy_identify_address(s, (const struct sockaddr *)&ss));
+    sl_snapshot_unref(first);
+    sl_snapshot_unref(s);
+}
+
 /* ---- sharing across threads ---- */
 
 struct sharer {
@@ -967,6 +1022,7 @@ int main(void)
         cmocka_unit_test(identifies_clients_by_token_and_address),
         cmocka_unit_test(identifies_from_a_proxy_authorization_header),
         cmocka_unit_test(matches_everyone_with_a_zero_length_prefix),
+        cmocka_unit_test(identifies_by_address_alone_token_clients_included),
         cmocka_unit_test(is_shared_read_only_by_threads),
         cmocka_unit_test(decides_in_constant_time_with_a_thousand_environments),
     };

@@ -269,6 +269,52 @@ static void marks_a_passthrough_tunnel_and_only_it(void **state)
     json_decref(j);
 }
 
+static void marks_a_transparent_connection_and_a_dns_lookup(void **state)
+{
+    struct sockaddr_in src;
+    struct sl_audit_record r = sample(&src);
+    char line[SL_AUDIT_LINE_MAX];
+    json_t *j;
+    json_t *d;
+
+    (void)state;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_null(json_object_get(j, "mode"));
+    assert_null(json_object_get(j, "dns"));
+    json_decref(j);
+    r.transparent = true;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_string_equal(json_string_value(json_object_get(j, "mode")), "transparent");
+    assert_string_equal(json_string_value(json_object_get(j, "decision")), "allow");
+    json_decref(j);
+    /* A lookup: "decision":"dns" whatever else the record says, the reason marking the name. */
+    r = (struct sl_audit_record){ .client = "sb_1",
+                                  .environment = "dev",
+                                  .src = (const struct sockaddr *)&src,
+                                  .method = "DNS",
+                                  .host = "api.example.com",
+                                  .dns = true,
+                                  .dns_type = "AAAA",
+                                  .dns_rcode = "NOERROR",
+                                  .dns_transport = "udp",
+                                  .allow = false,
+                                  .reason = SL_REASON_HOST_NOT_ALLOWED,
+                                  .policy_version = 3 };
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    j = parse_line(line);
+    assert_string_equal(json_string_value(json_object_get(j, "decision")), "dns");
+    assert_string_equal(json_string_value(json_object_get(j, "reason")), "host-not-allowed");
+    assert_string_equal(json_string_value(json_object_get(j, "method")), "DNS");
+    d = json_object_get(j, "dns");
+    assert_string_equal(json_string_value(json_object_get(d, "type")), "AAAA");
+    assert_string_equal(json_string_value(json_object_get(d, "rcode")), "NOERROR");
+    assert_string_equal(json_string_value(json_object_get(d, "transport")), "udp");
+    assert_null(json_object_get(j, "mode"));
+    json_decref(j);
+}
+
 static void stays_valid_json_whatever_the_request_carried(void **state)
 {
     static const char hostile[] = "/\"quote\\back\x01\x1f\x7f\xff\xc3\xa9\r\nX-Injected: 1";
@@ -439,6 +485,7 @@ int main(void)
         cmocka_unit_test(says_error_for_a_failure_and_deny_for_a_refusal),
         cmocka_unit_test(notes_a_cut_transfer_and_a_connects_other_host),
         cmocka_unit_test(marks_a_passthrough_tunnel_and_only_it),
+        cmocka_unit_test(marks_a_transparent_connection_and_a_dns_lookup),
         cmocka_unit_test(stays_valid_json_whatever_the_request_carried),
         cmocka_unit_test(cuts_long_fields_but_never_drops_the_line),
         cmocka_unit_test(writes_every_line_from_many_threads),

@@ -87,10 +87,10 @@ static void assert_out(const struct fixture *f, const char *want)
 static struct sl_head_ctx tunnel(struct fixture *f, const char *host, uint16_t port, bool tls)
 {
     assert_int_equal(sl_host_normalize(sl_slice_str(host), 0, &f->thost, NULL), 0);
-    return (struct sl_head_ctx){ true, tls, &f->thost, port };
+    return (struct sl_head_ctx){ true, tls, &f->thost, port, false };
 }
 
-static const struct sl_head_ctx absolute = { false, false, NULL, 0 };
+static const struct sl_head_ctx absolute = { false, false, NULL, 0, false };
 
 /* Resolves the request head `h` in `ctx` (it must succeed; the target in `t`), builds the head
  * sent upstream with the credential header `name: value` (NULL: none) and checks that it is
@@ -173,6 +173,61 @@ static void relays_a_websocket_upgrade_only(void **state)
 
     build_ok(f, h, &ctx, NULL, NULL, want, &t);
     assert_true(t.websocket);
+}
+
+/* A plain request to a transparent listener (docs/reference/proxy.md §4.12): the Host header
+ * names the host, the connection the port; an absolute-form target must agree with both. */
+static void resolves_a_transparent_request_by_its_host_header(void **state)
+{
+    static const struct {
+        const char *head;
+        enum sl_reason reason;
+    } refused[] = {
+        { "GET / HTTP/1.0\r\n\r\n", SL_REASON_BAD_REQUEST },
+        { "GET / HTTP/1.1\r\nHost: a b\r\n\r\n", SL_REASON_BAD_HOST },
+        { "GET / HTTP/1.1\r\nHost: files.example.org:8081\r\n\r\n", SL_REASON_HOST_MISMATCH },
+        { "GET http://other.example.org:8080/ HTTP/1.1\r\nHost: files.example.org\r\n\r\n",
+          SL_REASON_HOST_MISMATCH },
+        { "GET http://files.example.org/ HTTP/1.1\r\nHost: files.example.org\r\n\r\n",
+          SL_REASON_HOST_MISMATCH },
+        { "GET https://files.example.org:8080/ HTTP/1.1\r\nHost: files.example.org\r\n\r\n",
+          SL_REASON_HOST_MISMATCH },
+    };
+    struct fixture *f = *state;
+    const struct sl_head_ctx ctx = { false, false, NULL, 8080, true };
+    const struct sl_h1_head *h = parse(f, "GET /a?b HTTP/1.0\r\n"
+                                          "Host: Files.Example.org\r\n"
+                                          "Proxy-Authorization: Basic Yzp0\r\n\r\n");
+    struct sl_head_target t;
+    struct sl_head_refusal why;
+    static const char want[] = "GET /a?b HTTP/1.1\r\n"
+                               "Host: files.example.org:8080\r\n\r\n";
+
+    /* A Host without a port: the connection's (a client that left out a port it should have
+     * named is still sent where it connected). */
+    build_ok(f, h, &ctx, NULL, NULL, want, &t);
+    assert_string_equal(t.scheme, "http");
+    assert_string_equal(t.host.name, "files.example.org");
+    assert_int_equal(t.port, 8080);
+    assert_string_equal(t.target, "/a?b");
+    teardown(state);
+    setup(state);
+    f = *state;
+    h = parse(
+            f,
+            "GET http://files.example.org:8080/x HTTP/1.1\r\nHost: files.example.org:8080\r\n\r\n");
+    build_ok(f, h, &ctx, NULL, NULL, "GET /x HTTP/1.1\r\nHost: files.example.org:8080\r\n\r\n", &t);
+    for (size_t i = 0; i < SL_ARRAY_LEN(refused); i++) {
+        teardown(state);
+        setup(state);
+        f = *state;
+        h = parse(f, refused[i].head);
+        assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), SL_EINVAL);
+        if (why.reason != refused[i].reason) {
+            fail_msg("row %zu: reason %s, want %s", i, sl_reason_code(why.reason),
+                     sl_reason_code(refused[i].reason));
+        }
+    }
 }
 
 struct refusal_row {
@@ -495,6 +550,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(builds_an_absolute_form_request_in_origin_form, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(relays_a_websocket_upgrade_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(resolves_a_transparent_request_by_its_host_header, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(refuses_what_conn_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(a_connect_host_header_naming_another_host_is_noted, setup,
                                         teardown),
