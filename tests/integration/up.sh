@@ -276,6 +276,17 @@ check_eq "a second sandbox for the restart checks: 201" "$STATUS" 201
 SB=$(field 'd.get("id", "")')
 probe_ok=up-before-$(fx_random_hex 6)
 check_match "before the kill its curl works" "$(exec_curl "$SB" "$probe_ok")" "rc=0"
+# A client that ignores HTTP(S)_PROXY: the name resolves to the gateway (the proxy's DNS
+# responder) and the connection to its 443 is intercepted and decided like a CONNECT.
+probe_tp=up-transparent-$(fx_random_hex 6)
+api POST "/repos/demo/hello/sandboxes/$SB/exec" \
+  "{\"cmd\":\"getent ahostsv4 example.com | head -n1; curl -sS --max-time 5 --noproxy '*' -H 'X-Probe: $probe_tp' https://example.com/; echo rc=\$?\"}"
+out=$(field 'd.get("stdout", "")')
+check_match "inside, example.com resolves to the gateway $GW (the proxy's DNS responder)" "$out" "^${GW//./\\.} "
+check_match "... and curl --noproxy '*' https://example.com/ gets the origin's answer" "$out" "rc=0"
+check_eq "... which saw that request once" "$(grep -c -- " $probe_tp\$" "$ORIGIN_LOG")" 1
+check_audit "... audited as transparent" decision=allow host=example.com mode=transparent
+check_audit "the lookup has its audit line" decision=dns
 kill -KILL "$PROXY_PID"
 t_kill=$(date +%s%N)
 probe_down=up-down-$(fx_random_hex 6)
