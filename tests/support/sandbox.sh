@@ -14,7 +14,10 @@
 #     sbx_control_start ARGS   sluice control (SBX_CPORT, SBX_CONTROL_PID, SBX_CONTROL_LOG)
 #     sbx_wait_ready           GET /api/v1/status until sandboxes.ready (≤ 30 s), else bail
 #     sbx_proxy_start          sluice proxy on SBX_GW:SBX_PPORT (SBX_PROXY_PID, SBX_PROXY_LOG,
-#                              SBX_AUDIT), same admin socket SBX_SOCK every time
+#                              SBX_AUDIT), same admin socket SBX_SOCK every time; the array
+#                              SBX_PROXY_EXTRA, when a test sets it, is added to its arguments
+#                              at every start (a restart too), e.g. `--dns-listen GW:53
+#                              --transparent GW`; unset, the proxy is the explicit one alone
 #     sbx_env_setup            global environments `sbx` (network on, a.sluice.test allowed on
 #                              origin.py's ports with credential SBX_CRED on TLS, env SBX_PLAIN and
 #                              secret SBX_SECRET) and `sbx-off` (network off); registers SBX_REPO
@@ -203,7 +206,7 @@ sbx_proxy_start() {
   "$SLUICE_BIN" proxy --listen "$SBX_GW:$SBX_PPORT" --data "$SBX_DATA" \
     --admin-socket "$SBX_SOCK" --audit-log "$SBX_AUDIT" --upstream-ca "$FX_TEST_CA" \
     --allow-upstream 127.0.0.0/8 --log-level debug "${args[@]}" \
-    >"$FX_WORK/proxy$SBX_PROXY_N.stdout" 2>"$SBX_PROXY_LOG" &
+    ${SBX_PROXY_EXTRA[@]+"${SBX_PROXY_EXTRA[@]}"} >"$FX_WORK/proxy$SBX_PROXY_N.stdout" 2>"$SBX_PROXY_LOG" &
   SBX_PROXY_PID=$!
   FX_PIDS+=("$SBX_PROXY_PID")
   if ! fx_wait 10 sbx__proxy_listening; then
