@@ -399,7 +399,16 @@ static int suggest_entry(const struct sl_suggest *sg, const struct entry *e, jso
                      methods, "count", (json_int_t)e->count, "observed", (json_int_t)e->observed,
                      "refused", (json_int_t)e->refused, "last_seen", e->last, "would_deny",
                      would_list(e->would));
-    return *out != NULL ? 0 : SL_ENOMEM;
+    SL_ENSURE(*out != NULL, SL_ENOMEM);
+    if (rule != NULL && strchr(rule, '*') == NULL
+        && json_object_set_new(*out, "_exact", json_true()) != 0) {
+        /* A rule for exactly this host decides it: the suggestion extends that rule (applying
+         * merges them) and never joins a wildcard, which that rule would outrank. */
+        json_decref(*out);
+        *out = NULL;
+        return SL_ENOMEM;
+    }
+    return 0;
 }
 
 /* The domain a DNS name's subdomains share (the name without its first label), or NULL when it
@@ -496,7 +505,7 @@ static int group_wildcards(const struct sl_suggest *sg, struct item *items, size
         const char *parent = parent_of(e);
         char key[HOST_PORT_SIZE];
 
-        if (parent == NULL) {
+        if (parent == NULL || json_object_get(items[i].doc, "_exact") != NULL) {
             continue;
         }
         rule_host(key, sizeof(key), parent, e->port);
@@ -510,7 +519,7 @@ static int group_wildcards(const struct sl_suggest *sg, struct item *items, size
         char star[HOST_PORT_SIZE + 2];
         json_t *g;
 
-        if (parent == NULL) {
+        if (parent == NULL || json_object_get(items[i].doc, "_exact") != NULL) {
             continue;
         }
         rule_host(key, sizeof(key), parent, e->port);
@@ -583,6 +592,9 @@ int sl_suggest_render(const struct sl_suggest *sg, bool wildcards, json_t **out)
         rc = group_wildcards(sg, items, n, entry_of);
     }
     for (size_t i = 0; i < n; i++) {
+        if (items[i].doc != NULL) {
+            (void)json_object_del(items[i].doc, "_exact");
+        }
         if (items[i].doc != NULL && (rc != 0 || json_array_append_new(list, items[i].doc) != 0)) {
             rc = SL_ENOMEM;
         }

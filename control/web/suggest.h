@@ -50,8 +50,9 @@ bool sl_suggest_add(struct sl_suggest *sg, const json_t *line);
  * domain. A host and port the environment now allows for every method seen is left out; a
  * method refused by a `*` rule keeps that rule's methods in the exact rule proposed (which
  * outranks it for the host). `wildcards`: two or more subdomains of one domain (at least two
- * labels; never an IP address) on one port become one `*.domain` rule. `*out` is a new
- * reference. Returns 0 or SL_ENOMEM. */
+ * labels; never an IP address) on one port become one `*.domain` rule, but for a host that a
+ * rule for exactly that host decides (its suggestion extends that rule, which a wildcard would
+ * not outrank). `*out` is a new reference. Returns 0 or SL_ENOMEM. */
 SL_MUST_CHECK int sl_suggest_render(const struct sl_suggest *sg, bool wildcards, json_t **out);
 
 /* Frees everything. NULL is fine. */

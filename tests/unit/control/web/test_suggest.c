@@ -24,6 +24,7 @@
 static const char egress[] = "{\"default\":\"deny\",\"rules\":["
                              "{\"host\":\"pkgs.test\",\"methods\":[]},"
                              "{\"host\":\"get-only.test\",\"methods\":[\"GET\"]},"
+                             "{\"host\":\"c2.x.com\",\"methods\":[\"GET\"]},"
                              "{\"host\":\"*.cdn.test\",\"methods\":[\"GET\",\"HEAD\"]},"
                              "{\"host\":\"api.test\",\"methods\":[],\"credential\":"
                              "{\"header\":\"A\",\"sealed\":\"x\"}}]}";
@@ -68,6 +69,8 @@ static void feed(struct sl_suggest *sg)
                              8443, "2026-11-30T10:00:05Z")));
     assert_true(add(sg, line(ENV, "allow", NULL, true, "method-not-allowed", "POST",
                              "get-only.test", 443, "2026-11-30T10:00:04Z")));
+    assert_true(add(sg, line(ENV, "allow", NULL, true, "method-not-allowed", "POST", "c2.x.com",
+                             443, "2026-11-30T10:00:04Z")));
     assert_true(add(sg, line(ENV, "deny", "method-not-allowed", false, NULL, "POST", "img.cdn.test",
                              443, "2026-11-30T10:00:03Z")));
     /* Allowed by now (the rule was added since): counted, not proposed. */
@@ -126,13 +129,16 @@ static void condenses_lines_into_rules(void **state)
                 "{\"rule\":{\"host\":\"b.x.com\",\"methods\":[\"GET\"]},\"count\":1,"
                 "\"observed\":0,\"refused\":1,\"last_seen\":\"2026-11-30T10:00:06Z\","
                 "\"would_deny\":[\"host-not-allowed\"]},"
+                "{\"rule\":{\"host\":\"c2.x.com\",\"methods\":[\"POST\"]},\"count\":1,"
+                "\"observed\":1,\"refused\":0,\"last_seen\":\"2026-11-30T10:00:04Z\","
+                "\"would_deny\":[\"method-not-allowed\"]},"
                 "{\"rule\":{\"host\":\"img.cdn.test\",\"methods\":[\"GET\",\"HEAD\",\"POST\"]},"
                 "\"count\":1,\"observed\":0,\"refused\":1,\"last_seen\":\"2026-11-30T10:00:03Z\","
                 "\"would_deny\":[\"method-not-allowed\"]},"
                 "{\"rule\":{\"host\":\"get-only.test\",\"methods\":[\"POST\"]},\"count\":1,"
                 "\"observed\":1,\"refused\":0,\"last_seen\":\"2026-11-30T10:00:04Z\","
                 "\"would_deny\":[\"method-not-allowed\"]}],"
-                "\"lines\":8,\"left_out\":0}");
+                "\"lines\":9,\"left_out\":0}");
     json_decref(out);
     sl_suggest_destroy(sg);
 }
@@ -153,9 +159,12 @@ static void groups_subdomains_only_when_asked(void **state)
                 "\"count\":4,\"observed\":3,\"refused\":1,"
                 "\"last_seen\":\"2026-11-30T10:00:09Z\","
                 "\"would_deny\":[\"host-not-allowed\"],\"hosts\":[\"a.x.com\",\"b.x.com\"]}");
-    /* One host of a domain stays exact; never *.test for single-label domains' hosts. */
-    assert_int_equal(json_array_size(json_object_get(out, "suggestions")), 4);
+    /* A host its own exact rule decides stays out of the wildcard (that rule would outrank it);
+     * one host of a domain stays exact; never *.test for the hosts of a one-label domain. */
     expect_text(json_object_get(json_array_get(json_object_get(out, "suggestions"), 2), "rule"),
+                "{\"host\":\"c2.x.com\",\"methods\":[\"POST\"]}");
+    assert_int_equal(json_array_size(json_object_get(out, "suggestions")), 5);
+    expect_text(json_object_get(json_array_get(json_object_get(out, "suggestions"), 3), "rule"),
                 "{\"host\":\"img.cdn.test\",\"methods\":[\"GET\",\"HEAD\",\"POST\"]}");
     json_decref(out);
     sl_suggest_destroy(sg);
@@ -171,7 +180,7 @@ static void without_rules_everything_seen_is_proposed(void **state)
     assert_int_equal(sl_suggest_create(ENV, "not json", &sg), 0);
     feed(sg);
     out = render(sg, false);
-    assert_int_equal(json_array_size(json_object_get(out, "suggestions")), 6);
+    assert_int_equal(json_array_size(json_object_get(out, "suggestions")), 7);
     json_decref(out);
     sl_suggest_destroy(sg);
     assert_int_equal(sl_suggest_create(ENV, NULL, &sg), 0);
