@@ -14,7 +14,10 @@
 #     sbx_control_start ARGS   sluice control (SBX_CPORT, SBX_CONTROL_PID, SBX_CONTROL_LOG)
 #     sbx_wait_ready           GET /api/v1/status until sandboxes.ready (≤ 30 s), else bail
 #     sbx_proxy_start          sluice proxy on SBX_GW:SBX_PPORT (SBX_PROXY_PID, SBX_PROXY_LOG,
-#                              SBX_AUDIT), same admin socket SBX_SOCK every time
+#                              SBX_AUDIT), same admin socket SBX_SOCK every time; it resolves
+#                              a.sluice.test, b.sluice.test and the names in SBX_NAMES
+#                              (space-separated) on origin.py's ports to 127.0.0.1, and so each
+#                              HOST:PORT of SBX_RESOLVE (another peer of the test: nginx)
 #     sbx_env_setup            global environments `sbx` (network on, a.sluice.test allowed on
 #                              origin.py's ports with credential SBX_CRED on TLS, env SBX_PLAIN and
 #                              secret SBX_SECRET) and `sbx-off` (network off); registers SBX_REPO
@@ -191,10 +194,13 @@ sbx_proxy_start() {
   SBX_PROXY_LOG=$FX_WORK/proxy$SBX_PROXY_N.log
   SBX_AUDIT=$FX_WORK/audit.log
   FX_AUDIT=$SBX_AUDIT
-  for h in a.sluice.test b.sluice.test; do
+  for h in a.sluice.test b.sluice.test ${SBX_NAMES:-}; do
     for p in $FX_PY_TLS_PORT $FX_PY_HTTP_PORT; do
       args+=(--resolve "$h:$p:127.0.0.1")
     done
+  done
+  for h in ${SBX_RESOLVE:-}; do
+    args+=(--resolve "$h:127.0.0.1")
   done
   if [ -n "${FX_GIT_PORT:-}" ]; then
     args+=(--resolve "git.sluice.test:$FX_GIT_PORT:127.0.0.1")
