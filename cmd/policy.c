@@ -353,6 +353,11 @@ static void print_decision(const struct sl_decision *d, const struct sl_request_
 
     printf("decision: %s\n", d->allow ? "allow" : "deny");
     printf("reason: %s\n", sl_reason_code(d->reason));
+    if (d->observed) {
+        /* Learn mode: let out now, refused once observe ends (docs/reference/snapshot.md §3). */
+        printf("observed: the environment is in observe; without it: deny, %s\n",
+               sl_reason_code(d->would_deny));
+    }
     printf("request: %s %s://%s", req->method, sl_url_scheme_name(u->scheme), u->host.name);
     if (u->port_given) {
         printf(":%u", (unsigned)u->port);
@@ -373,6 +378,11 @@ static void print_decision(const struct sl_decision *d, const struct sl_request_
         /* The header's name only: the value is a secret (docs/reference/proxy.md §4.6). */
         printf("credential: %s header injected (%svalue not shown)\n", d->credential_header,
                d->git_credential ? "the git credential; " : "");
+    } else if (d->placeholder != NULL) {
+        printf("credential: the placeholder in %s replaced in the %s header (value not shown)\n",
+               d->placeholder->env, d->placeholder->header);
+    } else if (d->rule_has_credential && d->allow) {
+        printf("credential: a placeholder credential; this client has no placeholder for it\n");
     } else if (d->rule_has_credential) {
         printf("credential: not injected (request refused)\n");
     } else {

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/control.c - the `sluice control` daemon: start-up checks, the loop, snapshot builds
- * (with the sandboxes' git access refreshed from the git platform) and their report, the waits
- * of changes that removed access until every proxy acknowledged them, signals and a graceful
- * stop.
+ * (with the sandboxes' git access refreshed from the git platform, observes past their deadline
+ * ended, and a build again at the next deadline) and their report, the waits of changes that
+ * removed access until every proxy acknowledged them, signals and a graceful stop.
  */
 #include "control/control.h"
 
@@ -116,6 +116,10 @@ struct daemon {
     struct revoke_wait *waits;
     uv_timer_t wait_timer;
     bool wait_timer_open;
+    /* A build at the next deadline of an environment's observe (learn mode), so that it leaves
+     * the proxies' snapshot then (they end it by themselves at the deadline too). */
+    uv_timer_t observe_timer;
+    bool observe_timer_open;
 };
 
 void sl_control_config_init(struct sl_control_config *cfg)
@@ -199,10 +203,33 @@ static int set_redirect_ports(struct build *b)
     return rc;
 }
 
+/* Ends the observes whose deadline passed (learn mode), each said in the log. Blocking: the
+ * build's job. A failure is logged and leaves them to the next build: their deadline holds
+ * anyway (the snapshot compiler and the proxy compare it with the time). */
+static void end_observes(struct daemon *d)
+{
+    struct sl_env_row *ended = NULL;
+    size_t n = 0;
+    int rc = sl_store_env_end_observes(d->api.store, (int64_t)time(NULL), &ended, &n);
+
+    if (rc < 0) {
+        sl_log(SL_LOG_WARN, 0, "msg=\"cannot end the observes that are due\" err=%s",
+               sl_strerror(rc));
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        sl_log(SL_LOG_INFO, 0,
+               "msg=\"environment leaves observe\" env=%s reason=deadline observe_until=%lld",
+               ended[i].id, (long long)ended[i].observe_until);
+    }
+    sl_store_free_envs(ended, n);
+}
+
 static void on_build(uv_work_t *w)
 {
     struct build *b = SL_CONTAINER_OF(w, struct build, work);
 
+    end_observes(b->d);
     b->rc = sl_store_next_snapshot_version(b->d->api.store, &b->version);
     if (b->rc == 0) {
         /* Who has access now: a disabled creator, a lost role, an archived repository. */
@@ -364,6 +391,27 @@ static void on_api_revoked(void *arg, sl_api_settled_fn *done, void *job)
     start_build(d);
 }
 
+static void on_observe_deadline(uv_timer_t *t)
+{
+    start_build(t->data);
+}
+
+/* Builds again at `at` (Unix seconds; 0: no environment is in observe), a second after it so
+ * that the deadline has passed for the compiler too. */
+static void arm_observe_timer(struct daemon *d, int64_t at)
+{
+    int64_t now = (int64_t)time(NULL);
+
+    if (!d->observe_timer_open) {
+        return;
+    }
+    (void)uv_timer_stop(&d->observe_timer);
+    if (at > 0) {
+        (void)uv_timer_start(&d->observe_timer, on_observe_deadline,
+                             (uint64_t)(at > now ? at - now : 0) * 1000u + 1000u, 0);
+    }
+}
+
 static void on_build_done(uv_work_t *w, int status)
 {
     struct build *b = SL_CONTAINER_OF(w, struct build, work);
@@ -421,6 +469,9 @@ static void on_build_done(uv_work_t *w, int status)
         }
         builds_done(d, b->seq, rc == 0 ? b->version : 0,
                     rc == 0 ? NULL : "the snapshot could not be handed to the pusher");
+    }
+    if (rc == 0) {
+        arm_observe_timer(d, b->report.next_observe_end);
     }
     sl_snapshot_build_report_finish(&b->report);
     sl_sandbox_clients_free(&b->clients);
@@ -674,6 +725,10 @@ static void on_signal(uv_signal_t *h, int signum)
         d->wait_timer_open = false;
         uv_close((uv_handle_t *)&d->wait_timer, NULL);
     }
+    if (d->observe_timer_open) {
+        d->observe_timer_open = false;
+        uv_close((uv_handle_t *)&d->observe_timer, NULL);
+    }
     /* Requests in flight finish their database work and answer into gone exchanges; the loop
      * ends once the last job and handle are done. */
     sl_http_server_close(d->server, NULL, NULL);
@@ -889,6 +944,9 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     SL_BUG_ON(uv_timer_init(&d->loop, &d->wait_timer) != 0);
     d->wait_timer.data = d;
     d->wait_timer_open = true;
+    SL_BUG_ON(uv_timer_init(&d->loop, &d->observe_timer) != 0);
+    d->observe_timer.data = d;
+    d->observe_timer_open = true;
     SL_BUG_ON(uv_signal_init(&d->loop, &d->sig_usr1) != 0);
     SL_BUG_ON(uv_signal_init(&d->loop, &d->sig_hup) != 0);
     d->sig_term.data = d;

@@ -36,7 +36,7 @@ static int b64_value(uint8_t c)
 
 /* Strict decoding: a multiple of 4 characters, '=' only as one or two final pad characters, and
  * the bits that the padding leaves over must be zero (so every value has one encoding). */
-static int b64_decode(struct sl_slice in, uint8_t *out, size_t cap, size_t *out_n)
+int sl_auth_base64_decode(struct sl_slice in, uint8_t *out, size_t cap, size_t *out_n)
 {
     size_t pad = 0;
     size_t n = 0;
@@ -126,7 +126,7 @@ int sl_auth_parse_basic(struct sl_slice value, char *id, size_t id_cap, char *to
     if (n > ENCODED_MAX) {
         return SL_ETOOBIG;
     }
-    SL_TRY(b64_decode(sl_slice_of(p, n), decoded, sizeof(decoded), &dn));
+    SL_TRY(sl_auth_base64_decode(sl_slice_of(p, n), decoded, sizeof(decoded), &dn));
     colon = memchr(decoded, ':', dn);
     if (colon == NULL) {
         return SL_EINVAL;

@@ -32,6 +32,14 @@
 SL_MUST_CHECK int sl_auth_parse_basic(struct sl_slice value, char *id, size_t id_cap, char *token,
                                       size_t token_cap);
 
+/* Decodes strict base64 (RFC 4648 §4: a non-empty multiple of 4 characters of its alphabet, '='
+ * only as one or two final pad characters, the bits the padding leaves over zero) from `in` into
+ * `out` (`cap` bytes). Returns 0 with `*out_n` the decoded length, SL_EINVAL, or SL_ETOOBIG when
+ * `cap` is too small. The placeholders' Basic values (policy/placeholder.h) are read with it too.
+ */
+SL_MUST_CHECK int sl_auth_base64_decode(struct sl_slice in, uint8_t *out, size_t cap,
+                                        size_t *out_n);
+
 /* Compares `a` (presented) with `b` (expected) in time that depends only on b.n, never on the
  * contents or on where they differ. */
 bool sl_auth_equal(struct sl_slice a, struct sl_slice b);

@@ -18,7 +18,7 @@
 #define RFC3339_MAX 64
 
 static const char *const client_keys[] = {
-    "id", "environment", "token", "ip", "cidr", "expires_at", "rules", "git",
+    "id", "environment", "token", "ip", "cidr", "expires_at", "rules", "git", "placeholders",
 };
 
 static bool is_digit(char c)
@@ -297,6 +297,114 @@ static void parse_client_expiry(struct sl__parse *p, const char *s, size_t n, st
     c->has_expiry = true;
 }
 
+/* The rule of `rs` whose credential names variable `env`, or NULL. */
+static const struct sl__rule *rule_naming(const struct sl__ruleset *rs, const char *env)
+{
+    for (uint32_t i = 0; i < rs->n; i++) {
+        const struct sl__credential *cr = rs->rules[i].credential;
+
+        if (cr != NULL && cr->placeholder_env != NULL && strcmp(cr->placeholder_env, env) == 0) {
+            return &rs->rules[i];
+        }
+    }
+    return NULL;
+}
+
+/* One member of `placeholders` (the path points at it) into `out`. Returns false after the
+ * error. */
+static bool parse_placeholder(struct sl__parse *p, const char *env, json_t *v,
+                              const struct sl_client *c, struct sl_placeholder *out)
+{
+    char quoted[QUOTED_MAX];
+    const struct sl__rule *own = rule_naming(&c->rules, env);
+    const struct sl__rule *inherited = c->env != NULL ? rule_naming(&c->env->rules, env) : NULL;
+    const struct sl__rule *r = own != NULL ? own : inherited;
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+
+    sl__quote(quoted, sizeof(quoted), env, strlen(env));
+    if (!json_is_string(v) || !sl_placeholder_is_valid(s, n)) {
+        sl__error(p, "a placeholder is \"" SL_PLACEHOLDER_PREFIX
+                     "\" and 40 characters of a-z and 2-7");
+        return false;
+    }
+    if (own != NULL && inherited != NULL) {
+        sl__error(p,
+                  "both a rule of this client and one of its environment name %s as their "
+                  "placeholder_env",
+                  quoted);
+        return false;
+    }
+    if (r == NULL) {
+        if (c->env != NULL) {
+            sl__error(p,
+                      "no credential of this client or of its environment has %s as its "
+                      "placeholder_env",
+                      quoted);
+        }
+        return false;
+    }
+    *out = (struct sl_placeholder){ .env = sl_arena_strndup(&p->s->arena, env, strlen(env)),
+                                    .value = sl_arena_strndup(&p->s->arena, s, n),
+                                    .rule = r->text,
+                                    .header = r->credential->header,
+                                    .secret = r->credential->value };
+    if (out->env == NULL || out->value == NULL) {
+        p->rc = SL_ENOMEM;
+        return false;
+    }
+    return true;
+}
+
+void sl__parse_placeholders(struct sl__parse *p, json_t *json, struct sl_client *c)
+{
+    size_t n = json_object_size(json);
+    size_t mark;
+    const char *key;
+    json_t *v;
+
+    if (json == NULL) {
+        return;
+    }
+    mark = sl__path_key(p, "placeholders");
+    if (!json_is_object(json)) {
+        sl__error(p, "must be an object of placeholders by variable name");
+    } else if (n > 2 * SL_POLICY_CREDENTIALS_MAX) {
+        sl__error(p, "too many placeholders (%zu; at most %d)", n, 2 * SL_POLICY_CREDENTIALS_MAX);
+    } else if (n > 0
+               && (c->placeholders = sl_arena_alloc(&p->s->arena, n * sizeof(*c->placeholders)))
+                          == NULL) {
+        p->rc = SL_ENOMEM;
+    } else {
+        json_object_foreach(json, key, v)
+        {
+            size_t m = sl__path_key(p, key);
+            struct sl_placeholder *ph = &c->placeholders[c->n_placeholders];
+
+            if (parse_placeholder(p, key, v, c, ph)) {
+                bool dup = false;
+
+                for (uint32_t i = 0; i < c->n_placeholders && !dup; i++) {
+                    dup = strcmp(c->placeholders[i].value, ph->value) == 0;
+                }
+                if (dup) {
+                    sl__error(p, "the same placeholder is given to two variables");
+                } else {
+                    c->n_placeholders++;
+                }
+            }
+            sl__path_pop(p, m);
+            if (p->rc != 0) {
+                break;
+            }
+        }
+    }
+    if (c->n_placeholders == 0) {
+        c->placeholders = NULL;
+    }
+    sl__path_pop(p, mark);
+}
+
 static void parse_client(struct sl__parse *p, json_t *json, struct sl_client *c, uint32_t index)
 {
     size_t n = 0;
@@ -325,6 +433,7 @@ static void parse_client(struct sl__parse *p, json_t *json, struct sl_client *c,
     }
     sl__parse_rules(p, json_object_get(json, "rules"), &c->rules);
     sl__parse_git(p, json_object_get(json, "git"), c);
+    sl__parse_placeholders(p, json_object_get(json, "placeholders"), c);
 }
 
 void sl__parse_clients(struct sl__parse *p, json_t *json)

@@ -56,6 +56,8 @@ const char *sl_reason_code(enum sl_reason r)
         return "git-protected-branch";
     case SL_REASON_GIT_BAD_PUSH:
         return "git-bad-push";
+    case SL_REASON_PLACEHOLDER_MISUSE:
+        return "placeholder-misuse";
     }
     return "unknown";
 }
@@ -75,6 +77,7 @@ int sl_reason_status(enum sl_reason r)
     case SL_REASON_PRIVATE_ADDRESS:
     case SL_REASON_GIT_READ_ONLY:
     case SL_REASON_GIT_PROTECTED_BRANCH:
+    case SL_REASON_PLACEHOLDER_MISUSE:
         return 403;
     case SL_REASON_BAD_REQUEST:
     case SL_REASON_BAD_HOST:
@@ -144,6 +147,7 @@ static void decide_by_rule(const struct sl__match *m, const struct sl_request_vi
     }
     if (!method_allowed(r, req->method)) {
         deny(out, SL_REASON_METHOD_NOT_ALLOWED);
+        out->_by_methods = true;
         return;
     }
     if (credential == NULL) {
@@ -156,6 +160,11 @@ static void decide_by_rule(const struct sl__match *m, const struct sl_request_vi
     }
     if (!req->tls) {
         deny(out, SL_REASON_CREDENTIAL_NEEDS_TLS);
+        return;
+    }
+    if (credential->placeholder_env != NULL) {
+        /* Replaced where the client put its placeholder, never injected (placeholder.h). */
+        out->_placeholder_env = credential->placeholder_env;
         return;
     }
     out->credential_header = credential->header;
@@ -250,6 +259,53 @@ static void apply_git(const struct sl_git *g, const struct sl_request_view *req,
     }
 }
 
+/* One of the client's placeholders in the host name or the target, or NULL. */
+static const struct sl_placeholder *misused(const struct sl_client *c,
+                                            const struct sl_request_view *req)
+{
+    const struct sl_placeholder *ph = sl_placeholder_scan(
+            c->placeholders, c->n_placeholders, sl_slice_of(req->host->name, req->host->len), NULL);
+
+    if (ph == NULL && req->target != NULL) {
+        ph = sl_placeholder_scan(c->placeholders, c->n_placeholders, sl_slice_str(req->target),
+                                 NULL);
+    }
+    return ph;
+}
+
+/* Observe (docs/reference/snapshot.md §3 `observe_until`): what no rule allows goes out, marked,
+ * without a credential; what a rule refuses for safety (TRACE through a credential, plain HTTP
+ * for a credential or a passthrough rule, git's checks) stays refused. */
+static void observe(const struct sl_env *env, int64_t now_s, struct sl_decision *out)
+{
+    bool observable = out->reason == SL_REASON_HOST_NOT_ALLOWED
+                      || out->reason == SL_REASON_PORT_NOT_ALLOWED
+                      || (out->reason == SL_REASON_METHOD_NOT_ALLOWED && out->_by_methods);
+
+    if (out->allow || !observable || !env->has_observe || env->observe_until <= now_s) {
+        return;
+    }
+    out->observed = true;
+    out->would_deny = out->reason;
+    out->allow = true;
+    out->reason = SL_REASON_NONE;
+    out->passthrough = false;
+    out->credential_header = NULL;
+    out->credential_value = NULL;
+    out->_placeholder_env = NULL;
+}
+
+/* The client's placeholder for variable `env`, or NULL. */
+static const struct sl_placeholder *placeholder_of(const struct sl_client *c, const char *env)
+{
+    for (uint32_t i = 0; i < c->n_placeholders; i++) {
+        if (strcmp(c->placeholders[i].env, env) == 0) {
+            return &c->placeholders[i];
+        }
+    }
+    return NULL;
+}
+
 void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
                       const struct sl_request_view *req, int64_t now_s, struct sl_decision *out)
 {
@@ -276,6 +332,15 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
         deny(out, SL_REASON_BAD_REQUEST);
         return;
     }
+    if (c->n_placeholders > 0) {
+        out->placeholders = c->placeholders;
+        out->n_placeholders = c->n_placeholders;
+        out->misused = misused(c, req);
+        if (out->misused != NULL) {
+            deny(out, SL_REASON_PLACEHOLDER_MISUSE);
+            return;
+        }
+    }
     /* Client rules first: on equal specificity they win (docs/reference/snapshot.md §3). */
     sl__ruleset_match(&c->rules, req->host, req->port, true, &m);
     sl__ruleset_match(&c->env->rules, req->host, req->port, false, &m);
@@ -288,8 +353,12 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
         /* A port-not-allowed host named by a passthrough rule on another port. */
         out->passthrough = m.passthrough_seen;
     }
-    if (out->allow && git_host) {
+    observe(c->env, now_s, out);
+    if (out->allow && git_host && !out->observed) {
         apply_git(c->git, req, out);
+    }
+    if (out->allow && out->_placeholder_env != NULL) {
+        out->placeholder = placeholder_of(c, out->_placeholder_env);
     }
 }
 
@@ -388,7 +457,7 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
         return 0;
     }
     if (req->method == NULL && d->reason != SL_REASON_HOST_NOT_ALLOWED
-        && d->reason != SL_REASON_PORT_NOT_ALLOWED) {
+        && d->reason != SL_REASON_PORT_NOT_ALLOWED && d->reason != SL_REASON_PLACEHOLDER_MISUSE) {
         return 0;
     }
     switch (d->reason) {
@@ -418,6 +487,15 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
         break;
     case SL_REASON_CREDENTIAL_NEEDS_TLS:
         put(&h, "to allow it, use https: credentials are only injected over TLS");
+        break;
+    case SL_REASON_PLACEHOLDER_MISUSE:
+        if (d->misused == NULL) {
+            return 0;
+        }
+        put(&h,
+            "the placeholder in %s stands for a credential of {\"host\":\"%s\"}: it is replaced "
+            "only in its %s header of requests over https to that host",
+            d->misused->env, d->misused->rule, d->misused->header);
         break;
     case SL_REASON_NOT_TLS:
         if (!d->passthrough) {

@@ -31,6 +31,7 @@
 #include "base/err.h"
 #include "policy/git.h"
 #include "policy/host.h"
+#include "policy/placeholder.h"
 #include "policy/snapshot.h"
 
 /* Why a request was refused: every reason code of docs/reference/proxy.md §4.5 (the proxy uses the
@@ -60,10 +61,13 @@ enum sl_reason {
     SL_REASON_GIT_READ_ONLY,
     SL_REASON_GIT_PROTECTED_BRANCH,
     SL_REASON_GIT_BAD_PUSH,
+    /* A client's placeholder (policy/placeholder.h) anywhere but in its rule's header of a
+     * request its rule lets out: another host, another header, the target, the host name. */
+    SL_REASON_PLACEHOLDER_MISUSE,
 };
 
 /* The last reason code: counters and tables indexed by reason have SL_REASON_LAST + 1 entries. */
-#define SL_REASON_LAST SL_REASON_GIT_BAD_PUSH
+#define SL_REASON_LAST SL_REASON_PLACEHOLDER_MISUSE
 
 /* The code of docs/reference/proxy.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the
  * audit log writes null for it). Static, never NULL. */
@@ -132,6 +136,25 @@ struct sl_decision {
      * names the default or a protected branch (sl_git_ref_is_protected()). Borrowed from the
      * snapshot; NULL otherwise. */
     const struct sl_git *git_push;
+    /* The environment is in observe (its `observe_until` is after now) and the request was let
+     * out, without a credential, although the policy refuses it for its host, port or method:
+     * `would_deny` is that refusal (host-, port- or method-not-allowed; SL_REASON_NONE
+     * otherwise). `rule` stays the winner that refused a method. */
+    bool observed;
+    enum sl_reason would_deny;
+    /* The client's placeholders (policy/placeholder.h), borrowed from the snapshot, for the
+     * scan of the request's headers: none allowed anywhere but `placeholder` in its header.
+     * NULL (and 0) when the client has none. */
+    const struct sl_placeholder *placeholders;
+    uint32_t n_placeholders;
+    /* Allowed over TLS through a rule whose credential has a `placeholder_env` the client has a
+     * placeholder for: that placeholder, to be replaced by its secret in its header
+     * (sl_placeholder_replace()); nothing is injected then (credential_header is NULL). NULL
+     * otherwise. */
+    const struct sl_placeholder *placeholder;
+    /* placeholder-misuse: the placeholder found where it may not be (the host name, the
+     * target, or, set by the proxy, a header). */
+    const struct sl_placeholder *misused;
     /* The client's id and environment's name; NULL when there is no client. */
     const char *client;
     const char *environment;
@@ -141,6 +164,10 @@ struct sl_decision {
      * its methods. */
     bool _rule_exact;
     bool _rule_of_client;
+    /* A method-not-allowed for the winner's methods (what observe lets out), not for TRACE. */
+    bool _by_methods;
+    /* The winner's credential is a placeholder one, for this variable. */
+    const char *_placeholder_env;
     const char *const *_rule_methods;
     uint32_t _rule_n_methods;
 };
@@ -175,6 +202,7 @@ const struct sl_client *sl_policy_identify_address(const struct sl_snapshot *s,
  * (seconds since the epoch) and fills `*out` completely. In order:
  *   no snapshot -> no-policy; no client -> no-identity; expires_at <= now -> expired;
  *   no host in `req` -> bad-request (the caller's bug, but never an allow);
+ *   one of the client's placeholders in the host name or the target -> placeholder-misuse;
  *   winning rule (see top of file): method not in its methods -> method-not-allowed; TRACE on
  *   a rule with a credential -> method-not-allowed; a credential over plain HTTP ->
  *   credential-needs-tls; else allowed (with the credential to inject, if any). With no
@@ -196,6 +224,14 @@ const struct sl_client *sl_policy_identify_address(const struct sl_snapshot *s,
  * (info/refs for git-receive-pack, POST git-receive-pack, an LFS request other than GET, HEAD
  * and POST .../info/lfs/objects/batch) -> git-read-only; else allowed with the git credential,
  * and `git_push` set for a POST git-receive-pack.
+ * Observe: while the client's environment has an `observe_until` after `now_s`, a refusal for
+ * the host (host-not-allowed), the port (port-not-allowed) or the winner's methods
+ * (method-not-allowed, not TRACE through a credential) becomes an allow without credential nor
+ * git credential, intercepted (never passthrough), with `observed` and `would_deny` set.
+ * Placeholders: an allow over TLS through a rule whose credential has a `placeholder_env`
+ * injects nothing and sets `placeholder` to the client's placeholder for that variable (none
+ * when the client has no such placeholder); `placeholders` is set for every decision of a client
+ * that has some.
  * Allocates nothing; never fails. */
 void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
                       const struct sl_request_view *req, int64_t now_s, struct sl_decision *out);
@@ -207,10 +243,10 @@ void sl_policy_decide(const struct sl_snapshot *s, const struct sl_client *c,
  * the suggestion (`["GET","HEAD","POST"]`), since the new exact rule will outrank it for this
  * host. When an exact-host rule refused the method, a new rule would tie and lose on order, so
  * the hint says to add the method to that rule instead. Only host-, port-, method-not-allowed,
- * credential-needs-tls and the not-tls of a plain HTTP request under a passthrough rule have
- * hints. Returns the length written, 0 when there is no hint (buf is
- * then ""), or SL_ETOOBIG when `cap` is too small (buf then holds "" if cap > 0).
- * SL_POLICY_HINT_MAX is always enough. */
+ * credential-needs-tls, placeholder-misuse (where the placeholder is replaced) and the not-tls
+ * of a plain HTTP request under a passthrough rule have hints. Returns the length written, 0 when
+ * there is no hint (buf is then ""), or SL_ETOOBIG when `cap` is too small (buf then holds "" if
+ * cap > 0). SL_POLICY_HINT_MAX is always enough. */
 SL_MUST_CHECK int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *req,
                                  char *buf, size_t cap);
 

@@ -13,12 +13,13 @@
 
 #include "base/jpath.h"
 #include "base/mem.h"
+#include "policy/placeholder.h"
 #include "policy/snapshot_int.h"
 #include "policy/validate.h"
 
-static const char *const env_keys[] = { "default", "rules", "label" };
+static const char *const env_keys[] = { "default", "rules", "label", "observe_until" };
 static const char *const rule_keys[] = { "host", "methods", "credential", "tls" };
-static const char *const credential_keys[] = { "header", "value" };
+static const char *const credential_keys[] = { "header", "value", "placeholder_env" };
 
 void sl_policy_errors_finish(struct sl_policy_errors *e)
 {
@@ -251,8 +252,10 @@ const struct sl__credential *sl__parse_credential(struct sl__parse *p, json_t *j
     struct sl__credential *c;
     const char *header;
     const char *value;
+    const char *env;
     size_t hn = 0;
     size_t vn = 0;
+    size_t en = 0;
     size_t mark = sl__path_key(p, "credential");
     bool ok;
 
@@ -278,6 +281,17 @@ const struct sl__credential *sl__parse_credential(struct sl__parse *p, json_t *j
         sl__path_pop(p, m);
         value = ok ? value : NULL;
     }
+    env = sl__get_string(p, json, "placeholder_env", false, &en);
+    if (env != NULL && !sl_placeholder_env_ok(env, en)) {
+        size_t m = sl__path_key(p, "placeholder_env");
+        char quoted[SL_JPATH_QUOTED_CAP];
+
+        sl__quote(quoted, sizeof(quoted), env, en);
+        sl__error(p, "%s is not a variable name (a shell identifier of 1-%d characters)", quoted,
+                  SL_PLACEHOLDER_ENV_MAX);
+        sl__path_pop(p, m);
+        header = NULL;
+    }
     sl__path_pop(p, mark);
     if (header == NULL || value == NULL) {
         return NULL;
@@ -289,6 +303,7 @@ const struct sl__credential *sl__parse_credential(struct sl__parse *p, json_t *j
     }
     c->header = keep(p, header, hn);
     c->value = keep(p, value, vn);
+    c->placeholder_env = env != NULL ? keep(p, env, en) : NULL;
     return c;
 }
 
@@ -362,6 +377,33 @@ static void parse_rule(struct sl__parse *p, json_t *json, struct sl__rule *r)
     check_passthrough(p, json, r);
 }
 
+/* A variable holds one placeholder: two credentials of a list naming it would be ambiguous.
+ * Rule `i` (the path points at it) against the rules before it. */
+static void check_placeholder_unique(struct sl__parse *p, const struct sl__rule *rules, size_t i)
+{
+    const struct sl__credential *c = rules[i].credential;
+    size_t mark;
+
+    if (c == NULL || c->placeholder_env == NULL) {
+        return;
+    }
+    for (size_t j = 0; j < i; j++) {
+        const struct sl__credential *o = rules[j].credential;
+
+        if (o != NULL && o->placeholder_env != NULL
+            && strcmp(o->placeholder_env, c->placeholder_env) == 0) {
+            mark = sl__path_key(p, "credential");
+            (void)sl__path_key(p, "placeholder_env");
+            sl__error(p,
+                      "\"%s\" is the placeholder_env of rule %zu too (a variable holds one "
+                      "placeholder)",
+                      c->placeholder_env, j);
+            sl__path_pop(p, mark);
+            return;
+        }
+    }
+}
+
 void sl__parse_rules(struct sl__parse *p, json_t *json, struct sl__ruleset *rs)
 {
     size_t n = json_array_size(json);
@@ -397,6 +439,7 @@ void sl__parse_rules(struct sl__parse *p, json_t *json, struct sl__ruleset *rs)
                 size_t m = sl__path_index(p, i);
 
                 parse_rule(p, json_array_get(json, i), &rs->rules[i]);
+                check_placeholder_unique(p, rs->rules, i);
                 sl__path_pop(p, m);
             }
             rs->n = (uint32_t)n;
@@ -433,6 +476,28 @@ static void parse_label(struct sl__parse *p, json_t *json, struct sl_env *env)
     sl__path_pop(p, mark);
 }
 
+/* "observe_until": until when the environment's refusals of host, port and method are let out
+ * and marked instead (docs/reference/snapshot.md §3). */
+static void parse_observe(struct sl__parse *p, json_t *json, struct sl_env *env)
+{
+    size_t n = 0;
+    const char *s = sl__get_string(p, json, "observe_until", false, &n);
+    char quoted[SL_JPATH_QUOTED_CAP];
+    size_t mark;
+
+    if (s == NULL) {
+        return;
+    }
+    mark = sl__path_key(p, "observe_until");
+    if (sl__parse_rfc3339(s, n, &env->observe_until) == 0) {
+        env->has_observe = true;
+    } else {
+        sl__quote(quoted, sizeof(quoted), s, n);
+        sl__error(p, "%s is not an RFC 3339 date-time (like 2026-11-30T23:00:00Z)", quoted);
+    }
+    sl__path_pop(p, mark);
+}
+
 static void parse_env(struct sl__parse *p, const char *name, json_t *json, struct sl_env *env)
 {
     size_t n = strlen(name);
@@ -465,6 +530,7 @@ static void parse_env(struct sl__parse *p, const char *name, json_t *json, struc
         }
         sl__path_pop(p, mark);
     }
+    parse_observe(p, json, env);
     sl__parse_rules(p, json_object_get(json, "rules"), &env->rules);
 }
 

@@ -19,7 +19,9 @@
  *   - `environments`: required object, at most 4096 members. NAME: 1-128 characters of
  *     [A-Za-z0-9._-].
  *   - ENV: { "default": "deny"|"allow" (required), "rules": [ RULE, ... ] (optional, absent =
- *     empty) }. At most 100 rules and at most 100 credentials.
+ *     empty), "label": optional, "observe_until": optional RFC 3339 date-time (until then a
+ *     refusal for the host, port or methods is an allow marked "observed", policy/decision.h) }.
+ *     At most 100 rules and at most 100 credentials.
  *   - RULE: { "host": required, "methods": optional, "credential": optional, "tls":
  *     optional }.
  *       host: `pattern[:port]`. The pattern is normalised as request hosts are (policy/host.h):
@@ -30,7 +32,11 @@
  *       methods: array of 0-32 distinct method tokens (RFC 9110 §9.1: tchar, at most 32
  *         characters). Methods are case-sensitive, so a token with a lowercase letter is an
  *         error (with a hint naming the uppercase form). Empty or absent = every method.
- *       credential: { "header": NAME, "value": VALUE }, both required. NAME: an RFC 9110
+ *       credential: { "header": NAME, "value": VALUE, "placeholder_env": VAR }, header and
+ *         value required. VAR, when given, makes it a placeholder credential
+ *         (policy/placeholder.h): a shell identifier of 1-128 characters, unique among the
+ *         credentials of one rule list; then VALUE is what the placeholder stands for, replaced
+ *         in the NAME header, never injected. NAME: an RFC 9110
  *         token of at most 128 characters, and none of the framing, hop-by-hop or routing
  *         headers (Host, Content-Length, Transfer-Encoding, Connection, Proxy-Connection,
  *         Keep-Alive, TE, Trailer, Upgrade, Proxy-Authorization, Proxy-Authenticate), compared
@@ -61,6 +67,9 @@
  *         rule's; "default_branch": required, a branch name (git's check-ref-format rules, no
  *         '*'), 1-255 bytes; "protected_branches": optional, at most 32 globs over branch
  *         names, each like a branch name but '*' allowed }.
+ *       placeholders: { VAR: PLACEHOLDER, ... }, at most 200: each VAR the placeholder_env of
+ *         a credential of the client's own rules or (not both) of its environment's; each
+ *         PLACEHOLDER "sluice-ph-" and 40 characters of [a-z2-7], distinct within the client.
  *
  * The raw bytes are kept, so that sl_snapshot_is_identical() can tell a byte-identical re-push
  * (docs/reference/snapshot.md §3 `version`).

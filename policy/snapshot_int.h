@@ -13,6 +13,8 @@
  *   table.c     the hash tables (string and address keys)
  *   match.c     the compiled matcher of one rule list and its lookup
  *   git.c       a client's `git` object: validation, own-repository paths, protected branches
+ *   placeholder.c  placeholders: their shape, the scan and the replacement (placeholder.h);
+ *               a client's `placeholders` object is validated in clients.c
  *   identify.c  sl_policy_identify()
  *   decision.c  sl_policy_decide(), reasons, hints
  */
@@ -30,6 +32,7 @@
 #include "base/err.h"
 #include "base/jpath.h"
 #include "policy/host.h"
+#include "policy/placeholder.h"
 #include "policy/snapshot.h"
 
 /* ---- hash tables -------------------------------------------------------------------------- */
@@ -93,6 +96,10 @@ struct sl__credential {
     const char *header;
     /* The secret value. Arena. */
     const char *value;
+    /* `placeholder_env`: the variable whose placeholder stands for `value` (then the header is
+     * not injected: the placeholder is replaced in it, policy/placeholder.h); NULL for a
+     * credential that is injected. Arena. */
+    const char *placeholder_env;
 };
 
 struct sl__rule {
@@ -165,6 +172,10 @@ struct sl_env {
     /* What refusals call it: the snapshot's "label", else the name (arena or `name`). */
     const char *label;
     bool default_allow;
+    /* `observe_until` in seconds since the epoch (has_observe): until then a request the policy
+     * refuses for its host, port or method is let out and marked (decision.h). */
+    bool has_observe;
+    int64_t observe_until;
     struct sl__ruleset rules;
 };
 
@@ -213,6 +224,10 @@ struct sl_client {
     struct sl__ruleset rules;
     /* The client's git access, NULL when it has none. */
     const struct sl_git *git;
+    /* Its placeholders (`placeholders`), each tied to the credential rule that names its
+     * variable. Arena; NULL when it has none. */
+    struct sl_placeholder *placeholders;
+    uint32_t n_placeholders;
     /* Chains of the address tables, UINT32_MAX at the end. */
     uint32_t next_same_ip;
     uint32_t next_same_cidr;
@@ -309,6 +324,10 @@ const char *sl__get_string(struct sl__parse *p, json_t *obj, const char *key, bo
 /* Validates the credential object `json` (the path points at its parent); returns it, or NULL
  * after recording the error. */
 const struct sl__credential *sl__parse_credential(struct sl__parse *p, json_t *json);
+
+/* Validates a client's `placeholders` object (`json`, NULL when absent) into c->placeholders,
+ * once its rules and environment are known. */
+void sl__parse_placeholders(struct sl__parse *p, json_t *json, struct sl_client *c);
 
 /* Validates a client's `git` object (`json`, NULL when absent) into c->git. */
 void sl__parse_git(struct sl__parse *p, json_t *json, struct sl_client *c);

@@ -18,6 +18,7 @@
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "policy/placeholder.h"
 
 /* Strings are cut to these many bytes in a line. Escaping can make a byte six, and the sum of
  * six times every cap plus the fixed text stays under SL_AUDIT_LINE_MAX, so a line is never
@@ -217,6 +218,24 @@ static int put_ms(struct line *b, double ms)
     return put_u64(b, mag % 10);
 }
 
+/* `s`, or, when it holds a placeholder's shape (policy/placeholder.h), a copy in `buf` (`cap`
+ * bytes; cut, one byte over `max` kept so that put_str() marks the cut) with its random part
+ * masked: no log line shows a placeholder. */
+static const char *masked(const char *s, char *buf, size_t cap, size_t max)
+{
+    size_t n;
+
+    if (s == NULL || !sl_placeholder_seen(s, strlen(s))) {
+        return s;
+    }
+    n = strlen(s) < max + 1 ? strlen(s) : max + 1;
+    n = n < cap - 1 ? n : cap - 1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    sl_placeholder_mask(buf, n);
+    return buf;
+}
+
 /* The last second formatted by this thread, and its text. */
 static _Thread_local time_t ts_sec;
 static _Thread_local char ts_text[32];
@@ -225,6 +244,8 @@ static _Thread_local size_t ts_len;
 static int format_into(const struct sl_audit_record *r, struct line *b)
 {
     char path[PATH_MAX_BYTES + 2];
+    char host[HOST_MAX_BYTES + 2];
+    char connect_host[HOST_MAX_BYTES + 2];
     struct timespec now;
     unsigned msec;
     char frac[6];
@@ -257,6 +278,7 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
         }
         memcpy(path, r->path, len);
         path[len] = '\0';
+        sl_placeholder_mask(path, len);
     }
     SL_TRY(put_cstr(b, "{\"ts\":\""));
     SL_TRY(put(b, ts_text, ts_len));
@@ -272,14 +294,17 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
     SL_TRY(put_cstr(b, ",\"scheme\":"));
     SL_TRY(put_str(b, r->scheme, 16));
     SL_TRY(put_cstr(b, ",\"host\":"));
-    SL_TRY(put_str(b, r->host, HOST_MAX_BYTES));
+    SL_TRY(put_str(b, masked(r->host, host, sizeof(host), HOST_MAX_BYTES), HOST_MAX_BYTES));
     SL_TRY(put_cstr(b, ",\"port\":"));
     SL_TRY(put_u64(b, r->port));
     SL_TRY(put_cstr(b, ",\"path\":"));
     SL_TRY(put_str(b, r->path != NULL ? path : NULL, PATH_MAX_BYTES));
     if (r->connect_host_header != NULL && r->path == NULL) {
         SL_TRY(put_cstr(b, ",\"connect_host_header\":"));
-        SL_TRY(put_str(b, r->connect_host_header, HOST_MAX_BYTES));
+        SL_TRY(put_str(
+                b,
+                masked(r->connect_host_header, connect_host, sizeof(connect_host), HOST_MAX_BYTES),
+                HOST_MAX_BYTES));
     }
     if (r->dns) {
         SL_TRY(put_cstr(b, ",\"dns\":{\"type\":"));
@@ -296,6 +321,10 @@ static int format_into(const struct sl_audit_record *r, struct line *b)
                        : r->error     ? ",\"decision\":\"error\",\"reason\":"
                                       : ",\"decision\":\"deny\",\"reason\":"));
     SL_TRY(put_str(b, r->reason == SL_REASON_NONE ? NULL : sl_reason_code(r->reason), 64));
+    if (r->allow && r->observed) {
+        SL_TRY(put_cstr(b, ",\"observed\":true,\"would_deny\":"));
+        SL_TRY(put_str(b, sl_reason_code(r->would_deny), 64));
+    }
     SL_TRY(put_cstr(b, ",\"rule\":"));
     SL_TRY(put_str(b, r->rule, HOST_MAX_BYTES));
     if (r->passthrough) {

@@ -20,7 +20,8 @@
  * so that no line is lost or split across the rotation.
  *
  * Lines never contain a credential value, a token or a query string: the record has no field
- * that could carry one, and the path is cut at its '?'.
+ * that could carry one, and the path is cut at its '?'. Nor a placeholder (policy/placeholder.h):
+ * its random part is masked in the host, the path and a CONNECT's Host header.
  *
  * Lifecycle: sl_audit_open() -> sl_audit_write(), sl_audit_reopen(), sl_audit_healthy() from
  * any thread -> sl_audit_close() (flushes what is pending, once, then joins the writer).
@@ -79,6 +80,11 @@ struct sl_audit_record {
     bool error;
     /* SL_REASON_NONE for an allowed request (written as null). */
     enum sl_reason reason;
+    /* An allow of an environment in observe that the policy would have refused for `would_deny`
+     * (policy/decision.h): written as `"observed":true,"would_deny":"REASON"` after "reason".
+     * Ignored unless `allow`. */
+    bool observed;
+    enum sl_reason would_deny;
     /* The rule that decided, NULL when none did. */
     const char *rule;
     /* True when a credential was injected. */

@@ -40,8 +40,13 @@ static int build_request_head(struct sl__conn *c, const struct sl_h1_head *h)
                                 .port = c->r.port,
                                 .target = c->r.target,
                                 .websocket = c->r.websocket };
+    unsigned swapped = 0;
+    int rc = sl_head_build_swap(&c->head, h, &t, c->dec.credential_header, c->dec.credential_value,
+                                c->dec.placeholder, &swapped);
 
-    return sl_head_build(&c->head, h, &t, c->dec.credential_header, c->dec.credential_value);
+    /* A placeholder replaced is a credential put in (the audit line's "credential"). */
+    c->r.credential |= swapped > 0;
+    return rc;
 }
 
 static void on_upstream_event(struct sl_upstream *u, void *arg)
@@ -69,6 +74,9 @@ static void start_dialing(struct sl__conn *c)
 /* The request is allowed: its upstream head, then the dial. */
 void sl__conn_start_request(struct sl__conn *c, const struct sl_h1_head *h)
 {
+    if (!sl__conn_placeholders_ok(c, h)) {
+        return;
+    }
     if (build_request_head(c, h) < 0) {
         sl__conn_refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
         return;

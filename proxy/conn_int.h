@@ -459,6 +459,10 @@ void sl__conn_refuse_held(struct sl__conn *c);
 /* Writes the held refusal's line (the CONNECT's, status 0: the tunnel ended before a request
  * could be answered) and consumes it; nothing when none is held. */
 void sl__conn_audit_held(struct sl__conn *c);
+/* The allowed request (head `h`) carries none of the client's placeholders but its own one in
+ * its rule's header (policy/placeholder.h). Returns true when so; otherwise the
+ * placeholder-misuse refusal is answered. */
+bool sl__conn_placeholders_ok(struct sl__conn *c, const struct sl_h1_head *h);
 /* Decides the methods named by method-override headers of `h` too. Returns true when all are
  * allowed; otherwise the refusal is answered. */
 bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, bool tls,

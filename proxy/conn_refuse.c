@@ -18,6 +18,7 @@
 #include "policy/auth.h"
 #include "policy/decision.h"
 #include "policy/host.h"
+#include "policy/placeholder.h"
 #include "policy/snapshot.h"
 #include "policy/validate.h"
 #include "proxy/audit.h"
@@ -133,6 +134,8 @@ void sl__conn_audit(struct sl__conn *c)
         .challenge = c->r.challenge,
         .error = is_failure(c),
         .reason = c->r.reason,
+        .observed = c->r.allow && c->dec.observed,
+        .would_deny = c->dec.would_deny,
         .rule = c->dec.rule,
         .credential = c->r.credential,
         .passthrough = c->passthrough,
@@ -220,6 +223,7 @@ bool sl__reason_is_policy(enum sl_reason reason)
     case SL_REASON_PRIVATE_ADDRESS:
     case SL_REASON_GIT_READ_ONLY:
     case SL_REASON_GIT_PROTECTED_BRANCH:
+    case SL_REASON_PLACEHOLDER_MISUSE:
         return true;
     case SL_REASON_NONE:
     case SL_REASON_NO_POLICY:
@@ -297,6 +301,8 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
             SL_TRY(sl_buf_printf(b, "; %s", hint));
         }
     }
+    /* A placeholder in the URL is not shown back (policy/placeholder.h). */
+    sl_placeholder_mask((char *)b->p, b->len);
     return sl_buf_append_str(b, "\n");
 }
 
@@ -620,6 +626,40 @@ bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, 
             c->r.override_method = sl_arena_strndup(&c->arena, method, f->value.n);
             (void)snprintf(detail, sizeof(detail), "%s names %s", name, method);
             sl__conn_refuse_reason(c, d.reason, detail, keep);
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * Placeholders (policy/placeholder.h): a client's placeholder may be in one place only, its
+ * rule's header of a request that rule lets out (the decision's `placeholder`); the policy
+ * checked the host and the target, this checks the headers. Only a client with placeholders
+ * pays for the scan, one search for the prefix per header value.
+ */
+bool sl__conn_placeholders_ok(struct sl__conn *c, const struct sl_h1_head *h)
+{
+    const struct sl_placeholder *own = c->dec.placeholder;
+    char detail[200];
+
+    if (c->dec.n_placeholders == 0) {
+        return true;
+    }
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const struct sl_h1_header *f = &h->headers[i];
+        bool its_header = own != NULL && sl_h1_name_is(f->name, own->header);
+        const struct sl_placeholder *ph = sl_placeholder_scan(
+                c->dec.placeholders, c->dec.n_placeholders, f->value, its_header ? own : NULL);
+
+        if (ph != NULL) {
+            c->dec.allow = false;
+            c->dec.reason = SL_REASON_PLACEHOLDER_MISUSE;
+            c->dec.misused = ph;
+            (void)snprintf(detail, sizeof(detail), "the %.*s header carries the placeholder in %s",
+                           (int)(f->name.n < 64 ? f->name.n : 64), (const char *)f->name.p,
+                           ph->env);
+            sl__conn_refuse_reason(c, SL_REASON_PLACEHOLDER_MISUSE, detail, false);
             return false;
         }
     }

@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "policy/placeholder.h"
 #include "policy/url.h"
 
 static int refuse(struct sl_head_refusal *why, enum sl_reason reason, const char *detail)
@@ -254,7 +255,10 @@ bool sl_head_is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice
     return false;
 }
 
-int sl_head_put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip)
+/* sl_head_put_headers(), with `ph`'s placeholder replaced by its secret in the values of its
+ * header (`ph` NULL: nothing replaced); `*swapped` counts the replacements. */
+static int put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip,
+                       const struct sl_placeholder *ph, unsigned *swapped)
 {
     /* The names a Connection header lists are looked up only when there is one. */
     bool has_connection = sl_h1_find(h, "connection") != NULL;
@@ -269,10 +273,19 @@ int sl_head_put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char
         }
         SL_TRY(sl_buf_append(b, f->name.p, f->name.n));
         SL_TRY(sl_buf_append(b, ": ", 2));
-        SL_TRY(sl_buf_append(b, f->value.p, f->value.n));
+        if (ph != NULL && sl_h1_name_is(f->name, ph->header)) {
+            SL_TRY(sl_placeholder_replace(b, f->value, ph, swapped));
+        } else {
+            SL_TRY(sl_buf_append(b, f->value.p, f->value.n));
+        }
         SL_TRY(sl_buf_append(b, "\r\n", 2));
     }
     return 0;
+}
+
+int sl_head_put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip)
+{
+    return put_headers(b, h, skip, NULL, NULL);
 }
 
 static int put_content_length(struct sl_buf *b, uint64_t n)
@@ -284,6 +297,13 @@ static int put_content_length(struct sl_buf *b, uint64_t n)
 
 int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h, const struct sl_head_target *t,
                   const char *credential_header, const char *credential_value)
+{
+    return sl_head_build_swap(b, h, t, credential_header, credential_value, NULL, NULL);
+}
+
+int sl_head_build_swap(struct sl_buf *b, const struct sl_h1_head *h, const struct sl_head_target *t,
+                       const char *credential_header, const char *credential_value,
+                       const struct sl_placeholder *ph, unsigned *swapped)
 {
     uint16_t default_port = strcmp(t->scheme, "https") == 0 ? 443 : 80;
 
@@ -298,7 +318,7 @@ int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h, const struct sl_
         SL_TRY(sl_buf_append_u64(b, t->port));
     }
     SL_TRY(sl_buf_append(b, "\r\n", 2));
-    SL_TRY(sl_head_put_headers(b, h, credential_header));
+    SL_TRY(put_headers(b, h, credential_header, ph, swapped));
     if (credential_header != NULL) {
         SL_TRY(sl_buf_append_str(b, credential_header));
         SL_TRY(sl_buf_append(b, ": ", 2));

@@ -28,6 +28,7 @@
 #include "http/h1.h"
 #include "policy/decision.h"
 #include "policy/host.h"
+#include "policy/placeholder.h"
 
 /* Where a request head arrived. */
 struct sl_head_ctx {
@@ -107,6 +108,15 @@ SL_MUST_CHECK int sl_head_connect_host(const struct sl_h1_head *h, const struct 
 SL_MUST_CHECK int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h,
                                 const struct sl_head_target *t, const char *credential_header,
                                 const char *credential_value);
+
+/* sl_head_build(), and the placeholder `ph` (policy/placeholder.h; NULL: none) replaced by its
+ * secret in the values of its header, as sl_placeholder_replace() does; `*swapped` (when `ph`
+ * is not NULL) is increased by the replacements made. The secret is then in `b`, as an injected
+ * credential is. */
+SL_MUST_CHECK int sl_head_build_swap(struct sl_buf *b, const struct sl_h1_head *h,
+                                     const struct sl_head_target *t, const char *credential_header,
+                                     const char *credential_value, const struct sl_placeholder *ph,
+                                     unsigned *swapped);
 
 /* What the client's request said, for the response relayed to it. */
 struct sl_head_resp_ctx {

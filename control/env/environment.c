@@ -22,6 +22,7 @@
 #include "base/mem.h"
 #include "control/env/environment_int.h"
 #include "policy/host.h"
+#include "policy/placeholder.h"
 #include "policy/snapshot.h"
 #include "policy/validate.h"
 
@@ -29,12 +30,13 @@ static const char *const root_keys[] = { "name",   "description", "scope",   "ba
                                          "cpus",   "memory",      "network", "env",
                                          "egress", "repositories" };
 /* Members of the rendering that a client may send back unchanged; ignored. */
-static const char *const root_readonly[] = { "id",         "owner",      "is_default",
-                                             "created_at", "updated_at", "undecryptable" };
+static const char *const root_readonly[] = { "id",           "owner",      "is_default",
+                                             "created_at",   "updated_at", "undecryptable",
+                                             "observe_until" };
 static const char *const var_keys[] = { "name", "value", "secret" };
 static const char *const egress_keys[] = { "default", "rules" };
 static const char *const rule_keys[] = { "host", "methods", "credential", "tls" };
-static const char *const credential_keys[] = { "header", "value" };
+static const char *const credential_keys[] = { "header", "value", "placeholder_env" };
 static const char *const credential_readonly[] = { "has_value" };
 
 /* ---- errors and field paths --------------------------------------------------------------- */
@@ -262,6 +264,43 @@ static bool is_uuid_shaped(const char *s, size_t n)
         }
     }
     return true;
+}
+
+bool sl_env_name_is_reserved(const char *s, size_t n)
+{
+    /* docs/reference/containers.md §5.4, and what a container cannot do without. */
+    static const char *const names[] = {
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "NO_PROXY",
+        "no_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "CURL_CA_BUNDLE",
+        "NODE_EXTRA_CA_CERTS",
+        "GIT_SSL_CAINFO",
+        "CI",
+        "GIT_AUTHOR_NAME",
+        "GIT_AUTHOR_EMAIL",
+        "GIT_COMMITTER_NAME",
+        "GIT_COMMITTER_EMAIL",
+        "PATH",
+        "HOME",
+    };
+
+    if ((n == 6 && memcmp(s, "SLUICE", 6) == 0) || (n > 7 && memcmp(s, "SLUICE_", 7) == 0)) {
+        return true;
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(names); i++) {
+        if (strlen(names[i]) == n && memcmp(names[i], s, n) == 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 bool sl_env_name_is_valid(const char *s, size_t n)
@@ -848,12 +887,27 @@ static const char *value_why(const char *s, size_t n)
     return sl_policy_value_phrase(f);
 }
 
+/* What is wrong with a `placeholder_env` (NULL: nothing the rule alone can tell). */
+static const char *placeholder_env_why(const char *s, size_t n)
+{
+    if (!sl_placeholder_env_ok(s, n)) {
+        return "must be a shell identifier ([A-Za-z_][A-Za-z0-9_]*) of at most 128 characters";
+    }
+    if (sl_env_name_is_reserved(s, n)) {
+        return "is a variable sluice sets itself in every sandbox (docs/reference/containers.md "
+               "§5.4)";
+    }
+    return NULL;
+}
+
 static void parse_credential(struct sl__env_parse *p, json_t *c, struct sl_env_rule *out)
 {
     size_t hn = 0;
     size_t vn = 0;
+    size_t en = 0;
     const char *header;
     const char *value;
+    const char *env;
     const char *why;
     char quoted[SL_JPATH_QUOTED_CAP];
 
@@ -877,10 +931,18 @@ static void parse_credential(struct sl__env_parse *p, json_t *c, struct sl_env_r
         sl__env_key_error(p, "value", why);
         header = NULL;
     }
+    env = get_string(p, c, "placeholder_env", false, &en);
+    if (env != NULL && (why = placeholder_env_why(env, en)) != NULL) {
+        sl__env_key_error(p, "placeholder_env", why);
+        header = NULL;
+    }
     if (header == NULL) {
         return;
     }
     out->header = keep(p, header, hn);
+    if (env != NULL) {
+        out->placeholder_env = keep(p, env, en);
+    }
     if (value != NULL) {
         out->value = keep(p, value, vn);
         out->value_len = vn;
@@ -1058,6 +1120,40 @@ static void parse_repos(struct sl__env_parse *p, json_t *root, struct sl_env_spe
     sl__env_path_pop(p, mark);
 }
 
+/* A variable holds one placeholder (snapshot.md §3), and a placeholder never shares its name
+ * with a variable of the environment: the variable could hold the very secret. */
+static void check_placeholder_envs(struct sl__env_parse *p, const struct sl_env_spec *spec)
+{
+    for (size_t i = 0; i < spec->n_rules; i++) {
+        const char *env = spec->rules[i].placeholder_env;
+        const char *why = NULL;
+
+        for (size_t j = 0; env != NULL && j < i && why == NULL; j++) {
+            if (spec->rules[j].placeholder_env != NULL
+                && strcmp(spec->rules[j].placeholder_env, env) == 0) {
+                why = "is the placeholder_env of an earlier rule too (a variable holds one "
+                      "placeholder)";
+            }
+        }
+        for (size_t j = 0; env != NULL && j < spec->n_vars && why == NULL; j++) {
+            if (spec->vars[j].name != NULL && strcmp(spec->vars[j].name, env) == 0) {
+                why = "is also a variable of this environment (\"env\"): the sandbox would get "
+                      "both";
+            }
+        }
+        if (why != NULL) {
+            size_t mark = sl__env_path_key(p, "egress");
+
+            (void)sl__env_path_key(p, "rules");
+            (void)sl__env_path_index(p, i);
+            (void)sl__env_path_key(p, "credential");
+            (void)sl__env_path_key(p, "placeholder_env");
+            sl__env_add_error(p, "\"%s\" %s", env, why);
+            sl__env_path_pop(p, mark);
+        }
+    }
+}
+
 static void parse_root(struct sl__env_parse *p, json_t *root, struct sl_env_spec *spec)
 {
     int network;
@@ -1076,6 +1172,7 @@ static void parse_root(struct sl__env_parse *p, json_t *root, struct sl_env_spec
      * off still sends its hidden egress section; it is dropped unread rather than judged. */
     if (network != 0) {
         parse_egress(p, root, network, spec);
+        check_placeholder_envs(p, spec);
     }
     parse_repos(p, root, spec);
 }
@@ -1088,6 +1185,7 @@ static void free_rule(struct sl_env_rule *r)
     }
     sl_free(r->methods);
     sl_free(r->header);
+    sl_free(r->placeholder_env);
     free_secret(r->value, r->value_len);
 }
 

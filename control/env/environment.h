@@ -37,10 +37,13 @@
  *                 100 rules and 100 credentials. A rule is {host, methods, credential, tls}: host a
  *                 pattern with an optional port, normalised by policy/host.h (SL_HOST_GLOB) and
  *                 checked by sl_host_check_pattern() (upper case and a trailing dot: warnings);
- *                 methods 0-32 distinct RFC 9110 tokens, uppercase; credential {header, value}
- *                 with the header and value rules of policy/snapshot.h, so that a stored
- *                 environment always compiles into a valid snapshot. A credential without
- *                 "value" keeps the stored one (see sl_env_spec_to_row()).
+ *                 methods 0-32 distinct RFC 9110 tokens, uppercase; credential {header, value,
+ *                 placeholder_env} with the header and value rules of policy/snapshot.h, so
+ *                 that a stored environment always compiles into a valid snapshot. A credential
+ *                 without "value" keeps the stored one (see sl_env_spec_to_row()).
+ *                 placeholder_env, optional: a shell identifier of at most 128 characters,
+ *                 not one sluice sets itself (sl_env_name_is_reserved()), unique among the
+ *                 rules and not the name of a variable of `env`.
  *                 tls "intercept" (the default) or "passthrough", which no non-empty
  *                 methods and no credential may accompany (stored, rendered and compiled only
  *                 when "passthrough").
@@ -51,8 +54,8 @@
  *                 [A-Za-z0-9._-] (neither "." nor ".."), separated by single slashes, no
  *                 slash at either end, at most 255 bytes. Compared byte for byte.
  * The read-only members of the rendering (id, owner, is_default, created_at, updated_at,
- * undecryptable, and has_value inside a credential) are accepted and ignored, so that a GET
- * body can be edited and sent back as a PUT.
+ * observe_until, undecryptable, and has_value inside a credential) are accepted and ignored, so
+ * that a GET body can be edited and sent back as a PUT.
  */
 #ifndef SL_CONTROL_ENV_ENVIRONMENT_H
 #define SL_CONTROL_ENV_ENVIRONMENT_H
@@ -180,6 +183,10 @@ struct sl_env_rule {
      * the stored one). Owned; wiped when freed. */
     char *value;
     size_t value_len;
+    /* The credential's `placeholder_env` (docs/reference/snapshot.md §3): the variable whose
+     * placeholder each sandbox gets instead of the value; NULL for an injected credential.
+     * Owned. */
+    char *placeholder_env;
     /* `"tls": "passthrough"`: then there are no methods and no credential. */
     bool passthrough;
 };
@@ -264,7 +271,8 @@ SL_MUST_CHECK int sl_env_spec_to_row(const struct sl_env_spec *spec, const struc
 /* ---- rendering ---------------------------------------------------------------------------- */
 
 /* The API form of §5.1 of one environment: secret values as SL_ENV_MASK, other values opened,
- * credentials as {"header", "has_value": true} only, cpus a number or null, memory text or
+ * credentials as {"header", "has_value": true} only (and their "placeholder_env"), "observe_until"
+ * RFC 3339 while the environment is in observe, else null, cpus a number or null, memory text or
  * null, egress null when the network is off, and "undecryptable": [names of variables and
  * hosts of credentials whose values do not open, each once] when there are any (a non-secret
  * variable that does not open shows "value": null). `owner_name` is the owner's user name, or
@@ -286,6 +294,12 @@ bool sl_env_repo_is_valid(const char *s, size_t n);
 /* True when `n` bytes at `s` are a shell identifier ([A-Za-z_][A-Za-z0-9_]*), the rule for
  * variable names (environments, and a sandbox command's `env`). */
 bool sl_env_name_is_valid(const char *s, size_t n);
+
+/* True when `n` bytes at `s` name a variable that sluice sets itself in every sandbox
+ * (docs/reference/containers.md §5.4: HTTP_PROXY and the other proxy variables, the CA bundle's,
+ * CI, SLUICE and every SLUICE_*, the git author's) or that a container cannot do without (PATH,
+ * HOME): never a placeholder's variable. */
+bool sl_env_name_is_reserved(const char *s, size_t n);
 
 /* Writes memory as API text ("512MiB", "2GiB"; a size that is not a whole number of MiB is
  * rounded down) into `buf` of `cap` >= 24 bytes. */

@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -61,6 +62,21 @@ static json_t *memory_json(int64_t bytes)
         return json_null();
     }
     sl_env_format_memory(bytes, text, sizeof(text));
+    return json_string(text);
+}
+
+/* Until when the environment is in observe (RFC 3339 UTC), or null when it is not now: an
+ * observe_until in the past is over even before the deadline's sweep clears it. */
+static json_t *observe_json(int64_t until)
+{
+    char text[32];
+    time_t t = (time_t)until;
+    struct tm tm;
+
+    if (until <= (int64_t)time(NULL) || gmtime_r(&t, &tm) == NULL
+        || strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        return json_null();
+    }
     return json_string(text);
 }
 
@@ -132,6 +148,12 @@ static int render_rule(json_t *stored, const struct sl_env_sealer *sealer, json_
     rc = set_new(rule, "credential",
                  json_pack("{s:s, s:b}", "header", json_string_value(json_object_get(c, "header")),
                            "has_value", true));
+    if (rc == 0 && json_object_get(c, "placeholder_env") != NULL) {
+        /* Returned only when set, as "tls": rules stored before the field read back as they
+         * were. */
+        rc = set_new(json_object_get(rule, "credential"), "placeholder_env",
+                     json_incref(json_object_get(c, "placeholder_env")));
+    }
     if (rc == 0 && sealer != NULL) {
         rc = sl__env_still_opens(sealer, json_string_value(json_object_get(c, "sealed")));
         rc = rc < 0 ? rc : rc == 1 ? 0 : note_once(undecryptable, host);
@@ -253,6 +275,9 @@ static int render(const struct sl_env_row *row, const char *owner_name,
     }
     if (rc == 0) {
         rc = set_new(obj, "updated_at", json_string(row->updated_at));
+    }
+    if (rc == 0) {
+        rc = set_new(obj, "observe_until", observe_json(row->observe_until));
     }
     if (rc == 0 && json_array_size(undecryptable) > 0) {
         rc = set_new(obj, "undecryptable", json_incref(undecryptable));

@@ -89,7 +89,10 @@ static bool stored_rule_ok(json_t *r)
     if (!stored_tls_ok(r)) {
         return false;
     }
-    return c == NULL || (is_string_member(c, "header") && is_string_member(c, "sealed"));
+    return c == NULL
+           || (is_string_member(c, "header") && is_string_member(c, "sealed")
+               && (json_object_get(c, "placeholder_env") == NULL
+                   || is_string_member(c, "placeholder_env")));
 }
 
 /* Parses a stored egress_json and checks its shape. Same results as load_stored(). */
@@ -371,9 +374,14 @@ static int seal_credential(struct sl__env_parse *p, const struct sl_env_spec *sp
     sl__env_path_pop(p, mark);
     if (rc == 0 && kept != NULL) {
         *total += strlen(kept);
-        if (json_object_set_new(entry, "credential",
-                                json_pack("{s:s, s:s}", "header", r->header, "sealed", kept))
-            != 0) {
+        json_t *c = json_pack("{s:s, s:s}", "header", r->header, "sealed", kept);
+
+        if (c != NULL && r->placeholder_env != NULL
+            && json_object_set_new(c, "placeholder_env", json_string(r->placeholder_env)) != 0) {
+            json_decref(c);
+            c = NULL;
+        }
+        if (json_object_set_new(entry, "credential", c) != 0) {
             rc = SL_ENOMEM;
         }
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <jansson.h>
 #include <sodium.h>
@@ -38,6 +39,8 @@ struct build {
     json_t *clients;
     /* The client ids taken so far (a set), owned. */
     json_t *ids;
+    /* The build's time (Unix seconds): environments in observe until later are compiled so. */
+    int64_t now;
 };
 
 void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r)
@@ -256,7 +259,9 @@ static bool stored_rule_ok(json_t *r)
     }
     return c == NULL
            || (json_is_string(json_object_get(c, "header"))
-               && json_is_string(json_object_get(c, "sealed")));
+               && json_is_string(json_object_get(c, "sealed"))
+               && (json_object_get(c, "placeholder_env") == NULL
+                   || json_is_string(json_object_get(c, "placeholder_env"))));
 }
 
 /* Parses a stored egress_json (NULL gives NULL) and checks its shape. Returns the document (a
@@ -337,10 +342,31 @@ static int compile_rule(struct build *b, const struct sl_env_row *row, json_t *s
                 json_pack("{s:O, s:o}", "header", json_object_get(c, "header"), "value", value));
         value = NULL; /* json_pack's "o" steals it, even on failure. */
         b->report->n_credentials++;
+        if (rc == 0 && json_object_get(c, "placeholder_env") != NULL) {
+            rc = set_new(json_object_get(rule, "credential"), "placeholder_env",
+                         json_incref(json_object_get(c, "placeholder_env")));
+        }
     }
     json_decref(value);
     b->report->n_rules++;
     return rc;
+}
+
+/* Puts the environment `env` in observe until `until` (learn mode, snapshot.md §3) and notes
+ * the deadline for the next build. */
+static int set_observe(struct build *b, json_t *env, int64_t until)
+{
+    char text[32];
+    time_t t = (time_t)until;
+    struct tm tm;
+
+    if (gmtime_r(&t, &tm) == NULL || strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
+        return SL_EINVAL;
+    }
+    if (b->report->next_observe_end == 0 || until < b->report->next_observe_end) {
+        b->report->next_observe_end = until;
+    }
+    return set_new(env, "observe_until", json_string(text));
 }
 
 /* Fills `env` (the environment's object in the document) from `row`. Returns 0, or a negative
@@ -355,7 +381,7 @@ static int fill_env(struct build *b, const struct sl_env_row *row, json_t *env)
     int rc;
 
     if (!row->network) {
-        return 0; /* Nothing leaves it but a client's runtime rules. */
+        return 0; /* Nothing leaves it but a client's runtime rules; observe neither. */
     }
     stored = load_egress(row->egress_json, &oom);
     SL_ENSURE(!oom, SL_ENOMEM);
@@ -368,6 +394,9 @@ static int fill_env(struct build *b, const struct sl_env_row *row, json_t *env)
         return add_drop(b, SL_SNAPSHOT_DROP_EGRESS, row->id, row->name, NULL, NULL);
     }
     rc = set_new(env, "default", json_incref(json_object_get(stored, "default")));
+    if (rc == 0 && row->observe_until > b->now) {
+        rc = set_observe(b, env, row->observe_until);
+    }
     json_array_foreach(json_object_get(stored, "rules"), i, r)
     {
         if (rc == 0) {
@@ -485,8 +514,10 @@ static int admit_client(struct build *b, json_t *entry, const char *env_id, cons
     } else if (json_object_get(b->envs, env) == NULL) {
         (void)snprintf(why, sizeof(why), "environment: its environment is left out");
     } else {
-        doc = json_pack("{s:i, s:{s:{s:s}}, s:[O]}", "version", 1, "environments", env, "default",
-                        "deny", "clients", entry);
+        /* With its environment as compiled: its placeholders name that environment's
+         * credentials. */
+        doc = json_pack("{s:i, s:{s:O}, s:[O]}", "version", 1, "environments", env,
+                        json_object_get(b->envs, env), "clients", entry);
         rc = doc != NULL ? check_alone(doc, "$.clients[0]", why, sizeof(why)) : SL_ENOMEM;
         json_decref(doc);
     }
@@ -647,6 +678,49 @@ static json_t *git_json(const struct sl_snapshot_build_git *g)
     return git;
 }
 
+/* Does a credential of `rules` (a compiled rule array) name `env` as its placeholder_env? */
+static bool names_placeholder(json_t *rules, const char *env)
+{
+    size_t i;
+    json_t *r;
+
+    json_array_foreach(rules, i, r)
+    {
+        const char *named = json_string_value(
+                json_object_get(json_object_get(r, "credential"), "placeholder_env"));
+
+        if (named != NULL && strcmp(named, env) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The client's `placeholders`: those its environment (`env`, as compiled) still names. */
+static int compile_placeholders(const struct sl_snapshot_build_client *c, json_t *env,
+                                json_t *entry)
+{
+    json_t *obj = NULL;
+    int rc = 0;
+
+    for (size_t i = 0; rc == 0 && i < c->n_placeholders; i++) {
+        const struct sl_snapshot_build_placeholder *ph = &c->placeholders[i];
+
+        if (ph->env == NULL || ph->value == NULL
+            || !names_placeholder(json_object_get(env, "rules"), ph->env)) {
+            continue;
+        }
+        if (obj == NULL) {
+            obj = json_object();
+            rc = set_new(entry, "placeholders", obj);
+        }
+        if (rc == 0) {
+            rc = set_new(obj, ph->env, json_string(ph->value));
+        }
+    }
+    return rc;
+}
+
 static int compile_extra_client(struct build *b, const struct sl_snapshot_build_client *c)
 {
     struct sl_snapshot_build_report before = *b->report;
@@ -691,6 +765,9 @@ static int compile_extra_client(struct build *b, const struct sl_snapshot_build_
     if (rc == 0 && c->git != NULL) {
         rc = set_new(entry, "git", git_json(c->git));
         b->report->n_credentials++;
+    }
+    if (rc == 0) {
+        rc = compile_placeholders(c, env_row, entry);
     }
     if (rc < 0) {
         json_decref(entry);
@@ -849,6 +926,7 @@ int sl_control_snapshot_build_with_clients(struct sl_store *st, const struct sl_
     sl_buf_reset(out);
     sl_snapshot_build_report_finish(b.report);
     SL_ENSURE(version >= 1, SL_EINVAL);
+    b.now = (int64_t)time(NULL);
     sl_buf_init(&b.plain, PLAIN_MAX);
     rc = sl_store_env_list_all(st, &envs, &n_envs);
     if (rc == 0) {

@@ -12,8 +12,10 @@
  *     denial hints therefore show environment ids; the control plane maps them back to names.
  *   - an environment's `default` and rules from its stored egress_json (control/env/environment.h):
  *     host and methods as stored (already in normal form), and the credential's {header,
- *     value} with the value opened with the secrets key. An environment with the network off
- *     becomes {"default":"deny","rules":[]}: nothing leaves it except a client's runtime rules.
+ *     value, placeholder_env} with the value opened with the secrets key; its `observe_until`
+ *     while that is in the future (learn mode). An environment with the network off
+ *     becomes {"default":"deny","rules":[]}: nothing leaves it except a client's runtime rules,
+ *     and it is never in observe.
  *   - every static client (docs/reference/api.md §5.1b) with its id, environment, ip, cidr and
  * opened token.
  *   - the caller's extra clients (struct sl_snapshot_build_client). This is where sandbox
@@ -105,6 +107,14 @@ struct sl_snapshot_build_git {
     size_t n_protected;
 };
 
+/* A placeholder of an extra client (docs/reference/snapshot.md §3 `placeholders`). Borrowed. */
+struct sl_snapshot_build_placeholder {
+    /* The variable, the placeholder_env of a credential of the client's environment. */
+    const char *env;
+    /* The placeholder (policy/placeholder.h shape). */
+    const char *value;
+};
+
 /* An extra client entry supplied by the caller (the sandbox code). Every pointer is borrowed
  * for the duration of the call. */
 struct sl_snapshot_build_client {
@@ -123,6 +133,11 @@ struct sl_snapshot_build_client {
     size_t n_rules;
     /* Its git access; NULL for none. */
     const struct sl_snapshot_build_git *git;
+    /* Its placeholders. Only those whose variable is the placeholder_env of a credential its
+     * environment compiles to go in (the environment may have changed since the sandbox got
+     * them, or a credential may not open): the others stand for nothing now. */
+    const struct sl_snapshot_build_placeholder *placeholders;
+    size_t n_placeholders;
     /* Why the client has no git access although it should (its repository's record is
      * damaged): reported as SL_SNAPSHOT_DROP_GIT. NULL when nothing is wrong. */
     const char *problem;
@@ -178,6 +193,9 @@ struct sl_snapshot_build_report {
      * 443 and 80). The host's firewall redirects these to the proxy's transparent listener
      * (docs/reference/containers.md §5.4). */
     uint8_t named_ports[SL_SNAPSHOT_PORT_SET_BYTES];
+    /* The earliest `observe_until` after the build's time among the environments compiled
+     * (Unix seconds), 0 when none is in observe: the control plane builds again then. */
+    int64_t next_observe_end;
     /* `n_drops` things left out, in document order. Owned; NULL when none. */
     struct sl_snapshot_drop *drops;
     size_t n_drops;

@@ -51,6 +51,7 @@ void sl_sandbox_spec_free(struct sl_sandbox_spec *spec)
     sl_free(spec->image);
     sl__sandbox_free_strv(spec->env, spec->n_env, true);
     sl__sandbox_free_strv(spec->secrets, spec->n_secrets, true);
+    sl__sandbox_free_strv(spec->placeholder_envs, spec->n_placeholder_envs, false);
     sl_free(spec);
 }
 
@@ -115,6 +116,8 @@ void sl__sandbox_unref(struct sl__sandbox *s)
     sl_free(s->env_name);
     sl_free(s->container);
     sl__sandbox_free_strv(s->secrets, s->n_secrets, true);
+    sl__sandbox_free_strv(s->ph_env, s->n_placeholders, false);
+    sl__sandbox_free_strv(s->ph_value, s->n_placeholders, false);
     sl_sandbox_spec_free(s->spec);
     sl_free(s);
 }
@@ -574,6 +577,8 @@ struct entry {
 
 struct clients_mem {
     struct sl_snapshot_build_client *items;
+    /* Every entry's placeholders, one array. */
+    struct sl_snapshot_build_placeholder *placeholders;
     /* `n_entries` of them, one per sandbox copied (items may be fewer after a refresh). */
     struct entry *entries;
     size_t n_entries;
@@ -603,6 +608,8 @@ int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_client
     const struct sl_gitplat_remote *remote = sl__sandbox_remote(sb);
     struct clients_mem *m;
     size_t n = 0;
+    size_t n_ph = 0;
+    size_t at_ph = 0;
     bool ok = true;
 
     memset(out, 0, sizeof(*out));
@@ -610,6 +617,7 @@ int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_client
     out->git = sb->cfg.git;
     for (const struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
         n += s->state != SL__SANDBOX_GONE;
+        n_ph += s->state != SL__SANDBOX_GONE ? s->n_placeholders : 0;
     }
     if (n == 0) {
         return 0;
@@ -620,9 +628,11 @@ int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_client
     }
     m->items = sl_calloc(n, sizeof(*m->items));
     m->entries = sl_calloc(n, sizeof(*m->entries));
-    m->strs = sl_calloc(n * STRS_PER_ENTRY + 2, sizeof(char *));
+    m->strs = sl_calloc(n * STRS_PER_ENTRY + 2 * n_ph + 2, sizeof(char *));
+    m->placeholders = n_ph > 0 ? sl_calloc(n_ph, sizeof(*m->placeholders)) : NULL;
     out->_mem = m;
-    if (m->items == NULL || m->entries == NULL || m->strs == NULL) {
+    if (m->items == NULL || m->entries == NULL || m->strs == NULL
+        || (n_ph > 0 && m->placeholders == NULL)) {
         sl_sandbox_clients_free(out);
         return SL_ENOMEM;
     }
@@ -655,6 +665,12 @@ int sl_sandboxes_clients(const struct sl_sandboxes *sb, struct sl_sandbox_client
         e->role = s->role;
         e->header = keep(m, s->cred.header, &ok);
         e->value = keep(m, s->cred.value, &ok);
+        c->placeholders = s->n_placeholders > 0 ? &m->placeholders[at_ph] : NULL;
+        c->n_placeholders = s->n_placeholders;
+        for (size_t i = 0; i < s->n_placeholders; i++, at_ph++) {
+            m->placeholders[at_ph].env = keep(m, s->ph_env[i], &ok);
+            m->placeholders[at_ph].value = keep(m, s->ph_value[i], &ok);
+        }
         out->n++;
     }
     out->items = m->items;
@@ -751,6 +767,7 @@ void sl_sandbox_clients_free(struct sl_sandbox_clients *c)
         sl__sandbox_free_strv(m->strs, m->n_strs, true);
         sl_free(m->items);
         sl_free(m->entries);
+        sl_free(m->placeholders);
         sl_free(m);
     }
     memset(c, 0, sizeof(*c));

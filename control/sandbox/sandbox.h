@@ -160,6 +160,11 @@ struct sl_sandbox_spec {
      * credential values. */
     char **secrets;
     size_t n_secrets;
+    /* The variables of the environment's placeholder credentials (their `placeholder_env`,
+     * docs/reference/snapshot.md §3): the sandbox gets a random placeholder in each, never the
+     * value, and its snapshot entry the placeholders. */
+    char **placeholder_envs;
+    size_t n_placeholder_envs;
     /* Started by a job (control/jobs/jobs): not counted against, nor refused by, the per-account
      * limit of SL_SANDBOX_MAX_OPEN_PER_REPO; the job pool's concurrency bounds them. */
     bool job;

@@ -92,6 +92,12 @@ struct sl__sandbox {
     bool job;
     char **secrets;
     size_t n_secrets;
+    /* Its placeholders: `n_placeholders` variables and the placeholder in each (policy/
+     * placeholder.h), made at the open, in the container's environment and in its snapshot
+     * entry. */
+    char **ph_env;
+    char **ph_value;
+    size_t n_placeholders;
     /* The create in progress: its spec and its answer. */
     struct sl_sandbox_spec *spec;
     sl_sandbox_reply_fn *reply;

@@ -16,6 +16,7 @@
 #include "base/mem.h"
 #include "control/sandbox/sandbox.h"
 #include "control/sandbox/sandbox_int.h"
+#include "policy/placeholder.h"
 
 #define ID_BYTES    8
 #define TOKEN_BYTES 32
@@ -228,6 +229,44 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     sl__sandbox_unref(s);
 }
 
+/* Is the variable `kv` (`NAME=value`, `eq` its '=') one the sandbox gets a placeholder in? The
+ * placeholder wins: an inherited variable of that name may hold the very secret. */
+static bool is_placeholder_env(const struct sl__sandbox *s, const char *kv, const char *eq)
+{
+    for (size_t i = 0; eq != NULL && i < s->n_placeholders; i++) {
+        if ((size_t)(eq - kv) == strlen(s->ph_env[i])
+            && strncmp(kv, s->ph_env[i], (size_t)(eq - kv)) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Gives `s` a new random placeholder in each variable of the environment's placeholder
+ * credentials (policy/placeholder.h): different per sandbox and per variable. Returns 0 or
+ * SL_ENOMEM. */
+static int make_placeholders(struct sl__sandbox *s, const struct sl_sandbox_spec *spec)
+{
+    uint8_t raw[SL_PLACEHOLDER_RAW_BYTES];
+    char text[SL_PLACEHOLDER_LEN + 1];
+
+    if (spec->n_placeholder_envs == 0) {
+        return 0;
+    }
+    s->ph_env = sl_calloc(spec->n_placeholder_envs, sizeof(char *));
+    s->ph_value = sl_calloc(spec->n_placeholder_envs, sizeof(char *));
+    SL_ENSURE(s->ph_env != NULL && s->ph_value != NULL, SL_ENOMEM);
+    for (size_t i = 0; i < spec->n_placeholder_envs; i++) {
+        randombytes_buf(raw, sizeof(raw));
+        sl_placeholder_format(raw, text);
+        s->ph_env[i] = sl_strdup(spec->placeholder_envs[i]);
+        s->ph_value[i] = sl_strdup(text);
+        s->n_placeholders++;
+        SL_ENSURE(s->ph_env[i] != NULL && s->ph_value[i] != NULL, SL_ENOMEM);
+    }
+    return 0;
+}
+
 /* The container's environment (docs/reference/containers.md §5.4); strings in `store`. */
 static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *offsets, size_t cap,
                          size_t *n)
@@ -273,7 +312,7 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
     } while (0)
     for (size_t i = 0; i < spec->n_env; i++) {
         const char *eq = strchr(spec->env[i], '=');
-        bool skip = false;
+        bool skip = is_placeholder_env(s, spec->env[i], eq);
 
         for (size_t k = 0; eq != NULL && k < SL_ARRAY_LEN(reserved); k++) {
             if ((size_t)(eq - spec->env[i]) == strlen(reserved[k])
@@ -289,6 +328,9 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
             continue;
         }
         PUT("%s", spec->env[i]);
+    }
+    for (size_t i = 0; i < s->n_placeholders; i++) {
+        PUT("%s=%s", s->ph_env[i], s->ph_value[i]);
     }
     for (size_t k = 0; k < SL_ARRAY_LEN(proxy_vars); k++) {
         PUT("%s=http://%s:%s@%s:%u", proxy_vars[k], s->id, s->token, sb->gateway,
@@ -321,7 +363,9 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
 static void launch(struct sl__sandbox *s)
 {
     enum {
-        ENV_MAX = 160
+        /* Two environments' variables (the chosen one's and the default's), the placeholders
+         * and what sluice sets. */
+        ENV_MAX = 360
     };
     struct sl_sandboxes *sb = s->sb;
     struct sl_buf store;
@@ -490,6 +534,12 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
             sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
             return;
         }
+    }
+    if (make_placeholders(s, spec) < 0) {
+        s->reply = NULL;
+        sl__sandbox_unref(s);
+        sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
+        return;
     }
     s->next = sb->list;
     sb->list = s;

@@ -66,6 +66,9 @@ struct sl_env_row {
     /* Repository paths, `n_repos` of them. Owned (array and strings). */
     char **repos;
     size_t n_repos;
+    /* In observe (learn mode) until this time, in Unix seconds; -1 (or 0) when not. Read from
+     * the store; written only by sl_store_env_set_observe(), never by an insert or replace. */
+    int64_t observe_until;
     char created_at[32];
     char updated_at[32];
 };

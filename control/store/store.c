@@ -169,6 +169,10 @@ static const char *const migrations[SL_STORE_SCHEMA_VERSION] = {
     "  updated_at TEXT NOT NULL,"
     "  PRIMARY KEY (repo, user_id));"
     "CREATE INDEX repo_members_user ON repo_members (user_id);",
+    /* 3 -> 4: learn mode (docs/reference/api.md §5.1 observe): until when an environment lets
+     * out, and records, what its policy would refuse. NULL: not in observe. */
+    "ALTER TABLE environments ADD COLUMN observe_until INTEGER"
+    "  CHECK (observe_until IS NULL OR observe_until > 0);",
 };
 
 /* The SQL of the cached statements (enum sl__store_stmt in store_int.h). */
@@ -226,6 +230,12 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
                             "WHERE is_default = 1",
     [SL__STMT_ENV_PROMOTE] =
             "UPDATE environments SET is_default = 1, updated_at = ?2 WHERE id = ?1",
+    [SL__STMT_ENV_OBSERVE_SET] = "UPDATE environments SET observe_until = ?2 WHERE id = ?1",
+    [SL__STMT_ENV_OBSERVE_DUE] = "SELECT " SL__STORE_ENV_COLS " FROM environments e "
+                                 "WHERE e.observe_until IS NOT NULL AND e.observe_until <= ?1 "
+                                 "ORDER BY e.observe_until, e.id",
+    [SL__STMT_ENV_OBSERVE_END] = "UPDATE environments SET observe_until = NULL "
+                                 "WHERE observe_until IS NOT NULL AND observe_until <= ?1",
     [SL__STMT_REPO_INSERT] = "INSERT INTO env_repos (env_id, scope, owner_key, repo) "
                              "VALUES (?1, ?2, ?3, ?4)",
     [SL__STMT_REPO_DELETE] = "DELETE FROM env_repos WHERE env_id = ?1",
@@ -859,6 +869,7 @@ static const struct sl__store_col env_cols[] = {
     SL__STORE_COL(DUP, struct sl_env_row, egress_json),
     SL__STORE_COL(TEXT, struct sl_env_row, created_at),
     SL__STORE_COL(TEXT, struct sl_env_row, updated_at),
+    SL__STORE_COL(OPTIONAL, struct sl_env_row, observe_until),
 };
 
 /* Reads the repositories of `r->id` into `r` (a second query: the row is read already). */

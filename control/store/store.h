@@ -47,7 +47,7 @@
 #include "control/store/model.h"
 
 /* The schema version this build creates and understands. */
-#define SL_STORE_SCHEMA_VERSION 3
+#define SL_STORE_SCHEMA_VERSION 4
 
 struct sl_store; /* opaque */
 
@@ -301,6 +301,18 @@ SL_MUST_CHECK int sl_store_env_set_default(struct sl_store *st, const char *id,
 
 /* Fills `*out` with the global default environment. SL_ENOTFOUND when there is none. */
 SL_MUST_CHECK int sl_store_env_get_default(struct sl_store *st, struct sl_env_row *out);
+
+/* Puts the environment `id` in observe until `until` (Unix seconds; docs/reference/api.md §5.1,
+ * learn mode), or ends it (`until` <= 0). Only this changes `observe_until`, and it leaves
+ * `updated_at` alone (the environment's policy is not changed). SL_ENOTFOUND when there is no
+ * such environment. */
+SL_MUST_CHECK int sl_store_env_set_observe(struct sl_store *st, const char *id, int64_t until);
+
+/* Ends every observe whose deadline is `now` (Unix seconds) or earlier, in one transaction:
+ * `*out` is a new array of the `*n` environments it ended, as they were (their
+ * `observe_until` set), for the log; free it with sl_store_free_envs(). */
+SL_MUST_CHECK int sl_store_env_end_observes(struct sl_store *st, int64_t now,
+                                            struct sl_env_row **out, size_t *n);
 
 /* ---- static clients ---- */
 

@@ -485,3 +485,57 @@ int sl_store_env_set_default(struct sl_store *st, const char *id,
     sl__store_lock(st);
     return sl__store_release(st, env_set_default(st, id, conflict_out));
 }
+
+/* ---- observe ---- */
+
+static int set_observe(struct sl_store *st, const char *id, int64_t until)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+
+    SL_TRY(sl__store_stmt(st, SL__STMT_ENV_OBSERVE_SET, &s));
+    sl__store_bind_text(s, 1, id, &acc);
+    sl__store_bind_optional(s, 2, until > 0 ? until : -1, &acc);
+    SL_TRY(sl__store_exec(st, s, acc, "env-observe"));
+    return sqlite3_changes(st->db) > 0 ? 0 : SL_ENOTFOUND;
+}
+
+int sl_store_env_set_observe(struct sl_store *st, const char *id, int64_t until)
+{
+    SL_ENSURE(id != NULL, SL_EINVAL);
+    SL_TRY(sl__store_change_begin(st));
+    return sl__store_change_end(st, set_observe(st, id, until));
+}
+
+static int end_observes(struct sl_store *st, int64_t now, struct sl_env_row **out, size_t *n)
+{
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+
+    SL_TRY(sl__store_stmt(st, SL__STMT_ENV_OBSERVE_DUE, &s));
+    sl__store_bind_int64(s, 1, now, &acc);
+    SL_TRY(sl__store_list(st, s, acc, &sl__store_env_rows, "env-observe-due", out, n));
+    if (*n == 0) {
+        return 0;
+    }
+    SL_TRY(sl__store_stmt(st, SL__STMT_ENV_OBSERVE_END, &s));
+    acc = SQLITE_OK;
+    sl__store_bind_int64(s, 1, now, &acc);
+    return sl__store_exec(st, s, acc, "env-observe-end");
+}
+
+int sl_store_env_end_observes(struct sl_store *st, int64_t now, struct sl_env_row **out, size_t *n)
+{
+    int rc;
+
+    *out = NULL;
+    *n = 0;
+    SL_TRY(sl__store_change_begin(st));
+    rc = sl__store_change_end(st, end_observes(st, now, out, n));
+    if (rc != 0) {
+        sl_store_free_envs(*out, *n);
+        *out = NULL;
+        *n = 0;
+    }
+    return rc;
+}

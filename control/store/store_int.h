@@ -66,6 +66,9 @@ enum sl__store_stmt {
     SL__STMT_ENV_NAME_HOLDER,
     SL__STMT_ENV_DEMOTE,
     SL__STMT_ENV_PROMOTE,
+    SL__STMT_ENV_OBSERVE_SET,
+    SL__STMT_ENV_OBSERVE_DUE,
+    SL__STMT_ENV_OBSERVE_END,
     SL__STMT_REPO_INSERT,
     SL__STMT_REPO_DELETE,
     SL__STMT_REPO_LIST,
@@ -113,7 +116,7 @@ enum sl__store_stmt {
 #define SL__STORE_ENV_COLS                                                               \
     "e.id, e.name, e.description, e.scope, e.owner_key, e.is_default, e.base_image, "    \
     "e.cpus_centi, e.memory_bytes, e.network, e.env_json, e.egress_json, e.created_at, " \
-    "e.updated_at"
+    "e.updated_at, e.observe_until"
 #define SL__STORE_JOB_COLS                                                                   \
     "id, owner_id, schedule_id, repo, ref, command, env_key, timeout_ms, status, env_json, " \
     "sandbox_id, result_json, error, created_at, started_at, finished_at"

@@ -160,11 +160,11 @@ static void env_list(struct sl__api_call *c)
     sl__api_set_json(c->res, 200, json_pack("{s:o}", "environments", arr));
 }
 
-/* Parses the body and builds the row for a POST (prev NULL) or PUT. Returns true with `row`
- * filled and `*warnings` the request's warnings (a new JSON array, or NULL when there are none),
- * or false with the answer set. */
-static bool build_row(struct sl__api_call *c, const struct sl_env_row *prev, struct sl_env_row *row,
-                      json_t **warnings)
+/* Parses the body (or takes `doc`, borrowed, when not NULL) and builds the row for a POST (prev
+ * NULL) or PUT. Returns true with `row` filled and `*warnings` the request's warnings (a new JSON
+ * array, or NULL when there are none), or false with the answer set. */
+static bool build_row(struct sl__api_call *c, const struct sl_env_row *prev, json_t *doc,
+                      struct sl_env_row *row, json_t **warnings)
 {
     struct sl_env_spec spec;
     struct sl_env_errors errs;
@@ -173,7 +173,8 @@ static bool build_row(struct sl__api_call *c, const struct sl_env_row *prev, str
     *warnings = NULL;
     memset(&spec, 0, sizeof(spec));
     memset(&errs, 0, sizeof(errs));
-    rc = sl_env_spec_parse(c->req->body.p, c->req->body.n, &spec, &errs);
+    rc = doc != NULL ? sl_env_spec_from_json(doc, &spec, &errs)
+                     : sl_env_spec_parse(c->req->body.p, c->req->body.n, &spec, &errs);
     if (rc == 0 && spec.n_warnings > 0) {
         rc = sl_env_warnings_render(spec.warnings, spec.n_warnings, warnings);
     }
@@ -206,8 +207,7 @@ static bool build_row(struct sl__api_call *c, const struct sl_env_row *prev, str
     return true;
 }
 
-/* POST (`prev` NULL) or PUT (replacing `prev`) of an environment. */
-static void env_write(struct sl__api_call *c, const struct sl_env_row *prev)
+void sl__api_env_write(struct sl__api_call *c, const struct sl_env_row *prev, json_t *doc)
 {
     struct sl_env_row row;
     struct sl_store_conflict_info ci;
@@ -216,7 +216,7 @@ static void env_write(struct sl__api_call *c, const struct sl_env_row *prev)
 
     memset(&row, 0, sizeof(row));
     memset(&ci, 0, sizeof(ci));
-    if (!build_row(c, prev, &row, &warnings)) {
+    if (!build_row(c, prev, doc, &row, &warnings)) {
         return;
     }
     if (prev != NULL) {
@@ -240,7 +240,7 @@ static void env_write(struct sl__api_call *c, const struct sl_env_row *prev)
 
 static void env_create(struct sl__api_call *c)
 {
-    env_write(c, NULL);
+    sl__api_env_write(c, NULL, NULL);
 }
 
 static void env_delete(struct sl__api_call *c, const struct sl_env_row *r)
@@ -306,7 +306,7 @@ void sl__api_route_envs(struct sl__api_call *c, const char *tail)
     if (!sl__api_route_collection(c, tail, NULL, env_list, env_create, seg, &rest)) {
         return;
     }
-    if (rest != NULL && strcmp(rest, "set-default") != 0) {
+    if (rest != NULL && strcmp(rest, "set-default") != 0 && !sl__api_is_learn_route(rest)) {
         sl__api_set_error(c->res, 404, "no such resource");
         return;
     }
@@ -318,6 +318,8 @@ void sl__api_route_envs(struct sl__api_call *c, const char *tail)
     if (rest == NULL && r.scope == SL_SCOPE_GLOBAL && !c->user.is_admin
         && (strcmp(m, "PUT") == 0 || strcmp(m, "DELETE") == 0)) {
         sl__api_set_error(c->res, 403, "only admins may change or delete global environments");
+    } else if (rest != NULL && sl__api_is_learn_route(rest)) {
+        sl__api_route_learn(c, &r, rest);
     } else if (rest != NULL) {
         if (strcmp(m, "POST") == 0) {
             env_set_default(c, &r);
@@ -327,7 +329,7 @@ void sl__api_route_envs(struct sl__api_call *c, const char *tail)
     } else if (strcmp(m, "GET") == 0) {
         set_env(c, 200, &r);
     } else if (strcmp(m, "PUT") == 0) {
-        env_write(c, &r);
+        sl__api_env_write(c, &r, NULL);
     } else if (strcmp(m, "DELETE") == 0) {
         env_delete(c, &r);
     } else {

@@ -7,6 +7,7 @@
  *   api.c            results, small parsers, authentication (scopes, expiry, disabled users),
  *                    the content type of writes, the MCP and jobs routes, the job;
  *   api_envs.c       environments (§5.1) and static clients (§5.1b);
+ *   api_learn.c      learn mode of an environment (§5.1): observe, suggestions, applying them;
  *   api_sandboxes.c  resolution (§5.2) and sandboxes (§5.3);
  *   api_audit.c      the audit tail and the admins' list of sandboxes;
  *   api_users.c      users and API tokens (§5.8);
@@ -202,6 +203,10 @@ SL_MUST_CHECK int sl__api_find_visible(struct sl__api_call *c, const char *key,
  * global. */
 const char *sl__api_owner_name(const struct sl__api_call *c, const struct sl_env_row *r);
 
+/* A POST (`prev` NULL) or PUT (replacing `prev`) of an environment with the request's body, or
+ * with `doc` (borrowed) when it is not NULL: validated, sealed, stored and answered. */
+void sl__api_env_write(struct sl__api_call *c, const struct sl_env_row *prev, json_t *doc);
+
 /* /api/v1/environments`tail` and /api/v1/clients`tail`. */
 void sl__api_route_envs(struct sl__api_call *c, const char *tail);
 void sl__api_route_clients(struct sl__api_call *c, const char *tail);
@@ -217,6 +222,16 @@ bool sl__api_sandboxes_enabled(struct sl__api_call *c);
 /* /api/v1/repos/{repo}/sandboxes`rest` (`rest` is "" or "/{id}/{action}"; `repo` is a valid
  * owner/name). */
 void sl__api_route_sandboxes(struct sl__api_call *c, const char *repo, const char *rest);
+
+/* ---- api_learn.c ---- */
+
+/* Is `rest` (what follows /api/v1/environments/{id}/) a route of learn mode: "observe",
+ * "suggestions" or "suggestions/apply"? */
+bool sl__api_is_learn_route(const char *rest);
+
+/* The learn-mode route `rest` of the environment `r` (docs/reference/api.md §5.1): POST and DELETE
+ * .../observe, GET .../suggestions, POST .../suggestions/apply. */
+void sl__api_route_learn(struct sl__api_call *c, const struct sl_env_row *r, const char *rest);
 
 /* ---- api_audit.c ---- */
 

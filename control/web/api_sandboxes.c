@@ -167,7 +167,8 @@ static int push_str(char ***v, size_t *n, char *s)
 }
 
 /* The variables (opened; values that do not open are dropped with a warning, docs/reference/api.md
- * §5.1) and the secrets to redact (secret variables and the chosen environment's credentials). */
+ * §5.1), the secrets to redact (secret variables and the chosen environment's credentials) and
+ * the variables of its placeholder credentials. */
 static int fill_values(struct sl__api_call *c, const struct sl_resolve_result *r,
                        struct sl_sandbox_spec *spec)
 {
@@ -209,6 +210,8 @@ static int fill_values(struct sl__api_call *c, const struct sl_resolve_result *r
     json_array_foreach(json_object_get(egress, "rules"), i, rule)
     {
         const json_t *sealed = json_object_get(json_object_get(rule, "credential"), "sealed");
+        const char *env = json_string_value(
+                json_object_get(json_object_get(rule, "credential"), "placeholder_env"));
         char *value;
 
         if (rc < 0 || !json_is_string(sealed)) {
@@ -217,6 +220,10 @@ static int fill_values(struct sl__api_call *c, const struct sl_resolve_result *r
         value = open_string(c, json_string_value(sealed));
         if (value != NULL) {
             rc = push_str(&spec->secrets, &spec->n_secrets, value);
+        }
+        /* The sandbox gets a placeholder in this variable, never the value (snapshot.md §3). */
+        if (rc == 0 && env != NULL) {
+            rc = push_str(&spec->placeholder_envs, &spec->n_placeholder_envs, sl_strdup(env));
         }
     }
     json_decref(egress);

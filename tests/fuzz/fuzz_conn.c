@@ -23,6 +23,8 @@
  *   allowed.test (80, 443) and allowed.test:8080  methods GET HEAD POST PUT
  *   api.allowed.test (80, 443)                     credential Authorization: Bearer CRED
  *   pass.allowed.test (443)                        "tls": "passthrough" (relayed uninspected)
+ *   ph.allowed.test (80, 443)                      a placeholder credential: the client's
+ *                                                  placeholder PLACEHOLDER stands for CRED PH
  *   denied.test                                    no rule (pinned to the origin all the same)
  *   git: allowed.test (443), repository acme/site, access write, credential Basic CRED...: its
  *   own paths get the credential over TLS only and a push is held (proxy/conn_git.c) until
@@ -52,6 +54,9 @@
  * 80) with an allowed method, an origin-form target, HTTP/1.1, no hop-by-hop header (Connection and
  *     Upgrade only as the websocket pair), at most one of Content-Length and
  *     Transfer-Encoding: so nothing reaches it for a denied, ambiguous or malformed request;
+ *   - the client's placeholder never reaches the origin in a request head (any header, Basic
+ *     decoded, or the target): it may only go to ph.allowed.test, over TLS, which fuzz bytes
+ *     cannot complete;
  *   - the credential never reaches the origin (it is only ever decided under TLS, which fuzz
  *     bytes cannot complete) and never reaches the client, unless one of them sent it;
  *   - a refusal of the proxy's own has an error status, exactly one X-Sluice-Reason with a
@@ -90,6 +95,7 @@
 #include "certs/mint.h"
 #include "http/h1.h"
 #include "policy/decision.h"
+#include "policy/placeholder.h"
 #include "policy/snapshot.h"
 #include "proxy/addr.h"
 #include "proxy/conn.h"
@@ -112,7 +118,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define SEP_PIECE   "\n~~~\n"
 #define SEP_ORIGIN  "\n=====ORIGIN=====\n"
 /* Not a valid host name (the proxy lowercases those in its refusals): compared without case. */
-#define CRED        "FUZZ_C0NN_S3CRET"
+#define CRED "FUZZ_C0NN_S3CRET"
+/* The client's placeholder for ph.allowed.test's credential (policy/placeholder.h). */
+#define PLACEHOLDER "sluice-ph-fuzzfuzzfuzzfuzzfuzzfuzzfuzzfuzzfuzzfuzz"
 #define ORIGIN_PORT 8080
 
 #define F_CLIENT_SHUT 1
@@ -129,24 +137,33 @@ static const char policy[] =
         "{\"host\": \"allowed.test:8080\", \"methods\": [\"GET\", \"HEAD\", \"POST\", \"PUT\"]},"
         "{\"host\": \"api.allowed.test\", \"credential\": {\"header\": \"Authorization\", "
         "\"value\": \"Bearer " CRED "\"}},"
-        "{\"host\": \"pass.allowed.test\", \"tls\": \"passthrough\"}"
+        "{\"host\": \"pass.allowed.test\", \"tls\": \"passthrough\"},"
+        "{\"host\": \"ph.allowed.test\", \"credential\": {\"header\": \"Authorization\", "
+        "\"value\": \"" CRED "PH\", \"placeholder_env\": \"FUZZ_KEY\"}}"
         "]}}, \"clients\": [{\"id\": \"fuzz\", \"cidr\": \"127.0.0.0/8\", \"environment\": "
-        "\"e\", \"git\": {\"host\": \"allowed.test\", \"repo\": \"acme/site\", \"access\": "
+        "\"e\", \"placeholders\": {\"FUZZ_KEY\": \"" PLACEHOLDER
+        "\"}, \"git\": {\"host\": \"allowed.test\", \"repo\": \"acme/site\", \"access\": "
         "\"write\", \"credential\": {\"header\": \"Authorization\", \"value\": \"Basic " CRED
         "GIT\"}, \"default_branch\": \"main\", \"protected_branches\": [\"release/*\"]}}]}";
 
 /* The snapshot a revoking reload installs: allowed.test is no longer allowed. */
 static const char revoked[] =
         "{\"version\": 2, \"environments\": {\"e\": {\"default\": \"deny\", \"rules\": ["
-        "{\"host\": \"api.allowed.test\"}"
+        "{\"host\": \"api.allowed.test\"},"
+        "{\"host\": \"ph.allowed.test\", \"credential\": {\"header\": \"Authorization\", "
+        "\"value\": \"" CRED "PH\", \"placeholder_env\": \"FUZZ_KEY\"}}"
         "]}}, \"clients\": [{\"id\": \"fuzz\", \"cidr\": \"127.0.0.0/8\", \"environment\": "
-        "\"e\"}]}";
+        "\"e\", \"placeholders\": {\"FUZZ_KEY\": \"" PLACEHOLDER "\"}}]}";
 
 static const char *const pinned[] = { "allowed.test:8080",     "allowed.test:80",
                                       "allowed.test:443",      "api.allowed.test:80",
                                       "api.allowed.test:443",  "denied.test:8080",
                                       "denied.test:80",        "denied.test:443",
                                       "pass.allowed.test:443", "pass.allowed.test:80" };
+
+/* The placeholder as the policy compiles it, for the origin's check (only `value` is read). */
+static const struct sl_placeholder fuzz_ph = { "FUZZ_KEY", PLACEHOLDER, "ph.allowed.test",
+                                               "Authorization", CRED "PH" };
 
 /* The Host an origin request may carry on each port, as the policy allows it: allowed.test
  * with the four methods of its rules; api.allowed.test and pass.allowed.test (plain HTTP in a
@@ -421,6 +438,11 @@ static void check_origin_head(const struct origin_conn *o, const struct sl_h1_he
     }
     /* Only a name the policy allows on the port it came in on. */
     SL_BUG_ON(want == NULL);
+    /* The client's placeholder is refused anywhere in a head (its one rule is TLS only). */
+    SL_BUG_ON(strstr(h->target, PLACEHOLDER) != NULL);
+    for (size_t i = 0; i < h->n_headers; i++) {
+        SL_BUG_ON(sl_placeholder_scan(&fuzz_ph, 1, h->headers[i].value, NULL) != NULL);
+    }
     for (size_t i = 0; i < SL_ARRAY_LEN(methods); i++) {
         method_ok = method_ok || strcmp(h->method, methods[i]) == 0;
     }

@@ -14,8 +14,11 @@
 #     sbx_control_start ARGS   sluice control (SBX_CPORT, SBX_CONTROL_PID, SBX_CONTROL_LOG)
 #     sbx_wait_ready           GET /api/v1/status until sandboxes.ready (≤ 30 s), else bail
 #     sbx_proxy_start          sluice proxy on SBX_GW:SBX_PPORT (SBX_PROXY_PID, SBX_PROXY_LOG,
-#                              SBX_AUDIT), same admin socket SBX_SOCK every time; the array
-#                              SBX_PROXY_EXTRA, when a test sets it, is added to its arguments
+#                              SBX_AUDIT), same admin socket SBX_SOCK every time; it resolves
+#                              a.sluice.test, b.sluice.test and the names in SBX_NAMES
+#                              (space-separated) on origin.py's ports to 127.0.0.1, and so each
+#                              HOST:PORT of SBX_RESOLVE (another peer of the test: nginx);
+#                              the array SBX_PROXY_EXTRA, when a test sets it, is added to its arguments
 #                              at every start (a restart too), e.g. `--dns-listen GW:53
 #                              --transparent GW`; unset, the proxy is the explicit one alone
 #     sbx_env_setup            global environments `sbx` (network on, a.sluice.test allowed on
@@ -194,10 +197,13 @@ sbx_proxy_start() {
   SBX_PROXY_LOG=$FX_WORK/proxy$SBX_PROXY_N.log
   SBX_AUDIT=$FX_WORK/audit.log
   FX_AUDIT=$SBX_AUDIT
-  for h in a.sluice.test b.sluice.test; do
+  for h in a.sluice.test b.sluice.test ${SBX_NAMES:-}; do
     for p in $FX_PY_TLS_PORT $FX_PY_HTTP_PORT; do
       args+=(--resolve "$h:$p:127.0.0.1")
     done
+  done
+  for h in ${SBX_RESOLVE:-}; do
+    args+=(--resolve "$h:127.0.0.1")
   done
   if [ -n "${FX_GIT_PORT:-}" ]; then
     args+=(--resolve "git.sluice.test:$FX_GIT_PORT:127.0.0.1")

@@ -159,7 +159,7 @@ static void reports_environment_errors(void **state)
     EXPECT("{'version':1,'environments':{'ci':{'default':true}}}",
            "$.environments.ci.default: must be a string");
     EXPECT("{'version':1,'environments':{'ci':{'default':'deny','rule':[]}}}",
-           "$.environments.ci.rule: unknown field (expected default, rules, label)");
+           "$.environments.ci.rule: unknown field (expected default, rules, label, observe_until)");
     EXPECT("{'version':1,'environments':{'ci':{'default':'deny','label':''}}}",
            "$.environments.ci.label: must be 1-512 bytes without control characters");
     EXPECT("{'version':1,'environments':{'ci':{'default':'deny','label':'a\\nb'}}}",
@@ -309,7 +309,8 @@ static void reports_credential_errors_without_quoting_the_value(void **state)
            "$.environments.ci.rules[0].credential: must be an object with \"header\" and "
            "\"value\"");
     EXPECT(DOC_RULES("{'host':'a.com','credential':{'header':'Authorization','val':'x'}}"),
-           "$.environments.ci.rules[0].credential.val: unknown field (expected header, value)",
+           "$.environments.ci.rules[0].credential.val: unknown field (expected header, value, "
+           "placeholder_env)",
            "$.environments.ci.rules[0].credential.value: required field missing");
     EXPECT(DOC_RULES("{'host':'a.com','credential':{'value':'x'}}"),
            "$.environments.ci.rules[0].credential.header: required field missing");
@@ -385,7 +386,7 @@ static void reports_client_errors(void **state)
            "$.clients[0]: a client needs at least one of \"token\", \"ip\" and \"cidr\"");
     EXPECT(DOC_CLIENTS("{'id':'a','tokne':'t','environment':'ci'}"),
            "$.clients[0].tokne: unknown field (expected id, environment, token, ip, cidr, "
-           "expires_at, rules, git)",
+           "expires_at, rules, git, placeholders)",
            "$.clients[0]: a client needs at least one of \"token\", \"ip\" and \"cidr\"");
     EXPECT(DOC_CLIENTS("{'id':'a:b','token':'t','environment':'ci'}"),
            "$.clients[0].id: \"a:b\": client ids are 1-128 characters of A-Z a-z 0-9 . _ -");

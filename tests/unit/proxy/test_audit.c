@@ -315,6 +315,60 @@ static void marks_a_transparent_connection_and_a_dns_lookup(void **state)
     json_decref(j);
 }
 
+/* Observe (docs/reference/proxy.md §4.7): an allow the policy would have refused is marked,
+ * only on an allow. */
+static void marks_an_observed_allow_and_only_it(void **state)
+{
+    struct sockaddr_in src;
+    struct sl_audit_record r = sample(&src);
+    char line[SL_AUDIT_LINE_MAX];
+    json_t *j;
+
+    (void)state;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    assert_null(strstr(line, "observed"));
+    r.observed = true;
+    r.would_deny = SL_REASON_HOST_NOT_ALLOWED;
+    r.rule = NULL;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    assert_non_null(strstr(line, "\"decision\":\"allow\",\"reason\":null,\"observed\":true,"
+                                 "\"would_deny\":\"host-not-allowed\",\"rule\":null"));
+    j = parse_line(line);
+    assert_true(json_is_true(json_object_get(j, "observed")));
+    json_decref(j);
+    r.allow = false;
+    r.reason = SL_REASON_HOST_NOT_ALLOWED;
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    assert_null(strstr(line, "observed"));
+}
+
+/* No line shows a placeholder (policy/placeholder.h): its random part is masked wherever the
+ * request put it. */
+static void masks_placeholders_in_host_path_and_connect_host(void **state)
+{
+    struct sockaddr_in src;
+    struct sl_audit_record r = sample(&src);
+    char line[SL_AUDIT_LINE_MAX];
+
+    (void)state;
+    r.host = "sluice-ph-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.evil.test";
+    r.path = "/x/sluice-ph-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb/y";
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    assert_null(strstr(line, "aaaaaaaaaa"));
+    assert_null(strstr(line, "bbbbbbbbbb"));
+    assert_non_null(strstr(line,
+                           "\"host\":\"sluice-ph-****************************************.evil"
+                           ".test\""));
+    assert_non_null(strstr(line, "\"path\":\"/x/sluice-ph-****************************************"
+                                 "/y\""));
+    r.method = "CONNECT";
+    r.path = NULL;
+    r.connect_host_header = "sluice-ph-cccccccccccccccccccccccccccccccccccccccc:443";
+    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
+    assert_null(strstr(line, "cccccccccc"));
+    assert_non_null(strstr(line, "\"connect_host_header\":\"sluice-ph-**"));
+}
+
 static void stays_valid_json_whatever_the_request_carried(void **state)
 {
     static const char hostile[] = "/\"quote\\back\x01\x1f\x7f\xff\xc3\xa9\r\nX-Injected: 1";
@@ -486,6 +540,8 @@ int main(void)
         cmocka_unit_test(notes_a_cut_transfer_and_a_connects_other_host),
         cmocka_unit_test(marks_a_passthrough_tunnel_and_only_it),
         cmocka_unit_test(marks_a_transparent_connection_and_a_dns_lookup),
+        cmocka_unit_test(marks_an_observed_allow_and_only_it),
+        cmocka_unit_test(masks_placeholders_in_host_path_and_connect_host),
         cmocka_unit_test(stays_valid_json_whatever_the_request_carried),
         cmocka_unit_test(cuts_long_fields_but_never_drops_the_line),
         cmocka_unit_test(writes_every_line_from_many_threads),

@@ -78,6 +78,19 @@ static const struct sl_h1_head *parse_response(struct fixture *f, const char *te
     return sl_h1_head(&f->rp);
 }
 
+/* Whether the built head holds `s`. */
+static const void *memmem_str(const struct fixture *f, const char *s)
+{
+    size_t n = strlen(s);
+
+    for (size_t i = 0; i + n <= f->out.len; i++) {
+        if (memcmp(f->out.p + i, s, n) == 0) {
+            return f->out.p + i;
+        }
+    }
+    return NULL;
+}
+
 static void assert_out(const struct fixture *f, const char *want)
 {
     assert_int_equal(f->out.len, strlen(want));
@@ -132,6 +145,42 @@ static void builds_an_intercepted_request_with_its_credential(void **state)
     assert_int_equal(t.port, 443);
     assert_string_equal(t.target, "/v1/x?a=b");
     assert_false(t.websocket);
+}
+
+/* A placeholder credential: the placeholder is replaced in its header only (every header of
+ * that name, Basic decoded and encoded again), nothing is injected, other headers go as sent
+ * (the connection refused the request before when one held a placeholder of the client). */
+static void replaces_a_placeholder_in_its_header_only(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_placeholder ph = { "OPENAI_API_KEY",
+                                       "sluice-ph-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2",
+                                       "api.example.com", "Authorization", "sk-real" };
+    const struct sl_h1_head *h = parse(
+            f, "GET /v1/models HTTP/1.1\r\n"
+               "Host: api.example.com\r\n"
+               "authorization: Bearer sluice-ph-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2\r\n"
+               "X-Other: sluice-ph-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2\r\n"
+               "Authorization: Basic "
+               "dXNlcjpzbHVpY2UtcGgtYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhYWFhMg==\r\n"
+               "\r\n");
+    struct sl_head_ctx ctx = tunnel(f, "api.example.com", 443, true);
+    struct sl_head_target t;
+    struct sl_head_refusal why;
+    unsigned swapped = 0;
+    static const char want[] = "GET /v1/models HTTP/1.1\r\n"
+                               "Host: api.example.com\r\n"
+                               "authorization: Bearer sk-real\r\n"
+                               "X-Other: sluice-ph-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2\r\n"
+                               "Authorization: Basic dXNlcjpzay1yZWFs\r\n\r\n";
+
+    assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), 0);
+    assert_int_equal(sl_head_build_swap(&f->out, h, &t, NULL, NULL, &ph, &swapped), 0);
+    assert_out(f, want);
+    assert_int_equal(swapped, 2);
+    /* Without the placeholder: the head as sl_head_build() writes it. */
+    assert_int_equal(sl_head_build_swap(&f->out, h, &t, NULL, NULL, NULL, NULL), 0);
+    assert_non_null(memmem_str(f, "Bearer sluice-ph-"));
 }
 
 static void builds_an_absolute_form_request_in_origin_form(void **state)
@@ -547,6 +596,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(builds_an_intercepted_request_with_its_credential, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(replaces_a_placeholder_in_its_header_only, setup, teardown),
         cmocka_unit_test_setup_teardown(builds_an_absolute_form_request_in_origin_form, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(relays_a_websocket_upgrade_only, setup, teardown),

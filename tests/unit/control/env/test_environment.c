@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -385,10 +386,11 @@ static void reports_unknown_fields_and_ignores_read_only_ones(void **state)
     EXPECT(ON("{'default':'allow','rule':[]}}"),
            "egress.rule: unknown field (expected default, rules)");
     EXPECT(RULES("{'host':'a.com','credential':{'header':'X-K','value':'v','extra':1}}"),
-           "egress.rules[0].credential.extra: unknown field (expected header, value)");
+           "egress.rules[0].credential.extra: unknown field (expected header, value, "
+           "placeholder_env)");
     /* What GET returns can be sent back as it is. */
     EXPECT_VALID(OFF ",'id':'5d0c','owner':'alice','is_default':false,'created_at':'x',"
-                     "'updated_at':'y','undecryptable':['A']}");
+                     "'updated_at':'y','undecryptable':['A'],'observe_until':null}");
     EXPECT_VALID(RULES("{'host':'a.com','credential':{'header':'X-K','has_value':true,"
                        "'value':'v'}}"));
 }
@@ -1485,13 +1487,83 @@ static void renders_the_api_form_with_secrets_masked(void **state)
                   "{'host':'api.example.com','methods':['GET'],"
                   "'credential':{'header':'Authorization','has_value':true}}]},"
                   "'repositories':['acme/website','group/sub/repo'],"
-                  "'created_at':'2026-01-02T03:04:05Z','updated_at':'2026-01-02T03:04:05Z'}");
+                  "'created_at':'2026-01-02T03:04:05Z','updated_at':'2026-01-02T03:04:05Z',"
+                  "'observe_until':null}");
     assert_int_equal(sl_env_render(&row, "alice", &sealer_a, &j), 0);
     assert_string_equal(json_string_value(json_object_get(j, "owner")), "alice");
     text = dump(j);
     assert_null(strstr(text, "s3cr3t"));
     assert_null(strstr(text, "Bearer"));
     assert_null(strstr(text, "sealed"));
+    sl_free(text);
+    json_decref(j);
+    sl_env_row_finish(&row);
+}
+
+/* Placeholder credentials (docs/reference/api.md §5.1): `placeholder_env` validated (a shell
+ * identifier, none sluice sets itself, one per variable, never a variable of the environment too),
+ * stored and rendered beside the header, its value never; observe_until rendered only while in
+ * the future. */
+static void validates_stores_and_renders_placeholder_credentials(void **state)
+{
+    struct sl_env_row row;
+    json_t *egress;
+    json_t *c;
+    json_t *j = NULL;
+    char *text;
+
+    (void)state;
+    EXPECT_VALID(RULES("{'host':'api.openai.com','credential':{'header':'Authorization',"
+                       "'value':'sk-1','placeholder_env':'OPENAI_API_KEY'}}"));
+    EXPECT(RULES("{'host':'a.com','credential':{'header':'A','value':'v','placeholder_env':'1X'}}"),
+           "egress.rules[0].credential.placeholder_env: must be a shell identifier "
+           "([A-Za-z_][A-Za-z0-9_]*) of at most 128 characters");
+    EXPECT(RULES("{'host':'a.com','credential':{'header':'A','value':'v','placeholder_env':7}}"),
+           "egress.rules[0].credential.placeholder_env: must be a string");
+    EXPECT(RULES("{'host':'a.com','credential':{'header':'A','value':'v',"
+                 "'placeholder_env':'HTTPS_PROXY'}}"),
+           "egress.rules[0].credential.placeholder_env: is a variable sluice sets itself in "
+           "every sandbox (docs/reference/containers.md §5.4)");
+    EXPECT(RULES("{'host':'a.com','credential':{'header':'A','value':'v',"
+                 "'placeholder_env':'SLUICE_API_URL'}}"),
+           "egress.rules[0].credential.placeholder_env: is a variable sluice sets itself*");
+    EXPECT(RULES("{'host':'a.com','credential':{'header':'A','value':'v','placeholder_env':'K'}},"
+                 "{'host':'b.com','credential':{'header':'A','value':'w','placeholder_env':'K'}}"),
+           "egress.rules[1].credential.placeholder_env: \"K\" is the placeholder_env of an "
+           "earlier rule too (a variable holds one placeholder)");
+    EXPECT("{" BASE ",'network':'on','env':[{'name':'K','value':'x'}],'egress':{'default':'deny',"
+           "'rules':[{'host':'a.com','credential':{'header':'A','value':'v',"
+           "'placeholder_env':'K'}}]}}",
+           "egress.rules[0].credential.placeholder_env: \"K\" is also a variable of this "
+           "environment (\"env\"): the sandbox would get both");
+
+    store_ok(RULES("{'host':'api.openai.com','credential':{'header':'Authorization',"
+                   "'value':'sk-1','placeholder_env':'OPENAI_API_KEY'}},"
+                   "{'host':'b.com','credential':{'header':'X-K','value':'v'}}"),
+             NULL, &row);
+    egress = json_loads(row.egress_json, 0, NULL);
+    assert_non_null(egress);
+    c = json_object_get(json_array_get(json_object_get(egress, "rules"), 0), "credential");
+    assert_string_equal(json_string_value(json_object_get(c, "placeholder_env")), "OPENAI_API_KEY");
+    assert_null(json_object_get(
+            json_object_get(json_array_get(json_object_get(egress, "rules"), 1), "credential"),
+            "placeholder_env"));
+    json_decref(egress);
+    row.observe_until = (int64_t)time(NULL) - 1;
+    assert_int_equal(sl_env_render(&row, NULL, &sealer_a, &j), 0);
+    text = dump(j);
+    assert_non_null(strstr(text, "{\"host\":\"api.openai.com\",\"methods\":[],\"credential\":"
+                                 "{\"header\":\"Authorization\",\"has_value\":true,"
+                                 "\"placeholder_env\":\"OPENAI_API_KEY\"}}"));
+    assert_non_null(strstr(text, "\"credential\":{\"header\":\"X-K\",\"has_value\":true}}"));
+    assert_null(strstr(text, "sk-1"));
+    assert_non_null(strstr(text, "\"observe_until\":null"));
+    sl_free(text);
+    json_decref(j);
+    row.observe_until = 4102444800; /* 2100-01-01 */
+    assert_int_equal(sl_env_render(&row, NULL, &sealer_a, &j), 0);
+    text = dump(j);
+    assert_non_null(strstr(text, "\"observe_until\":\"2100-01-01T00:00:00Z\""));
     sl_free(text);
     json_decref(j);
     sl_env_row_finish(&row);
@@ -1852,6 +1924,7 @@ int main(void)
         cmocka_unit_test(does_not_quote_a_secret_near_a_syntax_error),
         cmocka_unit_test(reports_unknown_fields_and_ignores_read_only_ones),
         cmocka_unit_test(validates_stores_and_renders_passthrough_rules),
+        cmocka_unit_test(validates_stores_and_renders_placeholder_credentials),
         cmocka_unit_test(treats_null_as_absent_for_optional_fields),
         cmocka_unit_test(requires_a_name_of_1_to_128_characters),
         cmocka_unit_test(refuses_a_10_mb_name),

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -702,6 +703,67 @@ static void extra_clients_carry_their_git_access(void **state)
     json_decref(doc);
 }
 
+/* A placeholder credential compiles with its placeholder_env; a sandbox's placeholders go into
+ * its entry only for a variable its environment still names (an edited environment, a
+ * credential that does not open); an environment in observe compiles with its deadline while it
+ * is ahead (never with the network off), and the report says when to build again. */
+static void placeholders_and_observe_compile_into_the_snapshot(void **state)
+{
+    struct fixture *f = *state;
+    char ph[SL_UUID_LEN + 1];
+    char off[SL_UUID_LEN + 1];
+    const struct sl_snapshot_build_placeholder phs[] = {
+        { "OPENAI_API_KEY", "sluice-ph-aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa2" },
+        { "GONE_KEY", "sluice-ph-bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb3" },
+    };
+    const struct sl_snapshot_build_client extra[] = {
+        { .id = "sb_1",
+          .env_id = ph,
+          .cidr = "10.9.0.0/16",
+          .placeholders = phs,
+          .n_placeholders = 2 },
+    };
+    const struct sl_client *c;
+    struct sl_decision d;
+    int64_t until = (int64_t)time(NULL) + 3600;
+
+    add_env(f, f->sec, NULL,
+            "{\"name\":\"ph\",\"scope\":\"global\",\"base_image\":\"debian:12\",\"network\":\"on\","
+            "\"egress\":{\"default\":\"deny\",\"rules\":[{\"host\":\"api.openai.com\","
+            "\"credential\":{\"header\":\"Authorization\",\"value\":\"sk-real\","
+            "\"placeholder_env\":\"OPENAI_API_KEY\"}}]}}",
+            ph);
+    add_env(f, f->sec, NULL,
+            "{\"name\":\"off\",\"scope\":\"global\",\"base_image\":\"debian:12\","
+            "\"network\":\"off\"}",
+            off);
+    assert_int_equal(sl_store_env_set_observe(f->st, ph, until), 0);
+    assert_int_equal(sl_store_env_set_observe(f->st, off, until - 10), 0);
+    build_ok(f, 3, extra, SL_ARRAY_LEN(extra));
+    assert_int_equal(f->report.next_observe_end, until);
+    assert_non_null(strstr((const char *)f->out.p, "\"placeholder_env\":\"OPENAI_API_KEY\""));
+    assert_non_null(strstr((const char *)f->out.p,
+                           "\"placeholders\":{\"OPENAI_API_KEY\":\"sluice-ph-aaaa"));
+    assert_null(strstr((const char *)f->out.p, "GONE_KEY"));
+    c = by_address(f, "10.9.0.1");
+    assert_non_null(c);
+    decide(f, c, "api.openai.com", "GET", &d);
+    assert_true(d.allow);
+    assert_null(d.credential_header);
+    assert_non_null(d.placeholder);
+    assert_string_equal(d.placeholder->secret, "sk-real");
+    /* In observe: what no rule allows is let out, marked. */
+    decide(f, c, "elsewhere.example", "GET", &d);
+    assert_true(d.allow);
+    assert_true(d.observed);
+
+    /* Past the deadline: compiled without it. */
+    assert_int_equal(sl_store_env_set_observe(f->st, ph, (int64_t)time(NULL) - 1), 0);
+    build_ok(f, 4, extra, SL_ARRAY_LEN(extra));
+    assert_int_equal(f->report.next_observe_end, 0);
+    assert_null(strstr((const char *)f->out.p, "observe_until"));
+}
+
 static void output_past_the_buffers_cap_fails_the_build(void **state)
 {
     struct fixture *f = *state;
@@ -822,6 +884,7 @@ int main(void)
         T(passthrough_rules_compile_into_the_snapshot),
         T(environment_the_proxy_would_refuse_compiles_as_deny_and_is_reported),
         T(extra_clients_carry_their_git_access),
+        T(placeholders_and_observe_compile_into_the_snapshot),
         T(output_past_the_buffers_cap_fails_the_build),
         T(version_below_one_is_refused),
         T(every_allocation_failure_is_reported_without_a_leak),

@@ -213,8 +213,15 @@ static void newer_schema_is_refused_with_the_message(void **state)
 
 /* Takes a database of this build back to schema version 2 (before users could be disabled,
  * tokens had scopes and repositories were registered), as far as an older schema needs. */
+static void downgrade_to_v3(const char *path)
+{
+    raw_sql(path, "ALTER TABLE environments DROP COLUMN observe_until;"
+                  "UPDATE schema_version SET version = 3");
+}
+
 static void downgrade_to_v2(const char *path)
 {
+    downgrade_to_v3(path);
     raw_sql(path, "DROP TABLE repo_members; DROP TABLE repos;"
                   "ALTER TABLE users DROP COLUMN disabled; ALTER TABLE users DROP COLUMN email;"
                   "CREATE TABLE tokens_v2 ("
@@ -631,6 +638,66 @@ static void environments_are_inserted_and_read_back(void **state)
 
     sl_env_row_finish(&r);
     sl_user_finish(&alice);
+}
+
+/* Observe (learn mode): set and ended by its own calls only, never by a replace; the deadline
+ * sweep ends those due, once, and says which; a version 3 database gets the column, empty. */
+static void observe_is_set_apart_and_ends_at_its_deadline(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_store *st = open_store(f);
+    struct sl_env_row a;
+    struct sl_env_row b;
+    struct sl_env_row got = { 0 };
+    struct sl_env_row *ended = NULL;
+    size_t n = 0;
+
+    make_env(&a, SL_SCOPE_GLOBAL, NULL, "a", NULL, 0);
+    make_env(&b, SL_SCOPE_GLOBAL, NULL, "b", NULL, 0);
+    assert_int_equal(sl_store_env_insert(st, &a, NULL), 0);
+    assert_int_equal(sl_store_env_insert(st, &b, NULL), 0);
+    assert_int_equal(sl_store_env_get(st, a.id, &got), 0);
+    assert_int_equal(got.observe_until, -1);
+    sl_env_row_finish(&got);
+    assert_int_equal(sl_store_env_set_observe(st, a.id, 1000), 0);
+    assert_int_equal(sl_store_env_set_observe(st, b.id, 2000), 0);
+    assert_int_equal(sl_store_env_set_observe(st, "00000000-0000-4000-8000-000000000000", 5),
+                     SL_ENOTFOUND);
+    /* A replace (a PUT) keeps it: the column is not the request's. */
+    a.observe_until = -1;
+    assert_int_equal(sl_store_env_replace(st, &a, NULL), 0);
+    assert_int_equal(sl_store_env_get(st, a.id, &got), 0);
+    assert_int_equal(got.observe_until, 1000);
+    assert_string_equal(got.updated_at, a.updated_at);
+    sl_env_row_finish(&got);
+    assert_int_equal(sl_store_env_end_observes(st, 999, &ended, &n), 0);
+    assert_int_equal(n, 0);
+    assert_null(ended);
+    assert_int_equal(sl_store_env_end_observes(st, 1500, &ended, &n), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(ended[0].id, a.id);
+    assert_int_equal(ended[0].observe_until, 1000);
+    sl_store_free_envs(ended, n);
+    assert_int_equal(sl_store_env_end_observes(st, 1500, &ended, &n), 0);
+    assert_int_equal(n, 0);
+    assert_int_equal(sl_store_env_get(st, a.id, &got), 0);
+    assert_int_equal(got.observe_until, -1);
+    sl_env_row_finish(&got);
+    /* Ended by hand. */
+    assert_int_equal(sl_store_env_set_observe(st, b.id, 0), 0);
+    assert_int_equal(sl_store_env_get(st, b.id, &got), 0);
+    assert_int_equal(got.observe_until, -1);
+    sl_env_row_finish(&got);
+    assert_int_equal(sl_store_env_set_observe(st, b.id, 3000), 0);
+    close_store(f);
+    downgrade_to_v3(f->path);
+    assert_int_equal(sl_store_env_get(open_store(f), b.id, &got), 0);
+    assert_int_equal(got.observe_until, -1);
+    assert_int_equal(raw_int(f->path, "SELECT version FROM schema_version"),
+                     SL_STORE_SCHEMA_VERSION);
+    sl_env_row_finish(&got);
+    sl_env_row_finish(&a);
+    sl_env_row_finish(&b);
 }
 
 static void environments_are_replaced_whole_and_deleted(void **state)
@@ -1574,6 +1641,7 @@ int main(void)
         T(repositories_and_their_members),
         T(environments_are_inserted_and_read_back),
         T(environments_are_replaced_whole_and_deleted),
+        T(observe_is_set_apart_and_ends_at_its_deadline),
         T(visible_environments_are_hers_then_global_by_name),
         T(environment_names_are_unique_per_scope_and_owner),
         T(one_default_at_a_time_and_it_cannot_be_deleted),
