@@ -6,7 +6,8 @@
 #   - the official MCP TypeScript SDKs (tests/mcp/client.mjs, their Client over the Streamable HTTP
 #     transport: 1.x with initialize, 2.x pinned to the stateless revision 2026-07-28) connect,
 #     list the tools and call each one, as alice, bob and root: secrets
-#     masked, credentials never present, a sandbox write/read/exec/close round trip, another
+#     masked, credentials never present, a sandbox write/read/exec/close round trip with the
+#     seed's argument names (owner, repo, command, timeout_seconds; text and base64 files), another
 #     user's environment, sandbox and job refused with the REST texts, two jobs (one succeeds with
 #     its output, one fails with its exit code), a missing or wrong token failing the connect;
 #   - raw curl checks of the protocol edges: parse error, invalid request, batch, unknown method,
@@ -110,10 +111,10 @@ mcp_post '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}
 check_rpc "tools/call of an unknown tool → -32602" 200 -32602
 mcp_post '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_job","arguments":[1]}}'
 check_rpc "tools/call with arguments that are not an object → -32602" 200 -32602
-mcp_post '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_exec","arguments":{"repo":"acme/widget","sandbox_id":"x","cmd":"id","timeoutMs":"soon"}}}'
+mcp_post '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_exec","arguments":{"owner":"acme","repo":"widget","sandbox_id":"x","command":"id","timeout_seconds":"soon"}}}'
 check_eq "arguments against the schema → a tool error naming the field" \
   "$MCP_STATUS $(mcp_field '[d["result"]["isError"], d["result"]["content"][0]["text"]]')" \
-  '200 [true, "invalid arguments: timeoutMs: must be an integer"]'
+  '200 [true, "invalid arguments: timeout_seconds: must be an integer"]'
 mcp_post '{"jsonrpc":"2.0","method":"notifications/initialized"}'
 check_eq "a notification → 202 without a body" "$MCP_STATUS $(wc -c <"$MCP_BODY")" "202 0"
 mcp_post '{"jsonrpc":"2.0","id":4,"method":"ping"}' -H 'MCP-Protocol-Version: 2025-11-25'
@@ -181,8 +182,10 @@ if sbx_create sbx-off main; then
   call=$(I=$SBX_ID R=$SBX_REPO "$FX_PYTHON" -c '
 import json, os
 print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": "sandbox_exec", "arguments": {"repo": os.environ["R"], "sandbox_id": os.environ["I"],
-                                          "cmd": "sleep 6; echo done"}}}))')
+    "name": "sandbox_exec", "arguments": {"owner": os.environ["R"].split("/")[0],
+                                          "repo": os.environ["R"].split("/")[1],
+                                          "sandbox_id": os.environ["I"],
+                                          "command": "sleep 6; echo done"}}}))')
   mkdir -p "$FX_WORK/flood"
   pids=()
   for i in $(seq 1 70); do
