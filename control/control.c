@@ -757,6 +757,7 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     struct sl_firewall_config fw;
     struct sl_buf bundle;
     char resolv[PATH_BYTES * 2 + 32];
+    char api_url[300];
     char cwd[PATH_BYTES];
     char dir[PATH_BYTES * 2 + 2];
     char err[ERR_BYTES] = "";
@@ -810,6 +811,11 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         sc.ca_bundle = bundle.p;
         sc.ca_bundle_len = bundle.len;
         sc.resolv_conf = resolv;
+        /* SLUICE_API_URL: the API as people reach it (a sandbox cannot). */
+        if (snprintf(api_url, sizeof(api_url), "http://%s/api/v1", cfg->listen)
+            < (int)sizeof(api_url)) {
+            sc.api_url = api_url;
+        }
         sc.runner = sl_runner_blob;
         sc.runner_len = sl_runner_blob_len;
         sc.git = d->git;

@@ -2,8 +2,10 @@
 /*
  * control/sandbox/sandbox_open.c - opening a sandbox (see sandbox.h, sl_sandboxes_open()): the
  * checks of the request, the entry in the snapshot and the wait for every proxy to hold it, the
- * container's creation with its files, variables and inner wall, and the clone of the repository
- * from the git platform's remote; a failure at any step removes what was made.
+ * container's creation with its files, variables and inner wall (a failure at any step removes
+ * what was made), and then, once the create has answered, the clone of the repository from the
+ * git platform's remote in the background: the calls that come meanwhile are parked
+ * (sandbox_calls.c) and go on when it ends; a failed clone is kept and answered to every call.
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +23,9 @@
 #define TOKEN_BYTES 32
 /* Exit codes of the clone script. */
 #define CLONE_UNKNOWN_REF 42
+/* SL_SANDBOX_CLONE_TIMEOUT_MS for a person. */
+#define CLONE_LIMIT_TEXT "10 minutes"
+_Static_assert(SL_SANDBOX_CLONE_TIMEOUT_MS == 600000u, "CLONE_LIMIT_TEXT says 10 minutes");
 
 static void random_text(char *out, size_t cap, const char *prefix, size_t bytes, bool hex)
 {
@@ -99,33 +104,62 @@ static void create_done(struct sl__sandbox *s)
     reply(arg, 201, body != NULL ? body : json_object());
 }
 
+/* The clone ended: `error` NULL when it succeeded, else why not (for the calls, which answer
+ * 409 `the clone failed: ERROR`). The parked calls go on. */
+static void clone_ended(struct sl__sandbox *s, const char *error)
+{
+    if (error == NULL) {
+        s->clone = SL__SANDBOX_CLONE_DONE;
+        sl_log(SL_LOG_INFO, 0, "msg=\"sandbox cloned\" sandbox=%s repo=%s", s->id, s->repo);
+    } else {
+        s->clone = SL__SANDBOX_CLONE_FAILED;
+        s->clone_error = sl_strdup(error);
+        sl_log(SL_LOG_WARN, 0, "msg=\"sandbox clone failed\" sandbox=%s repo=%s why=\"%s\"", s->id,
+               s->repo, error);
+    }
+    sl__sandbox_unpark(s);
+}
+
 static void on_cloned(void *arg, const struct sl_launcher_exec_result *r)
 {
     struct sl__sandbox *s = arg;
+    char text[512];
 
-    if (s->state != SL__SANDBOX_STARTING) {
-        sl__sandbox_unref(s);
-        return;
-    }
-    if (r->rc == 0 && r->exit_code == 0) {
-        create_done(s);
+    s->busy--;
+    if (s->state == SL__SANDBOX_GONE) {
+        /* Closed while it cloned: the parked calls hear so. */
+        sl__sandbox_unpark(s);
+    } else if (r->rc == 0 && r->exit_code == 0 && !r->deadline_passed) {
+        clone_ended(s, NULL);
     } else if (r->rc == 0 && r->exit_code == CLONE_UNKNOWN_REF) {
-        sl__sandbox_create_failed(s, 422, "message", "unknown ref");
+        clone_ended(s, "unknown ref");
+    } else if (r->deadline_passed || (r->rc == 0 && r->exit_code == 124)) {
+        clone_ended(s, "it did not finish within " CLONE_LIMIT_TEXT);
     } else {
-        char text[512];
-
-        (void)snprintf(text, sizeof(text), "the repository could not be cloned: %.*s",
-                       (int)(r->errout_len > 300 ? 300 : r->errout_len),
-                       r->errout != NULL ? r->errout : "");
         if (r->rc < 0) {
-            (void)snprintf(text, sizeof(text), "the repository could not be cloned: %s",
-                           r->err != NULL ? r->err : sl_strerror(r->rc));
+            (void)snprintf(text, sizeof(text), "%s", r->err != NULL ? r->err : sl_strerror(r->rc));
+        } else {
+            size_t n = r->errout_len > 300 ? 300 : r->errout_len;
+
+            /* git's last words, one line. */
+            while (n > 0 && (r->errout[n - 1] == '\n' || r->errout[n - 1] == '\r')) {
+                n--;
+            }
+            (void)snprintf(text, sizeof(text), "%.*s", (int)n, r->errout != NULL ? r->errout : "");
+            for (char *p = text; *p != '\0'; p++) {
+                *p = (unsigned char)*p < 0x20 ? ' ' : *p;
+            }
+            if (text[0] == '\0') {
+                (void)snprintf(text, sizeof(text), "git exited with status %d", r->exit_code);
+            }
         }
-        sl__sandbox_create_failed(s, 502, "message", text);
+        clone_ended(s, text);
     }
     sl__sandbox_unref(s);
 }
 
+/* Starts the clone of the repository into /workspace/repo: the runner with the clone limit, the
+ * URL from the container's SLUICE_CLONE_URL, the ref from the exec's own environment. */
 static void clone_repo(struct sl__sandbox *s)
 {
     struct sl_sandboxes *sb = s->sb;
@@ -140,14 +174,10 @@ static void clone_repo(struct sl__sandbox *s)
             "elif git rev-parse -q --verify \"$SLUICE_CLONE_REF^{commit}\" >/dev/null; then\n"
             "  git -c advice.detachedHead=false checkout -q \"$SLUICE_CLONE_REF\" -- || exit 74\n"
             "else exit 42; fi\n";
-    char url_env[SL__SANDBOX_PATH_MAX];
-    char url[SL__SANDBOX_PATH_MAX - 32];
     char ref_env[300];
     char timeout[32];
-    uint64_t now = uv_now(sb->cfg.loop);
-    uint64_t left = s->start_deadline > now + 1000 ? s->start_deadline - now : 1000;
     const char *argv[] = { SL_SANDBOX_RUNNER_PATH, "--timeout-ms", timeout, "-c", script };
-    const char *env[] = { url_env, ref_env };
+    const char *env[] = { ref_env };
     struct sl_launcher_exec e = {
         .argv = argv,
         .argc = SL_ARRAY_LEN(argv),
@@ -156,18 +186,15 @@ static void clone_repo(struct sl__sandbox *s)
         .cwd = SL_SANDBOX_REPO_DIR,
         .max_stdout = 64 * 1024,
         .max_stderr = 64 * 1024,
-        .deadline_ms = left + SL__SANDBOX_EXEC_SLACK_MS,
+        .deadline_ms = SL_SANDBOX_CLONE_TIMEOUT_MS + 5000 + SL__SANDBOX_EXEC_SLACK_MS,
     };
 
-    if (sl_git_clone_url(sl__sandbox_remote(sb), s->repo, url, sizeof(url)) < 0) {
-        sl__sandbox_create_failed(s, 502, "message",
-                                  "the repository could not be cloned: its URL is too long");
-        return;
-    }
-    (void)snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long)left);
-    (void)snprintf(url_env, sizeof(url_env), "SLUICE_CLONE_URL=%s", url);
+    (void)snprintf(timeout, sizeof(timeout), "%u", SL_SANDBOX_CLONE_TIMEOUT_MS);
     (void)snprintf(ref_env, sizeof(ref_env), "SLUICE_CLONE_REF=%s", s->ref != NULL ? s->ref : "");
+    s->clone = SL__SANDBOX_CLONE_RUNNING;
     s->refs++;
+    /* Use, while it runs: the idle sweep leaves the sandbox alone. */
+    s->busy++;
     sb->cfg.launcher->ops->exec(sb->cfg.launcher, s->container, &e, on_cloned, s);
 }
 
@@ -220,10 +247,11 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     }
     /* The ports the rules name may have changed while it started. */
     sl__sandbox_sync_wall(s);
-    if (sl__sandbox_remote(sb) != NULL) {
+    /* The container runs behind its wall: the create answers now, and the clone goes on in the
+     * background (the first call waits for it). */
+    create_done(s);
+    if (sl__sandbox_remote(sb) != NULL && s->state == SL__SANDBOX_READY) {
         clone_repo(s);
-    } else {
-        create_done(s);
     }
     sl__sandbox_unref(s);
 }
@@ -249,6 +277,8 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
         "SLUICE_SANDBOX",
         "SLUICE_REF",
         "SLUICE_REPO",
+        "SLUICE_CLONE_URL",
+        "SLUICE_API_URL",
         "GIT_AUTHOR_NAME",
         "GIT_AUTHOR_EMAIL",
         "GIT_COMMITTER_NAME",
@@ -260,8 +290,15 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
                                               "https_proxy" };
     struct sl_sandboxes *sb = s->sb;
     const struct sl_sandbox_spec *spec = s->spec;
+    char url[SL__SANDBOX_PATH_MAX];
 
     *n = 0;
+    url[0] = '\0';
+    /* The repository's clone URL at the git platform: no credential in it (the proxy puts the
+     * platform's on the repository's paths). */
+    if (sl__sandbox_remote(sb) != NULL) {
+        SL_TRY(sl_git_clone_url(sl__sandbox_remote(sb), s->repo, url, sizeof(url)));
+    }
 #define PUT(...)                                   \
     do {                                           \
         if (*n >= cap) {                           \
@@ -304,6 +341,8 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
     PUT("SLUICE_SANDBOX=true");
     PUT("SLUICE_REF=%s", s->ref != NULL ? s->ref : "");
     PUT("SLUICE_REPO=%s", s->repo);
+    PUT("SLUICE_CLONE_URL=%s", url);
+    PUT("SLUICE_API_URL=%s", sb->cfg.api_url != NULL ? sb->cfg.api_url : "");
     /* Commits made inside carry the creator: their email, else a noreply address. */
     PUT("GIT_AUTHOR_NAME=%s", spec->owner_name);
     PUT("GIT_COMMITTER_NAME=%s", spec->owner_name);
@@ -466,6 +505,7 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
     s->spec = spec;
     s->reply = reply;
     s->reply_arg = arg;
+    s->parked_tail = &s->parked;
     if (s->owner_id == NULL || s->repo == NULL || (spec->ref != NULL && s->ref == NULL)
         || (spec->env_id != NULL && s->env_id == NULL)
         || (spec->env_name != NULL && s->env_name == NULL) || s->secrets == NULL) {

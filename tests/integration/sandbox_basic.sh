@@ -89,7 +89,7 @@ check_audit "audit: the allowed request names the sandbox and the environment" c
   decision=allow host=a.sluice.test credential=true
 
 # --- environment variables --------------------------------------------------------------------
-sbx_exec "$id" 'for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO CI SLUICE SLUICE_SANDBOX SLUICE_REF SBX_PLAIN; do printf "%s=%s\n" "$v" "${!v-<unset>}"; done'
+sbx_exec "$id" 'for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO CI SLUICE SLUICE_SANDBOX SLUICE_REF SLUICE_CLONE_URL SLUICE_API_URL SBX_PLAIN; do printf "%s=%s\n" "$v" "${!v-<unset>}"; done'
 check_api "exec printing the environment" 200
 out=$(sbx_field 'd["stdout"]')
 for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy; do
@@ -102,9 +102,18 @@ done
 for v in SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO; do
   check_match "$v = /etc/sluice/ca-bundle.pem" "$out" "(^|"$'\n'")$v=/etc/sluice/ca-bundle.pem($|"$'\n'")"
 done
-for kv in CI=true SLUICE=true SLUICE_SANDBOX=true SLUICE_REF=main SBX_PLAIN=plain-value; do
+# Without a git platform there is no clone URL; the API's URL is there, though not reachable.
+for kv in CI=true SLUICE=true SLUICE_SANDBOX=true SLUICE_REF=main SLUICE_CLONE_URL= \
+  "SLUICE_API_URL=http://127.0.0.1:$SBX_CPORT/api/v1" SBX_PLAIN=plain-value; do
   check_match "$kv" "$out" "(^|"$'\n'")$kv($|"$'\n'")"
 done
+# SLUICE_API_URL names the API; a sandbox cannot reach it, through the proxy (the address is not a
+# destination any rule allows) or around it (the walls).
+sbx_exec "$id" 'curl -sS -o /dev/null -w "%{http_code}" --max-time 5 "$SLUICE_API_URL/me"; echo " rc=$?"; curl -sS -o /dev/null -w "%{http_code}" --max-time 5 --noproxy "*" "http://'"$SBX_GW:$SBX_CPORT"'/api/v1/me"; echo " rc=$?"'
+out=$(sbx_field 'd["stdout"]')
+check_match "SLUICE_API_URL through the proxy: refused (403), never the API's 401" "$out" "^403 rc=0"
+check_match "... and the API's port on the gateway around the proxy: no connection" "$out" \
+  $'\n''000 rc=[1-9]'
 sbx_exec "$id" "[ \"\$SBX_SECRET\" = '$SBX_SECRET' ] && echo secret-ok; echo \"\$SBX_SECRET\""
 out=$(sbx_field 'd["stdout"]')
 check_match "the secret variable holds its value inside" "$out" "^secret-ok"

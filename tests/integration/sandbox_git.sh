@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/sandbox_git.sh - docs/reference/api.md §5.3 with a git platform (`--git-url`,
-# `--git-token`): the ref is checked (unknown → 422 `unknown ref`, nothing left running); a
+# `--git-token`): the clone runs in the background (with the git server stopped, the create
+# answers 201, the list says `cloning`, an exec waits and runs once the server goes on); an
+# unknown ref is a failed clone (201, then 409 `the clone failed: unknown ref` on every exec,
+# read and write, `failed` in the list, close works); a malformed ref is still 422; SLUICE_CLONE_URL
+# and SLUICE_API_URL; a
 # branch, a tag, another branch and a commit SHA are cloned into /workspace/repo and checked out;
 # the clone goes through the proxy, which injects `Authorization: Basic
 # base64(x-access-token:TOKEN)` for the git host (every request the git server saw carried it),
@@ -30,10 +34,64 @@ fx_git_check
 sbx_setup sl-t-git 17 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 log_start=$(wc -l <"$FX_GIT_LOG")
 
+# sbx_clone_state ID : the clone member of the sandbox in the list.
+sbx_clone_state() {
+  sbx_api GET "" >/dev/null
+  I=$1 sbx_field '[x.get("clone") for x in d if x["id"] == __import__("os").environ["I"]][0]'
+}
+
+# --- the clone runs in the background -----------------------------------------------------------------
+# The git server stopped: the create answers all the same, and an exec waits for the clone.
+kill -STOP -- "-$FX_FCGI_PID"
+t0=$(date +%s%N)
+sbx_create sbx main || true
+t1=$(date +%s%N)
+check_api "with the git server stopped, create → 201 once the container runs" 201
+bg_id=$SBX_ID
+check_eq "... the list says the clone is running" "$(sbx_clone_state "$bg_id")" cloning
+bg_out=$FX_WORK/bg-exec.body
+curl -q -sS --max-time 120 -X POST -H "Authorization: Bearer $SBX_TOK_alice" \
+  -H 'Content-Type: application/json' --data-binary '{"cmd":"git rev-parse HEAD"}' \
+  -o "$bg_out" -w '%{http_code}' \
+  "http://127.0.0.1:$SBX_CPORT/api/v1/repos/$SBX_REPO/sandboxes/$bg_id/exec" >"$FX_WORK/bg-exec.code" &
+bg_pid=$!
+sleep 3
+check "an exec meanwhile waits for the clone (no answer after 3 s)" kill -0 "$bg_pid"
+kill -CONT -- "-$FX_FCGI_PID"
+wait "$bg_pid" || true
+check_eq "once the server goes on, the exec runs on the clone: 200 and main's commit" \
+  "$(cat "$FX_WORK/bg-exec.code") $(fx_json "$bg_out" 'd.get("stdout", "").strip()')" \
+  "200 $FX_GIT_MAIN_SHA"
+check_eq "... and the list says done" "$(sbx_clone_state "$bg_id")" done
+fx_note "create took $(((t1 - t0) / 1000000)) ms with the git server stopped"
+sbx_exec "$bg_id" 'printf "%s|%s\n" "$SLUICE_CLONE_URL" "$SLUICE_API_URL"'
+check_api "SLUICE_CLONE_URL is the clone URL without a credential, SLUICE_API_URL the API's" 200 \
+  'd["stdout"].strip()' "$FX_GIT_URL/acme/widget.git|http://127.0.0.1:$SBX_CPORT/api/v1"
+sbx_close "$bg_id" || true
+
 # --- refs -----------------------------------------------------------------------------------------
-sbx_create sbx no-such-branch || true
-check_api "unknown ref → 422 unknown ref" 422 'd.get("message")' "unknown ref"
+sbx_create sbx 'bad..ref' || true
+check_api "a malformed ref → 422 unknown ref at once" 422 'd.get("message")' "unknown ref"
 check "... and no container is left for it" sbx_no_leftovers
+sbx_create sbx no-such-branch || true
+check_api "an unknown ref → 201 (the clone finds it out)" 201
+bad_id=$SBX_ID
+sbx_exec "$bad_id" 'true'
+check_api "... its first exec → 409 the clone failed: unknown ref" 409 'd.get("message")' \
+  "the clone failed: unknown ref"
+sbx_exec "$bad_id" 'true'
+check_api "... and the next one too" 409 'd.get("message")' "the clone failed: unknown ref"
+sbx_read "$bad_id" README.md
+check_api "... a read too" 409 'd.get("message")' "the clone failed: unknown ref"
+printf 'x' >"$FX_WORK/x.txt"
+sbx_write "$bad_id" x.txt "$FX_WORK/x.txt"
+check_api "... a write too" 409 'd.get("message")' "the clone failed: unknown ref"
+sbx_api GET "" >/dev/null
+check_eq "... the list says failed, and why" \
+  "$(I=$bad_id sbx_field '[(x.get("clone"), x.get("clone_error")) for x in d if x["id"] == __import__("os").environ["I"]]')" \
+  '[["failed", "unknown ref"]]'
+check "... close works" sbx_close "$bad_id"
+check "... and nothing is left of it" sbx_no_leftovers
 
 declare -A want=([main]=$FX_GIT_MAIN_SHA [v1]=$FX_GIT_V1_SHA [feature]=$FX_GIT_FEATURE_SHA
   [$FX_GIT_V1_SHA]=$FX_GIT_V1_SHA)
