@@ -811,9 +811,9 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         sc.ca_bundle = bundle.p;
         sc.ca_bundle_len = bundle.len;
         sc.resolv_conf = resolv;
-        /* SLUICE_API_URL: the API as people reach it (a sandbox cannot). */
-        if (snprintf(api_url, sizeof(api_url), "http://%s/api/v1", cfg->listen)
-            < (int)sizeof(api_url)) {
+        /* SLUICE_API_URL: the control plane as people reach it, the REST API under /api/v1
+         * and MCP at /mcp (a sandbox cannot reach it). */
+        if (snprintf(api_url, sizeof(api_url), "http://%s", cfg->listen) < (int)sizeof(api_url)) {
             sc.api_url = api_url;
         }
         sc.runner = sl_runner_blob;

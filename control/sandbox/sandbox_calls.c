@@ -165,6 +165,37 @@ static json_t *output_json(const struct sl__sandbox *s, const char *p, size_t n,
     return j;
 }
 
+char *sl__sandbox_output_line(const struct sl__sandbox *s, const char *p, size_t n, size_t max)
+{
+    struct sl_buf raw;
+    struct sl_buf text;
+    char *line = NULL;
+
+    sl_buf_init(&raw, n + 1);
+    sl_buf_init(&text, 3 * max + 1);
+    if (sl_buf_append(&raw, p, n) == 0 && redact(&raw, s->secrets, s->n_secrets) == 0) {
+        if (raw.len > max) {
+            raw.len = max;
+            drop_secret_prefix(&raw, s->secrets, s->n_secrets);
+        }
+        for (size_t i = 0; i < raw.len; i++) {
+            raw.p[i] = raw.p[i] < 0x20 || raw.p[i] == 0x7F ? ' ' : raw.p[i];
+        }
+        while (raw.len > 0 && raw.p[raw.len - 1] == ' ') {
+            raw.len--;
+        }
+        if (append_utf8(&text, raw.p, raw.len) == 0) {
+            line = sl_strndup(text.p != NULL ? (const char *)text.p : "", text.len);
+        }
+    }
+    if (raw.p != NULL) {
+        sodium_memzero(raw.p, raw.len);
+    }
+    sl_buf_finish(&raw);
+    sl_buf_finish(&text);
+    return line;
+}
+
 /* `/workspace/repo` joined with a relative path, or an absolute path as it is. Refuses NUL-
  * free but empty or oversized paths. */
 static int full_path(const char *in, char *out, size_t cap)
@@ -570,11 +601,11 @@ static void dispatch(struct sl__sandbox *s, const char *action, json_t *body,
     struct call *c;
 
     if (s->clone == SL__SANDBOX_CLONE_FAILED) {
-        char text[600];
+        /* Every call hears why: git's reason is valid UTF-8 of any length (clone_ended()). */
+        json_t *msg = json_pack("{s:s+}", "message", "the clone failed: ",
+                                s->clone_error != NULL ? s->clone_error : "out of memory");
 
-        (void)snprintf(text, sizeof(text), "the clone failed: %s",
-                       s->clone_error != NULL ? s->clone_error : "out of memory");
-        sl__sandbox_reply_msg(reply, arg, 409, text);
+        reply(arg, 409, msg != NULL ? msg : json_object());
         return;
     }
     if (body != NULL && !json_is_object(body)) {

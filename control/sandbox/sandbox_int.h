@@ -229,6 +229,11 @@ void sl__sandbox_sync_wall(struct sl__sandbox *s);
  * answered 409 `the sandbox was closed`). */
 void sl__sandbox_unpark(struct sl__sandbox *s);
 
+/* `n` bytes of a command's output as one line that is safe to answer: the secrets of `s`
+ * redacted, cut to `max` bytes, control characters as spaces, trailing blanks dropped, valid
+ * UTF-8. Owned by the caller; NULL when out of memory. */
+char *sl__sandbox_output_line(const struct sl__sandbox *s, const char *p, size_t n, size_t max);
+
 /* ---- sandbox_open.c ---- */
 
 /* Fails the creation of `s` in progress: answers `status` with {key: text} and removes what

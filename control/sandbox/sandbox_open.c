@@ -23,6 +23,8 @@
 #define TOKEN_BYTES 32
 /* Exit codes of the clone script. */
 #define CLONE_UNKNOWN_REF 42
+/* The most of git's error output a failed clone keeps. */
+#define CLONE_ERROR_MAX 400
 /* SL_SANDBOX_CLONE_TIMEOUT_MS for a person. */
 #define CLONE_LIMIT_TEXT "10 minutes"
 _Static_assert(SL_SANDBOX_CLONE_TIMEOUT_MS == 600000u, "CLONE_LIMIT_TEXT says 10 minutes");
@@ -108,6 +110,8 @@ static void create_done(struct sl__sandbox *s)
  * 409 `the clone failed: ERROR`). The parked calls go on. */
 static void clone_ended(struct sl__sandbox *s, const char *error)
 {
+    /* Idle from the clone's end, not from the create. */
+    s->last_used = uv_now(s->sb->cfg.loop);
     if (error == NULL) {
         s->clone = SL__SANDBOX_CLONE_DONE;
         sl_log(SL_LOG_INFO, 0, "msg=\"sandbox cloned\" sandbox=%s repo=%s", s->id, s->repo);
@@ -123,7 +127,6 @@ static void clone_ended(struct sl__sandbox *s, const char *error)
 static void on_cloned(void *arg, const struct sl_launcher_exec_result *r)
 {
     struct sl__sandbox *s = arg;
-    char text[512];
 
     s->busy--;
     if (s->state == SL__SANDBOX_GONE) {
@@ -135,25 +138,20 @@ static void on_cloned(void *arg, const struct sl_launcher_exec_result *r)
         clone_ended(s, "unknown ref");
     } else if (r->deadline_passed || (r->rc == 0 && r->exit_code == 124)) {
         clone_ended(s, "it did not finish within " CLONE_LIMIT_TEXT);
+    } else if (r->rc < 0) {
+        clone_ended(s, r->err != NULL ? r->err : sl_strerror(r->rc));
     } else {
-        if (r->rc < 0) {
-            (void)snprintf(text, sizeof(text), "%s", r->err != NULL ? r->err : sl_strerror(r->rc));
-        } else {
-            size_t n = r->errout_len > 300 ? 300 : r->errout_len;
+        /* git's own words, on one line, as exec output is answered (secrets redacted). */
+        char *text =
+                sl__sandbox_output_line(s, r->errout != NULL ? r->errout : "",
+                                        r->errout != NULL ? r->errout_len : 0, CLONE_ERROR_MAX);
+        char fallback[64];
 
-            /* git's last words, one line. */
-            while (n > 0 && (r->errout[n - 1] == '\n' || r->errout[n - 1] == '\r')) {
-                n--;
-            }
-            (void)snprintf(text, sizeof(text), "%.*s", (int)n, r->errout != NULL ? r->errout : "");
-            for (char *p = text; *p != '\0'; p++) {
-                *p = (unsigned char)*p < 0x20 ? ' ' : *p;
-            }
-            if (text[0] == '\0') {
-                (void)snprintf(text, sizeof(text), "git exited with status %d", r->exit_code);
-            }
+        if (text == NULL || text[0] == '\0') {
+            (void)snprintf(fallback, sizeof(fallback), "git exited with status %d", r->exit_code);
         }
-        clone_ended(s, text);
+        clone_ended(s, text != NULL && text[0] != '\0' ? text : fallback);
+        sl_free(text);
     }
     sl__sandbox_unref(s);
 }
@@ -247,12 +245,13 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     }
     /* The ports the rules name may have changed while it started. */
     sl__sandbox_sync_wall(s);
-    /* The container runs behind its wall: the create answers now, and the clone goes on in the
-     * background (the first call waits for it). */
-    create_done(s);
-    if (sl__sandbox_remote(sb) != NULL && s->state == SL__SANDBOX_READY) {
+    /* The container runs behind its wall: the clone starts in the background and the create
+     * answers now. The clone is marked running first, so that a call the answer makes at once
+     * (a job's exec) waits for it. */
+    if (sl__sandbox_remote(sb) != NULL) {
         clone_repo(s);
     }
+    create_done(s);
     sl__sandbox_unref(s);
 }
 
