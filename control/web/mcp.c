@@ -171,9 +171,9 @@ static const struct tool tools[] = {
             .description = "Starts a sandbox container for a repository whose only way out is "
                            "the egress proxy, and returns its id and ref once it runs; the "
                            "repository is cloned into /workspace/repo in the background (with a "
-                           "git platform), and the first exec, read or write waits for the "
-                           "clone. The first start of an image pulls it, which can take a few "
-                           "minutes (at most 3) "
+                           "git platform): the first exec, read or write waits for the clone, "
+                           "and a failed clone is that call's error (the clone failed: git's "
+                           "reason). The start can take up to 3 minutes "
                            "(POST /api/v1/repos/{owner}/{name}/sandboxes).",
             .schema = OBJ(P_WHERE "," P_REF "," P_ENV("An environment id or name (default: "
                                                       "resolved for the repository)"),
