@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/mcp.sh - docs/reference/mcp.md §5.5, the MCP endpoint /mcp (docs/mcp.md): a real control
-# plane and proxy with Docker sandboxes (tests/support/sandbox.sh), users root/alice/bob, the
+# plane and proxy with Docker sandboxes (tests/support/sandbox.sh) and a git platform (the git
+# server of tests/support/gitserver.sh with acme/widget and acme/other), users root/alice/bob, the
 # global environments sbx/sbx-off and alice's own alice-env; then
 #   - the official MCP TypeScript SDKs (tests/mcp/client.mjs, their Client over the Streamable HTTP
 #     transport: 1.x with initialize, 2.x pinned to the stateless revision 2026-07-28) connect,
@@ -10,6 +11,9 @@
 #     seed's argument names (owner, repo, command, timeout_seconds; text and base64 files), another
 #     user's environment, sandbox and job refused with the REST texts, two jobs (one succeeds with
 #     its output, one fails with its exit code), a missing or wrong token failing the connect;
+#   - the 1.x SDK with the git server stopped: sandbox_create answers before the clone, the first
+#     sandbox_exec waits for it and runs on main's commit; an unknown ref's clone fails and
+#     sandbox_read_file and sandbox_exec are tool errors `the clone failed: unknown ref` (409);
 #   - raw curl checks of the protocol edges: parse error, invalid request, batch, unknown method,
 #     bad params, notification 202, GET/DELETE 405, 401 with WWW-Authenticate, Origin (403 for a
 #     rebound name), unsupported MCP-Protocol-Version (-32022 with the revisions), 2026-07-28
@@ -23,6 +27,8 @@ SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
+# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
+source "$SLUICE_SRC/tests/support/gitserver.sh"
 fx_setup
 
 MCP_DIR=$SLUICE_SRC/tests/mcp
@@ -31,7 +37,12 @@ if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextpr
   fx_bail "node and tests/mcp/node_modules (the MCP SDKs) are installed: run tools/deps.sh test"
 fi
 
-SBX_REPOS=acme/other sbx_setup sl-t-mcp 31
+# A git platform: the sandboxes clone their repository, in the background.
+GIT_TOKEN=gt-$(fx_random_hex 32)
+fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
+fx_git_repo acme/other || fx_bail "fixture repository acme/other"
+fx_git_repo acme/widget || fx_bail "fixture repository acme/widget"
+SBX_REPOS=acme/other sbx_setup sl-t-mcp 31 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 MCP_URL=http://127.0.0.1:$SBX_CPORT/mcp
 
 # alice's own environment: a secret variable and a credential bob must never see.
@@ -68,6 +79,29 @@ for era in handshake stateless; do
   check_eq "the SDK client ($era) exits 0" "$rc" 0
   check "the client ($era) ran to its last check" grep -qE '^(not )?ok - an unknown tool' "$out"
 done
+
+# --- the clone in the background, through the SDK (1.x) ----------------------------------------
+# The git server stopped: sandbox_create answers, and sandbox_exec waits until it goes on.
+out=$FX_WORK/client-clone.out
+kill -STOP -- "-$FX_FCGI_PID"
+(cd "$MCP_DIR" && MCP_SCENARIO=clone MCP_URL=$MCP_URL TOK_alice=$SBX_TOK_alice REPO=$SBX_REPO \
+  MAIN_SHA=$FX_GIT_MAIN_SHA timeout 300 node client.mjs) >"$out" 2>&1 &
+clone_pid=$!
+if fx_wait 120 grep -q '^# waiting-for-clone' "$out"; then
+  sleep 3
+fi
+kill -CONT -- "-$FX_FCGI_PID"
+rc=0
+wait "$clone_pid" || rc=$?
+while IFS= read -r line; do
+  case "$line" in
+  "ok - "*) ok "mcp client (clone): ${line#ok - }" ;;
+  "not ok - "*) not_ok "mcp client (clone): ${line#not ok - }" ;;
+  *) echo "# $line" ;;
+  esac
+done <"$out"
+check_eq "the SDK client (clone) exits 0" "$rc" 0
+check "the client (clone) ran to its last check" grep -qE '^ok - the clone scenario ran to its end' "$out"
 
 # --- raw protocol edges ----------------------------------------------------------------------
 MCP_BODY=$FX_WORK/mcp.body

@@ -12,7 +12,7 @@
 // Environment: MCP_URL (http://127.0.0.1:PORT/mcp), TOK_root, TOK_alice, TOK_bob, REPO
 // (owner/name; the sandbox tools take it as `owner` and `repo`, as the seed names them), SECRET (the value of the secret variable of global environment `sbx`), CRED (its
 // credential value), ALICE_SECRET and ALICE_CRED (alice's environment `alice-env`), ALICE_ENV_ID,
-// MCP_ERA.
+// MCP_ERA; MCP_SCENARIO=clone runs cloneScenario() below instead (with MAIN_SHA).
 const E = process.env;
 const STATELESS = E.MCP_ERA === 'stateless';
 const { Client, StreamableHTTPClientTransport } = STATELESS
@@ -346,8 +346,46 @@ async function jobs(alice, bob) {
     'submit_job without command: tool error naming the argument', noCmd);
 }
 
+// MCP_SCENARIO=clone (tests/integration/mcp.sh stops the git server first): sandbox_create
+// answers while the clone cannot go on; the first sandbox_exec waits for it (the script resumes
+// the server a few seconds after the line "# waiting-for-clone") and runs on the clone (MAIN_SHA);
+// an unknown ref's clone fails, and sandbox_read_file and sandbox_exec say so as tool errors.
+async function cloneScenario() {
+  const alice = await connect(E.TOK_alice);
+  const [owner, repo] = E.REPO.split('/');
+  const W = { owner, repo, environment: 'sbx' };
+  const t0 = Date.now();
+  const cr = await call(alice.client, 'sandbox_create', { ...W, ref: 'main' });
+  const sid = sc(cr).id;
+  check(okResult(cr) && typeof sid === 'string' && sc(cr).ref === 'main',
+    'sandbox_create answers while the git server is stopped (the clone runs in the background)', cr);
+  console.log(`# sandbox_create took ${Date.now() - t0} ms`);
+  console.log('# waiting-for-clone');
+  const t1 = Date.now();
+  const ex = await call(alice.client, 'sandbox_exec',
+    { owner, repo, sandbox_id: sid, command: 'git rev-parse HEAD' });
+  const waited = Date.now() - t1;
+  check(okResult(ex) && sc(ex).exitCode === 0 && sc(ex).stdout === `${E.MAIN_SHA}\n`,
+    'sandbox_exec then runs on the clone: main\'s commit', ex);
+  check(waited >= 2500, `... after waiting for the clone (${waited} ms; the server was resumed after 3 s)`);
+  await call(alice.client, 'sandbox_close', { owner, repo, sandbox_id: sid });
+
+  const bad = await call(alice.client, 'sandbox_create', { ...W, ref: 'no-such-branch' });
+  const bid = sc(bad).id;
+  check(okResult(bad) && typeof bid === 'string', 'sandbox_create with an unknown ref answers (the clone finds it out)', bad);
+  const rd = await call(alice.client, 'sandbox_read_file', { owner, repo, sandbox_id: bid, path: 'README.md' });
+  check(rd.isError === true && text(rd) === 'the clone failed: unknown ref' && sc(rd).status === 409,
+    '... sandbox_read_file: tool error "the clone failed: unknown ref" (409)', rd);
+  const bx = await call(alice.client, 'sandbox_exec', { owner, repo, sandbox_id: bid, command: 'true' });
+  check(bx.isError === true && text(bx) === 'the clone failed: unknown ref',
+    '... and sandbox_exec the same', bx);
+  const bc = await call(alice.client, 'sandbox_close', { owner, repo, sandbox_id: bid });
+  check(okResult(bc) && sc(bc).closed === true, '... sandbox_close works', bc);
+  check(true, 'the clone scenario ran to its end');
+}
+
 try {
-  await main();
+  await (E.MCP_SCENARIO === 'clone' ? cloneScenario() : main());
 } catch (e) {
   check(false, `the client ran to the end (${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e})`);
 }
