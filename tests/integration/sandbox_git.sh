@@ -71,7 +71,7 @@ wait "$bg_pid" || true
 check_eq "once the server goes on, the exec runs on the clone: 200 and main's commit" \
   "$(cat "$FX_WORK/bg-exec.code") $(fx_json "$FX_WORK/bg-exec.body" 'd.get("stdout", "").strip()')" \
   "200 $FX_GIT_MAIN_SHA"
-check_eq "... and the list says done" "$(sbx_clone_state "$bg_id")" done
+check_eq "... and the list says done" "$(sbx_clone_state "$bg_id")" "done"
 fx_note "create took $(((t1 - t0) / 1000000)) ms with the git server stopped"
 sbx_exec "$bg_id" 'printf "%s|%s\n" "$SLUICE_CLONE_URL" "$SLUICE_API_URL"'
 check_api "SLUICE_CLONE_URL is the clone URL without a credential, SLUICE_API_URL the API's" 200 \
