@@ -76,7 +76,8 @@ changes=(
 # and venv, `python` for python3, a C toolchain, git-lfs, jq and the archive tools); pip may
 # install system-wide, as on a CI runner.
 kind=base
-case "$image" in
+# The tag is what follows the last ':' of the last path component (a registry's port is not).
+case "${image##*/}" in
 *:*-dev)
   kind=dev
   packages+=(nodejs npm python3 python3-pip python3-venv python-is-python3 build-essential
