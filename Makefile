@@ -69,15 +69,17 @@ run: run-deps build
 	fi
 	$(BUILD)/sluice up --data var $(ARGS)
 
-# A Docker daemon (tools/dockerd.sh starts one only when none answers) and the sandbox image
-# (tools/sandbox-image.sh; cached), then release, ThreadSanitizer on the multi-threaded
-# certificate cache, and ASan+UBSan with the fuzzers last, so the final CTest summary is the
-# largest run. The daemon is stopped afterwards, pass or fail, only if this run started it
+# A Docker daemon (tools/dockerd.sh starts one only when none answers) and the sandbox images,
+# sluice/sandbox:bookworm and the agents' sluice/sandbox:bookworm-dev (tools/sandbox-image.sh;
+# cached by content in /var/cache/sluice, so only a changed recipe builds again), then release,
+# ThreadSanitizer on the multi-threaded certificate cache, and ASan+UBSan with the fuzzers last,
+# so the final CTest summary is the largest run. The daemon is stopped afterwards, pass or fail, only if this run started it
 # (tools/dockerd.sh records who started it: a daemon make run started keeps running); the exit
 # status is the tests'.
 test: test-deps
 	@rc=0; \
 	tools/dockerd.sh start test && tools/sandbox-image.sh \
+		&& tools/sandbox-image.sh --image sluice/sandbox:bookworm-dev \
 		&& $(MAKE) test-release && $(MAKE) test-tsan && $(MAKE) test-asan || rc=$$?; \
 	tools/dockerd.sh stop test || { [ $$rc -ne 0 ] || rc=1; }; \
 	exit $$rc

@@ -812,6 +812,7 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     struct sl_firewall_config fw;
     struct sl_buf bundle;
     char resolv[PATH_BYTES * 2 + 32];
+    char api_url[300];
     char cwd[PATH_BYTES];
     char dir[PATH_BYTES * 2 + 2];
     char err[ERR_BYTES] = "";
@@ -865,6 +866,11 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         sc.ca_bundle = bundle.p;
         sc.ca_bundle_len = bundle.len;
         sc.resolv_conf = resolv;
+        /* SLUICE_API_URL: the control plane as people reach it, the REST API under /api/v1
+         * and MCP at /mcp (a sandbox cannot reach it). */
+        if (snprintf(api_url, sizeof(api_url), "http://%s", cfg->listen) < (int)sizeof(api_url)) {
+            sc.api_url = api_url;
+        }
         sc.runner = sl_runner_blob;
         sc.runner_len = sl_runner_blob_len;
         sc.git = d->git;

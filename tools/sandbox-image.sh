@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 #
-# tools/sandbox-image.sh [--image NAME] [--check] - the default sandbox image, built offline from
-# Debian packages (docs/reference/containers.md §5.4): a Debian 12 minbase with bash, coreutils, procps, curl, git and
-# ca-certificates, made by mmdebstrap from this machine's own Debian mirror (tools/lib/mirror.sh)
-# and piped into `docker import`. No registry is involved.
+# tools/sandbox-image.sh [--image NAME] [--check] - the sandbox images, built offline from Debian
+# packages (docs/reference/containers.md §5.4), made by mmdebstrap from this machine's own Debian
+# mirror (tools/lib/mirror.sh) and piped into `docker import`. No registry is involved. Two
+# recipes, chosen by the tag of NAME:
+#   *-dev (sluice/sandbox:bookworm-dev)  the image for agents: the base below plus nodejs, npm,
+#             python3 with venv and pip, build-essential, pkg-config, git-lfs, jq, zip, unzip,
+#             xz-utils, gnupg and openssh-client
+#   any other (sluice/sandbox:bookworm)  a Debian 12 minbase with bash, coreutils, procps, curl,
+#             git and ca-certificates
 #
 #   --image NAME  the tag to give it (default sluice/sandbox:bookworm)
 #   --check       only say whether NAME is up to date (exit 0) or not (exit 1); change nothing
@@ -12,9 +17,10 @@
 # Cached by content: the recipe (suite, variant, packages, dpkg filters, hooks, import changes)
 # is hashed, and the image carries the hash as the label sluice.image.recipe.
 #   1. NAME exists with that label: nothing to do.
-#   2. $SLUICE_CACHE_DIR/sandbox-<hash>.tar exists (default /var/cache/sluice): `docker load` it.
-#   3. Otherwise build it (about 35 s on 2 cores), then `docker save` it there, so a wiped docker
-#      data root gets the image back in seconds.
+#   2. $SLUICE_CACHE_DIR/sandbox-[dev-]<hash>.tar exists (default /var/cache/sluice): `docker
+#      load` it.
+#   3. Otherwise build it (about 35 s on 2 cores; the dev image a few minutes), then `docker
+#      save` it there, so a wiped docker data root gets the image back in seconds.
 # Needs a reachable dockerd (tools/dockerd.sh start) and, to build, root and mmdebstrap.
 set -euo pipefail
 
@@ -33,7 +39,7 @@ while [ $# -gt 0 ]; do
     shift
     ;;
   -h | --help)
-    sed -n '3,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *)
@@ -66,6 +72,19 @@ changes=(
   'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
   'CMD ["/bin/bash"]'
 )
+# The image for agents: toolchains an agent expects to find (Node.js with npm, Python 3 with pip
+# and venv, `python` for python3, a C toolchain, git-lfs, jq and the archive tools); pip may
+# install system-wide, as on a CI runner.
+kind=base
+# The tag is what follows the last ':' of the last path component (a registry's port is not).
+case "${image##*/}" in
+*:*-dev)
+  kind=dev
+  packages+=(nodejs npm python3 python3-pip python3-venv python-is-python3 build-essential
+    pkg-config git-lfs jq zip unzip xz-utils gnupg openssh-client)
+  changes+=('ENV PIP_BREAK_SYSTEM_PACKAGES=1')
+  ;;
+esac
 label=sluice.image.recipe
 recipe_hash=$({
   echo "sluice sandbox image recipe 1"
@@ -78,7 +97,10 @@ recipe_hash=$({
 } | sha256sum | cut -c1-16)
 
 cache_dir=${SLUICE_CACHE_DIR:-/var/cache/sluice}
-cache=$cache_dir/sandbox-$recipe_hash.tar
+# The base image's cache keeps its name of before (sandbox-HASH.tar, 16 hex digits).
+prefix=sandbox-
+[ "$kind" = dev ] && prefix=sandbox-dev-
+cache=$cache_dir/$prefix$recipe_hash.tar
 
 # ---- is it there already? -------------------------------------------------------------------
 
@@ -103,7 +125,7 @@ fi
 
 mkdir -p "$cache_dir" || die "cannot create the cache directory $cache_dir"
 # One build at a time per cache directory.
-exec 9>"$cache_dir/.sandbox.lock"
+exec 9>"$cache_dir/.${prefix%-}.lock"
 flock 9
 if have_label; then
   say "$image is up to date (recipe $recipe_hash; built by another run)"
@@ -145,7 +167,7 @@ import_args=()
 for c in "${changes[@]}" "LABEL $label=$recipe_hash"; do import_args+=(--change "$c"); done
 
 say "building $image (recipe $recipe_hash) with mmdebstrap from this machine's Debian mirror"
-log=$cache_dir/sandbox-build.log
+log=$cache_dir/${prefix}build.log
 # Imported untagged first: a failed or truncated build must never carry the name.
 if ! id=$(mmdebstrap "${mm_args[@]}" "$suite" - "deb [signed-by=$keyring] $mirror $suite main" \
   2>"$log" | docker import "${import_args[@]}" - 2>>"$log"); then
@@ -164,8 +186,9 @@ say "$image built in $(elapsed) s"
 
 tmp=$cache.tmp.$$
 if docker save --output "$tmp" "$image" && mv "$tmp" "$cache"; then
-  for old in "$cache_dir"/sandbox-*.tar; do
-    [ "$old" = "$cache" ] || rm -f "$old"
+  # Older caches of the same recipe kind (16 hex digits after the prefix) go.
+  for old in "$cache_dir/$prefix"????????????????.tar; do
+    [ -e "$old" ] && [ "$old" != "$cache" ] && rm -f "$old"
   done
   say "saved to $cache ($(du -h "$cache" | cut -f1))"
 else

@@ -115,6 +115,8 @@ void sl__sandbox_unref(struct sl__sandbox *s)
     sl_free(s->env_id);
     sl_free(s->env_name);
     sl_free(s->container);
+    sl_free(s->clone_error);
+    SL_BUG_ON(s->parked != NULL);
     sl__sandbox_free_strv(s->secrets, s->n_secrets, true);
     sl__sandbox_free_strv(s->ph_env, s->n_placeholders, false);
     sl__sandbox_free_strv(s->ph_value, s->n_placeholders, false);
@@ -455,26 +457,63 @@ void sl__sandbox_remove(struct sl__sandbox *s, const char *why, sl_sandbox_reply
     sl__sandbox_remove_with(s, why, reply, arg, 0, NULL);
 }
 
+/* The clone's state for a list: null without a git platform. */
+static json_t *clone_json(const struct sl__sandbox *s)
+{
+    switch (s->clone) {
+    case SL__SANDBOX_CLONE_NONE:
+        /* Before the container runs there is nothing to clone yet. */
+        return s->state == SL__SANDBOX_STARTING && sl__sandbox_remote(s->sb) != NULL
+                       ? json_string("pending")
+                       : json_null();
+    case SL__SANDBOX_CLONE_RUNNING:
+        return json_string("cloning");
+    case SL__SANDBOX_CLONE_DONE:
+        return json_string("done");
+    case SL__SANDBOX_CLONE_FAILED:
+        return json_string("failed");
+    }
+    return json_null();
+}
+
+/* One sandbox as the lists show it. */
+static json_t *list_item(const struct sl__sandbox *s)
+{
+    char created[32];
+    char expires[32];
+    json_t *item;
+
+    sl__sandbox_rfc3339(s->created_unix, created, sizeof(created));
+    sl__sandbox_rfc3339(s->expires_unix, expires, sizeof(expires));
+    item = json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:o, s:s, s:s}", "id", s->id, "repo", s->repo,
+                     "ref", s->ref, "environment", s->env_name, "status",
+                     s->state == SL__SANDBOX_READY ? "ready" : "starting", "clone", clone_json(s),
+                     "created_at", created, "expires_at", expires);
+    if (item != NULL && s->clone == SL__SANDBOX_CLONE_FAILED && s->clone_error != NULL
+        && json_object_set_new(item, "clone_error", json_string(s->clone_error)) < 0) {
+        json_decref(item);
+        item = NULL;
+    }
+    return item;
+}
+
 json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
                           const char *repo)
 {
     json_t *arr = json_array();
 
     for (const struct sl__sandbox *s = sb->list; arr != NULL && s != NULL; s = s->next) {
-        char created[32];
-        char expires[32];
+        json_t *item;
 
         if (s->state == SL__SANDBOX_GONE || (repo != NULL && strcmp(s->repo, repo) != 0)
             || strcmp(s->owner_id, caller->user_id) != 0) {
             continue;
         }
-        sl__sandbox_rfc3339(s->created_unix, created, sizeof(created));
-        sl__sandbox_rfc3339(s->expires_unix, expires, sizeof(expires));
-        (void)json_array_append_new(
-                arr, json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:s}", "id", s->id, "repo",
-                               s->repo, "ref", s->ref, "environment", s->env_name, "status",
-                               s->state == SL__SANDBOX_READY ? "ready" : "starting", "created_at",
-                               created, "expires_at", expires));
+        item = list_item(s);
+        if (item == NULL || json_array_append_new(arr, item) < 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
     }
     return arr;
 }
@@ -892,6 +931,7 @@ static void free_manager(struct sl_sandboxes *sb)
 {
     sl_free(sb->ca_bundle);
     sl_free(sb->resolv_conf);
+    sl_free(sb->api_url);
     sl_free(sb);
 }
 
@@ -1033,7 +1073,9 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
     if (rc == 0) {
         sb->ca_bundle = sl_malloc(cfg->ca_bundle_len + 1);
         sb->resolv_conf = cfg->resolv_conf != NULL ? sl_strdup(cfg->resolv_conf) : NULL;
-        if (sb->ca_bundle == NULL || (cfg->resolv_conf != NULL && sb->resolv_conf == NULL)) {
+        sb->api_url = cfg->api_url != NULL ? sl_strdup(cfg->api_url) : NULL;
+        if (sb->ca_bundle == NULL || (cfg->resolv_conf != NULL && sb->resolv_conf == NULL)
+            || (cfg->api_url != NULL && sb->api_url == NULL)) {
             rc = SL_ENOMEM;
         } else {
             memcpy(sb->ca_bundle, cfg->ca_bundle, cfg->ca_bundle_len);
@@ -1047,6 +1089,7 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
     sb->cfg.subnet = sb->subnet;
     sb->cfg.ca_bundle = sb->ca_bundle;
     sb->cfg.resolv_conf = sb->resolv_conf;
+    sb->cfg.api_url = sb->api_url;
     if (sb->cfg.idle_timeout_ms == 0) {
         sb->cfg.idle_timeout_ms = (uint64_t)SL_SANDBOX_DEFAULT_IDLE_S * 1000;
     }

@@ -16,12 +16,15 @@
  *   - a close answers only after every proxy acknowledged a snapshot without the entry (or
  *     5 s passed), so a closed sandbox's token is refused (407) once the close returned.
  *
- * Life of a sandbox: starting (entry pushed, container created and started, repository
- * cloned) -> ready (calls) -> closing (container removed, entry dropped) -> gone. Creation
- * has 3 minutes; past them, or on any failure, whatever was made is removed and the caller
- * gets 503 `the sandbox container did not start; try again` (or the precise 4xx, such as
- * `unknown ref`). A ready sandbox without calls for `idle_timeout_ms` and one whose lifetime
- * ended are closed by a once-a-second sweep.
+ * Life of a sandbox: starting (entry pushed, container created and started behind its inner
+ * wall) -> ready (the create answers; the repository is cloned in the background, a call that
+ * comes meanwhile waits for the clone, and a failed clone answers every exec, read and write
+ * 409 `the clone failed: REASON`) -> closing (container removed, entry dropped) -> gone.
+ * Creation has 3 minutes; past them, or on any failure, whatever was made is removed and the
+ * caller gets 503 `the sandbox container did not start; try again` (or the precise 4xx, such as
+ * 422 `unknown ref` for a malformed ref). A ready sandbox without calls for `idle_timeout_ms`
+ * (a clone in progress and a waiting call count as use) and one whose lifetime ended are closed
+ * by a once-a-second sweep.
  *
  * Restarts: a clean stop (sl_sandboxes_close) removes every sandbox of this network; at start
  * (sl_sandboxes_start) containers of this network left by a crash are removed before the
@@ -68,6 +71,8 @@
 #define SL_SANDBOX_FILE_MAX           ((size_t)64 << 20)
 #define SL_SANDBOX_DEFAULT_TIMEOUT_MS 600000u
 #define SL_SANDBOX_START_TIMEOUT_MS   180000u
+/* The clone's own limit; the calls that wait for it wait at most this long. */
+#define SL_SANDBOX_CLONE_TIMEOUT_MS   600000u
 #define SL_SANDBOX_DEFAULT_IDLE_S     1800u
 #define SL_SANDBOX_DEFAULT_LIFETIME_S 86400u
 /* Closed sandboxes whose owner the manager still remembers (sl_sandboxes_owned()). */
@@ -110,6 +115,10 @@ struct sl_sandboxes_config {
     size_t ca_bundle_len;
     /* Host file bind-mounted over /etc/resolv.conf; NULL for the runtime's own. Copied. */
     const char *resolv_conf;
+    /* The control plane as people use it (`http://LISTEN`: the REST API under /api/v1, MCP at
+     * /mcp), put in every container as SLUICE_API_URL (a sandbox cannot reach it:
+     * docs/reference/containers.md §5.4); NULL for none. Copied. */
+    const char *api_url;
     /* The runner binary copied into containers. Borrowed (static data). */
     const void *runner;
     size_t runner_len;

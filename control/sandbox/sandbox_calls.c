@@ -2,7 +2,9 @@
 /*
  * control/sandbox/sandbox_calls.c - the calls into an open sandbox (see sandbox.h,
  * sl_sandboxes_call()): exec through the runner, read and write a file, and the output of a
- * command made safe to answer (valid UTF-8, the sandbox's secrets redacted).
+ * command made safe to answer (valid UTF-8, the sandbox's secrets redacted). A call that comes
+ * while the repository is being cloned is parked until the clone ends; after a failed clone
+ * every call is answered 409 `the clone failed: ...`.
  */
 #include <stdio.h>
 #include <string.h>
@@ -161,6 +163,37 @@ static json_t *output_json(const struct sl__sandbox *s, const char *p, size_t n,
     sl_buf_finish(&raw);
     sl_buf_finish(&text);
     return j;
+}
+
+char *sl__sandbox_output_line(const struct sl__sandbox *s, const char *p, size_t n, size_t max)
+{
+    struct sl_buf raw;
+    struct sl_buf text;
+    char *line = NULL;
+
+    sl_buf_init(&raw, n + 1);
+    sl_buf_init(&text, 3 * max + 1);
+    if (sl_buf_append(&raw, p, n) == 0 && redact(&raw, s->secrets, s->n_secrets) == 0) {
+        if (raw.len > max) {
+            raw.len = max;
+            drop_secret_prefix(&raw, s->secrets, s->n_secrets);
+        }
+        for (size_t i = 0; i < raw.len; i++) {
+            raw.p[i] = raw.p[i] < 0x20 || raw.p[i] == 0x7F ? ' ' : raw.p[i];
+        }
+        while (raw.len > 0 && raw.p[raw.len - 1] == ' ') {
+            raw.len--;
+        }
+        if (append_utf8(&text, raw.p, raw.len) == 0) {
+            line = sl_strndup(text.p != NULL ? (const char *)text.p : "", text.len);
+        }
+    }
+    if (raw.p != NULL) {
+        sodium_memzero(raw.p, raw.len);
+    }
+    sl_buf_finish(&raw);
+    sl_buf_finish(&text);
+    return line;
 }
 
 /* `/workspace/repo` joined with a relative path, or an absolute path as it is. Refuses NUL-
@@ -560,12 +593,93 @@ fail:
     call_free(c);
 }
 
+/* Runs exec, read or write on `s` (ready, its clone over). */
+static void dispatch(struct sl__sandbox *s, const char *action, json_t *body,
+                     sl_sandbox_reply_fn *reply, void *arg)
+{
+    struct sl_sandboxes *sb = s->sb;
+    struct call *c;
+
+    if (s->clone == SL__SANDBOX_CLONE_FAILED) {
+        /* Every call hears why: git's reason is valid UTF-8 of any length (clone_ended()). */
+        json_t *msg = json_pack("{s:s+}", "message", "the clone failed: ",
+                                s->clone_error != NULL ? s->clone_error : "out of memory");
+
+        reply(arg, 409, msg != NULL ? msg : json_object());
+        return;
+    }
+    if (body != NULL && !json_is_object(body)) {
+        sl__sandbox_reply_err(reply, arg, 400, "the body must be a JSON object");
+        return;
+    }
+    c = sl_calloc(1, sizeof(*c));
+    if (c == NULL) {
+        sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
+        return;
+    }
+    c->sb = sb;
+    c->s = s;
+    c->reply = reply;
+    c->arg = arg;
+    s->refs++;
+    s->busy++;
+    if (strcmp(action, "exec") == 0) {
+        start_exec(c, body);
+    } else if (strcmp(action, "read") == 0) {
+        start_read(c, body);
+    } else {
+        start_write(c, body);
+    }
+}
+
+/* Parks a call until the clone of `s` ends. It counts as use meanwhile. */
+static void park(struct sl__sandbox *s, const char *action, json_t *body,
+                 sl_sandbox_reply_fn *reply, void *arg)
+{
+    struct sl__sandbox_parked *p = sl_calloc(1, sizeof(*p));
+
+    if (p == NULL) {
+        sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
+        return;
+    }
+    (void)snprintf(p->action, sizeof(p->action), "%s", action);
+    p->body = json_incref(body);
+    p->reply = reply;
+    p->arg = arg;
+    *s->parked_tail = p;
+    s->parked_tail = &p->next;
+    s->refs++;
+    s->busy++;
+}
+
+void sl__sandbox_unpark(struct sl__sandbox *s)
+{
+    struct sl__sandbox_parked *p = s->parked;
+
+    s->parked = NULL;
+    s->parked_tail = &s->parked;
+    while (p != NULL) {
+        struct sl__sandbox_parked *next = p->next;
+
+        s->busy--;
+        s->last_used = uv_now(s->sb->cfg.loop);
+        if (s->state != SL__SANDBOX_READY || s->sb->closing) {
+            sl__sandbox_reply_msg(p->reply, p->arg, 409, "the sandbox was closed");
+        } else {
+            dispatch(s, p->action, p->body, p->reply, p->arg);
+        }
+        json_decref(p->body);
+        sl_free(p);
+        sl__sandbox_unref(s);
+        p = next;
+    }
+}
+
 void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
                        const char *repo, const char *id, const char *action, json_t *body,
                        sl_sandbox_reply_fn *reply, void *arg)
 {
     struct sl__sandbox *s = sl__sandbox_find(sb, id);
-    struct call *c;
     bool known = strcmp(action, "exec") == 0 || strcmp(action, "read") == 0
                  || strcmp(action, "write") == 0 || strcmp(action, "close") == 0;
 
@@ -594,26 +708,9 @@ void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *
         sl__sandbox_remove(s, "closed by its user", reply, arg);
         return;
     }
-    if (body != NULL && !json_is_object(body)) {
-        sl__sandbox_reply_err(reply, arg, 400, "the body must be a JSON object");
+    if (s->clone == SL__SANDBOX_CLONE_RUNNING) {
+        park(s, action, body, reply, arg);
         return;
     }
-    c = sl_calloc(1, sizeof(*c));
-    if (c == NULL) {
-        sl__sandbox_reply_msg(reply, arg, 503, "out of memory");
-        return;
-    }
-    c->sb = sb;
-    c->s = s;
-    c->reply = reply;
-    c->arg = arg;
-    s->refs++;
-    s->busy++;
-    if (strcmp(action, "exec") == 0) {
-        start_exec(c, body);
-    } else if (strcmp(action, "read") == 0) {
-        start_read(c, body);
-    } else {
-        start_write(c, body);
-    }
+    dispatch(s, action, body, reply, arg);
 }

@@ -6,8 +6,8 @@
  *   sandbox.c        the registry, waiting for the proxies, removal, the sweep, the snapshot
  *                    client entries, the inner walls' ports, start, status and close, the
  *                    manager's creation;
- *   sandbox_open.c   opening a sandbox;
- *   sandbox_calls.c  exec, read and write in an open one.
+ *   sandbox_open.c   opening a sandbox, and the clone of its repository in the background;
+ *   sandbox_calls.c  exec, read and write in an open one (parked while the clone runs).
  *
  * Everything runs on the manager's loop thread.
  */
@@ -42,6 +42,25 @@ enum sl__sandbox_state {
     SL__SANDBOX_READY,
     SL__SANDBOX_CLOSING,
     SL__SANDBOX_GONE,
+};
+
+/* The clone of the repository, in the background once the container runs (docs/reference/api.md
+ * §5.3): none without a git platform. */
+enum sl__sandbox_clone {
+    SL__SANDBOX_CLONE_NONE = 0,
+    SL__SANDBOX_CLONE_RUNNING,
+    SL__SANDBOX_CLONE_DONE,
+    SL__SANDBOX_CLONE_FAILED,
+};
+
+/* A call (exec, read, write) that arrived while the clone runs: it goes on when the clone ends.
+ * Owned by the sandbox's list; `body` is a reference. */
+struct sl__sandbox_parked {
+    struct sl__sandbox_parked *next;
+    char action[8];
+    json_t *body;
+    sl_sandbox_reply_fn *reply;
+    void *arg;
 };
 
 struct sl_sandboxes;
@@ -98,6 +117,12 @@ struct sl__sandbox {
     char **ph_env;
     char **ph_value;
     size_t n_placeholders;
+    /* The clone: its state, why it failed ("unknown ref", git's words; owned), and the calls
+     * waiting for it, oldest first. */
+    enum sl__sandbox_clone clone;
+    char *clone_error;
+    struct sl__sandbox_parked *parked;
+    struct sl__sandbox_parked **parked_tail;
     /* The create in progress: its spec and its answer. */
     struct sl_sandbox_spec *spec;
     sl_sandbox_reply_fn *reply;
@@ -112,6 +137,7 @@ struct sl_sandboxes {
     char gateway[INET_ADDRSTRLEN];
     char *ca_bundle;
     char *resolv_conf;
+    char *api_url;
     uv_timer_t sweep;
     struct sl__sandbox *list;
     struct sl__sandbox_waiter *waiters;
@@ -202,6 +228,17 @@ void sl__sandbox_egress_finish(struct sl__sandbox_egress *e);
 /* Brings the inner wall of `s` (a container that runs) to the current named ports when they
  * changed since it got its wall; one update at a time per sandbox. */
 void sl__sandbox_sync_wall(struct sl__sandbox *s);
+
+/* ---- sandbox_calls.c ---- */
+
+/* Runs the calls parked on `s` now that its clone ended (or the sandbox is gone: they are
+ * answered 409 `the sandbox was closed`). */
+void sl__sandbox_unpark(struct sl__sandbox *s);
+
+/* `n` bytes of a command's output as one line that is safe to answer: the secrets of `s`
+ * redacted, cut to `max` bytes, control characters as spaces, trailing blanks dropped, valid
+ * UTF-8. Owned by the caller; NULL when out of memory. */
+char *sl__sandbox_output_line(const struct sl__sandbox *s, const char *p, size_t n, size_t max);
 
 /* ---- sandbox_open.c ---- */
 

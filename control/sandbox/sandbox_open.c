@@ -2,8 +2,10 @@
 /*
  * control/sandbox/sandbox_open.c - opening a sandbox (see sandbox.h, sl_sandboxes_open()): the
  * checks of the request, the entry in the snapshot and the wait for every proxy to hold it, the
- * container's creation with its files, variables and inner wall, and the clone of the repository
- * from the git platform's remote; a failure at any step removes what was made.
+ * container's creation with its files, variables and inner wall (a failure at any step removes
+ * what was made), and then, once the create has answered, the clone of the repository from the
+ * git platform's remote in the background: the calls that come meanwhile are parked
+ * (sandbox_calls.c) and go on when it ends; a failed clone is kept and answered to every call.
  */
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +24,11 @@
 #define TOKEN_BYTES 32
 /* Exit codes of the clone script. */
 #define CLONE_UNKNOWN_REF 42
+/* The most of git's error output a failed clone keeps. */
+#define CLONE_ERROR_MAX 400
+/* SL_SANDBOX_CLONE_TIMEOUT_MS for a person. */
+#define CLONE_LIMIT_TEXT "10 minutes"
+_Static_assert(SL_SANDBOX_CLONE_TIMEOUT_MS == 600000u, "CLONE_LIMIT_TEXT says 10 minutes");
 
 static void random_text(char *out, size_t cap, const char *prefix, size_t bytes, bool hex)
 {
@@ -100,33 +107,58 @@ static void create_done(struct sl__sandbox *s)
     reply(arg, 201, body != NULL ? body : json_object());
 }
 
+/* The clone ended: `error` NULL when it succeeded, else why not (for the calls, which answer
+ * 409 `the clone failed: ERROR`). The parked calls go on. */
+static void clone_ended(struct sl__sandbox *s, const char *error)
+{
+    /* Idle from the clone's end, not from the create. */
+    s->last_used = uv_now(s->sb->cfg.loop);
+    if (error == NULL) {
+        s->clone = SL__SANDBOX_CLONE_DONE;
+        sl_log(SL_LOG_INFO, 0, "msg=\"sandbox cloned\" sandbox=%s repo=%s", s->id, s->repo);
+    } else {
+        s->clone = SL__SANDBOX_CLONE_FAILED;
+        s->clone_error = sl_strdup(error);
+        sl_log(SL_LOG_WARN, 0, "msg=\"sandbox clone failed\" sandbox=%s repo=%s why=\"%s\"", s->id,
+               s->repo, error);
+    }
+    sl__sandbox_unpark(s);
+}
+
 static void on_cloned(void *arg, const struct sl_launcher_exec_result *r)
 {
     struct sl__sandbox *s = arg;
 
-    if (s->state != SL__SANDBOX_STARTING) {
-        sl__sandbox_unref(s);
-        return;
-    }
-    if (r->rc == 0 && r->exit_code == 0) {
-        create_done(s);
+    s->busy--;
+    if (s->state == SL__SANDBOX_GONE) {
+        /* Closed while it cloned: the parked calls hear so. */
+        sl__sandbox_unpark(s);
+    } else if (r->rc == 0 && r->exit_code == 0 && !r->deadline_passed) {
+        clone_ended(s, NULL);
     } else if (r->rc == 0 && r->exit_code == CLONE_UNKNOWN_REF) {
-        sl__sandbox_create_failed(s, 422, "message", "unknown ref");
+        clone_ended(s, "unknown ref");
+    } else if (r->deadline_passed || (r->rc == 0 && r->exit_code == 124)) {
+        clone_ended(s, "it did not finish within " CLONE_LIMIT_TEXT);
+    } else if (r->rc < 0) {
+        clone_ended(s, r->err != NULL ? r->err : sl_strerror(r->rc));
     } else {
-        char text[512];
+        /* git's own words, on one line, as exec output is answered (secrets redacted). */
+        char *text =
+                sl__sandbox_output_line(s, r->errout != NULL ? r->errout : "",
+                                        r->errout != NULL ? r->errout_len : 0, CLONE_ERROR_MAX);
+        char fallback[64];
 
-        (void)snprintf(text, sizeof(text), "the repository could not be cloned: %.*s",
-                       (int)(r->errout_len > 300 ? 300 : r->errout_len),
-                       r->errout != NULL ? r->errout : "");
-        if (r->rc < 0) {
-            (void)snprintf(text, sizeof(text), "the repository could not be cloned: %s",
-                           r->err != NULL ? r->err : sl_strerror(r->rc));
+        if (text == NULL || text[0] == '\0') {
+            (void)snprintf(fallback, sizeof(fallback), "git exited with status %d", r->exit_code);
         }
-        sl__sandbox_create_failed(s, 502, "message", text);
+        clone_ended(s, text != NULL && text[0] != '\0' ? text : fallback);
+        sl_free(text);
     }
     sl__sandbox_unref(s);
 }
 
+/* Starts the clone of the repository into /workspace/repo: the runner with the clone limit, the
+ * URL from the container's SLUICE_CLONE_URL, the ref from the exec's own environment. */
 static void clone_repo(struct sl__sandbox *s)
 {
     struct sl_sandboxes *sb = s->sb;
@@ -141,14 +173,10 @@ static void clone_repo(struct sl__sandbox *s)
             "elif git rev-parse -q --verify \"$SLUICE_CLONE_REF^{commit}\" >/dev/null; then\n"
             "  git -c advice.detachedHead=false checkout -q \"$SLUICE_CLONE_REF\" -- || exit 74\n"
             "else exit 42; fi\n";
-    char url_env[SL__SANDBOX_PATH_MAX];
-    char url[SL__SANDBOX_PATH_MAX - 32];
     char ref_env[300];
     char timeout[32];
-    uint64_t now = uv_now(sb->cfg.loop);
-    uint64_t left = s->start_deadline > now + 1000 ? s->start_deadline - now : 1000;
     const char *argv[] = { SL_SANDBOX_RUNNER_PATH, "--timeout-ms", timeout, "-c", script };
-    const char *env[] = { url_env, ref_env };
+    const char *env[] = { ref_env };
     struct sl_launcher_exec e = {
         .argv = argv,
         .argc = SL_ARRAY_LEN(argv),
@@ -157,18 +185,15 @@ static void clone_repo(struct sl__sandbox *s)
         .cwd = SL_SANDBOX_REPO_DIR,
         .max_stdout = 64 * 1024,
         .max_stderr = 64 * 1024,
-        .deadline_ms = left + SL__SANDBOX_EXEC_SLACK_MS,
+        .deadline_ms = SL_SANDBOX_CLONE_TIMEOUT_MS + 5000 + SL__SANDBOX_EXEC_SLACK_MS,
     };
 
-    if (sl_git_clone_url(sl__sandbox_remote(sb), s->repo, url, sizeof(url)) < 0) {
-        sl__sandbox_create_failed(s, 502, "message",
-                                  "the repository could not be cloned: its URL is too long");
-        return;
-    }
-    (void)snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long)left);
-    (void)snprintf(url_env, sizeof(url_env), "SLUICE_CLONE_URL=%s", url);
+    (void)snprintf(timeout, sizeof(timeout), "%u", SL_SANDBOX_CLONE_TIMEOUT_MS);
     (void)snprintf(ref_env, sizeof(ref_env), "SLUICE_CLONE_REF=%s", s->ref != NULL ? s->ref : "");
+    s->clone = SL__SANDBOX_CLONE_RUNNING;
     s->refs++;
+    /* Use, while it runs: the idle sweep leaves the sandbox alone. */
+    s->busy++;
     sb->cfg.launcher->ops->exec(sb->cfg.launcher, s->container, &e, on_cloned, s);
 }
 
@@ -221,11 +246,13 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
     }
     /* The ports the rules name may have changed while it started. */
     sl__sandbox_sync_wall(s);
+    /* The container runs behind its wall: the clone starts in the background and the create
+     * answers now. The clone is marked running first, so that a call the answer makes at once
+     * (a job's exec) waits for it. */
     if (sl__sandbox_remote(sb) != NULL) {
         clone_repo(s);
-    } else {
-        create_done(s);
     }
+    create_done(s);
     sl__sandbox_unref(s);
 }
 
@@ -288,6 +315,8 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
         "SLUICE_SANDBOX",
         "SLUICE_REF",
         "SLUICE_REPO",
+        "SLUICE_CLONE_URL",
+        "SLUICE_API_URL",
         "GIT_AUTHOR_NAME",
         "GIT_AUTHOR_EMAIL",
         "GIT_COMMITTER_NAME",
@@ -299,8 +328,15 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
                                               "https_proxy" };
     struct sl_sandboxes *sb = s->sb;
     const struct sl_sandbox_spec *spec = s->spec;
+    char url[SL__SANDBOX_PATH_MAX];
 
     *n = 0;
+    url[0] = '\0';
+    /* The repository's clone URL at the git platform: no credential in it (the proxy puts the
+     * platform's on the repository's paths). */
+    if (sl__sandbox_remote(sb) != NULL) {
+        SL_TRY(sl_git_clone_url(sl__sandbox_remote(sb), s->repo, url, sizeof(url)));
+    }
 #define PUT(...)                                   \
     do {                                           \
         if (*n >= cap) {                           \
@@ -346,6 +382,8 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
     PUT("SLUICE_SANDBOX=true");
     PUT("SLUICE_REF=%s", s->ref != NULL ? s->ref : "");
     PUT("SLUICE_REPO=%s", s->repo);
+    PUT("SLUICE_CLONE_URL=%s", url);
+    PUT("SLUICE_API_URL=%s", sb->cfg.api_url != NULL ? sb->cfg.api_url : "");
     /* Commits made inside carry the creator: their email, else a noreply address. */
     PUT("GIT_AUTHOR_NAME=%s", spec->owner_name);
     PUT("GIT_COMMITTER_NAME=%s", spec->owner_name);
@@ -510,6 +548,7 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
     s->spec = spec;
     s->reply = reply;
     s->reply_arg = arg;
+    s->parked_tail = &s->parked;
     if (s->owner_id == NULL || s->repo == NULL || (spec->ref != NULL && s->ref == NULL)
         || (spec->env_id != NULL && s->env_id == NULL)
         || (spec->env_name != NULL && s->env_name == NULL) || s->secrets == NULL) {

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include <jansson.h>
+#include <sodium.h>
 #include <uv.h>
 
 #include "base/buf.h"
@@ -52,11 +53,13 @@ static const char instructions[] =
 /* The REST route a tool calls. */
 struct tool_route {
     const char *method;
-    /* The path, where {name} stands for the argument `name` as one segment ({repo}, owner/name,
-     * for two: build_path()). */
+    /* The path, where {name} stands for the argument `name` as one segment (build_path()). */
     const char *path;
-    /* Which arguments form the body (NULL: no body; "*": all of them). */
+    /* Which arguments form the body as they are (NULL: no body; "*": all of them). */
     const char *const *body_keys;
+    /* Or: the body built from the arguments (a new reference; NULL when out of memory), for a
+     * tool whose arguments are not the route's fields (the seed's names, text for base64). */
+    json_t *(*body_fn)(const json_t *args);
 };
 
 struct tool {
@@ -69,11 +72,16 @@ struct tool {
     struct tool_route route;
     /* structuredContent of a 2xx answer without a body (sq_json() text). */
     const char *empty_result;
+    /* Reshapes the structuredContent of a 2xx answer in place (0, or SL_ENOMEM). */
+    int (*result_fn)(json_t *sc);
 };
 
-#define P_REPO                                                \
-    "'repo':{'type':'string','minLength':3,'maxLength':1024," \
-    "'description':'The repository, owner/name (as in /api/v1/repos/{owner}/{name})'}"
+/* The sandbox tools name the repository as the seed does: `owner` and `repo` apart. */
+#define P_WHERE                                                  \
+    "'owner':{'type':'string','minLength':1,'maxLength':255,"    \
+    "'description':'The owner of the repository (owner/name)'}," \
+    "'repo':{'type':'string','minLength':1,'maxLength':255,"     \
+    "'description':'The name of the repository (owner/name)'}"
 #define P_SANDBOX                                                  \
     "'sandbox_id':{'type':'string','minLength':1,'maxLength':128," \
     "'description':'The id sandbox_create returned'}"
@@ -95,12 +103,14 @@ struct tool {
 
 static const char *const body_all[] = { "*", NULL };
 static const char *const body_create[] = { "ref", "environment", NULL };
-static const char *const body_exec[] = { "cmd", "cwd", "env", "timeoutMs", NULL };
 static const char *const body_read[] = { "path", NULL };
-static const char *const body_write[] = { "path", "content", "mode", NULL };
+
+static json_t *exec_body(const json_t *args);
+static json_t *write_body(const json_t *args);
+static int read_result(json_t *sc);
 
 /* The sandboxes of the repository, and an action on one of them. */
-#define SANDBOXES       "/api/v1/repos/{repo}/sandboxes"
+#define SANDBOXES       "/api/v1/repos/{owner}/{repo}/sandboxes"
 #define SANDBOX(action) SANDBOXES "/{sandbox_id}/" action
 
 static const struct tool tools[] = {
@@ -111,7 +121,7 @@ static const struct tool tools[] = {
                            "one. No variable values are included (GET /api/v1/environments).",
             .schema = "{'type':'object','properties':{},'additionalProperties':false}",
             .annotations = READ_ONLY,
-            .route = { "GET", "/api/v1/environments", NULL },
+            .route = { "GET", "/api/v1/environments", NULL, NULL },
     },
     {
             .name = "get_environment",
@@ -121,7 +131,7 @@ static const struct tool tools[] = {
                            "(GET /api/v1/environments/{id-or-name}).",
             .schema = OBJ(P_ENV("The id or the name of the environment"), "'environment'"),
             .annotations = READ_ONLY,
-            .route = { "GET", "/api/v1/environments/{environment}", NULL },
+            .route = { "GET", "/api/v1/environments/{environment}", NULL, NULL },
     },
     {
             .name = "submit_job",
@@ -142,7 +152,7 @@ static const struct tool tools[] = {
                                 "An environment id or name for every repository (optional)"),
                         "'repos','command'"),
             .annotations = STARTS,
-            .route = { "POST", "/api/v1/jobs", body_all },
+            .route = { "POST", "/api/v1/jobs", body_all, NULL },
     },
     {
             .name = "get_job",
@@ -153,71 +163,80 @@ static const struct tool tools[] = {
                           "'description':'The job id submit_job returned'}",
                           "'id'"),
             .annotations = READ_ONLY,
-            .route = { "GET", "/api/v1/jobs/{id}", NULL },
+            .route = { "GET", "/api/v1/jobs/{id}", NULL, NULL },
     },
     {
             .name = "sandbox_create",
             .title = "Create a sandbox",
-            .description = "Starts a sandbox container for a repository (cloned into "
-                           "/workspace/repo when a git platform is configured) whose only way "
-                           "out is the egress proxy. May take up to 3 minutes. Returns its id "
+            .description = "Starts a sandbox container for a repository whose only way out is "
+                           "the egress proxy, and returns its id and ref once it runs; the "
+                           "repository is cloned into /workspace/repo in the background (with a "
+                           "git platform): the first exec, read or write waits for the clone, "
+                           "and a failed clone is that call's error (the clone failed: git's "
+                           "reason). The start can take up to 3 minutes "
                            "(POST /api/v1/repos/{owner}/{name}/sandboxes).",
-            .schema = OBJ(P_REPO "," P_REF "," P_ENV("An environment id or name (default: resolved "
-                                                     "for the repository)"),
-                          "'repo'"),
+            .schema = OBJ(P_WHERE "," P_REF "," P_ENV("An environment id or name (default: "
+                                                      "resolved for the repository)"),
+                          "'owner','repo'"),
             .annotations = STARTS,
-            .route = { "POST", SANDBOXES, body_create },
+            .route = { "POST", SANDBOXES, body_create, NULL },
     },
     {
             .name = "sandbox_exec",
             .title = "Run a command in a sandbox",
-            .description = "Runs cmd with bash -c in the sandbox and returns exitCode, stdout, "
-                           "stderr (1 MiB each), timedOut, truncated and durationMs. A non-zero "
-                           "exit is a normal result (POST .../sandboxes/{id}/exec).",
-            .schema = OBJ(P_REPO "," P_SANDBOX ",'cmd':{'type':'string','minLength':1,"
-                                 "'description':'The shell command'},"
-                                 "'cwd':{'type':'string','minLength':1,'maxLength':4096,"
-                                 "'description':'Directory, relative to /workspace/repo or "
-                                 "absolute'},"
-                                 "'env':{'type':'object','additionalProperties':{'type':'string'},"
-                                 "'description':'Extra environment variables'},"
-                                 "'timeoutMs':{'type':'integer','minimum':1,'maximum':86400000,"
-                                 "'description':'Time limit in ms (default 600000)'}",
-                          "'repo','sandbox_id','cmd'"),
+            .description = "Runs command with bash -c in the sandbox (in /workspace/repo unless "
+                           "cwd says otherwise) and returns exitCode, stdout, stderr (1 MiB "
+                           "each), timedOut, truncated and durationMs. A non-zero exit is a "
+                           "normal result; a command past timeout_seconds is stopped and "
+                           "reports exitCode 124 (POST .../sandboxes/{id}/exec).",
+            .schema = OBJ(P_WHERE "," P_SANDBOX ",'command':{'type':'string','minLength':1,"
+                                  "'description':'The shell command, run with bash -c'},"
+                                  "'cwd':{'type':'string','minLength':1,'maxLength':4096,"
+                                  "'description':'Directory, relative to /workspace/repo or "
+                                  "absolute (default /workspace/repo)'},"
+                                  "'env':{'type':'object','additionalProperties':{'type':'string'},"
+                                  "'description':'Extra environment variables'},"
+                                  "'timeout_seconds':{'type':'integer','minimum':1,"
+                                  "'maximum':86400,"
+                                  "'description':'Time limit in seconds (default 600)'}",
+                          "'owner','repo','sandbox_id','command'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':true,'openWorldHint':true}",
-            .route = { "POST", SANDBOX("exec"), body_exec },
+            .route = { "POST", SANDBOX("exec"), NULL, exec_body },
     },
     {
             .name = "sandbox_read_file",
             .title = "Read a file in a sandbox",
-            .description = "Returns path, size and content (base64) of a file of the sandbox, "
-                           "at most 64 MiB (POST .../sandboxes/{id}/read).",
-            .schema = OBJ(P_REPO "," P_SANDBOX "," P_PATH, "'repo','sandbox_id','path'"),
+            .description = "Returns path, size and content of a file of the sandbox, at most "
+                           "64 MiB: the content as text when the file is valid UTF-8, else "
+                           "base64 with encoding: base64 (POST .../sandboxes/{id}/read).",
+            .schema = OBJ(P_WHERE "," P_SANDBOX "," P_PATH, "'owner','repo','sandbox_id','path'"),
             .annotations = READ_ONLY,
-            .route = { "POST", SANDBOX("read"), body_read },
+            .route = { "POST", SANDBOX("read"), body_read, NULL },
+            .result_fn = read_result,
     },
     {
             .name = "sandbox_write_file",
             .title = "Write a file in a sandbox",
-            .description = "Writes content (base64) to a file of the sandbox, creating parent "
-                           "directories (POST .../sandboxes/{id}/write).",
-            .schema = OBJ(P_REPO "," P_SANDBOX "," P_PATH
-                                 ",'content':{'type':'string','description':'The bytes, base64'},"
-                                 "'mode':{'type':'integer','minimum':0,'maximum':4095,"
-                                 "'description':'File mode, e.g. 493 for 0755 (default 420)'}",
-                          "'repo','sandbox_id','path','content'"),
+            .description = "Writes content, as UTF-8 text, to a file of the sandbox, creating "
+                           "parent directories (POST .../sandboxes/{id}/write).",
+            .schema = OBJ(P_WHERE "," P_SANDBOX "," P_PATH
+                                  ",'content':{'type':'string','description':'The text to "
+                                  "write (UTF-8)'},"
+                                  "'mode':{'type':'integer','minimum':0,'maximum':4095,"
+                                  "'description':'File mode, e.g. 493 for 0755 (default 420)'}",
+                          "'owner','repo','sandbox_id','path','content'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':true,'openWorldHint':false}",
-            .route = { "POST", SANDBOX("write"), body_write },
+            .route = { "POST", SANDBOX("write"), NULL, write_body },
     },
     {
             .name = "sandbox_close",
             .title = "Close a sandbox",
             .description = "Removes the sandbox container and revokes its proxy credentials "
                            "(POST .../sandboxes/{id}/close).",
-            .schema = OBJ(P_REPO "," P_SANDBOX, "'repo','sandbox_id'"),
+            .schema = OBJ(P_WHERE "," P_SANDBOX, "'owner','repo','sandbox_id'"),
             .annotations = "{'readOnlyHint':false,'destructiveHint':true,'idempotentHint':true,"
                            "'openWorldHint':false}",
-            .route = { "POST", SANDBOX("close"), NULL },
+            .route = { "POST", SANDBOX("close"), NULL, NULL },
             .empty_result = "{'closed':true}",
     },
 };
@@ -646,34 +665,20 @@ static int append_segment(struct sl_buf *b, const char *s)
     return rc;
 }
 
-/* Appends the argument `name` of `args` for its {name} in a route's path: as one segment, or
- * for "repo" (owner/name) as two. SL_EINVAL (`e` set) for a repository without a '/'. */
-static int append_arg(struct sl_buf *b, const json_t *args, const char *name, struct arg_err *e)
+/* Appends the argument `name` of `args` (a required string of the schema) for its {name} in a
+ * route's path, as one segment. */
+static int append_arg(struct sl_buf *b, const json_t *args, const char *name)
 {
     const char *v = json_string_value(json_object_get(args, name));
-    const char *slash = v != NULL ? strchr(v, '/') : NULL;
-    char owner[1025];
-    int rc;
 
-    if (strcmp(name, "repo") != 0) {
-        return append_segment(b, v);
-    }
-    if (slash == NULL || slash == v || slash[1] == '\0' || (size_t)(slash - v) >= sizeof(owner)) {
-        (void)arg_fail(e, "repo", "must be owner/name");
-        return SL_EINVAL;
-    }
-    memcpy(owner, v, (size_t)(slash - v));
-    owner[slash - v] = '\0';
-    rc = append_segment(b, owner);
-    if (rc == 0) {
-        rc = sl_buf_append_str(b, "/");
-    }
-    return rc == 0 ? append_segment(b, slash + 1) : rc;
+    /* The table's path names are required strings of its schemas: a bug otherwise. */
+    SL_BUG_ON(v == NULL);
+    return append_segment(b, v);
 }
 
 /* The path of `t` for `args`: its route's path with every {name} filled in (append_arg()).
- * Returns 0 with `*out` owned, SL_EINVAL (repo without '/': `e` set) or SL_ENOMEM. */
-static int build_path(const struct tool *t, const json_t *args, char **out, struct arg_err *e)
+ * Returns 0 with `*out` owned, or SL_ENOMEM. */
+static int build_path(const struct tool *t, const json_t *args, char **out)
 {
     const char *p = t->route.path;
     struct sl_buf b;
@@ -693,18 +698,15 @@ static int build_path(const struct tool *t, const json_t *args, char **out, stru
             SL_BUG_ON(close == NULL || (size_t)(close - open) > sizeof(name));
             memcpy(name, open + 1, (size_t)(close - open) - 1);
             name[close - open - 1] = '\0';
-            rc = append_arg(&b, args, name, e);
+            rc = append_arg(&b, args, name);
             p = close + 1;
         }
     }
     if (rc == 0) {
         *out = sl_strdup(sl_buf_cstr(&b));
-        rc = *out != NULL ? 0 : SL_ENOMEM;
-    } else if (rc != SL_EINVAL) {
-        rc = SL_ENOMEM;
     }
     sl_buf_finish(&b);
-    return rc;
+    return rc == 0 && *out != NULL ? 0 : SL_ENOMEM;
 }
 
 /* The body of `t` for `args`: the arguments the route takes in its body. */
@@ -713,10 +715,12 @@ static int build_body(const struct tool *t, const json_t *args, char **out)
     json_t *body;
 
     *out = NULL;
-    if (t->route.body_keys == NULL) {
+    if (t->route.body_keys == NULL && t->route.body_fn == NULL) {
         return 0;
     }
-    if (strcmp(t->route.body_keys[0], "*") == 0) {
+    if (t->route.body_fn != NULL) {
+        body = t->route.body_fn(args);
+    } else if (strcmp(t->route.body_keys[0], "*") == 0) {
         body = json_deep_copy(args);
     } else {
         body = json_object();
@@ -735,6 +739,124 @@ static int build_body(const struct tool *t, const json_t *args, char **out)
     *out = json_dumps(body, JSON_COMPACT);
     json_decref(body);
     return *out != NULL ? 0 : SL_ENOMEM;
+}
+
+/* ---- the seed's arguments and results (docs/reference/mcp.md, Tools) ------------------------ */
+
+/* sandbox_exec: command, cwd, env, timeout_seconds -> the route's cmd, cwd, env, timeoutMs. */
+static json_t *exec_body(const json_t *args)
+{
+    static const char *const same[] = { "cwd", "env" };
+    const json_t *secs = json_object_get(args, "timeout_seconds");
+    json_t *body = json_object();
+    bool ok = body != NULL && json_object_set(body, "cmd", json_object_get(args, "command")) == 0;
+
+    for (size_t i = 0; ok && i < SL_ARRAY_LEN(same); i++) {
+        json_t *v = json_object_get(args, same[i]);
+
+        ok = v == NULL || json_object_set(body, same[i], v) == 0;
+    }
+    if (ok && secs != NULL) {
+        /* At most 86400 (the schema): the product fits. */
+        ok = json_object_set_new(body, "timeoutMs", json_integer(json_integer_value(secs) * 1000))
+             == 0;
+    }
+    if (!ok) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+/* sandbox_write_file: content is text; the route takes its UTF-8 bytes in base64. */
+static json_t *write_body(const json_t *args)
+{
+    const json_t *content = json_object_get(args, "content");
+    json_t *mode = json_object_get(args, "mode");
+    size_t n = json_string_length(content);
+    size_t cap = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+    char *b64 = sl_malloc(cap);
+    json_t *body = b64 != NULL ? json_object() : NULL;
+    bool ok = body != NULL;
+
+    if (ok) {
+        (void)sodium_bin2base64(b64, cap, (const unsigned char *)json_string_value(content), n,
+                                sodium_base64_VARIANT_ORIGINAL);
+        ok = json_object_set(body, "path", json_object_get(args, "path")) == 0
+             && json_object_set_new(body, "content", json_string(b64)) == 0
+             && (mode == NULL || json_object_set(body, "mode", mode) == 0);
+    }
+    sl_free(b64);
+    if (!ok) {
+        json_decref(body);
+        return NULL;
+    }
+    return body;
+}
+
+/* True when `n` bytes at `p` are well-formed UTF-8 (no overlong forms, no surrogates, nothing
+ * past U+10FFFF) without a NUL byte: text an agent can take as a JSON string. */
+static bool is_text(const unsigned char *p, size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        unsigned char c = p[i];
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
+        uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1Fu : len == 3 ? c & 0x0Fu : c & 0x07u;
+        static const uint32_t min[] = { 0, 0, 0x80, 0x800, 0x10000 };
+
+        if (len == 0 || c == 0 || i + len > n) {
+            return false;
+        }
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) {
+                return false;
+            }
+            cp = (cp << 6) | (p[i + k] & 0x3Fu);
+        }
+        if (cp < min[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+            return false;
+        }
+        i += len;
+    }
+    return true;
+}
+
+/* sandbox_read_file: the route's base64 content becomes text when the file is text; else it
+ * stays base64, with "encoding":"base64". */
+static int read_result(json_t *sc)
+{
+    const json_t *c = json_object_get(sc, "content");
+    size_t n = json_string_length(c);
+    size_t cap = n / 4 * 3 + 3;
+    unsigned char *bin;
+    size_t len = 0;
+    bool text;
+    int rc;
+
+    if (!json_is_string(c)) {
+        return 0;
+    }
+    bin = sl_malloc(cap);
+    if (bin == NULL) {
+        return SL_ENOMEM;
+    }
+    text = sodium_base642bin(bin, cap, json_string_value(c), n, NULL, &len, NULL,
+                             sodium_base64_VARIANT_ORIGINAL)
+                   == 0
+           && is_text(bin, len);
+    if (text) {
+        rc = json_object_set_new(sc, "content", json_stringn((const char *)bin, len));
+    } else {
+        rc = json_object_set_new(sc, "encoding", json_string("base64"));
+    }
+    sl_free(bin);
+    return rc == 0 ? 0 : SL_ENOMEM;
 }
 
 /* A tool error for arguments that break the schema: the §5 validation shape, as text too. */
@@ -781,7 +903,7 @@ static int prepare_call(json_t *id, const json_t *params, struct sl_mcp_plan *ou
     memset(&e, 0, sizeof(e));
     ok = check_value(schema, args, "", 0, &e);
     json_decref(schema);
-    rc = ok ? build_path(t, args, &out->route.path, &e) : SL_EINVAL;
+    rc = ok ? build_path(t, args, &out->route.path) : SL_EINVAL;
     if (rc == 0) {
         rc = build_body(t, args, &out->route.body);
     }
@@ -1103,6 +1225,10 @@ json_t *sl_mcp_tool_result(const char *tool, int status, const json_t *body)
             sc = sq_json(t != NULL && t->empty_result != NULL ? t->empty_result : "{'ok':true}");
         } else if (json_is_object(body)) {
             sc = json_deep_copy(body);
+            if (sc != NULL && t != NULL && t->result_fn != NULL && t->result_fn(sc) < 0) {
+                json_decref(sc);
+                sc = NULL;
+            }
         } else {
             sc = json_pack("{s:O}", "result", body);
         }

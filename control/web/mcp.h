@@ -124,10 +124,12 @@ SL_MUST_CHECK int sl_mcp_prepare(const struct sl_mcp_input *in, struct sl_mcp_pl
 
 /* The tool result for a REST answer to the route of `tool`: `status` and `body` (borrowed; NULL
  * or JSON null for none). 2xx: structuredContent is the body (an object; anything else is put
- * under "result"; no body gives the tool's empty result, {"closed":true} for sandbox_close)
- * and the text content its JSON. 4xx/5xx: isError, the text content is the REST "message" (or
- * the sandbox's "error") as is, structuredContent the REST body with "status". Returns a new
- * reference, or NULL when out of memory. */
+ * under "result"; no body gives the tool's empty result, {"closed":true} for sandbox_close),
+ * reshaped where the tool's result differs from the route's (sandbox_read_file: the content as
+ * text when the file is UTF-8, else base64 with "encoding":"base64"), and the text content its
+ * JSON. 4xx/5xx: isError, the text content is the REST "message" (or the sandbox's "error") as
+ * is, structuredContent the REST body with "status". Returns a new reference, or NULL when out
+ * of memory. */
 json_t *sl_mcp_tool_result(const char *tool, int status, const json_t *body);
 
 /* Answers `x` for `plan` (taken: its members are moved out and it is left finished): the answer

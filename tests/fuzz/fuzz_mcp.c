@@ -3,7 +3,8 @@
  * tests/fuzz/fuzz_mcp.c - the MCP message reader of control/web/mcp on arbitrary bytes: the body of
  * a POST /mcp through sl_mcp_prepare() twice, with the headers of a 2025-11-25 client and with
  * those a 2026-07-28 client mirrors from the body (MCP-Protocol-Version, Mcp-Method, Mcp-Name),
- * and the tool result of a REST answer.
+ * and the tool result of a REST answer, as it is (sandbox_exec) and reshaped (sandbox_read_file:
+ * a base64 `content` becomes text or stays base64 with "encoding":"base64").
  *
  * Invariants, not just "no crash": a plan is exactly one of an answer (a JSON-RPC 2.0 object with
  * a result or an error, status 200 or 400) , a 202 without a body, or a route; a route's method
@@ -71,6 +72,27 @@ static void check_route(const struct sl_mcp_plan *plan)
     }
 }
 
+/* A read's result: a string content stays a string; base64 is said, and then it is the route's. */
+static void check_read_result(const json_t *body)
+{
+    json_t *res = sl_mcp_tool_result("sandbox_read_file", 200, body);
+    json_t *sc = json_object_get(res, "structuredContent");
+    const json_t *in = json_object_get(body, "content");
+    const json_t *out = json_object_get(sc, "content");
+    const char *enc = json_string_value(json_object_get(sc, "encoding"));
+
+    if (res != NULL && json_is_string(in)) {
+        SL_BUG_ON(!json_is_string(out));
+        if (enc != NULL && json_object_get(body, "encoding") == NULL) {
+            SL_BUG_ON(strcmp(enc, "base64") != 0 || !json_equal(in, out));
+        }
+        /* Text holds no NUL: a client may take it as a C string. */
+        SL_BUG_ON(enc == NULL && !json_equal(in, out)
+                  && strlen(json_string_value(out)) != json_string_length(out));
+    }
+    json_decref(res);
+}
+
 static void prepare_and_check(const struct sl_mcp_input *in)
 {
     struct sl_mcp_plan plan = { 0 };
@@ -115,6 +137,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     res = sl_mcp_tool_result("sandbox_exec", json_is_object(body) ? 200 : 404, body);
     SL_BUG_ON(res != NULL && !json_is_array(json_object_get(res, "content")));
     json_decref(res);
+    if (json_is_object(body)) {
+        check_read_result(body);
+    }
     json_decref(body);
     return 0;
 }

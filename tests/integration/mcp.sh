@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/mcp.sh - docs/reference/mcp.md §5.5, the MCP endpoint /mcp (docs/mcp.md): a real control
-# plane and proxy with Docker sandboxes (tests/support/sandbox.sh), users root/alice/bob, the
+# plane and proxy with Docker sandboxes (tests/support/sandbox.sh) and a git platform (the git
+# server of tests/support/gitserver.sh with acme/widget and acme/other), users root/alice/bob, the
 # global environments sbx/sbx-off and alice's own alice-env; then
 #   - the official MCP TypeScript SDKs (tests/mcp/client.mjs, their Client over the Streamable HTTP
 #     transport: 1.x with initialize, 2.x pinned to the stateless revision 2026-07-28) connect,
 #     list the tools and call each one, as alice, bob and root: secrets
-#     masked, credentials never present, a sandbox write/read/exec/close round trip, another
+#     masked, credentials never present, a sandbox write/read/exec/close round trip with the
+#     seed's argument names (owner, repo, command, timeout_seconds; text and base64 files), another
 #     user's environment, sandbox and job refused with the REST texts, two jobs (one succeeds with
 #     its output, one fails with its exit code), a missing or wrong token failing the connect;
+#   - the 1.x SDK with the git server stopped: sandbox_create answers before the clone, the first
+#     sandbox_exec waits for it and runs on main's commit; an unknown ref's clone fails and
+#     sandbox_read_file and sandbox_exec are tool errors `the clone failed: unknown ref` (409);
 #   - raw curl checks of the protocol edges: parse error, invalid request, batch, unknown method,
 #     bad params, notification 202, GET/DELETE 405, 401 with WWW-Authenticate, Origin (403 for a
 #     rebound name), unsupported MCP-Protocol-Version (-32022 with the revisions), 2026-07-28
@@ -22,6 +27,8 @@ SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
+# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
+source "$SLUICE_SRC/tests/support/gitserver.sh"
 fx_setup
 
 MCP_DIR=$SLUICE_SRC/tests/mcp
@@ -30,7 +37,12 @@ if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextpr
   fx_bail "node and tests/mcp/node_modules (the MCP SDKs) are installed: run tools/deps.sh test"
 fi
 
-SBX_REPOS=acme/other sbx_setup sl-t-mcp 31
+# A git platform: the sandboxes clone their repository, in the background.
+GIT_TOKEN=gt-$(fx_random_hex 32)
+fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
+fx_git_repo acme/other || fx_bail "fixture repository acme/other"
+fx_git_repo acme/widget || fx_bail "fixture repository acme/widget"
+SBX_REPOS=acme/other sbx_setup sl-t-mcp 31 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 MCP_URL=http://127.0.0.1:$SBX_CPORT/mcp
 
 # alice's own environment: a secret variable and a credential bob must never see.
@@ -67,6 +79,29 @@ for era in handshake stateless; do
   check_eq "the SDK client ($era) exits 0" "$rc" 0
   check "the client ($era) ran to its last check" grep -qE '^(not )?ok - an unknown tool' "$out"
 done
+
+# --- the clone in the background, through the SDK (1.x) ----------------------------------------
+# The git server stopped: sandbox_create answers, and sandbox_exec waits until it goes on.
+out=$FX_WORK/client-clone.out
+kill -STOP -- "-$FX_FCGI_PID"
+(cd "$MCP_DIR" && MCP_SCENARIO=clone MCP_URL=$MCP_URL TOK_alice=$SBX_TOK_alice REPO=$SBX_REPO \
+  MAIN_SHA=$FX_GIT_MAIN_SHA timeout 300 node client.mjs) >"$out" 2>&1 &
+clone_pid=$!
+if fx_wait 120 grep -q '^# waiting-for-clone' "$out"; then
+  sleep 3
+fi
+kill -CONT -- "-$FX_FCGI_PID"
+rc=0
+wait "$clone_pid" || rc=$?
+while IFS= read -r line; do
+  case "$line" in
+  "ok - "*) ok "mcp client (clone): ${line#ok - }" ;;
+  "not ok - "*) not_ok "mcp client (clone): ${line#not ok - }" ;;
+  *) echo "# $line" ;;
+  esac
+done <"$out"
+check_eq "the SDK client (clone) exits 0" "$rc" 0
+check "the client (clone) ran to its last check" grep -qE '^ok - the clone scenario ran to its end' "$out"
 
 # --- raw protocol edges ----------------------------------------------------------------------
 MCP_BODY=$FX_WORK/mcp.body
@@ -110,10 +145,10 @@ mcp_post '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"nope"}
 check_rpc "tools/call of an unknown tool → -32602" 200 -32602
 mcp_post '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_job","arguments":[1]}}'
 check_rpc "tools/call with arguments that are not an object → -32602" 200 -32602
-mcp_post '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_exec","arguments":{"repo":"acme/widget","sandbox_id":"x","cmd":"id","timeoutMs":"soon"}}}'
+mcp_post '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sandbox_exec","arguments":{"owner":"acme","repo":"widget","sandbox_id":"x","command":"id","timeout_seconds":"soon"}}}'
 check_eq "arguments against the schema → a tool error naming the field" \
   "$MCP_STATUS $(mcp_field '[d["result"]["isError"], d["result"]["content"][0]["text"]]')" \
-  '200 [true, "invalid arguments: timeoutMs: must be an integer"]'
+  '200 [true, "invalid arguments: timeout_seconds: must be an integer"]'
 mcp_post '{"jsonrpc":"2.0","method":"notifications/initialized"}'
 check_eq "a notification → 202 without a body" "$MCP_STATUS $(wc -c <"$MCP_BODY")" "202 0"
 mcp_post '{"jsonrpc":"2.0","id":4,"method":"ping"}' -H 'MCP-Protocol-Version: 2025-11-25'
@@ -181,8 +216,10 @@ if sbx_create sbx-off main; then
   call=$(I=$SBX_ID R=$SBX_REPO "$FX_PYTHON" -c '
 import json, os
 print(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-    "name": "sandbox_exec", "arguments": {"repo": os.environ["R"], "sandbox_id": os.environ["I"],
-                                          "cmd": "sleep 6; echo done"}}}))')
+    "name": "sandbox_exec", "arguments": {"owner": os.environ["R"].split("/")[0],
+                                          "repo": os.environ["R"].split("/")[1],
+                                          "sandbox_id": os.environ["I"],
+                                          "command": "sleep 6; echo done"}}}))')
   mkdir -p "$FX_WORK/flood"
   pids=()
   for i in $(seq 1 70); do

@@ -4,8 +4,9 @@
 # and firewall table exist once sandboxes are ready; create/list; an allowed host is reached
 # through the proxy with the credential injected (origin.py logs it) while nothing inside the
 # sandbox holds it; a denied host gets 403 with X-Sluice-Reason and never reaches the origin;
-# the environment variables, the CA bundle and resolv.conf; close removes the container; a clean
-# shutdown removes the table. Network sl-t-basic, subnet 10.213.11.0/24.
+# the environment variables (SLUICE_API_URL set, yet unreachable), the CA bundle and resolv.conf;
+# close removes the container; the agents' image sluice/sandbox:bookworm-dev as a base_image
+# (node, npm, python3 -m venv, pip, gcc, git-lfs, jq); a clean shutdown removes the table. Network sl-t-basic, subnet 10.213.11.0/24.
 # shellcheck disable=SC2016 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
 
@@ -89,7 +90,7 @@ check_audit "audit: the allowed request names the sandbox and the environment" c
   decision=allow host=a.sluice.test credential=true
 
 # --- environment variables --------------------------------------------------------------------
-sbx_exec "$id" 'for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO CI SLUICE SLUICE_SANDBOX SLUICE_REF SBX_PLAIN; do printf "%s=%s\n" "$v" "${!v-<unset>}"; done'
+sbx_exec "$id" 'for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy NO_PROXY no_proxy SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO CI SLUICE SLUICE_SANDBOX SLUICE_REF SLUICE_CLONE_URL SLUICE_API_URL SBX_PLAIN; do printf "%s=%s\n" "$v" "${!v-<unset>}"; done'
 check_api "exec printing the environment" 200
 out=$(sbx_field 'd["stdout"]')
 for v in HTTP_PROXY HTTPS_PROXY http_proxy https_proxy; do
@@ -102,9 +103,18 @@ done
 for v in SSL_CERT_FILE REQUESTS_CA_BUNDLE CURL_CA_BUNDLE NODE_EXTRA_CA_CERTS GIT_SSL_CAINFO; do
   check_match "$v = /etc/sluice/ca-bundle.pem" "$out" "(^|"$'\n'")$v=/etc/sluice/ca-bundle.pem($|"$'\n'")"
 done
-for kv in CI=true SLUICE=true SLUICE_SANDBOX=true SLUICE_REF=main SBX_PLAIN=plain-value; do
+# Without a git platform there is no clone URL; the API's URL is there, though not reachable.
+for kv in CI=true SLUICE=true SLUICE_SANDBOX=true SLUICE_REF=main SLUICE_CLONE_URL= \
+  "SLUICE_API_URL=http://127.0.0.1:$SBX_CPORT" SBX_PLAIN=plain-value; do
   check_match "$kv" "$out" "(^|"$'\n'")$kv($|"$'\n'")"
 done
+# SLUICE_API_URL names the API; a sandbox cannot reach it, through the proxy (the address is not a
+# destination any rule allows) or around it (the walls).
+sbx_exec "$id" 'curl -sS -o /dev/null -w "%{http_code}" --max-time 5 "$SLUICE_API_URL/api/v1/me"; echo " rc=$?"; curl -sS -o /dev/null -w "%{http_code}" --max-time 5 --noproxy "*" "http://'"$SBX_GW:$SBX_CPORT"'/api/v1/me"; echo " rc=$?"'
+out=$(sbx_field 'd["stdout"]')
+check_match "SLUICE_API_URL through the proxy: refused (403), never the API's 401" "$out" "^403 rc=0"
+check_match "... and the API's port on the gateway around the proxy: no connection" "$out" \
+  $'\n''000 rc=[1-9]'
 sbx_exec "$id" "[ \"\$SBX_SECRET\" = '$SBX_SECRET' ] && echo secret-ok; echo \"\$SBX_SECRET\""
 out=$(sbx_field 'd["stdout"]')
 check_match "the secret variable holds its value inside" "$out" "^secret-ok"
@@ -156,6 +166,41 @@ sbx_exec "$id" "true"
 check_api "exec on a closed sandbox → 404 sandbox not found" 404 'd.get("message")' "sandbox not found"
 sbx_api POST "/nosuchid/exec" '{"cmd":"true"}' >/dev/null
 check_api "unknown id → 404 sandbox not found" 404 'd.get("message")' "sandbox not found"
+
+# --- the agents' image (docs/reference/containers.md §5.4) -------------------------------------------
+# sluice/sandbox:bookworm-dev as an environment's base_image: Node.js with npm, Python 3 with venv
+# and pip (`python` is python3), a C toolchain, git-lfs and jq. make test builds it; a missing
+# image fails here rather than skipping.
+DEV_IMAGE=sluice/sandbox:bookworm-dev
+if ! sbx_dockerctl image-exists "$DEV_IMAGE"; then
+  not_ok "image $DEV_IMAGE is present (tools/sandbox-image.sh --image $DEV_IMAGE builds it)"
+else
+  SBX_WHO=root sbx_api POST /api/v1/environments \
+    "{\"name\":\"sbx-dev\",\"scope\":\"global\",\"base_image\":\"$DEV_IMAGE\",\"network\":\"off\"}" \
+    >/dev/null
+  check_api "an environment with base_image $DEV_IMAGE → 201" 201 'd.get("base_image")' "$DEV_IMAGE"
+  sbx_create sbx-dev main || true
+  check_api "a sandbox in it → 201" 201 'd.get("environment")' sbx-dev
+  dev_id=$SBX_ID
+  check_eq "... its container runs $DEV_IMAGE" \
+    "$(sbx_dockerctl inspect "$(sbx_cid "$dev_id")" | "$FX_PYTHON" -c 'import json,sys; print(json.load(sys.stdin)["Config"]["Image"])')" \
+    "$DEV_IMAGE"
+  sbx_exec "$dev_id" 'set -e; node --version; npm --version >/dev/null && echo npm-ok
+python3 -m venv /tmp/venv && /tmp/venv/bin/pip --version >/dev/null && echo venv-ok
+python --version; pip3 --version >/dev/null && echo pip-ok; echo "pip-break=$PIP_BREAK_SYSTEM_PACKAGES"
+printf "int main(void){return 7;}" >/tmp/t.c && gcc -o /tmp/t /tmp/t.c && make --version >/dev/null
+{ /tmp/t || echo "cc-ok $?"; }; pkg-config --version >/dev/null && echo pkg-config-ok
+git lfs version; echo "{\"a\":[1,2]}" | jq -c ".a|length"' 120000
+  check_api "the toolchains run in it" 200 'd.get("exitCode")' 0
+  out=$(sbx_field 'd.get("stdout", "")')
+  check_match "node (v18 or later) and npm" "$out" "^v(1[89]|[2-9][0-9])\.[0-9]+\.[0-9]+"$'\n'"npm-ok"
+  check_match "python3 -m venv with pip, python is python3, pip system-wide" "$out" \
+    "venv-ok"$'\n'"Python 3\.[0-9]+\.[0-9]+"$'\n'"pip-ok"$'\n'"pip-break=1"
+  check_match "gcc, make and pkg-config" "$out" "cc-ok 7"$'\n'"pkg-config-ok"
+  check_match "git-lfs and jq" "$out" "git-lfs/[0-9.]+ .*"$'\n'"2("$'\n'"|$)"
+  sbx_close "$dev_id" || true
+  check_api "... close → 204" 204
+fi
 
 sbx_shutdown_checks
 fx_done

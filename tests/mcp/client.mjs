@@ -10,9 +10,9 @@
 // when any failed.
 //
 // Environment: MCP_URL (http://127.0.0.1:PORT/mcp), TOK_root, TOK_alice, TOK_bob, REPO
-// (owner/name), SECRET (the value of the secret variable of global environment `sbx`), CRED (its
+// (owner/name; the sandbox tools take it as `owner` and `repo`, as the seed names them), SECRET (the value of the secret variable of global environment `sbx`), CRED (its
 // credential value), ALICE_SECRET and ALICE_CRED (alice's environment `alice-env`), ALICE_ENV_ID,
-// MCP_ERA.
+// MCP_ERA; MCP_SCENARIO=clone runs cloneScenario() below instead (with MAIN_SHA).
 const E = process.env;
 const STATELESS = E.MCP_ERA === 'stateless';
 const { Client, StreamableHTTPClientTransport } = STATELESS
@@ -185,74 +185,100 @@ async function main() {
   }
 
   // --- sandboxes -----------------------------------------------------------------------------
-  const cr = await call(alice.client, 'sandbox_create', { repo: E.REPO, ref: 'main', environment: 'sbx' });
+  const [owner, repo] = E.REPO.split('/');
+  const W = { owner, repo };
+  const cr = await call(alice.client, 'sandbox_create', { ...W, ref: 'main', environment: 'sbx' });
   const sid = sc(cr).id;
   check(okResult(cr) && typeof sid === 'string' && sc(cr).environment === 'sbx' && sc(cr).ref === 'main',
-    'sandbox_create: an id, the ref and the environment', cr);
+    'sandbox_create {owner, repo, ref, environment}: an id, the ref and the environment', cr);
+  const oldNames = await call(alice.client, 'sandbox_create', { repo: E.REPO });
+  check(oldNames.isError === true && text(oldNames) === 'invalid arguments: owner: required',
+    'sandbox_create with repo "owner/name" and no owner: a tool error naming owner', oldNames);
   if (!sid) {
     console.log('# no sandbox: the sandbox checks cannot run');
     return;
   }
   console.log(`# sandbox ${sid}`);
+  const S = { ...W, sandbox_id: sid };
+  // Text in, text out; the text holds what JSON escapes and a character beyond the BMP.
+  const txt = 'h\u00e9llo "w\u00f6rld"\n\ttab \u{1F600}\n';
+  const wt = await call(alice.client, 'sandbox_write_file', { ...S, path: 'dir/sub/note.txt', content: txt });
+  check(okResult(wt) && sc(wt).ok === true && sc(wt).size === Buffer.byteLength(txt, 'utf8') &&
+    /\/workspace\/repo\/dir\/sub\/note\.txt$/.test(sc(wt).path),
+  'sandbox_write_file: text written as UTF-8 (size in bytes), parent directories made', wt);
+  const rt = await call(alice.client, 'sandbox_read_file', { ...S, path: 'dir/sub/note.txt' });
+  check(okResult(rt) && sc(rt).content === txt && sc(rt).encoding === undefined &&
+    sc(rt).size === Buffer.byteLength(txt, 'utf8'),
+  'sandbox_read_file of UTF-8: the text as it was written, no encoding', rt);
+  const hx = await call(alice.client, 'sandbox_exec', { ...S, command: 'od -An -tx1 dir/sub/note.txt | tr -d " \n"' });
+  check(okResult(hx) && sc(hx).stdout === Buffer.from(txt, 'utf8').toString('hex'),
+    'sandbox_exec: the file holds exactly the UTF-8 bytes of the text', hx);
+  // Binary: written through REST (base64), read through MCP as base64.
   const bytes = Buffer.from([0x68, 0x69, 0x0a, 0x00, 0xff, 0xfe, 0x80, 0x41]);
-  const wr = await call(alice.client, 'sandbox_write_file',
-    { repo: E.REPO, sandbox_id: sid, path: 'dir/data.bin', content: bytes.toString('base64'), mode: 493 });
-  check(okResult(wr) && sc(wr).ok === true && sc(wr).size === bytes.length &&
-    /\/workspace\/repo\/dir\/data\.bin$/.test(sc(wr).path), 'sandbox_write_file: ok, size and path', wr);
-  const rd = await call(alice.client, 'sandbox_read_file', { repo: E.REPO, sandbox_id: sid, path: 'dir/data.bin' });
-  check(okResult(rd) && sc(rd).content === bytes.toString('base64') && sc(rd).size === bytes.length,
-    'sandbox_read_file: the same bytes come back (base64 round trip)', rd);
+  const wb = await rest(E.TOK_alice, 'POST', `/repos/${E.REPO}/sandboxes/${sid}/write`,
+    { path: 'dir/data.bin', content: bytes.toString('base64'), mode: 493 });
+  check(wb.status === 200, 'REST write of a binary file (base64 as before)', wb);
+  const rd = await call(alice.client, 'sandbox_read_file', { ...S, path: 'dir/data.bin' });
+  check(okResult(rd) && sc(rd).encoding === 'base64' && sc(rd).content === bytes.toString('base64') &&
+    sc(rd).size === bytes.length,
+  'sandbox_read_file of binary: encoding base64 and the same bytes', rd);
   const ex = await call(alice.client, 'sandbox_exec',
-    { repo: E.REPO, sandbox_id: sid, cmd: 'stat -c %a data.bin; wc -c < data.bin; echo "$GREETING"; echo to-stderr >&2',
-      cwd: 'dir', env: { GREETING: 'hello from mcp' }, timeoutMs: 60000 });
+    { ...S, command: 'stat -c %a data.bin; wc -c < data.bin; echo "$GREETING"; echo to-stderr >&2',
+      cwd: 'dir', env: { GREETING: 'hello from mcp' }, timeout_seconds: 60 });
   check(okResult(ex) && sc(ex).exitCode === 0 && sc(ex).stdout === '755\n8\nhello from mcp\n' &&
     sc(ex).stderr === 'to-stderr\n' && sc(ex).timedOut === false,
-  'sandbox_exec: stdout, stderr, exit code 0 (cwd, env, the mode written)', ex);
-  const ex3 = await call(alice.client, 'sandbox_exec', { repo: E.REPO, sandbox_id: sid, cmd: 'echo no; exit 3' });
+  'sandbox_exec {command, cwd, env, timeout_seconds}: stdout, stderr, exit code 0', ex);
+  const slow = await call(alice.client, 'sandbox_exec', { ...S, command: 'sleep 30; echo late', timeout_seconds: 1 });
+  check(okResult(slow) && sc(slow).exitCode === 124 && sc(slow).timedOut === true &&
+    sc(slow).durationMs < 20000, 'sandbox_exec with timeout_seconds 1: stopped, exitCode 124, timedOut', slow);
+  const ex3 = await call(alice.client, 'sandbox_exec', { ...S, command: 'echo no; exit 3' });
   check(okResult(ex3) && sc(ex3).exitCode === 3 && sc(ex3).stdout === 'no\n',
     'sandbox_exec: a non-zero exit is a normal result (exitCode 3, not a tool error)', ex3);
-  const exs = await call(alice.client, 'sandbox_exec', { repo: E.REPO, sandbox_id: sid, cmd: 'echo "$SBX_SECRET"' });
+  const exs = await call(alice.client, 'sandbox_exec', { ...S, command: 'echo "$SBX_SECRET"' });
   check(okResult(exs) && !JSON.stringify(exs).includes(E.SECRET) && sc(exs).stdout.includes('***'),
     'sandbox_exec: the secret is redacted in the output', exs);
-  const miss = await call(alice.client, 'sandbox_read_file', { repo: E.REPO, sandbox_id: sid, path: 'nope.txt' });
+  const miss = await call(alice.client, 'sandbox_read_file', { ...S, path: 'nope.txt' });
   const missRest = await rest(E.TOK_alice, 'POST', `/repos/${E.REPO}/sandboxes/${sid}/read`, { path: 'nope.txt' });
   check(miss.isError === true && missRest.status >= 400 && text(miss) === restText(missRest) &&
     sc(miss).status === missRest.status, `sandbox_read_file of a missing file: tool error "${restText(missRest)}" as REST`,
   { tool: miss, rest: missRest });
-  const badcwd = await call(alice.client, 'sandbox_exec', { repo: E.REPO, sandbox_id: sid, cmd: 'true', cwd: 'no/such' });
+  const badcwd = await call(alice.client, 'sandbox_exec', { ...S, command: 'true', cwd: 'no/such' });
   check(badcwd.isError === true && /^cwd does not exist: /.test(text(badcwd)),
     'sandbox_exec in a missing cwd: tool error "cwd does not exist: ..."', badcwd);
-  const noarg = await call(alice.client, 'sandbox_exec', { repo: E.REPO, sandbox_id: sid });
-  check(noarg.isError === true && text(noarg) === 'invalid arguments: cmd: required',
-    'sandbox_exec without cmd: tool error naming the argument', noarg);
+  const noarg = await call(alice.client, 'sandbox_exec', { ...S });
+  check(noarg.isError === true && text(noarg) === 'invalid arguments: command: required',
+    'sandbox_exec without command: tool error naming the argument', noarg);
+  const restName = await call(alice.client, 'sandbox_exec', { ...S, command: 'true', timeoutMs: 5 });
+  check(restName.isError === true && text(restName) === 'invalid arguments: timeoutMs: unknown argument',
+    'sandbox_exec with the REST name timeoutMs: tool error (the tool says timeout_seconds)', restName);
 
   // Another user: the same refusals as REST.
   for (const [tool, args, action, body] of [
-    ['sandbox_exec', { cmd: 'id' }, 'exec', { cmd: 'id' }],
+    ['sandbox_exec', { command: 'id' }, 'exec', { cmd: 'id' }],
     ['sandbox_read_file', { path: 'dir/data.bin' }, 'read', { path: 'dir/data.bin' }],
-    ['sandbox_write_file', { path: 'x', content: 'eA==' }, 'write', { path: 'x', content: 'eA==' }],
+    ['sandbox_write_file', { path: 'x', content: 'x' }, 'write', { path: 'x', content: 'eA==' }],
     ['sandbox_close', {}, 'close', undefined]]) {
-    const r = await call(bob.client, tool, { repo: E.REPO, sandbox_id: sid, ...args });
+    const r = await call(bob.client, tool, { ...S, ...args });
     const rr = await rest(E.TOK_bob, 'POST', `/repos/${E.REPO}/sandboxes/${sid}/${action}`, body);
     check(r.isError === true && rr.status === 403 && text(r) === restText(rr) && text(r) === 'not your sandbox',
       `${tool} on alice's sandbox (bob): tool error "not your sandbox" as REST`, { tool: r, rest: rr });
   }
-  const rootEx = await call(root.client, 'sandbox_exec', { repo: E.REPO, sandbox_id: sid, cmd: 'cat dir/data.bin | wc -c' });
+  const rootEx = await call(root.client, 'sandbox_exec', { ...S, command: 'cat dir/data.bin | wc -c' });
   check(okResult(rootEx) && sc(rootEx).stdout === '8\n', 'sandbox_exec on alice\'s sandbox (root, an admin): allowed',
     rootEx);
-  const other = await call(alice.client, 'sandbox_exec', { repo: 'acme/other', sandbox_id: sid, cmd: 'true' });
+  const other = await call(alice.client, 'sandbox_exec', { owner: 'acme', repo: 'other', sandbox_id: sid, command: 'true' });
   check(other.isError === true && text(other) === 'sandbox not found',
     'sandbox_exec naming another repository: "sandbox not found"', other);
 
   // Calls at once (each is its own POST and its own REST job).
   const many = await Promise.all(Array.from({ length: 8 }, (_, i) =>
-    call(alice.client, 'sandbox_exec', { repo: E.REPO, sandbox_id: sid, cmd: `echo ${i}` })));
+    call(alice.client, 'sandbox_exec', { ...S, command: `echo ${i}` })));
   check(many.every((r, i) => okResult(r) && sc(r).stdout === `${i}\n`),
     '8 sandbox_exec calls at once each get their own answer', many.map(text));
 
-  const cl = await call(alice.client, 'sandbox_close', { repo: E.REPO, sandbox_id: sid });
+  const cl = await call(alice.client, 'sandbox_close', { ...S });
   check(okResult(cl) && sc(cl).closed === true, 'sandbox_close: {"closed":true}', cl);
-  const after = await call(alice.client, 'sandbox_exec', { repo: E.REPO, sandbox_id: sid, cmd: 'true' });
+  const after = await call(alice.client, 'sandbox_exec', { ...S, command: 'true' });
   check(after.isError === true && text(after) === 'sandbox not found',
     'sandbox_exec after close: tool error "sandbox not found"', after);
 
@@ -320,8 +346,46 @@ async function jobs(alice, bob) {
     'submit_job without command: tool error naming the argument', noCmd);
 }
 
+// MCP_SCENARIO=clone (tests/integration/mcp.sh stops the git server first): sandbox_create
+// answers while the clone cannot go on; the first sandbox_exec waits for it (the script resumes
+// the server a few seconds after the line "# waiting-for-clone") and runs on the clone (MAIN_SHA);
+// an unknown ref's clone fails, and sandbox_read_file and sandbox_exec say so as tool errors.
+async function cloneScenario() {
+  const alice = await connect(E.TOK_alice);
+  const [owner, repo] = E.REPO.split('/');
+  const W = { owner, repo, environment: 'sbx' };
+  const t0 = Date.now();
+  const cr = await call(alice.client, 'sandbox_create', { ...W, ref: 'main' });
+  const sid = sc(cr).id;
+  check(okResult(cr) && typeof sid === 'string' && sc(cr).ref === 'main',
+    'sandbox_create answers while the git server is stopped (the clone runs in the background)', cr);
+  console.log(`# sandbox_create took ${Date.now() - t0} ms`);
+  console.log('# waiting-for-clone');
+  const t1 = Date.now();
+  const ex = await call(alice.client, 'sandbox_exec',
+    { owner, repo, sandbox_id: sid, command: 'git rev-parse HEAD' });
+  const waited = Date.now() - t1;
+  check(okResult(ex) && sc(ex).exitCode === 0 && sc(ex).stdout === `${E.MAIN_SHA}\n`,
+    'sandbox_exec then runs on the clone: main\'s commit', ex);
+  check(waited >= 2500, `... after waiting for the clone (${waited} ms; the server was resumed after 3 s)`);
+  await call(alice.client, 'sandbox_close', { owner, repo, sandbox_id: sid });
+
+  const bad = await call(alice.client, 'sandbox_create', { ...W, ref: 'no-such-branch' });
+  const bid = sc(bad).id;
+  check(okResult(bad) && typeof bid === 'string', 'sandbox_create with an unknown ref answers (the clone finds it out)', bad);
+  const rd = await call(alice.client, 'sandbox_read_file', { owner, repo, sandbox_id: bid, path: 'README.md' });
+  check(rd.isError === true && text(rd) === 'the clone failed: unknown ref' && sc(rd).status === 409,
+    '... sandbox_read_file: tool error "the clone failed: unknown ref" (409)', rd);
+  const bx = await call(alice.client, 'sandbox_exec', { owner, repo, sandbox_id: bid, command: 'true' });
+  check(bx.isError === true && text(bx) === 'the clone failed: unknown ref',
+    '... and sandbox_exec the same', bx);
+  const bc = await call(alice.client, 'sandbox_close', { owner, repo, sandbox_id: bid });
+  check(okResult(bc) && sc(bc).closed === true, '... sandbox_close works', bc);
+  check(true, 'the clone scenario ran to its end');
+}
+
 try {
-  await main();
+  await (E.MCP_SCENARIO === 'clone' ? cloneScenario() : main());
 } catch (e) {
   check(false, `the client ran to the end (${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e})`);
 }

@@ -417,19 +417,33 @@ static void assert_argument_error(const char *tool, const char *args, const char
 static void arguments_that_break_the_schema_are_tool_errors_naming_the_field(void **state)
 {
     (void)state;
-    assert_argument_error("sandbox_exec", "{'repo':'a/b','sandbox_id':'s'}", "cmd", "required");
-    assert_argument_error("sandbox_exec", "{'repo':'a/b','sandbox_id':'s','cmd':'x','shell':1}",
+    assert_argument_error("sandbox_exec", "{'owner':'a','repo':'b','sandbox_id':'s'}", "command",
+                          "required");
+    assert_argument_error("sandbox_exec",
+                          "{'owner':'a','repo':'b','sandbox_id':'s','command':'x','shell':1}",
                           "shell", "unknown argument");
+    /* The REST names are not the tool's. */
     assert_argument_error("sandbox_exec",
-                          "{'repo':'a/b','sandbox_id':'s','cmd':'x','timeoutMs':'5'}", "timeoutMs",
-                          "must be an integer");
-    assert_argument_error("sandbox_exec", "{'repo':'a/b','sandbox_id':'s','cmd':'x','timeoutMs':0}",
-                          "timeoutMs", "must be at least 1");
+                          "{'owner':'a','repo':'b','sandbox_id':'s','command':'x','cmd':'y'}",
+                          "cmd", "unknown argument");
     assert_argument_error("sandbox_exec",
-                          "{'repo':'a/b','sandbox_id':'s','cmd':'x','env':{'A':'1','B':2}}",
+                          "{'owner':'a','repo':'b','sandbox_id':'s','command':'x',"
+                          "'timeout_seconds':'5'}",
+                          "timeout_seconds", "must be an integer");
+    assert_argument_error("sandbox_exec",
+                          "{'owner':'a','repo':'b','sandbox_id':'s','command':'x',"
+                          "'timeout_seconds':0}",
+                          "timeout_seconds", "must be at least 1");
+    assert_argument_error("sandbox_exec",
+                          "{'owner':'a','repo':'b','sandbox_id':'s','command':'x',"
+                          "'timeout_seconds':86401}",
+                          "timeout_seconds", "must be at most 86400");
+    assert_argument_error("sandbox_exec",
+                          "{'owner':'a','repo':'b','sandbox_id':'s','command':'x',"
+                          "'env':{'A':'1','B':2}}",
                           "env.B", "must be a string");
-    assert_argument_error("sandbox_exec", "{'repo':'a/b','sandbox_id':'','cmd':'x'}", "sandbox_id",
-                          "must not be empty");
+    assert_argument_error("sandbox_exec", "{'owner':'a','repo':'b','sandbox_id':'','command':'x'}",
+                          "sandbox_id", "must not be empty");
     assert_argument_error("submit_job", "{'repos':[],'command':'make'}", "repos",
                           "at least 1 item(s)");
     assert_argument_error("submit_job",
@@ -439,11 +453,13 @@ static void arguments_that_break_the_schema_are_tool_errors_naming_the_field(voi
                           "repos[0].branch", "unknown argument");
     assert_argument_error("get_environment", "{}", "environment", "required");
     assert_argument_error("list_environments", "{'all':true}", "all", "unknown argument");
-    assert_argument_error("sandbox_create", "{'repo':'nobody'}", "repo", "must be owner/name");
-    assert_argument_error("sandbox_create", "{'repo':'acme/'}", "repo", "must be owner/name");
-    assert_argument_error("sandbox_create", "{'repo':'/widget'}", "repo", "must be owner/name");
+    assert_argument_error("sandbox_create", "{'repo':'widget'}", "owner", "required");
+    assert_argument_error("sandbox_create", "{'owner':'acme'}", "repo", "required");
+    assert_argument_error("sandbox_create", "{'owner':'','repo':'widget'}", "owner",
+                          "must not be empty");
     assert_argument_error("sandbox_write_file",
-                          "{'repo':'a/b','sandbox_id':'s','path':'p','content':'AA==','mode':-1}",
+                          "{'owner':'a','repo':'b','sandbox_id':'s','path':'p','content':'x',"
+                          "'mode':-1}",
                           "mode", "must be at least 0");
 }
 
@@ -518,23 +534,45 @@ static void each_tool_becomes_its_rest_route(void **state)
                  "{'repos':[{'repo_id':'g/p','ref':'main'}],'command':'make test',"
                  "'environment':'ci','timeoutMs':60000}");
     assert_route("get_job", "{'id':'0c7d'}", "GET", "/api/v1/jobs/0c7d", NULL);
-    assert_route("sandbox_create", "{'repo':'acme/widget','ref':'main','environment':'sbx'}",
-                 "POST", "/api/v1/repos/acme/widget/sandboxes",
-                 "{'ref':'main','environment':'sbx'}");
-    assert_route("sandbox_create", "{'repo':'acme/widget'}", "POST",
+    assert_route("sandbox_create",
+                 "{'owner':'acme','repo':'widget','ref':'main','environment':'sbx'}", "POST",
+                 "/api/v1/repos/acme/widget/sandboxes", "{'ref':'main','environment':'sbx'}");
+    assert_route("sandbox_create", "{'owner':'acme','repo':'widget'}", "POST",
                  "/api/v1/repos/acme/widget/sandboxes", "{}");
+    /* The seed's names become the route's: command -> cmd, timeout_seconds -> timeoutMs. */
     assert_route("sandbox_exec",
-                 "{'repo':'acme/widget','sandbox_id':'s1','cmd':'ls','cwd':'src',"
-                 "'env':{'A':'1'},'timeoutMs':5000}",
+                 "{'owner':'acme','repo':'widget','sandbox_id':'s1','command':'ls','cwd':'src',"
+                 "'env':{'A':'1'},'timeout_seconds':5}",
                  "POST", "/api/v1/repos/acme/widget/sandboxes/s1/exec",
                  "{'cmd':'ls','cwd':'src','env':{'A':'1'},'timeoutMs':5000}");
-    assert_route("sandbox_read_file", "{'repo':'acme/widget','sandbox_id':'s1','path':'a.txt'}",
-                 "POST", "/api/v1/repos/acme/widget/sandboxes/s1/read", "{'path':'a.txt'}");
+    assert_route("sandbox_exec",
+                 "{'owner':'acme','repo':'widget','sandbox_id':'s1','command':'ls',"
+                 "'timeout_seconds':86400}",
+                 "POST", "/api/v1/repos/acme/widget/sandboxes/s1/exec",
+                 "{'cmd':'ls','timeoutMs':86400000}");
+    /* No timeout_seconds: the route's default, 600 s. */
+    assert_route("sandbox_exec",
+                 "{'owner':'acme','repo':'widget','sandbox_id':'s1','command':'ls'}", "POST",
+                 "/api/v1/repos/acme/widget/sandboxes/s1/exec", "{'cmd':'ls'}");
+    assert_route("sandbox_read_file",
+                 "{'owner':'acme','repo':'widget','sandbox_id':'s1','path':'a.txt'}", "POST",
+                 "/api/v1/repos/acme/widget/sandboxes/s1/read", "{'path':'a.txt'}");
+    /* Text to write becomes the route's base64 of its UTF-8 bytes. */
     assert_route("sandbox_write_file",
-                 "{'repo':'acme/widget','sandbox_id':'s1','path':'a','content':'aGk=','mode':493}",
+                 "{'owner':'acme','repo':'widget','sandbox_id':'s1','path':'a','content':'hi',"
+                 "'mode':493}",
                  "POST", "/api/v1/repos/acme/widget/sandboxes/s1/write",
                  "{'path':'a','content':'aGk=','mode':493}");
-    assert_route("sandbox_close", "{'repo':'acme/widget','sandbox_id':'s1'}", "POST",
+    assert_route("sandbox_write_file",
+                 "{'owner':'acme','repo':'widget','sandbox_id':'s1','path':'a',"
+                 "'content':'\\u00e9\\n'}",
+                 "POST", "/api/v1/repos/acme/widget/sandboxes/s1/write",
+                 "{'path':'a','content':'w6kK'}");
+    assert_route("sandbox_write_file",
+                 "{'owner':'acme','repo':'widget','sandbox_id':'s1','path':'a','content':''}",
+                 "POST", "/api/v1/repos/acme/widget/sandboxes/s1/write",
+                 "{'path':'a','content':''}");
+    assert_route("sandbox_close", "{'owner':'acme','repo':'widget','sandbox_id':'s1'}", "POST",
                  "/api/v1/repos/acme/widget/sandboxes/s1/close", NULL);
 }
 
@@ -547,8 +585,8 @@ static void path_segments_are_percent_encoded(void **state)
     assert_route("get_job", "{'id':'..'}", "GET", "/api/v1/jobs/%2E%2E", NULL);
     assert_route("get_environment", "{'environment':'ci.py-3_1~x'}", "GET",
                  "/api/v1/environments/ci%2Epy-3_1~x", NULL);
-    /* owner/name splits at the first '/'; the REST route refuses a name holding another. */
-    assert_route("sandbox_close", "{'repo':'g/sub/r','sandbox_id':'x/close'}", "POST",
+    /* owner and repo are one segment each; the REST route refuses a name holding a '/'. */
+    assert_route("sandbox_close", "{'owner':'g','repo':'sub/r','sandbox_id':'x/close'}", "POST",
                  "/api/v1/repos/g/sub%2Fr/sandboxes/x%2Fclose/close", NULL);
 }
 
@@ -591,6 +629,50 @@ static void a_2xx_answer_is_structured_content_and_its_json(void **state)
     json_decref(body);
 }
 
+/* The structuredContent of a sandbox_read_file result for a REST read of `b64`. */
+static json_t *read_result_of(const char *b64)
+{
+    json_t *body =
+            json_pack("{s:s,s:i,s:s}", "path", "/workspace/repo/f", "size", 3, "content", b64);
+    json_t *res = sl_mcp_tool_result("sandbox_read_file", 200, body);
+    json_t *sc = json_incref(json_object_get(res, "structuredContent"));
+    json_t *again = json_loads(text_of(res), 0, NULL);
+
+    assert_true(json_is_false(json_object_get(res, "isError")));
+    /* The text content is the same document. */
+    assert_true(json_equal(again, sc));
+    assert_string_equal(json_string_value(json_object_get(sc, "path")), "/workspace/repo/f");
+    json_decref(again);
+    json_decref(res);
+    json_decref(body);
+    return sc;
+}
+
+static void a_read_file_result_is_text_when_the_file_is_utf8_else_base64(void **state)
+{
+    /* Invalid UTF-8 (a lone 0xff), a NUL byte, an overlong form, a surrogate, a cut sequence. */
+    const char *binary[] = { "/w==", "YQBi", "wK8=", "7aCA", "aMM=" };
+    /* "h\xc3\xa9\n": UTF-8 text. */
+    json_t *sc = read_result_of("aMOpCg==");
+
+    (void)state;
+    assert_string_equal(json_string_value(json_object_get(sc, "content")), "h\xc3\xa9\n");
+    assert_null(json_object_get(sc, "encoding"));
+    json_decref(sc);
+    /* An empty file is text. */
+    sc = read_result_of("");
+    assert_string_equal(json_string_value(json_object_get(sc, "content")), "");
+    assert_null(json_object_get(sc, "encoding"));
+    json_decref(sc);
+    /* Binary: base64 as the route gave it. */
+    for (size_t i = 0; i < sizeof(binary) / sizeof(binary[0]); i++) {
+        sc = read_result_of(binary[i]);
+        assert_string_equal(json_string_value(json_object_get(sc, "content")), binary[i]);
+        assert_string_equal(json_string_value(json_object_get(sc, "encoding")), "base64");
+        json_decref(sc);
+    }
+}
+
 static void a_4xx_or_5xx_answer_is_a_tool_error_with_the_rest_text(void **state)
 {
     json_t *body = json_pack("{s:s}", "message", "not your sandbox");
@@ -627,9 +709,12 @@ static void survives_every_allocation_failure(void **state)
         "{'jsonrpc':'2.0','id':1,'method':'tools/list'}",
         "{'jsonrpc':'2.0','id':1,'method':'initialize','params':{'protocolVersion':'2025-11-25'}}",
         "{'jsonrpc':'2.0','id':1,'method':'tools/call','params':{'name':'sandbox_exec',"
-        "'arguments':{'repo':'a/b','sandbox_id':'s','cmd':'ls','env':{'A':'1'}}}}",
+        "'arguments':{'owner':'a','repo':'b','sandbox_id':'s','command':'ls','env':{'A':'1'},"
+        "'timeout_seconds':9}}}",
+        "{'jsonrpc':'2.0','id':1,'method':'tools/call','params':{'name':'sandbox_write_file',"
+        "'arguments':{'owner':'a','repo':'b','sandbox_id':'s','path':'p','content':'x'}}}",
         "{'jsonrpc':'2.0','id':1,'method':'tools/call','params':{'name':'sandbox_exec',"
-        "'arguments':{'repo':'a/b','sandbox_id':'s'}}}",
+        "'arguments':{'owner':'a','repo':'b','sandbox_id':'s'}}}",
         "{'jsonrpc':'2.0','id':1,'method':'nope'}",
     };
 
@@ -650,6 +735,10 @@ static void survives_every_allocation_failure(void **state)
             rc = sl_mcp_prepare(&in, &plan);
             body = json_pack("{s:s}", "message", "x");
             res = sl_mcp_tool_result("sandbox_exec", 200, body);
+            json_decref(res);
+            json_decref(body);
+            body = json_pack("{s:s,s:i,s:s}", "path", "/p", "size", 2, "content", "aGk=");
+            res = sl_mcp_tool_result("sandbox_read_file", 200, body);
             sl_mem_fail_after(0);
             json_decref(res);
             json_decref(body);
@@ -848,6 +937,7 @@ int main(void)
         cmocka_unit_test(each_tool_becomes_its_rest_route),
         cmocka_unit_test(path_segments_are_percent_encoded),
         cmocka_unit_test(a_2xx_answer_is_structured_content_and_its_json),
+        cmocka_unit_test(a_read_file_result_is_text_when_the_file_is_utf8_else_base64),
         cmocka_unit_test(a_4xx_or_5xx_answer_is_a_tool_error_with_the_rest_text),
         cmocka_unit_test(survives_every_allocation_failure),
         cmocka_unit_test(server_discover_lists_the_revisions),
