@@ -212,10 +212,13 @@ static void newer_schema_is_refused_with_the_message(void **state)
 }
 
 /* Takes a database of this build back to schema version 2 (before users could be disabled,
- * tokens had scopes and repositories were registered), as far as an older schema needs. */
+ * tokens had scopes, repositories were registered and environments had a pull policy), as far
+ * as an older schema needs. */
 static void downgrade_to_v2(const char *path)
 {
-    raw_sql(path, "DROP TABLE repo_members; DROP TABLE repos;"
+    raw_sql(path, "ALTER TABLE environments DROP COLUMN image_pull;"
+                  "ALTER TABLE environments DROP COLUMN registry_json;"
+                  "DROP TABLE repo_members; DROP TABLE repos;"
                   "ALTER TABLE users DROP COLUMN disabled; ALTER TABLE users DROP COLUMN email;"
                   "CREATE TABLE tokens_v2 ("
                   "  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
