@@ -159,6 +159,12 @@ struct sl_sandbox_spec {
     char *env_id;
     char *env_name;
     char *image;
+    /* Pull the image at every start (else only when the runtime lacks it). */
+    bool image_pull_always;
+    /* The registry's credentials for `image`, the password opened (wiped when freed); both
+     * NULL for an anonymous pull. Never placed in the container. */
+    char *registry_username;
+    char *registry_password;
     int64_t cpus_centi;
     int64_t memory_bytes;
     /* `NAME=value` strings of the environment's variables, values opened. */
