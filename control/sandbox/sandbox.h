@@ -21,8 +21,9 @@
  * background, and calls wait for the clone: a failed clone answers every call 409) -> closing
  * (container removed, entry dropped) -> gone. Creation has 3 minutes; past them, or on any
  * failure, whatever was made is removed and the caller gets 503 `the sandbox container did not
- * start; try again` (or the precise 4xx or 502, such as `unknown ref` for a malformed ref or
- * `image not found: NAME`). A ready sandbox without calls for `idle_timeout_ms` and one whose
+ * start; try again` (or the precise 4xx, 502 or 504, such as `unknown ref` for a malformed
+ * ref, 424 `image not found: NAME` or `registry authentication failed for HOST`, 502
+ * `registry unreachable: HOST: ...`, 504 for a pull still running at the limit). A ready sandbox without calls for `idle_timeout_ms` and one whose
  * lifetime ended are closed by a once-a-second sweep.
  *
  * Restarts: a clean stop (sl_sandboxes_close) removes every sandbox of this network; at start
@@ -229,7 +230,8 @@ void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *
 
 /* GET .../sandboxes: the caller's open sandboxes in `repo`, or in every repository when `repo`
  * is NULL (GET /api/v1/sandboxes). A new array of {"id","repo","ref","environment","status",
- * "created_at","expires_at"}; NULL when out of memory. */
+ * "clone","created_at","expires_at"}, status "pulling" (then "pull": {"image","layers",
+ * "layers_done","bytes","bytes_total"}), "starting" or "ready"; NULL when out of memory. */
 json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
                           const char *repo);
 
