@@ -23,8 +23,9 @@
  * failure, whatever was made is removed and the caller gets 503 `the sandbox container did not
  * start; try again` (or the precise 4xx, 502 or 504, such as `unknown ref` for a malformed
  * ref, 424 `image not found: NAME` or `registry authentication failed for HOST`, 502
- * `registry unreachable: HOST: ...`, 504 for a pull still running at the limit). A ready sandbox without calls for `idle_timeout_ms` and one whose
- * lifetime ended are closed by a once-a-second sweep.
+ * `registry unreachable: HOST: ...`, 504 for a pull still running at the limit). A ready
+ * sandbox without calls for `idle_timeout_ms` and one whose lifetime ended are closed by a
+ * once-a-second sweep.
  *
  * Restarts: a clean stop (sl_sandboxes_close) removes every sandbox of this network; at start
  * (sl_sandboxes_start) containers of this network left by a crash are removed before the
