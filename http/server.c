@@ -156,6 +156,7 @@ static const struct {
     { 417, "Expectation Failed" },
     { 421, "Misdirected Request" },
     { 422, "Unprocessable Content" },
+    { 424, "Failed Dependency" },
     { 426, "Upgrade Required" },
     { 428, "Precondition Required" },
     { 429, "Too Many Requests" },

@@ -11,7 +11,7 @@
 #          dpkg-dev
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
 #          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
-#          chromium, testssl.sh, the packaging tools of `deb`, logrotate; Node.js and npm from Debian when no `node` is on the PATH), then
+#          chromium, testssl.sh, docker-registry and apache2-utils (htpasswd), the packaging tools of `deb`, logrotate; Node.js and npm from Debian when no `node` is on the PATH), then
 #          the npm packages of every tests/*/package-lock.json (`npm ci`, into that folder's
 #          node_modules; only when the lock file changed since the last install)
 #
@@ -34,7 +34,8 @@ build_pkgs=(build-essential cmake pkg-config ca-certificates
   libcmocka-dev libnftables-dev libarchive-dev)
 deb_pkgs=(debhelper devscripts lintian dpkg-dev)
 test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps
-  docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium testssl.sh logrotate "${deb_pkgs[@]}")
+  docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium testssl.sh logrotate
+  docker-registry apache2-utils "${deb_pkgs[@]}")
 
 run_pkgs=(docker.io nftables mmdebstrap curl)
 

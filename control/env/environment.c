@@ -26,9 +26,9 @@
 #include "policy/snapshot.h"
 #include "policy/validate.h"
 
-static const char *const root_keys[] = { "name",   "description", "scope",   "base_image",
-                                         "cpus",   "memory",      "network", "env",
-                                         "egress", "repositories" };
+static const char *const root_keys[] = { "name",       "description",   "scope",  "base_image",
+                                         "image_pull", "registry_auth", "cpus",   "memory",
+                                         "network",    "env",           "egress", "repositories" };
 /* Members of the rendering that a client may send back unchanged; ignored. */
 static const char *const root_readonly[] = { "id",           "owner",      "is_default",
                                              "created_at",   "updated_at", "undecryptable",
@@ -38,6 +38,7 @@ static const char *const egress_keys[] = { "default", "rules" };
 static const char *const rule_keys[] = { "host", "methods", "credential", "tls" };
 static const char *const credential_keys[] = { "header", "value", "placeholder_env" };
 static const char *const credential_readonly[] = { "has_value" };
+static const char *const registry_keys[] = { "username", "password" };
 
 /* ---- errors and field paths --------------------------------------------------------------- */
 
@@ -583,6 +584,68 @@ static void parse_image(struct sl__env_parse *p, json_t *root, struct sl_env_spe
         return;
     }
     spec->base_image = keep(p, s, n);
+}
+
+static void parse_image_pull(struct sl__env_parse *p, json_t *root, struct sl_env_spec *spec)
+{
+    size_t n = 0;
+    const char *s = get_string(p, root, "image_pull", false, &n);
+
+    spec->image_pull_always = false;
+    if (s == NULL || strcmp(s, "if-missing") == 0) {
+        return;
+    }
+    if (strcmp(s, "always") == 0) {
+        spec->image_pull_always = true;
+        return;
+    }
+    sl__env_key_error(p, "image_pull", "must be \"if-missing\" or \"always\"");
+}
+
+/* `registry_auth`: {username, password} for the registry of base_image; a password left out
+ * keeps the stored one (sl_env_spec_to_row()). The password is secret: a message says what is
+ * wrong with it, never what it is. */
+static void parse_registry(struct sl__env_parse *p, json_t *root, struct sl_env_spec *spec)
+{
+    json_t *v = member(root, "registry_auth");
+    size_t mark;
+    size_t un = 0;
+    size_t pn = 0;
+    const char *user;
+    const char *pass;
+
+    if (v == NULL) {
+        return;
+    }
+    mark = sl__env_path_key(p, "registry_auth");
+    if (!json_is_object(v)) {
+        sl__env_add_error(p, "must be an object with \"username\" and \"password\", or null");
+        sl__env_path_pop(p, mark);
+        return;
+    }
+    check_keys(p, v, registry_keys, SL_ARRAY_LEN(registry_keys), credential_readonly,
+               SL_ARRAY_LEN(credential_readonly));
+    user = get_string(p, v, "username", true, &un);
+    if (user != NULL && (un == 0 || un > SL_ENV_REGISTRY_USER_MAX || has_control(user, un, ""))) {
+        sl__env_key_error(p, "username", "must be 1-255 bytes without control characters");
+        user = NULL;
+    }
+    pass = get_string(p, v, "password", false, &pn);
+    if (pass != NULL
+        && (pn == 0 || pn > SL_ENV_REGISTRY_PASSWORD_MAX || has_control(pass, pn, ""))) {
+        sl__env_key_error(p, "password", "must be 1-4096 bytes without control characters");
+        user = NULL;
+    }
+    sl__env_path_pop(p, mark);
+    if (user == NULL) {
+        return;
+    }
+    spec->has_registry = true;
+    spec->registry_username = keep(p, user, un);
+    if (pass != NULL) {
+        spec->registry_password = keep(p, pass, pn);
+        spec->registry_password_len = pn;
+    }
 }
 
 static void parse_cpus(struct sl__env_parse *p, json_t *root, struct sl_env_spec *spec)
@@ -1164,6 +1227,8 @@ static void parse_root(struct sl__env_parse *p, json_t *root, struct sl_env_spec
     parse_description(p, root, spec);
     parse_scope(p, root, spec);
     parse_image(p, root, spec);
+    parse_image_pull(p, root, spec);
+    parse_registry(p, root, spec);
     parse_cpus(p, root, spec);
     parse_memory(p, root, spec);
     network = parse_network(p, root, spec);
@@ -1194,6 +1259,8 @@ void sl_env_spec_finish(struct sl_env_spec *spec)
     sl_free(spec->name);
     sl_free(spec->description);
     sl_free(spec->base_image);
+    sl_free(spec->registry_username);
+    free_secret(spec->registry_password, spec->registry_password_len);
     for (size_t i = 0; i < spec->n_vars; i++) {
         sl_free(spec->vars[i].name);
         free_secret(spec->vars[i].value, spec->vars[i].value_len);

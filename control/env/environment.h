@@ -26,6 +26,13 @@
  *   base_image    required image reference, at most 255 bytes:
  *                 [domain[:port]/]path[:tag][@algo:hex] with lowercase path components
  *                 (docker's reference grammar).
+ *   image_pull    optional "if-missing" (the default: pull base_image when the runtime lacks
+ *                 it) or "always" (pull at every sandbox start).
+ *   registry_auth optional {username, password} for base_image's registry: username 1-255
+ *                 bytes, password 1-4096 bytes, neither with control characters. The password
+ *                 is sealed like a secret and never rendered (`has_value`); one left out keeps
+ *                 the stored password (there must be one, else 422; it must still open, else
+ *                 409). null or absent: none.
  *   cpus          optional number > 0 and <= 1024 with at most two decimals.
  *   memory        optional text: an integer without leading zeros and the unit MiB or GiB,
  *                 > 0 and <= 1 TiB ("512MiB", "2GiB").
@@ -72,16 +79,18 @@
 #include "control/store/model.h"
 
 /* Limits of docs/reference/api.md §5.1 and the ones this implementation adds. */
-#define SL_ENV_NAME_MAX        128
-#define SL_ENV_DESCRIPTION_MAX 4096
-#define SL_ENV_IMAGE_MAX       255
-#define SL_ENV_CPUS_CENTI_MAX  102400
-#define SL_ENV_MEMORY_MAX      ((int64_t)1 << 40)
-#define SL_ENV_VARS_MAX        100
-#define SL_ENV_VAR_NAME_MAX    128
-#define SL_ENV_VALUE_MAX       32768
-#define SL_ENV_REPOS_MAX       1000
-#define SL_ENV_REPO_MAX        255
+#define SL_ENV_NAME_MAX              128
+#define SL_ENV_DESCRIPTION_MAX       4096
+#define SL_ENV_IMAGE_MAX             255
+#define SL_ENV_CPUS_CENTI_MAX        102400
+#define SL_ENV_MEMORY_MAX            ((int64_t)1 << 40)
+#define SL_ENV_VARS_MAX              100
+#define SL_ENV_VAR_NAME_MAX          128
+#define SL_ENV_VALUE_MAX             32768
+#define SL_ENV_REPOS_MAX             1000
+#define SL_ENV_REPO_MAX              255
+#define SL_ENV_REGISTRY_USER_MAX     255
+#define SL_ENV_REGISTRY_PASSWORD_MAX 4096
 /* Cap on env_json, and on the sealed credential values of egress_json together (bytes). */
 #define SL_ENV_SEALED_MAX 32768
 /* Nesting deeper than this is refused before jansson parses (it recurses per level). */
@@ -198,6 +207,14 @@ struct sl_env_spec {
     char *description;
     enum sl_scope scope;
     char *base_image;
+    /* `image_pull: "always"` (else "if-missing"). */
+    bool image_pull_always;
+    /* `registry_auth` was given: its username, and its password (NULL: keep the stored one;
+     * wiped when freed). */
+    bool has_registry;
+    char *registry_username;
+    char *registry_password;
+    size_t registry_password_len;
     /* CPUs x 100, or -1 for "inherit". */
     int64_t cpus_centi;
     /* Bytes (a multiple of 1 MiB), or -1 for "inherit". */
@@ -311,6 +328,10 @@ json_t *sl_env_cpus_json(int64_t cpus_centi);
 /* Parses a stored env_json and checks its shape ([{"name","secret","sealed"}...]). Returns 0
  * with `*out` a new reference to the array, SL_EIO when damaged, or SL_ENOMEM. */
 SL_MUST_CHECK int sl_env_load_vars(const char *env_json, json_t **out);
+
+/* Parses a stored registry_json and checks its shape ({"username","sealed"} strings). Returns 0
+ * with `*out` a new reference, SL_EIO (damaged) or SL_ENOMEM. */
+SL_MUST_CHECK int sl_env_load_registry(const char *registry_json, json_t **out);
 
 /* The API form of one stored variable {"name","value","secret"}: the mask for a secret, the
  * opened value otherwise (null when it does not open). When `sealer` is not NULL every value

@@ -241,13 +241,26 @@ static int render_repos(const struct sl_env_row *row, json_t *obj)
 /* The members before "env", in the order of docs/reference/api.md §5.1. */
 static json_t *render_head(const struct sl_env_row *row, const char *owner_name)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:s, s:o, s:o, s:s}", "id", row->id, "name",
-                     row->name, "description", row->description != NULL ? row->description : "",
-                     "scope", row->scope == SL_SCOPE_GLOBAL ? "global" : "user", "owner",
+    json_t *stored = NULL;
+    json_t *registry = json_null();
+    json_t *head;
+
+    /* The password never leaves: the username and has_value. A damaged record shows as none. */
+    if (row->registry_json != NULL && sl_env_load_registry(row->registry_json, &stored) == 0) {
+        registry = json_pack("{s:O, s:b}", "username", json_object_get(stored, "username"),
+                             "has_value", true);
+    }
+    json_decref(stored);
+    head = json_pack("{s:s, s:s, s:s, s:s, s:o, s:b, s:s, s:s, s:o, s:o, s:o, s:s}", "id", row->id,
+                     "name", row->name, "description",
+                     row->description != NULL ? row->description : "", "scope",
+                     row->scope == SL_SCOPE_GLOBAL ? "global" : "user", "owner",
                      owner_name != NULL ? json_string(owner_name) : json_null(), "is_default",
-                     row->is_default, "base_image", row->base_image, "cpus",
-                     sl_env_cpus_json(row->cpus_centi), "memory", memory_json(row->memory_bytes),
-                     "network", row->network ? "on" : "off");
+                     row->is_default, "base_image", row->base_image, "image_pull",
+                     row->image_pull_always ? "always" : "if-missing", "registry_auth", registry,
+                     "cpus", sl_env_cpus_json(row->cpus_centi), "memory",
+                     memory_json(row->memory_bytes), "network", row->network ? "on" : "off");
+    return head;
 }
 
 static int render(const struct sl_env_row *row, const char *owner_name,

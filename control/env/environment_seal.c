@@ -445,6 +445,64 @@ static int seal_egress(struct sl__env_parse *p, const struct sl_env_spec *spec, 
     return rc;
 }
 
+/* Parses a stored registry_json, {"username","sealed"}. Same results as load_stored(). */
+int sl_env_load_registry(const char *registry_json, json_t **out)
+{
+    SL_TRY(load_stored(registry_json, out));
+    if (!is_string_member(*out, "username") || !is_string_member(*out, "sealed")) {
+        json_decref(*out);
+        *out = NULL;
+        return SL_EIO;
+    }
+    return 0;
+}
+
+/* registry_json of the row: the request's username with its password sealed, or the stored
+ * sealed password kept (it must be there and still open). Returns 0 (problems become errors),
+ * SL_EIO (the stored one is damaged), SL_ENOMEM or the sealer's error. */
+static int seal_registry(struct sl__env_parse *p, const struct sl_env_spec *spec,
+                         const struct sl_env_row *prev, const struct sl_env_sealer *sealer,
+                         char **out)
+{
+    struct sl_buf b = { NULL, 0, 0, 0 };
+    json_t *stored = NULL;
+    json_t *doc = NULL;
+    const char *sealed = NULL;
+    size_t mark;
+    int rc = 0;
+
+    if (!spec->has_registry) {
+        return 0;
+    }
+    mark = sl__env_path_key(p, "registry_auth");
+    if (spec->registry_password != NULL) {
+        rc = seal_value(sealer, spec->registry_password, spec->registry_password_len, &b);
+        sealed = rc == 0 ? sl_buf_cstr(&b) : NULL;
+    } else if (prev != NULL && prev->registry_json != NULL) {
+        rc = sl_env_load_registry(prev->registry_json, &stored);
+        sealed = rc == 0 ? json_string_value(json_object_get(stored, "sealed")) : NULL;
+        rc = sealed != NULL ? sl__env_still_opens(sealer, sealed) : rc;
+        if (rc == 0) {
+            conflict(p, "password");
+            sealed = NULL;
+        }
+        rc = rc < 0 ? rc : 0;
+    } else {
+        sl__env_key_error(p, "password",
+                          prev != NULL ? "no stored password to keep: give the password"
+                                       : "required field missing");
+    }
+    if (rc == 0 && sealed != NULL) {
+        doc = json_pack("{s:s, s:s}", "username", spec->registry_username, "sealed", sealed);
+        rc = doc != NULL ? dump_json(doc, (size_t)1 << 16, out) : SL_ENOMEM;
+    }
+    sl__env_path_pop(p, mark);
+    json_decref(doc);
+    json_decref(stored);
+    sl_buf_finish(&b);
+    return rc;
+}
+
 /* The members of `row` that sl_env_spec_to_row() fills, without the sealed JSON. */
 static int copy_plain(const struct sl_env_spec *spec, struct sl_env_row *row)
 {
@@ -456,6 +514,7 @@ static int copy_plain(const struct sl_env_spec *spec, struct sl_env_row *row)
     row->cpus_centi = spec->cpus_centi;
     row->memory_bytes = spec->memory_bytes;
     row->network = spec->network;
+    row->image_pull_always = spec->image_pull_always;
     if (spec->n_repos > 0) {
         row->repos = sl_calloc(spec->n_repos, sizeof(*row->repos));
         SL_ENSURE(row->repos != NULL, SL_ENOMEM);
@@ -475,6 +534,8 @@ static void free_filled(struct sl_env_row *row)
     sl_free(row->base_image);
     sl_free(row->env_json);
     sl_free(row->egress_json);
+    sl_free(row->registry_json);
+    row->registry_json = NULL;
     for (size_t i = 0; i < row->n_repos; i++) {
         sl_free(row->repos[i]);
     }
@@ -544,6 +605,9 @@ int sl_env_spec_to_row(const struct sl_env_spec *spec, const struct sl_env_row *
     }
     if (rc == 0 && spec->network) {
         rc = seal_egress(&p, spec, egress, sealer, &row->egress_json);
+    }
+    if (rc == 0) {
+        rc = seal_registry(&p, spec, prev, sealer, &row->registry_json);
     }
     json_decref(vars);
     json_decref(egress);

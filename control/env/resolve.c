@@ -131,10 +131,15 @@ static int merge(const struct sl_resolve_request *req, struct sl_resolve_result 
     const struct sl_env_row *d = r->fallback;
 
     r->base_image = req->default_image != NULL ? req->default_image : SL_ENV_DEFAULT_IMAGE;
+    /* The pull policy and the registry's credentials go with the image. */
     if (c != NULL && c->base_image != NULL && c->base_image[0] != '\0') {
         r->base_image = c->base_image;
+        r->image_pull_always = c->image_pull_always;
+        r->registry_json = c->registry_json;
     } else if (d != NULL && d->base_image != NULL && d->base_image[0] != '\0') {
         r->base_image = d->base_image;
+        r->image_pull_always = d->image_pull_always;
+        r->registry_json = d->registry_json;
     }
     r->cpus_centi = c != NULL && c->cpus_centi > 0   ? c->cpus_centi
                     : d != NULL && d->cpus_centi > 0 ? d->cpus_centi
@@ -246,11 +251,13 @@ int sl_resolve_render(const struct sl_resolve_result *r, const char *repo,
     int rc;
 
     sl_env_format_memory(r->memory_bytes, memory, sizeof(memory));
-    obj = json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:s, s:s}", "repo", repo, "matched_by",
+    obj = json_pack("{s:s, s:s, s:o, s:o, s:s, s:s, s:o, s:s, s:s}", "repo", repo, "matched_by",
                     sl_resolve_matched_by_name(r->matched_by), "environment",
                     summary(r->chosen, true), "default_environment", summary(r->fallback, false),
-                    "base_image", r->base_image, "cpus", sl_env_cpus_json(r->cpus_centi), "memory",
-                    memory, "network", r->network ? "on" : "off");
+                    "base_image", r->base_image, "image_pull",
+                    r->image_pull_always ? "always" : "if-missing", "cpus",
+                    sl_env_cpus_json(r->cpus_centi), "memory", memory, "network",
+                    r->network ? "on" : "off");
     rc = obj != NULL && undecryptable != NULL ? 0 : SL_ENOMEM;
     if (rc == 0) {
         rc = render_vars(r, sealer, undecryptable, obj);

@@ -80,8 +80,12 @@ struct sl_resolve_result {
     const struct sl_env_row *chosen;
     /* The global default merged in, NULL when there is none. Borrowed from the request. */
     const struct sl_env_row *fallback;
-    /* From the chosen environment when set, else from the default, else built in. */
+    /* From the chosen environment when set, else from the default, else built in; the pull
+     * policy and the registry's credentials ({"username","sealed"}, NULL for none; borrowed)
+     * of the same environment (if-missing and none for the built-in image). */
     const char *base_image;
+    bool image_pull_always;
+    const char *registry_json;
     int64_t cpus_centi;
     int64_t memory_bytes;
     /* From the chosen environment only; off when none was chosen. */
@@ -117,7 +121,7 @@ const char *sl_resolve_matched_by_name(enum sl_matched_by m);
 
 /* The JSON of `GET /api/v1/resolve`:
  *   {"repo", "matched_by", "environment": {"id","name","scope"} or null,
- *    "default_environment": {"id","name"} or null, "base_image", "cpus", "memory",
+ *    "default_environment": {"id","name"} or null, "base_image", "image_pull", "cpus", "memory",
  *    "network", "env": [{"name","value","secret","inherited"}...], "egress": {...} or null,
  *    "undecryptable": [...] (only when some value does not open)}
  * with values shown as sl_env_render() shows them (secrets masked, credentials as has_value).

@@ -4,7 +4,7 @@
  * their allocation, completion and release, the checks they share, ping, has_image, remove and
  * ensure_network, and the launcher's creation and close. The operations on a container's files
  * are in docker_files.c, creating, running commands in and listing containers in
- * docker_containers.c, the inner wall in docker_wall.c.
+ * docker_containers.c, pulling images in docker_pull.c, the inner wall in docker_wall.c.
  */
 #include "control/sandbox/docker.h"
 
@@ -135,6 +135,7 @@ static void on_op_closed(uv_handle_t *h)
     struct sl_docker *d = o->d;
 
     sl__docker_wall_release(o);
+    sl__docker_pull_release(o);
     sl_buf_finish(&o->resp);
     sl_buf_finish(&o->out);
     sl_buf_finish(&o->errout);
@@ -202,6 +203,13 @@ static void deliver(struct sl__docker_op *o)
         break;
     case SL__DOCKER_OP_LIST:
         sl__docker_deliver_list(o);
+        break;
+    case SL__DOCKER_OP_PULL:
+        o->cb.pulled(o->arg, o->rc,
+                     o->rc == 0                           ? SL_LAUNCHER_PULL_OK
+                     : o->pull_why != SL_LAUNCHER_PULL_OK ? o->pull_why
+                                                          : SL_LAUNCHER_PULL_RUNTIME,
+                     err);
         break;
     }
 }
@@ -282,6 +290,9 @@ static void on_oom_timer(uv_timer_t *t)
             break;
         case SL__DOCKER_OP_LIST:
             n.cb.list(n.arg, SL_ENOMEM, msg, NULL, 0);
+            break;
+        case SL__DOCKER_OP_PULL:
+            n.cb.pulled(n.arg, SL_ENOMEM, SL_LAUNCHER_PULL_RUNTIME, msg);
             break;
         }
     }
@@ -653,6 +664,7 @@ static const struct sl_launcher_ops docker_ops = {
     .ping = docker_ping,
     .ensure_network = docker_ensure_network,
     .has_image = docker_has_image,
+    .pull_image = sl__docker_pull_image,
     .create_and_start = sl__docker_create_and_start,
     .set_egress = sl__docker_set_egress,
     .exec = sl__docker_exec,

@@ -11,6 +11,10 @@
  *                    ICC off, pinned bridge name, IPAM subnet and gateway, label
  *                    sluice.managed=1); an existing one is checked setting by setting
  *   has_image        GET /images/NAME/json
+ *   pull_image       POST /images/create?fromImage=NAME&tag=TAG (`latest` when the reference
+ *                    has no tag or digest), X-Registry-Auth with the credentials given; the
+ *                    streamed progress is read as it arrives (control/sandbox/dockerpull) and
+ *                    an error line in it fails the pull; the deadline is the caller's
  *   create_and_start POST /containers/create, PUT /containers/ID/archive?path=/ (one tar built
  *                    in memory with libarchive: the directories, then the files; missing parent
  *                    directories are created by the daemon, mode 0755, owner root, and existing

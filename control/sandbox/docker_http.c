@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include <jansson.h>
+#include <sodium.h>
 #include <uv.h>
 
 #include "base/buf.h"
@@ -166,6 +167,15 @@ static int on_curl_timer_change(CURLM *multi, long timeout_ms, void *userp)
     return uv_timer_start(&d->timer, on_curl_timer, (uint64_t)timeout_ms, 0) < 0 ? -1 : 0;
 }
 
+/* Frees a request's header list, each line wiped first (one may carry a credential). */
+static void free_headers(struct curl_slist *h)
+{
+    for (struct curl_slist *p = h; p != NULL; p = p->next) {
+        sodium_memzero(p->data, strlen(p->data));
+    }
+    curl_slist_free_all(h);
+}
+
 /* Ends the transfer in flight (if any) without looking at its result. */
 void sl__docker_drop_transfer(struct sl__docker_op *o)
 {
@@ -174,7 +184,7 @@ void sl__docker_drop_transfer(struct sl__docker_op *o)
         curl_easy_cleanup(o->easy);
         o->easy = NULL;
     }
-    curl_slist_free_all(o->hdrs);
+    free_headers(o->hdrs);
     o->hdrs = NULL;
     o->stream = false;
 }
@@ -266,6 +276,12 @@ static size_t on_curl_write(char *p, size_t size, size_t n, void *arg)
             return o->oom ? 0 : len;
         }
     }
+    if (o->pull != NULL) {
+        (void)curl_easy_getinfo(o->easy, CURLINFO_RESPONSE_CODE, &status);
+        if (status == 200) {
+            return sl__docker_pull_feed(o, p, len) ? len : 0;
+        }
+    }
     rc = sl_buf_append(&o->resp, p, len);
     if (rc < 0) {
         o->resp_over = rc == SL_ETOOBIG;
@@ -314,7 +330,7 @@ int sl__docker_start_request(struct sl__docker_op *o, const char *method, const 
     if (o->deadline_ms != 0) {
         uint64_t left = o->deadline_ms > now ? o->deadline_ms - now : 1;
 
-        if (o->stream || left <= timeout) {
+        if (o->stream || o->pull != NULL || left <= timeout) {
             timeout = left;
             o->timeout_is_deadline = true;
         }
@@ -369,6 +385,14 @@ int sl__docker_start_request(struct sl__docker_op *o, const char *method, const 
             ok = h != NULL;
             o->hdrs = h != NULL ? h : o->hdrs;
         }
+    }
+    if (o->extra_hdr != NULL) {
+        struct curl_slist *h = curl_slist_append(o->hdrs, o->extra_hdr);
+
+        ok = ok && h != NULL;
+        o->hdrs = h != NULL ? h : o->hdrs;
+    }
+    if (o->hdrs != NULL) {
         ok = ok && curl_easy_setopt(e, CURLOPT_HTTPHEADER, o->hdrs) == CURLE_OK;
     }
     if (!ok) {
@@ -386,7 +410,7 @@ int sl__docker_start_request(struct sl__docker_op *o, const char *method, const 
     return 0;
 fail:
     curl_easy_cleanup(e);
-    curl_slist_free_all(o->hdrs);
+    free_headers(o->hdrs);
     o->hdrs = NULL;
     sl_buf_finish(&url);
     return o->rc;

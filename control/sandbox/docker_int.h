@@ -8,6 +8,8 @@
  *                  and close;
  *   docker_files.c       stat, read_file and write_file;
  *   docker_containers.c  create_and_start, exec and list;
+ *   docker_pull.c  pull_image: images/create with its progress stream (read by
+ *                  control/sandbox/dockerpull) and X-Registry-Auth;
  *   docker_wall.c  the inner wall (create_and_start's last step, set_egress): the container's
  *                  network namespace from its inspect, control/sandbox/firewall on the thread
  *                  pool;
@@ -62,6 +64,7 @@ enum sl__docker_op_kind {
     SL__DOCKER_OP_REMOVE,
     SL__DOCKER_OP_LIST,
     SL__DOCKER_OP_EGRESS,
+    SL__DOCKER_OP_PULL,
 };
 
 union sl__docker_op_cb {
@@ -71,6 +74,7 @@ union sl__docker_op_cb {
     sl_launcher_stat_fn *stat;
     sl_launcher_read_fn *read;
     sl_launcher_list_fn *list;
+    sl_launcher_pulled_fn *pulled;
 };
 
 /* One socket libcurl asked the loop to watch. */
@@ -176,6 +180,12 @@ struct sl__docker_op {
     json_t *ids;
     size_t next_id;
     json_t *found;
+    /* pull_image (docker_pull.c): the stream's reader, the reference, the progress reported. */
+    struct sl__docker_pull *pull;
+    enum sl_launcher_pull_failure pull_why;
+    /* One more request header line ("Name: value", owned, wiped when freed: it may carry a
+     * credential), sent with every request of the operation; NULL for none. */
+    char *extra_hdr;
 };
 
 struct sl__docker_oom_note {
@@ -272,6 +282,18 @@ void sl__docker_list(struct sl_launcher *l, const char *label_key, sl_launcher_l
 
 /* Reports the outcome of a list operation: its entries (docker_containers.c). */
 void sl__docker_deliver_list(struct sl__docker_op *o);
+
+/* ---- docker_pull.c ---- */
+
+void sl__docker_pull_image(struct sl_launcher *l, const struct sl_launcher_pull *p,
+                           sl_launcher_progress_fn *progress, sl_launcher_pulled_fn *cb, void *arg);
+
+/* Feeds `n` bytes of a 200 answer of images/create to the pull's reader and reports progress.
+ * Returns false when the transfer must stop (out of memory). */
+bool sl__docker_pull_feed(struct sl__docker_op *o, const char *p, size_t n);
+
+/* Frees o->pull (and wipes o->extra_hdr) when `o` is released. */
+void sl__docker_pull_release(struct sl__docker_op *o);
 
 /* ---- docker_wall.c ---- */
 

@@ -156,6 +156,44 @@ struct sl_launcher_exec_result {
     bool deadline_passed;
 };
 
+/* An image to pull from its registry. Borrowed for the call. */
+struct sl_launcher_pull {
+    /* The reference as an environment names it (`[HOST[:PORT]/]PATH[:TAG][@DIGEST]`; no tag
+     * pulls `latest`, never every tag). */
+    const char *image;
+    /* The registry's credentials, or `username` NULL for an anonymous pull. The password is
+     * never part of an `err`, a log line or anything the backend keeps after the call. */
+    const char *username;
+    const char *password;
+    /* Milliseconds from now the whole pull may take; 0 for the 30 s of a control call. */
+    uint64_t deadline_ms;
+};
+
+/* How far a pull got, summed over the image's layers. */
+struct sl_launcher_pull_progress {
+    size_t layers;
+    size_t layers_done;
+    uint64_t bytes_done;
+    uint64_t bytes_total;
+};
+
+/* Why a pull failed (`err` says it for a person). */
+enum sl_launcher_pull_failure {
+    SL_LAUNCHER_PULL_OK = 0,
+    /* The runtime itself failed or did not answer ("docker: ..."). */
+    SL_LAUNCHER_PULL_RUNTIME,
+    /* `image not found: IMAGE`: no such repository, tag or digest. */
+    SL_LAUNCHER_PULL_NOT_FOUND,
+    /* `registry authentication failed for HOST`. */
+    SL_LAUNCHER_PULL_AUTH,
+    /* `registry unreachable: HOST: WHY` (connection, DNS, TLS). */
+    SL_LAUNCHER_PULL_UNREACHABLE,
+    /* `image pull failed: IMAGE: WHY`: anything else. */
+    SL_LAUNCHER_PULL_FAILED,
+    /* The deadline passed first. */
+    SL_LAUNCHER_PULL_DEADLINE,
+};
+
 /* Generic completion: rc 0 or < 0 with `err`. */
 typedef void sl_launcher_done_fn(void *arg, int rc, const char *err);
 /* Container created and started: its id and its address on the sandbox network. */
@@ -172,6 +210,12 @@ typedef void sl_launcher_read_fn(void *arg, int rc, const char *err, const void 
 /* Path metadata (of a symbolic link's target). rc: 0 with is_dir/size; SL_ENOTFOUND; other < 0
  * with `err`. */
 typedef void sl_launcher_stat_fn(void *arg, int rc, const char *err, bool is_dir, uint64_t size);
+/* Progress of a pull, each time it changed. It runs from inside the backend's transfer: it
+ * records, and must not call the launcher. */
+typedef void sl_launcher_progress_fn(void *arg, const struct sl_launcher_pull_progress *p);
+/* A pull ended: rc 0 (`why` SL_LAUNCHER_PULL_OK) or < 0 with `why` and `err`. */
+typedef void sl_launcher_pulled_fn(void *arg, int rc, enum sl_launcher_pull_failure why,
+                                   const char *err);
 typedef void sl_launcher_list_fn(void *arg, int rc, const char *err,
                                  const struct sl_launcher_entry *entries, size_t n);
 
@@ -185,6 +229,10 @@ struct sl_launcher_ops {
                            sl_launcher_done_fn *cb, void *arg);
     /* Is `image` present locally? rc 0 yes, SL_ENOTFOUND no. */
     void (*has_image)(struct sl_launcher *l, const char *image, sl_launcher_done_fn *cb, void *arg);
+    /* Pulls `p->image` from its registry (present or not: a present one is brought up to date),
+     * reporting progress as it goes (`progress` may be NULL). */
+    void (*pull_image)(struct sl_launcher *l, const struct sl_launcher_pull *p,
+                       sl_launcher_progress_fn *progress, sl_launcher_pulled_fn *cb, void *arg);
     /* Creates the container (hardened per docs/reference/containers.md §5.4: default capabilities
      * minus NET_RAW and NET_ADMIN, no-new-privileges, an init process as PID 1, pids limit, no
      * restart), copies the files in, starts it, installs its inner wall, and reports its address

@@ -49,6 +49,11 @@ void sl_sandbox_spec_free(struct sl_sandbox_spec *spec)
     sl_free(spec->env_id);
     sl_free(spec->env_name);
     sl_free(spec->image);
+    sl_free(spec->registry_username);
+    if (spec->registry_password != NULL) {
+        sodium_memzero(spec->registry_password, strlen(spec->registry_password));
+        sl_free(spec->registry_password);
+    }
     sl__sandbox_free_strv(spec->env, spec->n_env, true);
     sl__sandbox_free_strv(spec->secrets, spec->n_secrets, true);
     sl__sandbox_free_strv(spec->placeholder_envs, spec->n_placeholder_envs, false);
@@ -487,8 +492,21 @@ static json_t *list_item(const struct sl__sandbox *s)
     sl__sandbox_rfc3339(s->expires_unix, expires, sizeof(expires));
     item = json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:o, s:s, s:s}", "id", s->id, "repo", s->repo,
                      "ref", s->ref, "environment", s->env_name, "status",
-                     s->state == SL__SANDBOX_READY ? "ready" : "starting", "clone", clone_json(s),
-                     "created_at", created, "expires_at", expires);
+                     s->state == SL__SANDBOX_READY ? "ready"
+                     : s->pulling                  ? "pulling"
+                                                   : "starting",
+                     "clone", clone_json(s), "created_at", created, "expires_at", expires);
+    if (item != NULL && s->pulling && s->spec != NULL
+        && json_object_set_new(item, "pull",
+                               json_pack("{s:s, s:I, s:I, s:I, s:I}", "image", s->spec->image,
+                                         "layers", (json_int_t)s->pull.layers, "layers_done",
+                                         (json_int_t)s->pull.layers_done, "bytes",
+                                         (json_int_t)s->pull.bytes_done, "bytes_total",
+                                         (json_int_t)s->pull.bytes_total))
+                   < 0) {
+        json_decref(item);
+        item = NULL;
+    }
     if (item != NULL && s->clone == SL__SANDBOX_CLONE_FAILED && s->clone_error != NULL
         && json_object_set_new(item, "clone_error", json_string(s->clone_error)) < 0) {
         json_decref(item);
@@ -577,8 +595,12 @@ static void on_sweep(uv_timer_t *t)
         again = false;
         for (struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
             if (s->state == SL__SANDBOX_STARTING && now >= s->start_deadline && s->reply != NULL) {
-                sl__sandbox_create_failed(s, 503, "message",
-                                          "the sandbox container did not start; try again");
+                if (s->pulling) {
+                    sl__sandbox_pull_timed_out(s);
+                } else {
+                    sl__sandbox_create_failed(s, 503, "message",
+                                              "the sandbox container did not start; try again");
+                }
                 again = true;
                 break;
             }

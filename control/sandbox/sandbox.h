@@ -16,15 +16,17 @@
  *   - a close answers only after every proxy acknowledged a snapshot without the entry (or
  *     5 s passed), so a closed sandbox's token is refused (407) once the close returned.
  *
- * Life of a sandbox: starting (entry pushed, container created and started behind its inner
- * wall) -> ready (the create answers; the repository is cloned in the background, a call that
- * comes meanwhile waits for the clone, and a failed clone answers every exec, read and write
- * 409 `the clone failed: REASON`) -> closing (container removed, entry dropped) -> gone.
- * Creation has 3 minutes; past them, or on any failure, whatever was made is removed and the
- * caller gets 503 `the sandbox container did not start; try again` (or the precise 4xx, such as
- * 422 `unknown ref` for a malformed ref). A ready sandbox without calls for `idle_timeout_ms`
- * (a clone in progress and a waiting call count as use) and one whose lifetime ended are closed
- * by a once-a-second sweep.
+ * Life of a sandbox: starting (entry pushed, image pulled when it must be, container created and
+ * started behind its inner wall) -> ready (the create answers; the repository is cloned in the
+ * background, a call that comes meanwhile waits for the clone, and a failed clone answers every
+ * exec, read and write 409 `the clone failed: REASON`) -> closing (container removed, entry
+ * dropped) -> gone. Creation has 3 minutes; past them, or on any failure, whatever was made is
+ * removed and the caller gets 503 `the sandbox container did not start; try again` (or the
+ * precise 4xx, 502 or 504, such as 422 `unknown ref` for a malformed ref, 424 `image not found:
+ * NAME` or `registry authentication failed for HOST`, 502 `registry unreachable: HOST: ...`,
+ * 504 for a pull still running at the limit). A ready sandbox without calls for
+ * `idle_timeout_ms` (a clone in progress and a waiting call count as use) and one whose
+ * lifetime ended are closed by a once-a-second sweep.
  *
  * Restarts: a clean stop (sl_sandboxes_close) removes every sandbox of this network; at start
  * (sl_sandboxes_start) containers of this network left by a crash are removed before the
@@ -160,6 +162,12 @@ struct sl_sandbox_spec {
     char *env_id;
     char *env_name;
     char *image;
+    /* Pull the image at every start (else only when the runtime lacks it). */
+    bool image_pull_always;
+    /* The registry's credentials for `image`, the password opened (wiped when freed); both
+     * NULL for an anonymous pull. Never placed in the container. */
+    char *registry_username;
+    char *registry_password;
     int64_t cpus_centi;
     int64_t memory_bytes;
     /* `NAME=value` strings of the environment's variables, values opened. */
@@ -229,7 +237,8 @@ void sl_sandboxes_call(struct sl_sandboxes *sb, const struct sl_sandbox_caller *
 
 /* GET .../sandboxes: the caller's open sandboxes in `repo`, or in every repository when `repo`
  * is NULL (GET /api/v1/sandboxes). A new array of {"id","repo","ref","environment","status",
- * "created_at","expires_at"}; NULL when out of memory. */
+ * "clone","created_at","expires_at"}, status "pulling" (then "pull": {"image","layers",
+ * "layers_done","bytes","bytes_total"}), "starting" or "ready"; NULL when out of memory. */
 json_t *sl_sandboxes_list(const struct sl_sandboxes *sb, const struct sl_sandbox_caller *caller,
                           const char *repo);
 

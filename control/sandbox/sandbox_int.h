@@ -6,8 +6,9 @@
  *   sandbox.c        the registry, waiting for the proxies, removal, the sweep, the snapshot
  *                    client entries, the inner walls' ports, start, status and close, the
  *                    manager's creation;
- *   sandbox_open.c   opening a sandbox, and the clone of its repository in the background;
- *   sandbox_calls.c  exec, read and write in an open one (parked while the clone runs).
+ *   sandbox_open.c   opening a sandbox (its image pulled when it must be), and the clone of its
+ * repository in the background; sandbox_calls.c  exec, read and write in an open one (parked while
+ * the clone runs).
  *
  * Everything runs on the manager's loop thread.
  */
@@ -123,6 +124,10 @@ struct sl__sandbox {
     char *clone_error;
     struct sl__sandbox_parked *parked;
     struct sl__sandbox_parked **parked_tail;
+    /* The image pull of the create in progress (the list's status `pulling`), and how far it
+     * got. */
+    bool pulling;
+    struct sl_launcher_pull_progress pull;
     /* The create in progress: its spec and its answer. */
     struct sl_sandbox_spec *spec;
     sl_sandbox_reply_fn *reply;
@@ -246,5 +251,8 @@ char *sl__sandbox_output_line(const struct sl__sandbox *s, const char *p, size_t
  * was made. */
 void sl__sandbox_create_failed(struct sl__sandbox *s, int status, const char *key,
                                const char *text);
+
+/* Fails the creation of `s` whose image pull outlasted the start limit (504). */
+void sl__sandbox_pull_timed_out(struct sl__sandbox *s);
 
 #endif

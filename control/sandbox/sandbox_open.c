@@ -2,11 +2,14 @@
 /*
  * control/sandbox/sandbox_open.c - opening a sandbox (see sandbox.h, sl_sandboxes_open()): the
  * checks of the request, the entry in the snapshot and the wait for every proxy to hold it, the
- * container's creation with its files, variables and inner wall (a failure at any step removes
- * what was made), and then, once the create has answered, the clone of the repository from the
- * git platform's remote in the background: the calls that come meanwhile are parked
- * (sandbox_calls.c) and go on when it ends; a failed clone is kept and answered to every call.
+ * image (pulled when the environment says `always` or the runtime lacks it, within the start
+ * limit, its progress recorded for the list), the container's creation with its files, variables
+ * and inner wall (a failure at any step removes what was made), and then, once the create has
+ * answered, the clone of the repository from the git platform's remote in the background: the calls
+ * that come meanwhile are parked (sandbox_calls.c) and go on when it ends; a failed clone is kept
+ * and answered to every call.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -473,16 +476,126 @@ static void launch(struct sl__sandbox *s)
     sl__sandbox_egress_finish(&egress);
 }
 
+/* ---- the image ---------------------------------------------------------------------------- */
+
+void sl__sandbox_pull_timed_out(struct sl__sandbox *s)
+{
+    char text[400];
+
+    (void)snprintf(text, sizeof(text), "pulling %s did not finish within the start limit",
+                   s->spec->image);
+    sl__sandbox_create_failed(s, 504, "message", text);
+}
+
+static void on_pull_progress(void *arg, const struct sl_launcher_pull_progress *p)
+{
+    struct sl__sandbox *s = arg;
+
+    s->pull = *p;
+}
+
+static void on_pulled(void *arg, int rc, enum sl_launcher_pull_failure why, const char *err)
+{
+    struct sl__sandbox *s = arg;
+    int status;
+
+    s->pulling = false;
+    if (s->state != SL__SANDBOX_STARTING || s->reply == NULL) {
+        sl__sandbox_unref(s);
+        return;
+    }
+    if (rc == 0) {
+        sl_log(SL_LOG_INFO, 0, "msg=\"image pulled\" sandbox=%s image=%s layers=%zu bytes=%" PRIu64,
+               s->id, s->spec->image, s->pull.layers, s->pull.bytes_done);
+        launch(s);
+        sl__sandbox_unref(s);
+        return;
+    }
+    sl_log(SL_LOG_WARN, 0, "msg=\"image pull failed\" sandbox=%s image=%s err=\"%s\"", s->id,
+           s->spec->image, err != NULL ? err : sl_strerror(rc));
+    switch (why) {
+    case SL_LAUNCHER_PULL_NOT_FOUND:
+    case SL_LAUNCHER_PULL_AUTH:
+        status = 424;
+        break;
+    case SL_LAUNCHER_PULL_UNREACHABLE:
+    case SL_LAUNCHER_PULL_FAILED:
+        status = 502;
+        break;
+    case SL_LAUNCHER_PULL_DEADLINE:
+        sl__sandbox_pull_timed_out(s);
+        sl__sandbox_unref(s);
+        return;
+    case SL_LAUNCHER_PULL_RUNTIME:
+    case SL_LAUNCHER_PULL_OK:
+    default:
+        sl__sandbox_create_failed(s, 503, "message",
+                                  "the sandbox container did not start; try again");
+        sl__sandbox_unref(s);
+        return;
+    }
+    sl__sandbox_create_failed(s, status, "message", err != NULL ? err : "image pull failed");
+    sl__sandbox_unref(s);
+}
+
+/* Pulls the image within what is left of the start limit; the sandbox shows `pulling`. */
+static void pull(struct sl__sandbox *s)
+{
+    struct sl_sandboxes *sb = s->sb;
+    uint64_t now = uv_now(sb->cfg.loop);
+    struct sl_launcher_pull p = {
+        .image = s->spec->image,
+        .username = s->spec->registry_username,
+        .password = s->spec->registry_password,
+        .deadline_ms = s->start_deadline > now ? s->start_deadline - now : 1,
+    };
+
+    sl_log(SL_LOG_INFO, 0, "msg=\"pulling image\" sandbox=%s image=%s credentials=%s", s->id,
+           s->spec->image, p.username != NULL ? "yes" : "no");
+    s->pulling = true;
+    memset(&s->pull, 0, sizeof(s->pull));
+    s->refs++;
+    sb->cfg.launcher->ops->pull_image(sb->cfg.launcher, &p, on_pull_progress, on_pulled, s);
+}
+
+static void on_has_image(void *arg, int rc, const char *err)
+{
+    struct sl__sandbox *s = arg;
+
+    if (s->state != SL__SANDBOX_STARTING || s->reply == NULL) {
+        sl__sandbox_unref(s);
+        return;
+    }
+    if (rc == 0) {
+        launch(s);
+    } else if (rc == SL_ENOTFOUND) {
+        pull(s);
+    } else {
+        sl_log(SL_LOG_WARN, 0, "msg=\"cannot look the image up\" sandbox=%s image=%s err=\"%s\"",
+               s->id, s->spec->image, err != NULL ? err : sl_strerror(rc));
+        sl__sandbox_create_failed(s, 503, "message",
+                                  "the sandbox container did not start; try again");
+    }
+    sl__sandbox_unref(s);
+}
+
 static void on_entry_acked(struct sl__sandbox_waiter *w, bool acked)
 {
     struct sl__sandbox *s = SL_CONTAINER_OF(w, struct sl__sandbox, wait);
+    struct sl_sandboxes *sb = s->sb;
 
     if (!acked) {
         sl__sandbox_create_failed(s, 503, "message",
                                   "the sandbox container did not start; try again");
         return;
     }
-    launch(s);
+    /* The image: pulled every time with `always`, else only when the runtime lacks it. */
+    if (s->spec->image_pull_always) {
+        pull(s);
+        return;
+    }
+    s->refs++;
+    sb->cfg.launcher->ops->has_image(sb->cfg.launcher, s->spec->image, on_has_image, s);
 }
 
 void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,

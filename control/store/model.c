@@ -18,6 +18,7 @@ void sl_env_row_finish(struct sl_env_row *r)
     sl_free(r->base_image);
     sl_free(r->env_json);
     sl_free(r->egress_json);
+    sl_free(r->registry_json);
     memset(r, 0, sizeof(*r));
 }
 

@@ -53,6 +53,11 @@ struct sl_env_row {
     char owner_id[SL_UUID_LEN + 1];
     bool is_default;
     char *base_image;
+    /* image_pull "always" (true) or "if-missing". */
+    bool image_pull_always;
+    /* {"username","sealed"}: the registry's credentials for base_image, the password sealed;
+     * NULL for none. Owned. */
+    char *registry_json;
     /* CPUs x 100, or -1 for "inherit". */
     int64_t cpus_centi;
     /* Bytes, or -1 for "inherit". */

@@ -173,6 +173,12 @@ static const char *const migrations[SL_STORE_SCHEMA_VERSION] = {
      * out, and records, what its policy would refuse. NULL: not in observe. */
     "ALTER TABLE environments ADD COLUMN observe_until INTEGER"
     "  CHECK (observe_until IS NULL OR observe_until > 0);",
+    /* 4 -> 5: images from registries (docs/reference/api.md §5.1): each environment's pull
+     * policy, and the registry's credentials ({"username","sealed"}, the password sealed like
+     * a secret value; NULL for none). Existing environments pull when the image is missing. */
+    "ALTER TABLE environments ADD COLUMN image_pull TEXT NOT NULL DEFAULT 'if-missing'"
+    "  CHECK (image_pull IN ('if-missing', 'always'));"
+    "ALTER TABLE environments ADD COLUMN registry_json TEXT;",
 };
 
 /* The SQL of the cached statements (enum sl__store_stmt in store_int.h). */
@@ -202,12 +208,12 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
     [SL__STMT_ENV_INSERT] =
             "INSERT INTO environments (id, name, description, scope, owner_id, "
             "owner_key, is_default, base_image, cpus_centi, memory_bytes, network, "
-            "env_json, egress_json, created_at, updated_at) "
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14)",
+            "env_json, egress_json, created_at, updated_at, image_pull, registry_json) "
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?14, ?15, ?16)",
     [SL__STMT_ENV_UPDATE] = "UPDATE environments SET name = ?2, description = ?3, scope = ?4, "
                             "owner_id = ?5, owner_key = ?6, base_image = ?8, cpus_centi = ?9, "
                             "memory_bytes = ?10, network = ?11, env_json = ?12, egress_json = ?13, "
-                            "updated_at = ?14 WHERE id = ?1",
+                            "updated_at = ?14, image_pull = ?15, registry_json = ?16 WHERE id = ?1",
     [SL__STMT_ENV_DELETE] = "DELETE FROM environments WHERE id = ?1",
     [SL__STMT_ENV_BY_ID] = "SELECT " SL__STORE_ENV_COLS " FROM environments e WHERE e.id = ?1",
     [SL__STMT_ENV_BY_NAME] = "SELECT " SL__STORE_ENV_COLS " FROM environments e "
@@ -853,7 +859,7 @@ const struct sl__store_rows sl__store_token_rows = {
     .read = read_token,
 };
 
-/* The columns of SL__STORE_ENV_COLS; scope and network by read_env(). */
+/* The columns of SL__STORE_ENV_COLS; scope, network and image_pull by read_env(). */
 static const struct sl__store_col env_cols[] = {
     SL__STORE_COL(TEXT, struct sl_env_row, id),
     SL__STORE_COL(DUP_REQUIRED, struct sl_env_row, name),
@@ -870,6 +876,8 @@ static const struct sl__store_col env_cols[] = {
     SL__STORE_COL(TEXT, struct sl_env_row, created_at),
     SL__STORE_COL(TEXT, struct sl_env_row, updated_at),
     SL__STORE_COL(OPTIONAL, struct sl_env_row, observe_until),
+    SL__STORE_COL(OWN, struct sl_env_row, image_pull_always),
+    SL__STORE_COL(DUP, struct sl_env_row, registry_json),
 };
 
 /* Reads the repositories of `r->id` into `r` (a second query: the row is read already). */
@@ -910,6 +918,7 @@ static int read_env(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
     SL_TRY(sl__store_read_cols(st, s, first, &sl__store_env_rows, r));
     r->scope = sl__store_col_is(s, first + 3, "global") ? SL_SCOPE_GLOBAL : SL_SCOPE_USER;
     r->network = sl__store_col_is(s, first + 9, "on");
+    r->image_pull_always = sl__store_col_is(s, first + 14, "always");
     rc = read_env_repos(st, r);
     if (rc < 0) {
         sl_env_row_finish(r);

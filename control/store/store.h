@@ -47,7 +47,7 @@
 #include "control/store/model.h"
 
 /* The schema version this build creates and understands. */
-#define SL_STORE_SCHEMA_VERSION 4
+#define SL_STORE_SCHEMA_VERSION 5
 
 struct sl_store; /* opaque */
 

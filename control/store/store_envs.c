@@ -275,6 +275,8 @@ static int write_env(struct sl_store *st, enum sl__store_stmt id_stmt, const str
     sl__store_bind_text(s, 12, r->env_json, &acc);
     sl__store_bind_text(s, 13, r->egress_json, &acc);
     sl__store_bind_text(s, 14, now, &acc);
+    sl__store_bind_text(s, 15, r->image_pull_always ? "always" : "if-missing", &acc);
+    sl__store_bind_text(s, 16, r->registry_json, &acc);
     return sl__store_exec(st, s, acc, id_stmt == SL__STMT_ENV_INSERT ? "env-insert" : "env-update");
 }
 

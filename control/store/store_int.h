@@ -116,7 +116,7 @@ enum sl__store_stmt {
 #define SL__STORE_ENV_COLS                                                               \
     "e.id, e.name, e.description, e.scope, e.owner_key, e.is_default, e.base_image, "    \
     "e.cpus_centi, e.memory_bytes, e.network, e.env_json, e.egress_json, e.created_at, " \
-    "e.updated_at, e.observe_until"
+    "e.updated_at, e.observe_until, e.image_pull, e.registry_json"
 #define SL__STORE_JOB_COLS                                                                   \
     "id, owner_id, schedule_id, repo, ref, command, env_key, timeout_ms, status, env_json, " \
     "sandbox_id, result_json, error, created_at, started_at, finished_at"

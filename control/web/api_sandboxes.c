@@ -230,6 +230,37 @@ static int fill_values(struct sl__api_call *c, const struct sl_resolve_result *r
     return rc;
 }
 
+/* The registry's credentials of the resolved image, the password opened. One that does not
+ * open (the key changed) is left out with a warning: the pull then goes without, and the
+ * registry says what it thinks of that. */
+static int fill_registry(struct sl__api_call *c, const struct sl_resolve_result *r,
+                         struct sl_sandbox_spec *spec)
+{
+    json_t *stored = NULL;
+    int rc;
+
+    spec->image_pull_always = r->image_pull_always;
+    if (r->registry_json == NULL) {
+        return 0;
+    }
+    rc = sl_env_load_registry(r->registry_json, &stored);
+    if (rc < 0) {
+        return rc;
+    }
+    spec->registry_password = open_string(c, json_string_value(json_object_get(stored, "sealed")));
+    if (spec->registry_password == NULL) {
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"a registry password does not open (encryption key changed?); the image is "
+               "pulled without credentials\" image=%s",
+               r->base_image);
+    } else {
+        spec->registry_username = sl_strdup(json_string_value(json_object_get(stored, "username")));
+        rc = spec->registry_username != NULL ? 0 : SL_ENOMEM;
+    }
+    json_decref(stored);
+    return rc;
+}
+
 /* Resolves the environment for `repo` (`envkey` NULL resolves, else it must be visible) and
  * builds the create of a sandbox for the caller. Returns 0 with `*specp` (and `*envp`, when
  * not NULL: {"id","name","matched_by"}, ids null for none), SL_ENOTFOUND (the environment is
@@ -271,6 +302,9 @@ static int prepare_spec(struct sl__api_call *c, const char *repo, const char *re
     }
     if (rc == 0) {
         rc = fill_values(c, &out, spec);
+    }
+    if (rc == 0) {
+        rc = fill_registry(c, &out, spec);
     }
     if (rc == 0) {
         /* The platform's credential for this sandbox: git access write at most (the proxy

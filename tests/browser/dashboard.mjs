@@ -178,9 +178,17 @@ try {
     return (await row('user', 'sbx').count()) === 0;
   });
 
+  await step('the list shows each environment\'s base image', async () => {
+    const shown = (await row('global', 'sbx').locator('[data-testid=env-image]').textContent()).trim();
+    if (shown !== IMAGE) throw new Error(`sbx shows image '${shown}', not '${IMAGE}'`);
+    return true;
+  });
+
   // ---- create ---------------------------------------------------------------------------------
   await step('create a global environment with a secret variable and a credential rule', async () => {
     await page.click('[data-testid=env-new]');
+    const ph = await page.locator('#f-base_image').getAttribute('placeholder');
+    if (ph !== 'sluice/sandbox:bookworm') throw new Error(`the base image placeholder is ${ph}, not the default image`);
     await page.fill('#f-name', ENV_NAME);
     await page.selectOption('#f-scope', 'global');
     await page.fill('#f-description', 'web builds');

@@ -4,7 +4,8 @@
 # 403 `not your sandbox` on every action (an admin may use any sandbox); a sixth open sandbox
 # of one user in one repository → 429 with the exact message (other users and other
 # repositories unaffected; closing one frees a slot); a closed sandbox's container is gone and
-# its proxy token gets 407; then, with the control plane restarted with `--idle-timeout 3`, an
+# its proxy token gets 407; an image whose registry is unreachable → 502 naming it, nothing
+# left; then, with the control plane restarted with `--idle-timeout 3`, an
 # idle sandbox is closed (calls keep it open), and with `--sandbox-lifetime 5`, a sandbox's
 # credential stops working and the sandbox is closed about 5 s after start. Network
 # sl-t-limits, subnet 10.213.15.0/24.
@@ -65,15 +66,18 @@ SBX_REPO=acme/other sbx_create sbx main || true
 check_api "alice may still open one in another repository (201)" 201
 other_id=$SBX_ID
 
-# --- a container that cannot start: 503, nothing left -------------------------------------------
+# --- an image that cannot be had: the pull's error, nothing left ------------------------------------
+# A registry nobody listens at (port 1 on loopback): the pull fails at once, whatever the
+# machine's network (sandbox_registry.sh tests a real registry).
 SBX_WHO=root sbx_api POST /api/v1/environments \
-  '{"name":"sbx-noimage","scope":"global","base_image":"sluice-t/no-such-image:never","network":"off"}' \
+  '{"name":"sbx-noimage","scope":"global","base_image":"127.0.0.1:1/sluice-t/no-such-image:never","network":"off"}' \
   >/dev/null
-check_api "an environment whose image does not exist (201)" 201
+check_api "an environment whose image cannot be pulled (201)" 201
 before=$(sbx_leftovers | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 SBX_REPO=acme/noimage sbx_create sbx-noimage main || true
-check_api "a container that cannot start → 503 with the exact message" 503 'd.get("message")' \
-  "the sandbox container did not start; try again"
+check_api "an image whose registry is unreachable → 502" 502
+check_match "... with the message naming the registry" "$(sbx_field 'd.get("message")')" \
+  "^registry unreachable: 127\.0\.0\.1:1: "
 after=$(sbx_leftovers | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')
 check_eq "... and nothing of it is left (containers of this network before and after)" "$after" "$before"
 SBX_REPO=acme/noimage sbx_api GET "" >/dev/null

@@ -156,6 +156,13 @@
 
   // ---- environments -------------------------------------------------------------------------
 
+  // An image pull's progress (api.md §5.3): "12.3 / 40.0 MiB, 2/5 layers".
+  function pullText(p) {
+    const mib = (n) => (n / 1048576).toFixed(1);
+    const bytes = p.bytes_total > 0 ? mib(p.bytes) + ' / ' + mib(p.bytes_total) + ' MiB, ' : '';
+    return bytes + p.layers_done + '/' + p.layers + ' layers';
+  }
+
   function egressSummary(e) {
     if (e.network === 'off') return 'none';
     const rules = (e.egress && e.egress.rules) || [];
@@ -181,6 +188,7 @@
     }
     return el('tr', { 'data-env': e.name, 'data-testid': 'env-row' },
       nameCell,
+      el('td', { class: 'mono', 'data-testid': 'env-image', text: e.base_image + (e.image_pull === 'always' ? ' (always pulled)' : '') }),
       el('td', {}, el('span', { class: 'badge ' + (e.network === 'on' ? 'ok' : ''), text: e.network })),
       el('td', { text: egressSummary(e) }),
       el('td', { class: 'mono', text: (e.repositories || []).join(', ') }),
@@ -280,6 +288,12 @@
     scope.querySelector('option[value=global]').disabled = !state.me.admin;
     scope.value = e ? e.scope : 'user';
     $('f-base_image').value = (e && e.base_image) || '';
+    $('f-image_pull').value = (e && e.image_pull) || 'if-missing';
+    const reg = (e && e.registry_auth) || null;
+    $('f-registry_user').value = (reg && reg.username) || '';
+    $('f-registry_password').value = '';
+    // A stored password is never sent to the page: empty keeps it.
+    $('f-registry_password').placeholder = reg && reg.has_value ? 'keep existing' : '';
     $('f-cpus').value = e && e.cpus !== null && e.cpus !== undefined ? String(e.cpus) : '';
     $('f-memory').value = (e && e.memory) || '';
     $('f-network').value = e ? e.network : 'on';
@@ -342,12 +356,20 @@
       description: $('f-description').value,
       scope: $('f-scope').value,
       base_image: $('f-base_image').value.trim(),
+      image_pull: $('f-image_pull').value,
       cpus: cpusText === '' ? null : (Number.isFinite(cpusNum) ? cpusNum : cpusText),
       memory: $('f-memory').value.trim() === '' ? null : $('f-memory').value.trim(),
       network: $('f-network').value,
       env: [],
       repositories: $('f-repositories').value.split('\n').map((s) => s.trim()).filter((s) => s !== ''),
     };
+    const regUser = $('f-registry_user').value.trim();
+    const regPassword = $('f-registry_password').value;
+    if (regUser !== '' || regPassword !== '') {
+      body.registry_auth = { username: regUser };
+      // Empty with a stored password: send none, the API keeps the stored one.
+      if (regPassword !== '') body.registry_auth.password = regPassword;
+    }
     for (const row of $('f-env').children) {
       body.env.push({
         name: row.querySelector('.v-name').value.trim(),
@@ -506,7 +528,8 @@
       el('td', { class: 'mono', text: s.repo }),
       el('td', { text: s.ref || '(default)' }),
       el('td', { text: s.environment || '(none)' }),
-      el('td', {}, el('span', { class: 'badge ' + (s.status === 'ready' ? 'ok' : 'warn'), text: s.status })),
+      el('td', {}, el('span', { class: 'badge ' + (s.status === 'ready' ? 'ok' : 'warn'), text: s.status }),
+        s.pull ? el('div', { class: 'sub', 'data-testid': 'sb-pull', text: pullText(s.pull) }) : null),
       el('td', { class: 'sub', text: (s.expires_at || '').replace('T', ' ').replace('Z', '') }),
       el('td', { class: 'actions' }, el('button', { type: 'button', class: 'btn small danger', 'data-testid': 'sandbox-close', text: 'Close', onclick: (ev) => closeSandbox(s, ev.target) })))));
     $('sandboxes-empty').hidden = list.length > 0;

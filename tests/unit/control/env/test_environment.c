@@ -376,8 +376,8 @@ static void reports_unknown_fields_and_ignores_read_only_ones(void **state)
 {
     (void)state;
     EXPECT(OFF ",'colour':'red'}",
-           "colour: unknown field (expected name, description, scope, base_image, cpus, memory, "
-           "network, env, egress, repositories)");
+           "colour: unknown field (expected name, description, scope, base_image, image_pull, "
+           "registry_auth, cpus, memory, network, env, egress, repositories)");
     EXPECT(OFF ",'bad key!':1}", "[\"bad key!\"]: unknown field*");
     EXPECT(OFF ",'env':[{'name':'A','value':'1','secrte':true}]}",
            "env[0].secrte: unknown field (expected name, value, secret)");
@@ -1300,6 +1300,68 @@ static void keeps_a_credential_without_value_for_the_same_host(void **state)
     sl_env_row_finish(&prev);
 }
 
+/* image_pull and registry_auth: validated, the password sealed on its own, never rendered (the
+ * username and has_value), kept on a resave without it, refused to keep when there is none or
+ * it no longer opens. */
+static void stores_the_pull_policy_and_registry_credentials(void **state)
+{
+    struct sl_env_row prev;
+    struct sl_env_row row;
+    json_t *reg;
+    json_t *j = NULL;
+    char *text;
+
+    (void)state;
+    EXPECT(OFF ",'image_pull':'never'}", "image_pull: must be \"if-missing\" or \"always\"");
+    EXPECT(OFF ",'registry_auth':'u:p'}",
+           "registry_auth: must be an object with \"username\" and \"password\", or null");
+    EXPECT(OFF ",'registry_auth':{'password':'p'}}",
+           "registry_auth.username: required field missing");
+    EXPECT(OFF ",'registry_auth':{'username':'u','password':'a\\nb'}}",
+           "registry_auth.password: must be 1-4096 bytes without control characters");
+    EXPECT(OFF ",'registry_auth':{'username':'u','password':'p','token':'t'}}",
+           "registry_auth.token: unknown field (expected username, password)");
+    EXPECT_VALID(OFF ",'image_pull':null,'registry_auth':null}");
+    store_ok(OFF
+             ",'image_pull':'always','registry_auth':{'username':'bob','password':'s3cret-PW'}}",
+             NULL, &prev);
+    assert_true(prev.image_pull_always);
+    reg = json_loads(prev.registry_json, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(reg, "username")), "bob");
+    expect_opens_to(&sealer_a, json_string_value(json_object_get(reg, "sealed")), "s3cret-PW");
+    json_decref(reg);
+    assert_null(strstr(prev.registry_json, "s3cret-PW"));
+    expect_render(&prev, &sealer_a,
+                  "{'id':'5d0c0000-0000-4000-8000-000000000001','name':'ci','description':'',"
+                  "'scope':'user','owner':null,"
+                  "'is_default':false,'base_image':'python:3.12-slim','image_pull':'always',"
+                  "'registry_auth':{'username':'bob','has_value':true},'cpus':null,"
+                  "'memory':null,'network':'off','env':[],'egress':null,'repositories':[],"
+                  "'created_at':'2026-01-02T03:04:05Z','updated_at':'2026-01-02T03:04:05Z'}");
+    assert_int_equal(sl_env_render(&prev, NULL, &sealer_a, &j), 0);
+    text = dump(j);
+    assert_null(strstr(text, "s3cret-PW"));
+    sl_free(text);
+    json_decref(j);
+    /* A resave without the password keeps it (a new username is fine); has_value is ignored. */
+    store_ok(OFF ",'registry_auth':{'username':'carol','has_value':true}}", &prev, &row);
+    assert_false(row.image_pull_always);
+    reg = json_loads(row.registry_json, 0, NULL);
+    assert_string_equal(json_string_value(json_object_get(reg, "username")), "carol");
+    expect_opens_to(&sealer_a, json_string_value(json_object_get(reg, "sealed")), "s3cret-PW");
+    json_decref(reg);
+    sl_env_row_finish(&row);
+    /* Left out: none any more. */
+    store_ok(OFF "}", &prev, &row);
+    assert_null(row.registry_json);
+    sl_env_row_finish(&row);
+    EXPECT_STORE(OFF ",'registry_auth':{'username':'u'}}", NULL, &sealer_a, 422,
+                 "registry_auth.password: required field missing");
+    EXPECT_STORE(OFF ",'registry_auth':{'username':'u'}}", &prev, &sealer_b, 409,
+                 "registry_auth.password: the stored value no longer decrypts*");
+    sl_env_row_finish(&prev);
+}
+
 static void caps_the_sealed_env_at_32_kib(void **state)
 {
     /* The toy doubles each byte: 8000 bytes seal to 16004 characters. */
@@ -1480,7 +1542,8 @@ static void renders_the_api_form_with_secrets_masked(void **state)
     expect_render(&row, &sealer_a,
                   "{'id':'5d0c0000-0000-4000-8000-000000000001','name':'ci-python',"
                   "'description':'','scope':'user','owner':null,'is_default':false,"
-                  "'base_image':'python:3.12-slim','cpus':1.5,'memory':'2GiB','network':'on',"
+                  "'base_image':'python:3.12-slim','image_pull':'if-missing',"
+                  "'registry_auth':null,'cpus':1.5,'memory':'2GiB','network':'on',"
                   "'env':[{'name':'LOG_LEVEL','value':'debug','secret':false},"
                   "{'name':'PYPI_TOKEN','value':'******','secret':true}],"
                   "'egress':{'default':'deny','rules':[{'host':'pkgs.example.org','methods':[]},"
@@ -1959,6 +2022,7 @@ int main(void)
         cmocka_unit_test(takes_a_mask_literally_for_non_secrets_but_never_unmasks),
         cmocka_unit_test(refuses_to_keep_values_that_no_longer_open_with_409),
         cmocka_unit_test(keeps_a_credential_without_value_for_the_same_host),
+        cmocka_unit_test(stores_the_pull_policy_and_registry_credentials),
         cmocka_unit_test(caps_the_sealed_env_at_32_kib),
         cmocka_unit_test(caps_the_sealed_credentials_at_32_kib),
         cmocka_unit_test(passes_a_sealer_failure_on_and_leaves_the_row_clean),

@@ -453,7 +453,8 @@ static void renders_the_effective_runtime_with_secrets_masked(void **state)
            "'scope':'user'},"
            "'default_environment':{'id':'00000000-0000-4000-8000-00000000000e',"
            "'name':'default'},"
-           "'base_image':'alice/img:1','cpus':2.0,'memory':'4GiB','network':'on',"
+           "'base_image':'alice/img:1','image_pull':'if-missing','cpus':2.0,'memory':'4GiB',"
+           "'network':'on',"
            "'env':[{'name':'SHARED','value':'from-alice','secret':false,'inherited':false},"
            "{'name':'ALICE_TOKEN','value':'******','secret':true,'inherited':false},"
            "{'name':'DEFAULT_ONLY','value':'d','secret':false,'inherited':true},"
@@ -474,7 +475,8 @@ static void renders_none_with_nulls(void **state)
     assert_int_equal(sl_resolve_run(&req, &r), 0);
     render(&r, &sealer_a,
            "{'repo':'acme/website','matched_by':'none','environment':null,"
-           "'default_environment':null,'base_image':'sluice/sandbox:bookworm','cpus':1.0,"
+           "'default_environment':null,'base_image':'sluice/sandbox:bookworm',"
+           "'image_pull':'if-missing','cpus':1.0,"
            "'memory':'1GiB','network':'off','env':[],'egress':null}");
     sl_resolve_finish(&r);
 }

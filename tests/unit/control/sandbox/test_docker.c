@@ -432,6 +432,44 @@ static void has_image_finds_present_and_missing(void **state)
     result_finish(&r);
 }
 
+static void on_pulled(void *arg, int rc, enum sl_launcher_pull_failure why, const char *err)
+{
+    struct result *r = arg;
+
+    assert_false(r->done);
+    r->exit_code = (int)why;
+    keep_err(r, rc, err);
+}
+
+/* A pull from a registry nobody listens at fails as unreachable, naming it, with nothing of
+ * the credentials in the error; a malformed reference fails before any request. (A real
+ * registry: tests/integration/sandbox_registry.sh.) */
+static void pull_names_an_unreachable_registry(void **state)
+{
+    struct result r = { 0 };
+    struct sl_launcher_pull p = {
+        .image = "127.0.0.1:1/sluice-t/no-such:v1",
+        .username = "someone",
+        .password = "pull-secret-never-shown",
+        .deadline_ms = 30000,
+    };
+
+    (void)state;
+    l->ops->pull_image(l, &p, NULL, on_pulled, &r);
+    wait_for(&r);
+    assert_true(r.rc < 0);
+    assert_int_equal(r.exit_code, SL_LAUNCHER_PULL_UNREACHABLE);
+    assert_non_null(strstr(r.err, "registry unreachable: 127.0.0.1:1: "));
+    assert_null(strstr(r.err, "pull-secret"));
+    result_finish(&r);
+    p.image = "img:";
+    l->ops->pull_image(l, &p, NULL, on_pulled, &r);
+    wait_for(&r);
+    assert_int_equal(r.rc, SL_EINVAL);
+    assert_int_equal(r.exit_code, SL_LAUNCHER_PULL_RUNTIME);
+    result_finish(&r);
+}
+
 static const char hello_script[] = "#!/bin/sh\necho hello from a file\n";
 static const char ca_text[] = "not really a certificate\n";
 
@@ -1036,6 +1074,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(ensure_network_creates_then_accepts),
         cmocka_unit_test(has_image_finds_present_and_missing),
+        cmocka_unit_test(pull_names_an_unreachable_registry),
         cmocka_unit_test(create_and_start_runs_a_hardened_container),
         cmocka_unit_test(create_installs_the_inner_wall_and_set_egress_replaces_it),
         cmocka_unit_test(exec_reports_exit_code_and_split_streams),

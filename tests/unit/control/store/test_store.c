@@ -212,9 +212,19 @@ static void newer_schema_is_refused_with_the_message(void **state)
 }
 
 /* Takes a database of this build back to schema version 2 (before users could be disabled,
- * tokens had scopes and repositories were registered), as far as an older schema needs. */
+ * tokens had scopes, repositories were registered and environments had observe, a pull policy
+ * and registry credentials), as far as an older schema needs; downgrade_to_v3() and
+ * downgrade_to_v4() are its first steps. */
+static void downgrade_to_v4(const char *path)
+{
+    raw_sql(path, "ALTER TABLE environments DROP COLUMN image_pull;"
+                  "ALTER TABLE environments DROP COLUMN registry_json;"
+                  "UPDATE schema_version SET version = 4");
+}
+
 static void downgrade_to_v3(const char *path)
 {
+    downgrade_to_v4(path);
     raw_sql(path, "ALTER TABLE environments DROP COLUMN observe_until;"
                   "UPDATE schema_version SET version = 3");
 }
@@ -620,6 +630,8 @@ static void environments_are_inserted_and_read_back(void **state)
     assert_false(got.network);
     assert_string_equal(got.env_json, "[]");
     assert_null(got.egress_json);
+    assert_false(got.image_pull_always);
+    assert_null(got.registry_json);
     assert_int_equal(got.n_repos, 2);
     assert_string_equal(got.repos[0], "acme/website");
     assert_string_equal(got.repos[1], "group/sub/repo");
@@ -725,9 +737,13 @@ static void environments_are_replaced_whole_and_deleted(void **state)
     r.memory_bytes = 512LL << 20;
     r.network = true;
     r.egress_json = sl_strdup("{}");
+    r.image_pull_always = true;
+    r.registry_json = sl_strdup("{\"username\":\"bob\",\"sealed\":\"c2VhbGVk\"}");
     replace_repos(&r, repos2, 1);
     assert_int_equal(sl_store_env_replace(st, &r, NULL), 0);
     assert_int_equal(sl_store_env_get(st, r.id, &got), 0);
+    assert_true(got.image_pull_always);
+    assert_string_equal(got.registry_json, "{\"username\":\"bob\",\"sealed\":\"c2VhbGVk\"}");
     assert_string_equal(got.name, "ci-python-3");
     assert_string_equal(got.description, "for CI");
     assert_int_equal(got.cpus_centi, -1);
