@@ -918,7 +918,7 @@ static int read_env(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
     SL_TRY(sl__store_read_cols(st, s, first, &sl__store_env_rows, r));
     r->scope = sl__store_col_is(s, first + 3, "global") ? SL_SCOPE_GLOBAL : SL_SCOPE_USER;
     r->network = sl__store_col_is(s, first + 9, "on");
-    r->image_pull_always = sl__store_col_is(s, first + 14, "always");
+    r->image_pull_always = sl__store_col_is(s, first + 15, "always");
     rc = read_env_repos(st, r);
     if (rc < 0) {
         sl_env_row_finish(r);

@@ -1337,7 +1337,8 @@ static void stores_the_pull_policy_and_registry_credentials(void **state)
                   "'is_default':false,'base_image':'python:3.12-slim','image_pull':'always',"
                   "'registry_auth':{'username':'bob','has_value':true},'cpus':null,"
                   "'memory':null,'network':'off','env':[],'egress':null,'repositories':[],"
-                  "'created_at':'2026-01-02T03:04:05Z','updated_at':'2026-01-02T03:04:05Z'}");
+                  "'created_at':'2026-01-02T03:04:05Z','updated_at':'2026-01-02T03:04:05Z',"
+                  "'observe_until':null}");
     assert_int_equal(sl_env_render(&prev, NULL, &sealer_a, &j), 0);
     text = dump(j);
     assert_null(strstr(text, "s3cret-PW"));
