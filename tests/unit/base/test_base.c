@@ -30,6 +30,7 @@
 #include "base/jpath.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "tests/support/tmpdir.h"
 
 /* Storage handed in and taken out again: the buffer uses it as its own, grows it by realloc
  * when it must, and gives back whatever it holds then (a pool recycles blocks of one size). */
@@ -244,15 +245,11 @@ static void file_read_takes_regular_files_within_the_cap(void **state)
     char path[64];
     char err[256];
     struct sl_buf b;
-    FILE *f;
 
     (void)state;
     assert_non_null(mkdtemp(dir));
     (void)snprintf(path, sizeof(path), "%s/f", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fputs("0123456789", f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
+    assert_int_equal(sl_test_write_text(path, "0123456789"), 0);
     sl_buf_init(&b, 64);
     assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), 0);
     assert_int_equal(b.len, 10);
@@ -285,7 +282,6 @@ static void file_ensure_dir_makes_a_private_directory_once(void **state)
     char path[64];
     char err[256];
     struct stat st;
-    FILE *f;
 
     (void)state;
     assert_non_null(mkdtemp(dir));
@@ -301,9 +297,7 @@ static void file_ensure_dir_makes_a_private_directory_once(void **state)
     assert_int_equal(st.st_mode & 0777, 0750);
     assert_int_equal(rmdir(path), 0);
     /* A file in its place, or no parent: refused, with the name. */
-    f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fclose(f), 0);
+    assert_int_equal(sl_test_write_text(path, ""), 0);
     assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), SL_EIO);
     assert_non_null(strstr(err, "the data directory"));
     assert_non_null(strstr(err, "is not a directory"));
