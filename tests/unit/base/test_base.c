@@ -241,14 +241,14 @@ static void log_levels_parse_by_name(void **state)
 
 static void file_read_takes_regular_files_within_the_cap(void **state)
 {
-    char dir[] = "/tmp/sluice-file-XXXXXX";
+    char dir[64];
     char path[64];
     char err[256];
     struct sl_buf b;
 
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    (void)snprintf(path, sizeof(path), "%s/f", dir);
+    assert_int_equal(sl_test_tmpdir(dir, sizeof(dir), "sluice-file"), 0);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "f"), 0);
     assert_int_equal(sl_test_write_text(path, "0123456789"), 0);
     sl_buf_init(&b, 64);
     assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), 0);
@@ -266,26 +266,26 @@ static void file_read_takes_regular_files_within_the_cap(void **state)
     sl_buf_init(&b, 64);
     assert_int_equal(sl_file_read(dir, &b, err, sizeof(err)), SL_EIO);
     assert_non_null(strstr(err, "not a regular file"));
-    (void)snprintf(path, sizeof(path), "%s/missing", dir);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "missing"), 0);
     assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), SL_ENOTFOUND);
     assert_non_null(strstr(err, path));
     assert_int_equal(sl_file_read(path, &b, NULL, 0), SL_ENOTFOUND);
     sl_buf_finish(&b);
-    (void)snprintf(path, sizeof(path), "%s/f", dir);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "f"), 0);
     assert_int_equal(unlink(path), 0);
     assert_int_equal(rmdir(dir), 0);
 }
 
 static void file_ensure_dir_makes_a_private_directory_once(void **state)
 {
-    char dir[] = "/tmp/sluice-dir-XXXXXX";
+    char dir[64];
     char path[64];
     char err[256];
     struct stat st;
 
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    (void)snprintf(path, sizeof(path), "%s/d", dir);
+    assert_int_equal(sl_test_tmpdir(dir, sizeof(dir), "sluice-dir"), 0);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "d"), 0);
     assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), 0);
     assert_int_equal(stat(path, &st), 0);
     assert_true(S_ISDIR(st.st_mode));
@@ -302,7 +302,7 @@ static void file_ensure_dir_makes_a_private_directory_once(void **state)
     assert_non_null(strstr(err, "the data directory"));
     assert_non_null(strstr(err, "is not a directory"));
     assert_int_equal(unlink(path), 0);
-    (void)snprintf(path, sizeof(path), "%s/no/d", dir);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "no/d"), 0);
     assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), SL_EIO);
     assert_non_null(strstr(err, "cannot create the data directory"));
     assert_non_null(strstr(err, path));
