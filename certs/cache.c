@@ -9,6 +9,7 @@
 #include <openssl/rand.h>
 
 #include "base/hash.h"
+#include "base/list.h"
 #include "base/mem.h"
 #include "certs/certs_int.h"
 
@@ -43,9 +44,9 @@ struct sl_leaf {
     uint64_t hash;
     /* Next entry of the same bucket. */
     struct sl_leaf *chain;
-    /* Neighbours in the recency list, which holds the LEAF_READY entries of the table. */
-    struct sl_leaf *newer;
-    struct sl_leaf *older;
+    /* Link in the recency list, which holds the LEAF_READY entries of the table (its own
+     * neighbour while in none). */
+    struct sl_list recency;
     /* Links the entries one call evicted, released once the lock is dropped. */
     struct sl_leaf *next_dead;
     /* Length of `host` in bytes, at most SL_MINT_HOST_MAX. */
@@ -73,9 +74,8 @@ struct sl_leaf_cache {
      * the table's reference. In-flight (LEAF_MINTING) entries are in the table too. */
     struct sl_leaf **buckets;
     size_t nbuckets;
-    /* Ends of the recency list: the most and the least recently used LEAF_READY entries. */
-    struct sl_leaf *newest;
-    struct sl_leaf *oldest;
+    /* Head of the recency list: first the most, last the least recently used LEAF_READY entry. */
+    struct sl_list recent;
     /* Counters (see struct sl_leaf_cache_stats), atomic so that stats take no lock. */
     atomic_uint_fast64_t hits;
     atomic_uint_fast64_t misses;
@@ -106,6 +106,7 @@ static struct sl_leaf *leaf_new(const struct sl_leaf_cache *c, const char *host,
     e->ctx_free_fn = c->ctx_free_fn;
     e->ctx_arg = c->ctx_arg;
     e->state = LEAF_MINTING;
+    sl_list_init(&e->recency);
     e->hash = hash;
     e->host_len = n;
     memcpy(e->host, host, n);
@@ -209,6 +210,7 @@ int sl_leaf_cache_create(const struct sl_minter *m, const struct sl_leaf_cache_c
     }
     c->capacity = cap;
     c->nbuckets = nbuckets;
+    sl_list_init(&c->recent);
     atomic_init(&c->hits, 0);
     atomic_init(&c->misses, 0);
     atomic_init(&c->mints, 0);
@@ -305,39 +307,11 @@ static void table_remove(struct sl_leaf_cache *c, struct sl_leaf *e)
     e->chain = NULL;
 }
 
-static void recency_unlink(struct sl_leaf_cache *c, struct sl_leaf *e)
-{
-    if (e->newer != NULL) {
-        e->newer->older = e->older;
-    } else {
-        c->newest = e->older;
-    }
-    if (e->older != NULL) {
-        e->older->newer = e->newer;
-    } else {
-        c->oldest = e->newer;
-    }
-    e->newer = NULL;
-    e->older = NULL;
-}
-
-static void recency_push(struct sl_leaf_cache *c, struct sl_leaf *e)
-{
-    e->newer = NULL;
-    e->older = c->newest;
-    if (c->newest != NULL) {
-        c->newest->newer = e;
-    } else {
-        c->oldest = e;
-    }
-    c->newest = e;
-}
-
 static void recency_touch(struct sl_leaf_cache *c, struct sl_leaf *e)
 {
-    if (c->newest != e) {
-        recency_unlink(c, e);
-        recency_push(c, e);
+    if (c->recent.next != &e->recency) {
+        sl_list_remove(&e->recency);
+        sl_list_push_front(&c->recent, &e->recency);
     }
 }
 
@@ -349,9 +323,10 @@ static struct sl_leaf *evict(struct sl_leaf_cache *c)
     struct sl_leaf *dead = NULL;
 
     while (atomic_load_explicit(&c->entries, memory_order_relaxed) > c->capacity) {
-        struct sl_leaf *e = c->oldest;
+        struct sl_leaf *e = SL_CONTAINER_OF(c->recent.prev, struct sl_leaf, recency);
 
-        recency_unlink(c, e);
+        SL_BUG_ON(sl_list_empty(&c->recent));
+        sl_list_remove(&e->recency);
         table_remove(c, e);
         atomic_fetch_sub_explicit(&c->entries, 1, memory_order_relaxed);
         count(&c->evictions);
@@ -433,7 +408,7 @@ static int mint_entry(struct sl_leaf_cache *c, struct sl_leaf *e, struct sl_leaf
         e->key = key_ref;
         e->ctx = ctx;
         e->state = LEAF_READY;
-        recency_push(c, e);
+        sl_list_push_front(&c->recent, &e->recency);
         atomic_fetch_add_explicit(&c->entries, 1, memory_order_relaxed);
         dead = evict(c);
         count(&c->mints);

@@ -913,6 +913,13 @@ static void add_arg(struct argv_builder *b, const char *s)
     b->v[b->n] = NULL;
 }
 
+/* add_arg() of an option and its value. */
+static void add_opt(struct argv_builder *b, const char *name, const char *value)
+{
+    add_arg(b, name);
+    add_arg(b, value);
+}
+
 static int build_argvs(struct up *u)
 {
     struct argv_builder c = { u->control_argv, 0, false };
@@ -920,53 +927,40 @@ static int build_argvs(struct up *u)
 
     add_arg(&c, "sluice");
     add_arg(&c, "control");
-    add_arg(&c, "--listen");
-    add_arg(&c, u->control_listen);
-    add_arg(&c, "--data");
-    add_arg(&c, u->data);
-    add_arg(&c, "--proxy-admin-socket");
-    add_arg(&c, u->sock);
+    add_opt(&c, "--listen", u->control_listen);
+    add_opt(&c, "--data", u->data);
+    add_opt(&c, "--proxy-admin-socket", u->sock);
     for (size_t i = 0; i < u->n_sockets; i++) {
-        add_arg(&c, "--proxy-admin-socket");
-        add_arg(&c, u->sockets[i]);
+        add_opt(&c, "--proxy-admin-socket", u->sockets[i]);
     }
     for (size_t i = 0; i < PASS_COUNT; i++) {
         if (u->passed[i] != NULL) {
-            add_arg(&c, passed_names[i]);
-            add_arg(&c, u->passed[i]);
+            add_opt(&c, passed_names[i], u->passed[i]);
         }
     }
 
     add_arg(&p, "sluice");
     add_arg(&p, "proxy");
-    add_arg(&p, "--listen");
-    add_arg(&p, u->proxy_listen);
+    add_opt(&p, "--listen", u->proxy_listen);
     if (u->gateway_up) {
-        add_arg(&p, "--listen");
-        add_arg(&p, u->gateway_listen);
+        add_opt(&p, "--listen", u->gateway_listen);
     }
     if (u->transparent) {
         /* docs/reference/proxy.md §4.12: the containers' resolver, and clients that ignore
          * HTTP(S)_PROXY. */
-        add_arg(&p, "--dns-listen");
-        add_arg(&p, u->dns_listen);
-        add_arg(&p, "--transparent");
-        add_arg(&p, u->gateway);
+        add_opt(&p, "--dns-listen", u->dns_listen);
+        add_opt(&p, "--transparent", u->gateway);
         if (!proxy_arg_given(u, "transparent-port")) {
             /* The port the walls redirect the named ports to (control's --transparent-port). */
-            add_arg(&p, "--transparent-port");
-            add_arg(&p, value_or(u->passed[PASS_TRANSPARENT_PORT], TRANSPARENT_PORT_TEXT));
+            add_opt(&p, "--transparent-port",
+                    value_or(u->passed[PASS_TRANSPARENT_PORT], TRANSPARENT_PORT_TEXT));
         }
     }
-    add_arg(&p, "--data");
-    add_arg(&p, u->data);
-    add_arg(&p, "--admin-socket");
-    add_arg(&p, u->sock);
-    add_arg(&p, "--audit-log");
-    add_arg(&p, u->audit);
+    add_opt(&p, "--data", u->data);
+    add_opt(&p, "--admin-socket", u->sock);
+    add_opt(&p, "--audit-log", u->audit);
     /* docs/reference/proxy.md §4.4: the proxy never dials the control plane for a client. */
-    add_arg(&p, "--deny-upstream");
-    add_arg(&p, u->control_listen);
+    add_opt(&p, "--deny-upstream", u->control_listen);
     for (int i = 0; i < u->n_proxy_args; i++) {
         add_arg(&p, u->proxy_args[i]);
     }

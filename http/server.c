@@ -18,6 +18,7 @@
 
 #include "base/arena.h"
 #include "base/buf.h"
+#include "base/list.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "http/server_int.h"
@@ -57,8 +58,8 @@ enum conn_state {
 struct sl__http_conn {
     /* Borrowed; the server outlives its connections. */
     struct sl_http_server *srv;
-    struct sl__http_conn *prev;
-    struct sl__http_conn *next;
+    /* Link in the server's list of open connections. */
+    struct sl_list link;
     union sl__http_sock sock;
     uv_timer_t timer;
     uv_write_t write_req;
@@ -512,14 +513,7 @@ static void conn_release(struct sl__http_conn *c)
     if (--c->pending_closes > 0) {
         return;
     }
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        srv->conns = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
+    sl_list_remove(&c->link);
     srv->n_conns--;
     sl_h1_finish(&c->parser);
     sl_arena_finish(&c->arena);
@@ -1085,12 +1079,7 @@ static void conn_link(struct sl__http_conn *c)
 {
     struct sl_http_server *srv = c->srv;
 
-    c->prev = NULL;
-    c->next = srv->conns;
-    if (srv->conns != NULL) {
-        srv->conns->prev = c;
-    }
-    srv->conns = c;
+    sl_list_push_front(&srv->conns, &c->link);
     srv->n_conns++;
 }
 
@@ -1149,7 +1138,7 @@ fail_free:
 void sl__http_conns_close(struct sl_http_server *srv)
 {
     /* conn_close() never frees synchronously, so the list stays intact while walking it. */
-    for (struct sl__http_conn *c = srv->conns; c != NULL; c = c->next) {
-        conn_close(c);
+    for (struct sl_list *l = srv->conns.next; l != &srv->conns; l = l->next) {
+        conn_close(SL_CONTAINER_OF(l, struct sl__http_conn, link));
     }
 }

@@ -13,6 +13,7 @@
 
 #include <uv.h>
 
+#include "base/list.h"
 #include "http/server.h"
 
 /* The chunk size of the request arenas (the parser's and each exchange's). */
@@ -70,7 +71,7 @@ struct sl_http_server {
     /* Server-owned handles (anchor, listeners, busy spares) whose close callback is owed. */
     unsigned pending_closes;
     /* Open connections (each owns itself; unlinked in its last close callback). */
-    struct sl__http_conn *conns;
+    struct sl_list conns;
     size_t n_conns;
     /* Last connection id handed out. */
     uint64_t next_id;

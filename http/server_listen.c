@@ -259,6 +259,7 @@ int sl_http_server_create(uv_loop_t *loop, const struct sl_http_server_config *c
     srv->handler = handler;
     srv->arg = arg;
     srv->tcp_port = -1;
+    sl_list_init(&srv->conns);
     rc = resolve_config(srv, cfg);
     if (rc == 0) {
         rc = build_overload_response(srv);

@@ -20,22 +20,12 @@ net=sbk$((RANDOM % 100000))
 fx_resolve origin.sluice.test
 fx_proxy_start --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" ||
   fx_bail "sluice proxy starts"
-head -c 32 /dev/urandom | base64 >"$data/encryption.key"
-chmod 600 "$data/encryption.key"
-token=$("$SLUICE_BIN" user add admin --admin --data "$data")
+fx_control_data "$data"
+token=$FX_CONTROL_TOKEN
 # As sluice up keeps it (docs/reference/data.md): part of what a backup holds.
 (umask 077 && echo "$token" >"$data/admin.token")
 cport=$(fx_free_port)
-control_pid=
 
-control_start() {
-  "$SLUICE_BIN" control --listen "127.0.0.1:$cport" --data "$data" \
-    --proxy-admin-socket "$FX_ADMIN_SOCK" --network "$net" \
-    --docker-socket "$FX_WORK/no-docker.sock" >>"$FX_WORK/control.log" 2>&1 &
-  control_pid=$!
-  FX_PIDS+=("$control_pid")
-  fx_wait 15 curl -sf -o /dev/null "http://127.0.0.1:$cport/healthz"
-}
 api() { # METHOD PATH [BODY]: prints the status; the body is in $FX_WORK/api.body
   curl -sS --max-time 10 -o "$FX_WORK/api.body" -w '%{http_code}' -X "$1" \
     -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
@@ -47,7 +37,7 @@ injected_on() { # PATH: a request through the proxy reached the origin with the 
     fx_jsonl_has "$FX_ORIGIN_LOG" "path=$1" "authorization=$secret"
 }
 
-control_start || fx_bail "sluice control starts"
+fx_control_start "$data" "$cport" "$net" || fx_bail "sluice control starts"
 env_body="{\"name\":\"bk\",\"scope\":\"global\",\"base_image\":\"debian:12\",\"network\":\"on\",
   \"env\":[{\"name\":\"TOKEN\",\"value\":\"t-$(fx_random_hex 8)\",\"secret\":true}],
   \"egress\":{\"default\":\"deny\",\"rules\":[{\"host\":\"origin.sluice.test:$FX_PY_TLS_PORT\",
@@ -75,7 +65,7 @@ check_match "the manifest says the key is included" "$(tar xOf "$FX_WORK/b.tar" 
 check "sluice backup refuses to overwrite" bash -c "! '$SLUICE_BIN' backup --data '$data' --out '$FX_WORK/b.tar' 2>/dev/null"
 
 # Wipe, restore, start again.
-fx_stop_pid "$control_pid" 30 || true
+fx_stop_pid "$FX_CONTROL_PID" 30 || true
 fx_proxy_stop || true
 rm -rf "${data:?}"/*
 out=$("$SLUICE_BIN" restore --from "$FX_WORK/b.tar" --data "$data" 2>&1)
@@ -86,7 +76,7 @@ check_eq "the files come back with their modes" \
 check "restore refuses a non-empty directory" bash -c "! '$SLUICE_BIN' restore --from '$FX_WORK/b.tar' --data '$data' 2>/dev/null"
 fx_proxy_start --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" ||
   fx_bail "sluice proxy starts again"
-control_start || fx_bail "sluice control starts on the restored data"
+fx_control_start "$data" "$cport" "$net" || fx_bail "sluice control starts on the restored data"
 check_eq "the environment is back" "$(api GET /api/v1/environments/bk)" 200
 check "its credential is usable: injected on a request through the proxy" fx_wait 10 injected_on /after
 check_eq "the restored token is the admin's" "$(cat "$data/admin.token")" "$token"

@@ -76,12 +76,7 @@ check_eq "no FILE: a usage error (exit 2)" "$rc" 2
 
 fx_resolve origin.sluice.test
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"c\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"origin.sluice.test:$FX_PY_HTTP_PORT\" } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"c\" } ]
-}"
+fx_local_policy "$policy" c "origin.sluice.test:$FX_PY_HTTP_PORT"
 read -r file_port other_port <<<"$(fx_free_ports 2 | tr '\n' ' ')"
 conf=$FX_WORK/proxy.conf
 {

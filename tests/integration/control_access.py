@@ -15,7 +15,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -23,7 +22,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from httpjson import free_port, request, bearer, unix_get_json, wait_healthy  # noqa: E402
+from httpjson import (  # noqa: E402
+    bearer, free_port, port_open, request, unix_get_json, wait_for, wait_healthy)
 
 BIN = os.environ.get("SLUICE_BIN") or sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="sluice-control-access-")
@@ -80,14 +80,6 @@ def expect(desc, got, status, message=None):
 
 
 # ---- processes ------------------------------------------------------------------------------
-
-def port_open(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
-
 
 def proxy_start(name):
     sock = os.path.join(WORK, "proxy-%s.sock" % name)
@@ -155,15 +147,6 @@ def through(proxy, client, token, host="blocked.sluice.test"):
     resp.read()
     conn.close()
     return resp.status, resp.getheader("X-Sluice-Reason")
-
-
-def wait_for(pred, secs):
-    deadline = time.time() + secs
-    while True:
-        v = pred()
-        if v or time.time() > deadline:
-            return v
-        time.sleep(0.05)
 
 
 E = "/api/v1/environments"

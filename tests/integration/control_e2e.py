@@ -13,7 +13,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,7 +20,8 @@ import time
 import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from httpjson import free_port, request, bearer, unix_get_json, wait_healthy  # noqa: E402
+from httpjson import (  # noqa: E402
+    bearer, free_port, port_open, request, unix_get_json, wait_for, wait_healthy)
 
 BIN = os.environ["SLUICE_BIN"]
 PORT = int(os.environ["FX_TLS_PORT"])
@@ -78,14 +78,6 @@ short_stderr = []   # stderr of the runs that must refuse to start
 
 def clean(text):
     return not any(m in text for m in SANITIZER)
-
-
-def port_open(port):
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-        return True
-    except OSError:
-        return False
 
 
 # ---- control plane --------------------------------------------------------------------------
@@ -250,15 +242,6 @@ def audit_lines():
     except OSError:
         pass
     return out
-
-
-def wait_for(pred, secs):
-    deadline = time.time() + secs
-    while True:
-        v = pred()
-        if v or time.time() > deadline:
-            return v
-        time.sleep(0.05)
 
 
 # ---- 1. end to end --------------------------------------------------------------------------

@@ -67,16 +67,8 @@ SILENT_PORT=$(cat "$FX_WORK/silent.port")
 A=a.sluice.test
 AT=$A:$FX_TLS_PORT
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"abuse\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"$AT\" }, { \"host\": \"$A:$FX_HTTP_PORT\" },
-    { \"host\": \"$A:$RST_PORT\" }, { \"host\": \"$A:$SILENT_PORT\" },
-    { \"host\": \"*.flood.sluice.test\" } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"abuse\" } ]
-}"
-check "the test policy is valid (sluice policy check)" \
-  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_local_policy "$policy" abuse "$AT" "$A:$FX_HTTP_PORT" "$A:$RST_PORT" "$A:$SILENT_PORT" \
+  "*.flood.sluice.test"
 fx_resolve "$A"
 FX_RESOLVE+=(--resolve "$A:$RST_PORT:127.0.0.1" --resolve "$A:$SILENT_PORT:127.0.0.1")
 common=(--policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8

@@ -21,12 +21,7 @@ source "$SLUICE_SRC/tests/support/fixture.sh"
 fx_setup origin
 
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"disk\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"origin.sluice.test:$FX_PY_HTTP_PORT\" } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"disk\" } ]
-}"
+fx_local_policy "$policy" disk "origin.sluice.test:$FX_PY_HTTP_PORT"
 fx_resolve origin.sluice.test
 
 # load PREFIX N THREADS [ROTATE_FILE PID] : N plain GETs of /PREFIX/i through the proxy from
@@ -162,7 +157,7 @@ full_disk() {
   check "[$mode] the alarm: sluice_audit_healthy 0" healthy_is 0
   check_ge "[$mode] write failures counted" "$(metric sluice_audit_write_failures_total)" 1
   if [ "$mode" = deny ]; then
-    control_start
+    fx_control_start "$cdata" "$cport" "$cnet"
     check "[deny] the control plane's /api/v1/status shows the alarm" fx_wait 5 control_alarm false
   fi
   fx_admin GET /v1/status
@@ -185,7 +180,7 @@ full_disk() {
   check "[$mode] space freed: healthy again by itself" fx_wait 5 healthy_is 1
   if [ "$mode" = deny ]; then
     check "[deny] ... and clears it" fx_wait 5 control_alarm true
-    fx_stop_pid "$control_pid" 30 || true
+    fx_stop_pid "$FX_CONTROL_PID" 30 || true
   fi
   last=$(load "$mode-e" 10 1)
   check_eq "[$mode] and requests are served again" "$last" "404 10"
@@ -200,19 +195,10 @@ full_disk() {
 
 # A control plane that pushes to the current proxy (no Docker, a network name of its own).
 cdata=$FX_WORK/control-data
-mkdir -m 0700 "$cdata"
-head -c 32 /dev/urandom | base64 >"$cdata/encryption.key"
-chmod 600 "$cdata/encryption.key"
-ctoken=$("$SLUICE_BIN" user add admin --admin --data "$cdata")
+fx_control_data "$cdata"
+ctoken=$FX_CONTROL_TOKEN
 cport=$(fx_free_port)
-control_start() {
-  "$SLUICE_BIN" control --listen "127.0.0.1:$cport" --data "$cdata" \
-    --proxy-admin-socket "$FX_ADMIN_SOCK" --network "sad$((RANDOM % 100000))" \
-    --docker-socket "$FX_WORK/no-docker.sock" >>"$FX_WORK/control.log" 2>&1 &
-  control_pid=$!
-  FX_PIDS+=("$control_pid")
-  fx_wait 15 curl -sf -o /dev/null "http://127.0.0.1:$cport/healthz"
-}
+cnet=sad$((RANDOM % 100000))
 # control_alarm BOOL : /api/v1/status says audit_healthy BOOL, and so does the proxy's entry.
 control_alarm() {
   curl -sf -H "Authorization: Bearer $ctoken" "http://127.0.0.1:$cport/api/v1/status" |

@@ -15,21 +15,11 @@ fx_setup nginx origin
 secret="Bearer sl-$(fx_random_hex 24)"
 secret_token=${secret#Bearer }
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"basic\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"a.sluice.test:$FX_TLS_PORT\" },
-    { \"host\": \"a.sluice.test:$FX_PY_TLS_PORT\" },
-    { \"host\": \"a.sluice.test:$FX_PY_HTTP_PORT\" },
-    { \"host\": \"m.sluice.test:$FX_PY_TLS_PORT\", \"methods\": [\"GET\", \"HEAD\"] },
-    { \"host\": \"cred.sluice.test:$FX_PY_TLS_PORT\",
-      \"credential\": { \"header\": \"Authorization\", \"value\": \"$secret\" } },
-    { \"host\": \"cred.sluice.test:$FX_PY_HTTP_PORT\",
-      \"credential\": { \"header\": \"Authorization\", \"value\": \"$secret\" } } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"basic\" } ]
-}"
-check "the test policy is valid (sluice policy check)" \
-  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_local_policy "$policy" basic "a.sluice.test:$FX_TLS_PORT" "a.sluice.test:$FX_PY_TLS_PORT" \
+  "a.sluice.test:$FX_PY_HTTP_PORT" \
+  "{ \"host\": \"m.sluice.test:$FX_PY_TLS_PORT\", \"methods\": [\"GET\", \"HEAD\"] }" \
+  "$(fx_cred_rule "cred.sluice.test:$FX_PY_TLS_PORT" "$secret")" \
+  "$(fx_cred_rule "cred.sluice.test:$FX_PY_HTTP_PORT" "$secret")"
 
 fx_resolve a.sluice.test m.sluice.test cred.sluice.test deny.sluice.test
 common=(--upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}")

@@ -18,20 +18,9 @@ fx_setup nginx origin
 A=a.sluice.test
 B=b.sluice.test
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"edges\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"$A:$FX_TLS_PORT\" },
-    { \"host\": \"$A:$FX_PY_TLS_PORT\" },
-    { \"host\": \"$A:$FX_PY_HTTP_PORT\" },
-    { \"host\": \"$B:$FX_TLS_PORT\" },
-    { \"host\": \"$B:$FX_PY_TLS_PORT\" },
-    { \"host\": \"$B:$FX_PY_HTTP_PORT\" },
-    { \"host\": \"m.sluice.test:$FX_PY_TLS_PORT\", \"methods\": [\"GET\", \"HEAD\"] } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"edges\" } ]
-}"
-check "the test policy is valid (sluice policy check)" \
-  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_local_policy "$policy" edges "$A:$FX_TLS_PORT" "$A:$FX_PY_TLS_PORT" "$A:$FX_PY_HTTP_PORT" \
+  "$B:$FX_TLS_PORT" "$B:$FX_PY_TLS_PORT" "$B:$FX_PY_HTTP_PORT" \
+  "{ \"host\": \"m.sluice.test:$FX_PY_TLS_PORT\", \"methods\": [\"GET\", \"HEAD\"] }"
 fx_resolve "$A" "$B" m.sluice.test
 common=(--upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}")
 fx_proxy_start --policy "$policy" --workers 2 "${common[@]}" || fx_bail "sluice proxy starts"
@@ -119,15 +108,8 @@ if [ -n "$ns_pid" ]; then
     --ports-file "$nsd/ports" --log "$nsd/origin.log" --http-port 80 2>"$nsd/origin.stderr" &
   FX_PIDS+=("$!")
   p80_secret=sl-$(fx_random_hex 24)
-  fx_policy "$nsd/policy.json" "{
-    \"version\": 1,
-    \"environments\": { \"edges\": { \"default\": \"deny\", \"rules\": [
-      { \"host\": \"p80.sluice.test\" },
-      { \"host\": \"cred80.sluice.test\",
-        \"credential\": { \"header\": \"Authorization\", \"value\": \"Bearer $p80_secret\" } }
-    ] } },
-    \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"edges\" } ]
-  }"
+  fx_local_policy "$nsd/policy.json" edges p80.sluice.test \
+    "$(fx_cred_rule cred80.sluice.test "Bearer $p80_secret")"
   p80_port=$(ns "$FX_PYTHON" -c '
 import socket
 s = socket.socket()

@@ -19,16 +19,8 @@ fx_setup origin
 A=a.sluice.test
 M=m.sluice.test
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"framing\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"$A:$FX_PY_TLS_PORT\" },
-    { \"host\": \"$A:$FX_PY_HTTP_PORT\" },
-    { \"host\": \"$M:$FX_PY_TLS_PORT\", \"methods\": [\"GET\", \"HEAD\"] } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"framing\" } ]
-}"
-check "the test policy is valid (sluice policy check)" \
-  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_local_policy "$policy" framing "$A:$FX_PY_TLS_PORT" "$A:$FX_PY_HTTP_PORT" \
+  "{ \"host\": \"$M:$FX_PY_TLS_PORT\", \"methods\": [\"GET\", \"HEAD\"] }"
 fx_resolve "$A" "$M"
 # One worker: the upstream pool is then one pool, so "not reused" is meaningful.
 fx_proxy_start --policy "$policy" --workers 1 --upstream-ca "$FX_TEST_CA" \

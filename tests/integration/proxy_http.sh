@@ -18,19 +18,9 @@ rss_limit_kib=$((64 * 1024))
 
 secret="Bearer sl-$(fx_random_hex 24)"
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"web\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"a.sluice.test:$FX_TLS_PORT\" },
-    { \"host\": \"a.sluice.test:$FX_HTTP_PORT\" },
-    { \"host\": \"a.sluice.test:$FX_PY_TLS_PORT\" },
-    { \"host\": \"a.sluice.test:$FX_PY_HTTP_PORT\" },
-    { \"host\": \"cred.sluice.test:$FX_HTTP_PORT\",
-      \"credential\": { \"header\": \"Authorization\", \"value\": \"$secret\" } } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"web\" } ]
-}"
-check "the test policy is valid (sluice policy check)" \
-  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_local_policy "$policy" web "a.sluice.test:$FX_TLS_PORT" "a.sluice.test:$FX_HTTP_PORT" \
+  "a.sluice.test:$FX_PY_TLS_PORT" "a.sluice.test:$FX_PY_HTTP_PORT" \
+  "$(fx_cred_rule "cred.sluice.test:$FX_HTTP_PORT" "$secret")"
 fx_resolve a.sluice.test cred.sluice.test deny.sluice.test
 # Two workers, so the memory bound below does not depend on this machine's core count.
 fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \

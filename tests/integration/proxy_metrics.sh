@@ -15,15 +15,7 @@ fx_setup nginx
 secret="Bearer sl-$(fx_random_hex 24)"
 secret_token=${secret#Bearer }
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"metrics\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"a.sluice.test:$FX_TLS_PORT\",
-      \"credential\": { \"header\": \"Authorization\", \"value\": \"$secret\" } } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"metrics\" } ]
-}"
-check "the test policy is valid (sluice policy check)" \
-  bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
+fx_local_policy "$policy" metrics "$(fx_cred_rule "a.sluice.test:$FX_TLS_PORT" "$secret")"
 
 fx_resolve a.sluice.test deny.sluice.test
 fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \

@@ -32,12 +32,7 @@ fi
 fx_nginx_start || fx_bail "nginx starts"
 A=a.sluice.test
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"tls\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"$A:$FX_TLS_PORT\" } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"tls\" } ]
-}"
+fx_local_policy "$policy" tls "$A:$FX_TLS_PORT"
 fx_resolve "$A"
 FX_LOG_LEVEL=info fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" \
   --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" || fx_bail "sluice proxy starts"

@@ -24,13 +24,8 @@ fx_nginx_big
 
 A=a.sluice.test
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"timers\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"$A:$FX_TLS_PORT\" }, { \"host\": \"$A:$FX_HTTP_PORT\" },
-    { \"host\": \"$A:$FX_PY_TLS_PORT\" }, { \"host\": \"$A:$FX_PY_HTTP_PORT\" } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"timers\" } ]
-}"
+fx_local_policy "$policy" timers "$A:$FX_TLS_PORT" "$A:$FX_HTTP_PORT" "$A:$FX_PY_TLS_PORT" \
+  "$A:$FX_PY_HTTP_PORT"
 fx_resolve "$A"
 fx_proxy_start --policy "$policy" --workers 1 --upstream-ca "$FX_TEST_CA" \
   --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" \

@@ -14,12 +14,7 @@ source "$SLUICE_SRC/tests/support/fixture.sh"
 fx_setup nginx
 A=a.sluice.test
 policy=$FX_WORK/policy.json
-fx_policy "$policy" "{
-  \"version\": 1,
-  \"environments\": { \"cli\": { \"default\": \"deny\", \"rules\": [
-    { \"host\": \"$A:$FX_TLS_PORT\" }, { \"host\": \"127.0.0.1:$FX_TLS_PORT\" } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"cli\" } ]
-}"
+fx_local_policy "$policy" cli "$A:$FX_TLS_PORT" "127.0.0.1:$FX_TLS_PORT"
 fx_resolve "$A"
 fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
   "${FX_RESOLVE[@]}" || fx_bail "sluice proxy starts"

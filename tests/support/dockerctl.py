@@ -67,6 +67,19 @@ def describe(c):
             "labels": c.get("Labels") or {}, "state": c.get("State"), "networks": nets}
 
 
+def demux(raw):
+    """The payload of a multiplexed (non-TTY) log or exec stream: frames of an 8-byte header
+    (stream, 3 zero bytes, big-endian length) and that many bytes, stdout and stderr in the
+    order they came."""
+    out = b""
+    i = 0
+    while i + 8 <= len(raw):
+        n = int.from_bytes(raw[i + 4:i + 8], "big")
+        out += raw[i + 8:i + 8 + n]
+        i += 8 + n
+    return out
+
+
 def main(argv):
     cmd = argv[1] if len(argv) > 1 else ""
     if cmd == "ping":
@@ -136,13 +149,7 @@ def main(argv):
             c.request("GET", API + "/containers/%s/logs?stdout=1&stderr=1" % cid)
             raw = c.getresponse().read()
             c.close()
-            out = b""
-            i = 0
-            while i + 8 <= len(raw):
-                n = int.from_bytes(raw[i + 4:i + 8], "big")
-                out += raw[i + 8:i + 8 + n]
-                i += 8 + n
-            sys.stdout.write(out.decode(errors="replace"))
+            sys.stdout.write(demux(raw).decode(errors="replace"))
             return (w or {}).get("StatusCode", 125) if s == 200 else 125
         finally:
             call("DELETE", "/containers/%s?force=1" % cid)
@@ -176,13 +183,7 @@ def main(argv):
         if r.status != 200:
             print("exec start: %s %r" % (r.status, raw[:200]), file=sys.stderr)
             return 125
-        out = b""
-        i = 0
-        while i + 8 <= len(raw):
-            n = int.from_bytes(raw[i + 4:i + 8], "big")
-            out += raw[i + 8:i + 8 + n]
-            i += 8 + n
-        sys.stdout.write(out.decode(errors="replace"))
+        sys.stdout.write(demux(raw).decode(errors="replace"))
         s, d = call("GET", "/exec/%s/json" % eid)
         return d.get("ExitCode", 125) if s == 200 and d.get("ExitCode") is not None else 125
     if cmd == "inspect":

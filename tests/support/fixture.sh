@@ -728,6 +728,37 @@ fx_policy() {
   mv -f "$1.tmp.$$" "$1"
 }
 
+# fx_local_policy FILE ENV RULE... : fx_policy FILE with a version 1 snapshot of one environment
+# ENV (default deny) and one client `local` (127.0.0.0/8) in it; each RULE is a host pattern
+# (`{ "host": RULE }`) or, starting with `{`, a whole rule in JSON. Then checks that `sluice
+# policy check` takes the file (one check line).
+fx_local_policy() {
+  local file=$1 env=$2 rule rules=
+  shift 2
+  for rule in "$@"; do
+    case $rule in
+      "{"*) ;;
+      *) rule="{ \"host\": \"$rule\" }" ;;
+    esac
+    rules+="${rules:+,
+    }$rule"
+  done
+  fx_policy "$file" "{
+  \"version\": 1,
+  \"environments\": { \"$env\": { \"default\": \"deny\", \"rules\": [
+    $rules ] } },
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"$env\" } ]
+}"
+  check "the test policy is valid (sluice policy check)" \
+    bash -c "'$SLUICE_BIN' policy check '$file' >/dev/null"
+}
+
+# fx_cred_rule HOST VALUE : prints a rule for fx_local_policy: HOST, its requests given the
+# credential `Authorization: VALUE` by the proxy.
+fx_cred_rule() {
+  printf '{ "host": "%s", "credential": { "header": "Authorization", "value": "%s" } }' "$1" "$2"
+}
+
 # fx_admin METHOD PATH [curl args...] : an admin-socket request. Sets FX_CODE and writes the
 # body to $FX_WORK/admin.body (FX_ADMIN_BODY).
 fx_admin() {
@@ -739,6 +770,31 @@ fx_admin() {
     -o "$FX_ADMIN_BODY" -w '%{http_code}' "$@" "http://localhost$path" 2>"$FX_WORK/admin.err") ||
     true
   FX_CODE=${FX_CODE:-000}
+}
+
+# ---------------------------------------------------------------------------------------------
+# A control plane without Docker, pushing to the current proxy
+
+# fx_control_data DIR : DIR (made with mode 0700 when missing) readied as a control plane's data
+# directory: an encryption key and an admin user, whose token goes to FX_CONTROL_TOKEN.
+fx_control_data() {
+  [ -d "$1" ] || mkdir -m 0700 "$1"
+  head -c 32 /dev/urandom | base64 >"$1/encryption.key"
+  chmod 600 "$1/encryption.key"
+  FX_CONTROL_TOKEN=$("$SLUICE_BIN" user add admin --admin --data "$1")
+}
+
+# fx_control_start DATA PORT NETWORK : `sluice control` on 127.0.0.1:PORT with the data directory
+# DATA, pushing to the current proxy's admin socket, its sandbox network named NETWORK and a
+# Docker socket nobody listens on; output appended to $FX_WORK/control.log. Sets
+# FX_CONTROL_PID; fails unless /healthz answers within 15 s.
+fx_control_start() {
+  "$SLUICE_BIN" control --listen "127.0.0.1:$2" --data "$1" \
+    --proxy-admin-socket "$FX_ADMIN_SOCK" --network "$3" \
+    --docker-socket "$FX_WORK/no-docker.sock" >>"$FX_WORK/control.log" 2>&1 &
+  FX_CONTROL_PID=$!
+  FX_PIDS+=("$FX_CONTROL_PID")
+  fx_wait 15 curl -sf -o /dev/null "http://127.0.0.1:$2/healthz"
 }
 
 # ---------------------------------------------------------------------------------------------

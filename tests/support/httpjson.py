@@ -2,9 +2,10 @@
 # tests/support/httpjson.py - JSON over HTTP as the Python tests speak it to sluice and to
 # Docker: one request on any http.client connection, a connection over a unix socket (the
 # Docker Engine API, the proxy's admin socket), a raw GET on a unix socket, a free loopback
-# port, and waiting for a freshly started `sluice control` to answer /healthz. Used by
-# tests/integration/control_api.py, tests/integration/control_e2e.py and
-# tests/support/dockerctl.py; standard library only.
+# port, whether a loopback port takes connections, waiting for a condition, and waiting for a
+# freshly started `sluice control` to answer /healthz. Used by
+# tests/integration/control_api.py, tests/integration/control_access.py,
+# tests/integration/control_e2e.py and tests/support/dockerctl.py; standard library only.
 import http.client
 import json
 import socket
@@ -82,6 +83,26 @@ def free_port():
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def port_open(port):
+    """True when 127.0.0.1:`port` takes a TCP connection (within 0.5 s)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def wait_for(pred, secs):
+    """Calls `pred` every 50 ms until it returns something true or `secs` have passed; returns
+    its last value."""
+    deadline = time.time() + secs
+    while True:
+        v = pred()
+        if v or time.time() > deadline:
+            return v
+        time.sleep(0.05)
 
 
 def wait_healthy(proc, port, secs, timeout=10):

@@ -30,6 +30,23 @@ int sl_test_join(char *out, size_t cap, const char *dir, const char *name)
     return n > 0 && (size_t)n < cap ? 0 : -1;
 }
 
+int sl_test_write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    int rc = 0;
+
+    if (f == NULL) {
+        return -1;
+    }
+    if (fputs(text, f) < 0) {
+        rc = -1;
+    }
+    if (fclose(f) != 0) {
+        rc = -1;
+    }
+    return rc;
+}
+
 static int remove_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
     (void)st;

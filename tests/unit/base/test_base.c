@@ -30,6 +30,7 @@
 #include "base/jpath.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "tests/support/tmpdir.h"
 
 /* Storage handed in and taken out again: the buffer uses it as its own, grows it by realloc
  * when it must, and gives back whatever it holds then (a pool recycles blocks of one size). */
@@ -240,19 +241,15 @@ static void log_levels_parse_by_name(void **state)
 
 static void file_read_takes_regular_files_within_the_cap(void **state)
 {
-    char dir[] = "/tmp/sluice-file-XXXXXX";
+    char dir[64];
     char path[64];
     char err[256];
     struct sl_buf b;
-    FILE *f;
 
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    (void)snprintf(path, sizeof(path), "%s/f", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fputs("0123456789", f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
+    assert_int_equal(sl_test_tmpdir(dir, sizeof(dir), "sluice-file"), 0);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "f"), 0);
+    assert_int_equal(sl_test_write_text(path, "0123456789"), 0);
     sl_buf_init(&b, 64);
     assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), 0);
     assert_int_equal(b.len, 10);
@@ -269,27 +266,26 @@ static void file_read_takes_regular_files_within_the_cap(void **state)
     sl_buf_init(&b, 64);
     assert_int_equal(sl_file_read(dir, &b, err, sizeof(err)), SL_EIO);
     assert_non_null(strstr(err, "not a regular file"));
-    (void)snprintf(path, sizeof(path), "%s/missing", dir);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "missing"), 0);
     assert_int_equal(sl_file_read(path, &b, err, sizeof(err)), SL_ENOTFOUND);
     assert_non_null(strstr(err, path));
     assert_int_equal(sl_file_read(path, &b, NULL, 0), SL_ENOTFOUND);
     sl_buf_finish(&b);
-    (void)snprintf(path, sizeof(path), "%s/f", dir);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "f"), 0);
     assert_int_equal(unlink(path), 0);
     assert_int_equal(rmdir(dir), 0);
 }
 
 static void file_ensure_dir_makes_a_private_directory_once(void **state)
 {
-    char dir[] = "/tmp/sluice-dir-XXXXXX";
+    char dir[64];
     char path[64];
     char err[256];
     struct stat st;
-    FILE *f;
 
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    (void)snprintf(path, sizeof(path), "%s/d", dir);
+    assert_int_equal(sl_test_tmpdir(dir, sizeof(dir), "sluice-dir"), 0);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "d"), 0);
     assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), 0);
     assert_int_equal(stat(path, &st), 0);
     assert_true(S_ISDIR(st.st_mode));
@@ -301,14 +297,12 @@ static void file_ensure_dir_makes_a_private_directory_once(void **state)
     assert_int_equal(st.st_mode & 0777, 0750);
     assert_int_equal(rmdir(path), 0);
     /* A file in its place, or no parent: refused, with the name. */
-    f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fclose(f), 0);
+    assert_int_equal(sl_test_write_text(path, ""), 0);
     assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), SL_EIO);
     assert_non_null(strstr(err, "the data directory"));
     assert_non_null(strstr(err, "is not a directory"));
     assert_int_equal(unlink(path), 0);
-    (void)snprintf(path, sizeof(path), "%s/no/d", dir);
+    assert_int_equal(sl_test_join(path, sizeof(path), dir, "no/d"), 0);
     assert_int_equal(sl_file_ensure_dir(path, "the data directory", err, sizeof(err)), SL_EIO);
     assert_non_null(strstr(err, "cannot create the data directory"));
     assert_non_null(strstr(err, path));

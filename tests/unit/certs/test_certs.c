@@ -111,15 +111,6 @@ static void write_cert(const char *path, X509 *x)
     BIO_free(bio);
 }
 
-static void write_text(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-
-    assert_non_null(f);
-    assert_int_equal(fputs(text, f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
-}
-
 /* Reads up to `cap` - 1 bytes of `path` into `buf`, NUL-terminated. Returns the length. */
 static size_t read_text(const char *path, char *buf, size_t cap)
 {
@@ -165,6 +156,20 @@ static struct sl_ca *new_ca_in(const char *dir)
     assert_int_equal(sl_ca_create(&ca, err, sizeof(err)), 0);
     assert_int_equal(sl_ca_write(ca, dir, false, err, sizeof(err)), 0);
     return ca;
+}
+
+/* A CA directory `name` below fx.tmp and the paths of its two files. */
+struct ca_paths {
+    char dir[PATH_BYTES];
+    char pem[PATH_BYTES];
+    char key[PATH_BYTES];
+};
+
+static void ca_paths(struct ca_paths *p, const char *name)
+{
+    join(p->dir, fx.tmp, name);
+    join(p->pem, p->dir, SL_CA_CERT_FILE);
+    join(p->key, p->dir, SL_CA_KEY_FILE);
 }
 
 static X509 *mint(const char *host)
@@ -269,42 +274,33 @@ static int teardown(void **state)
 
 static void ca_write_creates_dir_0700_key_0600_and_cert_0644(void **state)
 {
-    char dir[PATH_BYTES];
-    char path[PATH_BYTES];
-    struct sl_ca *ca;
-    mode_t old;
+    /* The strictest and the loosest umask must give the same modes. */
+    static const struct {
+        mode_t umask;
+        const char *name;
+    } rows[] = { { 077, "modes" }, { 0, "modes-loose" } };
 
     (void)state;
-    join(dir, fx.tmp, "modes");
-    /* The strictest and the loosest umask must give the same modes. */
-    old = umask(077);
-    ca = new_ca_in(dir);
-    umask(old);
-    assert_int_equal(mode_of(dir), 0700);
-    join(path, dir, SL_CA_KEY_FILE);
-    assert_int_equal(mode_of(path), 0600);
-    join(path, dir, SL_CA_CERT_FILE);
-    assert_int_equal(mode_of(path), 0644);
-    assert_int_equal(count_dir_entries(dir), 2); /* no temporary file left behind */
-    sl_ca_destroy(ca);
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct ca_paths p;
+        struct sl_ca *ca;
+        mode_t old;
 
-    old = umask(0);
-    join(dir, fx.tmp, "modes-loose");
-    ca = new_ca_in(dir);
-    umask(old);
-    assert_int_equal(mode_of(dir), 0700);
-    join(path, dir, SL_CA_KEY_FILE);
-    assert_int_equal(mode_of(path), 0600);
-    join(path, dir, SL_CA_CERT_FILE);
-    assert_int_equal(mode_of(path), 0644);
-    sl_ca_destroy(ca);
+        ca_paths(&p, rows[i].name);
+        old = umask(rows[i].umask);
+        ca = new_ca_in(p.dir);
+        umask(old);
+        assert_int_equal(mode_of(p.dir), 0700);
+        assert_int_equal(mode_of(p.key), 0600);
+        assert_int_equal(mode_of(p.pem), 0644);
+        assert_int_equal(count_dir_entries(p.dir), 2); /* no temporary file left behind */
+        sl_ca_destroy(ca);
+    }
 }
 
 static void ca_write_refuses_to_overwrite_without_force(void **state)
 {
-    char dir[PATH_BYTES];
-    char pem[PATH_BYTES];
-    char key[PATH_BYTES];
+    struct ca_paths p;
     char before[4096];
     char after[4096];
     char err[512] = "";
@@ -312,26 +308,24 @@ static void ca_write_refuses_to_overwrite_without_force(void **state)
     struct sl_ca *second = NULL;
 
     (void)state;
-    join(dir, fx.tmp, "refuse");
-    join(pem, dir, SL_CA_CERT_FILE);
-    join(key, dir, SL_CA_KEY_FILE);
-    first = new_ca_in(dir);
+    ca_paths(&p, "refuse");
+    first = new_ca_in(p.dir);
     assert_int_equal(sl_ca_create(&second, err, sizeof(err)), 0);
-    read_text(key, before, sizeof(before));
+    read_text(p.key, before, sizeof(before));
 
-    assert_int_equal(sl_ca_write(second, dir, false, err, sizeof(err)), SL_EEXIST);
-    assert_non_null(strstr(err, pem));
-    read_text(key, after, sizeof(after));
+    assert_int_equal(sl_ca_write(second, p.dir, false, err, sizeof(err)), SL_EEXIST);
+    assert_non_null(strstr(err, p.pem));
+    read_text(p.key, after, sizeof(after));
     assert_string_equal(before, after);
 
     /* Either file is enough to refuse, and the message names the one that exists. */
-    assert_int_equal(unlink(pem), 0);
+    assert_int_equal(unlink(p.pem), 0);
     err[0] = '\0';
-    assert_int_equal(sl_ca_write(second, dir, false, err, sizeof(err)), SL_EEXIST);
-    assert_non_null(strstr(err, key));
-    read_text(key, after, sizeof(after));
+    assert_int_equal(sl_ca_write(second, p.dir, false, err, sizeof(err)), SL_EEXIST);
+    assert_non_null(strstr(err, p.key));
+    read_text(p.key, after, sizeof(after));
     assert_string_equal(before, after);
-    assert_int_equal(count_dir_entries(dir), 1);
+    assert_int_equal(count_dir_entries(p.dir), 1);
 
     sl_ca_destroy(first);
     sl_ca_destroy(second);
@@ -367,7 +361,7 @@ static void ca_write_refuses_a_file_in_place_of_the_directory(void **state)
 
     (void)state;
     join(path, fx.tmp, "not-a-dir");
-    write_text(path, "x");
+    assert_int_equal(sl_test_write_text(path, "x"), 0);
     assert_int_equal(sl_ca_write(fx.ca, path, false, err, sizeof(err)), SL_EIO);
     assert_non_null(strstr(err, path));
     assert_int_equal(sl_ca_write(fx.ca, "", false, err, sizeof(err)), SL_EINVAL);
@@ -479,28 +473,24 @@ static void ca_pem_round_trips_through_openssl(void **state)
 
 static void rejects_key_that_does_not_match(void **state)
 {
-    char other_dir[PATH_BYTES];
-    char other_key[PATH_BYTES];
-    char other_pem[PATH_BYTES];
+    struct ca_paths o;
     char main_key[PATH_BYTES];
     char err[512] = "";
     struct sl_ca *other;
     struct sl_ca *ca = NULL;
 
     (void)state;
-    join(other_dir, fx.tmp, "other");
-    join(other_key, other_dir, SL_CA_KEY_FILE);
-    join(other_pem, other_dir, SL_CA_CERT_FILE);
+    ca_paths(&o, "other");
     join(main_key, fx.dir, SL_CA_KEY_FILE);
-    other = new_ca_in(other_dir);
+    other = new_ca_in(o.dir);
 
-    assert_int_equal(sl_ca_load(fx.ca_pem, other_key, &ca, err, sizeof(err)), SL_EINVAL);
+    assert_int_equal(sl_ca_load(fx.ca_pem, o.key, &ca, err, sizeof(err)), SL_EINVAL);
     assert_null(ca);
-    assert_non_null(strstr(err, other_key));
+    assert_non_null(strstr(err, o.key));
     assert_non_null(strstr(err, "does not match"));
 
     err[0] = '\0';
-    assert_int_equal(sl_ca_load(other_pem, main_key, &ca, err, sizeof(err)), SL_EINVAL);
+    assert_int_equal(sl_ca_load(o.pem, main_key, &ca, err, sizeof(err)), SL_EINVAL);
     assert_null(ca);
     assert_non_null(strstr(err, main_key));
     sl_ca_destroy(other);
@@ -524,7 +514,7 @@ static void rejects_garbage_files(void **state)
     join(path, fx.tmp, "garbage.pem");
     join(main_key, fx.dir, SL_CA_KEY_FILE);
     for (size_t i = 0; i < SL_ARRAY_LEN(garbage); i++) {
-        write_text(path, garbage[i]);
+        assert_int_equal(sl_test_write_text(path, garbage[i]), 0);
         err[0] = '\0';
         assert_int_equal(sl_ca_load(path, main_key, &ca, err, sizeof(err)), SL_EINVAL);
         assert_null(ca);
@@ -648,7 +638,7 @@ static void loads_certificate_alone_or_both_from_one_file(void **state)
     join(both, fx.tmp, "both.pem");
     n = read_text(fx.ca_pem, text, sizeof(text));
     read_text(key, text + n, sizeof(text) - n);
-    write_text(both, text);
+    assert_int_equal(sl_test_write_text(both, text), 0);
     assert_int_equal(sl_ca_load(both, both, &ca, err, sizeof(err)), 0);
     assert_int_equal(EVP_PKEY_eq(sl_ca_key(ca), sl_ca_key(fx.ca)), 1);
     sl_ca_destroy(ca);

@@ -195,15 +195,11 @@ static void the_command_line_wins(void **state)
     const char *pos[1];
     size_t n_pos = 0;
     bool help = false;
-    FILE *fp;
 
     (void)state;
     assert_int_equal(sl_test_tmpdir(dir, sizeof(dir), "sluice-conf"), 0);
     assert_int_equal(sl_test_join(path, sizeof(path), dir, "s.conf"), 0);
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    assert_int_equal(fputs(text, fp) >= 0, 1);
-    assert_int_equal(fclose(fp), 0);
+    assert_int_equal(sl_test_write_text(path, text), 0);
     fake_opts(&f, opts);
     assert_int_equal(
             sl_opts_parse_config("proxy", sections, 6, argv, opts, 4, pos, 0, &n_pos, &help, &conf),
@@ -218,10 +214,7 @@ static void the_command_line_wins(void **state)
     sl_conf_destroy(conf);
 
     /* A bad file is a usage error, with no conf left behind. */
-    fp = fopen(path, "w");
-    assert_non_null(fp);
-    assert_int_equal(fputs("[proxy]\nworkerz = 2\n", fp) >= 0, 1);
-    assert_int_equal(fclose(fp), 0);
+    assert_int_equal(sl_test_write_text(path, "[proxy]\nworkerz = 2\n"), 0);
     fake_opts(&f, opts);
     assert_int_equal(
             sl_opts_parse_config("proxy", sections, 3, argv, opts, 4, pos, 0, &n_pos, &help, &conf),

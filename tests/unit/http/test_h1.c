@@ -78,6 +78,17 @@ static void log_event(struct run *r, const struct sl_h1_event *ev)
     assert_int_equal(rc, 0);
 }
 
+/* Feeds `in`, a whole head, to `p` in one call: every byte is taken and the event is the head,
+ * which it returns. */
+static const struct sl_h1_head *feed_head(struct sl_h1 *p, const char *in)
+{
+    struct sl_h1_event ev;
+
+    assert_int_equal(sl_h1_feed(p, (const uint8_t *)in, strlen(in), &ev), (int)strlen(in));
+    assert_int_equal(ev.type, SL_H1_EV_HEAD);
+    return sl_h1_head(p);
+}
+
 /* Feeds `in` in pieces of at most `step` bytes, draining events, then signals EOF if `eof`. */
 static void run_feed(struct run *r, const char *in, size_t n, size_t step, int eof)
 {
@@ -190,14 +201,11 @@ static void parses_a_simple_request_and_its_fields(void **state)
     struct run r;
     const struct sl_h1_head *h;
     const struct sl_h1_header *f;
+    struct sl_h1_event ev;
 
     (void)state;
     run_start(&r, SL_H1_REQUEST, NULL);
-    struct sl_h1_event ev;
-    int used = sl_h1_feed(&r.p, (const uint8_t *)in, sizeof(in) - 1, &ev);
-    assert_int_equal(used, sizeof(in) - 1);
-    assert_int_equal(ev.type, SL_H1_EV_HEAD);
-    h = sl_h1_head(&r.p);
+    h = feed_head(&r.p, in);
     assert_string_equal(h->method, "GET");
     assert_string_equal(h->target, "/a?b=1");
     assert_int_equal(h->version_major, 1);
@@ -346,17 +354,15 @@ static void keeps_alive_after_a_response_to_head_without_a_length(void **state)
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         struct sl_arena arena;
         struct sl_h1 p;
-        struct sl_h1_event ev;
+        const struct sl_h1_head *h;
 
         sl_arena_init(&arena, 4096, 1 << 16);
         sl_h1_init(&p, SL_H1_RESPONSE, NULL, &arena);
         sl_h1_expect_no_body(&p);
-        assert_int_equal(sl_h1_feed(&p, (const uint8_t *)rows[i].in, strlen(rows[i].in), &ev),
-                         (int)strlen(rows[i].in));
-        assert_int_equal(ev.type, SL_H1_EV_HEAD);
         print_message("row %zu\n", i);
-        assert_int_equal(sl_h1_head(&p)->body, SL_H1_BODY_NONE);
-        assert_int_equal(sl_h1_head(&p)->keep_alive, rows[i].keep_alive);
+        h = feed_head(&p, rows[i].in);
+        assert_int_equal(h->body, SL_H1_BODY_NONE);
+        assert_int_equal(h->keep_alive, rows[i].keep_alive);
         sl_h1_finish(&p);
         sl_arena_finish(&arena);
     }
@@ -374,14 +380,10 @@ static void connection_close_wins_over_keep_alive(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
         struct run r;
-        struct sl_h1_event ev;
 
         run_start(&r, SL_H1_REQUEST, NULL);
         print_message("row %zu\n", i);
-        assert_int_equal(sl_h1_feed(&r.p, (const uint8_t *)rows[i], strlen(rows[i]), &ev),
-                         (int)strlen(rows[i]));
-        assert_int_equal(ev.type, SL_H1_EV_HEAD);
-        assert_false(sl_h1_head(&r.p)->keep_alive);
+        assert_false(feed_head(&r.p, rows[i])->keep_alive);
         run_end(&r);
     }
 }
@@ -390,16 +392,15 @@ static void flags_expect_continue_and_http_1_0_close(void **state)
 {
     static const char in[] = "POST / HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 1\r\n\r\n";
     struct run r;
-    struct sl_h1_event ev;
+    const struct sl_h1_head *h;
 
     (void)state;
     run_start(&r, SL_H1_REQUEST, NULL);
-    assert_int_equal(sl_h1_feed(&r.p, (const uint8_t *)in, sizeof(in) - 1, &ev), sizeof(in) - 1);
-    assert_int_equal(ev.type, SL_H1_EV_HEAD);
-    assert_true(sl_h1_head(&r.p)->expect_continue);
-    assert_false(sl_h1_head(&r.p)->keep_alive);
-    assert_int_equal(sl_h1_head(&r.p)->body, SL_H1_BODY_LENGTH);
-    assert_int_equal(sl_h1_head(&r.p)->content_length, 1);
+    h = feed_head(&r.p, in);
+    assert_true(h->expect_continue);
+    assert_false(h->keep_alive);
+    assert_int_equal(h->body, SL_H1_BODY_LENGTH);
+    assert_int_equal(h->content_length, 1);
     run_end(&r);
 }
 

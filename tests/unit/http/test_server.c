@@ -36,6 +36,7 @@
 #include "base/err.h"
 #include "base/mem.h"
 #include "http/server.h"
+#include "tests/support/tmpdir.h"
 
 #define SEEN_MAX     16
 #define CL_BUF_BYTES ((size_t)128 * 1024)
@@ -227,6 +228,16 @@ static void fx_run(struct fx *f, void (*client)(struct fx *f))
     if (f->why[0] != '\0') {
         fail_msg("client: %s", f->why);
     }
+}
+
+/* One case: a server with `cfg` (NULL: the defaults), `client` run against it on its own
+ * thread, and the number of requests the handler must have seen. */
+static void fx_case(const struct sl_http_server_config *cfg, void (*client)(struct fx *f),
+                    int calls)
+{
+    fx_init(&the_fx, cfg);
+    fx_run(&the_fx, client);
+    assert_int_equal(the_fx.calls, calls);
 }
 
 /* ---- Client side: a small blocking HTTP client ---- */
@@ -516,9 +527,7 @@ static void serves_a_simple_get(void **state)
     struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_simple_get);
-    assert_int_equal(f->calls, 1);
+    fx_case(NULL, client_simple_get, 1);
     assert_string_equal(f->last_method, "GET");
     assert_string_equal(f->last_path, "/hello");
     assert_string_equal(f->last_query, "x=1&y");
@@ -554,9 +563,7 @@ static void delivers_length_and_chunked_bodies_whole(void **state)
     struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_bodies);
-    assert_int_equal(f->calls, 2);
+    fx_case(NULL, client_bodies, 2);
     assert_string_equal(f->last_method, "POST");
     assert_int_equal(f->last_body_len, 11);
     assert_memory_equal(f->last_body, "hello world", 11);
@@ -588,12 +595,9 @@ static void client_body_over_limit(struct fx *f)
 static void refuses_a_body_over_the_limit_with_413(void **state)
 {
     struct sl_http_server_config cfg = { .body_max_bytes = 1024 };
-    struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, &cfg);
-    fx_run(f, client_body_over_limit);
-    assert_int_equal(f->calls, 0);
+    fx_case(&cfg, client_body_over_limit, 0);
 }
 
 static void client_head_over_limit(struct fx *f)
@@ -615,12 +619,9 @@ static void client_head_over_limit(struct fx *f)
 static void refuses_a_head_over_the_limit_with_431(void **state)
 {
     struct sl_http_server_config cfg = { .head_limits = { 1024, 4 } };
-    struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, &cfg);
-    fx_run(f, client_head_over_limit);
-    assert_int_equal(f->calls, 0);
+    fx_case(&cfg, client_head_over_limit, 0);
 }
 
 static void client_garbage(struct fx *f)
@@ -662,12 +663,9 @@ static void client_garbage(struct fx *f)
 static void answers_garbage_with_a_json_400(void **state)
 {
     struct sl_http_server_config cfg = { .error_key = "error" };
-    struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, &cfg);
-    fx_run(f, client_garbage);
-    assert_int_equal(f->calls, 0);
+    fx_case(&cfg, client_garbage, 0);
 }
 
 static void client_non_origin_targets(struct fx *f)
@@ -684,12 +682,8 @@ static void client_non_origin_targets(struct fx *f)
 
 static void refuses_targets_other_than_origin_form(void **state)
 {
-    struct fx *f = &the_fx;
-
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_non_origin_targets);
-    assert_int_equal(f->calls, 0);
+    fx_case(NULL, client_non_origin_targets, 0);
 }
 
 static void client_keep_alive(struct fx *f)
@@ -723,9 +717,7 @@ static void keeps_a_connection_alive_for_several_requests(void **state)
     struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_keep_alive);
-    assert_int_equal(f->calls, 5);
+    fx_case(NULL, client_keep_alive, 5);
     assert_true(f->conn_ids[0] == f->conn_ids[1] && f->conn_ids[1] == f->conn_ids[2]
                 && f->conn_ids[2] == f->conn_ids[3]);
     assert_true(f->conn_ids[4] != f->conn_ids[0]);
@@ -760,12 +752,8 @@ static void client_pipelining(struct fx *f)
 
 static void answers_pipelined_requests_in_order(void **state)
 {
-    struct fx *f = &the_fx;
-
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_pipelining);
-    assert_int_equal(f->calls, 5);
+    fx_case(NULL, client_pipelining, 5);
 }
 
 static void client_async(struct fx *f)
@@ -792,9 +780,7 @@ static void answers_asynchronously_from_a_timer(void **state)
     struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_async);
-    assert_int_equal(f->calls, 3);
+    fx_case(NULL, client_async, 3);
     assert_int_equal(f->async_done, 1);
     assert_int_equal(f->async_gone, 0);
 }
@@ -822,9 +808,7 @@ static void survives_a_client_leaving_before_an_async_answer(void **state)
     struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_leaves_early);
-    assert_int_equal(f->calls, 2);
+    fx_case(NULL, client_leaves_early, 2);
     assert_int_equal(f->async_done, 2);
 }
 
@@ -852,12 +836,9 @@ static void client_expect_continue(struct fx *f)
 static void sends_100_continue_before_reading_the_body(void **state)
 {
     struct sl_http_server_config cfg = { .body_max_bytes = 1024 };
-    struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, &cfg);
-    fx_run(f, client_expect_continue);
-    assert_int_equal(f->calls, 1);
+    fx_case(&cfg, client_expect_continue, 1);
 }
 
 static void client_head(struct fx *f)
@@ -878,12 +859,8 @@ static void client_head(struct fx *f)
 
 static void answers_head_without_a_body(void **state)
 {
-    struct fx *f = &the_fx;
-
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_head);
-    assert_int_equal(f->calls, 2);
+    fx_case(NULL, client_head, 2);
 }
 
 static void client_slow_head(struct fx *f)
@@ -924,12 +901,9 @@ static void client_slow_head(struct fx *f)
 static void times_out_slow_heads_idle_connections_and_stalled_bodies(void **state)
 {
     struct sl_http_server_config cfg = { .header_timeout_ms = 200, .idle_timeout_ms = 300 };
-    struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, &cfg);
-    fx_run(f, client_slow_head);
-    assert_int_equal(f->calls, 1);
+    fx_case(&cfg, client_slow_head, 1);
 }
 
 static void client_slow_reader(struct fx *f)
@@ -950,12 +924,9 @@ static void client_slow_reader(struct fx *f)
 static void closes_a_client_that_does_not_read(void **state)
 {
     struct sl_http_server_config cfg = { .idle_timeout_ms = 300 };
-    struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, &cfg);
-    fx_run(f, client_slow_reader);
-    assert_int_equal(f->calls, 2);
+    fx_case(&cfg, client_slow_reader, 2);
 }
 
 static void client_max_connections(struct fx *f)
@@ -987,12 +958,9 @@ static void client_max_connections(struct fx *f)
 static void refuses_connections_over_the_limit(void **state)
 {
     struct sl_http_server_config cfg = { .max_connections = 2 };
-    struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, &cfg);
-    fx_run(f, client_max_connections);
-    assert_int_equal(f->calls, 3);
+    fx_case(&cfg, client_max_connections, 3);
 }
 
 static void client_unix(struct fx *f)
@@ -1028,7 +996,6 @@ static void listens_on_a_unix_socket_with_its_mode(void **state)
     char longp[200];
     char err[256];
     struct stat st;
-    FILE *fp;
 
     (void)state;
     fx_init(f, NULL);
@@ -1037,9 +1004,7 @@ static void listens_on_a_unix_socket_with_its_mode(void **state)
     (void)snprintf(f->sock_path, sizeof(f->sock_path), "%.60s/admin.sock", f->dir);
     (void)snprintf(file, sizeof(file), "%.60s/file", f->dir);
     /* A regular file is never replaced. */
-    fp = fopen(file, "w");
-    assert_non_null(fp);
-    assert_int_equal(fclose(fp), 0);
+    assert_int_equal(sl_test_write_text(file, ""), 0);
     assert_int_equal(sl_http_server_listen_unix(f->srv, file, 0600, err, sizeof(err)), SL_EEXIST);
     assert_non_null(strstr(err, "not a socket"));
     assert_int_equal(lstat(file, &st), 0);
@@ -1095,9 +1060,7 @@ static void closes_with_open_connections_and_frees_everything(void **state)
     struct fx *f = &the_fx;
 
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_close_with_open_connections);
-    assert_int_equal(f->calls, 2);
+    fx_case(NULL, client_close_with_open_connections, 2);
     /* The async answer came after the server was gone and was dropped. */
     assert_int_equal(f->async_done, 1);
     assert_int_equal(f->async_gone, 1);
@@ -1132,12 +1095,8 @@ static void client_half_close(struct fx *f)
 
 static void answers_a_client_that_half_closed(void **state)
 {
-    struct fx *f = &the_fx;
-
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_half_close);
-    assert_int_equal(f->calls, 2);
+    fx_case(NULL, client_half_close, 2);
 }
 
 static void client_response_shapes(struct fx *f)
@@ -1170,12 +1129,8 @@ static void client_response_shapes(struct fx *f)
 
 static void shapes_handler_responses(void **state)
 {
-    struct fx *f = &the_fx;
-
     (void)state;
-    fx_init(f, NULL);
-    fx_run(f, client_response_shapes);
-    assert_int_equal(f->calls, 5);
+    fx_case(NULL, client_response_shapes, 5);
 }
 
 static void on_closed_count(void *arg)
