@@ -296,6 +296,112 @@ try {
     return true;
   });
 
+  // ---- learn mode: observe, the observed lines, suggestions applied, stop (issue 18) ----------
+  // c.sluice.test resolves at the proxy too (dashboard.sh: SBX_NAMES). b stays refused after all
+  // this: the sandbox steps below expect it.
+  const observedHost = 'c.sluice.test';
+  const observeRow = () => row('global', ENV_NAME);
+  const learnRow = (host) => page.locator(`#learn-suggestions tr[data-host="${host}"]`);
+  await step('Observe: root puts the environment in observe for 4 hours from its row; the row is marked with the deadline', async () => {
+    await page.click('.tab[data-tab=environments]');
+    await observeRow().locator('[data-testid=env-observe]').click();
+    const form = page.locator('#global-envs [data-testid=observe-row]');
+    const choices = await form.locator('[data-testid=observe-minutes] option').evaluateAll((os) => os.map((o) => o.value));
+    const dflt = await form.locator('[data-testid=observe-minutes]').inputValue();
+    await form.locator('[data-testid=observe-minutes]').selectOption('240');
+    const before = Date.now();
+    await form.locator('[data-testid=observe-start]').click();
+    const badge = observeRow().locator('[data-testid=observe-badge]');
+    await badge.waitFor();
+    const text = await badge.textContent();
+    const r = await api(ROOT, 'GET', '/api/v1/environments/' + ENV_NAME);
+    const until = Date.parse(r.data.observe_until);
+    const shownAt = new Date(until).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    await shot('learn-1-observing');
+    return check('  durations 15 min to 24 h, 1 h chosen by default', JSON.stringify(choices) === '["15","60","240","1440"]' && dflt === '60', `${choices} ${dflt}`)
+      && check('  the API has a deadline 4 hours on', Math.abs(until - before - 4 * 3600000) < 120000, r.data.observe_until)
+      && check('  the mark says "observing until" the local time', text === `observing until ${shownAt}`, `${text} / ${shownAt}`)
+      && check('  the row offers Stop observing', await observeRow().locator('[data-testid=env-observe-stop]').isVisible());
+  });
+  await step('Observe: a request the policy refuses is let out and its audit line is marked observed', async () => {
+    // origin.py answers /hello with 200 (another path: 404).
+    const c = await until('the proxy lets the refused host out in observe', async () => {
+      const x = proxyCurl('dash-ci', client ? client.token : 'x', `http://${observedHost}:${HTTP_PORT}/hello`);
+      return x.code === '200' ? x : null;
+    });
+    proxyCurl('dash-ci', client ? client.token : 'x', `http://${refusedHost}:${HTTP_PORT}/observed-too`);
+    await page.click('.tab[data-tab=audit]');
+    const line = page.locator(`#audit tr[data-observed=true][data-host="${observedHost}"]`).first();
+    await line.waitFor({ timeout: 10000 });
+    const tag = await line.locator('[data-testid=audit-observed]').textContent();
+    const decision = await line.locator('[data-testid=audit-decision]').textContent();
+    await shot('learn-2-audit-observed');
+    return check('  200 through the proxy', c.code === '200', c.out.slice(0, 300))
+      && check('  the line says allow 200 and "observed — would deny: host-not-allowed"', decision === 'allow 200' && tag === 'observed — would deny: host-not-allowed', `${decision} / ${tag}`);
+  });
+  await step('Suggestions: the drawer shows the proposed rules, every one ticked; wildcards on request', async () => {
+    await page.click('.tab[data-tab=environments]');
+    await observeRow().locator('[data-testid=env-suggestions]').click();
+    await page.locator('#learn-drawer').waitFor();
+    const b = learnRow(`${refusedHost}:${HTTP_PORT}`);
+    const c = learnRow(`${observedHost}:${HTTP_PORT}`);
+    await b.waitFor();
+    await c.waitFor();
+    const methods = await c.locator('[data-testid=suggestion-methods]').textContent();
+    const count = await b.locator('[data-testid=suggestion-count]').textContent();
+    const ticked = await page.locator('#learn-suggestions [data-testid=suggestion-use]').evaluateAll((xs) => xs.every((x) => x.checked));
+    const status = await page.textContent('[data-testid=learn-status]');
+    const apply = await page.textContent('[data-testid=learn-apply]');
+    await shot('learn-3-suggestions');
+    await page.check('[data-testid=learn-wildcards]');
+    const wild = learnRow(`*.sluice.test:${HTTP_PORT}`);
+    await wild.waitFor();
+    const hosts = await wild.locator('[data-testid=suggestion-hosts]').textContent();
+    const rows = await page.locator('#learn-suggestions tr').count();
+    await shot('learn-4-wildcards');
+    await page.uncheck('[data-testid=learn-wildcards]');
+    await b.waitFor();
+    await c.waitFor();
+    return check('  c.sluice.test with GET', methods === 'GET', methods)
+      && check('  b.sluice.test counts its refusals and its observed request', /^\d+ \(([1-9]\d*) observed, ([2-9]|\d\d+) refused\)$/.test(count), count)
+      && check('  all ticked, Apply names how many', ticked && apply === 'Apply 2 rules', `${ticked} ${apply}`)
+      && check('  the status says observing until', /is observing until /.test(status), status)
+      && check('  wildcards: one *.sluice.test rule covering b and c', rows === 1 && hosts === `seen: ${refusedHost}, ${observedHost}`, `${rows} ${hosts}`);
+  });
+  await step('Suggestions: Apply posts only the ticked rule; the drawer shows the environment\'s rules after it', async () => {
+    await learnRow(`${refusedHost}:${HTTP_PORT}`).locator('[data-testid=suggestion-use]').uncheck();
+    const label = await page.textContent('[data-testid=learn-apply]');
+    await page.click('[data-testid=learn-apply]');
+    await page.locator('[data-testid=learn-result]').waitFor();
+    const shown = await page.locator('#learn-result-rules tr').evaluateAll((rs) => rs.map((r) => r.dataset.host));
+    // Re-fetched: what the rules allow by now is left out.
+    await learnRow(`${observedHost}:${HTTP_PORT}`).waitFor({ state: 'detached' });
+    const left = await learnRow(`${refusedHost}:${HTTP_PORT}`).count();
+    await shot('learn-5-applied');
+    await page.click('#learn-drawer-cancel');
+    await page.locator('#learn-drawer').waitFor({ state: 'hidden' });
+    await observeRow().filter({ hasText: 'deny · 2 rules' }).waitFor();
+    const r = await api(ROOT, 'GET', '/api/v1/environments/' + ENV_NAME);
+    const hosts = r.data.egress.rules.map((x) => x.host + ' ' + JSON.stringify(x.methods));
+    return check('  Apply named one rule', label === 'Apply 1 rule', label)
+      && check('  the result lists the old rule and the new one', JSON.stringify(shown) === JSON.stringify([ALLOWED_HOST, `${observedHost}:${HTTP_PORT}`]), JSON.stringify(shown))
+      && check('  the API has exactly that rule added', JSON.stringify(hosts) === JSON.stringify([`${ALLOWED_HOST} ["GET","POST"]`, `${observedHost}:${HTTP_PORT} ["GET"]`]), JSON.stringify(hosts))
+      && check('  the unticked suggestion is still proposed', left === 1, String(left));
+  });
+  await step('Stop observing: the mark goes, the page says when, and the proxy refuses again what no rule allows', async () => {
+    await observeRow().locator('[data-testid=env-observe-stop]').click();
+    await page.locator('[data-testid=toast]', { hasText: `${ENV_NAME} stopped observing at` }).waitFor();
+    await observeRow().locator('[data-testid=observe-badge]').waitFor({ state: 'detached' });
+    const r = await api(ROOT, 'GET', '/api/v1/environments/' + ENV_NAME);
+    // DELETE answered once every proxy held it: no retry needed.
+    const refused = proxyCurl('dash-ci', client ? client.token : 'x', `http://${refusedHost}:${HTTP_PORT}/after-observe`);
+    const allowed = proxyCurl('dash-ci', client ? client.token : 'x', `http://${observedHost}:${HTTP_PORT}/hello`);
+    return check('  observe_until is null', r.data.observe_until === null, JSON.stringify(r.data.observe_until))
+      && check('  no Stop observing any more', (await observeRow().locator('[data-testid=env-observe-stop]').count()) === 0)
+      && check('  b.sluice.test: 403 host-not-allowed again', refused.code === '403' && refused.reason === 'host-not-allowed', refused.out.slice(0, 300))
+      && check('  c.sluice.test: 200 by the applied rule', allowed.code === '200', allowed.out.slice(0, 300));
+  });
+
   // ---- validation errors next to their fields ------------------------------------------------
   await step('a 422 from the API is shown next to the rule host it names', async () => {
     await page.click('.tab[data-tab=environments]');
@@ -341,6 +447,8 @@ try {
 
   // ---- a non-admin --------------------------------------------------------------------------
   await step('alice (not an admin) sees global environments without write actions', async () => {
+    const own = await api(ALICE, 'POST', '/api/v1/environments', { name: 'alice-learn', base_image: IMAGE, network: 'on', egress: { default: 'deny', rules: [{ host: 'a.sluice.test' }] } });
+    if (own.status !== 201) throw new Error('POST alice-learn: ' + JSON.stringify(own));
     await signIn(ALICE);
     await page.locator('[data-testid=who-role]', { hasText: 'user' }).waitFor();
     const r = row('global', ENV_NAME);
@@ -348,6 +456,9 @@ try {
     const edit = await r.locator('[data-testid=env-edit]').textContent();
     const setDef = await page.locator('#global-envs [data-testid=env-set-default]').count();
     const del = await page.locator('#global-envs [data-testid=env-delete]').count();
+    const learn = await page.locator('#global-envs [data-testid=env-observe], #global-envs [data-testid=env-suggestions], #global-envs [data-testid=env-observe-stop]').count();
+    await row('user', 'alice-learn').waitFor();
+    const ownLearn = await row('user', 'alice-learn').locator('[data-testid=env-observe], [data-testid=env-suggestions]').count();
     await r.locator('[data-testid=env-edit]').click();
     await page.locator('#drawer').waitFor();
     const saveHidden = await page.locator('[data-testid=env-save]').isHidden();
@@ -358,6 +469,7 @@ try {
     const globalOffered = await page.locator('#f-scope option[value=global]').evaluate((o) => !o.hidden && !o.disabled);
     await page.click('#drawer-cancel');
     return check('  View instead of Edit, no Set default, no Delete', edit === 'View' && setDef === 0 && del === 0, `${edit} ${setDef} ${del}`)
+      && check('  no Observe or Suggestions on global environments, both on her own', learn === 0 && ownLearn === 2, `${learn} ${ownLearn}`)
       && check('  the global environment opens read only', saveHidden && nameDisabled)
       && check('  a new environment cannot be global', !globalOffered);
   });

@@ -14,7 +14,11 @@
 # signed in to the page; a bad expiry next to its field; revoked → 401), Repositories (a bad
 # glob next to its field, register with protected branches, members added, changed, an unknown
 # user next to its field, archived → 403 for a sandbox; alice, an admin of it, manages its
-# members but not its settings, and only views those of a repository she writes to).
+# members but not its settings, and only views those of a repository she writes to). Learn mode
+# (issue 18): root puts the environment in observe from its row (the mark with the deadline), a
+# refused host (c.sluice.test) is let out and its audit line marked observed, the suggestions
+# drawer proposes the rules (wildcards on request), Apply adds only the ticked one, Stop observing
+# refuses again what no rule allows; alice gets no learn actions on global environments.
 # Screenshots go to
 # $SLUICE_ARTIFACTS (default test-artifacts/dashboard beside SLUICE_BIN: build/test-artifacts/...).
 # Network sl-t-dash, subnet 10.213.23.0/24. Without Docker, all but the sandbox steps run.
@@ -62,6 +66,8 @@ fx_setup
 # The repository of the page's sandbox steps (tests/browser/dashboard.mjs REPO), registered with
 # alice as a writer by sbx_env_setup.
 SBX_REPOS=acme/website
+# The learn-mode steps' second refused host, resolved by the proxy like a. and b.sluice.test.
+SBX_NAMES=c.sluice.test
 DASH_SANDBOXES=1
 if [ "${SLUICE_TEST_NO_DOCKER:-0}" != 1 ] && sbx_dockerctl ping &&
   sbx_dockerctl image-exists "$SBX_IMAGE"; then

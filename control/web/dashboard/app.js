@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // sluice dashboard (docs/reference/api.md §5.6): a static page that talks to the REST API of §5 with the
-// user's token: environments, sandboxes, the audit tail, repositories and members, API tokens, users. No framework, no build step; the Content-Security-Policy forbids inline script,
+// user's token: environments (with learn mode: observe and suggested rules), sandboxes, the audit tail, repositories and members, API tokens, users. No framework, no build step; the Content-Security-Policy forbids inline script,
 // so every handler is attached here and the page never builds HTML from strings.
 'use strict';
 
@@ -12,7 +12,7 @@
   const TABS = ['environments', 'sandboxes', 'audit', 'repos', 'tokens', 'users'];
   const ROLES = ['read', 'write', 'admin'];
 
-  const state = { token: null, me: null, envs: [], editing: null, repo: null, tab: 'environments', auditTimer: null, auditGen: 0 };
+  const state = { token: null, me: null, envs: [], editing: null, repo: null, learn: null, tab: 'environments', auditTimer: null, auditGen: 0, observeTimer: null };
 
   const $ = (id) => document.getElementById(id);
 
@@ -104,10 +104,13 @@
     stopAudit();
     closeDrawer();
     closeRepoDrawer();
+    closeLearnDrawer();
+    if (state.observeTimer !== null) clearTimeout(state.observeTimer);
+    state.observeTimer = null;
     hideOnce();
     // Nothing of this session stays in the page: the next one (maybe another user's) starts
     // from empty lists and never reads a stale row.
-    for (const id of ['user-envs', 'global-envs', 'sandboxes', 'audit', 'repos', 'tokens', 'users']) $(id).replaceChildren();
+    for (const id of ['user-envs', 'global-envs', 'sandboxes', 'audit', 'repos', 'tokens', 'users', 'learn-suggestions', 'learn-result-rules']) $(id).replaceChildren();
     $('resolve-result').replaceChildren();
     $('resolve-result').hidden = true;
     for (const v of document.querySelectorAll('.view')) v.hidden = true;
@@ -175,17 +178,29 @@
   }
 
   function envRow(e) {
+    const until = observing(e) ? e.observe_until : null;
     const nameCell = el('td', {},
       el('div', {}, el('strong', { text: e.name }), ' ', e.is_default ? el('span', { class: 'badge default', text: 'default', 'data-testid': 'default-badge' }) : null),
+      until ? el('div', {}, el('span', { class: 'badge observe', 'data-testid': 'observe-badge', 'data-until': until, title: 'learn mode: what its policy refuses is let out and recorded until ' + until, text: 'observing until ' + localTime(until) })) : null,
       e.description ? el('div', { class: 'sub', text: e.description }) : null);
     const actions = el('td', { class: 'actions' });
     actions.append(el('button', { type: 'button', class: 'btn small', 'data-testid': 'env-edit', text: canWrite(e) ? 'Edit' : 'View', onclick: () => openDrawer(e.id) }));
+    // Learn mode (api.md §5.1): admins on global environments, owners on their own; a network-off
+    // environment has nothing to let out, nor rules to add.
+    // On a line of their own, under the others.
+    const learn = canWrite(e) && e.network === 'on' ? el('div', { class: 'learn-actions' }) : null;
+    if (learn) {
+      learn.append(el('button', { type: 'button', class: 'btn small', 'data-testid': 'env-observe', text: until ? 'New deadline…' : 'Observe…', onclick: (ev) => toggleObserveRow(e, ev.target.closest('tr')) }));
+      if (until) learn.append(el('button', { type: 'button', class: 'btn small', 'data-testid': 'env-observe-stop', text: 'Stop observing', onclick: (ev) => stopObserving(e, ev.target) }));
+      learn.append(el('button', { type: 'button', class: 'btn small', 'data-testid': 'env-suggestions', text: 'Suggestions', onclick: () => openLearnDrawer(e) }));
+    }
     if (e.scope === 'global' && state.me.admin && !e.is_default) {
       actions.append(el('button', { type: 'button', class: 'btn small', 'data-testid': 'env-set-default', text: 'Set default', onclick: () => setDefault(e) }));
     }
     if (canWrite(e)) {
       actions.append(el('button', { type: 'button', class: 'btn small danger', 'data-testid': 'env-delete', text: 'Delete', onclick: () => deleteEnv(e) }));
     }
+    if (learn) actions.append(learn);
     return el('tr', { 'data-env': e.name, 'data-testid': 'env-row' },
       nameCell,
       el('td', { class: 'mono', 'data-testid': 'env-image', text: e.base_image + (e.image_pull === 'always' ? ' (always pulled)' : '') }),
@@ -210,6 +225,16 @@
     $('global-envs').replaceChildren(...global.map(envRow));
     $('user-envs-empty').hidden = mine.length > 0;
     $('global-envs-empty').hidden = global.length > 0;
+    // The marks go when the first deadline passes (the proxies end observe by themselves then).
+    if (state.observeTimer !== null) clearTimeout(state.observeTimer);
+    state.observeTimer = null;
+    const next = Math.min(...state.envs.filter(observing).map((e) => Date.parse(e.observe_until)));
+    if (Number.isFinite(next)) {
+      state.observeTimer = setTimeout(() => {
+        state.observeTimer = null;
+        if (state.me && state.tab === 'environments') loadEnvs();
+      }, Math.min(next - Date.now() + 1000, 2147483647));
+    }
   }
 
   async function setDefault(e) {
@@ -234,6 +259,197 @@
   }
 
   $('env-new').addEventListener('click', () => openDrawer(null));
+
+  // ---- learn mode (api.md §5.1) -------------------------------------------------------------
+
+  // The minutes observe may last (the API takes 1 to 1440; 60 when none is sent).
+  const OBSERVE_CHOICES = [[15, '15 minutes'], [60, '1 hour'], [240, '4 hours'], [1440, '24 hours (the most)']];
+
+  function observing(e) {
+    return !!e.observe_until && Date.parse(e.observe_until) > Date.now();
+  }
+
+  // A time of the API in the browser's time zone: "14:05", or "Tue, 3 Dec 14:05" on another day.
+  function localTime(ts) {
+    const d = new Date(ts);
+    if (Number.isNaN(d.getTime())) return ts || '';
+    const t = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    return d.toDateString() === new Date().toDateString() ? t
+      : d.toLocaleDateString([], { weekday: 'short', day: 'numeric', month: 'short' }) + ' ' + t;
+  }
+
+  // Opens (or closes) the row under `tr` that puts the environment in observe: the duration, and
+  // what observe means, before anything changes.
+  function toggleObserveRow(e, tr) {
+    const next = tr.nextElementSibling;
+    if (next && next.classList.contains('edit-row')) {
+      next.remove();
+      return;
+    }
+    const minutes = el('select', { 'data-field': 'minutes', 'data-testid': 'observe-minutes' },
+      ...OBSERVE_CHOICES.map(([m, label]) => el('option', { value: String(m), text: label })));
+    minutes.value = '60';
+    const banner = el('p', { class: 'form-error', 'data-testid': 'observe-error', role: 'alert' });
+    const form = el('form', { class: 'observe-form', novalidate: true },
+      el('p', { class: 'small', text: 'While in observe, what the policy of ' + e.name + ' refuses for its host, port or method is let out (without any credential) and recorded in the audit log, '
+        + 'until the deadline or until you stop it. Its suggestions then propose the rules; nothing is added before you apply them.' }),
+      el('div', { class: 'row' },
+        el('div', { class: 'field' }, el('label', { text: 'Observe for' }), minutes),
+        el('div', { class: 'field end' },
+          el('button', { type: 'submit', class: 'btn primary small', 'data-testid': 'observe-start', text: observing(e) ? 'Set the new deadline' : 'Start observing' }), ' ',
+          el('button', { type: 'button', class: 'btn small', text: 'Cancel', onclick: () => row.remove() }))),
+      banner);
+    const row = el('tr', { class: 'edit-row', 'data-testid': 'observe-row' }, el('td', { colspan: '7' }, form));
+    form.addEventListener('submit', async (ev) => {
+      ev.preventDefault();
+      clearFormErrors(form, banner);
+      const button = form.querySelector('[type=submit]');
+      button.disabled = true;
+      try {
+        const saved = await api('POST', '/api/v1/environments/' + encodeURIComponent(e.id) + '/observe', { minutes: Number(minutes.value) });
+        toast(saved.name + ' is observing until ' + localTime(saved.observe_until), 'ok');
+        loadEnvs();
+      } catch (err) {
+        showFormError(banner, { minutes }, err, null);
+        button.disabled = false;
+      }
+    });
+    tr.after(row);
+    minutes.focus();
+  }
+
+  // DELETE answers once every proxy holds the environment without observe: that is when it
+  // took effect.
+  async function stopObserving(e, button) {
+    button.disabled = true;
+    button.textContent = 'Stopping…';
+    try {
+      await api('DELETE', '/api/v1/environments/' + encodeURIComponent(e.id) + '/observe');
+      toast(e.name + ' stopped observing at ' + new Date().toLocaleTimeString() + ': every proxy refuses what its policy refuses again', 'ok');
+    } catch (err) {
+      toast('Cannot stop observing ' + e.name + ': ' + err.message, 'error');
+    }
+    loadEnvs();
+  }
+
+  // The drawer of suggestions: what the API proposes, each rule ticked; Apply posts exactly the
+  // ticked ones.
+  async function loadSuggestions() {
+    const e = state.learn;
+    if (!e) return;
+    const wildcards = $('learn-wildcards').checked;
+    $('learn-error').textContent = '';
+    $('learn-apply-error').textContent = '';
+    $('learn-apply').disabled = true;
+    let data;
+    try {
+      data = await api('GET', '/api/v1/environments/' + encodeURIComponent(e.id) + '/suggestions' + (wildcards ? '?wildcards=1' : ''));
+    } catch (err) {
+      if (state.learn !== e) return;
+      $('learn-suggestions').replaceChildren();
+      $('learn-empty').hidden = true;
+      $('learn-error').textContent = 'Cannot read the suggestions: ' + err.message;
+      return;
+    }
+    // A later fetch (the checkbox again, another environment) wins.
+    if (state.learn !== e || $('learn-wildcards').checked !== wildcards) return;
+    const list = data.suggestions || [];
+    $('learn-status').textContent = (data.observe_until ? e.name + ' is observing until ' + localTime(data.observe_until) + '. ' : e.name + ' is not observing: these come from its refusals. ')
+      + 'From the newest ' + data.lines + ' audit lines of its sandboxes and clients'
+      + (data.left_out ? '; ' + data.left_out + ' more hosts were left out' : '') + '. What its rules allow by now is left out.';
+    $('learn-suggestions').replaceChildren(...list.map(suggestionRow));
+    $('learn-empty').hidden = list.length > 0;
+    syncApply();
+  }
+
+  function suggestionRow(s) {
+    const rule = s.rule || {};
+    const tick = el('input', { type: 'checkbox', class: 's-use', 'data-testid': 'suggestion-use', 'aria-label': 'add ' + rule.host });
+    tick.checked = true;
+    tick.addEventListener('change', syncApply);
+    const tr = el('tr', { 'data-host': rule.host || '', 'data-testid': 'suggestion-row' },
+      el('td', { class: 'center' }, tick),
+      el('td', { class: 'mono' }, el('span', { 'data-testid': 'suggestion-host', text: rule.host || '' }),
+        s.hosts ? el('div', { class: 'sub', 'data-testid': 'suggestion-hosts', text: 'seen: ' + s.hosts.join(', ') }) : null),
+      el('td', { class: 'mono', 'data-testid': 'suggestion-methods', text: (rule.methods || []).length ? rule.methods.join(', ') : 'any' }),
+      el('td', { 'data-testid': 'suggestion-count', text: s.count + ' (' + s.observed + ' observed, ' + s.refused + ' refused)' }),
+      el('td', { class: 'mono small', text: (s.would_deny || []).join(', ') || '—' }),
+      el('td', { class: 'sub', text: s.last_seen ? localTime(s.last_seen) : '' }));
+    tr.suggested = rule;
+    return tr;
+  }
+
+  function tickedRows() {
+    return [...$('learn-suggestions').children].filter((tr) => tr.querySelector('.s-use').checked);
+  }
+
+  function syncApply() {
+    const n = tickedRows().length;
+    $('learn-apply').disabled = n === 0;
+    $('learn-apply').textContent = n === 1 ? 'Apply 1 rule' : 'Apply ' + n + ' rules';
+  }
+
+  function showLearnResult(env, n) {
+    $('learn-result-title').textContent = 'Added ' + n + (n === 1 ? ' rule' : ' rules') + '. The rules of ' + env.name + ' now:';
+    $('learn-result-rules').replaceChildren(...((env.egress && env.egress.rules) || []).map((r) => el('tr', { 'data-host': r.host, 'data-testid': 'learn-result-rule' },
+      el('td', { class: 'mono', text: r.host }),
+      el('td', { class: 'mono', text: (r.methods || []).length ? r.methods.join(', ') : 'any' }),
+      el('td', { class: 'sub', text: [r.credential ? 'credential' : '', r.tls || ''].filter((x) => x).join(', ') }))));
+    $('learn-result').hidden = false;
+  }
+
+  function openLearnDrawer(e) {
+    state.learn = e;
+    $('learn-drawer-title').textContent = 'Suggested rules for ' + e.name;
+    $('learn-wildcards').checked = false;
+    $('learn-status').textContent = '';
+    $('learn-suggestions').replaceChildren();
+    $('learn-empty').hidden = true;
+    $('learn-result').hidden = true;
+    $('learn-apply').textContent = 'Apply';
+    $('learn-drawer').hidden = false;
+    $('scrim').hidden = false;
+    loadSuggestions();
+  }
+
+  function closeLearnDrawer() {
+    $('learn-drawer').hidden = true;
+    if ($('drawer').hidden && $('repo-drawer').hidden) $('scrim').hidden = true;
+    state.learn = null;
+  }
+  $('learn-wildcards').addEventListener('change', loadSuggestions);
+  $('learn-drawer-close').addEventListener('click', closeLearnDrawer);
+  $('learn-drawer-cancel').addEventListener('click', closeLearnDrawer);
+  $('scrim').addEventListener('click', closeLearnDrawer);
+  document.addEventListener('keydown', (ev) => { if (ev.key === 'Escape' && !$('learn-drawer').hidden) closeLearnDrawer(); });
+
+  $('learn-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const e = state.learn;
+    const rows = tickedRows();
+    clearFormErrors($('learn-form'), $('learn-apply-error'));
+    if (!e || rows.length === 0) return;
+    $('learn-apply').disabled = true;
+    try {
+      const env = await api('POST', '/api/v1/environments/' + encodeURIComponent(e.id) + '/suggestions/apply', { rules: rows.map((tr) => tr.suggested) });
+      if (state.learn !== e) return;
+      toast('Added ' + rows.length + (rows.length === 1 ? ' rule' : ' rules') + ' to ' + env.name, 'ok');
+      showLearnResult(env, rows.length);
+      loadEnvs();
+      await loadSuggestions();
+    } catch (err) {
+      // rules[N] is the N-th rule sent: its host in the list; anything else next to Apply.
+      const errors = (err.body && err.body.errors) || [];
+      $('learn-apply-error').textContent = err.message + (errors.length || !err.status ? '' : ' (HTTP ' + err.status + ')');
+      for (const x of errors) {
+        const m = /^rules\[(\d+)\]/.exec(String(x.field || ''));
+        const tr = m ? rows[Number(m[1])] : null;
+        if (tr) markField(tr.querySelector('.s-use'), String(x.field), String(x.message || ''));
+        else $('learn-apply-error').textContent += '\n' + String(x.field || '') + ': ' + String(x.message || '');
+      }
+      syncApply();
+    }
+  });
 
   // ---- the drawer ---------------------------------------------------------------------------
 
@@ -563,14 +779,16 @@
   function auditRow(a) {
     // deny: the policy refused it; error: the proxy could not carry it out; challenge: a 407
     // asking for credentials; a transfer cut short (aborted) began as an allow and did not end.
+    // observed: let out by learn mode although the policy refuses it (would_deny says why).
     const cut = a.aborted && typeof a.aborted === 'object' ? a.aborted : null;
-    const badge = cut && a.decision === 'allow' ? 'warn' : decisionBadge(a.decision);
+    const badge = (cut || a.observed === true) && a.decision === 'allow' ? 'warn' : decisionBadge(a.decision);
     const verdict = a.decision + (a.status ? ' ' + a.status : '') + (cut ? ' cut (' + cut.side + ' ' + cut.cause + ')' : '');
     const target = (a.method ? a.method + ' ' : '') + (a.scheme ? a.scheme + '://' : '') + (a.host || '') + (a.port ? ':' + a.port : '') + (a.path || '');
     const reason = el('td', {});
     if (a.reason) reason.append(el('code', { class: 'reason', 'data-testid': 'audit-reason', text: a.reason }));
+    if (a.observed === true) reason.append(el('span', { class: 'badge observe observed', 'data-testid': 'audit-observed', text: 'observed — would deny: ' + (a.would_deny || '?') }));
     if (a.suggestion) reason.append(el('span', { class: 'suggestion', 'data-testid': 'audit-suggestion', text: a.suggestion }));
-    return el('tr', { 'data-testid': 'audit-row', 'data-host': a.host || '' },
+    return el('tr', { 'data-testid': 'audit-row', 'data-host': a.host || '', 'data-observed': a.observed === true ? 'true' : null },
       el('td', { class: 'sub', text: (a.ts || '').replace(/^.*T/, '').replace('Z', '') }),
       el('td', { class: 'mono', text: a.client || '—' }),
       el('td', { text: a.environment_name || a.environment || '—' }),
