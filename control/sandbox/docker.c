@@ -217,22 +217,12 @@ static void deliver(struct sl__docker_op *o)
 /* Reports the outcome once and releases the operation (freed after its timer closes). */
 void sl__docker_op_finish(struct sl__docker_op *o)
 {
-    struct sl_docker *d = o->d;
-
     if (o->finished) {
         return;
     }
     o->finished = true;
     sl__docker_drop_transfer(o);
-    if (o->prev != NULL) {
-        o->prev->next = o->next;
-    } else {
-        d->ops = o->next;
-    }
-    if (o->next != NULL) {
-        o->next->prev = o->prev;
-    }
-    o->prev = o->next = NULL;
+    sl_list_remove(&o->link);
     deliver(o);
     uv_close((uv_handle_t *)&o->timer, on_op_closed);
 }
@@ -327,11 +317,7 @@ struct sl__docker_op *sl__docker_op_new(struct sl_docker *d, enum sl__docker_op_
     sl_dockerframe_init(&o->frames);
     /* A timer init on a live loop cannot fail. */
     (void)uv_timer_init(d->loop, &o->timer);
-    o->next = d->ops;
-    if (d->ops != NULL) {
-        d->ops->prev = o;
-    }
-    d->ops = o;
+    sl_list_push_front(&d->ops, &o->link);
     /* Released in on_op_closed(): the launcher outlives its operations' timers. */
     d->pending_closes++;
     if (d->closing) {
@@ -650,7 +636,9 @@ static void docker_close(struct sl_launcher *l, void (*closed)(void *arg), void 
     d->closing = true;
     d->closed = closed;
     d->closed_arg = arg;
-    for (struct sl__docker_op *o = d->ops; o != NULL; o = o->next) {
+    for (struct sl_list *it = d->ops.next; it != &d->ops; it = it->next) {
+        struct sl__docker_op *o = SL_CONTAINER_OF(it, struct sl__docker_op, link);
+
         (void)uv_timer_stop(&o->timer);
         sl__docker_set_err(o, SL_ECANCELED, "docker: the launcher is closing");
         sl__docker_fail_soon(o);
@@ -689,6 +677,8 @@ int sl_docker_launcher_create(uv_loop_t *loop, const char *socket_path, struct s
         return SL_ENOMEM;
     }
     d->loop = loop;
+    sl_list_init(&d->ops);
+    sl_list_init(&d->socks);
     if (sl__docker_http_init(d) < 0) {
         sl_free(d);
         return SL_EIO;

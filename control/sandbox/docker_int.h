@@ -34,6 +34,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/list.h"
 #include "control/sandbox/dockerframe.h"
 #include "control/sandbox/launcher.h"
 
@@ -82,15 +83,15 @@ struct sl__docker_sock {
     uv_poll_t poll;
     curl_socket_t fd;
     struct sl_docker *d;
-    struct sl__docker_sock *prev;
-    struct sl__docker_sock *next;
+    /* Link in the launcher's socks. */
+    struct sl_list link;
 };
 
 /* One launcher operation: a short sequence of HTTP calls, one at a time. Loop thread only. */
 struct sl__docker_op {
     struct sl_docker *d;
-    struct sl__docker_op *prev;
-    struct sl__docker_op *next;
+    /* Link in the launcher's ops. */
+    struct sl_list link;
     enum sl__docker_op_kind kind;
     union sl__docker_op_cb cb;
     void *arg;
@@ -206,8 +207,10 @@ struct sl_docker {
     uv_timer_t oom_timer;
     struct sl__docker_oom_note oom[SL__DOCKER_OOM_NOTES];
     size_t n_oom;
-    struct sl__docker_op *ops;
-    struct sl__docker_sock *socks;
+    /* Operations not yet finished (struct sl__docker_op.link) and the sockets libcurl asked
+     * the loop to watch (struct sl__docker_sock.link). */
+    struct sl_list ops;
+    struct sl_list socks;
     /* One socket record allocated ahead, so that curl's socket callback need not allocate. */
     struct sl__docker_sock *spare;
     bool closing;
