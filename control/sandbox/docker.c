@@ -327,6 +327,22 @@ struct sl__docker_op *sl__docker_op_new(struct sl_docker *d, enum sl__docker_op_
     return o;
 }
 
+struct sl__docker_op *sl__docker_op_on(struct sl_launcher *l, const char *id,
+                                       enum sl__docker_op_kind kind, union sl__docker_op_cb cb,
+                                       void *arg)
+{
+    struct sl__docker_op *o = sl__docker_op_new((struct sl_docker *)l, kind, cb, arg);
+
+    if (o == NULL || o->rc < 0) {
+        return NULL;
+    }
+    if (!sl__docker_is_name(id)) {
+        sl__docker_reject(o, "docker: invalid container id");
+        return NULL;
+    }
+    return o;
+}
+
 /* Fails `o` from the loop with a validation error. */
 void sl__docker_reject(struct sl__docker_op *o, const char *fmt, ...)
 {
@@ -410,14 +426,10 @@ static void on_removed(struct sl__docker_op *o)
 
 static void docker_remove(struct sl_launcher *l, const char *id, sl_launcher_done_fn *cb, void *arg)
 {
-    struct sl__docker_op *o = sl__docker_op_new((struct sl_docker *)l, SL__DOCKER_OP_REMOVE,
-                                                (union sl__docker_op_cb){ .done = cb }, arg);
+    struct sl__docker_op *o = sl__docker_op_on(l, id, SL__DOCKER_OP_REMOVE,
+                                               (union sl__docker_op_cb){ .done = cb }, arg);
 
-    if (o == NULL || o->rc < 0) {
-        return;
-    }
-    if (!sl__docker_is_name(id)) {
-        sl__docker_reject(o, "docker: invalid container id");
+    if (o == NULL) {
         return;
     }
     sl__docker_go(o, sl__docker_start_requestf(o, "DELETE", NULL, 0, NULL, SL__DOCKER_BODY_MAX,

@@ -246,6 +246,13 @@ void sl__docker_fail_soon(struct sl__docker_op *o);
 struct sl__docker_op *sl__docker_op_new(struct sl_docker *d, enum sl__docker_op_kind kind,
                                         union sl__docker_op_cb cb, void *arg);
 
+/* sl__docker_op_new() for an operation on the container `id` of launcher `l`: NULL, with
+ * nothing more to do (the callback is reported from the loop), when it cannot start or `id` is
+ * not a valid container id. */
+struct sl__docker_op *sl__docker_op_on(struct sl_launcher *l, const char *id,
+                                       enum sl__docker_op_kind kind, union sl__docker_op_cb cb,
+                                       void *arg);
+
 /* Fails `o` from the loop with a validation error (SL_EINVAL). */
 void sl__docker_reject(struct sl__docker_op *o, const char *fmt, ...) SL_PRINTF(2, 3);
 
