@@ -19,7 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from httpjson import free_port, request, bearer, unix_get_json, wait_healthy  # noqa: E402
+from httpjson import free_port, request, bearer, sluice_env, unix_get_json, wait_healthy  # noqa: E402
+from tap import check, checks, failures, not_ok  # noqa: E402
 
 BIN = os.environ["SLUICE_BIN"]
 PORT = int(os.environ["FX_TLS_PORT"])
@@ -36,32 +37,10 @@ HOSTS = ("a", "b", "c", "d", "e")
 
 st = {"cport": 0, "pport": 0}
 tokens = {}
-failures = []
-checks = [0]
-
-
-def ok(desc):
-    checks[0] += 1
-    print("ok - " + desc, flush=True)
-
-
-def not_ok(desc, why=""):
-    checks[0] += 1
-    failures.append(desc)
-    print("not ok - %s%s" % (desc, (": " + why) if why else ""), flush=True)
-
-
-def check(desc, cond, why=""):
-    (ok if cond else not_ok)(desc, *(() if cond else (why,)))
-    return cond
 
 
 def env():
-    e = dict(os.environ, SLUICE_ENCRYPTION_KEY=KEY)
-    e.pop("SLUICE_DATA", None)
-    for v in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        e.pop(v, None)
-    return e
+    return sluice_env(KEY)
 
 
 def call(method, path, body=None, who="root"):

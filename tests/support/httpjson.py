@@ -3,11 +3,13 @@
 # Docker: one request on any http.client connection, a connection over a unix socket (the
 # Docker Engine API, the proxy's admin socket), a raw GET on a unix socket, a free loopback
 # port, whether a loopback port takes connections, waiting for a condition, and waiting for a
-# freshly started `sluice control` to answer /healthz. Used by
+# freshly started `sluice control` to answer /healthz, and the environment to start sluice in.
+# Used by
 # tests/integration/control_api.py, tests/integration/control_access.py,
 # tests/integration/control_e2e.py and tests/support/dockerctl.py; standard library only.
 import http.client
 import json
+import os
 import socket
 import time
 
@@ -121,3 +123,13 @@ def wait_healthy(proc, port, secs, timeout=10):
             raise AssertionError("sluice control exited with %d" % proc.returncode)
         time.sleep(0.05)
     raise AssertionError("sluice control did not start")
+
+
+def sluice_env(key):
+    """os.environ for a sluice child: SLUICE_ENCRYPTION_KEY=key, no SLUICE_DATA (the tests name
+    --data) and no proxy variables (the test's own calls must not go through one)."""
+    env = dict(os.environ, SLUICE_ENCRYPTION_KEY=key)
+    env.pop("SLUICE_DATA", None)
+    for v in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env.pop(v, None)
+    return env
