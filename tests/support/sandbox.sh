@@ -39,6 +39,8 @@
 #   sbx_host_curl ID TOKEN URL [ARGS]     curl from the host through the proxy at the gateway
 #                              with --proxy-user ID:TOKEN (FX_CODE, FX_HDRS, FX_BODY as fx_curl)
 #   sbx_leftovers              prints this test's containers (JSON list)
+#   sbx_need_dev_image         DEV_IMAGE (SBX_DEV_IMAGE, default sluice/sandbox:bookworm-dev);
+#                              skips the whole test when Docker answers without it
 # The EXIT trap stops the control plane (SIGTERM), removes every container of this test, the
 # network and the nftables table, then runs the fixture's cleanup.
 
@@ -54,6 +56,16 @@ SBX_WHO=alice
 
 sbx_dockerctl() {
   "$FX_PYTHON" "$FX_SUPPORT/dockerctl.py" "$@"
+}
+
+# sbx_need_dev_image : DEV_IMAGE (SBX_DEV_IMAGE, default sluice/sandbox:bookworm-dev); when a
+# Docker daemon answers but lacks that image, skips the whole test (exit 0).
+sbx_need_dev_image() {
+  DEV_IMAGE=${SBX_DEV_IMAGE:-sluice/sandbox:bookworm-dev}
+  if sbx_dockerctl ping && ! sbx_dockerctl image-exists "$DEV_IMAGE"; then
+    echo "1..0 # SKIP image $DEV_IMAGE is missing (tools/sandbox-image.sh)"
+    exit 0
+  fi
 }
 
 # sbx_prepare : what every control plane of a test needs before it starts: the origin, the data
