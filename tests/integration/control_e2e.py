@@ -21,7 +21,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from httpjson import (  # noqa: E402
-    bearer, free_port, port_open, request, sluice_env, unix_get_json, wait_for, wait_healthy)
+    bearer, curl_via_proxy, free_port, port_open, request, sluice_env, unix_get_json, wait_for, wait_healthy)
 from tap import check, checks, diag, failures, not_ok  # noqa: E402
 
 BIN = os.environ["SLUICE_BIN"]
@@ -141,24 +141,9 @@ def proxy_version():
 def curl(host, probe, path="/hello"):
     """A fresh request through the proxy: (status, reason). status is the CONNECT status when
     the tunnel was refused."""
-    hdrs = os.path.join(WORK, "curl.hdrs")
-    r = subprocess.run(["curl", "-sS", "--max-time", "5", "--proxy",
-                        "http://127.0.0.1:%d" % st["pport"], "--cacert",
-                        os.path.join(PDATA, "ca.pem"), "-o", os.devnull, "-D", hdrs,
-                        "-w", "%{http_code} %{http_connect}", "-H", "X-Probe: " + probe,
-                        "https://%s.sluice.test:%d%s" % (host, PORT, path)],
-                       capture_output=True, text=True, timeout=10)
-    code, connect = (r.stdout.split() + ["000", "000"])[:2]
-    status = int(code) if code != "000" else int(connect)
-    reason = None
-    try:
-        with open(hdrs, errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("x-sluice-reason:"):
-                    reason = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return status, reason
+    return curl_via_proxy(st["pport"], os.path.join(PDATA, "ca.pem"),
+                          "https://%s.sluice.test:%d%s" % (host, PORT, path),
+                          os.path.join(WORK, "curl.hdrs"), ["-H", "X-Probe: " + probe])
 
 
 def poll_status(host, want, secs, tag):

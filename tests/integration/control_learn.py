@@ -19,7 +19,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from httpjson import free_port, request, bearer, sluice_env, unix_get_json, wait_healthy  # noqa: E402
+from httpjson import curl_via_proxy, free_port, request, bearer, sluice_env, unix_get_json, wait_healthy  # noqa: E402
 from tap import check, checks, failures, not_ok  # noqa: E402
 
 BIN = os.environ["SLUICE_BIN"]
@@ -72,24 +72,9 @@ def wait_version_above(v, secs=10):
 
 def curl(host, method="GET", path="/hello"):
     """A fresh request through the proxy: (status, reason)."""
-    hdrs = os.path.join(WORK, "curl.hdrs")
-    r = subprocess.run(["curl", "-sS", "--max-time", "5", "--proxy",
-                        "http://127.0.0.1:%d" % st["pport"], "--cacert",
-                        os.path.join(PDATA, "ca.pem"), "-o", os.devnull, "-D", hdrs, "-X", method,
-                        "-w", "%{http_code} %{http_connect}",
-                        "https://%s.sluice.test:%d%s" % (host, PORT, path)],
-                       capture_output=True, text=True, timeout=10)
-    code, connect = (r.stdout.split() + ["000", "000"])[:2]
-    status = int(code) if code != "000" else int(connect)
-    reason = None
-    try:
-        with open(hdrs, errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("x-sluice-reason:"):
-                    reason = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return status, reason
+    return curl_via_proxy(st["pport"], os.path.join(PDATA, "ca.pem"),
+                          "https://%s.sluice.test:%d%s" % (host, PORT, path),
+                          os.path.join(WORK, "curl.hdrs"), ["-X", method])
 
 
 def audit_lines(**want):
