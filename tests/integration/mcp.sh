@@ -38,10 +38,7 @@ if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextpr
 fi
 
 # A git platform: the sandboxes clone their repository, in the background.
-GIT_TOKEN=gt-$(fx_random_hex 32)
-fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
-fx_git_repo acme/other || fx_bail "fixture repository acme/other"
-fx_git_repo acme/widget || fx_bail "fixture repository acme/widget"
+fx_git_start acme/other acme/widget
 SBX_REPOS=acme/other sbx_setup sl-t-mcp 31 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 MCP_URL=http://127.0.0.1:$SBX_CPORT/mcp
 

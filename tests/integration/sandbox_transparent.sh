@@ -54,9 +54,7 @@ fi
 N=37
 GW=10.213.$N.1
 SBX_PROXY_EXTRA=(--dns-listen "$GW:53" --transparent "$GW")
-GIT_TOKEN=gt-$(fx_random_hex 32)
-fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
-fx_git_repo acme/widget || fx_bail "fixture repository"
+fx_git_start acme/widget
 sbx_setup sl-t-transp "$N" --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 [ "$SBX_GW" = "$GW" ] || fx_bail "the gateway is $GW"
 TLS=$FX_PY_TLS_PORT
