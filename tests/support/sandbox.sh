@@ -31,6 +31,7 @@
 #                              relative to the repo's sandboxes (`/ID/exec`) unless it starts with
 #                              /api; sets SBX_STATUS, writes the body to SBX_BODY and prints it
 #   sbx_create [ENV [REF]]     POST a sandbox (default env sbx, ref main); SBX_ID on 201
+#   sbx_create_checked [ENV [REF]]  the same as a check; bails without a sandbox
 #   sbx_exec ID CMD [TIMEOUT_MS [CWD [ENV_JSON]]]    POST exec (body in SBX_BODY)
 #   sbx_read ID PATH, sbx_write ID PATH FILE [MODE], sbx_close ID
 #   sbx_field EXPR             fx_json over SBX_BODY (`d`)
@@ -338,6 +339,14 @@ sbx_create() {
   [ "$SBX_STATUS" = 201 ] || return 1
   SBX_ID=$(sbx_field 'd["id"]')
   [ -n "$SBX_ID" ]
+}
+
+# sbx_create_checked [ENV [REF]] : sbx_create as a check ("create a sandbox (201)"); bails when
+# no sandbox was created.
+sbx_create_checked() {
+  sbx_create "$@" || true
+  check_api "create a sandbox (201)" 201
+  [ -n "$SBX_ID" ] || fx_bail "no sandbox to test"
 }
 
 # sbx_exec ID CMD [TIMEOUT_MS [CWD [ENV_JSON]]] : POST exec; body in SBX_BODY (not printed).
