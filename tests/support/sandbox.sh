@@ -3,9 +3,10 @@
 #
 # tests/support/sandbox.sh - shared setup of the sandbox tests (docs/reference/api.md §5.3, docs/reference/containers.md §5.4): origin.py,
 # `sluice control` with its own Docker network, `sluice proxy` on that network's gateway, users,
-# environments, and helpers for the sandbox REST API. Sourced after fixture.sh (and
-# gitserver.sh when the test needs a git platform). Every test uses its own network name and
-# subnet (ctest runs tests in parallel): `sbx_setup NET N` uses 10.213.N.0/24.
+# environments, and helpers for the sandbox REST API. Sourced after fixture.sh; it sources
+# gitserver.sh itself (the git platform a test's sandboxes may clone from: fx_git_start). Every
+# test uses its own network name and subnet (ctest runs tests in parallel): `sbx_setup NET N`
+# uses 10.213.N.0/24.
 #
 #   sbx_setup NET N [CONTROL ARGS...]  everything below, in order; skips the whole test (exit 0)
 #                              when no Docker daemon answers or the sandbox image is missing
@@ -44,6 +45,9 @@
 #                              skips the whole test when Docker answers without it
 # The EXIT trap stops the control plane (SIGTERM), removes every container of this test, the
 # network and the nftables table, then runs the fixture's cleanup.
+
+# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
+source "$FX_SUPPORT/gitserver.sh"
 
 # The tests call Python often (JSON, probes): take the interpreter itself, not a shim (pyenv's
 # shims fork a dozen processes per call, which slows the timing checks and, with ctest -j, can
