@@ -5,9 +5,10 @@
  * link back to its element. The list is circular through the head, so linking and unlinking
  * have no end cases; an empty list is a head that is its own neighbour both ways.
  *
- * Lifecycle: sl_list_init() on the head before any use -> sl_list_push_front() and
- * sl_list_remove() of elements (an element is in at most one list at a time) -> nothing to
- * free: the list owns no memory. Not thread-safe: the owner's lock (if any) guards it.
+ * Lifecycle: sl_list_init() on the head before any use -> sl_list_push_front(),
+ * sl_list_push_back() and sl_list_remove() of elements (an element is in at most one list at a
+ * time) -> nothing to free: the list owns no memory. Not thread-safe: the owner's lock (if any)
+ * guards it.
  */
 #ifndef SL_BASE_LIST_H
 #define SL_BASE_LIST_H
@@ -39,6 +40,15 @@ static inline void sl_list_push_front(struct sl_list *head, struct sl_list *link
     link->next = head->next;
     head->next->prev = link;
     head->next = link;
+}
+
+/* Links `link` (in no list) as the last element of `head`. */
+static inline void sl_list_push_back(struct sl_list *head, struct sl_list *link)
+{
+    link->next = head;
+    link->prev = head->prev;
+    head->prev->next = link;
+    head->prev = link;
 }
 
 /* Unlinks `link` from the list it is in; it is then in none (its own neighbour). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/hash.h"
+#include "base/list.h"
 #include "base/mem.h"
 #include "base/slice.h"
 #include "policy/host.h"
@@ -19,9 +20,8 @@
 struct entry {
     /* Next in the hash chain. */
     struct entry *chain;
-    /* Neighbours in the age list (oldest first); only completed entries are on it. */
-    struct entry *older;
-    struct entry *newer;
+    /* Link in the age list (oldest first); only completed entries are on it. */
+    struct sl_list age;
     uint64_t hash;
     char host[SL_HOST_NAME_MAX + 1];
     size_t host_len;
@@ -52,9 +52,8 @@ struct sl_dns {
     struct sl_dns_config cfg;
     uint8_t key[SL_HASH_KEY_BYTES];
     struct entry *buckets[BUCKETS];
-    /* Completed entries, oldest first, and their number. */
-    struct entry *oldest;
-    struct entry *newest;
+    /* Completed entries (struct entry.age), oldest first, and their number. */
+    struct sl_list aged;
     size_t n_done;
     /* Lookups in flight (each holds its entry until its callback). */
     size_t n_pending;
@@ -142,6 +141,7 @@ int sl_dns_create(uv_loop_t *loop, const struct sl_dns_config *cfg, struct sl_dn
         return rc;
     }
     r->loop = loop;
+    sl_list_init(&r->aged);
     if (cfg != NULL) {
         r->cfg = *cfg;
     }
@@ -175,32 +175,20 @@ static void unchain(struct sl_dns *r, struct entry *e)
 
 static void age_remove(struct sl_dns *r, struct entry *e)
 {
-    if (e->older != NULL) {
-        e->older->newer = e->newer;
-    } else {
-        r->oldest = e->newer;
-    }
-    if (e->newer != NULL) {
-        e->newer->older = e->older;
-    } else {
-        r->newest = e->older;
-    }
-    e->older = NULL;
-    e->newer = NULL;
+    sl_list_remove(&e->age);
     r->n_done--;
 }
 
 static void age_append(struct sl_dns *r, struct entry *e)
 {
-    e->older = r->newest;
-    e->newer = NULL;
-    if (r->newest != NULL) {
-        r->newest->newer = e;
-    } else {
-        r->oldest = e;
-    }
-    r->newest = e;
+    sl_list_push_back(&r->aged, &e->age);
     r->n_done++;
+}
+
+/* The oldest completed entry; the age list must not be empty. */
+static struct entry *oldest(struct sl_dns *r)
+{
+    return SL_CONTAINER_OF(r->aged.next, struct entry, age);
 }
 
 static void drop_entry(struct sl_dns *r, struct entry *e)
@@ -212,8 +200,8 @@ static void drop_entry(struct sl_dns *r, struct entry *e)
 
 static void free_all(struct sl_dns *r)
 {
-    while (r->oldest != NULL) {
-        drop_entry(r, r->oldest);
+    while (!sl_list_empty(&r->aged)) {
+        drop_entry(r, oldest(r));
     }
     sl_free(r);
 }
@@ -296,7 +284,7 @@ static void on_resolved(uv_getaddrinfo_t *gai, int status, struct addrinfo *res)
         sl_free(q);
     }
     while (r->n_done > r->cfg.max_entries) {
-        drop_entry(r, r->oldest);
+        drop_entry(r, oldest(r));
     }
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/list.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "policy/decision.h"
@@ -224,8 +225,8 @@ struct dnsd_addr {
 struct dnsd_conn {
     struct sl_dnsd *d;
     const struct dnsd_addr *a;
-    struct dnsd_conn *next;
-    struct dnsd_conn *prev;
+    /* Link in the server's conns. */
+    struct sl_list link;
     uv_tcp_t tcp;
     uv_timer_t timer;
     uv_write_t wr;
@@ -254,7 +255,8 @@ struct sl_dnsd {
      * close callback. */
     unsigned handles;
     bool closing;
-    struct dnsd_conn *conns;
+    /* Open TCP connections (struct dnsd_conn.link) and their number. */
+    struct sl_list conns;
     unsigned n_conns;
     struct sl_dnsd_stats stats;
     /* One datagram in, one out: the loop takes them one at a time. */
@@ -517,11 +519,7 @@ static void on_tcp_connection(uv_stream_t *server, int status)
     (void)uv_timer_init(d->loop, &c->timer);
     c->tcp.data = c;
     c->timer.data = c;
-    c->next = d->conns;
-    if (d->conns != NULL) {
-        d->conns->prev = c;
-    }
-    d->conns = c;
+    sl_list_push_front(&d->conns, &c->link);
     d->n_conns++;
     namelen = (int)sizeof(c->peer);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0
@@ -556,17 +554,10 @@ static void on_conn_handle_closed(uv_handle_t *h)
     if (--c->pending > 0) {
         return;
     }
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        d->conns = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
+    sl_list_remove(&c->link);
     d->n_conns--;
     sl_free(c);
-    if (d->closing && d->handles == 0 && d->conns == NULL) {
+    if (d->closing && d->handles == 0 && sl_list_empty(&d->conns)) {
         free_dnsd(d);
     }
 }
@@ -576,7 +567,7 @@ static void on_addr_handle_closed(uv_handle_t *h)
     struct dnsd_addr *a = h->data;
     struct sl_dnsd *d = a->d;
 
-    if (--d->handles == 0 && d->conns == NULL) {
+    if (--d->handles == 0 && sl_list_empty(&d->conns)) {
         free_dnsd(d);
     }
 }
@@ -641,6 +632,7 @@ int sl_dnsd_start(uv_loop_t *loop, const struct sockaddr_in *addrs, size_t n,
         return SL_ENOMEM;
     }
     d->loop = loop;
+    sl_list_init(&d->conns);
     d->audit = audit;
     d->addrs = sl_calloc(n > 0 ? n : 1, sizeof(*d->addrs));
     if (d->addrs == NULL) {
@@ -679,8 +671,8 @@ void sl_dnsd_close(struct sl_dnsd *d)
         return;
     }
     d->closing = true;
-    for (struct dnsd_conn *c = d->conns; c != NULL; c = c->next) {
-        close_conn(c);
+    for (struct sl_list *l = d->conns.next; l != &d->conns; l = l->next) {
+        close_conn(SL_CONTAINER_OF(l, struct dnsd_conn, link));
     }
     for (size_t i = 0; i < d->n_addrs; i++) {
         struct dnsd_addr *a = &d->addrs[i];
@@ -692,7 +684,7 @@ void sl_dnsd_close(struct sl_dnsd *d)
             uv_close((uv_handle_t *)&a->tcp, on_addr_handle_closed);
         }
     }
-    if (d->handles == 0 && d->conns == NULL) {
+    if (d->handles == 0 && sl_list_empty(&d->conns)) {
         free_dnsd(d);
     }
 }

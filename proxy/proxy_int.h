@@ -21,6 +21,7 @@
 #include <openssl/ssl.h>
 #include <uv.h>
 
+#include "base/list.h"
 #include "certs/cache.h"
 #include "policy/decision.h"
 #include "policy/snapshot.h"
@@ -167,8 +168,9 @@ struct sl__worker {
     /* Open client connections, for draining at shutdown. */
     struct sl__conn *conns;
     size_t n_conns;
-    /* Idle upstream connections, newest first, and their number. */
-    struct sl_upstream *idle;
+    /* Idle upstream connections (struct sl_upstream's idle_link), newest first, and their
+     * number. */
+    struct sl_list idle;
     size_t n_idle;
     /* Draining: listeners closed, connections finish their request and close. */
     bool draining;

@@ -54,9 +54,9 @@ struct sl_upstream {
     const char *detail;
     char detail_buf[512];
     bool reused;
+    /* In the worker's pool, linked by idle_link. */
     bool idle;
-    struct sl_upstream *idle_next;
-    struct sl_upstream *idle_prev;
+    struct sl_list idle_link;
     /* The stream is initialised (its handle must be closed). */
     bool stream_live;
     /* The stream of a failed attempt is closing; it holds one extra count in pending_closes,
@@ -108,16 +108,7 @@ static void pool_remove(struct sl_upstream *u)
     if (!u->idle) {
         return;
     }
-    if (u->idle_prev != NULL) {
-        u->idle_prev->idle_next = u->idle_next;
-    } else {
-        w->idle = u->idle_next;
-    }
-    if (u->idle_next != NULL) {
-        u->idle_next->idle_prev = u->idle_prev;
-    }
-    u->idle_next = NULL;
-    u->idle_prev = NULL;
+    sl_list_remove(&u->idle_link);
     u->idle = false;
     w->n_idle--;
 }
@@ -356,7 +347,9 @@ static void on_timer(uv_timer_t *t)
 static struct sl_upstream *pool_take(struct sl__worker *w, const struct sl_host *host,
                                      uint16_t port, bool tls)
 {
-    for (struct sl_upstream *u = w->idle; u != NULL; u = u->idle_next) {
+    for (struct sl_list *l = w->idle.next; l != &w->idle; l = l->next) {
+        struct sl_upstream *u = SL_CONTAINER_OF(l, struct sl_upstream, idle_link);
+
         if (u->port == port && u->tls == tls && u->host.len == host->len
             && memcmp(u->host.name, host->name, host->len) == 0) {
             pool_remove(u);
@@ -474,7 +467,9 @@ static bool place_is_full(const struct sl_upstream *u)
 {
     unsigned n = 0;
 
-    for (const struct sl_upstream *v = u->w->idle; v != NULL; v = v->idle_next) {
+    for (struct sl_list *l = u->w->idle.next; l != &u->w->idle; l = l->next) {
+        const struct sl_upstream *v = SL_CONTAINER_OF(l, struct sl_upstream, idle_link);
+
         if (same_place(u, v) && ++n >= IDLE_PER_PLACE) {
             return true;
         }
@@ -500,12 +495,7 @@ void sl_upstream_release(struct sl_upstream *u, bool reusable)
     u->fn = NULL;
     u->arg = NULL;
     u->idle = true;
-    u->idle_prev = NULL;
-    u->idle_next = w->idle;
-    if (w->idle != NULL) {
-        w->idle->idle_prev = u;
-    }
-    w->idle = u;
+    sl_list_push_front(&w->idle, &u->idle_link);
     w->n_idle++;
     sl_stream_want_read(&u->stream, true);
     idle_ms = (uint64_t)w->shared->cfg->idle_timeout_s * 1000u;
@@ -517,7 +507,7 @@ void sl_upstream_release(struct sl_upstream *u, bool reusable)
 
 void sl_upstream_pool_close(struct sl__worker *w)
 {
-    while (w->idle != NULL) {
-        sl_upstream_close(w->idle);
+    while (!sl_list_empty(&w->idle)) {
+        sl_upstream_close(SL_CONTAINER_OF(w->idle.next, struct sl_upstream, idle_link));
     }
 }

@@ -153,6 +153,7 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
     int rc;
 
     memset(w, 0, sizeof(*w));
+    sl_list_init(&w->idle);
     w->index = index;
     w->shared = sh;
     rc = uv_loop_init(&w->loop);

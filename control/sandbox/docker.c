@@ -217,22 +217,12 @@ static void deliver(struct sl__docker_op *o)
 /* Reports the outcome once and releases the operation (freed after its timer closes). */
 void sl__docker_op_finish(struct sl__docker_op *o)
 {
-    struct sl_docker *d = o->d;
-
     if (o->finished) {
         return;
     }
     o->finished = true;
     sl__docker_drop_transfer(o);
-    if (o->prev != NULL) {
-        o->prev->next = o->next;
-    } else {
-        d->ops = o->next;
-    }
-    if (o->next != NULL) {
-        o->next->prev = o->prev;
-    }
-    o->prev = o->next = NULL;
+    sl_list_remove(&o->link);
     deliver(o);
     uv_close((uv_handle_t *)&o->timer, on_op_closed);
 }
@@ -327,16 +317,28 @@ struct sl__docker_op *sl__docker_op_new(struct sl_docker *d, enum sl__docker_op_
     sl_dockerframe_init(&o->frames);
     /* A timer init on a live loop cannot fail. */
     (void)uv_timer_init(d->loop, &o->timer);
-    o->next = d->ops;
-    if (d->ops != NULL) {
-        d->ops->prev = o;
-    }
-    d->ops = o;
+    sl_list_push_front(&d->ops, &o->link);
     /* Released in on_op_closed(): the launcher outlives its operations' timers. */
     d->pending_closes++;
     if (d->closing) {
         sl__docker_set_err(o, SL_ECANCELED, "docker: the launcher is closing");
         sl__docker_fail_soon(o);
+    }
+    return o;
+}
+
+struct sl__docker_op *sl__docker_op_on(struct sl_launcher *l, const char *id,
+                                       enum sl__docker_op_kind kind, union sl__docker_op_cb cb,
+                                       void *arg)
+{
+    struct sl__docker_op *o = sl__docker_op_new((struct sl_docker *)l, kind, cb, arg);
+
+    if (o == NULL || o->rc < 0) {
+        return NULL;
+    }
+    if (!sl__docker_is_name(id)) {
+        sl__docker_reject(o, "docker: invalid container id");
+        return NULL;
     }
     return o;
 }
@@ -424,14 +426,10 @@ static void on_removed(struct sl__docker_op *o)
 
 static void docker_remove(struct sl_launcher *l, const char *id, sl_launcher_done_fn *cb, void *arg)
 {
-    struct sl__docker_op *o = sl__docker_op_new((struct sl_docker *)l, SL__DOCKER_OP_REMOVE,
-                                                (union sl__docker_op_cb){ .done = cb }, arg);
+    struct sl__docker_op *o = sl__docker_op_on(l, id, SL__DOCKER_OP_REMOVE,
+                                               (union sl__docker_op_cb){ .done = cb }, arg);
 
-    if (o == NULL || o->rc < 0) {
-        return;
-    }
-    if (!sl__docker_is_name(id)) {
-        sl__docker_reject(o, "docker: invalid container id");
+    if (o == NULL) {
         return;
     }
     sl__docker_go(o, sl__docker_start_requestf(o, "DELETE", NULL, 0, NULL, SL__DOCKER_BODY_MAX,
@@ -650,7 +648,9 @@ static void docker_close(struct sl_launcher *l, void (*closed)(void *arg), void 
     d->closing = true;
     d->closed = closed;
     d->closed_arg = arg;
-    for (struct sl__docker_op *o = d->ops; o != NULL; o = o->next) {
+    for (struct sl_list *it = d->ops.next; it != &d->ops; it = it->next) {
+        struct sl__docker_op *o = SL_CONTAINER_OF(it, struct sl__docker_op, link);
+
         (void)uv_timer_stop(&o->timer);
         sl__docker_set_err(o, SL_ECANCELED, "docker: the launcher is closing");
         sl__docker_fail_soon(o);
@@ -689,6 +689,8 @@ int sl_docker_launcher_create(uv_loop_t *loop, const char *socket_path, struct s
         return SL_ENOMEM;
     }
     d->loop = loop;
+    sl_list_init(&d->ops);
+    sl_list_init(&d->socks);
     if (sl__docker_http_init(d) < 0) {
         sl_free(d);
         return SL_EIO;

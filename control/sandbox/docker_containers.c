@@ -537,15 +537,11 @@ static json_t *exec_body(struct sl__docker_op *o, const struct sl_launcher_exec 
 void sl__docker_exec(struct sl_launcher *l, const char *id, const struct sl_launcher_exec *e,
                      sl_launcher_exec_fn *cb, void *arg)
 {
-    struct sl__docker_op *o = sl__docker_op_new((struct sl_docker *)l, SL__DOCKER_OP_EXEC,
-                                                (union sl__docker_op_cb){ .exec = cb }, arg);
+    struct sl__docker_op *o = sl__docker_op_on(l, id, SL__DOCKER_OP_EXEC,
+                                               (union sl__docker_op_cb){ .exec = cb }, arg);
     json_t *j;
 
-    if (o == NULL || o->rc < 0) {
-        return;
-    }
-    if (!sl__docker_is_name(id)) {
-        sl__docker_reject(o, "docker: invalid container id");
+    if (o == NULL) {
         return;
     }
     if (e == NULL || e->argc == 0 || e->argv == NULL || e->argv[0] == NULL

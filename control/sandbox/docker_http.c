@@ -55,14 +55,7 @@ static void sock_close(struct sl__docker_sock *s)
 {
     struct sl_docker *d = s->d;
 
-    if (s->prev != NULL) {
-        s->prev->next = s->next;
-    } else {
-        d->socks = s->next;
-    }
-    if (s->next != NULL) {
-        s->next->prev = s->prev;
-    }
+    sl_list_remove(&s->link);
     (void)uv_poll_stop(&s->poll);
     d->pending_closes++;
     uv_close((uv_handle_t *)&s->poll, on_sock_closed);
@@ -129,12 +122,7 @@ static int on_curl_socket(CURL *easy, curl_socket_t fd, int what, void *userp, v
         }
         s->fd = fd;
         s->d = d;
-        s->prev = NULL;
-        s->next = d->socks;
-        if (d->socks != NULL) {
-            d->socks->prev = s;
-        }
-        d->socks = s;
+        sl_list_push_front(&d->socks, &s->link);
         (void)curl_multi_assign(d->multi, fd, s);
     }
     events |= (what == CURL_POLL_IN || what == CURL_POLL_INOUT) ? UV_READABLE : 0;
@@ -534,8 +522,8 @@ void sl__docker_http_shutdown(struct sl_docker *d)
     /* May call on_curl_socket(CURL_POLL_REMOVE) for pooled connections. */
     (void)curl_multi_cleanup(d->multi);
     d->multi = NULL;
-    while (d->socks != NULL) {
-        sock_close(d->socks);
+    while (!sl_list_empty(&d->socks)) {
+        sock_close(SL_CONTAINER_OF(d->socks.next, struct sl__docker_sock, link));
     }
     sl_free(d->spare);
     d->spare = NULL;

@@ -34,6 +34,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "base/list.h"
 #include "control/sandbox/dockerframe.h"
 #include "control/sandbox/launcher.h"
 
@@ -82,15 +83,15 @@ struct sl__docker_sock {
     uv_poll_t poll;
     curl_socket_t fd;
     struct sl_docker *d;
-    struct sl__docker_sock *prev;
-    struct sl__docker_sock *next;
+    /* Link in the launcher's socks. */
+    struct sl_list link;
 };
 
 /* One launcher operation: a short sequence of HTTP calls, one at a time. Loop thread only. */
 struct sl__docker_op {
     struct sl_docker *d;
-    struct sl__docker_op *prev;
-    struct sl__docker_op *next;
+    /* Link in the launcher's ops. */
+    struct sl_list link;
     enum sl__docker_op_kind kind;
     union sl__docker_op_cb cb;
     void *arg;
@@ -206,8 +207,10 @@ struct sl_docker {
     uv_timer_t oom_timer;
     struct sl__docker_oom_note oom[SL__DOCKER_OOM_NOTES];
     size_t n_oom;
-    struct sl__docker_op *ops;
-    struct sl__docker_sock *socks;
+    /* Operations not yet finished (struct sl__docker_op.link) and the sockets libcurl asked
+     * the loop to watch (struct sl__docker_sock.link). */
+    struct sl_list ops;
+    struct sl_list socks;
     /* One socket record allocated ahead, so that curl's socket callback need not allocate. */
     struct sl__docker_sock *spare;
     bool closing;
@@ -242,6 +245,13 @@ void sl__docker_fail_soon(struct sl__docker_op *o);
  */
 struct sl__docker_op *sl__docker_op_new(struct sl_docker *d, enum sl__docker_op_kind kind,
                                         union sl__docker_op_cb cb, void *arg);
+
+/* sl__docker_op_new() for an operation on the container `id` of launcher `l`: NULL, with
+ * nothing more to do (the callback is reported from the loop), when it cannot start or `id` is
+ * not a valid container id. */
+struct sl__docker_op *sl__docker_op_on(struct sl_launcher *l, const char *id,
+                                       enum sl__docker_op_kind kind, union sl__docker_op_cb cb,
+                                       void *arg);
 
 /* Fails `o` from the loop with a validation error (SL_EINVAL). */
 void sl__docker_reject(struct sl__docker_op *o, const char *fmt, ...) SL_PRINTF(2, 3);

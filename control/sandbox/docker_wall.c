@@ -229,14 +229,10 @@ static void on_egress_inspected(struct sl__docker_op *o)
 void sl__docker_set_egress(struct sl_launcher *l, const char *id,
                            const struct sl_launcher_egress *e, sl_launcher_done_fn *cb, void *arg)
 {
-    struct sl__docker_op *o = sl__docker_op_new((struct sl_docker *)l, SL__DOCKER_OP_EGRESS,
-                                                (union sl__docker_op_cb){ .done = cb }, arg);
+    struct sl__docker_op *o = sl__docker_op_on(l, id, SL__DOCKER_OP_EGRESS,
+                                               (union sl__docker_op_cb){ .done = cb }, arg);
 
-    if (o == NULL || o->rc < 0) {
-        return;
-    }
-    if (!sl__docker_is_name(id)) {
-        sl__docker_reject(o, "docker: invalid container id");
+    if (o == NULL) {
         return;
     }
     if (sl__docker_wall_prepare(o, e) < 0) {

@@ -23,7 +23,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from httpjson import (  # noqa: E402
-    bearer, free_port, port_open, request, unix_get_json, wait_for, wait_healthy)
+    bearer, free_port, port_open, request, sluice_env, unix_get_json, wait_for, wait_healthy)
+from tap import check, checks, failures  # noqa: E402
 
 BIN = os.environ.get("SLUICE_BIN") or sys.argv[1]
 WORK = tempfile.mkdtemp(prefix="sluice-control-access-")
@@ -33,26 +34,10 @@ KEY = base64.b64encode(os.urandom(32)).decode()
 
 st = {"control": None, "cport": 0, "proxies": {}}
 tokens = {}
-failures = []
-checks = [0]
 
 
 def env():
-    e = dict(os.environ, SLUICE_ENCRYPTION_KEY=KEY)
-    e.pop("SLUICE_DATA", None)
-    for v in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        e.pop(v, None)
-    return e
-
-
-def check(desc, cond, why=""):
-    checks[0] += 1
-    if cond:
-        print("ok - " + desc, flush=True)
-    else:
-        failures.append(desc)
-        print("not ok - %s%s" % (desc, (": " + str(why)) if why != "" else ""), flush=True)
-    return cond
+    return sluice_env(KEY)
 
 
 def call(method, path, body=None, who=None, raw=None, headers=None, timeout=15):

@@ -21,7 +21,8 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from httpjson import (  # noqa: E402
-    bearer, free_port, port_open, request, unix_get_json, wait_for, wait_healthy)
+    bearer, curl_via_proxy, free_port, port_open, request, sluice_env, unix_get_json, wait_for, wait_healthy)
+from tap import check, checks, diag, failures, not_ok  # noqa: E402
 
 BIN = os.environ["SLUICE_BIN"]
 PORT = int(os.environ["FX_TLS_PORT"])
@@ -40,36 +41,6 @@ E = "/api/v1/environments"
 st = {"control": None, "cport": 0, "proxy": None, "pport": 0, "key": KEY1, "nproxy": 0,
       "ncontrol": 0}
 tokens = {}
-failures = []
-checks = [0]
-
-
-def ok(desc):
-    checks[0] += 1
-    print("ok - " + desc, flush=True)
-
-
-def not_ok(desc, why=""):
-    checks[0] += 1
-    failures.append(desc)
-    print("not ok - %s%s" % (desc, (": " + why) if why else ""), flush=True)
-
-
-def check(desc, cond, why=""):
-    (ok if cond else not_ok)(desc, *(() if cond else (why,)))
-    return cond
-
-
-def diag(msg):
-    print("# " + msg, flush=True)
-
-
-def env_for(key):
-    env = dict(os.environ, SLUICE_ENCRYPTION_KEY=key)
-    env.pop("SLUICE_DATA", None)
-    for v in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        env.pop(v, None)
-    return env
 
 
 SANITIZER = ("Sanitizer", "runtime error:")
@@ -96,7 +67,7 @@ def control_start(key=None, data=None, wait=True):
     proc = subprocess.Popen([BIN, "control", "--listen", "127.0.0.1:%d" % port,
                              "--data", data or CDATA, "--proxy-admin-socket", SOCK,
                              "--log-level", "debug"],
-                            env=env_for(key), stdout=log, stderr=log)
+                            env=sluice_env(key), stdout=log, stderr=log)
     st["control"], st["cport"], st["key"] = proc, port, key
     if not wait:
         return proc
@@ -114,7 +85,7 @@ def control_stop():
 
 def user_add(name, admin=False, data=None):
     args = [BIN, "user", "add", name, "--data", data or CDATA] + (["--admin"] if admin else [])
-    out = subprocess.run(args, env=env_for(st["key"]), capture_output=True, text=True,
+    out = subprocess.run(args, env=sluice_env(st["key"]), capture_output=True, text=True,
                          check=True, timeout=20).stdout
     tokens[name] = out.strip()
 
@@ -135,7 +106,7 @@ def dump(who="root"):
 def proxy_start():
     st["nproxy"] += 1
     if not os.path.exists(os.path.join(PDATA, "ca.pem")):
-        subprocess.run([BIN, "ca", "init", "--out", PDATA], env=env_for(st["key"]),
+        subprocess.run([BIN, "ca", "init", "--out", PDATA], env=sluice_env(st["key"]),
                        capture_output=True, check=True, timeout=20)
     port = free_port()
     log = open(os.path.join(WORK, "proxy%d.log" % st["nproxy"]), "wb")
@@ -144,7 +115,7 @@ def proxy_start():
             "--allow-upstream", "127.0.0.0/8", "--log-level", "debug"]
     for h in ("a", "b", "c"):
         args += ["--resolve", "%s.sluice.test:%d:127.0.0.1" % (h, PORT)]
-    proc = subprocess.Popen(args, env=env_for(st["key"]), stdout=log, stderr=log)
+    proc = subprocess.Popen(args, env=sluice_env(st["key"]), stdout=log, stderr=log)
     st["proxy"], st["pport"] = proc, port
     deadline = time.time() + 10
     while time.time() < deadline:
@@ -170,24 +141,9 @@ def proxy_version():
 def curl(host, probe, path="/hello"):
     """A fresh request through the proxy: (status, reason). status is the CONNECT status when
     the tunnel was refused."""
-    hdrs = os.path.join(WORK, "curl.hdrs")
-    r = subprocess.run(["curl", "-sS", "--max-time", "5", "--proxy",
-                        "http://127.0.0.1:%d" % st["pport"], "--cacert",
-                        os.path.join(PDATA, "ca.pem"), "-o", os.devnull, "-D", hdrs,
-                        "-w", "%{http_code} %{http_connect}", "-H", "X-Probe: " + probe,
-                        "https://%s.sluice.test:%d%s" % (host, PORT, path)],
-                       capture_output=True, text=True, timeout=10)
-    code, connect = (r.stdout.split() + ["000", "000"])[:2]
-    status = int(code) if code != "000" else int(connect)
-    reason = None
-    try:
-        with open(hdrs, errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("x-sluice-reason:"):
-                    reason = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return status, reason
+    return curl_via_proxy(st["pport"], os.path.join(PDATA, "ca.pem"),
+                          "https://%s.sluice.test:%d%s" % (host, PORT, path),
+                          os.path.join(WORK, "curl.hdrs"), ["-H", "X-Probe: " + probe])
 
 
 def poll_status(host, want, secs, tag):
@@ -355,7 +311,7 @@ def refuses_corrupt(d, content, what):
     with open(db, "wb") as f:
         f.write(content)
     r = subprocess.run([BIN, "control", "--listen", "127.0.0.1:%d" % free_port(), "--data", d],
-                       env=env_for(KEY1), capture_output=True, text=True, timeout=15)
+                       env=sluice_env(KEY1), capture_output=True, text=True, timeout=15)
     short_stderr.append(r.stderr)
     check("4. %s: non-zero exit, message names the file" % what,
           r.returncode != 0 and "sluice.db" in r.stderr, "rc %d: %r" % (r.returncode, r.stderr))
@@ -642,7 +598,7 @@ def test_key_change():
                       ("16 bytes", base64.b64encode(b"K" * 16).decode()),
                       ("33 bytes", base64.b64encode(os.urandom(33)).decode())):
         r = subprocess.run([BIN, "control", "--listen", "127.0.0.1:%d" % free_port(),
-                            "--data", CDATA], env=env_for(key), capture_output=True, text=True,
+                            "--data", CDATA], env=sluice_env(key), capture_output=True, text=True,
                            timeout=15)
         short_stderr.append(r.stderr)
         check("5. malformed key (%s): refuses to start with a message, key text not echoed"

@@ -19,7 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
-from httpjson import free_port, request, bearer, unix_get_json, wait_healthy  # noqa: E402
+from httpjson import curl_via_proxy, free_port, request, bearer, sluice_env, unix_get_json, wait_healthy  # noqa: E402
+from tap import check, checks, failures, not_ok  # noqa: E402
 
 BIN = os.environ["SLUICE_BIN"]
 PORT = int(os.environ["FX_TLS_PORT"])
@@ -36,32 +37,10 @@ HOSTS = ("a", "b", "c", "d", "e")
 
 st = {"cport": 0, "pport": 0}
 tokens = {}
-failures = []
-checks = [0]
-
-
-def ok(desc):
-    checks[0] += 1
-    print("ok - " + desc, flush=True)
-
-
-def not_ok(desc, why=""):
-    checks[0] += 1
-    failures.append(desc)
-    print("not ok - %s%s" % (desc, (": " + why) if why else ""), flush=True)
-
-
-def check(desc, cond, why=""):
-    (ok if cond else not_ok)(desc, *(() if cond else (why,)))
-    return cond
 
 
 def env():
-    e = dict(os.environ, SLUICE_ENCRYPTION_KEY=KEY)
-    e.pop("SLUICE_DATA", None)
-    for v in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
-        e.pop(v, None)
-    return e
+    return sluice_env(KEY)
 
 
 def call(method, path, body=None, who="root"):
@@ -93,24 +72,9 @@ def wait_version_above(v, secs=10):
 
 def curl(host, method="GET", path="/hello"):
     """A fresh request through the proxy: (status, reason)."""
-    hdrs = os.path.join(WORK, "curl.hdrs")
-    r = subprocess.run(["curl", "-sS", "--max-time", "5", "--proxy",
-                        "http://127.0.0.1:%d" % st["pport"], "--cacert",
-                        os.path.join(PDATA, "ca.pem"), "-o", os.devnull, "-D", hdrs, "-X", method,
-                        "-w", "%{http_code} %{http_connect}",
-                        "https://%s.sluice.test:%d%s" % (host, PORT, path)],
-                       capture_output=True, text=True, timeout=10)
-    code, connect = (r.stdout.split() + ["000", "000"])[:2]
-    status = int(code) if code != "000" else int(connect)
-    reason = None
-    try:
-        with open(hdrs, errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("x-sluice-reason:"):
-                    reason = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return status, reason
+    return curl_via_proxy(st["pport"], os.path.join(PDATA, "ca.pem"),
+                          "https://%s.sluice.test:%d%s" % (host, PORT, path),
+                          os.path.join(WORK, "curl.hdrs"), ["-X", method])
 
 
 def audit_lines(**want):

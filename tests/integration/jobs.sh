@@ -16,17 +16,11 @@ set -euo pipefail
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
-source "$SLUICE_SRC/tests/support/gitserver.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_setup
 
-GIT_TOKEN=gt-$(fx_random_hex 32)
-fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
-for r in grp/alpha grp/beta grp/gamma; do
-  fx_git_repo "$r" || fx_bail "fixture repository $r"
-done
+fx_git_start grp/alpha grp/beta grp/gamma
 SBX_REPO=grp/alpha
 SBX_REPOS="grp/beta grp/gamma" sbx_setup sl-t-jobs 24 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN" --job-concurrency 2
 

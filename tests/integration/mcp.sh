@@ -27,8 +27,6 @@ SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
-source "$SLUICE_SRC/tests/support/gitserver.sh"
 fx_setup
 
 MCP_DIR=$SLUICE_SRC/tests/mcp
@@ -38,10 +36,7 @@ if ! command -v node >/dev/null || [ ! -d "$MCP_DIR/node_modules/@modelcontextpr
 fi
 
 # A git platform: the sandboxes clone their repository, in the background.
-GIT_TOKEN=gt-$(fx_random_hex 32)
-fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
-fx_git_repo acme/other || fx_bail "fixture repository acme/other"
-fx_git_repo acme/widget || fx_bail "fixture repository acme/widget"
+fx_git_start acme/other acme/widget
 SBX_REPOS=acme/other sbx_setup sl-t-mcp 31 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 MCP_URL=http://127.0.0.1:$SBX_CPORT/mcp
 

@@ -10,19 +10,9 @@ bin=${SLUICE_BIN:?SLUICE_BIN must name the sluice binary}
 data=${SLUICE_TEST_DATA:?SLUICE_TEST_DATA must name tests/data}/policy
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# shellcheck source-path=SCRIPTDIR source=../support/clitest.sh
+source "${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/support/clitest.sh"
 cd "$data"
-
-checks=0
-fail() {
-    echo "not ok - $*"
-    echo "--- stdout:"; cat "$work/out"
-    echo "--- stderr:"; cat "$work/err"
-    exit 1
-}
-ok() {
-    checks=$((checks + 1))
-    echo "ok - $*"
-}
 
 # run WANT_EXIT ARGS...: runs sluice, keeps stdout/stderr in $work/out and $work/err.
 run() {
@@ -34,13 +24,7 @@ run() {
 
 # usage WANT_SUBSTRING ARGS...: a usage error is exit 2, one line on stderr, nothing on stdout.
 usage() {
-    local want=$1
-    shift
-    run 2 "$@"
-    [ ! -s "$work/out" ] || fail "sluice $*: usage error printed on stdout"
-    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "sluice $*: usage error is not one line"
-    grep -qF -- "$want" "$work/err" || fail "sluice $*: stderr lacks '$want'"
-    ok "usage error exits 2 with one line: sluice $*"
+    cli_usage 2 sluice "$@"
 }
 
 # ---- check ----

@@ -32,17 +32,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-checks=0
-fail() {
-    echo "not ok - $*"
-    echo "--- stdout:"; cat "$work/out" 2>/dev/null || true
-    echo "--- stderr:"; cat "$work/err" 2>/dev/null || true
-    exit 1
-}
-ok() {
-    checks=$((checks + 1))
-    echo "ok - $*"
-}
+# shellcheck source-path=SCRIPTDIR source=../support/clitest.sh
+source "${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/support/clitest.sh"
 
 # marked TOKEN: pids of live (non-zombie) processes whose environment carries the mark.
 marked() {
@@ -104,13 +95,7 @@ ended() {
 
 # usage WANT_SUBSTRING ARGS...: a usage error is exit 125, one line on stderr, no stdout.
 usage() {
-    local want=$1
-    shift
-    run 125 "$@"
-    [ ! -s "$work/out" ] || fail "sluice-run $*: usage error printed on stdout"
-    [ "$(wc -l <"$work/err")" -eq 1 ] || fail "sluice-run $*: usage error is not one line"
-    grep -qF -- "$want" "$work/err" || fail "sluice-run $*: stderr lacks '$want'"
-    ok "usage error exits 125 with one line: sluice-run $*"
+    cli_usage 125 sluice-run "$@"
 }
 
 : >"$work/in"

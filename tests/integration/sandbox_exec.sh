@@ -16,9 +16,7 @@ source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_setup
 sbx_setup sl-t-exec 12
 
-sbx_create sbx main || true
-check_api "create a sandbox (201)" 201
-[ -n "$SBX_ID" ] || fx_bail "no sandbox to test"
+sbx_create_checked sbx main
 id=$SBX_ID
 
 # --- exit codes, streams ---------------------------------------------------------------------

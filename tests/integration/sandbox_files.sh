@@ -16,9 +16,7 @@ source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_setup
 sbx_setup sl-t-files 13
 
-sbx_create sbx main || true
-check_api "create a sandbox (201)" 201
-[ -n "$SBX_ID" ] || fx_bail "no sandbox to test"
+sbx_create_checked sbx main
 id=$SBX_ID
 
 is_4xx() { [ "${SBX_STATUS:0:1}" = 4 ]; }

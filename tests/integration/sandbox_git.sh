@@ -22,16 +22,11 @@ set -euo pipefail
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
-source "$SLUICE_SRC/tests/support/gitserver.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_setup
 
-GIT_TOKEN=gt-$(fx_random_hex 32)
-GIT_BASIC_B64=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)
-fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
-fx_git_repo acme/widget || fx_bail "fixture repository"
+fx_git_start acme/widget
 fx_git_check
 sbx_setup sl-t-git 17 --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 log_start=$(wc -l <"$FX_GIT_LOG")

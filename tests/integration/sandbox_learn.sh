@@ -20,11 +20,7 @@ SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-DEV_IMAGE=${SBX_DEV_IMAGE:-sluice/sandbox:bookworm-dev}
-if sbx_dockerctl ping && ! sbx_dockerctl image-exists "$DEV_IMAGE"; then
-  echo "1..0 # SKIP image $DEV_IMAGE is missing (tools/sandbox-image.sh)"
-  exit 0
-fi
+sbx_need_dev_image
 if ! command -v npm >/dev/null; then
   echo "1..0 # SKIP npm is not installed here (it packs the test's package)"
   exit 0
@@ -163,6 +159,18 @@ WANT_pip=sluice-tiny-py-ok
 # shellcheck disable=SC2034
 WANT_npm=sluice-tiny-js-ok
 
+# installs_work LABEL : pip and npm install the package (exit 0) and it works, checked as LABEL.
+installs_work() {
+  local m want
+  for m in pip npm; do
+    install "$m"
+    want=WANT_$m
+    check_eq "$m install $1: exit 0" "$RC" 0
+    check_match "... and the package works" "$OUT" "${!want}"
+    [ "$FX_LAST" = 0 ] || echo "#   output: ${OUT: -1500}"
+  done
+}
+
 proxy_version() {
   curl -q -s --max-time 2 --unix-socket "$SBX_SOCK" http://localhost/v1/status 2>/dev/null |
     "$FX_PYTHON" -c 'import json,sys; print(json.load(sys.stdin).get("version") or 0)' \
@@ -198,13 +206,7 @@ SBX_WHO=root sbx_api POST "$ENV/observe" '{"minutes": 30}' >/dev/null
 check_api "POST observe (30 minutes) → 200" 200
 check_match "the environment shows observe_until" "$(sbx_field 'd.get("observe_until") or ""')" 'Z$'
 check "the proxy got a snapshot in observe" fx_wait 10 test "$(proxy_version)" -gt "$v"
-for m in pip npm; do
-  install "$m"
-  want=WANT_$m
-  check_eq "$m install in observe: exit 0" "$RC" 0
-  check_match "... and the package works" "$OUT" "${!want}"
-  [ "$FX_LAST" = 0 ] || echo "#   output: ${OUT: -1500}"
-done
+installs_work "in observe"
 check "pip's requests reached the index" test "$(registry_hits "$PYPI_PORT")" -ge 3
 check "npm's requests reached the registry" test "$(registry_hits "$NPM_PORT")" -ge 3
 check_audit "audit: pip's wheel download let out, observed, would_deny host-not-allowed" \
@@ -247,13 +249,7 @@ check_api "nothing left to suggest" 200 'd["suggestions"]' '[]'
 # --- the same commands under deny -------------------------------------------------------------------
 before=$(observed_lines)
 hits=$(registry_hits "$NPM_PORT")
-for m in pip npm; do
-  install "$m"
-  want=WANT_$m
-  check_eq "$m install under deny with the applied rules: exit 0" "$RC" 0
-  check_match "... and the package works" "$OUT" "${!want}"
-  [ "$FX_LAST" = 0 ] || echo "#   output: ${OUT: -1500}"
-done
+installs_work "under deny with the applied rules"
 check "npm's requests reached the registry again" test "$(registry_hits "$NPM_PORT")" -gt "$hits"
 check_audit "audit: npm's tarball allowed by the applied rule" client="$sid" method=GET \
   host=npm.sluice.test path~sluice-tiny-1.0.0.tgz decision=allow "rule=$NPM" 'observed!=true'

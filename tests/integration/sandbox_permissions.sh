@@ -36,22 +36,15 @@ set -euo pipefail
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
-source "$SLUICE_SRC/tests/support/gitserver.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
 fx_setup
 
 GUARD='agents may not push to protected or default branches; open a pull request'
 ARCH="repository is archived (read-only)"
-GIT_TOKEN=gt-$(fx_random_hex 32)
-GIT_BASIC_B64=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)
-fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
-fx_git_repo acme/site || fx_bail "repository acme/site"
-SITE_MAIN=$FX_GIT_MAIN_SHA
-fx_git_repo acme/secret || fx_bail "repository acme/secret"
-fx_git_repo pub/lib || fx_bail "repository pub/lib"
-PUB_MAIN=$FX_GIT_MAIN_SHA
+fx_git_start acme/site acme/secret pub/lib
+SITE_MAIN=$(fx_git_sha acme/site main)
+PUB_MAIN=$(fx_git_sha pub/lib main)
 fx_git_public pub/lib
 SBX_REPO=acme/site
 SBX_REPOS=acme/secret

@@ -19,11 +19,7 @@ SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 source "$SLUICE_SRC/tests/support/fixture.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
-DEV_IMAGE=${SBX_DEV_IMAGE:-sluice/sandbox:bookworm-dev}
-if sbx_dockerctl ping && ! sbx_dockerctl image-exists "$DEV_IMAGE"; then
-  echo "1..0 # SKIP image $DEV_IMAGE is missing (tools/sandbox-image.sh)"
-  exit 0
-fi
+sbx_need_dev_image
 fx_setup
 # api.sluice.test: the placeholder credential's host; other.sluice.test: allowed, no credential.
 SBX_NAMES="api.sluice.test other.sluice.test"

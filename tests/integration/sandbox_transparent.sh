@@ -33,8 +33,6 @@ set -euo pipefail
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
-source "$SLUICE_SRC/tests/support/gitserver.sh"
 DEV_IMAGE=${SLUICE_TEST_DEV_IMAGE:-sluice/sandbox:bookworm-dev}
 # shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
 source "$SLUICE_SRC/tests/support/sandbox.sh"
@@ -54,9 +52,7 @@ fi
 N=37
 GW=10.213.$N.1
 SBX_PROXY_EXTRA=(--dns-listen "$GW:53" --transparent "$GW")
-GIT_TOKEN=gt-$(fx_random_hex 32)
-fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
-fx_git_repo acme/widget || fx_bail "fixture repository"
+fx_git_start acme/widget
 sbx_setup sl-t-transp "$N" --git-url "$FX_GIT_URL" --git-token "$GIT_TOKEN"
 [ "$SBX_GW" = "$GW" ] || fx_bail "the gateway is $GW"
 TLS=$FX_PY_TLS_PORT

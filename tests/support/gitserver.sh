@@ -15,6 +15,9 @@
 #                             FX_GIT_URL (https://git.sluice.test:PORT), FX_GIT_LOG (JSON lines:
 #                             method, uri (as sent: $request_uri), status, auth (1 = the right
 #                             header), ua)
+#   fx_git_start [OWNER/REPO...]  fx_git_server with a fresh token, GIT_TOKEN (and GIT_BASIC_B64,
+#                             base64 of x-access-token:TOKEN), then fx_git_repo of each
+#                             OWNER/REPO; bails (fx_bail) when any of them fails
 #   fx_git_repo OWNER/REPO    creates OWNER/REPO.git: branch main (2 commits, README.md,
 #                             src/hello.sh), tag v1 (the first commit), branch feature (one
 #                             more commit, feature.txt). Sets FX_GIT_MAIN_SHA, FX_GIT_V1_SHA,
@@ -113,6 +116,17 @@ EOF
     fx__dump "$d/stdout" "$d/error.log"
     return 1
   fi
+}
+
+# fx_git_start [OWNER/REPO...] : see the header.
+fx_git_start() {
+  local r
+  GIT_TOKEN=gt-$(fx_random_hex 32)
+  GIT_BASIC_B64=$(printf 'x-access-token:%s' "$GIT_TOKEN" | base64 -w0)
+  fx_git_server "$GIT_TOKEN" || fx_bail "git server starts"
+  for r in "$@"; do
+    fx_git_repo "$r" || fx_bail "fixture repository $r"
+  done
 }
 
 # fx_git_repo OWNER/REPO : see the header.

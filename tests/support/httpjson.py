@@ -3,12 +3,16 @@
 # Docker: one request on any http.client connection, a connection over a unix socket (the
 # Docker Engine API, the proxy's admin socket), a raw GET on a unix socket, a free loopback
 # port, whether a loopback port takes connections, waiting for a condition, and waiting for a
-# freshly started `sluice control` to answer /healthz. Used by
+# freshly started `sluice control` to answer /healthz, the environment to start sluice in, and
+# one request through the proxy with curl (its status and X-Sluice-Reason).
+# Used by
 # tests/integration/control_api.py, tests/integration/control_access.py,
 # tests/integration/control_e2e.py and tests/support/dockerctl.py; standard library only.
 import http.client
 import json
+import os
 import socket
+import subprocess
 import time
 
 
@@ -121,3 +125,35 @@ def wait_healthy(proc, port, secs, timeout=10):
             raise AssertionError("sluice control exited with %d" % proc.returncode)
         time.sleep(0.05)
     raise AssertionError("sluice control did not start")
+
+
+def sluice_env(key):
+    """os.environ for a sluice child: SLUICE_ENCRYPTION_KEY=key, no SLUICE_DATA (the tests name
+    --data) and no proxy variables (the test's own calls must not go through one)."""
+    env = dict(os.environ, SLUICE_ENCRYPTION_KEY=key)
+    env.pop("SLUICE_DATA", None)
+    for v in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"):
+        env.pop(v, None)
+    return env
+
+
+def curl_via_proxy(pport, cafile, url, hdrs, args=()):
+    """A fresh curl request for `url` through the proxy on 127.0.0.1:`pport`, trusting `cafile`,
+    with the extra curl `args`, the response headers written to the file `hdrs`: (status,
+    reason), status being the CONNECT status when the tunnel was refused and reason the
+    X-Sluice-Reason header (None without one)."""
+    r = subprocess.run(["curl", "-sS", "--max-time", "5", "--proxy", "http://127.0.0.1:%d" % pport,
+                        "--cacert", cafile, "-o", os.devnull, "-D", hdrs,
+                        "-w", "%{http_code} %{http_connect}"] + list(args) + [url],
+                       capture_output=True, text=True, timeout=10)
+    code, connect = (r.stdout.split() + ["000", "000"])[:2]
+    status = int(code) if code != "000" else int(connect)
+    reason = None
+    try:
+        with open(hdrs, errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("x-sluice-reason:"):
+                    reason = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return status, reason

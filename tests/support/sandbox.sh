@@ -3,9 +3,10 @@
 #
 # tests/support/sandbox.sh - shared setup of the sandbox tests (docs/reference/api.md §5.3, docs/reference/containers.md §5.4): origin.py,
 # `sluice control` with its own Docker network, `sluice proxy` on that network's gateway, users,
-# environments, and helpers for the sandbox REST API. Sourced after fixture.sh (and
-# gitserver.sh when the test needs a git platform). Every test uses its own network name and
-# subnet (ctest runs tests in parallel): `sbx_setup NET N` uses 10.213.N.0/24.
+# environments, and helpers for the sandbox REST API. Sourced after fixture.sh; it sources
+# gitserver.sh itself (the git platform a test's sandboxes may clone from: fx_git_start). Every
+# test uses its own network name and subnet (ctest runs tests in parallel): `sbx_setup NET N`
+# uses 10.213.N.0/24.
 #
 #   sbx_setup NET N [CONTROL ARGS...]  everything below, in order; skips the whole test (exit 0)
 #                              when no Docker daemon answers or the sandbox image is missing
@@ -31,6 +32,7 @@
 #                              relative to the repo's sandboxes (`/ID/exec`) unless it starts with
 #                              /api; sets SBX_STATUS, writes the body to SBX_BODY and prints it
 #   sbx_create [ENV [REF]]     POST a sandbox (default env sbx, ref main); SBX_ID on 201
+#   sbx_create_checked [ENV [REF]]  the same as a check; bails without a sandbox
 #   sbx_exec ID CMD [TIMEOUT_MS [CWD [ENV_JSON]]]    POST exec (body in SBX_BODY)
 #   sbx_read ID PATH, sbx_write ID PATH FILE [MODE], sbx_close ID
 #   sbx_field EXPR             fx_json over SBX_BODY (`d`)
@@ -39,8 +41,13 @@
 #   sbx_host_curl ID TOKEN URL [ARGS]     curl from the host through the proxy at the gateway
 #                              with --proxy-user ID:TOKEN (FX_CODE, FX_HDRS, FX_BODY as fx_curl)
 #   sbx_leftovers              prints this test's containers (JSON list)
+#   sbx_need_dev_image         DEV_IMAGE (SBX_DEV_IMAGE, default sluice/sandbox:bookworm-dev);
+#                              skips the whole test when Docker answers without it
 # The EXIT trap stops the control plane (SIGTERM), removes every container of this test, the
 # network and the nftables table, then runs the fixture's cleanup.
+
+# shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
+source "$FX_SUPPORT/gitserver.sh"
 
 # The tests call Python often (JSON, probes): take the interpreter itself, not a shim (pyenv's
 # shims fork a dozen processes per call, which slows the timing checks and, with ctest -j, can
@@ -54,6 +61,16 @@ SBX_WHO=alice
 
 sbx_dockerctl() {
   "$FX_PYTHON" "$FX_SUPPORT/dockerctl.py" "$@"
+}
+
+# sbx_need_dev_image : DEV_IMAGE (SBX_DEV_IMAGE, default sluice/sandbox:bookworm-dev); when a
+# Docker daemon answers but lacks that image, skips the whole test (exit 0).
+sbx_need_dev_image() {
+  DEV_IMAGE=${SBX_DEV_IMAGE:-sluice/sandbox:bookworm-dev}
+  if sbx_dockerctl ping && ! sbx_dockerctl image-exists "$DEV_IMAGE"; then
+    echo "1..0 # SKIP image $DEV_IMAGE is missing (tools/sandbox-image.sh)"
+    exit 0
+  fi
 }
 
 # sbx_prepare : what every control plane of a test needs before it starts: the origin, the data
@@ -326,6 +343,14 @@ sbx_create() {
   [ "$SBX_STATUS" = 201 ] || return 1
   SBX_ID=$(sbx_field 'd["id"]')
   [ -n "$SBX_ID" ]
+}
+
+# sbx_create_checked [ENV [REF]] : sbx_create as a check ("create a sandbox (201)"); bails when
+# no sandbox was created.
+sbx_create_checked() {
+  sbx_create "$@" || true
+  check_api "create a sandbox (201)" 201
+  [ -n "$SBX_ID" ] || fx_bail "no sandbox to test"
 }
 
 # sbx_exec ID CMD [TIMEOUT_MS [CWD [ENV_JSON]]] : POST exec; body in SBX_BODY (not printed).

@@ -88,20 +88,12 @@ static const char policy[] =
 
 static struct sl_snapshot *parse_text(const char *text)
 {
-    struct sl_buf b;
-    struct sl_policy_errors errs = { NULL, 0, false };
     struct sl_snapshot *s = NULL;
-    int rc;
+    char why[512];
 
-    sl_buf_init(&b, (size_t)64 << 20);
-    assert_int_equal(sl_test_sqjson(&b, text), 0);
-    rc = sl_snapshot_parse(b.p, b.len, &s, &errs);
-    if (rc != 0) {
-        fail_msg("policy invalid: %s: %s", errs.count ? errs.items[0].path : "",
-                 errs.count ? errs.items[0].message : sl_strerror(rc));
+    if (sl_test_sqjson_snapshot(text, (size_t)64 << 20, &s, why, sizeof(why)) != 0) {
+        fail_msg("policy invalid: %s", why);
     }
-    sl_policy_errors_finish(&errs);
-    sl_buf_finish(&b);
     return s;
 }
 

@@ -75,42 +75,25 @@ static const char policy[] =
 
 static struct sl_snapshot *parse_text(const char *text)
 {
-    struct sl_buf b;
-    struct sl_policy_errors errs = { NULL, 0, false };
     struct sl_snapshot *s = NULL;
-    int rc;
+    char why[512];
 
-    sl_buf_init(&b, (size_t)1 << 20);
-    assert_int_equal(sl_test_sqjson(&b, text), 0);
-    rc = sl_snapshot_parse(b.p, b.len, &s, &errs);
-    if (rc != 0) {
-        fail_msg("policy invalid: %s: %s", errs.count ? errs.items[0].path : "",
-                 errs.count ? errs.items[0].message : sl_strerror(rc));
+    if (sl_test_sqjson_snapshot(text, (size_t)1 << 20, &s, why, sizeof(why)) != 0) {
+        fail_msg("policy invalid: %s", why);
     }
-    sl_policy_errors_finish(&errs);
-    sl_buf_finish(&b);
     return s;
 }
 
 /* The first error of `text`, "path: message", into `out`; "" when it parses. */
 static void first_error(const char *text, char *out, size_t cap)
 {
-    struct sl_buf b;
-    struct sl_policy_errors errs = { NULL, 0, false };
     struct sl_snapshot *s = NULL;
-    int rc;
+    int rc = sl_test_sqjson_snapshot(text, (size_t)1 << 20, &s, out, cap);
 
-    sl_buf_init(&b, (size_t)1 << 20);
-    assert_int_equal(sl_test_sqjson(&b, text), 0);
-    rc = sl_snapshot_parse(b.p, b.len, &s, &errs);
-    out[0] = '\0';
     if (rc != 0) {
         assert_int_equal(rc, SL_EPOLICY);
-        (void)snprintf(out, cap, "%s: %s", errs.items[0].path, errs.items[0].message);
     }
     sl_snapshot_unref(s);
-    sl_policy_errors_finish(&errs);
-    sl_buf_finish(&b);
 }
 
 static int setup(void **state)

@@ -58,6 +58,13 @@ static json_t *parse_line(const char *line)
     return j;
 }
 
+/* Formats `r` into `line` (checked: a line is written) and parses that line. */
+static json_t *format_json(const struct sl_audit_record *r, char line[SL_AUDIT_LINE_MAX])
+{
+    assert_true(sl_audit_format(r, line, SL_AUDIT_LINE_MAX) > 0);
+    return parse_line(line);
+}
+
 static void formats_every_field_of_the_spec(void **state)
 {
     struct sockaddr_in src;
@@ -132,8 +139,7 @@ static void writes_numbers_and_time_exactly(void **state)
                                  "\"bytes_down\":0,"));
     assert_non_null(strstr(line, ",\"policy_version\":-12}\n"));
     r.bytes_up = 5; /* jansson reads integers up to INT64_MAX */
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     ts = json_string_value(json_object_get(j, "ts"));
     /* 2026-11-30T10:34:18.318Z */
     assert_non_null(ts);
@@ -163,8 +169,7 @@ static void writes_refusals_with_reason_and_nulls(void **state)
     json_t *j;
 
     (void)state;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "decision")), "deny");
     assert_string_equal(json_string_value(json_object_get(j, "reason")), "no-identity");
     assert_true(json_is_null(json_object_get(j, "client")));
@@ -174,8 +179,7 @@ static void writes_refusals_with_reason_and_nulls(void **state)
     json_decref(j);
     /* The 407 that asks for credentials is a challenge, not a refusal; the reason stays. */
     r.challenge = true;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "decision")), "challenge");
     assert_string_equal(json_string_value(json_object_get(j, "reason")), "no-identity");
     assert_int_equal(json_integer_value(json_object_get(j, "status")), 407);
@@ -183,8 +187,7 @@ static void writes_refusals_with_reason_and_nulls(void **state)
     /* `challenge` means nothing on an allowed request. */
     r.allow = true;
     r.reason = SL_REASON_NONE;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "decision")), "allow");
     json_decref(j);
 }
@@ -201,15 +204,13 @@ static void says_error_for_a_failure_and_deny_for_a_refusal(void **state)
     r.reason = SL_REASON_UPSTREAM_TLS;
     r.error = true;
     r.status = 502;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "decision")), "error");
     assert_string_equal(json_string_value(json_object_get(j, "reason")), "upstream-tls");
     json_decref(j);
     r.reason = SL_REASON_HOST_NOT_ALLOWED;
     r.error = false;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "decision")), "deny");
     json_decref(j);
 }
@@ -224,8 +225,7 @@ static void notes_a_cut_transfer_and_a_connects_other_host(void **state)
 
     (void)state;
     /* Neither member on an ordinary line. */
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_null(json_object_get(j, "aborted"));
     assert_null(json_object_get(j, "connect_host_header"));
     json_decref(j);
@@ -254,15 +254,13 @@ static void marks_a_passthrough_tunnel_and_only_it(void **state)
     json_t *j;
 
     (void)state;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_null(json_object_get(j, "tls"));
     json_decref(j);
     r.method = "CONNECT";
     r.path = NULL;
     r.passthrough = true;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "tls")), "passthrough");
     assert_string_equal(json_string_value(json_object_get(j, "method")), "CONNECT");
     assert_int_equal(json_integer_value(json_object_get(j, "bytes_down")), 40211);
@@ -278,14 +276,12 @@ static void marks_a_transparent_connection_and_a_dns_lookup(void **state)
     json_t *d;
 
     (void)state;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_null(json_object_get(j, "mode"));
     assert_null(json_object_get(j, "dns"));
     json_decref(j);
     r.transparent = true;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "mode")), "transparent");
     assert_string_equal(json_string_value(json_object_get(j, "decision")), "allow");
     json_decref(j);
@@ -302,8 +298,7 @@ static void marks_a_transparent_connection_and_a_dns_lookup(void **state)
                                   .allow = false,
                                   .reason = SL_REASON_HOST_NOT_ALLOWED,
                                   .policy_version = 3 };
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_string_equal(json_string_value(json_object_get(j, "decision")), "dns");
     assert_string_equal(json_string_value(json_object_get(j, "reason")), "host-not-allowed");
     assert_string_equal(json_string_value(json_object_get(j, "method")), "DNS");
@@ -421,15 +416,13 @@ static void cuts_long_fields_but_never_drops_the_line(void **state)
     r.aborted_side = "upstream";
     r.aborted_cause = "send-timeout";
     r.reason = SL_REASON_UPSTREAM_UNREACHABLE;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_non_null(strstr(json_string_value(json_object_get(j, "path")), "..."));
     /* A CONNECT's Host takes the room of the path a CONNECT does not have. */
     assert_null(json_object_get(j, "connect_host_header"));
     json_decref(j);
     r.path = NULL;
-    assert_true(sl_audit_format(&r, line, sizeof(line)) > 0);
-    j = parse_line(line);
+    j = format_json(&r, line);
     assert_non_null(strstr(json_string_value(json_object_get(j, "connect_host_header")), "..."));
     json_decref(j);
     sl_free(path);

@@ -50,6 +50,7 @@ static int setup(void **state)
     assert_int_equal(sl_addr_policy_create(&f->shared.addrs), 0);
     assert_int_equal(sl_addr_policy_add_allow(f->shared.addrs, "127.0.0.0/8", err, sizeof(err)), 0);
     f->w.shared = &f->shared;
+    sl_list_init(&f->w.idle);
     assert_int_equal(uv_loop_init(&f->w.loop), 0);
     f->refusing_fd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(f->refusing_fd != -1);

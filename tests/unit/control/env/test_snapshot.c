@@ -154,6 +154,17 @@ static void add_client(struct fixture *f, const struct sl_secrets *key, const ch
     sl_buf_finish(&sealed);
 }
 
+/* The last build's report counts: environments, clients, rules, credentials, drops. */
+static void expect_counts(const struct fixture *f, size_t envs, size_t clients, size_t rules,
+                          size_t credentials, size_t drops)
+{
+    assert_int_equal(f->report.n_envs, envs);
+    assert_int_equal(f->report.n_clients, clients);
+    assert_int_equal(f->report.n_rules, rules);
+    assert_int_equal(f->report.n_credentials, credentials);
+    assert_int_equal(f->report.n_drops, drops);
+}
+
 /* Builds with `extra`, checks that the proxy's parser takes the document and keeps it in
  * f->snap. */
 static void build_ok(struct fixture *f, int64_t version,
@@ -231,11 +242,7 @@ static void static_client_gets_its_environments_rules_with_the_opened_credential
     build_ok(f, 7, NULL, 0);
     assert_non_null(sl_snapshot_find_env(f->snap, ci));
     assert_int_equal(sl_snapshot_client_count(f->snap), 3);
-    assert_int_equal(f->report.n_envs, 1);
-    assert_int_equal(f->report.n_clients, 3);
-    assert_int_equal(f->report.n_rules, 2);
-    assert_int_equal(f->report.n_credentials, 1);
-    assert_int_equal(f->report.n_drops, 0);
+    expect_counts(f, 1, 3, 2, 1, 0);
 
     c = by_address(f, "10.20.7.9");
     assert_non_null(c);
@@ -334,10 +341,7 @@ static void credential_under_another_key_drops_its_rule_and_is_reported(void **s
     add_client(f, f->other, "laptop", ci, NULL, NULL, "pt_laptop-token");
     build_ok(f, 4, NULL, 0);
 
-    assert_int_equal(f->report.n_rules, 1);
-    assert_int_equal(f->report.n_credentials, 0);
-    assert_int_equal(f->report.n_clients, 1);
-    assert_int_equal(f->report.n_drops, 2);
+    expect_counts(f, 1, 1, 1, 0, 2);
     assert_int_equal(f->report.drops[0].kind, SL_SNAPSHOT_DROP_RULE);
     assert_string_equal(f->report.drops[0].env_id, ci);
     assert_string_equal(f->report.drops[0].env_name, "ci");
