@@ -11,7 +11,7 @@
 # password is 424 `registry authentication failed for HOST`, a missing tag 424
 # `image not found: NAME`, the registry down 502 `registry unreachable: HOST: ...`. The
 # registry password is in no API answer, no control-plane log line, no container's
-# environment. Network sl-t-registry, subnet 10.213.34.0/24.
+# environment. Network sl-t-registry, subnet 10.213.36.0/24.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -32,7 +32,7 @@ if [ ! -w /etc/docker ] && ! mkdir -p /etc/docker/certs.d 2>/dev/null; then
 fi
 
 fx_setup
-sbx_setup sl-t-registry 34
+sbx_setup sl-t-registry 36
 
 REG_USER=tester
 REG_PASS="reg-pass-$(fx_random_hex 16)"
