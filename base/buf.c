@@ -74,6 +74,9 @@ static int reserve(struct sl_buf *b, size_t n)
     }
     b->p = p;
     b->_cap = cap;
+    /* A first allocation has no terminator yet: the buffer stays a valid string while the room
+     * reserved beyond it is unwritten. */
+    b->p[b->len] = '\0';
     return 0;
 }
 
@@ -172,9 +175,15 @@ void sl_buf_consume(struct sl_buf *b, size_t n)
 
 void sl_buf_reset(struct sl_buf *b)
 {
-    b->len = 0;
+    sl_buf_truncate(b, 0);
+}
+
+void sl_buf_truncate(struct sl_buf *b, size_t len)
+{
+    SL_BUG_ON(len > b->len);
+    b->len = len;
     if (b->p != NULL) {
-        b->p[0] = '\0';
+        b->p[len] = '\0';
     }
 }
 

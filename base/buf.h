@@ -73,6 +73,10 @@ void sl_buf_consume(struct sl_buf *b, size_t n);
 /* Empties the buffer but keeps its memory. */
 void sl_buf_reset(struct sl_buf *b);
 
+/* Cuts the contents back to their first `len` bytes (len <= b->len), keeping the memory: what a
+ * builder that failed half-way uses to leave the buffer as it found it. */
+void sl_buf_truncate(struct sl_buf *b, size_t len);
+
 /* The contents as a C string; "" for a buffer that never grew. Borrowed. */
 const char *sl_buf_cstr(const struct sl_buf *b);
 

@@ -449,7 +449,7 @@ static int wall_text(const struct sl_firewall_wall *w, const char *prefix, struc
         sl_errf(err, cap, "firewall: cannot build the inner wall: %s", sl_strerror(rc));
     }
     if (rc < 0) {
-        out->len = start;
+        sl_buf_truncate(out, start);
     }
     return rc;
 }

@@ -71,6 +71,29 @@ static void buf_adopts_and_gives_back_storage(void **state)
     assert_int_equal(b._max, 4096);
 }
 
+/* Room reserved in a buffer that never grew leaves it a valid (empty) string, and a builder
+ * that failed half-way cuts it back with the terminator in place. */
+static void buf_reserves_and_truncates_as_a_string(void **state)
+{
+    struct sl_buf b;
+
+    (void)state;
+    sl_buf_init(&b, 4096);
+    assert_non_null(sl_buf_reserve(&b, 100));
+    assert_true(sl_buf_is_valid(&b));
+    assert_string_equal(sl_buf_cstr(&b), "");
+    assert_int_equal(sl_buf_append_str(&b, "head,tail"), 0);
+    sl_buf_truncate(&b, 4);
+    assert_true(sl_buf_is_valid(&b));
+    assert_string_equal(sl_buf_cstr(&b), "head");
+    assert_int_equal(sl_buf_append_str(&b, "!"), 0);
+    assert_string_equal(sl_buf_cstr(&b), "head!");
+    sl_buf_truncate(&b, 0);
+    assert_true(sl_buf_is_valid(&b));
+    assert_int_equal(b.len, 0);
+    sl_buf_finish(&b);
+}
+
 static void buf_appends_decimal_numbers(void **state)
 {
     struct sl_buf b;
@@ -463,6 +486,7 @@ int main(void)
         cmocka_unit_test(buf_appends_and_stays_terminated),
         cmocka_unit_test(buf_adopts_and_gives_back_storage),
         cmocka_unit_test(buf_appends_decimal_numbers),
+        cmocka_unit_test(buf_reserves_and_truncates_as_a_string),
         cmocka_unit_test(buf_refuses_to_grow_past_its_cap),
         cmocka_unit_test(buf_survives_allocation_failure_unchanged),
         cmocka_unit_test(arena_aligns_and_respects_its_cap),
