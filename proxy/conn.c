@@ -619,9 +619,15 @@ static void run_states(struct sl__conn *c)
     /* Reading follows the state (state_table[].reads). */
     if (c->state != SL__CONN_CLOSED) {
         sl_stream_want_read(&c->client, state_table[c->state].reads);
+        /* Once both messages are complete the upstream goes back to the pool, where it reads
+         * again (to see it closed): it keeps reading until then, as stopping and starting a
+         * libuv watcher costs an epoll_ctl that fails (EEXIST) and another. What it might read
+         * meanwhile is not taken: it only keeps the connection out of the pool. */
         if (c->up != NULL && c->state == SL__CONN_FORWARDING) {
-            sl_stream_want_read(sl_upstream_stream(c->up),
-                                !c->resp_pend.active && c->resp_stage != SL__MSG_DONE);
+            sl_stream_want_read(
+                    sl_upstream_stream(c->up),
+                    !c->resp_pend.active
+                            && (c->resp_stage != SL__MSG_DONE || c->req_stage == SL__MSG_DONE));
         }
     }
 }
