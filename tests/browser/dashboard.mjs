@@ -316,7 +316,14 @@ try {
     const text = await badge.textContent();
     const r = await api(ROOT, 'GET', '/api/v1/environments/' + ENV_NAME);
     const until = Date.parse(r.data.observe_until);
-    const shownAt = new Date(until).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    // As the page says it, in the browser's locale: the time, after the day when that is not
+    // today (a 4-hour deadline is tomorrow from 20:00 on).
+    const shownAt = await page.evaluate((u) => {
+      const d = new Date(u);
+      const t = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+      return d.toDateString() === new Date().toDateString() ? t
+        : d.toLocaleDateString([], { weekday: 'short', day: 'numeric', month: 'short' }) + ' ' + t;
+    }, until);
     await shot('learn-1-observing');
     return check('  durations 15 min to 24 h, 1 h chosen by default', JSON.stringify(choices) === '["15","60","240","1440"]' && dflt === '60', `${choices} ${dflt}`)
       && check('  the API has a deadline 4 hours on', Math.abs(until - before - 4 * 3600000) < 120000, r.data.observe_until)
