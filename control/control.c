@@ -589,6 +589,7 @@ static void on_api_status(void *arg, json_t *doc)
 {
     struct daemon *d = arg;
     json_t *proxies;
+    json_t *problems;
     json_t *snap;
     bool audit_ok = true;
 
@@ -622,11 +623,13 @@ static void on_api_status(void *arg, json_t *doc)
                           (json_int_t)t.acked_version, "unreachable", t.unreachable, "last_error",
                           t.last_error != NULL ? t.last_error : "", "audit", audit));
     }
-    snap = json_pack("{s:I,s:s?,s:s?,s:O*,s:o*}", "version",
+    /* "o": the document takes this reference, whether it is the daemon's list or a new one. */
+    problems = d->problems != NULL ? json_incref(d->problems) : json_array();
+    snap = json_pack("{s:I,s:s?,s:s?,s:o*,s:o*}", "version",
                      (json_int_t)sl_pusher_version(d->pusher), "built_at",
                      d->built_at[0] != '\0' ? d->built_at : NULL, "build_error",
-                     d->build_error[0] != '\0' ? d->build_error : NULL, "problems",
-                     d->problems != NULL ? d->problems : json_array(), "proxies", proxies);
+                     d->build_error[0] != '\0' ? d->build_error : NULL, "problems", problems,
+                     "proxies", proxies);
     (void)json_object_set_new(doc, "snapshot", snap != NULL ? snap : json_null());
     (void)json_object_set_new(doc, "audit_healthy", json_boolean(audit_ok));
 }
