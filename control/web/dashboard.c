@@ -6,15 +6,15 @@
 
 #include <string.h>
 
+#include "control/web/dashboard_files.h"
+
 /* Defined by control/web/dashboard_blob.c (assembler symbols). */
 #define SL_DASHBOARD_EXTERN(sym) \
     extern const uint8_t sym[];  \
     extern const uint64_t sym##_len
 
-SL_DASHBOARD_EXTERN(sl_dashboard_index_html);
-SL_DASHBOARD_EXTERN(sl_dashboard_app_js);
-SL_DASHBOARD_EXTERN(sl_dashboard_style_css);
-SL_DASHBOARD_EXTERN(sl_dashboard_favicon_svg);
+#define SL_DASHBOARD_DECLARE(sym, file) SL_DASHBOARD_EXTERN(sym);
+SL_DASHBOARD_FILES(SL_DASHBOARD_DECLARE)
 
 /* The longest asset name we look up. */
 #define NAME_MAX_BYTES 64
@@ -56,13 +56,10 @@ bool sl_dashboard_is_path(const char *path)
 
 bool sl_dashboard_find(const char *path, struct sl_dashboard_asset *out)
 {
-    /* The lengths are link-time constants, so the table is built per call (four entries). */
-    const struct sl_dashboard_asset table[] = {
-        { "index.html", NULL, sl_dashboard_index_html, (size_t)sl_dashboard_index_html_len },
-        { "app.js", NULL, sl_dashboard_app_js, (size_t)sl_dashboard_app_js_len },
-        { "style.css", NULL, sl_dashboard_style_css, (size_t)sl_dashboard_style_css_len },
-        { "favicon.svg", NULL, sl_dashboard_favicon_svg, (size_t)sl_dashboard_favicon_svg_len },
-    };
+    /* The lengths are link-time constants, so the table is built per call (a few entries). */
+#define SL_DASHBOARD_ENTRY(sym, file) { file, NULL, sym, (size_t)sym##_len },
+    const struct sl_dashboard_asset table[] = { SL_DASHBOARD_FILES(SL_DASHBOARD_ENTRY) };
+#undef SL_DASHBOARD_ENTRY
     const size_t plen = strlen(SL_DASHBOARD_PREFIX "/");
     const char *name;
 

@@ -2,9 +2,12 @@
 /*
  * control/web/dashboard_blob.c - puts the dashboard's files (control/web/dashboard/) into sl_web's
  * read-only data, as control/sandbox/runner_blob.c does for the runner: the assembler's .incbin
- * copies each file between two symbols and computes its length. control/web/CMakeLists.txt passes
- * the folder as SL_DASHBOARD_DIR and makes this object depend on every file in it.
+ * copies each file of control/web/dashboard_files.h between two symbols and computes its length.
+ * control/web/CMakeLists.txt passes the folder as SL_DASHBOARD_DIR and makes this object depend on
+ * every file in it.
  */
+#include "control/web/dashboard_files.h"
+
 #ifndef SL_DASHBOARD_DIR
 #error "SL_DASHBOARD_DIR must name the dashboard's folder"
 #endif
@@ -24,7 +27,5 @@
             ".size " #sym "_len, 8\n"                     \
             ".popsection\n")
 
-SL_DASHBOARD_BLOB(sl_dashboard_index_html, "index.html");
-SL_DASHBOARD_BLOB(sl_dashboard_app_js, "app.js");
-SL_DASHBOARD_BLOB(sl_dashboard_style_css, "style.css");
-SL_DASHBOARD_BLOB(sl_dashboard_favicon_svg, "favicon.svg");
+#define SL_DASHBOARD_BLOB_FILE(sym, file) SL_DASHBOARD_BLOB(sym, file);
+SL_DASHBOARD_FILES(SL_DASHBOARD_BLOB_FILE)

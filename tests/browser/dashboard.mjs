@@ -5,131 +5,21 @@
 // sandboxes and the audit tail (issue #8), then repositories, tokens and users (issue #16).
 // Prints TAP-style lines (ok / not ok / # skip) and exits 1 when any step failed. Every wait is
 // bounded.
-import { chromium } from 'playwright-core';
-import { createHash, randomBytes } from 'node:crypto';
-import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { join } from 'node:path';
+import {
+  ALICE, ARTIFACTS, BASE, HTTP_PORT, IMAGE, REPO, ROOT, SANDBOXES, TLS_PORT,
+  api, check, finish, hex, ok, originSaw, page, proxyCurl, shot, signIn, step, until,
+} from './harness.mjs';
 
-const env = (name) => {
-  const v = process.env[name];
-  if (!v) {
-    console.log(`not ok - ${name} is set`);
-    process.exit(2);
-  }
-  return v;
-};
-const BASE = env('DASH_URL');
-const ROOT = env('DASH_ROOT_TOKEN');
-const ALICE = env('DASH_ALICE_TOKEN');
-const PROXY = env('DASH_PROXY');
-const SLUICE_CA = env('DASH_SLUICE_CA');
-const TLS_PORT = env('DASH_TLS_PORT');
-const HTTP_PORT = env('DASH_HTTP_PORT');
-const ORIGIN_LOG = env('DASH_ORIGIN_LOG');
-const IMAGE = env('DASH_IMAGE');
-const CHROMIUM = env('DASH_CHROMIUM');
-const PROFILE = env('DASH_PROFILE');
-const ARTIFACTS = env('DASH_ARTIFACTS');
-// 0 when the test runs without Docker: the sandbox steps are skipped (visibly).
-const SANDBOXES = process.env.DASH_SANDBOXES !== '0';
-
-const hex = (n) => randomBytes(n).toString('hex');
 const CRED = 'Bearer dash-cred-' + hex(12);
 const SECRET = 'dash-secret-' + hex(12);
 const ENV_NAME = 'dash-web';
-const REPO = 'acme/website';
 const ALLOWED_HOST = `a.sluice.test:${TLS_PORT}`;
-const STEP_MS = 15000;
-
-let failures = 0;
-let checks = 0;
-function ok(what) { checks++; console.log(`ok - ${what}`); }
-function notOk(what, detail) {
-  checks++;
-  failures++;
-  console.log(`not ok - ${what}`);
-  if (detail !== undefined) console.log(`#   ${String(detail).split('\n').join('\n#   ')}`);
-}
-function check(what, cond, detail) { if (cond) ok(what); else notOk(what, detail); return !!cond; }
-// A step that throws (a locator that never appears, an API error) fails with its message.
-async function step(what, fn) {
-  try {
-    const r = await fn();
-    if (r === false) notOk(what); else ok(what);
-  } catch (e) {
-    notOk(what, e && e.message ? e.message.split('\n').slice(0, 6).join('\n') : e);
-    await page.screenshot({ path: join(ARTIFACTS, `failed-${checks}.png`) }).catch(() => {});
-  }
-}
-
-async function api(token, method, path, body) {
-  const res = await fetch(BASE + path, {
-    method,
-    headers: { Authorization: 'Bearer ' + token, ...(body ? { 'Content-Type': 'application/json' } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-    signal: AbortSignal.timeout(240000),
-  });
-  const text = await res.text();
-  let data = null;
-  try { data = text ? JSON.parse(text) : null; } catch { data = text; }
-  return { status: res.status, data };
-}
-
-// curl through the proxy as a static client; returns {code, reason, body}.
-function proxyCurl(id, token, url, extra = []) {
-  const r = spawnSync('curl', ['-q', '-sS', '--max-time', '10', '--proxy', PROXY, '--proxy-user', `${id}:${token}`,
-    '--cacert', SLUICE_CA, '-D', '-', '-o', '/dev/null', '-w', '\n%{http_code}', ...extra, url], { encoding: 'utf8', timeout: 20000 });
-  const out = r.stdout || '';
-  const code = out.trim().split('\n').pop();
-  const m = /^x-sluice-reason:\s*(\S+)/im.exec(out);
-  return { code, reason: m ? m[1] : null, out: out + (r.stderr || '') };
-}
-
-function originSaw(probe) {
-  let text = '';
-  try { text = readFileSync(ORIGIN_LOG, 'utf8'); } catch { return []; }
-  return text.split('\n').filter((l) => l.includes(probe)).map((l) => { try { return JSON.parse(l); } catch { return {}; } });
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-async function until(what, fn, ms = STEP_MS) {
-  const end = Date.now() + ms;
-  let last;
-  while (Date.now() < end) {
-    last = await fn();
-    if (last) return last;
-    await sleep(250);
-  }
-  throw new Error(`${what}: not within ${ms} ms`);
-}
-
-mkdirSync(ARTIFACTS, { recursive: true });
-const context = await chromium.launchPersistentContext(PROFILE, {
-  executablePath: CHROMIUM,
-  headless: true,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-    '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  viewport: { width: 1360, height: 900 },
-  timeout: 60000,
-});
-context.setDefaultTimeout(STEP_MS);
-const page = context.pages()[0] || await context.newPage();
-const problems = [];
-page.on('pageerror', (e) => problems.push('page error: ' + e.message));
-page.on('console', (m) => {
-  if (m.type() === 'error' && !/status of (401|403|404|409|422)/.test(m.text())) problems.push('console: ' + m.text());
-});
-page.on('dialog', (d) => d.accept());
-const shot = async (name) => page.screenshot({ path: join(ARTIFACTS, name + '.png'), fullPage: false });
 
 const row = (scope, name) => page.locator(`#${scope}-envs tr[data-env="${name}"]`);
 
-async function signIn(token) {
-  await page.fill('#token', token);
-  await page.click('[data-testid=signin-submit]');
-}
-
+let thrown;
 try {
   // ---- static files -------------------------------------------------------------------------
   await step('/dashboard redirects to /dashboard/ and the page loads under its CSP', async () => {
@@ -806,12 +696,7 @@ try {
     return (await page.locator('[data-testid=user-once]').isHidden()) && (await page.locator('[data-testid=token-once]').isHidden());
   });
 
-  check('no page errors and no CSP violations', problems.length === 0, problems.join('\n'));
 } catch (e) {
-  notOk('the browser session', e && e.stack ? e.stack : e);
-  await shot('failure').catch(() => {});
-} finally {
-  await context.close().catch(() => {});
+  thrown = e;
 }
-console.log(failures ? `# ${failures} of ${checks} browser check(s) failed` : `# all ${checks} browser checks passed`);
-process.exit(failures ? 1 : 0);
+await finish(thrown);

@@ -2,6 +2,10 @@
 // sluice dashboard (docs/reference/api.md §5.6): a static page that talks to the REST API of §5 with the
 // user's token: environments (with learn mode: observe and suggested rules), sandboxes, the audit tail, repositories and members, API tokens, users. No framework, no build step; the Content-Security-Policy forbids inline script,
 // so every handler is attached here and the page never builds HTML from strings.
+// The other pages live in files of their own, loaded after this one (index.html, all `defer`):
+// each calls window.sluice.page(NAME, {load, leave, reset}) with the helpers this file hands out
+// in window.sluice, and the tabs show it like the pages here. The page starts (signs in with the
+// saved token) once every file ran (DOMContentLoaded).
 'use strict';
 
 (function () {
@@ -108,6 +112,10 @@
     if (state.observeTimer !== null) clearTimeout(state.observeTimer);
     state.observeTimer = null;
     hideOnce();
+    for (const p of Object.values(pages)) {
+      if (p.leave) p.leave();
+      if (p.reset) p.reset();
+    }
     // Nothing of this session stays in the page: the next one (maybe another user's) starts
     // from empty lists and never reads a stale row.
     for (const id of ['user-envs', 'global-envs', 'sandboxes', 'audit', 'repos', 'tokens', 'users', 'learn-suggestions', 'learn-result-rules']) $(id).replaceChildren();
@@ -141,13 +149,24 @@
 
   // ---- tabs ---------------------------------------------------------------------------------
 
+  // The pages of the other files: name -> {load(), leave(), reset()}, each optional. load runs
+  // when the tab is shown, leave when another is (stop polling there), reset at sign-out (empty
+  // every list: nothing of one session stays for the next).
+  const pages = {};
+  function registerPage(name, hooks) {
+    if (TABS.includes(name) || pages[name]) throw new Error('page ' + name + ' is registered twice');
+    pages[name] = hooks || {};
+  }
+
   function showTab(name) {
-    if (!TABS.includes(name) || (name === 'users' && !state.me.admin)) name = 'environments';
+    if ((!TABS.includes(name) && !pages[name]) || (name === 'users' && !state.me.admin)) name = 'environments';
     state.tab = name;
     history.replaceState(null, '', '#' + name);
     for (const b of document.querySelectorAll('.tab')) b.classList.toggle('active', b.dataset.tab === name);
     for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== 'view-' + name;
     stopAudit();
+    for (const [n, p] of Object.entries(pages)) if (n !== name && p.leave) p.leave();
+    if (pages[name] && pages[name].load) pages[name].load();
     if (name === 'environments') loadEnvs();
     if (name === 'sandboxes') loadSandboxes();
     if (name === 'audit') startAudit();
@@ -1284,12 +1303,22 @@
     }
   });
 
+  // ---- what the other files use ---------------------------------------------------------------
+
+  window.sluice = Object.freeze({
+    $, el, toast, api, ApiError, state, page: registerPage, showTab,
+    when, localTime, clearFormErrors, markField, showFormError, decisionBadge,
+  });
+
   // ---- start --------------------------------------------------------------------------------
 
-  const saved = sessionStorage.getItem(TOKEN_KEY);
-  if (saved) {
-    signIn(saved).catch((e) => signOut(e.status === 401 ? 'Your saved token is no longer accepted; sign in again.' : 'Cannot reach the control plane: ' + e.message));
-  } else {
-    signOut('');
-  }
+  // Once every deferred file ran and registered its page.
+  document.addEventListener('DOMContentLoaded', () => {
+    const saved = sessionStorage.getItem(TOKEN_KEY);
+    if (saved) {
+      signIn(saved).catch((e) => signOut(e.status === 401 ? 'Your saved token is no longer accepted; sign in again.' : 'Cannot reach the control plane: ' + e.message));
+    } else {
+      signOut('');
+    }
+  });
 })();
