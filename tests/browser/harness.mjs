@@ -120,6 +120,15 @@ page.on('console', (m) => {
 page.on('dialog', (d) => d.accept());
 export const shot = async (name) => page.screenshot({ path: join(ARTIFACTS, name + '.png'), fullPage: false });
 
+// Whether the page, shown `width` pixels wide, scrolls sideways: {fits, scrollWidth, width}. The
+// viewport is left at that width (set it back with page.setViewportSize).
+export async function fitsWidth(width, height = 900) {
+  await page.setViewportSize({ width, height });
+  await sleep(100);
+  const scrollWidth = await page.evaluate(() => document.documentElement.scrollWidth);
+  return { fits: scrollWidth <= width, scrollWidth, width };
+}
+
 export async function signIn(token) {
   await page.fill('#token', token);
   await page.click('[data-testid=signin-submit]');
