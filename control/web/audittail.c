@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/audittail.c - reading the end of the audit log backwards, and the suggested rule of a
- * policy refusal.
+ * control/web/audittail.c - reading the end of the audit log backwards, and the filters of the API
+ * on its lines.
  */
 #include "control/web/audittail.h"
 
@@ -9,11 +9,11 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/mem.h"
-#include "policy/validate.h"
 
 /* Bytes read per pread(). */
 #define CHUNK ((size_t)64 << 10)
@@ -36,15 +36,23 @@ struct scan {
 };
 
 /* One segment between two newlines (or the file's start). Returns false when the limit was
- * reached. */
+ * reached or the callback said stop. */
 static bool emit(struct scan *s, const char *p, size_t n)
 {
     if (s->drop_next) {
         s->drop_next = false;
     } else if (s->too_long) {
         s->too_long = false;
-    } else if (n > 0 && n <= s->line_max && s->fn(s->arg, p, n)) {
-        s->counted++;
+    } else if (n > 0 && n <= s->line_max) {
+        switch (s->fn(s->arg, p, n)) {
+        case SL_AUDITTAIL_SKIP:
+            break;
+        case SL_AUDITTAIL_COUNT:
+            s->counted++;
+            break;
+        case SL_AUDITTAIL_STOP:
+            return false;
+        }
     }
     return s->counted < s->limit;
 }
@@ -104,15 +112,19 @@ static bool scan_chunk(struct scan *s, size_t want, bool at_start)
 }
 
 int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
-                      sl_audittail_line_fn *fn, void *arg)
+                      sl_audittail_line_fn *fn, void *arg, bool *cut)
 {
     struct scan s;
     struct stat st;
     off_t end;
     size_t spent = 0;
+    bool more = true;
     int fd;
     int rc = 0;
 
+    if (cut != NULL) {
+        *cut = false;
+    }
     if (limit == 0) {
         return 0;
     }
@@ -155,12 +167,17 @@ int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t bu
         }
         end -= (off_t)want;
         spent += want;
-        if (!scan_chunk(&s, want, end == 0)) {
+        more = scan_chunk(&s, want, end == 0);
+        if (!more) {
             break;
         }
     }
     if (rc == SL_EIO) {
         rc = 0;
+        more = false;
+    }
+    if (cut != NULL && rc == 0 && more && end > 0) {
+        *cut = true;
     }
     sl_free(s.buf);
 out_close:
@@ -168,141 +185,267 @@ out_close:
     return rc;
 }
 
-/* ---- suggestions ------------------------------------------------------------------------- */
+/* ---- filters ------------------------------------------------------------------------------ */
 
-/* A method a suggested rule can name (docs/reference/snapshot.md §3: an upper-case token). */
-static bool is_method(const char *s)
+const char *const sl_audittail_filter_params[] = {
+    "client", "environment", "decision", "reason", "host", "since", "until", NULL,
+};
+
+static const char *const decisions[] = { "allow", "deny", "error", "challenge", "dns" };
+
+static bool is_digit(char c)
 {
-    return sl_policy_method_check(s, strlen(s)) == SL_POLICY_METHOD_OK;
+    return c >= '0' && c <= '9';
 }
 
-/* A host name, an IPv4 address or a bracketed IPv6 address, as the proxy writes them. */
-static bool is_host(const char *s)
+/* The value of the `n` digits at `s`, or -1 when one is not a digit. */
+static int digits(const char *s, size_t n)
 {
-    size_t n = strlen(s);
+    int v = 0;
 
-    if (n == 0 || n > 255) {
-        return false;
-    }
     for (size_t i = 0; i < n; i++) {
-        char c = s[i];
+        if (!is_digit(s[i])) {
+            return -1;
+        }
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}
 
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.'
-              || c == '-' || c == '_' || c == '*' || c == ':' || c == '[' || c == ']')) {
-            return false;
+static bool is_leap(int y)
+{
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+}
+
+static int days_in_month(int y, int m)
+{
+    static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+
+    return m == 2 && is_leap(y) ? 29 : days[m - 1];
+}
+
+/* Days from 1970-01-01 to the date (proleptic Gregorian; negative before 1970). */
+static int64_t days_since_epoch(int y, int m, int d)
+{
+    int64_t days = 0;
+
+    /* Whole years, then whole months: at most 10000 + 11 steps, for a query's one time. Lines
+     * come in the same form: their years are near 1970 + a few dozen. */
+    if (y >= 1970) {
+        for (int i = 1970; i < y; i++) {
+            days += is_leap(i) ? 366 : 365;
+        }
+    } else {
+        for (int i = y; i < 1970; i++) {
+            days -= is_leap(i) ? 366 : 365;
         }
     }
-    return true;
+    for (int i = 1; i < m; i++) {
+        days += days_in_month(y, i);
+    }
+    return days + d - 1;
 }
 
-static bool is_env_name(const char *s)
+int sl_audittail_time_parse(const char *s, int64_t *ms)
 {
     size_t n = strlen(s);
+    size_t pos = 19;
+    int y;
+    int mo;
+    int d;
+    int h;
+    int mi;
+    int sec;
+    int64_t frac = 0;
+    bool finer = false;
 
-    if (n == 0 || n > 512) {
-        return false;
+    if (n < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':'
+        || s[16] != ':') {
+        return SL_EINVAL;
     }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
+    y = digits(s, 4);
+    mo = digits(s + 5, 2);
+    d = digits(s + 8, 2);
+    h = digits(s + 11, 2);
+    mi = digits(s + 14, 2);
+    sec = digits(s + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h < 0 || h > 23 || mi < 0
+        || mi > 59 || sec < 0 || sec > 60) {
+        return SL_EINVAL;
+    }
+    if (s[pos] == '.') {
+        size_t start = ++pos;
 
-        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
-            return false;
+        while (pos < n && is_digit(s[pos])) {
+            if (pos - start < 3) {
+                frac = frac * 10 + (s[pos] - '0');
+            } else if (s[pos] != '0') {
+                finer = true;
+            }
+            pos++;
+        }
+        if (pos == start || pos - start > 9) {
+            return SL_EINVAL;
+        }
+        for (size_t i = pos - start; i < 3; i++) {
+            frac *= 10;
         }
     }
-    return true;
+    if (pos + 1 != n || (s[pos] != 'Z' && s[pos] != 'z')) {
+        return SL_EINVAL;
+    }
+    *ms = ((days_since_epoch(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec) * 1000)
+          + frac + (finer ? 1 : 0);
+    return 0;
 }
 
-static const char *str_member(const json_t *o, const char *key)
+/* A text value of 1 to SL_AUDITTAIL_FILTER_VALUE_MAX bytes without control characters, into
+ * `out` (SL_AUDITTAIL_FILTER_VALUE_MAX + 1 bytes). */
+static int set_text(char *out, const char *value, bool lower, const char **why)
+{
+    size_t n = strlen(value);
+
+    *why = "at most 512 bytes without control characters";
+    if (n > SL_AUDITTAIL_FILTER_VALUE_MAX) {
+        return SL_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)value[i];
+
+        if (c < 0x20 || c == 0x7f) {
+            return SL_EINVAL;
+        }
+        out[i] = lower && c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : (char)c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+int sl_audittail_filter_set(struct sl_audittail_filter *f, const char *param, const char *value,
+                            const char **why)
+{
+    *why = "a known parameter";
+    if (value[0] == '\0') {
+        return 0;
+    }
+    if (strcmp(param, "client") == 0) {
+        return set_text(f->client, value, false, why);
+    }
+    if (strcmp(param, "environment") == 0) {
+        return set_text(f->environment, value, false, why);
+    }
+    if (strcmp(param, "host") == 0) {
+        return set_text(f->host, value, true, why);
+    }
+    if (strcmp(param, "decision") == 0) {
+        *why = "one of allow, deny, error, challenge, dns";
+        for (size_t i = 0; i < SL_ARRAY_LEN(decisions); i++) {
+            if (strcmp(value, decisions[i]) == 0) {
+                (void)snprintf(f->decision, sizeof(f->decision), "%s", value);
+                return 0;
+            }
+        }
+        return SL_EINVAL;
+    }
+    if (strcmp(param, "reason") == 0) {
+        size_t n = strlen(value);
+
+        *why = "a reason code such as host-not-allowed";
+        if (n > 64) {
+            return SL_EINVAL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!((value[i] >= 'a' && value[i] <= 'z') || is_digit(value[i]) || value[i] == '-')) {
+                return SL_EINVAL;
+            }
+        }
+        (void)snprintf(f->reason, sizeof(f->reason), "%s", value);
+        return 0;
+    }
+    if (strcmp(param, "since") == 0 || strcmp(param, "until") == 0) {
+        bool since = param[0] == 's';
+
+        *why = "an RFC 3339 UTC time such as 2026-11-30T02:00:00Z";
+        SL_TRY(sl_audittail_time_parse(value, since ? &f->since_ms : &f->until_ms));
+        if (since) {
+            f->has_since = true;
+        } else {
+            f->has_until = true;
+        }
+        return 0;
+    }
+    return SL_EINVAL;
+}
+
+int sl_audittail_filter_check(const struct sl_audittail_filter *f, const char **param,
+                              const char **why)
+{
+    if (f->has_since && f->has_until && f->until_ms <= f->since_ms) {
+        *param = "until";
+        *why = "a time after since";
+        return SL_EINVAL;
+    }
+    return 0;
+}
+
+static const char *member(const json_t *o, const char *key)
 {
     return json_string_value(json_object_get(o, key));
 }
 
-/* Appends the NULL-terminated list of strings to out (cap bytes, *len used). Returns false when
- * they do not fit. */
-static bool append(char *out, size_t cap, size_t *len, const char *const *parts)
+static bool same(const char *want, const char *have)
 {
-    for (; *parts != NULL; parts++) {
-        size_t n = strlen(*parts);
+    return want[0] == '\0' || (have != NULL && strcmp(want, have) == 0);
+}
 
-        if (n >= cap - *len) {
+/* Does `hay` hold `needle` (lower-case), in any case? */
+static bool has_substring(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    for (; *hay != '\0'; hay++) {
+        if (strncasecmp(hay, needle, n) == 0) {
+            return true;
+        }
+    }
+    return n == 0;
+}
+
+bool sl_audittail_filter_match(const struct sl_audittail_filter *f, const json_t *line,
+                               const char *env_name)
+{
+    const char *env = member(line, "environment");
+    const char *host = member(line, "host");
+    const char *ts = member(line, "ts");
+    int64_t at = 0;
+
+    if (!same(f->client, member(line, "client")) || !same(f->decision, member(line, "decision"))
+        || !same(f->reason, member(line, "reason"))) {
+        return false;
+    }
+    if (f->environment[0] != '\0' && !same(f->environment, env)
+        && !same(f->environment, env_name)) {
+        return false;
+    }
+    if (f->host[0] != '\0' && (host == NULL || !has_substring(host, f->host))) {
+        return false;
+    }
+    if (f->has_since || f->has_until) {
+        if (ts == NULL || sl_audittail_time_parse(ts, &at) != 0) {
             return false;
         }
-        memcpy(out + *len, *parts, n);
-        *len += n;
-        out[*len] = '\0';
+        if ((f->has_since && at < f->since_ms) || (f->has_until && at >= f->until_ms)) {
+            return false;
+        }
     }
     return true;
 }
 
-int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out, size_t cap)
+bool sl_audittail_filter_is_past(const struct sl_audittail_filter *f, const json_t *line)
 {
-    const char *decision = str_member(entry, "decision");
-    const char *reason = str_member(entry, "reason");
-    const char *env = env_name != NULL ? env_name : str_member(entry, "environment");
-    const char *host = str_member(entry, "host");
-    const char *method = str_member(entry, "method");
-    const char *rule = str_member(entry, "rule");
-    const json_t *port_v = json_object_get(entry, "port");
-    json_int_t port = json_is_integer(port_v) ? json_integer_value(port_v) : 0;
-    char hostport[300];
-    char portbuf[16] = "";
-    bool tunnel;
-    bool ok;
-    size_t len = 0;
+    const char *ts = member(line, "ts");
+    int64_t at;
 
-    if (cap == 0) {
-        return SL_ETOOBIG;
-    }
-    out[0] = '\0';
-    /* Refusals only: an allow needs nothing, and a "challenge" (the 407 that asks a client for
-     * its proxy credentials, docs/reference/proxy.md §4.7) is answered by the client, not by a
-     * rule. */
-    if (decision == NULL || strcmp(decision, "deny") != 0 || reason == NULL || env == NULL
-        || host == NULL || !is_env_name(env) || !is_host(host) || port < 0 || port > 65535
-        || (method != NULL && !is_method(method))) {
-        return 0;
-    }
-    tunnel = method == NULL || strcmp(method, "CONNECT") == 0;
-    if (port != 0 && port != 80 && port != 443) {
-        (void)snprintf(portbuf, sizeof(portbuf), ":%d", (int)port);
-    }
-    (void)snprintf(hostport, sizeof(hostport), "%s%s", host, portbuf);
-    if (strcmp(reason, "method-not-allowed") == 0) {
-        if (tunnel) {
-            return 0;
-        }
-        /* A rule for exactly this host refused the method: a second rule for the same host
-         * would tie with it and lose on order, so extend the one there is. */
-        if (rule != NULL && is_host(rule) && strcmp(rule, hostport) == 0) {
-            const char *const parts[] = { "to allow it, add \"",
-                                          method,
-                                          "\" to the methods of {\"host\":\"",
-                                          rule,
-                                          "\"} in environment ",
-                                          env,
-                                          NULL };
-
-            ok = append(out, cap, &len, parts);
-            if (!ok) {
-                out[0] = '\0';
-                return SL_ETOOBIG;
-            }
-            return (int)len;
-        }
-    } else if (strcmp(reason, "host-not-allowed") != 0 && strcmp(reason, "port-not-allowed") != 0) {
-        return 0;
-    }
-    {
-        const char *const head[] = { "to allow it, add {\"host\":\"", hostport, "\"", NULL };
-        const char *const methods[] = { ",\"methods\":[\"", method, "\"]", NULL };
-        const char *const tail[] = { "} to environment ", env, NULL };
-
-        ok = append(out, cap, &len, head) && (tunnel || append(out, cap, &len, methods))
-             && append(out, cap, &len, tail);
-    }
-    if (!ok) {
-        out[0] = '\0';
-        return SL_ETOOBIG;
-    }
-    return (int)len;
+    return f->has_since && ts != NULL && sl_audittail_time_parse(ts, &at) == 0
+           && at < f->since_ms - SL_AUDITTAIL_SINCE_SLACK_MS;
 }
