@@ -189,7 +189,7 @@
   // is the ref of the third ticked repository), the message in the banner; a refusal naming a
   // repository (`{"message","repo"}`: 403 write access required, 404 repository not found) next
   // to it; `404 no environment` next to the environment picker.
-  function showErrors(form, banner, picker, inputs, err) {
+  function showErrors(banner, picker, inputs, err) {
     const errors = (err.body && err.body.errors) || [];
     const chosen = picker.chosen();
     const target = (field) => {
@@ -240,7 +240,7 @@
       }
       await loadJobs();
     } catch (err) {
-      showErrors($('job-form'), banner, jobPicker,
+      showErrors(banner, jobPicker,
         { repos: $('job-repos'), command: $('job-command'), environment: $('job-env'), timeoutMs: $('job-timeout') }, err);
     } finally {
       button.disabled = false;
@@ -527,7 +527,7 @@
       closeSchedule();
       loadSchedules();
     } catch (err) {
-      showErrors($('sched-form'), banner, schedPicker,
+      showErrors(banner, schedPicker,
         {
           name: $('sched-name'), cron: $('sched-cron'), repos: $('sched-repos'), command: $('sched-command'),
           environment: $('sched-env'), timeoutMs: $('sched-timeout'), enabled: $('sched-enabled'),
