@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "control/jobs/cron.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -243,4 +244,342 @@ int64_t sl_cron_next(const struct sl_cron *c, int64_t after)
         }
     }
     return -1;
+}
+
+/* ---- in words ----------------------------------------------------------------------------- */
+
+#define ALL_MINUTES  ((((uint64_t)1) << 60) - 1)
+#define ALL_HOURS    ((((uint64_t)1) << 24) - 1)
+#define ALL_DAYS     (((((uint64_t)1) << 31) - 1) << 1)
+#define ALL_MONTHS   (((((uint64_t)1) << 12) - 1) << 1)
+#define ALL_WEEKDAYS 0x7fu
+
+static const char *const month_words[] = { "January",   "February", "March",    "April",
+                                           "May",       "June",     "July",     "August",
+                                           "September", "October",  "November", "December" };
+/* Indexed 1-7, Monday first: a week read aloud runs Monday through Sunday. */
+static const char *const weekday_words[] = { "",         "Monday", "Tuesday",  "Wednesday",
+                                             "Thursday", "Friday", "Saturday", "Sunday" };
+
+/* A bounded text: appends past the end are cut, never overflow. */
+struct words {
+    char *p;
+    size_t cap;
+    size_t len;
+};
+
+static void put(struct words *w, const char *fmt, ...) SL_PRINTF(2, 3);
+
+static void put(struct words *w, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    if (w->len + 1 >= w->cap) {
+        return;
+    }
+    va_start(ap, fmt);
+    n = vsnprintf(w->p + w->len, w->cap - w->len, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        w->len += (size_t)n < w->cap - w->len ? (size_t)n : w->cap - w->len - 1;
+    }
+}
+
+/* How one value of a field is said. */
+typedef void say_fn(struct words *w, int v);
+
+static void say_number(struct words *w, int v)
+{
+    put(w, "%d", v);
+}
+
+static void say_month(struct words *w, int v)
+{
+    put(w, "%s", month_words[v - 1]);
+}
+
+static void say_weekday(struct words *w, int v)
+{
+    put(w, "%s", weekday_words[v]);
+}
+
+static int count(uint64_t bits)
+{
+    return __builtin_popcountll(bits);
+}
+
+static bool has(uint64_t bits, int v)
+{
+    return (bits >> v) & 1;
+}
+
+/* "2nd", "13th", "21st". */
+static void say_ordinal(struct words *w, int v)
+{
+    const char *suffix = "th";
+
+    if (v % 100 < 11 || v % 100 > 13) {
+        suffix = v % 10 == 1 ? "st" : v % 10 == 2 ? "nd" : v % 10 == 3 ? "rd" : "th";
+    }
+    put(w, "%d%s", v, suffix);
+}
+
+/* The values of `bits` (within lo..hi) in order: single values, and runs of three or more as
+ * "a through b", joined by ", " and a last " and " or " or " (`conj`). */
+static void say_list(struct words *w, uint64_t bits, int lo, int hi, const char *conj, say_fn *say)
+{
+    int items[64][2];
+    int n = 0;
+
+    for (int v = lo; v <= hi; v++) {
+        int end = v;
+
+        if (!has(bits, v)) {
+            continue;
+        }
+        while (end < hi && has(bits, end + 1)) {
+            end++;
+        }
+        if (end - v >= 2) {
+            items[n][0] = v;
+            items[n++][1] = end;
+        } else {
+            for (int x = v; x <= end; x++) {
+                items[n][0] = x;
+                items[n++][1] = x;
+            }
+        }
+        v = end;
+    }
+    for (int i = 0; i < n; i++) {
+        if (i > 0) {
+            put(w, "%s", i == n - 1 ? conj : ", ");
+        }
+        say(w, items[i][0]);
+        if (items[i][1] != items[i][0]) {
+            put(w, " through ");
+            say(w, items[i][1]);
+        }
+    }
+}
+
+/* A step through a field: `n` values first, first + step, ... last. */
+struct run {
+    int first;
+    int step;
+    int last;
+    int n;
+};
+
+/* True when the values of `bits` (within lo..hi) are such a step, at least two of them and
+ * `step` 2 or more; `*r` says which. */
+static bool is_progression(uint64_t bits, int lo, int hi, struct run *r)
+{
+    uint64_t want = 0;
+
+    r->n = count(bits);
+    if (r->n < 2) {
+        return false;
+    }
+    r->first = lo;
+    while (!has(bits, r->first)) {
+        r->first++;
+    }
+    r->step = r->first + 1;
+    while (!has(bits, r->step)) {
+        r->step++;
+    }
+    r->step -= r->first;
+    r->last = r->first;
+    for (int v = r->first; v <= hi; v += r->step) {
+        want |= (uint64_t)1 << v;
+        r->last = has(bits, v) ? v : r->last;
+    }
+    /* The generated set may run past the last value: trim it there. */
+    for (int v = r->last + r->step; v <= hi; v += r->step) {
+        want &= ~((uint64_t)1 << v);
+    }
+    return r->step >= 2 && want == bits;
+}
+
+/* A step over the whole field from its start (`*` `/s`): "every 15 minutes" when it divides the
+ * field evenly (`size`) and the unit has a plural (`units`), "every 7th minute" or "every 6th
+ * hour" otherwise; a shorter stretch of a step when three or more values make it one. Returns
+ * false when the values are better said as a list (two values are, but for "every 30
+ * minutes"). */
+static bool say_step(struct words *w, uint64_t bits, int lo, int hi, int size, const char *unit,
+                     const char *units, say_fn *say)
+{
+    struct run r;
+
+    if (!is_progression(bits, lo, hi, &r)) {
+        return false;
+    }
+    if (r.first == lo && r.last + r.step > hi
+        && (r.n >= 3 || (units != NULL && size % r.step == 0))) {
+        if (size % r.step == 0 && units != NULL) {
+            put(w, "every %d %s", r.step, units);
+        } else {
+            put(w, "every ");
+            say_ordinal(w, r.step);
+            put(w, " %s", unit);
+        }
+        return true;
+    }
+    if (r.n < 3) {
+        return false;
+    }
+    put(w, "every ");
+    say_ordinal(w, r.step);
+    put(w, " %s from ", unit);
+    say(w, r.first);
+    put(w, " through ");
+    say(w, r.last);
+    return true;
+}
+
+/* The clock: minutes and hours. */
+static void say_clock(struct words *w, uint64_t minutes, uint64_t hours)
+{
+    bool every_hour = hours == ALL_HOURS;
+    bool listed = false;
+
+    if (minutes != ALL_MINUTES && !every_hour && count(minutes) * count(hours) <= 4) {
+        /* A few times of day: say them. */
+        int n = count(minutes) * count(hours);
+        int i = 0;
+
+        put(w, "at ");
+        for (int h = 0; h < 24; h++) {
+            for (int m = 0; has(hours, h) && m < 60; m++) {
+                if (has(minutes, m)) {
+                    put(w, "%s%02d:%02d", i == 0 ? "" : i == n - 1 ? " and " : ", ", h, m);
+                    i++;
+                }
+            }
+        }
+        return;
+    }
+    if (minutes == ALL_MINUTES) {
+        put(w, "every minute");
+    } else if (!say_step(w, minutes, 0, 59, 60, "minute", "minutes", say_number)) {
+        put(w, "at minute%s ", count(minutes) > 1 ? "s" : "");
+        say_list(w, minutes, 0, 59, " and ", say_number);
+        listed = true;
+    }
+    if (every_hour) {
+        if (listed) {
+            put(w, " past every hour");
+        }
+        return;
+    }
+    put(w, " past ");
+    if (!say_step(w, hours, 0, 23, 24, "hour", NULL, say_number)) {
+        put(w, "hour%s ", count(hours) > 1 ? "s" : "");
+        say_list(w, hours, 0, 23, " and ", say_number);
+    }
+}
+
+static void say_month_days(struct words *w, uint64_t days)
+{
+    put(w, "on ");
+    if (!say_step(w, days, 1, 31, 31, "day of the month", NULL, say_number)) {
+        put(w, "day%s ", count(days) > 1 ? "s" : "");
+        say_list(w, days, 1, 31, " and ", say_number);
+        put(w, " of the month");
+    }
+}
+
+/* Weekdays Monday first (1-7, Sunday 7). */
+static uint64_t monday_first(uint8_t weekdays)
+{
+    return ((uint64_t)(weekdays & 0x7e)) | ((uint64_t)(weekdays & 1) << 7);
+}
+
+static bool is_one_run(uint64_t bits)
+{
+    uint64_t low = bits & -bits;
+
+    /* bits + its lowest bit carries through a single run of ones. */
+    return bits != 0 && ((bits + low) & bits) == 0;
+}
+
+/* Cron's day rule (sl_cron_next()'s day_matches()), said. Returns false when every day
+ * matches. */
+static bool say_days(struct words *w, const struct sl_cron *c)
+{
+    bool some_days = c->days != ALL_DAYS;
+    bool some_weekdays = c->weekdays != ALL_WEEKDAYS;
+    uint64_t week = monday_first(c->weekdays);
+
+    if (!c->days_star && !c->weekdays_star) {
+        /* Both restricted: either one is enough, so one that matches every day wins. */
+        if (!some_days || !some_weekdays) {
+            return false;
+        }
+        put(w, ", ");
+        say_month_days(w, c->days);
+        put(w, " or on ");
+        say_list(w, week, 1, 7, " or ", say_weekday);
+        return true;
+    }
+    if (!some_days && !some_weekdays) {
+        return false;
+    }
+    put(w, ", ");
+    if (some_days) {
+        say_month_days(w, c->days);
+        if (some_weekdays) {
+            put(w, " if it is ");
+            say_list(w, week, 1, 7, " or ", say_weekday);
+        }
+    } else {
+        put(w, "%s", is_one_run(week) && count(week) >= 3 ? "" : "on ");
+        say_list(w, week, 1, 7, " and ", say_weekday);
+    }
+    return true;
+}
+
+/* The day of the month decides, and none of its days comes in any of the months. */
+static bool is_never(const struct sl_cron *c)
+{
+    static const int month_days[12] = { 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+
+    if (c->days == ALL_DAYS || (!c->days_star && !c->weekdays_star)) {
+        return false;
+    }
+    for (int m = 1; m <= 12; m++) {
+        uint64_t in_month = (((uint64_t)1 << month_days[m - 1]) - 1) << 1;
+
+        if (has(c->months, m) && (c->days & in_month) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+void sl_cron_words(const struct sl_cron *c, char *out, size_t cap)
+{
+    struct words w = { out, cap, 0 };
+    bool utc = c->hours != ALL_HOURS || c->months != ALL_MONTHS;
+
+    if (cap == 0) {
+        return;
+    }
+    out[0] = '\0';
+    if (is_never(c)) {
+        put(&w, "never (no such date): ");
+    }
+    say_clock(&w, c->minutes, c->hours);
+    utc = say_days(&w, c) || utc;
+    if (c->months != ALL_MONTHS) {
+        put(&w, ", in ");
+        if (!say_step(&w, c->months, 1, 12, 12, "month", NULL, say_month)) {
+            say_list(&w, c->months, 1, 12, " and ", say_month);
+        }
+    }
+    if (utc) {
+        put(&w, " (UTC)");
+    }
 }

@@ -21,6 +21,8 @@
 /* Schedules fired per tick at most (the rest fire on the next tick). */
 #define DUE_PER_TICK 50
 #define ERR_BYTES    512
+#define CRON_REQUIRED \
+    "a 5-field cron expression is required (minute hour day-of-month month day-of-week)"
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
@@ -336,8 +338,46 @@ static json_t *job_json(const struct sl_store_job *j, bool full)
                      j->timeout_ms > 0 ? json_integer(j->timeout_ms) : json_null());
 }
 
+/* How many next runs an answer lists. */
+#define NEXT_RUNS 5
+
+/* The runs of `cron` from `first` on (`first` itself, then each one after the last), at most
+ * NEXT_RUNS, in RFC 3339 UTC; empty when `first` is -1 (disabled, or never). */
+static json_t *next_runs_json(const struct sl_cron *cron, int64_t first)
+{
+    json_t *arr = json_array();
+    int64_t t = first;
+
+    for (int i = 0; arr != NULL && t >= 0 && i < NEXT_RUNS; i++) {
+        char text[32];
+
+        rfc3339(t, text, sizeof(text));
+        (void)json_array_append_new(arr, json_string(text));
+        t = sl_cron_next(cron, t);
+    }
+    return arr;
+}
+
+/* A cron expression in words (control/jobs/cron.h sl_cron_words()), or JSON null when the
+ * stored text no longer parses. */
+static json_t *cron_text_json(const char *expr, struct sl_cron *cron)
+{
+    char err[256];
+    char words[SL_CRON_WORDS_MAX];
+
+    if (sl_cron_parse(expr, cron, err, sizeof(err)) < 0) {
+        return json_null();
+    }
+    sl_cron_words(cron, words, sizeof(words));
+    return json_string(words);
+}
+
 static json_t *schedule_json(const struct sl_jobs_http *rq, const struct sl_store_schedule *s)
 {
+    struct sl_cron cron;
+    json_t *text = cron_text_json(s->cron, &cron);
+    json_t *runs =
+            json_is_string(text) && s->enabled ? next_runs_json(&cron, s->next_run) : json_array();
     char next[32] = "";
     char last[32] = "";
     json_t *repos = json_loads(s->repos_json, 0, NULL);
@@ -361,12 +401,14 @@ static json_t *schedule_json(const struct sl_jobs_http *rq, const struct sl_stor
         }
         sl_env_row_finish(&row);
     }
-    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o*, s:o, s:b, s:s?, s:s?, s:s, s:s}", "id",
-                     s->id, "owner_id", s->owner_id, "name", s->name, "cron", s->cron, "repos",
-                     repos != NULL ? repos : json_array(), "command", s->command, "environment",
-                     env, "timeoutMs",
+    return json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:s, s:o*, s:o, s:b, s:s?, s:o, s:s?, s:s, "
+                     "s:s}",
+                     "id", s->id, "owner_id", s->owner_id, "name", s->name, "cron", s->cron,
+                     "cron_text", text, "repos", repos != NULL ? repos : json_array(), "command",
+                     s->command, "environment", env, "timeoutMs",
                      s->timeout_ms > 0 ? json_integer(s->timeout_ms) : json_null(), "enabled",
-                     s->enabled, "next_run_at", next[0] != '\0' ? next : NULL, "last_run_at",
+                     s->enabled, "next_run_at", next[0] != '\0' ? next : NULL, "next_runs",
+                     runs != NULL ? runs : json_array(), "last_run_at",
                      last[0] != '\0' ? last : NULL, "created_at", s->created_at, "updated_at",
                      s->updated_at);
 }
@@ -599,9 +641,7 @@ static bool parse_schedule(const struct sl_jobs_http *rq, struct sl_store_schedu
         verr(&v, "name", "a name of 1-%d bytes is required", NAME_MAX_BYTES);
     }
     if (!json_is_string(expr)) {
-        verr(&v, "cron",
-             "a 5-field cron expression is required (minute hour day-of-month month "
-             "day-of-week)");
+        verr(&v, "cron", "%s", CRON_REQUIRED);
     } else if (strlen(json_string_value(expr)) != json_string_length(expr)
                || sl_cron_parse(json_string_value(expr), &cron, err, sizeof(err)) < 0) {
         if (strlen(json_string_value(expr)) != json_string_length(expr)) {
@@ -748,6 +788,42 @@ static void schedule_one(const struct sl_jobs_http *rq, const char *id, int *sta
     sl_store_schedule_finish(&next);
 }
 
+/* GET /api/v1/schedules/preview?cron=EXPR: the expression in words and its next runs from now,
+ * or the 422 a POST with that cron would answer. */
+static void schedules_preview(const struct sl_jobs_http *rq, int *status, json_t **doc)
+{
+    /* Room for a value longer than the limit, so that sl_cron_parse() says "longer than". */
+    char expr[SL_CRON_TEXT_MAX * 2];
+    char err[256];
+    struct verrs v = { NULL };
+    struct sl_cron cron;
+    char words[SL_CRON_WORDS_MAX];
+    int rc;
+
+    if (strcmp(rq->method, "GET") != 0) {
+        *status = 405;
+        *doc = message("use GET");
+        return;
+    }
+    rc = rq->query_get(rq->query, "cron", expr, sizeof(expr));
+    if (rc == SL_ENOTFOUND) {
+        verr(&v, "cron", "%s", CRON_REQUIRED);
+    } else if (rc < 0) {
+        verr(&v, "cron", "longer than %d bytes, a NUL byte or a bad %%-escape", SL_CRON_TEXT_MAX);
+    } else if (sl_cron_parse(expr, &cron, err, sizeof(err)) < 0) {
+        verr(&v, "cron", "%s", err);
+    }
+    if (v.list != NULL) {
+        *status = 422;
+        *doc = verrs_doc(&v);
+        return;
+    }
+    sl_cron_words(&cron, words, sizeof(words));
+    *status = 200;
+    *doc = json_pack("{s:s,s:s,s:o}", "cron", expr, "cron_text", words, "next_runs",
+                     next_runs_json(&cron, sl_cron_next(&cron, (int64_t)time(NULL))));
+}
+
 static void route_schedules(const struct sl_jobs_http *rq, const char *tail, int *status,
                             json_t **doc)
 {
@@ -760,6 +836,11 @@ static void route_schedules(const struct sl_jobs_http *rq, const char *tail, int
             *status = 405;
             *doc = message("use GET or POST");
         }
+        return;
+    }
+    /* Schedule ids are UUIDs: "preview" is never one. */
+    if (strcmp(tail, "/preview") == 0) {
+        schedules_preview(rq, status, doc);
         return;
     }
     schedule_one(rq, tail + 1, status, doc);

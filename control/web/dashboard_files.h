@@ -12,6 +12,7 @@
     X(sl_dashboard_index_html, "index.html") \
     X(sl_dashboard_app_js, "app.js")         \
     X(sl_dashboard_audit_js, "audit.js")     \
+    X(sl_dashboard_jobs_js, "jobs.js")       \
     X(sl_dashboard_style_css, "style.css")   \
     X(sl_dashboard_favicon_svg, "favicon.svg")
 

@@ -5,7 +5,8 @@
  * Invariants, not just "no crash": a refused expression has a non-empty message; an accepted
  * one has every field non-empty and inside its range; the next run after a few instants taken
  * from the input is -1 or a whole minute strictly later that matches every field (day fields
- * by the OR rule), and asking again from there moves strictly forward.
+ * by the OR rule), and asking again from there moves strictly forward; the words are printable
+ * ASCII that SL_CRON_WORDS_MAX holds with room to spare, and when they say "never" no run comes.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,6 +52,28 @@ static void check_next(const struct sl_cron *c, int64_t after)
     }
 }
 
+static void check_words(const struct sl_cron *c, int64_t after)
+{
+    char out[SL_CRON_WORDS_MAX];
+    size_t len;
+
+    sl_cron_words(c, out, sizeof(out));
+    len = strlen(out);
+    /* Cut short would end exactly at the cap: the longest real text is far below it. */
+    if (len == 0 || len + 1 >= sizeof(out)) {
+        abort();
+    }
+    for (size_t i = 0; i < len; i++) {
+        if (out[i] < 0x20 || out[i] > 0x7e) {
+            abort();
+        }
+    }
+    if (strncmp(out, "never", 5) == 0
+        && (sl_cron_next(c, 0) != -1 || sl_cron_next(c, after) != -1)) {
+        abort();
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     size_t n = size > SL_CRON_TEXT_MAX + 8 ? SL_CRON_TEXT_MAX + 8 : size;
@@ -83,6 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_next(&c, 0);
     check_next(&c, 1796083200);                    /* 2026-12-01 */
     check_next(&c, (int64_t)(seed % 4102444800u)); /* before 2100 */
+    check_words(&c, (int64_t)(seed % 4102444800u));
     sl_free(text);
     return 0;
 }

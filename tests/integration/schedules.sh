@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/schedules.sh - docs/reference/api.md §5.5 scheduled jobs (docs/jobs.md): /api/v1/schedules
 # CRUD (owner or admin; others 403), validation errors naming the field (cron errors name the
-# cron field that is wrong), next_run_at/last_run_at in UTC; on the real clock, an every-minute
+# cron field that is wrong), next_run_at/last_run_at in UTC, the cron in words (cron_text) and the
+# next 5 runs (next_runs, [] when disabled or never); GET /api/v1/schedules/preview?cron= gives
+# the same words and runs from now, or the 422 a POST would give; on the real clock, an every-minute
 # schedule fires at the next minute (a bounded wait of at most ~70 s) and its runs are ordinary
 # jobs that record the schedule id: a pinned environment applies to every repository, no
 # environment resolves per repository; a disabled schedule makes no job.
@@ -57,6 +59,14 @@ while not (t.hour == 2 and t.minute == 30 and t.weekday() < 5):
     t += dt.timedelta(minutes=1)
 print(t.strftime("%Y-%m-%dT%H:%M:%SZ"))')
 check_eq "... next_run_at is the next weekday 02:30 UTC" "$(sbx_field 'd["next_run_at"]')" "$want_next"
+check_eq "... cron_text says it in words" "$(sbx_field 'd["cron_text"]')" \
+  "at 02:30, Monday through Friday (UTC)"
+# weekday_runs : next_runs (of SBX_BODY) as "N weekday-02:30 first-is-next_run_at ordered".
+weekday_runs() {
+  sbx_field '(lambda p: [len(d["next_runs"]), all(p(t).weekday() < 5 and p(t).strftime("%H:%M:%S") == "02:30:00" for t in d["next_runs"]), d["next_runs"][0] == d.get("next_run_at", d["next_runs"][0]), d["next_runs"] == sorted(set(d["next_runs"]))])(lambda s: __import__("datetime").datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ"))'
+}
+check_eq "... next_runs: 5 weekdays at 02:30 UTC, in order, the first next_run_at" "$(weekday_runs)" \
+  "[5, true, true, true]"
 sbx_api GET "/api/v1/schedules/$sid" >/dev/null
 check_api "GET it back" 200 'd["cron"]' "30 2 * * MON-FRI"
 sbx_api GET /api/v1/schedules >/dev/null
@@ -70,12 +80,24 @@ check_api "bob's list is empty" 200 'len(d["schedules"])' 0
 SBX_WHO=root sbx_api GET "/api/v1/schedules/$sid" >/dev/null
 check_api "an admin reads it" 200 'd["id"]' "$sid"
 sbx_api PUT "/api/v1/schedules/$sid" "{$base,\"cron\":\"0 0 1 1 *\",\"enabled\":false}" >/dev/null
-check_api "PUT replaces it (disabled, no environment)" 200 \
-  '[d["cron"], d["enabled"], d["next_run_at"], d["environment"], d["timeoutMs"]]' \
-  '["0 0 1 1 *", false, null, null, null]'
+check_api "PUT replaces it (disabled, no environment, no next runs)" 200 \
+  '[d["cron"], d["enabled"], d["next_run_at"], d["next_runs"], d["environment"], d["timeoutMs"]]' \
+  '["0 0 1 1 *", false, null, [], null, null]'
+check_eq "... its words still" "$(sbx_field 'd["cron_text"]')" \
+  "at 00:00, on day 1 of the month, in January (UTC)"
 sbx_api PUT "/api/v1/schedules/$sid" "{$base,\"cron\":\"0 0 1 1 *\"}" >/dev/null
-check_api "enabled again: next_run_at is the next 1 January" 200 'd["next_run_at"]' \
-  "$(($(date -u +%Y) + 1))-01-01T00:00:00Z"
+y=$(($(date -u +%Y) + 1))
+check_api "enabled again: next_run_at is the next 1 January, next_runs the 5 from it" 200 \
+  '[d["next_run_at"]] + d["next_runs"]' \
+  "[\"$y-01-01T00:00:00Z\", \"$y-01-01T00:00:00Z\", \"$((y + 1))-01-01T00:00:00Z\", \"$((y + 2))-01-01T00:00:00Z\", \"$((y + 3))-01-01T00:00:00Z\", \"$((y + 4))-01-01T00:00:00Z\"]"
+sbx_api GET /api/v1/schedules >/dev/null
+check_api "the list carries the words and the runs too" 200 \
+  '[d["schedules"][0]["cron_text"], len(d["schedules"][0]["next_runs"])]' \
+  '["at 00:00, on day 1 of the month, in January (UTC)", 5]'
+sbx_api PUT "/api/v1/schedules/$sid" "{$base,\"cron\":\"0 0 30 2 *\"}" >/dev/null
+check_api "a cron that never matches: no next runs, and its words say never" 200 \
+  '[d["next_run_at"], d["next_runs"], d["cron_text"].startswith("never (no such date): ")]' \
+  '[null, [], true]'
 sbx_api PUT "/api/v1/schedules/$sid" "{$base,\"cron\":\"61 * * * *\"}" >/dev/null
 check_eq "a PUT with a bad cron → 422 naming cron" "$SBX_STATUS $(field_of) $(msg_of)" \
   "422 cron minute: 61 is out of range 0-59"
@@ -83,6 +105,45 @@ sbx_api DELETE "/api/v1/schedules/$sid" >/dev/null
 check_api "DELETE → 204" 204
 sbx_api GET "/api/v1/schedules/$sid" >/dev/null
 check_api "... then GET → 404" 404
+
+# --- the preview ----------------------------------------------------------------------------------
+sbx_api GET '/api/v1/schedules/preview?cron=30%202%20*%20*%20MON-FRI' >/dev/null
+check_api "preview: the words" 200 '[d["cron"], d["cron_text"]]' \
+  '["30 2 * * MON-FRI", "at 02:30, Monday through Friday (UTC)"]'
+check_eq "... and the next 5 runs: weekdays at 02:30 UTC from now, in order" "$(weekday_runs)" \
+  "[5, true, true, true]"
+check_eq "... the first is the one a POST now would take" "$(sbx_field 'd["next_runs"][0]')" "$want_next"
+sbx_api GET '/api/v1/schedules/preview?cron=*/15+*+*+*+*' >/dev/null
+check_api "preview: '+' is a space; every 15 minutes, 15 minutes apart" 200 \
+  '[d["cron_text"], len(set(__import__("datetime").datetime.strptime(b, "%Y-%m-%dT%H:%M:%SZ").timestamp() - __import__("datetime").datetime.strptime(a, "%Y-%m-%dT%H:%M:%SZ").timestamp() for a, b in zip(d["next_runs"], d["next_runs"][1:])))]' \
+  '["every 15 minutes", 1]'
+sbx_api GET '/api/v1/schedules/preview?cron=0%200%20*%20*%208' >/dev/null
+check_eq "preview of a bad day-of-week: the 422 a POST gives" "$SBX_STATUS $(field_of) $(msg_of)" \
+  "422 cron day-of-week: 8 is out of range 0-7"
+check_eq "... the message names both" "$(sbx_field 'd["message"]')" \
+  "invalid request: cron: day-of-week: 8 is out of range 0-7"
+sbx_api GET '/api/v1/schedules/preview?cron=*/5%20*%20*' >/dev/null
+check_eq "preview of three fields → 422 as a POST" "$SBX_STATUS $(msg_of)" \
+  "422 expected 5 fields (minute hour day-of-month month day-of-week), got 3"
+sbx_api GET '/api/v1/schedules/preview' >/dev/null
+check_eq "preview without cron → 422 naming cron (\"preview\" is not taken as a schedule id)" \
+  "$SBX_STATUS $(field_of) $(msg_of)" \
+  "422 cron a 5-field cron expression is required (minute hour day-of-month month day-of-week)"
+sbx_api GET "/api/v1/schedules/preview?cron=$(printf '*%.0s' $(seq 300))" >/dev/null
+check_eq "preview of 300 bytes → 422 as a POST" "$SBX_STATUS $(msg_of)" "422 longer than 256 bytes"
+sbx_api GET '/api/v1/schedules/preview?cron=0%00' >/dev/null
+check_eq "preview with a NUL byte → 422 naming cron" "$SBX_STATUS $(field_of)" "422 cron"
+sbx_api GET '/api/v1/schedules/preview?cron=0%200%2030%202%20*' >/dev/null
+check_api "preview of a cron that never matches: no runs" 200 \
+  '[d["next_runs"], d["cron_text"]]' \
+  '[[], "never (no such date): at 00:00, on day 30 of the month, in February (UTC)"]'
+sbx_api POST '/api/v1/schedules/preview?cron=*%20*%20*%20*%20*' '{}' >/dev/null
+check_api "POST to the preview → 405" 405 'd["message"]' "use GET"
+SBX_WHO=root sbx_api GET '/api/v1/schedules/preview?cron=0%20*%20*%20*%20*' >/dev/null
+check_api "an admin previews too" 200 'd["cron_text"]' "at minute 0 past every hour"
+SBX_STATUS=$(curl -q -sS --max-time 10 -o /dev/null -w '%{http_code}' \
+  "http://127.0.0.1:$SBX_CPORT/api/v1/schedules/preview?cron=0%20*%20*%20*%20*")
+check_eq "no token → 401" "$SBX_STATUS" 401
 
 # --- firing on the real clock ---------------------------------------------------------------------------
 sched_post '{"name":"every-minute","cron":"* * * * *","repos":[{"repo_id":"acme/widget"},{"repo_id":"acme/other"}],"command":"echo scheduled"}'

@@ -1253,6 +1253,7 @@
   window.sluice = Object.freeze({
     $, el, toast, api, ApiError, state, page: registerPage, showTab,
     when, localTime, clearFormErrors, markField, showFormError, decisionBadge,
+    MATCHED,
   });
 
   // ---- start --------------------------------------------------------------------------------

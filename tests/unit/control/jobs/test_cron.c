@@ -2,7 +2,9 @@
 /*
  * tests/unit/control/jobs/test_cron.c - control/jobs/cron: parsing the five fields (numbers, names,
  * ranges, steps, lists, `*`), errors that name the field, and the next run: across hour, day, month
- * and year ends, leap days, and classic cron's OR rule for day-of-month and day-of-week.
+ * and year ends, leap days, and classic cron's OR rule for day-of-month and day-of-week; the
+ * expression in words (steps, ranges, lists, names, the day rule, never) and the runs after one
+ * another.
  */
 #define _DEFAULT_SOURCE 1 /* timegm() for the expected times */
 
@@ -213,6 +215,155 @@ static void never_when_the_date_does_not_exist(void **state)
     assert_int_equal(sl_cron_next(&c, at("2026-01-01 00:00")), -1);
 }
 
+static void expect_words(const char *expr, const char *want)
+{
+    struct sl_cron c = parse_ok(expr);
+    char out[SL_CRON_WORDS_MAX];
+
+    memset(out, 'x', sizeof(out));
+    sl_cron_words(&c, out, sizeof(out));
+    if (strcmp(out, want) != 0) {
+        fail_msg("'%s': got \"%s\", want \"%s\"", expr, out, want);
+    }
+}
+
+static void words_say_the_clock(void **state)
+{
+    (void)state;
+    expect_words("* * * * *", "every minute");
+    /* Steps: a divisor of the hour in minutes, else an ordinal; a stretch of a step. */
+    expect_words("*/15 * * * *", "every 15 minutes");
+    expect_words("*/30 * * * *", "every 30 minutes");
+    expect_words("*/7 * * * *", "every 7th minute");
+    expect_words("10/20 * * * *", "every 20th minute from 10 through 50");
+    expect_words("0-30/10 * * * *", "every 10th minute from 0 through 30");
+    expect_words("0,20,40 * * * *", "every 20 minutes");
+    /* A single minute of every hour, lists and ranges of minutes. */
+    expect_words("0 * * * *", "at minute 0 past every hour");
+    expect_words("15,45 * * * *", "at minutes 15 and 45 past every hour");
+    expect_words("0-4,30 * * * *", "at minutes 0 through 4 and 30 past every hour");
+    expect_words("5,6 * * * *", "at minutes 5 and 6 past every hour");
+    /* A few times of day are listed. */
+    expect_words("30 2 * * *", "at 02:30 (UTC)");
+    expect_words("30 2,14 * * *", "at 02:30 and 14:30 (UTC)");
+    expect_words("0,30 9 * * *", "at 09:00 and 09:30 (UTC)");
+    expect_words("0 */6 * * *", "at 00:00, 06:00, 12:00 and 18:00 (UTC)");
+    /* Hours otherwise. */
+    expect_words("0 9-17 * * *", "at minute 0 past hours 9 through 17 (UTC)");
+    expect_words("* 9 * * *", "every minute past hour 9 (UTC)");
+    expect_words("23 0-20/2 * * *", "at minute 23 past every 2nd hour from 0 through 20 (UTC)");
+    expect_words("15 */3 * * *", "at minute 15 past every 3rd hour (UTC)");
+    expect_words("*/15 9-17 * * *", "every 15 minutes past hours 9 through 17 (UTC)");
+    expect_words("0 0,12 * * *", "at 00:00 and 12:00 (UTC)");
+    expect_words("0,30 0,12,18 * * *", "every 30 minutes past hours 0, 12 and 18 (UTC)");
+}
+
+static void words_say_the_days(void **state)
+{
+    (void)state;
+    /* Weekdays by name or number alike, Monday first; a run of three or more is a range. */
+    expect_words("30 2 * * MON-FRI", "at 02:30, Monday through Friday (UTC)");
+    expect_words("30 2 * * 1-5", "at 02:30, Monday through Friday (UTC)");
+    expect_words("0 0 * * 5-7", "at 00:00, Friday through Sunday (UTC)");
+    expect_words("0 0 * * sat,SUN", "at 00:00, on Saturday and Sunday (UTC)");
+    expect_words("0 0 * * 0", "at 00:00, on Sunday (UTC)");
+    expect_words("0 0 * * 7", "at 00:00, on Sunday (UTC)");
+    expect_words("0 0 * * 1,3,5", "at 00:00, on Monday, Wednesday and Friday (UTC)");
+    /* Days of the month. */
+    expect_words("0 0 1 * *", "at 00:00, on day 1 of the month (UTC)");
+    expect_words("0 0 1,15 * *", "at 00:00, on days 1 and 15 of the month (UTC)");
+    expect_words("0 4 8-14 * *", "at 04:00, on days 8 through 14 of the month (UTC)");
+    expect_words("0 0 */2 * *", "at 00:00, on every 2nd day of the month (UTC)");
+    expect_words("0 0 2-30/7 * *",
+                 "at 00:00, on every 7th day of the month from 2 through 30 (UTC)");
+    /* Months, by name or number. */
+    expect_words("0 0 1 1 *", "at 00:00, on day 1 of the month, in January (UTC)");
+    expect_words("0 0 1 jan,JUL *", "at 00:00, on day 1 of the month, in January and July (UTC)");
+    expect_words("0 0 1 */3 *", "at 00:00, on day 1 of the month, in every 3rd month (UTC)");
+    expect_words("0 0 1 FEB-NOV/3 *",
+                 "at 00:00, on day 1 of the month, in every 3rd month from February through "
+                 "November (UTC)");
+    expect_words("* * * 6-8 *", "every minute, in June through August (UTC)");
+}
+
+static void words_follow_the_day_rule(void **state)
+{
+    (void)state;
+    /* Both restricted: either one. */
+    expect_words("0 0 13 * FRI", "at 00:00, on day 13 of the month or on Friday (UTC)");
+    expect_words("0 0 1 * MON-FRI",
+                 "at 00:00, on day 1 of the month or on Monday through Friday (UTC)");
+    expect_words("0 0 1,15 * 6,0",
+                 "at 00:00, on days 1 and 15 of the month or on Saturday or Sunday (UTC)");
+    /* ... so that one matching every day makes every day match. */
+    expect_words("0 0 1-31 * MON", "at 00:00 (UTC)");
+    expect_words("0 0 13 * 0-6", "at 00:00 (UTC)");
+    /* One starts with `*`: both must match. */
+    expect_words("0 0 */2 * MON", "at 00:00, on every 2nd day of the month if it is Monday (UTC)");
+    expect_words("0 0 */2 * SAT,SUN",
+                 "at 00:00, on every 2nd day of the month if it is Saturday or Sunday (UTC)");
+    expect_words("0 0 */1 * FRI", "at 00:00, on Friday (UTC)");
+}
+
+static void words_say_never(void **state)
+{
+    (void)state;
+    expect_words("0 0 30 2 *",
+                 "never (no such date): at 00:00, on day 30 of the month, in February (UTC)");
+    expect_words("0 0 31 4,6,9,11 *",
+                 "never (no such date): at 00:00, on day 31 of the month, in April, June, "
+                 "September and November (UTC)");
+    /* A leap day comes, and so does a 31st in one of the months. */
+    expect_words("0 0 29 2 *", "at 00:00, on day 29 of the month, in February (UTC)");
+    expect_words("0 0 31 4,5 *", "at 00:00, on day 31 of the month, in April and May (UTC)");
+    /* Either rule: Fridays of February come. */
+    expect_words("0 0 30 2 FRI",
+                 "at 00:00, on day 30 of the month or on Friday, in February (UTC)");
+}
+
+static void words_fit_and_cut_short(void **state)
+{
+    /* The longest kinds of lists in every field: runs of three apart by one. */
+    static const char longest[] = "0-2,4-6,8-10,12-14,16-18,20-22,24-26,28-30,32-34,36-38,40-42,"
+                                  "44-46,48-50,52-54,56-58 0-2,4-6,8-10,12-14,16-18,20-22 "
+                                  "1-3,5-7,9-11,13-15,17-19,21-23,25-27,29-31 1-3,5-7,9-11 1-3,5-7";
+    struct sl_cron c = parse_ok(longest);
+    char out[SL_CRON_WORDS_MAX];
+    char small[12];
+    static const char tail[] =
+            "January through March, May through July and September through November (UTC)";
+
+    (void)state;
+    sl_cron_words(&c, out, sizeof(out));
+    assert_true(strlen(out) > 500 && strlen(out) < sizeof(out) - 100);
+    assert_string_equal(out + strlen(out) - strlen(tail), tail);
+    c = parse_ok("30 2 * * MON-FRI");
+    sl_cron_words(&c, small, sizeof(small));
+    assert_string_equal(small, "at 02:30, M");
+    sl_cron_words(&c, small, 1);
+    assert_string_equal(small, "");
+}
+
+/* The runs after one another, as the API lists the next five. */
+static void next_runs_in_a_row(void **state)
+{
+    static const char *const want[] = { "2026-12-04 02:30", "2026-12-07 02:30", "2026-12-08 02:30",
+                                        "2026-12-09 02:30", "2026-12-10 02:30" };
+    struct sl_cron c = parse_ok("30 2 * * MON-FRI");
+    int64_t t = at("2026-12-03 02:30");
+
+    (void)state;
+    for (size_t i = 0; i < SL_ARRAY_LEN(want); i++) {
+        t = sl_cron_next(&c, t);
+        assert_int_equal(t, at(want[i]));
+    }
+    c = parse_ok("0 0 29 2 *");
+    t = sl_cron_next(&c, at("2026-01-01 00:00"));
+    assert_int_equal(t, at("2028-02-29 00:00"));
+    t = sl_cron_next(&c, t);
+    assert_int_equal(t, at("2032-02-29 00:00"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +373,12 @@ int main(void)
         cmocka_unit_test(next_runs),
         cmocka_unit_test(day_fields_follow_the_or_rule),
         cmocka_unit_test(never_when_the_date_does_not_exist),
+        cmocka_unit_test(words_say_the_clock),
+        cmocka_unit_test(words_say_the_days),
+        cmocka_unit_test(words_follow_the_day_rule),
+        cmocka_unit_test(words_say_never),
+        cmocka_unit_test(words_fit_and_cut_short),
+        cmocka_unit_test(next_runs_in_a_row),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

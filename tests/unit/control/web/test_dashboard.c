@@ -4,7 +4,7 @@
  * (control/web/dashboard.h): content types by extension, the lookup of request paths (index for
  * "/dashboard/", no escape from the folder, unknown names), and each embedded file equal to its
  * source in control/web/dashboard/ (SLUICE_SRC), so the binary never serves a stale copy; no
- * inline script in the page, and nothing in the script that parses a string as markup or code.
+ * inline script in the page, and nothing in any script that parses a string as markup or code.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +17,11 @@
 #include <cmocka.h>
 
 #include "control/web/dashboard.h"
+#include "control/web/dashboard_files.h"
+
+/* Every file served, as control/web/dashboard_files.h lists them. */
+#define FILE_NAME(sym, name) name,
+static const char *const names[] = { SL_DASHBOARD_FILES(FILE_NAME) };
 
 /* Whether `needle` occurs in the n bytes at p (memmem is not POSIX). */
 static const void *find_bytes(const uint8_t *p, size_t n, const char *needle)
@@ -115,7 +120,6 @@ static void csp_allows_no_inline_script(void **state)
 /* The embedded copy of each file is byte for byte its source. */
 static void embedded_files_match_their_sources(void **state)
 {
-    static const char *const names[] = { "index.html", "app.js", "style.css", "favicon.svg" };
     const char *src = getenv("SLUICE_SRC");
 
     (void)state;
@@ -156,25 +160,39 @@ static void the_page_has_no_inline_script(void **state)
     assert_null(find_bytes(a.p, a.n, " style="));
 }
 
-/* The script builds the page with createElement and textContent only: nothing that parses a
+/* The scripts build the page with createElement and textContent only: nothing that parses a
  * string as markup or as code (values from the API, such as user and repository names, must never
- * become either). */
+ * become either). Every .js file served, app.js and the pages' own. */
 static void the_script_never_parses_strings_as_markup(void **state)
 {
     static const char *const banned[] = {
         "innerHTML",    "outerHTML",    "insertAdjacentHTML", "document.write",          "eval(",
         "new Function", "setTimeout('", "setTimeout(\"",      "createContextualFragment"
     };
-    struct sl_dashboard_asset a;
+    struct sl_dashboard_asset app;
+    size_t scripts = 0;
 
     (void)state;
-    assert_true(sl_dashboard_find("/dashboard/app.js", &a));
-    for (size_t i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
-        if (find_bytes(a.p, a.n, banned[i]) != NULL) {
-            fail_msg("app.js holds %s", banned[i]);
+    for (size_t f = 0; f < sizeof(names) / sizeof(names[0]); f++) {
+        struct sl_dashboard_asset a;
+        char req[128];
+        size_t len = strlen(names[f]);
+
+        if (len < 3 || strcmp(names[f] + len - 3, ".js") != 0) {
+            continue;
         }
+        (void)snprintf(req, sizeof(req), "/dashboard/%s", names[f]);
+        assert_true(sl_dashboard_find(req, &a));
+        for (size_t i = 0; i < sizeof(banned) / sizeof(banned[0]); i++) {
+            if (find_bytes(a.p, a.n, banned[i]) != NULL) {
+                fail_msg("%s holds %s", names[f], banned[i]);
+            }
+        }
+        scripts++;
     }
-    assert_non_null(find_bytes(a.p, a.n, "textContent"));
+    assert_true(scripts >= 2);
+    assert_true(sl_dashboard_find("/dashboard/app.js", &app));
+    assert_non_null(find_bytes(app.p, app.n, "textContent"));
 }
 
 int main(void)
