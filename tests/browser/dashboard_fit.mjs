@@ -273,6 +273,20 @@ async function formSteps(w, h) {
       && check('  hidden (not just greyed) with it off', hiddenOff)
       && check('  on again: the rule and the default chosen are kept', back && host === RULE_HOST && dflt === 'allow', `${back} ${host} ${dflt}`);
   });
+  await step('a credential\'s placeholder variable (not in the form) is kept when the form saves', async () => {
+    const doc = await stored();
+    const r = await api(ROOT, 'PUT', '/api/v1/environments/' + ENV_NAME, {
+      ...doc, egress: { default: 'deny', rules: [{ host: RULE_HOST, credential: { header: 'Authorization', value: 'Bearer fit-' + hex(8), placeholder_env: 'FIT_API_KEY' } }] },
+    });
+    if (r.status !== 200) throw new Error(`PUT placeholder: ${r.status} ${JSON.stringify(r.data)}`);
+    await openEdit();
+    await page.fill('#f-description', 'saved by the form');
+    await save();
+    const e = await stored();
+    const cred = ((e.egress && e.egress.rules) || [])[0] || {};
+    return check('  placeholder_env FIT_API_KEY and the value kept', e.description === 'saved by the form' && cred.credential
+      && cred.credential.placeholder_env === 'FIT_API_KEY' && cred.credential.has_value === true, JSON.stringify(e.egress));
+  });
   await step('saved with the network off, the API has no egress; the form opens it with the section hidden', async () => {
     await openEdit();
     await page.selectOption('#f-network', 'off');

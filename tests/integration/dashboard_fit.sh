@@ -10,7 +10,8 @@
 # the environment form: CPUs and memory Default or Custom (1.5 CPUs and 2 GiB reach the API as
 # 1.5 and "2GiB", "1024MiB" comes back as 1 GiB, 1.5 GiB goes as "1536MiB", Default sends null),
 # a Custom left empty and the API's 422 on memory next to their inputs, and the egress section
-# hidden while the network is off, its default and rules still there when it is on again.
+# hidden while the network is off, its default and rules still there when it is on again; a
+# credential's placeholder variable kept when the form saves.
 # Screenshots go to build/test-artifacts/dashboard_fit. Without Docker everything runs (no
 # sandbox step here).
 set -euo pipefail

@@ -571,6 +571,8 @@
       value.placeholder = cred ? 'value' : '';
     }
     if (r && r.tls) row.dataset.tls = r.tls;
+    // Not shown, but sent back, so that saving the form keeps it (a PUT replaces the whole rule).
+    if (cred && cred.placeholder_env) row.dataset.placeholderEnv = cred.placeholder_env;
     row.querySelector('.r-remove').addEventListener('click', () => row.remove());
     $('f-rules').append(row);
     return row;
@@ -737,6 +739,7 @@
           rule.credential = { header };
           // Empty with a stored value: send no value, the API keeps the stored one.
           if (value !== '') rule.credential.value = value;
+          if (row.dataset.placeholderEnv) rule.credential.placeholder_env = row.dataset.placeholderEnv;
         }
         if (row.dataset.tls) rule.tls = row.dataset.tls;
         body.egress.rules.push(rule);
