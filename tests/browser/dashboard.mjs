@@ -126,8 +126,9 @@ try {
   });
 
   // ---- edit another field -------------------------------------------------------------------
-  await step('edit the description and CPUs and save', async () => {
+  await step('edit the description and CPUs (from Default to Custom) and save', async () => {
     await page.fill('#f-description', 'edited in the browser');
+    await page.check('#f-cpus-custom');
     await page.fill('#f-cpus', '1.5');
     await page.click('[data-testid=env-save]');
     await page.locator('#drawer').waitFor({ state: 'hidden' });

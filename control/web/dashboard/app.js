@@ -5,7 +5,8 @@
 // The other pages live in files of their own, loaded after this one (index.html, all `defer`):
 // each calls window.sluice.page(NAME, {load, leave, reset}) with the helpers this file hands out
 // in window.sluice, and the tabs show it like the pages here. The page starts (signs in with the
-// saved token) once every file ran (DOMContentLoaded).
+// saved token) once every file ran (DOMContentLoaded). The drawers are modal dialogs (the page
+// behind inert, the focus taken and given back); a table that scrolls sideways takes the focus.
 'use strict';
 
 (function () {
@@ -32,6 +33,10 @@
     for (const c of children) if (c !== null && c !== undefined) e.append(c);
     return e;
   }
+
+  // A fresh id, for a label's `for` in rows built here.
+  let idSeq = 0;
+  const freshId = (prefix) => prefix + '-' + (++idSeq);
 
   function toast(message, kind) {
     const t = el('div', { class: 'toast ' + (kind || ''), role: 'status', 'data-testid': 'toast', text: message });
@@ -161,7 +166,11 @@
     if ((!TABS.includes(name) && !pages[name]) || (name === 'users' && !state.me.admin)) name = 'environments';
     state.tab = name;
     history.replaceState(null, '', '#' + name);
-    for (const b of document.querySelectorAll('.tab')) b.classList.toggle('active', b.dataset.tab === name);
+    for (const b of document.querySelectorAll('.tab')) {
+      b.classList.toggle('active', b.dataset.tab === name);
+      if (b.dataset.tab === name) b.setAttribute('aria-current', 'page');
+      else b.removeAttribute('aria-current');
+    }
     for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== 'view-' + name;
     for (const [n, p] of Object.entries(pages)) if (n !== name && p.leave) p.leave();
     if (pages[name] && pages[name].load) pages[name].load();
@@ -237,8 +246,17 @@
     }
     const mine = state.envs.filter((e) => e.scope === 'user');
     const global = state.envs.filter((e) => e.scope === 'global');
+    // The focus stays on the same button of the same environment's new row (a drawer closed
+    // gives it back to its Edit button just before this).
+    const had = document.activeElement;
+    const tr = had && had.dataset.testid ? had.closest('tr[data-env]') : null;
+    const list = tr ? tr.parentElement : null;
     $('user-envs').replaceChildren(...mine.map(envRow));
     $('global-envs').replaceChildren(...global.map(envRow));
+    if (tr && !tr.isConnected) {
+      const again = list.querySelector('tr[data-env="' + CSS.escape(tr.dataset.env) + '"] [data-testid="' + CSS.escape(had.dataset.testid) + '"]');
+      if (again) again.focus();
+    }
     $('user-envs-empty').hidden = mine.length > 0;
     $('global-envs-empty').hidden = global.length > 0;
     // The marks go when the first deadline passes (the proxies end observe by themselves then).
@@ -302,7 +320,7 @@
       next.remove();
       return;
     }
-    const minutes = el('select', { 'data-field': 'minutes', 'data-testid': 'observe-minutes' },
+    const minutes = el('select', { id: freshId('observe-minutes'), 'data-field': 'minutes', 'data-testid': 'observe-minutes' },
       ...OBSERVE_CHOICES.map(([m, label]) => el('option', { value: String(m), text: label })));
     minutes.value = '60';
     const banner = el('p', { class: 'form-error', 'data-testid': 'observe-error', role: 'alert' });
@@ -310,7 +328,7 @@
       el('p', { class: 'small', text: 'While in observe, what the policy of ' + e.name + ' refuses for its host, port or method is let out (without any credential) and recorded in the audit log, '
         + 'until the deadline or until you stop it. Its suggestions then propose the rules; nothing is added before you apply them.' }),
       el('div', { class: 'row' },
-        el('div', { class: 'field' }, el('label', { text: 'Observe for' }), minutes),
+        el('div', { class: 'field' }, el('label', { for: minutes.id, text: 'Observe for' }), minutes),
         el('div', { class: 'field end' },
           el('button', { type: 'submit', class: 'btn primary small', 'data-testid': 'observe-start', text: observing(e) ? 'Set the new deadline' : 'Start observing' }), ' ',
           el('button', { type: 'button', class: 'btn small', text: 'Cancel', onclick: () => row.remove() }))),
@@ -423,14 +441,12 @@
     $('learn-empty').hidden = true;
     $('learn-result').hidden = true;
     $('learn-apply').textContent = 'Apply';
-    $('learn-drawer').hidden = false;
-    $('scrim').hidden = false;
+    showDialog($('learn-drawer'));
     loadSuggestions();
   }
 
   function closeLearnDrawer() {
-    $('learn-drawer').hidden = true;
-    if ($('drawer').hidden && $('repo-drawer').hidden) $('scrim').hidden = true;
+    hideDialog($('learn-drawer'));
     state.learn = null;
   }
   $('learn-wildcards').addEventListener('change', loadSuggestions);
@@ -467,6 +483,60 @@
     }
   });
 
+  // ---- drawers are modal dialogs -------------------------------------------------------------
+
+  // An open drawer (role=dialog, aria-modal) makes the page behind it inert, takes the focus (its
+  // first control that can have it, else its close button), keeps Tab inside it, and on closing
+  // gives the focus back to what had it before (the button that opened it). Escape and the scrim
+  // close it (each drawer's own handlers).
+  const openers = new Map();
+
+  function openDialogs() {
+    return [...document.querySelectorAll('.drawer')].filter((d) => !d.hidden);
+  }
+
+  function focusables(d) {
+    return [...d.querySelectorAll('button, input, select, textarea')].filter((x) => !x.disabled && x.checkVisibility());
+  }
+
+  function syncInert() {
+    const open = openDialogs().length > 0;
+    $('scrim').hidden = !open;
+    for (const x of document.querySelectorAll('body > header, body > main')) x.inert = open;
+  }
+
+  function showDialog(d) {
+    if (d.hidden) openers.set(d, document.activeElement);
+    d.hidden = false;
+    syncInert();
+    const body = focusables(d).filter((x) => x.closest('.drawer-body'));
+    (body[0] || d.querySelector('.drawer-head button')).focus();
+  }
+
+  function hideDialog(d) {
+    if (d.hidden) return;
+    d.hidden = true;
+    syncInert();
+    const back = openers.get(d);
+    openers.delete(d);
+    if (back && back.isConnected && openDialogs().length === 0) back.focus();
+  }
+
+  document.addEventListener('keydown', (ev) => {
+    const d = openDialogs()[0];
+    if (ev.key !== 'Tab' || !d) return;
+    const f = focusables(d);
+    if (!f.length) return;
+    const inside = d.contains(document.activeElement);
+    if (ev.shiftKey && (!inside || document.activeElement === f[0])) {
+      ev.preventDefault();
+      f[f.length - 1].focus();
+    } else if (!ev.shiftKey && (!inside || document.activeElement === f[f.length - 1])) {
+      ev.preventDefault();
+      f[0].focus();
+    }
+  });
+
   // ---- the drawer ---------------------------------------------------------------------------
 
   function addVarRow(v) {
@@ -498,17 +568,58 @@
       value.placeholder = cred ? 'value' : '';
     }
     if (r && r.tls) row.dataset.tls = r.tls;
+    // Not shown, but sent back, so that saving the form keeps it (a PUT replaces the whole rule).
+    if (cred && cred.placeholder_env) row.dataset.placeholderEnv = cred.placeholder_env;
     row.querySelector('.r-remove').addEventListener('click', () => row.remove());
     $('f-rules').append(row);
     return row;
   }
 
+  // The egress section is there only with the network on; off, it is hidden (not sent: off
+  // stores no egress policy) and keeps what it holds, so switching back on brings it back.
   function syncNetwork() {
-    const off = $('f-network').value === 'off';
-    $('egress-box').classList.toggle('muted', off);
-    $('f-egress-default').disabled = off || $('env-form').dataset.readonly === 'true';
+    $('egress-box').hidden = $('f-network').value === 'off';
   }
   $('f-network').addEventListener('change', syncNetwork);
+
+  // CPUs and memory are each Default (null: inherited from the default environment at run
+  // time, api.md §5.2) or Custom (a number; memory a value and a unit).
+  const RESOURCES = ['cpus', 'memory'];
+
+  function syncResources() {
+    for (const k of RESOURCES) {
+      const custom = $('f-' + k + '-custom').checked;
+      $('f-' + k + '-value').hidden = !custom;
+      $('f-' + k + '-hint').hidden = custom;
+    }
+  }
+  for (const k of RESOURCES) {
+    for (const mode of ['default', 'custom']) $('f-' + k + '-' + mode).addEventListener('change', syncResources);
+  }
+
+  function setResource(k, custom) {
+    $('f-' + k + '-custom').checked = custom;
+    $('f-' + k + '-default').checked = !custom;
+  }
+
+  // The API's memory ("2GiB", "1536MiB") as the form shows it: a whole number of GiB in GiB
+  // (so "1024MiB" is 1 GiB), anything else in MiB as stored.
+  function memoryParts(memory) {
+    const m = /^(\d+)(MiB|GiB)$/.exec(memory || '');
+    if (!m) return { value: '', unit: 'GiB' };
+    const n = Number(m[1]);
+    if (m[2] === 'MiB' && n % 1024 === 0) return { value: String(n / 1024), unit: 'GiB' };
+    return { value: m[1], unit: m[2] };
+  }
+
+  // The form's value and unit as the API's string: "2" GiB is "2GiB"; a fraction of a GiB that
+  // is a whole number of MiB goes in MiB ("1.5" GiB is "1536MiB"); anything else as typed, for
+  // the API to judge (and name the field).
+  function memoryString(text, unit) {
+    const n = Number(text);
+    if (unit === 'GiB' && text !== '' && n > 0 && !Number.isInteger(n) && Number.isInteger(n * 1024)) return n * 1024 + 'MiB';
+    return text + unit;
+  }
   $('f-env-add').addEventListener('click', () => addVarRow(null).querySelector('.v-name').focus());
   $('f-rule-add').addEventListener('click', () => addRuleRow(null).querySelector('.r-host').focus());
 
@@ -526,8 +637,14 @@
     $('f-registry_password').value = '';
     // A stored password is never sent to the page: empty keeps it.
     $('f-registry_password').placeholder = reg && reg.has_value ? 'keep existing' : '';
-    $('f-cpus').value = e && e.cpus !== null && e.cpus !== undefined ? String(e.cpus) : '';
-    $('f-memory').value = (e && e.memory) || '';
+    const cpus = e && e.cpus !== null && e.cpus !== undefined ? e.cpus : null;
+    setResource('cpus', cpus !== null);
+    $('f-cpus').value = cpus !== null ? String(cpus) : '';
+    const memory = (e && e.memory) || null;
+    const parts = memoryParts(memory);
+    setResource('memory', memory !== null);
+    $('f-memory').value = parts.value;
+    $('f-memory-unit').value = parts.unit;
     $('f-network').value = e ? e.network : 'on';
     $('f-egress-default').value = (e && e.egress && e.egress.default) || 'deny';
     $('f-env').replaceChildren();
@@ -536,10 +653,10 @@
     for (const r of (e && e.egress && e.egress.rules) || []) addRuleRow(r);
     $('f-repositories').value = ((e && e.repositories) || []).join('\n');
     syncNetwork();
+    syncResources();
   }
 
   function setReadonly(ro) {
-    $('env-form').dataset.readonly = ro ? 'true' : 'false';
     for (const i of $('env-form').querySelectorAll('input, select, textarea, .v-remove, .r-remove, #f-env-add, #f-rule-add')) {
       i.disabled = ro;
     }
@@ -563,14 +680,11 @@
     setReadonly(ro);
     $('f-scope').disabled = ro || !!e;
     $('drawer-title').textContent = !e ? 'New environment' : (ro ? '' : 'Edit ') + e.name + (ro ? ' (read only)' : '');
-    $('drawer').hidden = false;
-    $('scrim').hidden = false;
-    $('f-name').focus();
+    showDialog($('drawer'));
   }
 
   function closeDrawer() {
-    $('drawer').hidden = true;
-    $('scrim').hidden = true;
+    hideDialog($('drawer'));
     state.editing = null;
   }
   $('drawer-close').addEventListener('click', closeDrawer);
@@ -583,14 +697,15 @@
   function formBody() {
     const cpusText = $('f-cpus').value.trim();
     const cpusNum = Number(cpusText);
+    const memoryText = $('f-memory').value.trim();
     const body = {
       name: $('f-name').value.trim(),
       description: $('f-description').value,
       scope: $('f-scope').value,
       base_image: $('f-base_image').value.trim(),
       image_pull: $('f-image_pull').value,
-      cpus: cpusText === '' ? null : (Number.isFinite(cpusNum) ? cpusNum : cpusText),
-      memory: $('f-memory').value.trim() === '' ? null : $('f-memory').value.trim(),
+      cpus: !$('f-cpus-custom').checked ? null : (cpusText !== '' && Number.isFinite(cpusNum) ? cpusNum : cpusText),
+      memory: !$('f-memory-custom').checked ? null : memoryString(memoryText, $('f-memory-unit').value),
       network: $('f-network').value,
       env: [],
       repositories: $('f-repositories').value.split('\n').map((s) => s.trim()).filter((s) => s !== ''),
@@ -621,6 +736,7 @@
           rule.credential = { header };
           // Empty with a stored value: send no value, the API keeps the stored one.
           if (value !== '') rule.credential.value = value;
+          if (row.dataset.placeholderEnv) rule.credential.placeholder_env = row.dataset.placeholderEnv;
         }
         if (row.dataset.tls) rule.tls = row.dataset.tls;
         body.egress.rules.push(rule);
@@ -677,12 +793,21 @@
     }
     input.classList.add('invalid');
     const p = el('p', { class: 'field-error dynamic', 'data-testid': 'field-error', 'data-field': field, text: message });
-    input.insertAdjacentElement('afterend', p);
+    // The memory value's error goes under its unit too.
+    (input.closest('.with-unit') || input).insertAdjacentElement('afterend', p);
   }
 
   $('env-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     clearErrors();
+    // Custom with nothing typed (or what the number input cannot read) is neither a value nor
+    // the default: asked here, not sent.
+    const empty = RESOURCES.filter((k) => $('f-' + k + '-custom').checked && $('f-' + k).value.trim() === '');
+    for (const k of empty) showFieldError(k, $('f-' + k).validity.badInput ? 'not a number' : 'type a value, or choose Default');
+    if (empty.length) {
+      $('f-' + empty[0]).focus();
+      return;
+    }
     const body = formBody();
     const e = state.editing;
     const save = $('env-save');
@@ -699,6 +824,9 @@
       if (errors.length) {
         $('form-error').textContent = err.message;
         for (const x of errors) showFieldError(String(x.field || ''), String(x.message || ''));
+        // The first input in error takes the focus (and comes into view).
+        const first = $('env-form').querySelector('input.invalid, select.invalid, textarea.invalid');
+        if (first) first.focus();
       } else {
         $('form-error').textContent = err.message + (err.status ? ' (HTTP ' + err.status + ')' : '');
       }
@@ -980,15 +1108,15 @@
       next.remove();
       return;
     }
-    const email = el('input', { class: 'e-email', 'data-field': 'email', 'data-testid': 'user-edit-email', spellcheck: 'false', placeholder: 'none' });
+    const email = el('input', { id: freshId('user-edit-email'), class: 'e-email', 'data-field': 'email', 'data-testid': 'user-edit-email', spellcheck: 'false', placeholder: 'none' });
     email.value = u.email || '';
-    const admin = el('input', { type: 'checkbox', class: 'e-admin', 'data-field': 'admin', 'data-testid': 'user-edit-admin' });
+    const admin = el('input', { id: freshId('user-edit-admin'), type: 'checkbox', class: 'e-admin', 'data-field': 'admin', 'data-testid': 'user-edit-admin' });
     admin.checked = !!u.admin;
     const banner = el('p', { class: 'form-error', 'data-testid': 'user-edit-error', role: 'alert' });
     const form = el('form', { novalidate: true, autocomplete: 'off' },
       el('div', { class: 'row' },
-        el('div', { class: 'field grow' }, el('label', { text: 'Email (empty for none)' }), email),
-        el('div', { class: 'field' }, el('label', { text: 'Admin' }), el('label', { class: 'switch' }, admin, ' admin')),
+        el('div', { class: 'field grow' }, el('label', { for: email.id, text: 'Email (empty for none)' }), email),
+        el('div', { class: 'field' }, el('label', { for: admin.id, text: 'Admin' }), el('label', { class: 'switch' }, admin, ' admin')),
         el('div', { class: 'field end' },
           el('button', { type: 'submit', class: 'btn primary small', 'data-testid': 'user-edit-save', text: 'Save' }), ' ',
           el('button', { type: 'button', class: 'btn small', text: 'Cancel', onclick: () => row.remove() }))),
@@ -1101,14 +1229,11 @@
     $('r-members-box').hidden = !r;
     $('m-user').value = '';
     if (r) await loadMembers(r);
-    $('repo-drawer').hidden = false;
-    $('scrim').hidden = false;
-    if (!r) $('r-name').focus();
+    showDialog($('repo-drawer'));
   }
 
   function closeRepoDrawer() {
-    $('repo-drawer').hidden = true;
-    if ($('drawer').hidden) $('scrim').hidden = true;
+    hideDialog($('repo-drawer'));
     state.repo = null;
   }
   $('repo-new').addEventListener('click', () => openRepoDrawer(null));
@@ -1255,6 +1380,20 @@
     when, localTime, clearFormErrors, markField, showFormError, decisionBadge,
     MATCHED,
   });
+
+  // ---- tables that scroll --------------------------------------------------------------------
+
+  // A .table-wrap scrolls sideways on a narrow screen: it takes the focus (Tab), so the arrow keys
+  // scroll it too, and not only a mouse or a finger. Also those the other pages add later.
+  function focusableWraps(root) {
+    const wraps = root.matches('.table-wrap') ? [root] : root.querySelectorAll('.table-wrap');
+    // A form's tables (variables, rules) hold inputs, which the focus reaches anyway.
+    for (const w of wraps) if (!w.hasAttribute('tabindex') && !w.closest('form')) w.tabIndex = 0;
+  }
+  new MutationObserver((changes) => {
+    for (const c of changes) for (const n of c.addedNodes) if (n.nodeType === 1) focusableWraps(n);
+  }).observe(document.body, { childList: true, subtree: true });
+  focusableWraps(document.body);
 
   // ---- start --------------------------------------------------------------------------------
 
