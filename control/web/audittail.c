@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/audittail.c - reading the end of the audit log backwards, and the suggested rule of a
- * policy refusal.
+ * control/web/audittail.c - reading the end of the audit log backwards, counting its decisions per
+ * minute, and the suggested rule of a policy refusal.
  */
 #include "control/web/audittail.h"
 
@@ -103,16 +103,22 @@ static bool scan_chunk(struct scan *s, size_t want, bool at_start)
     return true;
 }
 
-int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
-                      sl_audittail_line_fn *fn, void *arg)
+/* sl_audittail_read(), and `*whole` (when not NULL) set when the scan ended at the limit or at
+ * the file's start rather than at the budget or a file that shrank. */
+static int tail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
+                     sl_audittail_line_fn *fn, void *arg, bool *whole)
 {
     struct scan s;
     struct stat st;
     off_t end;
     size_t spent = 0;
+    bool done = false;
     int fd;
     int rc = 0;
 
+    if (whole != NULL) {
+        *whole = true;
+    }
     if (limit == 0) {
         return 0;
     }
@@ -156,8 +162,12 @@ int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t bu
         end -= (off_t)want;
         spent += want;
         if (!scan_chunk(&s, want, end == 0)) {
+            done = true;
             break;
         }
+    }
+    if (whole != NULL) {
+        *whole = done || (end == 0 && rc == 0);
     }
     if (rc == SL_EIO) {
         rc = 0;
@@ -165,6 +175,163 @@ int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t bu
     sl_free(s.buf);
 out_close:
     (void)close(fd);
+    return rc;
+}
+
+int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
+                      sl_audittail_line_fn *fn, void *arg)
+{
+    return tail_read(path, limit, line_max, budget_bytes, fn, arg, NULL);
+}
+
+/* ---- decisions per minute ---------------------------------------------------------------- */
+
+/* The `n` digits at `p`, or -1. */
+static int digits(const char *p, size_t n)
+{
+    int v = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (p[i] - '0');
+    }
+    return v;
+}
+
+/* Days from 1970-01-01 to the date y-m-d of the proleptic Gregorian calendar: whole 400-year
+ * eras of 146097 days, the year counted from March so that February's leap day ends it. */
+static int64_t days_since_epoch(int64_t y, int m, int d)
+{
+    int64_t era;
+    int64_t yoe;
+    int64_t doy;
+
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = y - era * 400;
+    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
+    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+}
+
+/* Parses the proxy's "ts", YYYY-MM-DDTHH:MM:SS[.fraction]Z, into seconds since the epoch (the
+ * fraction dropped). Returns false for any other text. */
+static bool parse_ts(const char *s, int64_t *out)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+    int y;
+    int mo;
+    int d;
+    int h;
+    int mi;
+    int sec;
+    size_t i = 19;
+
+    if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') {
+        return false;
+    }
+    y = digits(s, 4);
+    mo = digits(s + 5, 2);
+    d = digits(s + 8, 2);
+    h = digits(s + 11, 2);
+    mi = digits(s + 14, 2);
+    sec = digits(s + 17, 2);
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59
+        || sec < 0 || sec > 60) {
+        return false;
+    }
+    if (s[i] == '.') {
+        i++;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            i++;
+        }
+    }
+    if (i + 1 != n || s[i] != 'Z') {
+        return false;
+    }
+    *out = (days_since_epoch(y, mo, d) * 24 + h) * 3600 + mi * 60 + sec;
+    return true;
+}
+
+struct per_minute {
+    struct sl_audittail_minute *out;
+    size_t n;
+    /* out[0]'s start and the end of out[n - 1] (exclusive). */
+    int64_t first_s;
+    int64_t end_s;
+    sl_audittail_visible_fn *visible;
+    void *arg;
+    /* Out of memory parsing a line: the count is stopped and fails. */
+    bool nomem;
+};
+
+/* Counts one line; true (the one line the scan's limit allows) for the first line older than
+ * the window and its slack, which ends the scan. */
+static bool on_minute_line(void *arg, const char *line, size_t n)
+{
+    struct per_minute *pm = arg;
+    json_error_t jerr;
+    json_t *entry = json_loadb(line, n, JSON_REJECT_DUPLICATES, &jerr);
+    const char *decision;
+    int64_t ts;
+    size_t i;
+    bool stop = false;
+
+    if (entry == NULL && json_error_code(&jerr) == json_error_out_of_memory) {
+        pm->nomem = true;
+        return true;
+    }
+    if (!json_is_object(entry) || !parse_ts(json_string_value(json_object_get(entry, "ts")), &ts)) {
+        json_decref(entry);
+        return false;
+    }
+    if (ts < pm->first_s) {
+        stop = ts < pm->first_s - SL_AUDITTAIL_SLACK_S;
+    } else if (ts < pm->end_s && pm->visible(pm->arg, entry)) {
+        i = (size_t)((ts - pm->first_s) / 60);
+        decision = json_string_value(json_object_get(entry, "decision"));
+        if (decision == NULL) {
+            /* Not one of the three. */
+        } else if (strcmp(decision, "allow") == 0) {
+            pm->out[i].allowed++;
+        } else if (strcmp(decision, "deny") == 0) {
+            pm->out[i].refused++;
+        } else if (strcmp(decision, "error") == 0) {
+            pm->out[i].errors++;
+        }
+    }
+    json_decref(entry);
+    return stop;
+}
+
+int sl_audittail_per_minute(const char *path, int64_t now_s, struct sl_audittail_minute *out,
+                            size_t n, size_t budget_bytes, sl_audittail_visible_fn *visible,
+                            void *arg, bool *partial)
+{
+    struct per_minute pm = { out, n, 0, 0, visible, arg, false };
+    /* The current minute's start (floor, also before 1970). */
+    int64_t now_minute = now_s / 60 * 60 - (now_s % 60 < 0 ? 60 : 0);
+    bool whole = true;
+    int rc;
+
+    *partial = false;
+    if (n == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i].start_s = now_minute - (int64_t)(n - 1 - i) * 60;
+        out[i].allowed = 0;
+        out[i].refused = 0;
+        out[i].errors = 0;
+    }
+    pm.first_s = out[0].start_s;
+    pm.end_s = now_minute + 60;
+    rc = tail_read(path, 1, SL_AUDITTAIL_LINE_MAX, budget_bytes, on_minute_line, &pm, &whole);
+    if (rc == 0 && pm.nomem) {
+        rc = SL_ENOMEM;
+    }
+    *partial = !whole;
     return rc;
 }
 

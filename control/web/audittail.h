@@ -5,14 +5,16 @@
  * refusal (docs/reference/proxy.md §4.5).
  *
  * sl_audittail_read() reads a file backwards in chunks, from its end, never more than a byte
- * budget, and hands complete lines, newest first, to a callback. It blocks on file I/O: call it
- * from a thread-pool job, never on the loop. sl_audittail_suggest() is pure.
+ * budget, and hands complete lines, newest first, to a callback; sl_audittail_per_minute() counts
+ * the decisions of the last hour with it (GET /api/v1/overview). Both block on file I/O: call
+ * them from a thread-pool job, never on the loop. sl_audittail_suggest() is pure.
  */
 #ifndef SL_CONTROL_WEB_AUDITTAIL_H
 #define SL_CONTROL_WEB_AUDITTAIL_H
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <jansson.h>
 
@@ -40,6 +42,44 @@ typedef bool sl_audittail_line_fn(void *arg, const char *line, size_t n);
  * file) or a negative errno of open/read. */
 SL_MUST_CHECK int sl_audittail_read(const char *path, size_t limit, size_t line_max,
                                     size_t budget_bytes, sl_audittail_line_fn *fn, void *arg);
+
+/* GET /api/v1/overview: the minutes counted, the newest being the current one. */
+#define SL_AUDITTAIL_MINUTES 60u
+/* How far past the first minute's start the scan goes on reading before it stops: lines are
+ * written in about the order they were made, not exactly (docs/reference/proxy.md §4.7). */
+#define SL_AUDITTAIL_SLACK_S 60
+
+/* The decisions of one minute. */
+struct sl_audittail_minute {
+    /* The minute's first second, seconds since the epoch (UTC). */
+    int64_t start_s;
+    /* Lines whose "decision" is allow, deny and error; other decisions (challenge, dns) are
+     * not counted. */
+    uint64_t allowed;
+    uint64_t refused;
+    uint64_t errors;
+};
+
+/* Whether the line `entry` (a parsed JSON object, borrowed) counts for the caller. */
+typedef bool sl_audittail_visible_fn(void *arg, const json_t *entry);
+
+/*
+ * Counts the decisions of `path`'s lines per minute into `out[0..n)`, oldest first: out[n - 1]
+ * is the minute holding `now_s` (seconds since the epoch), each one's start_s set, minutes
+ * without lines left at zero. A line counts when it is a JSON object whose "ts" (RFC 3339 UTC,
+ * "YYYY-MM-DDTHH:MM:SS[.fff]Z") falls in one of the minutes and `visible(arg, line)` says so;
+ * lines from after the last minute, without a readable "ts" or not JSON are skipped.
+ * The file is read as sl_audittail_read() reads it (SL_AUDITTAIL_LINE_MAX, at most
+ * `budget_bytes` from its end), newest first, until a line older than out[0]'s start by more
+ * than SL_AUDITTAIL_SLACK_S. `*partial` is set when the scan ended before that line and before
+ * the file's start (the budget was spent, or the file shrank under the scan): older lines of
+ * the window were not counted. Returns 0 (a missing file: no line, not partial), SL_ENOMEM,
+ * SL_ENOTFILE or a negative errno of open/read (then `out` holds what was counted).
+ */
+SL_MUST_CHECK int sl_audittail_per_minute(const char *path, int64_t now_s,
+                                          struct sl_audittail_minute *out, size_t n,
+                                          size_t budget_bytes, sl_audittail_visible_fn *visible,
+                                          void *arg, bool *partial);
 
 /* What would allow the refusal of audit line `entry` (a parsed object, borrowed) in the
  * environment named `env_name` (NULL: the line's "environment", which the proxy writes as the
