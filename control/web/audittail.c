@@ -325,6 +325,9 @@ int sl_audittail_per_minute(const char *path, int64_t now_s, struct sl_audittail
         out[i].refused = 0;
         out[i].errors = 0;
     }
+    if (path == NULL) {
+        return 0;
+    }
     pm.first_s = out[0].start_s;
     pm.end_s = now_minute + 60;
     rc = tail_read(path, 1, SL_AUDITTAIL_LINE_MAX, budget_bytes, on_minute_line, &pm, &whole);

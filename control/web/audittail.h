@@ -64,16 +64,16 @@ struct sl_audittail_minute {
 typedef bool sl_audittail_visible_fn(void *arg, const json_t *entry);
 
 /*
- * Counts the decisions of `path`'s lines per minute into `out[0..n)`, oldest first: out[n - 1]
- * is the minute holding `now_s` (seconds since the epoch), each one's start_s set, minutes
- * without lines left at zero. A line counts when it is a JSON object whose "ts" (RFC 3339 UTC,
- * "YYYY-MM-DDTHH:MM:SS[.fff]Z") falls in one of the minutes and `visible(arg, line)` says so;
- * lines from after the last minute, without a readable "ts" or not JSON are skipped.
- * The file is read as sl_audittail_read() reads it (SL_AUDITTAIL_LINE_MAX, at most
- * `budget_bytes` from its end), newest first, until a line older than out[0]'s start by more
- * than SL_AUDITTAIL_SLACK_S. `*partial` is set when the scan ended before that line and before
- * the file's start (the budget was spent, or the file shrank under the scan): older lines of
- * the window were not counted. Returns 0 (a missing file: no line, not partial), SL_ENOMEM,
+ * Counts the decisions of `path`'s lines (NULL: no log, every minute zero) per minute into
+ * `out[0..n)`, oldest first: out[n - 1] is the minute holding `now_s` (seconds since the epoch),
+ * each one's start_s set, minutes without lines left at zero. A line counts when it is a JSON
+ * object whose "ts" (RFC 3339 UTC, "YYYY-MM-DDTHH:MM:SS[.fff]Z") falls in one of the minutes and
+ * `visible(arg, line)` says so; lines from after the last minute, without a readable "ts" or not
+ * JSON are skipped. The file is read as sl_audittail_read() reads it (SL_AUDITTAIL_LINE_MAX, at
+ * most `budget_bytes` from its end), newest first, until a line older than out[0]'s start by
+ * more than SL_AUDITTAIL_SLACK_S. `*partial` is set when the scan ended before that line and
+ * before the file's start (the budget was spent, or the file shrank under the scan): older lines
+ * of the window were not counted. Returns 0 (a missing file: no line, not partial), SL_ENOMEM,
  * SL_ENOTFILE or a negative errno of open/read (then `out` holds what was counted).
  */
 SL_MUST_CHECK int sl_audittail_per_minute(const char *path, int64_t now_s,

@@ -478,6 +478,14 @@ static void a_window_without_lines_is_zeros(void **state)
                      0);
     assert_false(partial);
     assert_int_equal(m[0].allowed + m[1].allowed + m[2].allowed, 0);
+    /* No log at all: the same. */
+    m[1].allowed = 7;
+    assert_int_equal(sl_audittail_per_minute(NULL, NOW_S, m, 3, SL_AUDITTAIL_BUDGET_BYTES,
+                                             every_line, NULL, &partial),
+                     0);
+    assert_false(partial);
+    assert_int_equal(m[1].allowed, 0);
+    assert_true(m[2].start_s == MINUTE_S);
 }
 
 /* `n_old` lines from two hours before NOW_S, then `n_new` allowed lines of the current minute. */
