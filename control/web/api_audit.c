@@ -51,7 +51,7 @@ static const char *env_name_of(struct tail *t, const char *id)
 
 /* Admins see every line; others the lines of the sandboxes they created (a client id the
  * manager knows as theirs). Static clients are admins' (§5.1b). */
-static bool may_see_line(const struct sl__api_call *c, const json_t *line)
+bool sl__api_may_see_line(const struct sl__api_call *c, const json_t *line)
 {
     const char *client = json_string_value(json_object_get(line, "client"));
     const char *owner;
@@ -78,7 +78,7 @@ static bool on_audit_line(void *arg, const char *line, size_t n)
         return false;
     }
     entry = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
-    if (!json_is_object(entry) || !may_see_line(t->c, entry)) {
+    if (!json_is_object(entry) || !sl__api_may_see_line(t->c, entry)) {
         json_decref(entry);
         return false;
     }
