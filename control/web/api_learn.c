@@ -176,14 +176,14 @@ static void observe_end(struct sl__api_call *c, const struct sl_env_row *r)
 
 /* ---- suggestions ---- */
 
-static bool on_line(void *arg, const char *line, size_t n)
+static enum sl_audittail_take on_line(void *arg, const char *line, size_t n)
 {
     struct sl_suggest *sg = arg;
     json_t *entry = json_loadb(line, n, JSON_REJECT_DUPLICATES, NULL);
     bool counted = json_is_object(entry) && sl_suggest_add(sg, entry);
 
     json_decref(entry);
-    return counted;
+    return counted ? SL_AUDITTAIL_COUNT : SL_AUDITTAIL_SKIP;
 }
 
 /* GET .../suggestions[?wildcards=1]. */
@@ -203,7 +203,7 @@ static void suggestions(struct sl__api_call *c, const struct sl_env_row *r)
     rc = sl_suggest_create(r->id, r->network ? r->egress_json : NULL, &sg);
     if (rc == 0 && c->api->audit_log != NULL) {
         rc = sl_audittail_read(c->api->audit_log, SL_SUGGEST_LINES_MAX, SL_AUDITTAIL_LINE_MAX,
-                               SUGGEST_BUDGET_BYTES, on_line, sg);
+                               SUGGEST_BUDGET_BYTES, on_line, sg, NULL);
         if (rc < 0 && rc != SL_ENOMEM) {
             sl_log(SL_LOG_WARN, 0, "msg=\"cannot read the audit log\" path=\"%s\" err=%s",
                    c->api->audit_log, sl_strerror(rc));

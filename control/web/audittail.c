@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/audittail.c - reading the end of the audit log backwards, counting its decisions per
- * minute, and the suggested rule of a policy refusal.
+ * control/web/audittail.c - reading the end of the audit log backwards, the filters of the API on
+ * its lines, its decisions per minute, and the suggested rule of a policy refusal.
  */
 #include "control/web/audittail.h"
 
@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,15 +37,23 @@ struct scan {
 };
 
 /* One segment between two newlines (or the file's start). Returns false when the limit was
- * reached. */
+ * reached or the callback said stop. */
 static bool emit(struct scan *s, const char *p, size_t n)
 {
     if (s->drop_next) {
         s->drop_next = false;
     } else if (s->too_long) {
         s->too_long = false;
-    } else if (n > 0 && n <= s->line_max && s->fn(s->arg, p, n)) {
-        s->counted++;
+    } else if (n > 0 && n <= s->line_max) {
+        switch (s->fn(s->arg, p, n)) {
+        case SL_AUDITTAIL_SKIP:
+            break;
+        case SL_AUDITTAIL_COUNT:
+            s->counted++;
+            break;
+        case SL_AUDITTAIL_STOP:
+            return false;
+        }
     }
     return s->counted < s->limit;
 }
@@ -103,21 +112,19 @@ static bool scan_chunk(struct scan *s, size_t want, bool at_start)
     return true;
 }
 
-/* sl_audittail_read(), and `*whole` (when not NULL) set when the scan ended at the limit or at
- * the file's start rather than at the budget or a file that shrank. */
-static int tail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
-                     sl_audittail_line_fn *fn, void *arg, bool *whole)
+int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
+                      sl_audittail_line_fn *fn, void *arg, bool *cut)
 {
     struct scan s;
     struct stat st;
     off_t end;
     size_t spent = 0;
-    bool done = false;
+    bool more = true;
     int fd;
     int rc = 0;
 
-    if (whole != NULL) {
-        *whole = true;
+    if (cut != NULL) {
+        *cut = false;
     }
     if (limit == 0) {
         return 0;
@@ -161,16 +168,17 @@ static int tail_read(const char *path, size_t limit, size_t line_max, size_t bud
         }
         end -= (off_t)want;
         spent += want;
-        if (!scan_chunk(&s, want, end == 0)) {
-            done = true;
+        more = scan_chunk(&s, want, end == 0);
+        if (!more) {
             break;
         }
     }
-    if (whole != NULL) {
-        *whole = done || (end == 0 && rc == 0);
-    }
     if (rc == SL_EIO) {
         rc = 0;
+        more = false;
+    }
+    if (cut != NULL && rc == 0 && more && end > 0) {
+        *cut = true;
     }
     sl_free(s.buf);
 out_close:
@@ -178,58 +186,83 @@ out_close:
     return rc;
 }
 
-int sl_audittail_read(const char *path, size_t limit, size_t line_max, size_t budget_bytes,
-                      sl_audittail_line_fn *fn, void *arg)
+/* ---- filters ------------------------------------------------------------------------------ */
+
+const char *const sl_audittail_filter_params[] = {
+    "client", "environment", "decision", "reason", "host", "since", "until", NULL,
+};
+
+static const char *const decisions[] = { "allow", "deny", "error", "challenge", "dns" };
+
+static bool is_digit(char c)
 {
-    return tail_read(path, limit, line_max, budget_bytes, fn, arg, NULL);
+    return c >= '0' && c <= '9';
 }
 
-/* ---- decisions per minute ---------------------------------------------------------------- */
-
-/* The `n` digits at `p`, or -1. */
-static int digits(const char *p, size_t n)
+/* The value of the `n` digits at `s`, or -1 when one is not a digit. */
+static int digits(const char *s, size_t n)
 {
     int v = 0;
 
     for (size_t i = 0; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9') {
+        if (!is_digit(s[i])) {
             return -1;
         }
-        v = v * 10 + (p[i] - '0');
+        v = v * 10 + (s[i] - '0');
     }
     return v;
 }
 
-/* Days from 1970-01-01 to the date y-m-d of the proleptic Gregorian calendar: whole 400-year
- * eras of 146097 days, the year counted from March so that February's leap day ends it. */
-static int64_t days_since_epoch(int64_t y, int m, int d)
+static bool is_leap(int y)
 {
-    int64_t era;
-    int64_t yoe;
-    int64_t doy;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    return era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;
+    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
 
-/* Parses the proxy's "ts", YYYY-MM-DDTHH:MM:SS[.fraction]Z, into seconds since the epoch (the
- * fraction dropped). Returns false for any other text. */
-static bool parse_ts(const char *s, int64_t *out)
+static int days_in_month(int y, int m)
 {
-    size_t n = s != NULL ? strlen(s) : 0;
+    static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
+
+    return m == 2 && is_leap(y) ? 29 : days[m - 1];
+}
+
+/* Days from 1970-01-01 to the date (proleptic Gregorian; negative before 1970). */
+static int64_t days_since_epoch(int y, int m, int d)
+{
+    int64_t days = 0;
+
+    /* Whole years, then whole months: at most 10000 + 11 steps, for a query's one time. Lines
+     * come in the same form: their years are near 1970 + a few dozen. */
+    if (y >= 1970) {
+        for (int i = 1970; i < y; i++) {
+            days += is_leap(i) ? 366 : 365;
+        }
+    } else {
+        for (int i = y; i < 1970; i++) {
+            days -= is_leap(i) ? 366 : 365;
+        }
+    }
+    for (int i = 1; i < m; i++) {
+        days += days_in_month(y, i);
+    }
+    return days + d - 1;
+}
+
+int sl_audittail_time_parse(const char *s, int64_t *ms)
+{
+    size_t n = strlen(s);
+    size_t pos = 19;
     int y;
     int mo;
     int d;
     int h;
     int mi;
     int sec;
-    size_t i = 19;
+    int64_t frac = 0;
+    bool finer = false;
 
-    if (n < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':') {
-        return false;
+    if (n < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':'
+        || s[16] != ':') {
+        return SL_EINVAL;
     }
     y = digits(s, 4);
     mo = digits(s + 5, 2);
@@ -237,82 +270,246 @@ static bool parse_ts(const char *s, int64_t *out)
     h = digits(s + 11, 2);
     mi = digits(s + 14, 2);
     sec = digits(s + 17, 2);
-    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 || mi > 59
-        || sec < 0 || sec > 60) {
-        return false;
+    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h < 0 || h > 23 || mi < 0
+        || mi > 59 || sec < 0 || sec > 60) {
+        return SL_EINVAL;
     }
-    if (s[i] == '.') {
-        i++;
-        while (i < n && s[i] >= '0' && s[i] <= '9') {
-            i++;
+    if (s[pos] == '.') {
+        size_t start = ++pos;
+
+        while (pos < n && is_digit(s[pos])) {
+            if (pos - start < 3) {
+                frac = frac * 10 + (s[pos] - '0');
+            } else if (s[pos] != '0') {
+                finer = true;
+            }
+            pos++;
+        }
+        if (pos == start || pos - start > 9) {
+            return SL_EINVAL;
+        }
+        for (size_t i = pos - start; i < 3; i++) {
+            frac *= 10;
         }
     }
-    if (i + 1 != n || s[i] != 'Z') {
+    if (pos + 1 != n || (s[pos] != 'Z' && s[pos] != 'z')) {
+        return SL_EINVAL;
+    }
+    *ms = ((days_since_epoch(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec) * 1000)
+          + frac + (finer ? 1 : 0);
+    return 0;
+}
+
+/* A text value of 1 to SL_AUDITTAIL_FILTER_VALUE_MAX bytes without control characters, into
+ * `out` (SL_AUDITTAIL_FILTER_VALUE_MAX + 1 bytes). */
+static int set_text(char *out, const char *value, bool lower, const char **why)
+{
+    size_t n = strlen(value);
+
+    *why = "at most 512 bytes without control characters";
+    if (n > SL_AUDITTAIL_FILTER_VALUE_MAX) {
+        return SL_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)value[i];
+
+        if (c < 0x20 || c == 0x7f) {
+            return SL_EINVAL;
+        }
+        out[i] = lower && c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : (char)c;
+    }
+    out[n] = '\0';
+    return 0;
+}
+
+int sl_audittail_filter_set(struct sl_audittail_filter *f, const char *param, const char *value,
+                            const char **why)
+{
+    *why = "a known parameter";
+    if (value[0] == '\0') {
+        return 0;
+    }
+    if (strcmp(param, "client") == 0) {
+        return set_text(f->client, value, false, why);
+    }
+    if (strcmp(param, "environment") == 0) {
+        return set_text(f->environment, value, false, why);
+    }
+    if (strcmp(param, "host") == 0) {
+        return set_text(f->host, value, true, why);
+    }
+    if (strcmp(param, "decision") == 0) {
+        *why = "one of allow, deny, error, challenge, dns";
+        for (size_t i = 0; i < SL_ARRAY_LEN(decisions); i++) {
+            if (strcmp(value, decisions[i]) == 0) {
+                (void)snprintf(f->decision, sizeof(f->decision), "%s", value);
+                return 0;
+            }
+        }
+        return SL_EINVAL;
+    }
+    if (strcmp(param, "reason") == 0) {
+        size_t n = strlen(value);
+
+        *why = "a reason code such as host-not-allowed";
+        if (n > 64) {
+            return SL_EINVAL;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!((value[i] >= 'a' && value[i] <= 'z') || is_digit(value[i]) || value[i] == '-')) {
+                return SL_EINVAL;
+            }
+        }
+        (void)snprintf(f->reason, sizeof(f->reason), "%s", value);
+        return 0;
+    }
+    if (strcmp(param, "since") == 0 || strcmp(param, "until") == 0) {
+        bool since = param[0] == 's';
+
+        *why = "an RFC 3339 UTC time such as 2026-11-30T02:00:00Z";
+        SL_TRY(sl_audittail_time_parse(value, since ? &f->since_ms : &f->until_ms));
+        if (since) {
+            f->has_since = true;
+        } else {
+            f->has_until = true;
+        }
+        return 0;
+    }
+    return SL_EINVAL;
+}
+
+int sl_audittail_filter_check(const struct sl_audittail_filter *f, const char **param,
+                              const char **why)
+{
+    if (f->has_since && f->has_until && f->until_ms <= f->since_ms) {
+        *param = "until";
+        *why = "a time after since";
+        return SL_EINVAL;
+    }
+    return 0;
+}
+
+static const char *member(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static bool same(const char *want, const char *have)
+{
+    return want[0] == '\0' || (have != NULL && strcmp(want, have) == 0);
+}
+
+/* Does `hay` hold `needle` (lower-case), in any case? */
+static bool has_substring(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+
+    for (; *hay != '\0'; hay++) {
+        if (strncasecmp(hay, needle, n) == 0) {
+            return true;
+        }
+    }
+    return n == 0;
+}
+
+bool sl_audittail_filter_match(const struct sl_audittail_filter *f, const json_t *line,
+                               const char *env_name)
+{
+    const char *env = member(line, "environment");
+    const char *host = member(line, "host");
+    const char *ts = member(line, "ts");
+    int64_t at = 0;
+
+    if (!same(f->client, member(line, "client")) || !same(f->decision, member(line, "decision"))
+        || !same(f->reason, member(line, "reason"))) {
         return false;
     }
-    *out = (days_since_epoch(y, mo, d) * 24 + h) * 3600 + mi * 60 + sec;
+    if (f->environment[0] != '\0' && !same(f->environment, env)
+        && !same(f->environment, env_name)) {
+        return false;
+    }
+    if (f->host[0] != '\0' && (host == NULL || !has_substring(host, f->host))) {
+        return false;
+    }
+    if (f->has_since || f->has_until) {
+        if (ts == NULL || sl_audittail_time_parse(ts, &at) != 0) {
+            return false;
+        }
+        if ((f->has_since && at < f->since_ms) || (f->has_until && at >= f->until_ms)) {
+            return false;
+        }
+    }
     return true;
 }
 
+bool sl_audittail_filter_is_past(const struct sl_audittail_filter *f, const json_t *line)
+{
+    const char *ts = member(line, "ts");
+    int64_t at;
+
+    return f->has_since && ts != NULL && sl_audittail_time_parse(ts, &at) == 0
+           && at < f->since_ms - SL_AUDITTAIL_SINCE_SLACK_MS;
+}
+
+/* ---- decisions per minute ---------------------------------------------------------------- */
+
 struct per_minute {
     struct sl_audittail_minute *out;
-    size_t n;
-    /* out[0]'s start and the end of out[n - 1] (exclusive). */
-    int64_t first_s;
-    int64_t end_s;
+    /* out[0]'s start and the end of the last minute (exclusive), in milliseconds. */
+    int64_t first_ms;
+    int64_t end_ms;
     sl_audittail_visible_fn *visible;
     void *arg;
-    /* Out of memory parsing a line: the count is stopped and fails. */
+    /* Out of memory parsing a line: the count stops and fails. */
     bool nomem;
 };
 
-/* Counts one line; true (the one line the scan's limit allows) for the first line older than
- * the window and its slack, which ends the scan. */
-static bool on_minute_line(void *arg, const char *line, size_t n)
+/* Counts one line; stops at the first one older than the window and its slack. */
+static enum sl_audittail_take on_minute_line(void *arg, const char *line, size_t n)
 {
     struct per_minute *pm = arg;
     json_error_t jerr;
     json_t *entry = json_loadb(line, n, JSON_REJECT_DUPLICATES, &jerr);
-    const char *decision;
+    enum sl_audittail_take take = SL_AUDITTAIL_SKIP;
+    const char *text;
+    struct sl_audittail_minute *m;
     int64_t ts;
-    size_t i;
-    bool stop = false;
 
     if (entry == NULL && json_error_code(&jerr) == json_error_out_of_memory) {
         pm->nomem = true;
-        return true;
+        return SL_AUDITTAIL_STOP;
     }
-    if (!json_is_object(entry) || !parse_ts(json_string_value(json_object_get(entry, "ts")), &ts)) {
+    text = member(entry, "ts");
+    if (!json_is_object(entry) || text == NULL || sl_audittail_time_parse(text, &ts) < 0) {
         json_decref(entry);
-        return false;
+        return SL_AUDITTAIL_SKIP;
     }
-    if (ts < pm->first_s) {
-        stop = ts < pm->first_s - SL_AUDITTAIL_SLACK_S;
-    } else if (ts < pm->end_s && pm->visible(pm->arg, entry)) {
-        i = (size_t)((ts - pm->first_s) / 60);
-        decision = json_string_value(json_object_get(entry, "decision"));
-        if (decision == NULL) {
+    if (ts < pm->first_ms - SL_AUDITTAIL_SINCE_SLACK_MS) {
+        take = SL_AUDITTAIL_STOP;
+    } else if (ts >= pm->first_ms && ts < pm->end_ms && pm->visible(pm->arg, entry)) {
+        m = &pm->out[(ts - pm->first_ms) / 60000];
+        text = member(entry, "decision");
+        if (text == NULL) {
             /* Not one of the three. */
-        } else if (strcmp(decision, "allow") == 0) {
-            pm->out[i].allowed++;
-        } else if (strcmp(decision, "deny") == 0) {
-            pm->out[i].refused++;
-        } else if (strcmp(decision, "error") == 0) {
-            pm->out[i].errors++;
+        } else if (strcmp(text, "allow") == 0) {
+            m->allowed++;
+        } else if (strcmp(text, "deny") == 0) {
+            m->refused++;
+        } else if (strcmp(text, "error") == 0) {
+            m->errors++;
         }
     }
     json_decref(entry);
-    return stop;
+    return take;
 }
 
 int sl_audittail_per_minute(const char *path, int64_t now_s, struct sl_audittail_minute *out,
                             size_t n, size_t budget_bytes, sl_audittail_visible_fn *visible,
                             void *arg, bool *partial)
 {
-    struct per_minute pm = { out, n, 0, 0, visible, arg, false };
+    struct per_minute pm = { out, 0, 0, visible, arg, false };
     /* The current minute's start (floor, also before 1970). */
     int64_t now_minute = now_s / 60 * 60 - (now_s % 60 < 0 ? 60 : 0);
-    bool whole = true;
     int rc;
 
     *partial = false;
@@ -328,13 +525,14 @@ int sl_audittail_per_minute(const char *path, int64_t now_s, struct sl_audittail
     if (path == NULL) {
         return 0;
     }
-    pm.first_s = out[0].start_s;
-    pm.end_s = now_minute + 60;
-    rc = tail_read(path, 1, SL_AUDITTAIL_LINE_MAX, budget_bytes, on_minute_line, &pm, &whole);
+    pm.first_ms = out[0].start_s * 1000;
+    pm.end_ms = (now_minute + 60) * 1000;
+    /* Every line is skipped or ends the read: the limit is never reached. */
+    rc = sl_audittail_read(path, SIZE_MAX, SL_AUDITTAIL_LINE_MAX, budget_bytes, on_minute_line, &pm,
+                           partial);
     if (rc == 0 && pm.nomem) {
         rc = SL_ENOMEM;
     }
-    *partial = !whole;
     return rc;
 }
 
@@ -382,11 +580,6 @@ static bool is_env_name(const char *s)
     return true;
 }
 
-static const char *str_member(const json_t *o, const char *key)
-{
-    return json_string_value(json_object_get(o, key));
-}
-
 /* Appends the NULL-terminated list of strings to out (cap bytes, *len used). Returns false when
  * they do not fit. */
 static bool append(char *out, size_t cap, size_t *len, const char *const *parts)
@@ -406,12 +599,12 @@ static bool append(char *out, size_t cap, size_t *len, const char *const *parts)
 
 int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out, size_t cap)
 {
-    const char *decision = str_member(entry, "decision");
-    const char *reason = str_member(entry, "reason");
-    const char *env = env_name != NULL ? env_name : str_member(entry, "environment");
-    const char *host = str_member(entry, "host");
-    const char *method = str_member(entry, "method");
-    const char *rule = str_member(entry, "rule");
+    const char *decision = member(entry, "decision");
+    const char *reason = member(entry, "reason");
+    const char *env = env_name != NULL ? env_name : member(entry, "environment");
+    const char *host = member(entry, "host");
+    const char *method = member(entry, "method");
+    const char *rule = member(entry, "rule");
     const json_t *port_v = json_object_get(entry, "port");
     json_int_t port = json_is_integer(port_v) ? json_integer_value(port_v) : 0;
     char hostport[300];

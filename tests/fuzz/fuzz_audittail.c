@@ -62,7 +62,7 @@ static void check_suggestion(const char *line, size_t n)
     }
 }
 
-static bool on_line(void *arg, const char *line, size_t n)
+static enum sl_audittail_take on_line(void *arg, const char *line, size_t n)
 {
     struct ref *r = arg;
 
@@ -72,7 +72,7 @@ static bool on_line(void *arg, const char *line, size_t n)
     }
     r->next++;
     check_suggestion(line, n);
-    return true;
+    return SL_AUDITTAIL_COUNT;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -122,7 +122,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     (void)close(fd);
-    if (sl_audittail_read(path, limit, r.line_max, len + 1, on_line, &r) != 0
+    if (sl_audittail_read(path, limit, r.line_max, len + 1, on_line, &r, NULL) != 0
         || r.next != r.count) {
         __builtin_trap();
     }

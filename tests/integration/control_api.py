@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-# tests/integration/control_api.py - the REST API of environments, static clients and
-# resolution (docs/reference/api.md §5 intro, §5.1, §5.1b, §5.2) against a real `sluice control` on loopback,
+# tests/integration/control_api.py - the REST API of environments, static clients,
+# resolution and the audit tail's filters (docs/reference/api.md §5 intro, §5.1, §5.1b, §5.2,
+# §5.7, on an audit log the test writes) against a real `sluice control` on loopback,
 # with users made by `sluice user add`. One function per rule; stdlib only.
 import base64
 import http.client
@@ -363,6 +364,108 @@ def test_resolve_every_matched_by():
            "another user's env")
 
 
+# ---- the audit tail's filters (§5.7) --------------------------------------------------------
+
+def audit_line(ts, client, env, decision, reason, host, method="GET", port=443):
+    return json.dumps({"ts": ts, "client": client, "environment": env, "src": "10.0.0.5:4000",
+                       "method": method, "scheme": "https", "host": host, "port": port,
+                       "path": "/", "decision": decision, "reason": reason, "rule": None,
+                       "credential": False, "status": 403 if decision == "deny" else 200,
+                       "bytes_up": 0, "bytes_down": 0, "ms": 1.0, "policy_version": 1})
+
+
+def audit_get(query, who="root"):
+    return call("GET", "/api/v1/audit?" + query, who=who)
+
+
+def test_audit_filters_keep_only_matching_lines():
+    env = create("root", "audit-web", scope="global", network="on",
+                 egress={"default": "deny", "rules": [{"host": "a.sluice.test"}]})
+    lines = [
+        audit_line("2026-11-30T02:00:00.000Z", "sb_one", env["id"], "deny", "host-not-allowed",
+                   "b.sluice.test"),
+        audit_line("2026-11-30T02:00:01.000Z", "ci-runner", env["id"], "allow", None,
+                   "a.sluice.test"),
+        audit_line("2026-11-30T02:00:02.000Z", "sb_one", env["id"], "deny", "method-not-allowed",
+                   "API.Example.com", method="POST"),
+        audit_line("2026-11-30T02:00:03.000Z", "sb_two", "other-env", "error", "upstream-failed",
+                   "b.sluice.test"),
+        audit_line("2026-11-30T02:00:04.000Z", "sb_one", env["id"], "deny", "host-not-allowed",
+                   "b.sluice.test"),
+    ]
+    path = os.path.join(DATA, "audit.log")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        def times(query, who="root"):
+            doc = expect(audit_get(query, who), 200, query)
+            return [e["ts"][17:19] for e in doc["entries"]], doc
+
+        got, doc = times("")
+        assert got == ["04", "03", "02", "01", "00"], got
+        assert doc["truncated"] is False and doc["scanned_to"] == "2026-11-30T02:00:00.000Z", doc
+        assert times("client=sb_one")[0] == ["04", "02", "00"]
+        assert times("client=sb_")[0] == []
+        assert times("decision=deny")[0] == ["04", "02", "00"]
+        assert times("reason=host-not-allowed")[0] == ["04", "00"]
+        # A substring of the host in any case; the environment by its id or its name.
+        assert times("host=EXAMPLE")[0] == ["02"]
+        assert times("host=sluice.test")[0] == ["04", "03", "01", "00"]
+        assert times("environment=audit-web")[0] == ["04", "02", "01", "00"]
+        assert times("environment=" + env["id"])[0] == ["04", "02", "01", "00"]
+        assert times("environment=other-env")[0] == ["03"]
+        # Since inclusive, until exclusive; ANDed with the rest; limit counts matching lines.
+        assert times("since=2026-11-30T02:00:01Z&until=2026-11-30T02:00:04Z")[0] == \
+            ["03", "02", "01"]
+        assert times("since=2026-11-30T02:00:01Z&client=sb_one&decision=deny")[0] == ["04", "02"]
+        assert times("decision=deny&limit=2")[0] == ["04", "02"]
+        assert times("decision=deny&host=b.sluice&limit=1")[0] == ["04"]
+        assert times("client=sb_one&decision=allow")[0] == []
+        # Each line keeps its suggestion and environment name.
+        e = times("client=sb_one&limit=1")[1]["entries"][0]
+        assert e["environment_name"] == "audit-web" and e["suggestion"].startswith("to allow it"), e
+        # Bad values: 422 naming the parameter.
+        for query, field in (("decision=refused", "decision"), ("since=yesterday", "since"),
+                             ("until=2026-11-30T02:00:00%2B01:00", "until"),
+                             ("reason=Not%20Allowed", "reason"), ("client=a%01b", "client"),
+                             ("host=" + "x" * 513, "host"), ("limit=0&client=x", "limit"),
+                             ("since=2026-11-30T02:00:02Z&until=2026-11-30T02:00:01Z", "until")):
+            doc = expect(audit_get(query), 422, query)
+            assert doc["errors"][0]["field"] == field and doc["message"].startswith(field + ": "), \
+                (query, doc)
+        # A user sees only the lines of her sandboxes (none here), whatever the filters.
+        got, doc = times("client=sb_one", "alice")
+        assert got == [] and doc["all"] is False, doc
+    finally:
+        os.unlink(path)
+
+
+def test_audit_scan_is_bounded_and_says_so():
+    """More than 4 MiB of lines: a filter that matches only the oldest is cut short and says
+    so; `since` ends the scan early without a cut."""
+    path = os.path.join(DATA, "audit.log")
+    filler = audit_line("2026-11-30T03:00:00.000Z", "ci-runner", "e", "allow", None, "a.test")
+    n = (4 << 20) // (len(filler) + 1) + 100
+    with open(path, "w") as f:
+        f.write(audit_line("2026-11-30T01:00:00.000Z", "sb_old", "e", "deny", "host-not-allowed",
+                           "b.test") + "\n")
+        f.write((filler + "\n") * n)
+    try:
+        doc = expect(audit_get("client=sb_old"), 200, "old client")
+        assert doc["entries"] == [] and doc["truncated"] is True, doc
+        assert doc["scanned_to"] == "2026-11-30T03:00:00.000Z", doc
+        doc = expect(audit_get("client=ci-runner&limit=3"), 200, "filler")
+        assert len(doc["entries"]) == 3 and doc["truncated"] is False, doc
+        with open(path, "a") as f:
+            f.write(audit_line("2026-11-30T05:00:00.000Z", "sb_new", "e", "deny",
+                               "host-not-allowed", "b.test") + "\n")
+        doc = expect(audit_get("since=2026-11-30T04:00:00Z"), 200, "since")
+        assert [e["client"] for e in doc["entries"]] == ["sb_new"], doc
+        assert doc["truncated"] is False and doc["scanned_to"] == "2026-11-30T03:00:00.000Z", doc
+    finally:
+        os.unlink(path)
+
+
 def test_static_clients_admin_only_token_shown_once():
     expect(call("GET", "/api/v1/clients", who="alice"), 403, "user lists")
     expect(call("POST", "/api/v1/clients", {"id": "x", "ip": "10.0.0.1", "environment": "def-b"},
@@ -496,6 +599,8 @@ TESTS = [
     test_sql_metacharacters_are_stored_verbatim,
     test_resolve_every_matched_by,
     test_static_clients_admin_only_token_shown_once,
+    test_audit_filters_keep_only_matching_lines,
+    test_audit_scan_is_bounded_and_says_so,
     test_restart_keeps_everything,
     test_corrupt_database_refuses_to_start,
     test_missing_key_is_a_clear_error,

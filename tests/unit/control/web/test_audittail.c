@@ -3,11 +3,13 @@
  * tests/unit/control/web/test_audittail.c - the end of the audit log (control/web/audittail.h): the
  * last N lines newest first, across chunk boundaries; a last line without its newline (being
  * written) is left out; lines over the cap are skipped whole while their neighbours are kept; the
- * byte budget bounds the read; a missing file is no line; a directory is refused; the decisions
- * of the last hour per minute (a fixture log, tests/data/audit/per-minute.log: the minutes' edges,
- * the three decisions counted and the others not, lines of others, after the window, unreadable
- * or still being written left out, the scan's end at the first line past the window and its
- * slack, and "partial" when the budget ends it first); and the suggested rule of a policy refusal
+ * byte budget bounds the read (and the read says so); a callback's stop ends it; a missing file
+ * is no line; a directory is refused; the filters of GET /api/v1/audit (each parameter, their
+ * AND, the time range, bad values, the early end of a scan past `since`); the decisions of the
+ * last hour per minute (a fixture log, tests/data/audit/per-minute.log: the minutes' edges, the
+ * three decisions counted and the others not, lines of others, after the window, unreadable or
+ * still being written left out, the scan's end at the first line past the window and its slack,
+ * and "partial" when the budget ends it first); and the suggested rule of a policy refusal
  * (docs/reference/proxy.md §4.5) for each refusal reason, and none for the rest.
  */
 #include <setjmp.h>
@@ -33,23 +35,28 @@ struct seen {
     char *lines[MAX_SEEN];
     /* Accept only lines starting with this (NULL: all). */
     const char *prefix;
+    /* Stop at a line starting with this (NULL: never). */
+    const char *stop;
 };
 
-static bool collect(void *arg, const char *line, size_t n)
+static enum sl_audittail_take collect(void *arg, const char *line, size_t n)
 {
     struct seen *s = arg;
     char *copy;
 
+    if (s->stop != NULL && n >= strlen(s->stop) && memcmp(line, s->stop, strlen(s->stop)) == 0) {
+        return SL_AUDITTAIL_STOP;
+    }
     if (s->prefix != NULL
         && (n < strlen(s->prefix) || memcmp(line, s->prefix, strlen(s->prefix)) != 0)) {
-        return false;
+        return SL_AUDITTAIL_SKIP;
     }
     assert_true(s->n < MAX_SEEN);
     copy = test_malloc(n + 1);
     memcpy(copy, line, n);
     copy[n] = '\0';
     s->lines[s->n++] = copy;
-    return true;
+    return SL_AUDITTAIL_COUNT;
 }
 
 static void seen_free(struct seen *s)
@@ -80,13 +87,13 @@ static void returns_the_last_lines_newest_first(void **state)
 
     (void)state;
     write_file(path, text, strlen(text));
-    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "four");
     assert_string_equal(s.lines[1], "three");
     seen_free(&s);
     /* More asked than there are: all of them, the first line included. */
-    assert_int_equal(sl_audittail_read(path, 100, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 100, 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 4);
     assert_string_equal(s.lines[3], "one");
     seen_free(&s);
@@ -101,7 +108,7 @@ static void drops_a_last_line_still_being_written(void **state)
 
     (void)state;
     write_file(path, text, strlen(text));
-    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "two");
     assert_string_equal(s.lines[1], "one");
@@ -118,7 +125,7 @@ static void skips_empty_lines_and_counts_only_accepted_ones(void **state)
     (void)state;
     write_file(path, text, strlen(text));
     s.prefix = "a";
-    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 2, 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "a3");
     assert_string_equal(s.lines[1], "a1");
@@ -144,7 +151,7 @@ static void lines_spanning_chunks_come_back_whole(void **state)
     }
     write_file(path, text, len);
     test_free(text);
-    assert_int_equal(sl_audittail_read(path, 3000, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 3000, 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 3000);
     for (int i = 0; i < 3000; i++) {
         (void)snprintf(want, sizeof(want), "line-%04d-%.*s", 2999 - i, (2999 - i) % 37,
@@ -172,7 +179,7 @@ static void a_huge_line_is_skipped_whole(void **state)
     len += (size_t)snprintf(text + len, cap - len, "\nafter\n");
     write_file(path, text, len);
     test_free(text);
-    assert_int_equal(sl_audittail_read(path, 10, 16 * 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 16 * 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 2);
     assert_string_equal(s.lines[0], "after");
     assert_string_equal(s.lines[1], "before");
@@ -184,7 +191,7 @@ static void a_huge_line_is_skipped_whole(void **state)
         (void)snprintf(t2, sizeof(t2), "12345\n123456\n1234\n");
         assert_int_equal(unlink(path), 0);
         write_file(path, t2, strlen(t2));
-        assert_int_equal(sl_audittail_read(path, 10, 5, 1 << 20, collect, &s), 0);
+        assert_int_equal(sl_audittail_read(path, 10, 5, 1 << 20, collect, &s, NULL), 0);
         assert_int_equal(s.n, 2);
         assert_string_equal(s.lines[0], "1234");
         assert_string_equal(s.lines[1], "12345");
@@ -193,21 +200,262 @@ static void a_huge_line_is_skipped_whole(void **state)
     assert_int_equal(unlink(path), 0);
 }
 
-/* The budget bounds what is read: the oldest line cut by it is not returned. */
+/* The budget bounds what is read: the oldest line cut by it is not returned, and the read says
+ * it was cut; neither the file's start, the limit nor a stop is a cut. */
 static void the_budget_bounds_the_read(void **state)
 {
     const char text[] = "aaaaaaaaaa\nbbbbbbbbbb\ncccccccccc\n";
     struct seen s = { 0 };
+    bool cut = false;
     char path[64];
 
     (void)state;
     write_file(path, text, strlen(text));
     /* 15 bytes from the end are "bbb\ncccccccccc\n": only the c line is whole. */
-    assert_int_equal(sl_audittail_read(path, 10, 1024, 15, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 15, collect, &s, &cut), 0);
     assert_int_equal(s.n, 1);
     assert_string_equal(s.lines[0], "cccccccccc");
+    assert_true(cut);
+    seen_free(&s);
+    /* The whole file within the budget. */
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 33, collect, &s, &cut), 0);
+    assert_int_equal(s.n, 3);
+    assert_false(cut);
+    seen_free(&s);
+    /* The limit reached before the budget. */
+    assert_int_equal(sl_audittail_read(path, 1, 1024, 15, collect, &s, &cut), 0);
+    assert_int_equal(s.n, 1);
+    assert_false(cut);
+    seen_free(&s);
+    /* A stop before the budget. */
+    s.stop = "b";
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 25, collect, &s, &cut), 0);
+    assert_int_equal(s.n, 1);
+    assert_false(cut);
     seen_free(&s);
     assert_int_equal(unlink(path), 0);
+}
+
+/* A stop ends the read at once: nothing older is handed over, and it does not count. */
+static void a_stop_ends_the_read(void **state)
+{
+    const char text[] = "a1\nb2\na3\nstop\na4\n";
+    struct seen s = { 0 };
+    char path[64];
+
+    (void)state;
+    write_file(path, text, strlen(text));
+    s.stop = "stop";
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s, NULL), 0);
+    assert_int_equal(s.n, 1);
+    assert_string_equal(s.lines[0], "a4");
+    seen_free(&s);
+    assert_int_equal(unlink(path), 0);
+}
+
+/* ---- filters ------------------------------------------------------------------------------ */
+
+static void times_parse_to_milliseconds(void **state)
+{
+    int64_t ms = 0;
+
+    (void)state;
+    assert_int_equal(sl_audittail_time_parse("1970-01-01T00:00:00Z", &ms), 0);
+    assert_int_equal(ms, 0);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42.286Z", &ms), 0);
+    assert_int_equal(ms, 1796004462286LL);
+    /* Fewer digits are tenths and hundredths; finer ones round up (a millisecond time compares
+     * exactly with them). */
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42.2Z", &ms), 0);
+    assert_int_equal(ms, 1796004462200LL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30t02:07:42.286000001z", &ms), 0);
+    assert_int_equal(ms, 1796004462287LL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42.286000000Z", &ms), 0);
+    assert_int_equal(ms, 1796004462286LL);
+    /* A leap day, and a time before 1970. */
+    assert_int_equal(sl_audittail_time_parse("2024-02-29T00:00:00Z", &ms), 0);
+    assert_int_equal(ms, 1709164800000LL);
+    assert_int_equal(sl_audittail_time_parse("1969-12-31T23:59:59Z", &ms), 0);
+    assert_int_equal(ms, -1000);
+    /* Not UTC, not a date, not whole. */
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42+01:00", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2025-02-29T00:00:00Z", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2026-13-01T00:00:00Z", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T24:00:00Z", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42.Z", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42.1234567891Z", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("2026-11-30T02:07:42Zx", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("yesterday", &ms), SL_EINVAL);
+    assert_int_equal(sl_audittail_time_parse("", &ms), SL_EINVAL);
+}
+
+static void set(struct sl_audittail_filter *f, const char *param, const char *value)
+{
+    const char *why = NULL;
+
+    assert_int_equal(sl_audittail_filter_set(f, param, value, &why), 0);
+}
+
+static void refuse(const char *param, const char *value, const char *want_why)
+{
+    struct sl_audittail_filter f;
+    const char *why = NULL;
+
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(sl_audittail_filter_set(&f, param, value, &why), SL_EINVAL);
+    assert_non_null(why);
+    assert_non_null(strstr(why, want_why));
+}
+
+static bool passes(const struct sl_audittail_filter *f, const char *line, const char *env_name)
+{
+    json_t *e = json_loads(line, 0, NULL);
+    bool ok;
+
+    assert_non_null(e);
+    ok = sl_audittail_filter_match(f, e, env_name);
+    json_decref(e);
+    return ok;
+}
+
+#define LINE_A                                                                          \
+    "{\"ts\":\"2026-11-30T02:00:00.000Z\",\"client\":\"sb_1\",\"environment\":\"e-1\"," \
+    "\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"host\":\"b.Sluice.test\"}"
+#define LINE_B                                                                        \
+    "{\"ts\":\"2026-11-30T02:00:01.500Z\",\"client\":\"ci\",\"environment\":\"e-2\"," \
+    "\"decision\":\"allow\",\"reason\":null,\"host\":\"a.sluice.test\"}"
+
+static void a_zeroed_filter_keeps_every_line(void **state)
+{
+    struct sl_audittail_filter f;
+
+    (void)state;
+    memset(&f, 0, sizeof(f));
+    assert_true(passes(&f, LINE_A, NULL));
+    assert_true(passes(&f, "{}", NULL));
+    /* An empty value is no filter. */
+    set(&f, "client", "");
+    set(&f, "since", "");
+    assert_true(passes(&f, "{}", NULL));
+}
+
+static void each_filter_keeps_its_lines(void **state)
+{
+    struct sl_audittail_filter f;
+
+    (void)state;
+    memset(&f, 0, sizeof(f));
+    set(&f, "client", "sb_1");
+    assert_true(passes(&f, LINE_A, NULL));
+    assert_false(passes(&f, LINE_B, NULL));
+    /* Exact: a prefix is not the client. */
+    memset(&f, 0, sizeof(f));
+    set(&f, "client", "sb_");
+    assert_false(passes(&f, LINE_A, NULL));
+
+    /* The environment by the line's key or by its name. */
+    memset(&f, 0, sizeof(f));
+    set(&f, "environment", "e-1");
+    assert_true(passes(&f, LINE_A, "web"));
+    assert_false(passes(&f, LINE_B, "web"));
+    memset(&f, 0, sizeof(f));
+    set(&f, "environment", "web");
+    assert_true(passes(&f, LINE_A, "web"));
+    assert_false(passes(&f, LINE_A, NULL));
+    assert_false(passes(&f, LINE_A, "webby"));
+
+    memset(&f, 0, sizeof(f));
+    set(&f, "decision", "allow");
+    assert_false(passes(&f, LINE_A, NULL));
+    assert_true(passes(&f, LINE_B, NULL));
+
+    memset(&f, 0, sizeof(f));
+    set(&f, "reason", "host-not-allowed");
+    assert_true(passes(&f, LINE_A, NULL));
+    assert_false(passes(&f, LINE_B, NULL));
+
+    /* A substring of the host, in any case. */
+    memset(&f, 0, sizeof(f));
+    set(&f, "host", "SLUICE.t");
+    assert_true(passes(&f, LINE_A, NULL));
+    assert_true(passes(&f, LINE_B, NULL));
+    memset(&f, 0, sizeof(f));
+    set(&f, "host", "b.sl");
+    assert_true(passes(&f, LINE_A, NULL));
+    assert_false(passes(&f, LINE_B, NULL));
+    assert_false(passes(&f, "{\"host\":null}", NULL));
+
+    /* All of them at once: AND. */
+    memset(&f, 0, sizeof(f));
+    set(&f, "client", "sb_1");
+    set(&f, "decision", "allow");
+    assert_false(passes(&f, LINE_A, NULL));
+    assert_false(passes(&f, LINE_B, NULL));
+}
+
+static void the_time_range_is_since_inclusive_until_exclusive(void **state)
+{
+    struct sl_audittail_filter f;
+    const char *param = NULL;
+    const char *why = NULL;
+
+    (void)state;
+    memset(&f, 0, sizeof(f));
+    set(&f, "since", "2026-11-30T02:00:00Z");
+    assert_true(passes(&f, LINE_A, NULL));
+    assert_true(passes(&f, LINE_B, NULL));
+    /* A line without a time fails a time filter. */
+    assert_false(passes(&f, "{\"decision\":\"deny\"}", NULL));
+    assert_false(passes(&f, "{\"ts\":\"soon\"}", NULL));
+    set(&f, "until", "2026-11-30T02:00:01.5Z");
+    assert_int_equal(sl_audittail_filter_check(&f, &param, &why), 0);
+    assert_true(passes(&f, LINE_A, NULL));
+    assert_false(passes(&f, LINE_B, NULL));
+    memset(&f, 0, sizeof(f));
+    set(&f, "since", "2026-11-30T02:00:00.0001Z");
+    assert_false(passes(&f, LINE_A, NULL));
+    assert_true(passes(&f, LINE_B, NULL));
+    /* until must come after since. */
+    set(&f, "until", "2026-11-30T02:00:00.0001Z");
+    assert_int_equal(sl_audittail_filter_check(&f, &param, &why), SL_EINVAL);
+    assert_string_equal(param, "until");
+    assert_non_null(strstr(why, "after since"));
+}
+
+static void a_line_far_older_than_since_ends_the_scan(void **state)
+{
+    struct sl_audittail_filter f;
+    json_t *near = json_loads("{\"ts\":\"2026-11-30T01:59:30.000Z\"}", 0, NULL);
+    json_t *far = json_loads("{\"ts\":\"2026-11-30T01:58:59.999Z\"}", 0, NULL);
+
+    (void)state;
+    memset(&f, 0, sizeof(f));
+    assert_false(sl_audittail_filter_is_past(&f, far));
+    set(&f, "since", "2026-11-30T02:00:00Z");
+    /* Within the slack (a line of another worker may come a little late): go on. */
+    assert_false(sl_audittail_filter_is_past(&f, near));
+    assert_true(sl_audittail_filter_is_past(&f, far));
+    json_decref(near);
+    json_decref(far);
+}
+
+static void bad_values_are_refused_with_what_they_must_be(void **state)
+{
+    char big[SL_AUDITTAIL_FILTER_VALUE_MAX + 2];
+
+    (void)state;
+    refuse("decision", "refused", "one of allow, deny, error, challenge, dns");
+    refuse("decision", "DENY", "one of allow");
+    refuse("reason", "Host Not Allowed", "a reason code");
+    refuse("since", "yesterday", "RFC 3339 UTC time");
+    refuse("until", "2026-11-30T02:00:00+00:00", "RFC 3339 UTC time");
+    refuse("client", "a\tb", "without control characters");
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    refuse("host", big, "at most 512 bytes");
+    refuse("color", "red", "a known parameter");
 }
 
 static void a_missing_file_is_no_line(void **state)
@@ -216,7 +464,7 @@ static void a_missing_file_is_no_line(void **state)
 
     (void)state;
     assert_int_equal(sl_audittail_read("/tmp/sl-audittail-does-not-exist/x.log", 10, 1024, 1 << 20,
-                                       collect, &s),
+                                       collect, &s, NULL),
                      0);
     assert_int_equal(s.n, 0);
 }
@@ -228,11 +476,11 @@ static void an_empty_file_or_a_zero_limit_is_no_line(void **state)
 
     (void)state;
     write_file(path, "", 0);
-    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 10, 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 0);
     assert_int_equal(unlink(path), 0);
     write_file(path, "x\n", 2);
-    assert_int_equal(sl_audittail_read(path, 0, 1024, 1 << 20, collect, &s), 0);
+    assert_int_equal(sl_audittail_read(path, 0, 1024, 1 << 20, collect, &s, NULL), 0);
     assert_int_equal(s.n, 0);
     assert_int_equal(unlink(path), 0);
 }
@@ -242,7 +490,7 @@ static void a_directory_is_refused(void **state)
     struct seen s = { 0 };
 
     (void)state;
-    assert_int_equal(sl_audittail_read("/tmp", 10, 1024, 1 << 20, collect, &s), SL_ENOTFILE);
+    assert_int_equal(sl_audittail_read("/tmp", 10, 1024, 1 << 20, collect, &s, NULL), SL_ENOTFILE);
 }
 
 /* ---- suggestions ------------------------------------------------------------------------- */
@@ -548,6 +796,13 @@ int main(void)
         cmocka_unit_test(lines_spanning_chunks_come_back_whole),
         cmocka_unit_test(a_huge_line_is_skipped_whole),
         cmocka_unit_test(the_budget_bounds_the_read),
+        cmocka_unit_test(a_stop_ends_the_read),
+        cmocka_unit_test(times_parse_to_milliseconds),
+        cmocka_unit_test(a_zeroed_filter_keeps_every_line),
+        cmocka_unit_test(each_filter_keeps_its_lines),
+        cmocka_unit_test(the_time_range_is_since_inclusive_until_exclusive),
+        cmocka_unit_test(a_line_far_older_than_since_ends_the_scan),
+        cmocka_unit_test(bad_values_are_refused_with_what_they_must_be),
         cmocka_unit_test(a_missing_file_is_no_line),
         cmocka_unit_test(an_empty_file_or_a_zero_limit_is_no_line),
         cmocka_unit_test(a_directory_is_refused),
