@@ -62,8 +62,8 @@ struct job {
     char *own_body;
     /* The Authorization header's value, copied (NULL when absent). */
     char *auth;
-    /* GET /api/v1/audit and /api/v1/overview: {"<sandbox id>":"<owner id>"} taken on the loop
-     * (owned; NULL when sandboxes are off or for other requests). */
+    /* GET /api/v1/audit[/refusals] and /api/v1/overview: {"<sandbox id>":"<owner id>"} taken on
+     * the loop (owned; NULL when sandboxes are off or for other requests). */
     json_t *owners;
     struct sl__api_result res;
 };
@@ -650,12 +650,8 @@ static void route(struct sl__api_call *c)
         route_mcp(c);
     } else if (sl_jobs_http_matches(path)) {
         route_jobs(c);
-    } else if (strcmp(path, AUDIT_PATH) == 0) {
-        if (strcmp(m, "GET") == 0) {
-            sl__api_audit_tail(c);
-        } else {
-            sl__api_set_error(c->res, 405, "use GET");
-        }
+    } else if (strcmp(path, AUDIT_PATH) == 0 || strcmp(path, AUDIT_PATH "/refusals") == 0) {
+        sl__api_route_audit(c, path);
     } else if (strcmp(path, "/api/v1/me") == 0) {
         if (strcmp(m, "GET") == 0) {
             sl__api_set_json(c->res, 200,
@@ -1018,7 +1014,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     }
     /* Who owns which sandbox is known on the loop only: hand the audit (and overview) job a
      * copy. */
-    if ((strcmp(req->path, AUDIT_PATH) == 0 || strcmp(req->path, OVERVIEW_PATH) == 0)
+    if ((under(req->path, AUDIT_PATH) || strcmp(req->path, OVERVIEW_PATH) == 0)
         && api->sandboxes != NULL) {
         j->owners = sl_sandboxes_owners(api->sandboxes);
         if (j->owners == NULL) {

@@ -12,12 +12,14 @@
  *
  * For the dashboard (docs/dashboard.md): GET /api/v1/me → {"name","admin"}; GET
  * /api/v1/sandboxes → the caller's open sandboxes in every repository; GET
- * /api/v1/audit?limit=N → the last N (1-500, default 100) lines of `audit_log`, newest first,
- * read in the job (control/web/audittail.h) with the suggestion of each policy refusal. Admins see
- * every line, other users the lines of the sandboxes they created: the owners are copied from
- * the sandbox manager on the loop when the job is queued. GET /api/v1/overview → those lines'
- * decisions per minute over the last hour and the caller's jobs (in the job), then the snapshot
- * and proxies from the `status` hook and the caller's open sandboxes (on the loop).
+ * /api/v1/audit?limit=N&filters → the last N (1-500, default 100) lines of `audit_log` that pass
+ * the filters, newest first, read in the job (control/web/audittail.h) with the suggestion of each
+ * policy refusal (control/web/suggest.h); GET /api/v1/audit/refusals → those refusals grouped,
+ * each with the rule to apply. Admins see every line, other users the lines of the sandboxes they
+ * created: the owners are copied from the sandbox manager on the loop when the job is queued.
+ * GET /api/v1/overview → those lines' decisions per minute over the last hour and the caller's
+ * jobs (in the job), then the snapshot and proxies from the `status` hook and the caller's open
+ * sandboxes (on the loop).
  *
  * `/mcp` is the MCP endpoint (control/web/mcp.h), whose tool calls come back in through
  * sl_api_dispatch().

@@ -9,7 +9,7 @@
  *   api_envs.c       environments (§5.1) and static clients (§5.1b);
  *   api_learn.c      learn mode of an environment (§5.1): observe, suggestions, applying them;
  *   api_sandboxes.c  resolution (§5.2) and sandboxes (§5.3);
- *   api_audit.c      the audit tail and the admins' list of sandboxes;
+ *   api_audit.c      the audit tail, its refusals grouped, and the admins' list of sandboxes;
  *   api_overview.c   the dashboard's overview (decisions per minute, proxies, sandboxes, jobs);
  *   api_users.c      users and API tokens (§5.8);
  *   api_repos.c      repositories and their members (§5.9), and the routes under a
@@ -239,8 +239,8 @@ void sl__api_route_learn(struct sl__api_call *c, const struct sl_env_row *r, con
 
 /* ---- api_audit.c ---- */
 
-/* GET /api/v1/audit. */
-void sl__api_audit_tail(struct sl__api_call *c);
+/* GET /api/v1/audit (`path`) and GET /api/v1/audit/refusals. */
+void sl__api_route_audit(struct sl__api_call *c, const char *path);
 
 /* GET /api/v1/sandboxes: the caller's open sandboxes in every repository. */
 void sl__api_list_all_sandboxes(struct sl__api_call *c);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/audittail.c - reading the end of the audit log backwards, the filters of the API on
- * its lines, its decisions per minute, and the suggested rule of a policy refusal.
+ * control/web/audittail.c - reading the end of the audit log backwards, the filters of the API
+ * on its lines, and its decisions per minute.
  */
 #include "control/web/audittail.h"
 
@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "base/mem.h"
-#include "policy/validate.h"
 
 /* Bytes read per pread(). */
 #define CHUNK ((size_t)64 << 10)
@@ -534,138 +533,4 @@ int sl_audittail_per_minute(const char *path, int64_t now_s, struct sl_audittail
         rc = SL_ENOMEM;
     }
     return rc;
-}
-
-/* ---- suggestions ------------------------------------------------------------------------- */
-
-/* A method a suggested rule can name (docs/reference/snapshot.md §3: an upper-case token). */
-static bool is_method(const char *s)
-{
-    return sl_policy_method_check(s, strlen(s)) == SL_POLICY_METHOD_OK;
-}
-
-/* A host name, an IPv4 address or a bracketed IPv6 address, as the proxy writes them. */
-static bool is_host(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 255) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.'
-              || c == '-' || c == '_' || c == '*' || c == ':' || c == '[' || c == ']')) {
-            return false;
-        }
-    }
-    return true;
-}
-
-static bool is_env_name(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > 512) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* Appends the NULL-terminated list of strings to out (cap bytes, *len used). Returns false when
- * they do not fit. */
-static bool append(char *out, size_t cap, size_t *len, const char *const *parts)
-{
-    for (; *parts != NULL; parts++) {
-        size_t n = strlen(*parts);
-
-        if (n >= cap - *len) {
-            return false;
-        }
-        memcpy(out + *len, *parts, n);
-        *len += n;
-        out[*len] = '\0';
-    }
-    return true;
-}
-
-int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out, size_t cap)
-{
-    const char *decision = member(entry, "decision");
-    const char *reason = member(entry, "reason");
-    const char *env = env_name != NULL ? env_name : member(entry, "environment");
-    const char *host = member(entry, "host");
-    const char *method = member(entry, "method");
-    const char *rule = member(entry, "rule");
-    const json_t *port_v = json_object_get(entry, "port");
-    json_int_t port = json_is_integer(port_v) ? json_integer_value(port_v) : 0;
-    char hostport[300];
-    char portbuf[16] = "";
-    bool tunnel;
-    bool ok;
-    size_t len = 0;
-
-    if (cap == 0) {
-        return SL_ETOOBIG;
-    }
-    out[0] = '\0';
-    /* Refusals only: an allow needs nothing, and a "challenge" (the 407 that asks a client for
-     * its proxy credentials, docs/reference/proxy.md §4.7) is answered by the client, not by a
-     * rule. */
-    if (decision == NULL || strcmp(decision, "deny") != 0 || reason == NULL || env == NULL
-        || host == NULL || !is_env_name(env) || !is_host(host) || port < 0 || port > 65535
-        || (method != NULL && !is_method(method))) {
-        return 0;
-    }
-    tunnel = method == NULL || strcmp(method, "CONNECT") == 0;
-    if (port != 0 && port != 80 && port != 443) {
-        (void)snprintf(portbuf, sizeof(portbuf), ":%d", (int)port);
-    }
-    (void)snprintf(hostport, sizeof(hostport), "%s%s", host, portbuf);
-    if (strcmp(reason, "method-not-allowed") == 0) {
-        if (tunnel) {
-            return 0;
-        }
-        /* A rule for exactly this host refused the method: a second rule for the same host
-         * would tie with it and lose on order, so extend the one there is. */
-        if (rule != NULL && is_host(rule) && strcmp(rule, hostport) == 0) {
-            const char *const parts[] = { "to allow it, add \"",
-                                          method,
-                                          "\" to the methods of {\"host\":\"",
-                                          rule,
-                                          "\"} in environment ",
-                                          env,
-                                          NULL };
-
-            ok = append(out, cap, &len, parts);
-            if (!ok) {
-                out[0] = '\0';
-                return SL_ETOOBIG;
-            }
-            return (int)len;
-        }
-    } else if (strcmp(reason, "host-not-allowed") != 0 && strcmp(reason, "port-not-allowed") != 0) {
-        return 0;
-    }
-    {
-        const char *const head[] = { "to allow it, add {\"host\":\"", hostport, "\"", NULL };
-        const char *const methods[] = { ",\"methods\":[\"", method, "\"]", NULL };
-        const char *const tail[] = { "} to environment ", env, NULL };
-
-        ok = append(out, cap, &len, head) && (tunnel || append(out, cap, &len, methods))
-             && append(out, cap, &len, tail);
-    }
-    if (!ok) {
-        out[0] = '\0';
-        return SL_ETOOBIG;
-    }
-    return (int)len;
 }

@@ -1,15 +1,15 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/web/audittail.h - the recent end of the proxy's audit log (docs/reference/proxy.md §4.7)
- * for GET /api/v1/audit, its grouped refusals and the dashboard's live tail: the reader, the
- * filters of the API (docs/reference/api.md §5.7), and the rule that would allow a policy refusal
- * (docs/reference/proxy.md §4.5).
+ * for GET /api/v1/audit, its grouped refusals, learn mode's suggestions and the dashboard's live
+ * tail: the reader, and the filters of the API on its lines (docs/reference/api.md §5.7). The
+ * rule that would allow a refusal is control/web/suggest's.
  *
  * sl_audittail_read() reads a file backwards in chunks, from its end, never more than a byte
  * budget, and hands complete lines, newest first, to a callback; sl_audittail_per_minute() counts
  * the decisions of the last hour with it (GET /api/v1/overview). Both block on file I/O: call
- * them from a thread-pool job, never on the loop. The filter functions and sl_audittail_suggest()
- * are pure; a filter is caller storage (zeroed: keeps every line), set one parameter at a time.
+ * them from a thread-pool job, never on the loop. The filter functions are pure; a filter is
+ * caller storage (zeroed: keeps every line), set one parameter at a time.
  */
 #ifndef SL_CONTROL_WEB_AUDITTAIL_H
 #define SL_CONTROL_WEB_AUDITTAIL_H
@@ -28,6 +28,10 @@
 /* Longest audit line returned (longer ones are skipped); the proxy's own lines stay far below
  * it (host, path and names are capped there). */
 #define SL_AUDITTAIL_LINE_MAX ((size_t)16 << 10)
+/* GET /api/v1/audit/refusals: the groups answered at most, and tracked at most (the refusals of
+ * further groups are counted as left out). */
+#define SL_AUDITTAIL_GROUPS_MAX     200u
+#define SL_AUDITTAIL_GROUPS_TRACKED 1000u
 /* Most bytes read from the end of the log for one call. */
 #define SL_AUDITTAIL_BUDGET_BYTES ((size_t)4 << 20)
 
@@ -151,20 +155,5 @@ SL_MUST_CHECK int sl_audittail_per_minute(const char *path, int64_t now_s,
                                           struct sl_audittail_minute *out, size_t n,
                                           size_t budget_bytes, sl_audittail_visible_fn *visible,
                                           void *arg, bool *partial);
-
-/* What would allow the refusal of audit line `entry` (a parsed object, borrowed) in the
- * environment named `env_name` (NULL: the line's "environment", which the proxy writes as the
- * snapshot's environment key, the id for environments of the control plane), in the words
- * of docs/reference/proxy.md §4.5: `to allow it, add {"host":"api.example.com","methods":["POST"]}
- * to environment ci-python`, or, for a method refused by a rule for exactly that host, `to allow
- * it, add "POST" to the methods of {"host":"api.example.com"} in environment ci-python`. A tunnel
- * (method null or CONNECT) gets a rule without methods; a port other than 80 and 443 goes
- * into the host. Only for decision "deny" (never "allow" or "challenge") with reason
- * host-not-allowed, port-not-allowed or method-not-allowed, a host of host characters, a method
- * that is an HTTP token and an environment name without control characters or quotes. Writes the
- * NUL-terminated text to `out` (`cap` bytes) and returns its length, 0 when there is no suggestion
- * (`out` is then ""), or SL_ETOOBIG when it does not fit. */
-SL_MUST_CHECK int sl_audittail_suggest(const json_t *entry, const char *env_name, char *out,
-                                       size_t cap);
 
 #endif

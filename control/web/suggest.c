@@ -205,45 +205,68 @@ static void add_method(struct entry *e, const char *m)
     (void)snprintf(e->methods[e->n_methods++], METHOD_MAX + 1, "%s", m);
 }
 
-bool sl_suggest_add(struct sl_suggest *sg, const json_t *line)
+/* What a line for suggestions says: its host, port and method (NULL or "CONNECT": a tunnel), its
+ * time, whether it was observed and the refusal it stands for. False when it is no line for
+ * suggestions of sg's environment. */
+struct seen {
+    struct sl_host host;
+    uint16_t port;
+    const char *method;
+    const char *ts;
+    bool observed;
+    unsigned would;
+};
+
+static bool read_line(const struct sl_suggest *sg, const json_t *line, struct seen *out)
 {
     const char *env = json_string_value(json_object_get(line, "environment"));
     const char *host = json_string_value(json_object_get(line, "host"));
-    const char *method = json_string_value(json_object_get(line, "method"));
-    const char *ts = json_string_value(json_object_get(line, "ts"));
     json_int_t port = json_integer_value(json_object_get(line, "port"));
-    struct sl_host h;
-    struct entry *e;
-    bool observed;
-    unsigned would;
 
     if (env == NULL || strcmp(env, sg->env_id) != 0 || host == NULL || port < 1 || port > 65535) {
         return false;
     }
-    would = would_of(line, &observed);
-    if (would == 0 || sl_host_normalize(sl_slice_str(host), 0, &h, NULL) != 0) {
+    out->would = would_of(line, &out->observed);
+    if (out->would == 0 || sl_host_normalize(sl_slice_str(host), 0, &out->host, NULL) != 0) {
         return false;
     }
-    if (method != NULL && strcmp(method, "CONNECT") != 0
-        && sl_policy_method_check(method, strlen(method)) != SL_POLICY_METHOD_OK) {
+    out->port = (uint16_t)port;
+    out->method = json_string_value(json_object_get(line, "method"));
+    out->ts = json_string_value(json_object_get(line, "ts"));
+    return out->method == NULL || strcmp(out->method, "CONNECT") == 0
+           || sl_policy_method_check(out->method, strlen(out->method)) == SL_POLICY_METHOD_OK;
+}
+
+/* Counts the line `l` into `e`. */
+static void count_into(struct entry *e, const struct seen *l)
+{
+    if (l->method != NULL && strcmp(l->method, "CONNECT") != 0) {
+        e->requests = true;
+        add_method(e, l->method);
+    }
+    if (e->count == 0 && l->ts != NULL) {
+        (void)snprintf(e->last, sizeof(e->last), "%s", l->ts);
+    }
+    e->count++;
+    e->observed += l->observed;
+    e->refused += !l->observed;
+    e->would |= l->would;
+}
+
+bool sl_suggest_add(struct sl_suggest *sg, const json_t *line)
+{
+    struct seen l;
+    struct entry *e;
+
+    if (!read_line(sg, line, &l)) {
         return false;
     }
-    e = entry_for(sg, &h, (uint16_t)port);
+    e = entry_for(sg, &l.host, l.port);
     if (e == NULL) {
         sg->left_out++;
         return false;
     }
-    if (method != NULL && strcmp(method, "CONNECT") != 0) {
-        e->requests = true;
-        add_method(e, method);
-    }
-    if (e->count == 0 && ts != NULL) {
-        (void)snprintf(e->last, sizeof(e->last), "%s", ts);
-    }
-    e->count++;
-    e->observed += observed;
-    e->refused += !observed;
-    e->would |= would;
+    count_into(e, &l);
     sg->lines++;
     return true;
 }
@@ -350,8 +373,11 @@ static json_t *would_list(unsigned would)
     return arr;
 }
 
-/* The suggestion of `e`, or NULL in `*out` when the environment allows it all by now. */
-static int suggest_entry(const struct sl_suggest *sg, const struct entry *e, json_t **out)
+/* The suggestion of `e`, or NULL in `*out` when the environment allows it all by now. `*decider`
+ * (when not NULL) is set to the host of the rule that decides `e`'s host and port now (NULL: none),
+ * borrowed from sg. */
+static int suggest_entry(const struct sl_suggest *sg, const struct entry *e, json_t **out,
+                         const char **decider)
 {
     char host[HOST_PORT_SIZE];
     const char *rule = NULL;
@@ -360,6 +386,9 @@ static int suggest_entry(const struct sl_suggest *sg, const struct entry *e, jso
     bool tunnel_ok = allowed_now(sg, e, NULL, &rule);
 
     *out = NULL;
+    if (decider != NULL) {
+        *decider = rule;
+    }
     if (!e->requests && tunnel_ok) {
         return 0;
     }
@@ -564,7 +593,7 @@ int sl_suggest_render(const struct sl_suggest *sg, bool wildcards, json_t **out)
     for (size_t i = 0; rc == 0 && i < sg->n; i++) {
         json_t *doc = NULL;
 
-        rc = suggest_entry(sg, &sg->entries[i], &doc);
+        rc = suggest_entry(sg, &sg->entries[i], &doc, NULL);
         if (rc == 0 && doc != NULL) {
             domain_key(sg->entries[i].host.name, items[n].key, sizeof(items[n].key) - 8);
             (void)snprintf(items[n].key + strlen(items[n].key), 8, " %05u",
@@ -610,4 +639,128 @@ int sl_suggest_render(const struct sl_suggest *sg, bool wildcards, json_t **out)
     sl_free(items);
     sl_free(entry_of);
     return rc;
+}
+
+int sl_suggest_line(const struct sl_suggest *sg, const json_t *line, json_t **out)
+{
+    struct seen l;
+    struct entry *e;
+    json_t *doc = NULL;
+    json_t *rule;
+    const char *decider = NULL;
+    const char *host;
+    int rc;
+
+    *out = NULL;
+    if (!read_line(sg, line, &l)) {
+        return 0;
+    }
+    /* The entry of this one line, as if it were the only one seen. */
+    e = sl_calloc(1, sizeof(*e));
+    SL_ENSURE(e != NULL, SL_ENOMEM);
+    e->host = l.host;
+    e->port = l.port;
+    count_into(e, &l);
+    rc = suggest_entry(sg, e, &doc, &decider);
+    sl_free(e);
+    if (rc < 0 || doc == NULL) {
+        return rc;
+    }
+    rule = json_object_get(doc, "rule");
+    host = json_string_value(json_object_get(rule, "host"));
+    if (json_array_size(json_object_get(rule, "methods")) == 0) {
+        (void)json_object_del(rule, "methods");
+    }
+    *out = json_pack("{s:O}", "rule", rule);
+    /* A rule for exactly this host and port refused the method: applying adds the method to it
+     * (a second rule for the host would tie with it and lose on order). */
+    if (*out != NULL && decider != NULL && strchr(decider, '*') == NULL
+        && strcmp(decider, host) == 0
+        && json_object_set_new(*out, "extends", json_string(decider)) != 0) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    json_decref(doc);
+    return *out != NULL ? 0 : SL_ENOMEM;
+}
+
+/* An environment name a sentence can hold: no control characters, quotes or backslashes. */
+static bool is_sentence_name(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 512) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Appends `s` to out (cap bytes, *len used). False when it does not fit. */
+static bool append(char *out, size_t cap, size_t *len, const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n >= cap - *len) {
+        return false;
+    }
+    memcpy(out + *len, s, n);
+    *len += n;
+    out[*len] = '\0';
+    return true;
+}
+
+int sl_suggest_sentence(const json_t *suggestion, const char *env_name, char *out, size_t cap)
+{
+    const json_t *rule = json_object_get(suggestion, "rule");
+    const char *extends = json_string_value(json_object_get(suggestion, "extends"));
+    const json_t *methods = json_object_get(rule, "methods");
+    char *text = NULL;
+    size_t len = 0;
+    bool ok = true;
+
+    if (cap == 0) {
+        return SL_ETOOBIG;
+    }
+    out[0] = '\0';
+    if (!json_is_object(rule) || env_name == NULL || !is_sentence_name(env_name)) {
+        return 0;
+    }
+    if (extends != NULL && json_array_size(methods) > 0) {
+        /* to allow it, add "POST" to the methods of {"host":"api.example.com"} in environment
+         * ci-python */
+        json_t *only = json_pack("{s:s}", "host", extends);
+
+        text = only != NULL ? json_dumps(only, JSON_COMPACT) : NULL;
+        json_decref(only);
+        SL_ENSURE(text != NULL, SL_ENOMEM);
+        ok = append(out, cap, &len, "to allow it, add ");
+        for (size_t i = 0; ok && i < json_array_size(methods); i++) {
+            const char *m = json_string_value(json_array_get(methods, i));
+
+            ok = (i == 0 || append(out, cap, &len, ", ")) && append(out, cap, &len, "\"")
+                 && append(out, cap, &len, m != NULL ? m : "") && append(out, cap, &len, "\"");
+        }
+        ok = ok && append(out, cap, &len, " to the methods of ") && append(out, cap, &len, text)
+             && append(out, cap, &len, " in environment ") && append(out, cap, &len, env_name);
+    } else {
+        /* to allow it, add {"host":"api.example.com","methods":["POST"]} to environment
+         * ci-python */
+        text = json_dumps(rule, JSON_COMPACT);
+        SL_ENSURE(text != NULL, SL_ENOMEM);
+        ok = append(out, cap, &len, "to allow it, add ") && append(out, cap, &len, text)
+             && append(out, cap, &len, " to environment ") && append(out, cap, &len, env_name);
+    }
+    sl_free(text);
+    if (!ok) {
+        out[0] = '\0';
+        return SL_ETOOBIG;
+    }
+    return (int)len;
 }

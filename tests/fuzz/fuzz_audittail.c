@@ -1,14 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/fuzz/fuzz_audittail.c - the audit log's tail reader and the suggested rule
- * (control/web/audittail) on arbitrary file contents. The first two bytes choose the line cap and
- * the limit; the rest is written to a temporary file and read back with sl_audittail_read().
+ * tests/fuzz/fuzz_audittail.c - the audit log's tail reader (control/web/audittail) and the
+ * suggested rule of one refusal with its sentence (control/web/suggest) on arbitrary file contents.
+ * The first two bytes choose the line cap and the limit; the rest is written to a temporary file
+ * and read back with sl_audittail_read().
  *
  * Invariants, not just "no crash": the lines handed over are exactly, in order, those of a
  * straightforward reference (split at '\n', the segment after the last '\n' dropped, empty lines
  * and lines over the cap skipped, newest first, at most `limit`); every line is non-empty,
- * within the cap and holds no '\n'. Each line that parses as a JSON object gets a suggestion
- * that is either none or a sentence starting "to allow it, add " without control characters.
+ * within the cap and holds no '\n'. Each line that parses as a JSON object naming an environment
+ * gets a suggestion (for an environment without rules) that is either none or a rule with a host
+ * and a sentence starting "to allow it, add " without control characters.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +23,7 @@
 
 #include "base/err.h"
 #include "control/web/audittail.h"
+#include "control/web/suggest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -37,15 +40,32 @@ struct ref {
 static void check_suggestion(const char *line, size_t n)
 {
     json_t *e = json_loadb(line, n, 0, NULL);
+    const char *env = json_string_value(json_object_get(e, "environment"));
+    struct sl_suggest *sg = NULL;
+    json_t *s = NULL;
     char out[512];
+    bool some;
     int len;
 
-    if (!json_is_object(e)) {
+    if (!json_is_object(e) || env == NULL) {
         json_decref(e);
         return;
     }
-    len = sl_audittail_suggest(e, NULL, out, sizeof(out));
+    if (sl_suggest_create(env, NULL, &sg) != 0 || sl_suggest_line(sg, e, &s) != 0) {
+        /* Out of memory only. */
+        __builtin_trap();
+    }
+    some = s != NULL;
+    len = some ? sl_suggest_sentence(s, env, out, sizeof(out)) : 0;
+    if (some && !json_is_string(json_object_get(json_object_get(s, "rule"), "host"))) {
+        __builtin_trap();
+    }
+    json_decref(s);
+    sl_suggest_destroy(sg);
     json_decref(e);
+    if (!some) {
+        return;
+    }
     if (len < 0) {
         if (len != SL_ETOOBIG || out[0] != '\0') {
             __builtin_trap();

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/control_api.py - the REST API of environments, static clients,
-# resolution and the audit tail's filters (docs/reference/api.md §5 intro, §5.1, §5.1b, §5.2,
-# §5.7, on an audit log the test writes) against a real `sluice control` on loopback,
+# resolution, the audit tail's filters and its refusals grouped (docs/reference/api.md §5 intro,
+# §5.1, §5.1b, §5.2, §5.7, on an audit log the test writes) against a real `sluice control` on loopback,
 # with users made by `sluice user add`. One function per rule; stdlib only.
 import base64
 import http.client
@@ -466,6 +466,104 @@ def test_audit_scan_is_bounded_and_says_so():
         os.unlink(path)
 
 
+def test_audit_refusals_are_grouped_with_the_rule_to_apply():
+    env = create("root", "refusals-web", scope="global", network="on",
+                 egress={"default": "deny", "rules": [{"host": "a.sluice.test",
+                                                       "methods": ["GET"]}]})
+    mine = create("alice", "refusals-alice", network="on",
+                  egress={"default": "deny", "rules": [{"host": "a.sluice.test"}]})
+    gone = "5d0c0000-0000-4000-8000-00000000dead"
+    deny = "host-not-allowed"
+    lines = [
+        audit_line("2026-11-30T02:00:00.000Z", "ci", env["id"], "deny", deny, "b.sluice.test"),
+        audit_line("2026-11-30T02:00:01.000Z", "ci", env["id"], "deny", "port-not-allowed",
+                   "c.test", port=8080),
+        audit_line("2026-11-30T02:00:02.000Z", "ci", env["id"], "deny", deny, "b.sluice.test"),
+        audit_line("2026-11-30T02:00:03.000Z", "ci", env["id"], "deny", "method-not-allowed",
+                   "a.sluice.test", method="POST"),
+        audit_line("2026-11-30T02:00:04.000Z", "ci", env["id"], "allow", None, "a.sluice.test"),
+        audit_line("2026-11-30T02:00:05.000Z", "ci", mine["id"], "deny", deny, "d.test"),
+        audit_line("2026-11-30T02:00:06.000Z", "ci", gone, "deny", deny, "e.test"),
+        audit_line("2026-11-30T02:00:07.000Z", "ci", None, "deny", "no-identity", "f.test"),
+        audit_line("2026-11-30T02:00:08.000Z", "ci", env["id"], "deny", "port-not-allowed",
+                   "c.test", port=8080),
+        audit_line("2026-11-30T02:00:09.000Z", "ci", env["id"], "deny", deny, "b.sluice.test"),
+        # The same host with another method is another group.
+        audit_line("2026-11-30T02:00:10.000Z", "ci", env["id"], "deny", deny, "b.sluice.test",
+                   method="POST"),
+    ]
+    path = os.path.join(DATA, "audit.log")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    R = "/api/v1/audit/refusals"
+    try:
+        doc = expect(call("GET", R, who="root"), 200, "refusals")
+        groups = doc["groups"]
+        assert doc["lines"] == 10 and doc["left_out"] == 0 and doc["all"] is True, doc
+        assert doc["truncated"] is False, doc
+        assert [(g["host"], g["method"], g["count"]) for g in groups[:2]] == \
+            [("b.sluice.test", "GET", 3), ("c.test", "GET", 2)], groups
+        b = groups[0]
+        assert b["environment"] == {"id": env["id"], "name": "refusals-web"}, b
+        assert (b["port"], b["reason"]) == (443, deny), b
+        assert b["first"] == "2026-11-30T02:00:00.000Z" and b["last"] == \
+            "2026-11-30T02:00:09.000Z", b
+        assert b["rule"] == {"host": "b.sluice.test", "methods": ["GET"]}, b
+        assert b["extends"] is None and b["can_apply"] is True, b
+        assert b["suggestion"] == ('to allow it, add {"host":"b.sluice.test","methods":["GET"]}'
+                                   " to environment refusals-web"), b
+        assert groups[1]["rule"] == {"host": "c.test:8080", "methods": ["GET"]}, groups[1]
+        by = {(g["host"], g["method"]): g for g in groups}
+        assert len(by) == len(groups) == 7, groups
+        post = by[("a.sluice.test", "POST")]
+        assert post["rule"] == {"host": "a.sluice.test", "methods": ["POST"]}, post
+        assert post["extends"] == "a.sluice.test", post
+        assert post["suggestion"].startswith('to allow it, add "POST" to the methods of'), post
+        # Another user's environment: the admin may not change it; a deleted environment and
+        # none at all have no rule.
+        d = by[("d.test", "GET")]
+        assert d["environment"]["name"] == "refusals-alice" and d["can_apply"] is False, d
+        e = by[("e.test", "GET")]
+        assert e["environment"] == {"id": gone, "name": None} and e["rule"] is None, e
+        assert e["can_apply"] is False and e["suggestion"] is None, e
+        f = by[("f.test", "GET")]
+        assert f["environment"] is None and f["rule"] is None and f["can_apply"] is False, f
+        # The filters apply; decision is deny and nothing else.
+        doc = expect(call("GET", R + "?host=B.SLUICE&since=2026-11-30T02:00:01Z", who="root"),
+                     200, "filtered")
+        assert [(g["method"], g["count"]) for g in doc["groups"]] == [("GET", 2), ("POST", 1)], doc
+        assert doc["groups"][0]["first"] == "2026-11-30T02:00:02.000Z", doc
+        doc = expect(call("GET", R + "?environment=refusals-alice", who="root"), 200, "by env")
+        assert [g["host"] for g in doc["groups"]] == ["d.test"], doc
+        expect(call("GET", R + "?decision=deny", who="root"), 200, "decision=deny")
+        doc = expect(call("GET", R + "?decision=allow", who="root"), 422, "decision=allow")
+        assert doc["errors"][0]["field"] == "decision", doc
+        doc = expect(call("GET", R + "?until=soon", who="root"), 422, "until=soon")
+        assert doc["errors"][0]["field"] == "until", doc
+        expect(call("POST", R, {}, "root"), 405, "POST")
+        # A user sees the refusals of her sandboxes only: none here.
+        doc = expect(call("GET", R, who="alice"), 200, "alice")
+        assert doc["groups"] == [] and doc["all"] is False and doc["lines"] == 0, doc
+        # The rule applied as it is: the group has nothing left to add.
+        expect(call("POST", E + "/" + env["id"] + "/suggestions/apply", {"rules": [b["rule"]]},
+                    "root"), 200, "apply")
+        doc = expect(call("GET", R + "?host=b.sluice.test", who="root"), 200, "after apply")
+        g = [g for g in doc["groups"] if g["method"] == "GET"][0]
+        assert g["count"] == 3 and g["rule"] is None and g["suggestion"] is None, g
+        # At most 200 groups, the most refused first; the rest counted as left out.
+        with open(path, "w") as f:
+            for i in range(205):
+                for _ in range(2 if i == 204 else 1):
+                    f.write(audit_line("2026-11-30T03:00:00.000Z", "ci", env["id"], "deny", deny,
+                                       "h%d.test" % i) + "\n")
+        doc = expect(call("GET", R, who="root"), 200, "many")
+        assert len(doc["groups"]) == 200 and doc["left_out"] == 5 and doc["lines"] == 206, \
+            (len(doc["groups"]), doc["left_out"], doc["lines"])
+        assert doc["groups"][0]["host"] == "h204.test" and doc["groups"][0]["count"] == 2
+    finally:
+        os.unlink(path)
+
+
 def test_static_clients_admin_only_token_shown_once():
     expect(call("GET", "/api/v1/clients", who="alice"), 403, "user lists")
     expect(call("POST", "/api/v1/clients", {"id": "x", "ip": "10.0.0.1", "environment": "def-b"},
@@ -601,6 +699,7 @@ TESTS = [
     test_static_clients_admin_only_token_shown_once,
     test_audit_filters_keep_only_matching_lines,
     test_audit_scan_is_bounded_and_says_so,
+    test_audit_refusals_are_grouped_with_the_rule_to_apply,
     test_restart_keeps_everything,
     test_corrupt_database_refuses_to_start,
     test_missing_key_is_a_clear_error,

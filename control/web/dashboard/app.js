@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // sluice dashboard (docs/reference/api.md §5.6): a static page that talks to the REST API of §5 with the
-// user's token: environments (with learn mode: observe and suggested rules), sandboxes, the audit tail, repositories and members, API tokens, users. No framework, no build step; the Content-Security-Policy forbids inline script,
+// user's token: environments (with learn mode: observe and suggested rules), sandboxes, repositories and members, API tokens, users (the audit page is audit.js). No framework, no build step; the Content-Security-Policy forbids inline script,
 // so every handler is attached here and the page never builds HTML from strings.
 // The other pages live in files of their own, loaded after this one (index.html, all `defer`):
 // each calls window.sluice.page(NAME, {load, leave, reset}) with the helpers this file hands out
@@ -11,12 +11,11 @@
 (function () {
   const TOKEN_KEY = 'sluice.token';
   const MASK = '******';
-  const AUDIT_MS = 2000;
 
-  const TABS = ['environments', 'sandboxes', 'audit', 'repos', 'tokens', 'users'];
+  const TABS = ['environments', 'sandboxes', 'repos', 'tokens', 'users'];
   const ROLES = ['read', 'write', 'admin'];
 
-  const state = { token: null, me: null, envs: [], editing: null, repo: null, learn: null, tab: 'environments', auditTimer: null, auditGen: 0, observeTimer: null };
+  const state = { token: null, me: null, envs: [], editing: null, repo: null, learn: null, tab: 'environments', observeTimer: null };
 
   const $ = (id) => document.getElementById(id);
 
@@ -98,14 +97,14 @@
     $('signin').hidden = true;
     $('who').hidden = false;
     $('tabs').hidden = false;
-    showTab(location.hash.replace('#', '') || 'environments');
+    // A page may keep its own state after a '?' in the hash (#audit?host=x).
+    showTab(location.hash.replace('#', '').split('?')[0] || 'environments');
   }
 
   function signOut(message) {
     sessionStorage.removeItem(TOKEN_KEY);
     state.token = null;
     state.me = null;
-    stopAudit();
     closeDrawer();
     closeRepoDrawer();
     closeLearnDrawer();
@@ -118,7 +117,7 @@
     }
     // Nothing of this session stays in the page: the next one (maybe another user's) starts
     // from empty lists and never reads a stale row.
-    for (const id of ['user-envs', 'global-envs', 'sandboxes', 'audit', 'repos', 'tokens', 'users', 'learn-suggestions', 'learn-result-rules']) $(id).replaceChildren();
+    for (const id of ['user-envs', 'global-envs', 'sandboxes', 'repos', 'tokens', 'users', 'learn-suggestions', 'learn-result-rules']) $(id).replaceChildren();
     $('resolve-result').replaceChildren();
     $('resolve-result').hidden = true;
     for (const v of document.querySelectorAll('.view')) v.hidden = true;
@@ -165,12 +164,10 @@
     history.replaceState(null, '', '#' + name);
     for (const b of document.querySelectorAll('.tab')) b.classList.toggle('active', b.dataset.tab === name);
     for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== 'view-' + name;
-    stopAudit();
     for (const [n, p] of Object.entries(pages)) if (n !== name && p.leave) p.leave();
     if (pages[name] && pages[name].load) pages[name].load(arg);
     if (name === 'environments') loadEnvs();
     if (name === 'sandboxes') loadSandboxes();
-    if (name === 'audit') startAudit();
     if (name === 'repos') loadRepos();
     if (name === 'tokens') loadTokens();
     if (name === 'users') loadUsers();
@@ -787,7 +784,7 @@
   }
   $('sandboxes-refresh').addEventListener('click', loadSandboxes);
 
-  // ---- audit tail ---------------------------------------------------------------------------
+  // ---- the badge of an audit line (audit.js) -------------------------------------------------
 
   // The badge of an audit line: allow green, deny red; a challenge (the 407 that asks a client
   // for its proxy credentials, which it then sends) is no refusal: grey.
@@ -797,58 +794,6 @@
     if (decision === 'challenge') return 'neutral';
     return 'ok';
   }
-
-  function auditRow(a) {
-    // deny: the policy refused it; error: the proxy could not carry it out; challenge: a 407
-    // asking for credentials; a transfer cut short (aborted) began as an allow and did not end.
-    // observed: let out by learn mode although the policy refuses it (would_deny says why).
-    const cut = a.aborted && typeof a.aborted === 'object' ? a.aborted : null;
-    const badge = (cut || a.observed === true) && a.decision === 'allow' ? 'warn' : decisionBadge(a.decision);
-    const verdict = a.decision + (a.status ? ' ' + a.status : '') + (cut ? ' cut (' + cut.side + ' ' + cut.cause + ')' : '');
-    const target = (a.method ? a.method + ' ' : '') + (a.scheme ? a.scheme + '://' : '') + (a.host || '') + (a.port ? ':' + a.port : '') + (a.path || '');
-    const reason = el('td', {});
-    if (a.reason) reason.append(el('code', { class: 'reason', 'data-testid': 'audit-reason', text: a.reason }));
-    if (a.observed === true) reason.append(el('span', { class: 'badge observe observed', 'data-testid': 'audit-observed', text: 'observed — would deny: ' + (a.would_deny || '?') }));
-    if (a.suggestion) reason.append(el('span', { class: 'suggestion', 'data-testid': 'audit-suggestion', text: a.suggestion }));
-    return el('tr', { 'data-testid': 'audit-row', 'data-host': a.host || '', 'data-observed': a.observed === true ? 'true' : null },
-      el('td', { class: 'sub', text: (a.ts || '').replace(/^.*T/, '').replace('Z', '') }),
-      el('td', { class: 'mono', text: a.client || '—' }),
-      el('td', { text: a.environment_name || a.environment || '—' }),
-      el('td', { class: 'mono', text: target }),
-      el('td', {}, el('span', { class: 'badge ' + badge, 'data-testid': 'audit-decision', text: verdict })),
-      reason);
-  }
-
-  async function pollAudit(gen) {
-    state.auditTimer = null;
-    try {
-      const data = await api('GET', '/api/v1/audit?limit=100');
-      $('audit').replaceChildren(...(data.entries || []).map(auditRow));
-      $('audit-empty').hidden = (data.entries || []).length > 0;
-      $('audit-error').textContent = '';
-      $('audit-scope').textContent = data.all
-        ? 'Every client, newest first (you are an admin).'
-        : 'The clients of your sandboxes, newest first.';
-    } catch (e) {
-      $('audit-error').textContent = e.message;
-    }
-    // A stop (or a restart) meanwhile ended this chain of polls.
-    if (gen === state.auditGen && state.tab === 'audit' && state.me && $('audit-live').checked) {
-      state.auditTimer = setTimeout(() => pollAudit(gen), AUDIT_MS);
-    }
-  }
-
-  function startAudit() {
-    stopAudit();
-    pollAudit(state.auditGen);
-  }
-
-  function stopAudit() {
-    state.auditGen++;
-    if (state.auditTimer !== null) clearTimeout(state.auditTimer);
-    state.auditTimer = null;
-  }
-  $('audit-live').addEventListener('change', () => { if ($('audit-live').checked && state.tab === 'audit') startAudit(); else stopAudit(); });
 
   // ---- errors next to their fields (users, tokens, repositories) -----------------------------
 

@@ -9,8 +9,8 @@
  * last hour per minute (a fixture log, tests/data/audit/per-minute.log: the minutes' edges, the
  * three decisions counted and the others not, lines of others, after the window, unreadable or
  * still being written left out, the scan's end at the first line past the window and its slack,
- * and "partial" when the budget ends it first); and the suggested rule of a policy refusal
- * (docs/reference/proxy.md §4.5) for each refusal reason, and none for the rest.
+ * and "partial" when the budget ends it first). The suggested rule of a refusal is
+ * test_suggest.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -493,142 +493,6 @@ static void a_directory_is_refused(void **state)
     assert_int_equal(sl_audittail_read("/tmp", 10, 1024, 1 << 20, collect, &s, NULL), SL_ENOTFILE);
 }
 
-/* ---- suggestions ------------------------------------------------------------------------- */
-
-static void expect_suggestion(const char *line, const char *want)
-{
-    json_t *e = json_loads(line, 0, NULL);
-    char out[512];
-    int n;
-
-    assert_non_null(e);
-    n = sl_audittail_suggest(e, NULL, out, sizeof(out));
-    json_decref(e);
-    if (want == NULL) {
-        assert_int_equal(n, 0);
-        assert_string_equal(out, "");
-        return;
-    }
-    assert_string_equal(out, want);
-    assert_int_equal(n, (int)strlen(want));
-}
-
-static void suggests_a_rule_for_a_refused_host(void **state)
-{
-    (void)state;
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "\"ci-python\",\"method\":\"POST\",\"host\":\"api.github.com\",\"port\":443}",
-                      "to allow it, add {\"host\":\"api.github.com\",\"methods\":[\"POST\"]} to "
-                      "environment ci-python");
-    /* A port other than 80/443 goes into the host. */
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"port-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"GET\",\"host\":\"pkgs.example.org\",\"port\":8080}",
-                      "to allow it, add {\"host\":\"pkgs.example.org:8080\",\"methods\":[\"GET\"]} "
-                      "to environment ci");
-    /* A refused tunnel: a rule for the host, any method. */
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"CONNECT\",\"host\":\"evil.example\",\"port\":443}",
-                      "to allow it, add {\"host\":\"evil.example\"} to environment ci");
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":null,\"host\":\"evil.example\",\"port\":443}",
-                      "to allow it, add {\"host\":\"evil.example\"} to environment ci");
-}
-
-static void suggests_a_method_for_a_refused_method(void **state)
-{
-    (void)state;
-    /* The rule is for exactly this host: extend it. */
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"DELETE\",\"host\":\"api.example.com\",\"port\":443,"
-                      "\"rule\":\"api.example.com\"}",
-                      "to allow it, add \"DELETE\" to the methods of {\"host\":\"api.example.com\"}"
-                      " in environment ci");
-    /* A wildcard rule refused it: a rule for the host. */
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"PUT\",\"host\":\"a.example.com\",\"port\":443,"
-                      "\"rule\":\"*.example.com\"}",
-                      "to allow it, add {\"host\":\"a.example.com\",\"methods\":[\"PUT\"]} to "
-                      "environment ci");
-}
-
-static void no_suggestion_for_other_lines(void **state)
-{
-    (void)state;
-    expect_suggestion("{\"decision\":\"allow\",\"reason\":null,\"environment\":\"ci\",\"method\":"
-                      "\"GET\",\"host\":\"a.example\",\"port\":443}",
-                      NULL);
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"no-identity\",\"environment\":null,"
-                      "\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
-                      NULL);
-    /* A challenge, even one that names an environment and a reason a rule could answer. */
-    expect_suggestion("{\"decision\":\"challenge\",\"reason\":\"no-identity\","
-                      "\"environment\":null,\"method\":\"CONNECT\",\"host\":\"a.example\","
-                      "\"port\":443}",
-                      NULL);
-    expect_suggestion("{\"decision\":\"challenge\",\"reason\":\"host-not-allowed\","
-                      "\"environment\":\"ci\",\"method\":\"GET\",\"host\":\"a.example\","
-                      "\"port\":443}",
-                      NULL);
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"private-address\",\"environment\":"
-                      "\"ci\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
-                      NULL);
-    /* No environment: nowhere to add a rule. */
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "null,\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
-                      NULL);
-    /* Hostile values are not echoed into a rule. */
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"GET\",\"host\":\"a\\\"b.example\",\"port\":443}",
-                      NULL);
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"G\\\"ET\",\"host\":\"a.example\",\"port\":443}",
-                      NULL);
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "\"c\\ni\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
-                      NULL);
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":70000}",
-                      NULL);
-    /* A refused tunnel has no method to add. */
-    expect_suggestion("{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
-                      "\"ci\",\"method\":\"CONNECT\",\"host\":\"a.example\",\"port\":443}",
-                      NULL);
-}
-
-/* The proxy names a control-plane environment by its id; the API passes the name. */
-static void the_environment_name_given_replaces_the_lines_key(void **state)
-{
-    json_t *e = json_loads("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                           "\"48b0b122-8e9f-4e1e-a0ab-9685c1e53354\",\"method\":\"GET\",\"host\":"
-                           "\"a.example\",\"port\":443}",
-                           0, NULL);
-    char out[256];
-
-    (void)state;
-    assert_non_null(e);
-    assert_true(sl_audittail_suggest(e, "web", out, sizeof(out)) > 0);
-    assert_string_equal(
-            out,
-            "to allow it, add {\"host\":\"a.example\",\"methods\":[\"GET\"]} to environment web");
-    /* A name that could break the sentence is refused like a hostile line's. */
-    assert_int_equal(sl_audittail_suggest(e, "w\"eb", out, sizeof(out)), 0);
-    json_decref(e);
-}
-
-static void a_suggestion_that_does_not_fit_is_refused(void **state)
-{
-    json_t *e = json_loads("{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
-                           "\"ci\",\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
-                           0, NULL);
-    char out[16];
-
-    (void)state;
-    assert_non_null(e);
-    assert_int_equal(sl_audittail_suggest(e, NULL, out, sizeof(out)), SL_ETOOBIG);
-    assert_string_equal(out, "");
-    json_decref(e);
-}
-
 /* ---- decisions per minute ---------------------------------------------------------------- */
 
 /* 2026-12-01T10:05:30Z, and the start of its minute. */
@@ -809,11 +673,6 @@ int main(void)
         cmocka_unit_test(counts_the_last_hour_per_minute),
         cmocka_unit_test(a_window_without_lines_is_zeros),
         cmocka_unit_test(the_budget_makes_the_count_partial),
-        cmocka_unit_test(suggests_a_rule_for_a_refused_host),
-        cmocka_unit_test(suggests_a_method_for_a_refused_method),
-        cmocka_unit_test(no_suggestion_for_other_lines),
-        cmocka_unit_test(the_environment_name_given_replaces_the_lines_key),
-        cmocka_unit_test(a_suggestion_that_does_not_fit_is_refused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

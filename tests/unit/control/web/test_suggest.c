@@ -4,7 +4,9 @@
  * audit lines count (the environment's observed allows and its refusals for host, port and
  * method), one rule per host and port with the methods seen, counts and the last time, what the
  * environment allows by now left out, a `*` rule's methods kept in the exact rule that outranks
- * it, hosts grouped by domain, and wildcards only when asked.
+ * it, hosts grouped by domain, and wildcards only when asked; the rule of one refusal (for each
+ * refusal reason, none for the rest, none once allowed, a rule for exactly the host extended)
+ * and its sentence (docs/reference/proxy.md §4.5).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -210,6 +212,147 @@ static void bounds_the_hosts_it_tracks(void **state)
     sl_suggest_destroy(sg);
 }
 
+/* ---- the rule of one refusal and its sentence ---------------------------------------------- */
+
+/* The suggestion of the line `text` in environment `env` whose egress is `egr`, as JSON text and
+ * as the sentence for the name `name` ("" when none). */
+static void expect_one(const char *egr, const char *text, const char *want_json, const char *name,
+                       const char *want_sentence)
+{
+    struct sl_suggest *sg = NULL;
+    json_t *l = json_loads(text, 0, NULL);
+    json_t *s = NULL;
+    char out[512];
+    int n;
+
+    assert_non_null(l);
+    assert_int_equal(sl_suggest_create("ci", egr, &sg), 0);
+    assert_int_equal(sl_suggest_line(sg, l, &s), 0);
+    if (want_json == NULL) {
+        assert_null(s);
+    } else {
+        assert_non_null(s);
+        expect_text(s, want_json);
+        n = sl_suggest_sentence(s, name, out, sizeof(out));
+        assert_string_equal(out, want_sentence);
+        assert_int_equal(n, (int)strlen(want_sentence));
+    }
+    json_decref(s);
+    json_decref(l);
+    sl_suggest_destroy(sg);
+}
+
+static const char ci_egress[] = "{\"default\":\"deny\",\"rules\":["
+                                "{\"host\":\"api.example.com\",\"methods\":[\"GET\"]},"
+                                "{\"host\":\"*.example.com\",\"methods\":[\"GET\"]},"
+                                "{\"host\":\"pkgs.example.org\"}]}";
+
+static void one_refusal_gets_the_rule_that_allows_it(void **state)
+{
+    (void)state;
+    expect_one(NULL,
+               "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+               "\"ci\",\"method\":\"POST\",\"host\":\"api.github.com\",\"port\":443}",
+               "{\"rule\":{\"host\":\"api.github.com\",\"methods\":[\"POST\"]}}", "ci-python",
+               "to allow it, add {\"host\":\"api.github.com\",\"methods\":[\"POST\"]} to "
+               "environment ci-python");
+    /* A port other than 80/443 goes into the host. */
+    expect_one(ci_egress,
+               "{\"decision\":\"deny\",\"reason\":\"port-not-allowed\",\"environment\":"
+               "\"ci\",\"method\":\"GET\",\"host\":\"pkgs.example.org\",\"port\":8080}",
+               "{\"rule\":{\"host\":\"pkgs.example.org:8080\",\"methods\":[\"GET\"]}}", "ci",
+               "to allow it, add {\"host\":\"pkgs.example.org:8080\",\"methods\":[\"GET\"]} to "
+               "environment ci");
+    /* A refused tunnel: a rule for the host, every method. */
+    expect_one(NULL,
+               "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+               "\"ci\",\"method\":\"CONNECT\",\"host\":\"evil.example\",\"port\":443}",
+               "{\"rule\":{\"host\":\"evil.example\"}}", "ci",
+               "to allow it, add {\"host\":\"evil.example\"} to environment ci");
+    expect_one(NULL,
+               "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":"
+               "\"ci\",\"method\":null,\"host\":\"evil.example\",\"port\":443}",
+               "{\"rule\":{\"host\":\"evil.example\"}}", "ci",
+               "to allow it, add {\"host\":\"evil.example\"} to environment ci");
+}
+
+static void a_refused_method_extends_the_rule_for_exactly_its_host(void **state)
+{
+    (void)state;
+    /* The rule is for exactly this host: applying adds the method to it. */
+    expect_one(ci_egress,
+               "{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
+               "\"ci\",\"method\":\"DELETE\",\"host\":\"api.example.com\",\"port\":443,"
+               "\"rule\":\"api.example.com\"}",
+               "{\"rule\":{\"host\":\"api.example.com\",\"methods\":[\"DELETE\"]},"
+               "\"extends\":\"api.example.com\"}",
+               "ci",
+               "to allow it, add \"DELETE\" to the methods of {\"host\":\"api.example.com\"} in "
+               "environment ci");
+    /* A wildcard rule refused it: an exact rule, which outranks the wildcard for this host, keeps
+     * the wildcard's methods. */
+    expect_one(ci_egress,
+               "{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":"
+               "\"ci\",\"method\":\"PUT\",\"host\":\"a.example.com\",\"port\":443,"
+               "\"rule\":\"*.example.com\"}",
+               "{\"rule\":{\"host\":\"a.example.com\",\"methods\":[\"GET\",\"PUT\"]}}", "ci",
+               "to allow it, add {\"host\":\"a.example.com\",\"methods\":[\"GET\",\"PUT\"]} "
+               "to environment ci");
+}
+
+static void no_rule_for_other_lines(void **state)
+{
+    static const char *const lines[] = {
+        /* Allowed now: the environment has a rule for it by now. */
+        "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":\"ci\","
+        "\"method\":\"GET\",\"host\":\"pkgs.example.org\",\"port\":443}",
+        "{\"decision\":\"allow\",\"reason\":null,\"environment\":\"ci\",\"method\":"
+        "\"GET\",\"host\":\"a.example\",\"port\":443}",
+        "{\"decision\":\"deny\",\"reason\":\"no-identity\",\"environment\":null,"
+        "\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+        /* A challenge, even one that names an environment and a reason a rule could answer. */
+        "{\"decision\":\"challenge\",\"reason\":\"host-not-allowed\",\"environment\":\"ci\","
+        "\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+        "{\"decision\":\"deny\",\"reason\":\"private-address\",\"environment\":\"ci\","
+        "\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+        /* Another environment's line. */
+        "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":\"cd\","
+        "\"method\":\"GET\",\"host\":\"a.example\",\"port\":443}",
+        /* Hostile values are not echoed into a rule. */
+        "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":\"ci\","
+        "\"method\":\"GET\",\"host\":\"a\\\"b.example\",\"port\":443}",
+        "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":\"ci\","
+        "\"method\":\"G\\\"ET\",\"host\":\"a.example\",\"port\":443}",
+        "{\"decision\":\"deny\",\"reason\":\"host-not-allowed\",\"environment\":\"ci\","
+        "\"method\":\"GET\",\"host\":\"a.example\",\"port\":70000}",
+        /* A refused tunnel to a host a rule lets tunnels to has no method to add. */
+        "{\"decision\":\"deny\",\"reason\":\"method-not-allowed\",\"environment\":\"ci\","
+        "\"method\":\"CONNECT\",\"host\":\"api.example.com\",\"port\":443}",
+    };
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+        expect_one(ci_egress, lines[i], NULL, NULL, NULL);
+    }
+}
+
+static void the_sentence_refuses_a_bad_name_and_a_small_buffer(void **state)
+{
+    json_t *s = json_loads("{\"rule\":{\"host\":\"a.example\",\"methods\":[\"GET\"]}}", 0, NULL);
+    char out[256];
+
+    (void)state;
+    assert_non_null(s);
+    assert_int_equal(sl_suggest_sentence(s, "w\"eb", out, sizeof(out)), 0);
+    assert_string_equal(out, "");
+    assert_int_equal(sl_suggest_sentence(s, "c\ni", out, sizeof(out)), 0);
+    assert_int_equal(sl_suggest_sentence(s, NULL, out, sizeof(out)), 0);
+    assert_int_equal(sl_suggest_sentence(s, "web", out, 16), SL_ETOOBIG);
+    assert_string_equal(out, "");
+    assert_int_equal(sl_suggest_sentence(NULL, "web", out, sizeof(out)), 0);
+    json_decref(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -217,6 +360,10 @@ int main(void)
         cmocka_unit_test(groups_subdomains_only_when_asked),
         cmocka_unit_test(without_rules_everything_seen_is_proposed),
         cmocka_unit_test(bounds_the_hosts_it_tracks),
+        cmocka_unit_test(one_refusal_gets_the_rule_that_allows_it),
+        cmocka_unit_test(a_refused_method_extends_the_rule_for_exactly_its_host),
+        cmocka_unit_test(no_rule_for_other_lines),
+        cmocka_unit_test(the_sentence_refuses_a_bad_name_and_a_small_buffer),
     };
 
     json_set_alloc_funcs(sl_malloc, sl_free);
