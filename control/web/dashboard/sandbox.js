@@ -135,7 +135,7 @@
     if (a.suggestion) reason.append(el('span', { class: 'suggestion', text: a.suggestion }));
     return el('tr', { 'data-testid': 'sb-decision', 'data-host': a.host || '', 'data-decision': a.decision || '' },
       el('td', { class: 'sub', text: a.ts ? new Date(a.ts).toLocaleTimeString() : '' }),
-      el('td', { class: 'mono', text: target }),
+      el('td', { class: 'mono audit-target', text: target }),
       el('td', {}, el('span', { class: 'badge ' + S.decisionBadge(a.decision), text: (a.decision || '') + (a.status ? ' ' + a.status : '') })),
       reason);
   }
