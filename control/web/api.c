@@ -5,7 +5,8 @@
  * scopes, expiry, disabled users), the content type of writes, the MCP and jobs routes, and the job
  * itself with its wait for the proxies after a change that removed access. Environments and
  * static clients are api_envs.c, resolution and sandboxes api_sandboxes.c, the audit tail
- * api_audit.c, users and tokens api_users.c, repositories and members api_repos.c.
+ * api_audit.c, the dashboard's overview api_overview.c, users and tokens api_users.c,
+ * repositories and members api_repos.c.
  *
  * Each request is one thread-pool job: the job owns copies of what it needs from the request
  * and a result (status and body text); the loop only queues jobs and answers exchanges.
@@ -40,6 +41,7 @@
 #define USERS_PREFIX   "/api/v1/users"
 #define TOKENS_PREFIX  "/api/v1/tokens"
 #define AUDIT_PATH     "/api/v1/audit"
+#define OVERVIEW_PATH  "/api/v1/overview"
 #define JOBS_PATH      "/api/v1/jobs"
 
 struct job {
@@ -60,8 +62,8 @@ struct job {
     char *own_body;
     /* The Authorization header's value, copied (NULL when absent). */
     char *auth;
-    /* GET /api/v1/audit[/refusals]: {"<sandbox id>":"<owner id>"} taken on the loop (owned; NULL
-     * when sandboxes are off or for other requests). */
+    /* GET /api/v1/audit[/refusals] and /api/v1/overview: {"<sandbox id>":"<owner id>"} taken on
+     * the loop (owned; NULL when sandboxes are off or for other requests). */
     json_t *owners;
     struct sl__api_result res;
 };
@@ -660,6 +662,8 @@ static void route(struct sl__api_call *c)
         }
     } else if (strcmp(path, "/api/v1/sandboxes") == 0) {
         sl__api_list_all_sandboxes(c);
+    } else if (strcmp(path, OVERVIEW_PATH) == 0) {
+        sl__api_overview(c);
     } else if (strcmp(path, "/api/v1/status") == 0) {
         c->res->doc = json_pack("{s:s,s:s}", "version", SLUICE_VERSION, "user", c->user.name);
         c->res->status = c->res->doc != NULL ? 200 : 500;
@@ -821,6 +825,9 @@ static void on_work_done(uv_work_t *w, int status)
     if (j->res.doc != NULL) {
         if (api->status != NULL) {
             api->status(api->hook_arg, j->res.doc);
+        }
+        if (j->res.overview_for[0] != '\0') {
+            sl__api_overview_finish(api, &j->res);
         }
         sl__api_set_json(&j->res, 200, j->res.doc);
         j->res.doc = NULL;
@@ -1005,8 +1012,10 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
             return;
         }
     }
-    /* Who owns which sandbox is known on the loop only: hand the audit job a copy. */
-    if (under(req->path, AUDIT_PATH) && api->sandboxes != NULL) {
+    /* Who owns which sandbox is known on the loop only: hand the audit (and overview) job a
+     * copy. */
+    if ((under(req->path, AUDIT_PATH) || strcmp(req->path, OVERVIEW_PATH) == 0)
+        && api->sandboxes != NULL) {
         j->owners = sl_sandboxes_owners(api->sandboxes);
         if (j->owners == NULL) {
             sl_free(j->auth);

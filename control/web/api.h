@@ -17,6 +17,9 @@
  * policy refusal (control/web/suggest.h); GET /api/v1/audit/refusals → those refusals grouped,
  * each with the rule to apply. Admins see every line, other users the lines of the sandboxes they
  * created: the owners are copied from the sandbox manager on the loop when the job is queued.
+ * GET /api/v1/overview → those lines' decisions per minute over the last hour and the caller's
+ * jobs (in the job), then the snapshot and proxies from the `status` hook and the caller's open
+ * sandboxes (on the loop).
  *
  * `/mcp` is the MCP endpoint (control/web/mcp.h), whose tool calls come back in through
  * sl_api_dispatch().

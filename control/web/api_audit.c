@@ -149,7 +149,7 @@ static json_t *suggestion_of(struct scan *t, struct env_seen *e, const json_t *l
 
 /* Admins see every line; others the lines of the sandboxes they created (a client id the
  * manager knows as theirs). Static clients are admins' (§5.1b). */
-static bool may_see_line(const struct sl__api_call *c, const json_t *line)
+bool sl__api_may_see_line(const struct sl__api_call *c, const json_t *line)
 {
     const char *client = json_string_value(json_object_get(line, "client"));
     const char *owner;
@@ -193,7 +193,7 @@ static json_t *visible_line(struct scan *t, const char *line, size_t n,
         *take = SL_AUDITTAIL_STOP;
         return NULL;
     }
-    if (!may_see_line(t->c, entry)) {
+    if (!sl__api_may_see_line(t->c, entry)) {
         json_decref(entry);
         return NULL;
     }

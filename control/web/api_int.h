@@ -10,6 +10,7 @@
  *   api_learn.c      learn mode of an environment (§5.1): observe, suggestions, applying them;
  *   api_sandboxes.c  resolution (§5.2) and sandboxes (§5.3);
  *   api_audit.c      the audit tail, its refusals grouped, and the admins' list of sandboxes;
+ *   api_overview.c   the dashboard's overview (decisions per minute, proxies, sandboxes, jobs);
  *   api_users.c      users and API tokens (§5.8);
  *   api_repos.c      repositories and their members (§5.9), and the routes under a
  *                    repository (its sandboxes go to api_sandboxes.c).
@@ -73,6 +74,9 @@ struct sl__api_result {
     bool jobs_queued;
     /* A document the loop completes (status) before it becomes `body`; owned. */
     json_t *doc;
+    /* GET /api/v1/overview: the caller's user id, for whom the loop completes `doc` after the
+     * status hook (sl__api_overview_finish()); "" for every other request. */
+    char overview_for[SL_UUID_LEN + 1];
     /* Sandbox work the loop finishes (the manager lives there); the exchange is answered by
      * the manager's reply. */
     struct sl__api_defer defer;
@@ -240,5 +244,19 @@ void sl__api_route_audit(struct sl__api_call *c, const char *path);
 
 /* GET /api/v1/sandboxes: the caller's open sandboxes in every repository. */
 void sl__api_list_all_sandboxes(struct sl__api_call *c);
+
+/* Whether the caller may see the audit line `line` (a parsed object, borrowed): admins every
+ * line, others those of the sandboxes they created (c->owners). */
+bool sl__api_may_see_line(const struct sl__api_call *c, const json_t *line);
+
+/* ---- api_overview.c ---- */
+
+/* GET /api/v1/overview, the job's half: the decisions per minute and the jobs into
+ * c->res->doc, and c->res->overview_for. */
+void sl__api_overview(struct sl__api_call *c);
+
+/* The loop's half, after the status hook filled res->doc: the snapshot and the proxies from the
+ * status, the caller's open sandboxes from api->sandboxes. On failure res->doc is NULL (a 500). */
+void sl__api_overview_finish(struct sl_api *api, struct sl__api_result *res);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * control/web/audittail.c - reading the end of the audit log backwards, and the filters of the API
- * on its lines.
+ * control/web/audittail.c - reading the end of the audit log backwards, the filters of the API
+ * on its lines, and its decisions per minute.
  */
 #include "control/web/audittail.h"
 
@@ -448,4 +448,89 @@ bool sl_audittail_filter_is_past(const struct sl_audittail_filter *f, const json
 
     return f->has_since && ts != NULL && sl_audittail_time_parse(ts, &at) == 0
            && at < f->since_ms - SL_AUDITTAIL_SINCE_SLACK_MS;
+}
+
+/* ---- decisions per minute ---------------------------------------------------------------- */
+
+struct per_minute {
+    struct sl_audittail_minute *out;
+    /* out[0]'s start and the end of the last minute (exclusive), in milliseconds. */
+    int64_t first_ms;
+    int64_t end_ms;
+    sl_audittail_visible_fn *visible;
+    void *arg;
+    /* Out of memory parsing a line: the count stops and fails. */
+    bool nomem;
+};
+
+/* Counts one line; stops at the first one older than the window and its slack. */
+static enum sl_audittail_take on_minute_line(void *arg, const char *line, size_t n)
+{
+    struct per_minute *pm = arg;
+    json_error_t jerr;
+    json_t *entry = json_loadb(line, n, JSON_REJECT_DUPLICATES, &jerr);
+    enum sl_audittail_take take = SL_AUDITTAIL_SKIP;
+    const char *text;
+    struct sl_audittail_minute *m;
+    int64_t ts;
+
+    if (entry == NULL && json_error_code(&jerr) == json_error_out_of_memory) {
+        pm->nomem = true;
+        return SL_AUDITTAIL_STOP;
+    }
+    text = member(entry, "ts");
+    if (!json_is_object(entry) || text == NULL || sl_audittail_time_parse(text, &ts) < 0) {
+        json_decref(entry);
+        return SL_AUDITTAIL_SKIP;
+    }
+    if (ts < pm->first_ms - SL_AUDITTAIL_SINCE_SLACK_MS) {
+        take = SL_AUDITTAIL_STOP;
+    } else if (ts >= pm->first_ms && ts < pm->end_ms && pm->visible(pm->arg, entry)) {
+        m = &pm->out[(ts - pm->first_ms) / 60000];
+        text = member(entry, "decision");
+        if (text == NULL) {
+            /* Not one of the three. */
+        } else if (strcmp(text, "allow") == 0) {
+            m->allowed++;
+        } else if (strcmp(text, "deny") == 0) {
+            m->refused++;
+        } else if (strcmp(text, "error") == 0) {
+            m->errors++;
+        }
+    }
+    json_decref(entry);
+    return take;
+}
+
+int sl_audittail_per_minute(const char *path, int64_t now_s, struct sl_audittail_minute *out,
+                            size_t n, size_t budget_bytes, sl_audittail_visible_fn *visible,
+                            void *arg, bool *partial)
+{
+    struct per_minute pm = { out, 0, 0, visible, arg, false };
+    /* The current minute's start (floor, also before 1970). */
+    int64_t now_minute = now_s / 60 * 60 - (now_s % 60 < 0 ? 60 : 0);
+    int rc;
+
+    *partial = false;
+    if (n == 0) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i].start_s = now_minute - (int64_t)(n - 1 - i) * 60;
+        out[i].allowed = 0;
+        out[i].refused = 0;
+        out[i].errors = 0;
+    }
+    if (path == NULL) {
+        return 0;
+    }
+    pm.first_ms = out[0].start_s * 1000;
+    pm.end_ms = (now_minute + 60) * 1000;
+    /* Every line is skipped or ends the read: the limit is never reached. */
+    rc = sl_audittail_read(path, SIZE_MAX, SL_AUDITTAIL_LINE_MAX, budget_bytes, on_minute_line, &pm,
+                           partial);
+    if (rc == 0 && pm.nomem) {
+        rc = SL_ENOMEM;
+    }
+    return rc;
 }

@@ -6,9 +6,10 @@
  * rule that would allow a refusal is control/web/suggest's.
  *
  * sl_audittail_read() reads a file backwards in chunks, from its end, never more than a byte
- * budget, and hands complete lines, newest first, to a callback. It blocks on file I/O: call it
- * from a thread-pool job, never on the loop. The filter functions are pure; a filter is caller
- * storage (zeroed: keeps every line), set one parameter at a time.
+ * budget, and hands complete lines, newest first, to a callback; sl_audittail_per_minute() counts
+ * the decisions of the last hour with it (GET /api/v1/overview). Both block on file I/O: call
+ * them from a thread-pool job, never on the loop. The filter functions are pure; a filter is
+ * caller storage (zeroed: keeps every line), set one parameter at a time.
  */
 #ifndef SL_CONTROL_WEB_AUDITTAIL_H
 #define SL_CONTROL_WEB_AUDITTAIL_H
@@ -117,5 +118,42 @@ bool sl_audittail_filter_is_past(const struct sl_audittail_filter *f, const json
  * milliseconds since the epoch, a fraction finer than that rounded up (so comparing with
  * millisecond times is exact). Returns 0 or SL_EINVAL. */
 SL_MUST_CHECK int sl_audittail_time_parse(const char *s, int64_t *ms);
+
+/* ---- decisions per minute (GET /api/v1/overview) ---- */
+
+/* The minutes counted, the newest being the current one. */
+#define SL_AUDITTAIL_MINUTES 60u
+
+/* The decisions of one minute. */
+struct sl_audittail_minute {
+    /* The minute's first second, seconds since the epoch (UTC). */
+    int64_t start_s;
+    /* Lines whose "decision" is allow, deny and error; other decisions (challenge, dns) are
+     * not counted. */
+    uint64_t allowed;
+    uint64_t refused;
+    uint64_t errors;
+};
+
+/* Whether the line `entry` (a parsed JSON object, borrowed) counts for the caller. */
+typedef bool sl_audittail_visible_fn(void *arg, const json_t *entry);
+
+/*
+ * Counts the decisions of `path`'s lines (NULL: no log, every minute zero) per minute into
+ * `out[0..n)`, oldest first: out[n - 1] is the minute holding `now_s` (seconds since the epoch),
+ * each one's start_s set, minutes without lines left at zero. A line counts when it is a JSON
+ * object whose "ts" parses (sl_audittail_time_parse()) into one of the minutes and
+ * `visible(arg, line)` says so; lines from after the last minute, without a readable "ts" or not
+ * JSON are skipped. The file is read by sl_audittail_read() (SL_AUDITTAIL_LINE_MAX, at most
+ * `budget_bytes` from its end), newest first, until a line older than out[0]'s start by more
+ * than SL_AUDITTAIL_SINCE_SLACK_MS (lines may be a little out of order). `*partial` is set when
+ * the budget ended the read first (its `cut`): older lines of the window were not counted.
+ * Returns 0 (a missing file: no line, not partial), SL_ENOMEM, SL_ENOTFILE or a negative errno of
+ * open/read (then `out` holds what was counted).
+ */
+SL_MUST_CHECK int sl_audittail_per_minute(const char *path, int64_t now_s,
+                                          struct sl_audittail_minute *out, size_t n,
+                                          size_t budget_bytes, sl_audittail_visible_fn *visible,
+                                          void *arg, bool *partial);
 
 #endif

@@ -8,12 +8,14 @@
 #ifndef SL_WEB_DASHBOARD_FILES_H
 #define SL_WEB_DASHBOARD_FILES_H
 
-#define SL_DASHBOARD_FILES(X)                \
-    X(sl_dashboard_index_html, "index.html") \
-    X(sl_dashboard_app_js, "app.js")         \
-    X(sl_dashboard_audit_js, "audit.js")     \
-    X(sl_dashboard_jobs_js, "jobs.js")       \
-    X(sl_dashboard_style_css, "style.css")   \
+#define SL_DASHBOARD_FILES(X)                  \
+    X(sl_dashboard_index_html, "index.html")   \
+    X(sl_dashboard_app_js, "app.js")           \
+    X(sl_dashboard_audit_js, "audit.js")       \
+    X(sl_dashboard_jobs_js, "jobs.js")         \
+    X(sl_dashboard_overview_js, "overview.js") \
+    X(sl_dashboard_sandbox_js, "sandbox.js")   \
+    X(sl_dashboard_style_css, "style.css")     \
     X(sl_dashboard_favicon_svg, "favicon.svg")
 
 #endif

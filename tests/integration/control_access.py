@@ -6,7 +6,9 @@
 # real `sluice proxy` admin sockets; changes that remove access answer once both proxies
 # acknowledged them, or 503 naming the one that did not (it is stopped for that); a damaged
 # environment row is compiled as deny-all and reported by /api/v1/status while a deleted static
-# client's token stops working (the row is corrupted with sqlite3 on the real file). No Docker:
+# client's token stops working (the row is corrupted with sqlite3 on the real file); the
+# overview (GET /api/v1/overview) counts the audit log's decisions per minute as each caller may
+# see them, their jobs, and each proxy's snapshot and health. No Docker:
 # the control plane runs without sandboxes, whose checks come before that 503. stdlib only;
 # output TAP-like. Run by control_access.sh.
 import base64
@@ -474,6 +476,107 @@ def test_content_type():
           and doc.get("error", {}).get("code") == -32600, (s, doc))
 
 
+# ---- 7. the overview (GET /api/v1/overview, api.md §5.7) ------------------------------------------
+
+def overview(who):
+    return call("GET", "/api/v1/overview", who=who)
+
+
+def minute_of(t):
+    return time.strftime("%Y-%m-%dT%H:%M:00Z", time.gmtime(t))
+
+
+def audit_line(t, decision, client="ci-x"):
+    return json.dumps({"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + ".250Z",
+                       "client": client, "environment": None, "method": "GET",
+                       "host": "h.sluice.test", "port": 80, "decision": decision,
+                       "reason": None if decision == "allow" else "host-not-allowed"})
+
+
+def overview_settled():
+    d = overview("root")[1] or {}
+    px = d.get("proxies") or []
+    return d if len(px) == 2 and all(p["current"] and p["healthy"] for p in px) else None
+
+
+def test_overview():
+    # The control plane's audit log is DATA/audit.log (no --audit-log): written here as a proxy
+    # writes it, oldest first. Two minutes ago: 3 allowed, 2 refused, 1 error, a challenge and a
+    # lookup (neither counted); half an hour ago one refused; two hours ago one refused (out of
+    # the window); a last line still being written (no newline).
+    now = time.time()
+    recent, older = now - 120, now - 1800
+    lines = [audit_line(now - 7200, "deny"), audit_line(older, "deny")]
+    lines += [audit_line(recent, d) for d in ("allow", "allow", "deny", "error", "allow", "deny",
+                                              "challenge", "dns")]
+    with open(os.path.join(CDATA, "audit.log"), "w") as f:
+        f.write("\n".join(lines) + "\n" + audit_line(now, "allow")[:40])
+
+    # Jobs: without sandboxes nothing runs them, so rows put in the database stay as they are.
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    ids = dict(db.execute("SELECT name, id FROM users WHERE name IN ('alice', 'bob')"))
+    for n, (owner, state) in enumerate((("alice", "running"), ("alice", "queued"),
+                                        ("alice", "queued"), ("bob", "queued"),
+                                        ("bob", "succeeded"))):
+        db.execute("INSERT INTO jobs (id, owner_id, repo, command, status, created_at) "
+                   "VALUES (?, ?, 'acme/site', 'true', ?, '2026-01-01T00:00:00.000Z')",
+                   ("00000000-0000-4000-8000-%012d" % n, ids[owner], state))
+    db.commit()
+    db.close()
+
+    d = wait_for(overview_settled, 5) or overview("root")[1] or {}
+    snap = d.get("snapshot") or {}
+    check("7. overview: both proxies acknowledged the newest snapshot and are healthy",
+          overview_settled() is not None and snap.get("version", 0) > 0 and snap.get("built_at")
+          and sorted(p["socket"] for p in d["proxies"])
+          == sorted(st["proxies"][n]["sock"] for n in ("a", "b"))
+          and all(p["acknowledged_version"] == snap["version"] and p["last_error"] == ""
+                  for p in d["proxies"]), d)
+    dec = d.get("decisions") or {}
+    pm = dec.get("per_minute") or []
+    by_minute = {m["minute"]: m for m in pm}
+    check("7. ... 60 minutes, oldest first, the last the current one, read whole",
+          dec.get("minutes") == 60 and len(pm) == 60 and dec.get("partial") is False
+          and [m["minute"] for m in pm] == sorted(by_minute)
+          and pm[-1]["minute"] in (minute_of(now), minute_of(time.time())), dec)
+    got = by_minute.get(minute_of(recent), {})
+    check("7. ... two minutes ago: 3 allowed, 2 refused, 1 error (challenge and dns not counted)",
+          (got.get("allowed"), got.get("refused"), got.get("errors")) == (3, 2, 1), got)
+    check("7. ... half an hour ago: 1 refused; nothing else in the hour",
+          by_minute.get(minute_of(older), {}).get("refused") == 1
+          and sum(m["allowed"] + m["refused"] + m["errors"] for m in pm) == 7, pm)
+    check("7. ... root's jobs: everyone's running and queued",
+          d.get("jobs") == {"running": 1, "queued": 3}, d.get("jobs"))
+    check("7. ... no open sandbox (sandboxes are off)", d.get("sandboxes_open") == 0, d)
+
+    s, a = overview("alice-read")
+    check("7. alice (a read token): none of the static clients' lines, her own jobs",
+          s == 200 and a["jobs"] == {"running": 1, "queued": 2}
+          and len(a["decisions"]["per_minute"]) == 60
+          and all(m["allowed"] + m["refused"] + m["errors"] == 0
+                  for m in a["decisions"]["per_minute"])
+          and len(a["proxies"]) == 2, (s, a))
+    expect("7. POST /api/v1/overview: 405", call("POST", "/api/v1/overview", {}, who="root"), 405,
+           "use GET")
+    expect("7. no token: 401", call("GET", "/api/v1/overview"), 401)
+
+    # A proxy down: unhealthy, with the pusher's error; back up: current and healthy again.
+    sock_b = st["proxies"]["b"]["sock"]
+    proxy_stop("b")
+
+    def b_down():
+        px = [p for p in (overview("root")[1] or {}).get("proxies", []) if p["socket"] == sock_b]
+        return px[0] if px and not px[0]["healthy"] and px[0]["last_error"] else None
+    check("7. proxy b stopped: unhealthy with its last error", wait_for(b_down, 5), b_down())
+    proxy_start("b")
+    check("7. proxy b back: current and healthy", wait_for(overview_settled, 10),
+          overview("root"))
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    db.execute("DELETE FROM jobs WHERE id LIKE '00000000-0000-4000-8000-%'")
+    db.commit()
+    db.close()
+
+
 # ---- 6. revocation reaches every proxy, and never fails open -------------------------------------
 
 def status():
@@ -587,7 +690,7 @@ def main():
     rc = 0
     try:
         for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
-                  test_content_type, test_revocation):
+                  test_content_type, test_overview, test_revocation):
             try:
                 t()
             except Exception as e:  # noqa: BLE001 - report and go on

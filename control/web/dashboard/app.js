@@ -162,7 +162,8 @@
     pages[name] = hooks || {};
   }
 
-  function showTab(name) {
+  // `arg` goes to the page's load (the sandbox page: which sandbox to show).
+  function showTab(name, arg) {
     if ((!TABS.includes(name) && !pages[name]) || (name === 'users' && !state.me.admin)) name = 'environments';
     state.tab = name;
     history.replaceState(null, '', '#' + name);
@@ -173,7 +174,7 @@
     }
     for (const v of document.querySelectorAll('.view')) v.hidden = v.id !== 'view-' + name;
     for (const [n, p] of Object.entries(pages)) if (n !== name && p.leave) p.leave();
-    if (pages[name] && pages[name].load) pages[name].load();
+    if (pages[name] && pages[name].load) pages[name].load(arg);
     if (name === 'environments') loadEnvs();
     if (name === 'sandboxes') loadSandboxes();
     if (name === 'repos') loadRepos();
@@ -891,7 +892,9 @@
       el('td', {}, el('span', { class: 'badge ' + (s.status === 'ready' ? 'ok' : 'warn'), text: s.status }),
         s.pull ? el('div', { class: 'sub', 'data-testid': 'sb-pull', text: pullText(s.pull) }) : null),
       el('td', { class: 'sub', text: (s.expires_at || '').replace('T', ' ').replace('Z', '') }),
-      el('td', { class: 'actions' }, el('button', { type: 'button', class: 'btn small danger', 'data-testid': 'sandbox-close', text: 'Close', onclick: (ev) => closeSandbox(s, ev.target) })))));
+      el('td', { class: 'actions' },
+        el('button', { type: 'button', class: 'btn small', 'data-testid': 'sandbox-open', text: 'Open', onclick: () => showTab('sandbox', s) }),
+        el('button', { type: 'button', class: 'btn small danger', 'data-testid': 'sandbox-close', text: 'Close', onclick: (ev) => closeSandbox(s, ev.target) })))));
     $('sandboxes-empty').hidden = list.length > 0;
   }
 

@@ -5,8 +5,12 @@
  * written) is left out; lines over the cap are skipped whole while their neighbours are kept; the
  * byte budget bounds the read (and the read says so); a callback's stop ends it; a missing file
  * is no line; a directory is refused; the filters of GET /api/v1/audit (each parameter, their
- * AND, the time range, bad values, the early end of a scan past `since`). The suggested rule of
- * a refusal is test_suggest.c's.
+ * AND, the time range, bad values, the early end of a scan past `since`); the decisions of the
+ * last hour per minute (a fixture log, tests/data/audit/per-minute.log: the minutes' edges, the
+ * three decisions counted and the others not, lines of others, after the window, unreadable or
+ * still being written left out, the scan's end at the first line past the window and its slack,
+ * and "partial" when the budget ends it first). The suggested rule of a refusal is
+ * test_suggest.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +22,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "base/err.h"
 #include "control/web/audittail.h"
@@ -488,6 +493,164 @@ static void a_directory_is_refused(void **state)
     assert_int_equal(sl_audittail_read("/tmp", 10, 1024, 1 << 20, collect, &s, NULL), SL_ENOTFILE);
 }
 
+/* ---- decisions per minute ---------------------------------------------------------------- */
+
+/* 2026-12-01T10:05:30Z, and the start of its minute. */
+#define NOW_S    INT64_C(1796119530)
+#define MINUTE_S INT64_C(1796119500)
+
+/* Lines of client "sb_mine" only; counts the calls. */
+static bool mine_only(void *arg, const json_t *entry)
+{
+    size_t *calls = arg;
+
+    (*calls)++;
+    return strcmp(json_string_value(json_object_get(entry, "client")), "sb_mine") == 0;
+}
+
+static bool every_line(void *arg, const json_t *entry)
+{
+    (void)arg;
+    (void)entry;
+    return true;
+}
+
+static void fixture_path(char *path, size_t cap)
+{
+    const char *data = getenv("SLUICE_TEST_DATA");
+
+    assert_non_null(data);
+    assert_true((size_t)snprintf(path, cap, "%s/audit/per-minute.log", data) < cap);
+}
+
+static void counts_the_last_hour_per_minute(void **state)
+{
+    struct sl_audittail_minute m[SL_AUDITTAIL_MINUTES];
+    char path[4096];
+    size_t calls = 0;
+    bool partial = true;
+    uint64_t total = 0;
+
+    (void)state;
+    fixture_path(path, sizeof(path));
+    assert_int_equal(sl_audittail_per_minute(path, NOW_S, m, SL_AUDITTAIL_MINUTES,
+                                             SL_AUDITTAIL_BUDGET_BYTES, mine_only, &calls,
+                                             &partial),
+                     0);
+    /* The scan ended at the line from 09:04:10, before the file's start: not partial. */
+    assert_false(partial);
+    assert_true(m[59].start_s == MINUTE_S);
+    assert_true(m[0].start_s == MINUTE_S - 59 * 60);
+    for (size_t i = 1; i < SL_AUDITTAIL_MINUTES; i++) {
+        assert_true(m[i].start_s == m[i - 1].start_s + 60);
+    }
+    /* 09:06:00.000 and 09:06:59.999 are the first minute's. */
+    assert_int_equal(m[0].allowed, 1);
+    assert_int_equal(m[0].refused, 1);
+    assert_int_equal(m[0].errors, 0);
+    /* 09:40: one error; the challenge, the lookup and the line with an offset are not counted. */
+    assert_int_equal(m[34].allowed, 0);
+    assert_int_equal(m[34].refused, 0);
+    assert_int_equal(m[34].errors, 1);
+    /* 10:05: two allowed and one refused of sb_mine; sb_other's line, 10:06:10 and the line
+     * still being written are not. */
+    assert_int_equal(m[59].allowed, 2);
+    assert_int_equal(m[59].refused, 1);
+    assert_int_equal(m[59].errors, 0);
+    for (size_t i = 0; i < SL_AUDITTAIL_MINUTES; i++) {
+        total += m[i].allowed + m[i].refused + m[i].errors;
+    }
+    /* Nothing else: the 09:30 line behind the stop, 09:05:30 (in the slack) are not counted. */
+    assert_int_equal(total, 6);
+    /* Asked only about lines inside the window: 09:06 x2, 09:40 x3, 10:05 x4. */
+    assert_int_equal(calls, 9);
+}
+
+static void a_window_without_lines_is_zeros(void **state)
+{
+    struct sl_audittail_minute m[3];
+    char path[4096];
+    bool partial = true;
+
+    (void)state;
+    fixture_path(path, sizeof(path));
+    /* A day later: the newest line is older than the window, the scan stops at once. */
+    assert_int_equal(sl_audittail_per_minute(path, NOW_S + 86400, m, 3, SL_AUDITTAIL_BUDGET_BYTES,
+                                             every_line, NULL, &partial),
+                     0);
+    assert_false(partial);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(m[i].allowed + m[i].refused + m[i].errors, 0);
+    }
+    assert_true(m[2].start_s == MINUTE_S + 86400);
+    /* A missing file: zeros, not partial. */
+    partial = true;
+    assert_int_equal(sl_audittail_per_minute("/tmp/sl-audittail-does-not-exist/x.log", NOW_S, m, 3,
+                                             SL_AUDITTAIL_BUDGET_BYTES, every_line, NULL, &partial),
+                     0);
+    assert_false(partial);
+    assert_int_equal(m[0].allowed + m[1].allowed + m[2].allowed, 0);
+    /* No log at all: the same. */
+    m[1].allowed = 7;
+    assert_int_equal(sl_audittail_per_minute(NULL, NOW_S, m, 3, SL_AUDITTAIL_BUDGET_BYTES,
+                                             every_line, NULL, &partial),
+                     0);
+    assert_false(partial);
+    assert_int_equal(m[1].allowed, 0);
+    assert_true(m[2].start_s == MINUTE_S);
+}
+
+/* `n_old` lines from two hours before NOW_S, then `n_new` allowed lines of the current minute. */
+static void write_hour(char *path, size_t n_old, size_t n_new)
+{
+    static const char old[] = "{\"ts\":\"2026-12-01T08:00:00.000Z\",\"decision\":\"deny\","
+                              "\"client\":\"sb_mine\",\"pad\":\".........................\"}\n";
+    static const char cur[] = "{\"ts\":\"2026-12-01T10:05:10.000Z\",\"decision\":\"allow\","
+                              "\"client\":\"sb_mine\",\"pad\":\"........................\"}\n";
+    size_t n = (n_old + n_new) * (sizeof(old) - 1);
+    char *text = test_malloc(n);
+
+    assert_int_equal(sizeof(old), sizeof(cur));
+    for (size_t i = 0; i < n_old + n_new; i++) {
+        memcpy(text + i * (sizeof(old) - 1), i < n_old ? old : cur, sizeof(old) - 1);
+    }
+    write_file(path, text, n);
+    test_free(text);
+}
+
+static void the_budget_makes_the_count_partial(void **state)
+{
+    struct sl_audittail_minute m[SL_AUDITTAIL_MINUTES];
+    char path[64];
+    bool partial = false;
+
+    (void)state;
+    /* 3000 lines of this minute, about 300 KiB: more than a 64 KiB budget holds. */
+    write_hour(path, 0, 3000);
+    assert_int_equal(sl_audittail_per_minute(path, NOW_S, m, SL_AUDITTAIL_MINUTES, (size_t)64 << 10,
+                                             every_line, NULL, &partial),
+                     0);
+    assert_true(partial);
+    assert_true(m[59].allowed > 0 && m[59].allowed < 3000);
+    /* The whole file within the budget (across several chunks): every line, not partial. */
+    assert_int_equal(sl_audittail_per_minute(path, NOW_S, m, SL_AUDITTAIL_MINUTES,
+                                             SL_AUDITTAIL_BUDGET_BYTES, every_line, NULL, &partial),
+                     0);
+    assert_false(partial);
+    assert_int_equal(m[59].allowed, 3000);
+    assert_int_equal(unlink(path), 0);
+    /* Older lines first: the scan stops at the newest of them, well within the budget, although
+     * the file's start is far: not partial. */
+    write_hour(path, 3000, 10);
+    assert_int_equal(sl_audittail_per_minute(path, NOW_S, m, SL_AUDITTAIL_MINUTES, (size_t)64 << 10,
+                                             every_line, NULL, &partial),
+                     0);
+    assert_false(partial);
+    assert_int_equal(m[59].allowed, 10);
+    assert_int_equal(m[0].refused, 0);
+    assert_int_equal(unlink(path), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -507,6 +670,9 @@ int main(void)
         cmocka_unit_test(a_missing_file_is_no_line),
         cmocka_unit_test(an_empty_file_or_a_zero_limit_is_no_line),
         cmocka_unit_test(a_directory_is_refused),
+        cmocka_unit_test(counts_the_last_hour_per_minute),
+        cmocka_unit_test(a_window_without_lines_is_zeros),
+        cmocka_unit_test(the_budget_makes_the_count_partial),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
