@@ -273,19 +273,43 @@ async function formSteps(w, h) {
       && check('  hidden (not just greyed) with it off', hiddenOff)
       && check('  on again: the rule and the default chosen are kept', back && host === RULE_HOST && dflt === 'allow', `${back} ${host} ${dflt}`);
   });
-  await step('a credential\'s placeholder variable (not in the form) is kept when the form saves', async () => {
+  await step('a credential\'s placeholder variable: shown in its rule, kept when the form saves, changed from the form', async () => {
     const doc = await stored();
     const r = await api(ROOT, 'PUT', '/api/v1/environments/' + ENV_NAME, {
       ...doc, egress: { default: 'deny', rules: [{ host: RULE_HOST, credential: { header: 'Authorization', value: 'Bearer fit-' + hex(8), placeholder_env: 'FIT_API_KEY' } }] },
     });
     if (r.status !== 200) throw new Error(`PUT placeholder: ${r.status} ${JSON.stringify(r.data)}`);
     await openEdit();
+    const shownVar = await page.locator('#f-rules [data-testid=rule-placeholder]').first().inputValue();
     await page.fill('#f-description', 'saved by the form');
     await save();
     const e = await stored();
     const cred = ((e.egress && e.egress.rules) || [])[0] || {};
-    return check('  placeholder_env FIT_API_KEY and the value kept', e.description === 'saved by the form' && cred.credential
-      && cred.credential.placeholder_env === 'FIT_API_KEY' && cred.credential.has_value === true, JSON.stringify(e.egress));
+    await openEdit();
+    await page.locator('#f-rules [data-testid=rule-placeholder]').first().fill('FIT_OTHER_KEY');
+    await save();
+    const e2 = await stored();
+    const cred2 = ((e2.egress && e2.egress.rules) || [])[0] || {};
+    return check('  the rule shows FIT_API_KEY', shownVar === 'FIT_API_KEY', shownVar)
+      && check('  placeholder_env FIT_API_KEY and the value kept', e.description === 'saved by the form' && cred.credential
+        && cred.credential.placeholder_env === 'FIT_API_KEY' && cred.credential.has_value === true, JSON.stringify(e.egress))
+      && check('  changed in the form: FIT_OTHER_KEY, the value still kept', cred2.credential
+        && cred2.credential.placeholder_env === 'FIT_OTHER_KEY' && cred2.credential.has_value === true, JSON.stringify(e2.egress));
+  });
+  await step('a placeholder variable that is no shell name: the API\'s 422 next to it', async () => {
+    await openEdit();
+    const input = page.locator('#f-rules [data-testid=rule-placeholder]').first();
+    await input.fill('not-a-name');
+    await page.click('[data-testid=env-save]');
+    const err = page.locator('#f-rules [data-testid=field-error], #f-rules .field-error').first();
+    await err.waitFor({ timeout: 10000 });
+    const invalid = await input.evaluate((n) => n.classList.contains('invalid'));
+    const text = await err.textContent();
+    await page.keyboard.press('Escape');
+    await page.locator('#drawer').waitFor({ state: 'hidden' });
+    const e = await stored();
+    return check('  marked, with a message', invalid && /placeholder|name|identifier/i.test(text), `${invalid} ${text}`)
+      && check('  nothing saved', e.egress.rules[0].credential.placeholder_env === 'FIT_OTHER_KEY', JSON.stringify(e.egress));
   });
   await step('saved with the network off, the API has no egress; the form opens it with the section hidden', async () => {
     await openEdit();

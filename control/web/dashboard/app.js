@@ -568,9 +568,9 @@
     } else {
       value.placeholder = cred ? 'value' : '';
     }
-    if (r && r.tls) row.dataset.tls = r.tls;
+    row.querySelector('.r-placeholder').value = (cred && cred.placeholder_env) || '';
     // Not shown, but sent back, so that saving the form keeps it (a PUT replaces the whole rule).
-    if (cred && cred.placeholder_env) row.dataset.placeholderEnv = cred.placeholder_env;
+    if (r && r.tls) row.dataset.tls = r.tls;
     row.querySelector('.r-remove').addEventListener('click', () => row.remove());
     $('f-rules').append(row);
     return row;
@@ -733,11 +733,12 @@
         if (methods.length) rule.methods = methods;
         const header = row.querySelector('.r-header').value.trim();
         const value = row.querySelector('.r-value').value;
-        if (header || value) {
+        const placeholder = row.querySelector('.r-placeholder').value.trim();
+        if (header || value || placeholder) {
           rule.credential = { header };
           // Empty with a stored value: send no value, the API keeps the stored one.
           if (value !== '') rule.credential.value = value;
-          if (row.dataset.placeholderEnv) rule.credential.placeholder_env = row.dataset.placeholderEnv;
+          if (placeholder !== '') rule.credential.placeholder_env = placeholder;
         }
         if (row.dataset.tls) rule.tls = row.dataset.tls;
         body.egress.rules.push(rule);
@@ -762,8 +763,8 @@
     if (m) {
       const row = $('f-rules').children[Number(m[1])];
       if (!row) return $('f-rules');
-      const key = m[2] === 'credential' ? (m[3] === 'value' ? 'value' : 'header') : m[2];
-      const cls = { host: '.r-host', methods: '.r-methods', header: '.r-header', value: '.r-value', tls: '.r-host' }[key] || '.r-host';
+      const key = m[2] === 'credential' ? ({ value: 'value', placeholder_env: 'placeholder' }[m[3]] || 'header') : m[2];
+      const cls = { host: '.r-host', methods: '.r-methods', header: '.r-header', value: '.r-value', placeholder: '.r-placeholder', tls: '.r-host' }[key] || '.r-host';
       return row.querySelector(cls);
     }
     m = /^env\[(\d+)\](?:\.(\w+))?/.exec(field);
