@@ -10,12 +10,11 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/time.h"
 #include "policy/snapshot_int.h"
 
 /* Room for a quoted value in a message (sl__quote cuts at 64 bytes, escapes take 4). */
 #define QUOTED_MAX (64 * 4 + 8)
-/* Longest RFC 3339 text we read: `YYYY-MM-DDTHH:MM:SS` + 32 fraction digits + `+HH:MM`. */
-#define RFC3339_MAX 64
 
 static const char *const client_keys[] = {
     "id", "environment", "token", "ip", "cidr", "expires_at", "rules", "git", "placeholders",
@@ -40,91 +39,13 @@ static int digits(const char *s, size_t n)
     return v;
 }
 
-/* Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar (H. Hinnant's
- * days_from_civil), so no timegm() and no time zone database are needed. */
-static int64_t days_from_civil(int64_t y, int m, int d)
-{
-    int64_t era;
-    int64_t yoe;
-    int64_t doy;
-    int64_t doe;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static int days_in_month(int y, int m)
-{
-    static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-
-    return m == 2 && leap ? 29 : days[m - 1];
-}
-
-/* `+HH:MM`, `-HH:MM`, `Z` or `z` at s[0 .. n); seconds east of UTC. */
-static int parse_offset(const char *s, size_t n, int64_t *out)
-{
-    int hh;
-    int mm;
-
-    if (n == 1 && (s[0] == 'Z' || s[0] == 'z')) {
-        *out = 0;
-        return 0;
-    }
-    if (n != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':') {
-        return SL_EINVAL;
-    }
-    hh = digits(s + 1, 2);
-    mm = digits(s + 4, 2);
-    if (hh < 0 || hh > 23 || mm < 0 || mm > 59) {
-        return SL_EINVAL;
-    }
-    *out = (s[0] == '-' ? -1 : 1) * (int64_t)(hh * 3600 + mm * 60);
-    return 0;
-}
-
+/* Whole seconds since the epoch (the fraction dropped: floor). */
 int sl__parse_rfc3339(const char *s, size_t n, int64_t *out)
 {
-    int y;
-    int mo;
-    int d;
-    int h;
-    int mi;
-    int sec;
-    size_t pos = 19;
-    int64_t offset;
+    struct sl_rfc3339 t;
 
-    /* RFC 3339 §5.6: full-date "T" full-time; §5.6 NOTE allows 't' and 'z'. */
-    if (n < 20 || n > RFC3339_MAX || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't')
-        || s[13] != ':' || s[16] != ':') {
-        return SL_EINVAL;
-    }
-    y = digits(s, 4);
-    mo = digits(s + 5, 2);
-    d = digits(s + 8, 2);
-    h = digits(s + 11, 2);
-    mi = digits(s + 14, 2);
-    sec = digits(s + 17, 2);
-    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h < 0 || h > 23 || mi < 0
-        || mi > 59 || sec < 0 || sec > 60) {
-        return SL_EINVAL;
-    }
-    if (s[pos] == '.') {
-        size_t start = ++pos;
-
-        while (pos < n && is_digit(s[pos])) {
-            pos++;
-        }
-        if (pos == start) {
-            return SL_EINVAL;
-        }
-    }
-    SL_TRY(parse_offset(s + pos, n - pos, &offset));
-    *out = days_from_civil(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec - offset;
+    SL_TRY(sl_time_parse_rfc3339(s, n, &t));
+    *out = t.ms >= 0 ? t.ms / 1000 : -((-t.ms + 999) / 1000);
     return 0;
 }
 

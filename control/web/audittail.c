@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/mem.h"
+#include "base/time.h"
 
 /* Bytes read per pread(). */
 #define CHUNK ((size_t)64 << 10)
@@ -193,109 +194,15 @@ const char *const sl_audittail_filter_params[] = {
 
 static const char *const decisions[] = { "allow", "deny", "error", "challenge", "dns" };
 
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* The value of the `n` digits at `s`, or -1 when one is not a digit. */
-static int digits(const char *s, size_t n)
-{
-    int v = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        if (!is_digit(s[i])) {
-            return -1;
-        }
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
-
-static bool is_leap(int y)
-{
-    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-static int days_in_month(int y, int m)
-{
-    static const int days[] = { 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 };
-
-    return m == 2 && is_leap(y) ? 29 : days[m - 1];
-}
-
-/* Days from 1970-01-01 to the date (proleptic Gregorian; negative before 1970). */
-static int64_t days_since_epoch(int y, int m, int d)
-{
-    int64_t days = 0;
-
-    /* Whole years, then whole months: at most 10000 + 11 steps, for a query's one time. Lines
-     * come in the same form: their years are near 1970 + a few dozen. */
-    if (y >= 1970) {
-        for (int i = 1970; i < y; i++) {
-            days += is_leap(i) ? 366 : 365;
-        }
-    } else {
-        for (int i = y; i < 1970; i++) {
-            days -= is_leap(i) ? 366 : 365;
-        }
-    }
-    for (int i = 1; i < m; i++) {
-        days += days_in_month(y, i);
-    }
-    return days + d - 1;
-}
-
 int sl_audittail_time_parse(const char *s, int64_t *ms)
 {
-    size_t n = strlen(s);
-    size_t pos = 19;
-    int y;
-    int mo;
-    int d;
-    int h;
-    int mi;
-    int sec;
-    int64_t frac = 0;
-    bool finer = false;
+    struct sl_rfc3339 t;
 
-    if (n < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') || s[13] != ':'
-        || s[16] != ':') {
+    /* UTC only (`Z`), as the proxy writes "ts", and at most nanoseconds. */
+    if (sl_time_parse_rfc3339(s, strlen(s), &t) != 0 || !t.utc || t.frac_digits > 9) {
         return SL_EINVAL;
     }
-    y = digits(s, 4);
-    mo = digits(s + 5, 2);
-    d = digits(s + 8, 2);
-    h = digits(s + 11, 2);
-    mi = digits(s + 14, 2);
-    sec = digits(s + 17, 2);
-    if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h < 0 || h > 23 || mi < 0
-        || mi > 59 || sec < 0 || sec > 60) {
-        return SL_EINVAL;
-    }
-    if (s[pos] == '.') {
-        size_t start = ++pos;
-
-        while (pos < n && is_digit(s[pos])) {
-            if (pos - start < 3) {
-                frac = frac * 10 + (s[pos] - '0');
-            } else if (s[pos] != '0') {
-                finer = true;
-            }
-            pos++;
-        }
-        if (pos == start || pos - start > 9) {
-            return SL_EINVAL;
-        }
-        for (size_t i = pos - start; i < 3; i++) {
-            frac *= 10;
-        }
-    }
-    if (pos + 1 != n || (s[pos] != 'Z' && s[pos] != 'z')) {
-        return SL_EINVAL;
-    }
-    *ms = ((days_since_epoch(y, mo, d) * 86400 + (int64_t)h * 3600 + (int64_t)mi * 60 + sec) * 1000)
-          + frac + (finer ? 1 : 0);
+    *ms = t.ms + (t.finer ? 1 : 0);
     return 0;
 }
 
@@ -355,7 +262,8 @@ int sl_audittail_filter_set(struct sl_audittail_filter *f, const char *param, co
             return SL_EINVAL;
         }
         for (size_t i = 0; i < n; i++) {
-            if (!((value[i] >= 'a' && value[i] <= 'z') || is_digit(value[i]) || value[i] == '-')) {
+            if (!((value[i] >= 'a' && value[i] <= 'z') || (value[i] >= '0' && value[i] <= '9')
+                  || value[i] == '-')) {
                 return SL_EINVAL;
             }
         }

@@ -24,13 +24,9 @@
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
-source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
-source "$SLUICE_SRC/tests/support/sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/dashboard.sh
 source "$SLUICE_SRC/tests/support/dashboard.sh"
 
 # Network sl-t-dash, its own subnet:
 SUBNET=10.213.23.0/24
-dash_main dashboard sl-t-dash "$(echo "$SUBNET" | cut -d. -f3)"
+dash_main dashboard sl-t-dash "$SUBNET"

@@ -14,13 +14,9 @@
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
-source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
-source "$SLUICE_SRC/tests/support/sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/dashboard.sh
 source "$SLUICE_SRC/tests/support/dashboard.sh"
 
 # Network sl-t-daudit, its own subnet:
 SUBNET=10.213.39.0/24
-dash_main dashboard_audit sl-t-daudit 39
+dash_main dashboard_audit sl-t-daudit "$SUBNET"

@@ -17,13 +17,9 @@
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
-source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
-source "$SLUICE_SRC/tests/support/sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/dashboard.sh
 source "$SLUICE_SRC/tests/support/dashboard.sh"
 
 # Network sl-t-dfit, its own subnet:
 SUBNET=10.213.42.0/24
-dash_main dashboard_fit sl-t-dfit "$(echo "$SUBNET" | cut -d. -f3)"
+dash_main dashboard_fit sl-t-dfit "$SUBNET"

@@ -12,13 +12,9 @@
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-# shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
-source "$SLUICE_SRC/tests/support/fixture.sh"
-# shellcheck source-path=SCRIPTDIR source=../support/sandbox.sh
-source "$SLUICE_SRC/tests/support/sandbox.sh"
 # shellcheck source-path=SCRIPTDIR source=../support/dashboard.sh
 source "$SLUICE_SRC/tests/support/dashboard.sh"
 
 # Network sl-t-dover, its own subnet:
 SUBNET=10.213.40.0/24
-dash_main dashboard_overview sl-t-dover 40
+dash_main dashboard_overview sl-t-dover "$SUBNET"

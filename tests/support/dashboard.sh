@@ -10,16 +10,22 @@
 # or with SLUICE_TEST_NO_DOCKER=1) everything but the sandbox steps still runs: the control plane
 # answers sandbox calls with 503 and the proxy listens on 127.0.0.1 instead of a gateway.
 #
-#   dash_main NAME NETWORK N    runs tests/browser/NAME.mjs on network NETWORK, 10.213.N.0/24
+#   dash_main NAME NETWORK 10.213.N.0/24    runs tests/browser/NAME.mjs on that network and subnet
 #
 # Each caller (tests/integration/dashboard*.sh) takes a network and N of its own and writes
 # SUBNET=10.213.N.0/24 on a line of its own, which tools/checksrc.sh checks for clashes.
-# Screenshots go to $SLUICE_ARTIFACTS (default build/test-artifacts/NAME under ctest).
+# Screenshots go to $SLUICE_ARTIFACTS (default build/test-artifacts/NAME under ctest). Sourcing
+# this file sources tests/support/fixture.sh and tests/support/sandbox.sh (SLUICE_SRC set first).
+
+# shellcheck source-path=SCRIPTDIR source=fixture.sh
+source "$SLUICE_SRC/tests/support/fixture.sh"
+# shellcheck source-path=SCRIPTDIR source=sandbox.sh
+source "$SLUICE_SRC/tests/support/sandbox.sh"
 
 dash_main() {
   DASH_NAME=$1
   DASH_NET=$2
-  DASH_N=$3
+  DASH_N=$(echo "$3" | cut -d. -f3)
   BROWSER_DIR=$SLUICE_SRC/tests/browser
   CHROMIUM=${SLUICE_CHROMIUM:-/usr/bin/chromium}
   if ! command -v node >/dev/null 2>&1; then

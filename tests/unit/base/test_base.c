@@ -30,6 +30,7 @@
 #include "base/jpath.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/time.h"
 #include "tests/support/tmpdir.h"
 
 /* Storage handed in and taken out again: the buffer uses it as its own, grows it by realloc
@@ -480,6 +481,55 @@ static void jpath_join_lists_names_cut_to_fit(void **state)
     assert_string_equal(small, "host, metho");
 }
 
+/* RFC 3339 date-times: instants in milliseconds, offsets, fractions, the calendar's edges. */
+static void rfc3339_reads_instants_and_refuses_the_rest(void **state)
+{
+    struct sl_rfc3339 t;
+    static const char *const bad[] = {
+        "",
+        "2026-11-30",
+        "2026-11-30T02:07:42",
+        "2026-11-30T02:07:42.Z",
+        "2026-11-30T02:07:42Zx",
+        "2025-02-29T00:00:00Z",
+        "2026-13-01T00:00:00Z",
+        "2026-11-30T24:00:00Z",
+        "2026-11-30T23:60:00Z",
+        "2026-11-30T02:07:42+24:00",
+        "2026-11-30T02:07:42+0100",
+        "2026-11-30 02:07:42Z",
+        "2026-11-30T02:07:42.00000000000000000000000000000000000000000000000001Z",
+    };
+
+    (void)state;
+    assert_int_equal(sl_time_parse_rfc3339("1970-01-01T00:00:00Z", 20, &t), 0);
+    assert_int_equal(t.ms, 0);
+    assert_true(t.utc);
+    assert_int_equal(t.frac_digits, 0);
+    assert_int_equal(sl_time_parse_rfc3339("2026-11-30T02:07:42.286Z", 24, &t), 0);
+    assert_int_equal(t.ms, 1796004462286LL);
+    assert_false(t.finer);
+    assert_int_equal(sl_time_parse_rfc3339("2026-11-30t02:07:42.2860001z", 28, &t), 0);
+    assert_int_equal(t.ms, 1796004462286LL);
+    assert_true(t.finer);
+    assert_int_equal(t.frac_digits, 7);
+    /* The same instant written with an offset. */
+    assert_int_equal(sl_time_parse_rfc3339("2026-11-30T03:37:42.286+01:30", 29, &t), 0);
+    assert_int_equal(t.ms, 1796004462286LL);
+    assert_false(t.utc);
+    assert_int_equal(sl_time_parse_rfc3339("1969-12-31T23:59:59.5Z", 22, &t), 0);
+    assert_int_equal(t.ms, -500);
+    assert_int_equal(sl_time_parse_rfc3339("2024-02-29T00:00:00Z", 20, &t), 0);
+    assert_int_equal(sl_time_days_from_civil(2024, 2, 29), 19782);
+    assert_int_equal(sl_time_days_from_civil(1600, 3, 1), -135080);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        t.ms = 7;
+        if (sl_time_parse_rfc3339(bad[i], strlen(bad[i]), &t) != SL_EINVAL || t.ms != 7) {
+            fail_msg("read \"%s\"", bad[i]);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -502,6 +552,7 @@ int main(void)
         cmocka_unit_test(siphash_matches_the_reference_vectors),
         cmocka_unit_test(file_read_takes_regular_files_within_the_cap),
         cmocka_unit_test(file_ensure_dir_makes_a_private_directory_once),
+        cmocka_unit_test(rfc3339_reads_instants_and_refuses_the_rest),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
