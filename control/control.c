@@ -57,6 +57,8 @@ struct build {
     struct sl_buf doc;
     struct sl_snapshot_build_report report;
     int rc;
+    /* How long the build took on the thread pool (for GET /api/v1/status). */
+    uint64_t took_ns;
     /* The host table whose redirect_ports set follows the build ("" when none), sluice's own
      * ports that are never redirected, and the outcome of the update. */
     char fw_table[80];
@@ -110,6 +112,8 @@ struct daemon {
     /* The last build: when it succeeded, its report as problems (owned), and the error of the
      * last failed one ("" since a build succeeded). */
     char built_at[32];
+    size_t built_bytes;
+    uint64_t built_ns;
     json_t *problems;
     char build_error[200];
     /* Changes that removed access, waiting for the proxies; the timer runs while there are. */
@@ -228,6 +232,7 @@ static void end_observes(struct daemon *d)
 static void on_build(uv_work_t *w)
 {
     struct build *b = SL_CONTAINER_OF(w, struct build, work);
+    uint64_t start = uv_hrtime();
 
     end_observes(b->d);
     b->rc = sl_store_next_snapshot_version(b->d->api.store, &b->version);
@@ -243,6 +248,7 @@ static void on_build(uv_work_t *w)
     if (b->rc == 0 && b->fw_table[0] != '\0') {
         b->ports_rc = set_redirect_ports(b);
     }
+    b->took_ns = uv_hrtime() - start;
 }
 
 /* ---- waits of changes that removed access ---- */
@@ -437,6 +443,8 @@ static void on_build_done(uv_work_t *w, int status)
         json_decref(d->problems);
         d->problems = problems;
         d->build_error[0] = '\0';
+        d->built_bytes = b->doc.len;
+        d->built_ns = b->took_ns;
         if (gmtime_r(&now, &tm) == NULL
             || strftime(d->built_at, sizeof(d->built_at), "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
             d->built_at[0] = '\0';
@@ -625,9 +633,11 @@ static void on_api_status(void *arg, json_t *doc)
     }
     /* "o": the document takes this reference, whether it is the daemon's list or a new one. */
     problems = d->problems != NULL ? json_incref(d->problems) : json_array();
-    snap = json_pack("{s:I,s:s?,s:s?,s:o*,s:o*}", "version",
+    snap = json_pack("{s:I,s:s?,s:I,s:I,s:s?,s:o*,s:o*}", "version",
                      (json_int_t)sl_pusher_version(d->pusher), "built_at",
-                     d->built_at[0] != '\0' ? d->built_at : NULL, "build_error",
+                     d->built_at[0] != '\0' ? d->built_at : NULL, "bytes",
+                     (json_int_t)d->built_bytes, "build_us", (json_int_t)(d->built_ns / 1000u),
+                     "build_error",
                      d->build_error[0] != '\0' ? d->build_error : NULL, "problems", problems,
                      "proxies", proxies);
     (void)json_object_set_new(doc, "snapshot", snap != NULL ? snap : json_null());

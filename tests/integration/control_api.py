@@ -660,9 +660,14 @@ def test_snapshots_reach_the_proxy():
             raise AssertionError("the proxy did not acknowledge: %r" % snap)
 
         first = acked(1)
+        before = expect(call("GET", "/api/v1/status", who="erin"), 200, "status")["snapshot"]
+        assert before["bytes"] > 0 and before["build_us"] > 0, before
         create("erin", "pushed", scope="global", network="on",
                egress={"default": "deny", "rules": [{"host": "pkgs.example.org"}]})
         second = acked(first + 1)
+        # The size of what is pushed grows with the environment (and its host) in it.
+        after = expect(call("GET", "/api/v1/status", who="erin"), 200, "status")["snapshot"]
+        assert after["bytes"] > before["bytes"] + len("pkgs.example.org"), (before, after)
         assert unix_get_json(sock, "/v1/status")["version"] == second
     finally:
         DATA = saved
