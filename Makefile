@@ -15,6 +15,8 @@
 #             with squid, mitmproxy and tinyproxy (~12 min; numbers, not pass/fail; installs the
 #             peers from Debian when missing). ARGS are passed on: make bench ARGS=--quick
 # make bench-quick  the same with --quick (~3 min)
+# make bench-scale  bench/scale: the policy snapshot at 0, 1 000 and 10 000 clients (size, build,
+#             change-to-acknowledgement time, memory; ~1 min)
 # make lint   clang-format check, tools/checksrc.sh, clang-tidy
 # make format reformat every C file
 
@@ -29,7 +31,7 @@ FUZZ_WORK  ?= build/fuzz-work
 CTEST      = ctest --output-on-failure -j $(JOBS)
 
 .PHONY: all deps run-deps test-deps deb-deps deb build run test test-release test-asan test-tsan fuzz fuzz-long bench \
-	bench-quick lint format clean
+	bench-quick bench-scale lint format clean
 
 all: build
 
@@ -131,6 +133,9 @@ bench: build
 
 bench-quick: build
 	bench/compare --build $(BUILD) --out $(BENCH_OUT) --quick $(ARGS)
+
+bench-scale: build
+	bench/scale --build $(BUILD) --out $(BENCH_OUT) $(ARGS)
 
 lint: build
 	tools/format.sh --check

@@ -637,9 +637,8 @@ static void on_api_status(void *arg, json_t *doc)
                      (json_int_t)sl_pusher_version(d->pusher), "built_at",
                      d->built_at[0] != '\0' ? d->built_at : NULL, "bytes",
                      (json_int_t)d->built_bytes, "build_us", (json_int_t)(d->built_ns / 1000u),
-                     "build_error",
-                     d->build_error[0] != '\0' ? d->build_error : NULL, "problems", problems,
-                     "proxies", proxies);
+                     "build_error", d->build_error[0] != '\0' ? d->build_error : NULL, "problems",
+                     problems, "proxies", proxies);
     (void)json_object_set_new(doc, "snapshot", snap != NULL ? snap : json_null());
     (void)json_object_set_new(doc, "audit_healthy", json_boolean(audit_ok));
 }

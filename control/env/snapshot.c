@@ -41,6 +41,9 @@ struct build {
     json_t *ids;
     /* The build's time (Unix seconds): environments in observe until later are compiled so. */
     int64_t now;
+    /* Each environment and client is checked on its own as it is compiled (the second pass,
+     * after the proxy's parser refused the whole document of the first). */
+    bool check_each;
 };
 
 void sl_snapshot_build_report_finish(struct sl_snapshot_build_report *r)
@@ -452,7 +455,7 @@ static int compile_env(struct build *b, const struct sl_env_row *row)
     SL_TRY(set_new(b->envs, row->id, env));
     b->report->n_envs++;
     SL_TRY(fill_env(b, row, env));
-    rc = check_env(row->id, env, why, sizeof(why));
+    rc = b->check_each ? check_env(row->id, env, why, sizeof(why)) : 0;
     if (rc <= 0) {
         return rc;
     }
@@ -513,6 +516,8 @@ static int admit_client(struct build *b, json_t *entry, const char *env_id, cons
         (void)snprintf(why, sizeof(why), "id: another client has the id %s", id);
     } else if (json_object_get(b->envs, env) == NULL) {
         (void)snprintf(why, sizeof(why), "environment: its environment is left out");
+    } else if (!b->check_each) {
+        rc = 0;
     } else {
         /* With its environment as compiled: its placeholders name that environment's
          * credentials. */
@@ -791,8 +796,9 @@ static int on_dump(const char *s, size_t n, void *arg)
     return d->rc == 0 ? 0 : -1;
 }
 
-/* Serialises the document into `out` and has the proxy's parser check it. */
-static int dump_and_check(json_t *doc, struct sl_buf *out)
+/* Serialises the document into `out` and has the proxy's parser check it. A refusal is logged
+ * only when `last` (the first pass's is not an error: the second pass finds the part). */
+static int dump_and_check(json_t *doc, struct sl_buf *out, bool last)
 {
     struct sl_policy_errors errs = { 0 };
     struct sl_snapshot *snap = NULL;
@@ -807,7 +813,7 @@ static int dump_and_check(json_t *doc, struct sl_buf *out)
     }
     rc = sl_snapshot_parse(out->p, out->len, &snap, &errs);
     sl_snapshot_unref(snap);
-    for (size_t i = 0; rc == SL_EPOLICY && i < errs.count; i++) {
+    for (size_t i = 0; last && rc == SL_EPOLICY && i < errs.count; i++) {
         /* The parser's paths and messages never contain a credential value or a token. */
         sl_log(SL_LOG_ERROR, 0,
                "msg=\"compiled snapshot refused by the proxy's validation: not built\" "
@@ -908,6 +914,31 @@ static int compile_all(struct build *b, const struct sl_env_row *envs, size_t n_
     return rc;
 }
 
+/* One pass: a new document in `*doc` (owned by the caller) from the rows, serialised into `out`
+ * and checked whole with the proxy's parser. */
+static int build_pass(struct build *b, int64_t version, const struct sl_env_row *envs,
+                      size_t n_envs, const struct sl_store_client *clients, size_t n_clients,
+                      const struct sl_snapshot_build_client *extra, size_t n_extra,
+                      struct sl_buf *out, json_t **doc)
+{
+    int rc;
+
+    sl_buf_reset(out);
+    sl_snapshot_build_report_finish(b->report);
+    json_decref(b->ids);
+    b->ids = json_object();
+    *doc = json_pack("{s:I, s:{}, s:[]}", "version", (json_int_t)version, "environments",
+                     "clients");
+    SL_ENSURE(*doc != NULL && b->ids != NULL, SL_ENOMEM);
+    b->envs = json_object_get(*doc, "environments");
+    b->clients = json_object_get(*doc, "clients");
+    rc = compile_all(b, envs, n_envs, clients, n_clients, extra, n_extra);
+    if (rc == 0) {
+        rc = dump_and_check(*doc, out, b->check_each);
+    }
+    return rc;
+}
+
 int sl_control_snapshot_build_with_clients(struct sl_store *st, const struct sl_secrets *sec,
                                            int64_t version,
                                            const struct sl_snapshot_build_client *extra,
@@ -933,19 +964,21 @@ int sl_control_snapshot_build_with_clients(struct sl_store *st, const struct sl_
         rc = sl_store_client_list(st, &clients, &n_clients);
     }
     if (rc == 0) {
-        doc = json_pack("{s:I, s:{}, s:[]}", "version", (json_int_t)version, "environments",
-                        "clients");
-        rc = doc != NULL ? 0 : SL_ENOMEM;
+        /* The whole document checked once: what every build of sound rows needs. */
+        rc = build_pass(&b, version, envs, n_envs, clients, n_clients, extra, n_extra, out, &doc);
     }
-    if (rc == 0) {
-        b.envs = json_object_get(doc, "environments");
-        b.clients = json_object_get(doc, "clients");
-        b.ids = json_object();
-        rc = b.ids != NULL ? compile_all(&b, envs, n_envs, clients, n_clients, extra, n_extra)
-                           : SL_ENOMEM;
-    }
-    if (rc == 0) {
-        rc = dump_and_check(doc, out);
+    if (rc == SL_EPOLICY) {
+        /* Something in it is refused: again, each part checked on its own as it is compiled,
+         * so that only what is refused is left out or shut (the top of snapshot.h). */
+        sl_log(SL_LOG_DEBUG, 0,
+               "msg=\"the snapshot was refused whole: compiling it again part by part\"");
+        if (out->p != NULL) {
+            sodium_memzero(out->p, out->len);
+        }
+        json_decref(doc);
+        doc = NULL;
+        b.check_each = true;
+        rc = build_pass(&b, version, envs, n_envs, clients, n_clients, extra, n_extra, out, &doc);
     }
     if (rc == 0) {
         note_named_ports(doc, b.report);

@@ -25,10 +25,13 @@
  *     sl_control_snapshot_build_with_clients(). They follow the static clients in the document.
  *
  * Revocation never fails open: one damaged row must not keep the proxies on an older snapshot
- * that still holds what was revoked since. So every environment and every client is checked
- * on its own with the proxy's parser as it is compiled, and one the proxy would refuse is
- * replaced (an environment, by deny-all) or left out (a client), reported, while the rest of
- * the snapshot is built and pushed.
+ * that still holds what was revoked since. So when the proxy's parser refuses the compiled
+ * document, the build compiles it again with every environment and every client checked on its
+ * own as it is compiled, and one the proxy would refuse is replaced (an environment, by
+ * deny-all) or left out (a client), reported, while the rest of the snapshot is built and
+ * pushed. (Sound rows, the usual case, need only the one check of the whole document: a part the
+ * whole takes is one the parser takes on its own, since the whole adds only checks across parts.
+ * Checking each part of every build cost about 150 µs per client, 1.5 s at 10 000 clients.)
  *
  * What is left out, never half-compiled and never replaced by a plaintext fallback:
  *   - a rule whose credential value does not open (the key changed, the text is damaged): the
