@@ -18,7 +18,9 @@
 #           after 20 s), deletes the namespaces and /var/tmp/slsw-*. Safe to run twice.
 #   status  The daemons, the nodes, the networks. Exit 0 when both nodes are Ready.
 #
-#   Helper: tools/swarm-lab.sh docker N ARGS...  runs the docker CLI against node N's socket.
+#   Helpers: tools/swarm-lab.sh docker N ARGS...  runs the docker CLI against node N's socket;
+#   node-stop N | node-start N  stops node N's daemon as stop does / starts it again (a lost node
+#   and its return; the swarm state in its data root is kept).
 #
 # The bridge sits in a namespace of its own, not in the root namespace: there
 # net.bridge.bridge-nf-call-iptables=1 sends bridged frames through the host's FORWARD chain,
@@ -287,6 +289,14 @@ case "${1:-}" in
 start) start ;;
 stop) stop ;;
 status) status ;;
+node-stop | node-start)
+  [[ "${2:-}" =~ ^[12]$ ]] || die "usage: tools/swarm-lab.sh $1 1|2"
+  if [ "$1" = node-stop ]; then
+    stop_daemon "$2"
+  else
+    ping_ok "$2" || dockerd_up "$2"
+  fi
+  ;;
 docker)
   [ $# -ge 2 ] || die "usage: tools/swarm-lab.sh docker N ARGS..."
   n=$2
@@ -294,10 +304,10 @@ docker)
   dk "$n" "$@"
   ;;
 -h | --help)
-  sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'
   ;;
 *)
-  echo "usage: tools/swarm-lab.sh start|stop|status | docker N ARGS..." >&2
+  echo "usage: tools/swarm-lab.sh start|stop|status | node-stop N | node-start N | docker N ARGS..." >&2
   exit 2
   ;;
 esac
