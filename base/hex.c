@@ -15,3 +15,16 @@ int sl_hex_value(int c)
     at = strchr(digits, c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
     return at != NULL ? (int)(at - digits) : -1;
 }
+
+int sl_dec_digits(const char *s, size_t n)
+{
+    int v = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (s[i] - '0');
+    }
+    return v;
+}

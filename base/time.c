@@ -4,23 +4,11 @@
  */
 #include "base/time.h"
 
+#include "base/hex.h"
+
 static bool is_digit(char c)
 {
     return c >= '0' && c <= '9';
-}
-
-/* The value of the `n` digits at `s`, or -1 when one is not a digit. */
-static int digits(const char *s, size_t n)
-{
-    int v = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        if (!is_digit(s[i])) {
-            return -1;
-        }
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
 }
 
 static int days_in_month(int y, int m)
@@ -62,8 +50,8 @@ static int parse_offset(const char *s, size_t n, int64_t *out, bool *utc)
     if (n != 6 || (s[0] != '+' && s[0] != '-') || s[3] != ':') {
         return SL_EINVAL;
     }
-    hh = digits(s + 1, 2);
-    mm = digits(s + 4, 2);
+    hh = sl_dec_digits(s + 1, 2);
+    mm = sl_dec_digits(s + 4, 2);
     if (hh < 0 || hh > 23 || mm < 0 || mm > 59) {
         return SL_EINVAL;
     }
@@ -89,12 +77,12 @@ int sl_time_parse_rfc3339(const char *s, size_t n, struct sl_rfc3339 *out)
         || s[13] != ':' || s[16] != ':') {
         return SL_EINVAL;
     }
-    y = digits(s, 4);
-    mo = digits(s + 5, 2);
-    d = digits(s + 8, 2);
-    h = digits(s + 11, 2);
-    mi = digits(s + 14, 2);
-    sec = digits(s + 17, 2);
+    y = sl_dec_digits(s, 4);
+    mo = sl_dec_digits(s + 5, 2);
+    d = sl_dec_digits(s + 8, 2);
+    h = sl_dec_digits(s + 11, 2);
+    mi = sl_dec_digits(s + 14, 2);
+    sec = sl_dec_digits(s + 17, 2);
     if (y < 0 || mo < 1 || mo > 12 || d < 1 || d > days_in_month(y, mo) || h < 0 || h > 23 || mi < 0
         || mi > 59 || sec < 0 || sec > 60) {
         return SL_EINVAL;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/hex.h"
 #include "base/mem.h"
 #include "base/time.h"
 #include "policy/snapshot_int.h"
@@ -19,25 +20,6 @@
 static const char *const client_keys[] = {
     "id", "environment", "token", "ip", "cidr", "expires_at", "rules", "git", "placeholders",
 };
-
-static bool is_digit(char c)
-{
-    return c >= '0' && c <= '9';
-}
-
-/* `n` decimal digits at `s`, or -1. */
-static int digits(const char *s, size_t n)
-{
-    int v = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        if (!is_digit(s[i])) {
-            return -1;
-        }
-        v = v * 10 + (s[i] - '0');
-    }
-    return v;
-}
 
 /* Whole seconds since the epoch (the fraction dropped: floor). */
 int sl__parse_rfc3339(const char *s, size_t n, int64_t *out)
@@ -108,7 +90,7 @@ static void parse_client_cidr(struct sl__parse *p, const char *s, size_t n, stru
         memcpy(text, s, an);
         text[an] = '\0';
         family = parse_ip(text, addr);
-        prefix = digits(slash + 1, pn);
+        prefix = sl_dec_digits(slash + 1, pn);
     }
     if (family == 0 || prefix < 0 || prefix > (family == 4 ? 32 : 128)) {
         sl__error(p, "%s is not a CIDR range (like 10.0.0.0/8 or fd00::/8)", quoted);
@@ -152,8 +134,8 @@ static void parse_client_id(struct sl__parse *p, const char *s, size_t n, struct
     uint32_t first;
 
     for (size_t i = 0; i < n && ok; i++) {
-        ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || is_digit(s[i])
-             || s[i] == '.' || s[i] == '_' || s[i] == '-';
+        ok = (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z')
+             || (s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == '_' || s[i] == '-';
     }
     sl__quote(quoted, sizeof(quoted), s, n);
     if (!ok) {

@@ -119,6 +119,14 @@ try {
     const h = async (kind) => Number(await bar.locator(`rect[data-kind=${kind}]`).getAttribute('height'));
     const allowedH = await h('allowed');
     const refusedH = await h('refused');
+    // The stylesheet's colours reach the chart (an SVG rect with no fill drawn is black): green
+    // allowed, red refused, the hover band transparent, and the legend's swatches painted.
+    const paint = await page.evaluate(() => {
+      const fill = (sel) => { const e = document.querySelector(sel); return e ? getComputedStyle(e).fill : null; };
+      const bg = (sel) => { const e = document.querySelector(sel); return e ? getComputedStyle(e).backgroundColor : null; };
+      return { allowed: fill('[data-testid=ov-chart-svg] rect.ov-allowed'), refused: fill('[data-testid=ov-chart-svg] rect.ov-refused'),
+        hit: fill('[data-testid=ov-chart-svg] rect.ov-hit'), swatch: bg('.ov-swatch.allowed') };
+    });
     await shot('01-overview-1440');
     return check('  the bar is the baseline\'s minute', (await bar.getAttribute('data-minute')) === base.minute, await bar.getAttribute('data-minute'))
       && check('  60 bars', (await page.locator('[data-testid=ov-chart-svg] [data-testid=ov-bar]').count()) === 60)
@@ -128,7 +136,10 @@ try {
       && check('  the SVG\'s <title> is the summary', (await svgEl.locator(':scope > title').textContent()) === text)
       && check('  the caption is the summary', (await page.locator('[data-testid=ov-summary]').textContent()) === text)
       && check('  the bar\'s own title', ((await bar.locator('title').textContent()) || '').endsWith(`: ${want.allowed} allowed, ${want.refused} refused, ${plural(want.errors, 'error', 'errors')}`))
-      && check('  the axes have labels', (await svgEl.locator('.ov-axis text').count()) >= 4);
+      && check('  the axes have labels', (await svgEl.locator('.ov-axis text').count()) >= 4)
+      && check('  drawn in the page\'s colours: allowed green, refused red, the hover band clear, the legend painted',
+        paint.allowed === 'rgb(26, 110, 63)' && paint.refused === 'rgb(179, 38, 30)'
+        && /rgba\(0, 0, 0, 0\)|transparent/.test(paint.hit || '') && paint.swatch === 'rgb(26, 110, 63)', JSON.stringify(paint));
   });
 
   // ---- open sandboxes -------------------------------------------------------------------------

@@ -463,6 +463,15 @@ static void hex_values_are_the_digits_of_either_case(void **state)
     assert_int_equal(sl_hex_value(-1), -1);
     assert_int_equal(sl_hex_value('a' + 256), -1);
     assert_int_equal(sl_hex_value((char)0xe1), -1);
+    /* Fixed-width decimal fields. */
+    assert_int_equal(sl_dec_digits("2026", 4), 2026);
+    assert_int_equal(sl_dec_digits("0930", 2), 9);
+    assert_int_equal(sl_dec_digits("999999999", 9), 999999999);
+    assert_int_equal(sl_dec_digits("", 0), 0);
+    assert_int_equal(sl_dec_digits("1a", 2), -1);
+    assert_int_equal(sl_dec_digits("-1", 2), -1);
+    assert_int_equal(sl_dec_digits("+1", 2), -1);
+    assert_int_equal(sl_dec_digits("1 ", 2), -1);
 }
 
 static void jpath_join_lists_names_cut_to_fit(void **state)

@@ -201,6 +201,51 @@ static void the_script_never_parses_strings_as_markup(void **state)
     assert_true(scripts >= 1);
 }
 
+/* The stylesheet's blocks close: every `{` has its `}` (comments and strings aside) and each
+ * page's section (a comment opening with "/" "* ---- ") starts at the top level. An unclosed
+ * @media block once swallowed the pages after it: their rules applied only on narrow screens
+ * (the overview's chart drew black at 1 440 px). */
+static void the_stylesheet_closes_every_block(void **state)
+{
+    struct sl_dashboard_asset css;
+    int depth = 0;
+    size_t sections = 0;
+
+    (void)state;
+    assert_true(sl_dashboard_find("/dashboard/style.css", &css));
+    for (size_t i = 0; i < css.n; i++) {
+        const char *p = (const char *)css.p + i;
+
+        if (css.n - i >= 2 && p[0] == '/' && p[1] == '*') {
+            const char *end = find_bytes((const uint8_t *)p + 2, css.n - i - 2, "*/");
+
+            assert_non_null(end);
+            if (css.n - i >= 8 && memcmp(p, "/* ---- ", 8) == 0) {
+                if (depth != 0) {
+                    fail_msg("style.css: a section starts inside a block, at byte %zu", i);
+                }
+                sections++;
+            }
+            i = (size_t)(end - (const char *)css.p) + 1;
+        } else if (*p == '"' || *p == '\'') {
+            const char *q = memchr(p + 1, *p, css.n - i - 1);
+
+            assert_non_null(q);
+            i = (size_t)(q - (const char *)css.p);
+        } else if (*p == '{') {
+            depth++;
+        } else if (*p == '}') {
+            if (--depth < 0) {
+                fail_msg("style.css: a } closes nothing, at byte %zu", i);
+            }
+        }
+    }
+    if (depth != 0) {
+        fail_msg("style.css: %d block(s) left open at the end", depth);
+    }
+    assert_true(sections >= 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +258,7 @@ int main(void)
         cmocka_unit_test(embedded_files_match_their_sources),
         cmocka_unit_test(the_page_has_no_inline_script),
         cmocka_unit_test(the_script_never_parses_strings_as_markup),
+        cmocka_unit_test(the_stylesheet_closes_every_block),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
