@@ -35,6 +35,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/list.h"
+#include "control/sandbox/docker.h"
 #include "control/sandbox/dockerframe.h"
 #include "control/sandbox/launcher.h"
 
@@ -90,6 +91,9 @@ struct sl__docker_sock {
 /* One launcher operation: a short sequence of HTTP calls, one at a time. Loop thread only. */
 struct sl__docker_op {
     struct sl_docker *d;
+    /* The engine this operation's requests go to, an IPv4 address at d->port (TLS as the
+     * launcher's), owned; NULL: the launcher's own engine. */
+    char *host;
     /* Link in the launcher's ops. */
     struct sl_list link;
     enum sl__docker_op_kind kind;
@@ -199,7 +203,22 @@ struct sl_docker {
     /* First: the launcher interface. */
     struct sl_launcher base;
     uv_loop_t *loop;
+    /* Where the engine is: its unix socket (the default launcher), or "" and TCP with TLS: the
+     * origin "https://HOST:PORT" and the client's files (the CA that signs the engines'
+     * certificates, the client certificate and its key), all owned. */
     char socket_path[SL__DOCKER_SOCKET_PATH_MAX + 1];
+    char *origin;
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+    /* The TCP port of every engine an operation is routed to (o->host; swarm.c). */
+    unsigned port;
+    /* The engine the next operation allocated goes to (copied into its o->host): set by swarm.c
+     * around a call of a Docker operation on a task's container, NULL otherwise. */
+    const char *route;
+    /* The image of the wall helper (docker_wall.c), owned; NULL when the engine is not on this
+     * host and there is none: then an inner wall cannot be installed (create fails). */
+    char *wall_image;
     CURLM *multi;
     /* libcurl's timeout. */
     uv_timer_t timer;
@@ -273,6 +292,18 @@ bool sl__docker_is_ip_text(const char *s, size_t max);
 char *sl__docker_dump_json(const json_t *j, size_t *len);
 /* The string member `key` of `obj`, or NULL. */
 const char *sl__docker_json_str(const json_t *obj, const char *key);
+
+/* Allocates a launcher of `ops` on `loop`, libcurl set up, its engine not yet named. Returns 0
+ * with *out, SL_ECRYPTO, SL_ENOMEM or SL_EIO (nothing left). */
+SL_MUST_CHECK int sl__docker_alloc(uv_loop_t *loop, const struct sl_launcher_ops *ops,
+                                   struct sl_docker **out);
+/* Releases a launcher of sl__docker_alloc() that never ran an operation; the memory goes when
+ * the loop has closed its handles. */
+void sl__docker_free_unused(struct sl_docker *d);
+/* Is `t` a complete description of an engine over TLS (docker.h)? */
+bool sl__docker_tls_ok(const struct sl_docker_tls *t);
+/* Makes `d` talk to the engine `t` names (sl__docker_tls_ok(t) holds): 0 or SL_ENOMEM. */
+SL_MUST_CHECK int sl__docker_set_tls(struct sl_docker *d, const struct sl_docker_tls *t);
 
 /* ---- docker_files.c and docker_containers.c: the operations of struct sl_launcher_ops ---- */
 
