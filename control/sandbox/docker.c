@@ -138,6 +138,11 @@ static void on_op_closed(uv_handle_t *h)
     sl__docker_wall_release(o);
     sl__docker_pull_release(o);
     sl_free(o->host);
+    sl_free(o->service);
+    sl_free(o->cid);
+    sl_free(o->config);
+    sl_free(o->config_id);
+    sl_free(o->config_data);
     sl_buf_finish(&o->resp);
     sl_buf_finish(&o->out);
     sl_buf_finish(&o->errout);
@@ -670,7 +675,7 @@ static void docker_close(struct sl_launcher *l, void (*closed)(void *arg), void 
     shutdown_launcher(d);
 }
 
-static const struct sl_launcher_ops docker_ops = {
+const struct sl_launcher_ops sl__docker_ops = {
     .ping = docker_ping,
     .ensure_network = docker_ensure_network,
     .has_image = docker_has_image,
@@ -725,7 +730,7 @@ int sl_docker_launcher_create(uv_loop_t *loop, const char *socket_path, struct s
 
     SL_ENSURE(loop != NULL && out != NULL, SL_EINVAL);
     SL_ENSURE(n > 0 && n <= SL__DOCKER_SOCKET_PATH_MAX, SL_EINVAL);
-    SL_TRY(sl__docker_alloc(loop, &docker_ops, &d));
+    SL_TRY(sl__docker_alloc(loop, &sl__docker_ops, &d));
     memcpy(d->socket_path, socket_path, n + 1);
     *out = &d->base;
     return 0;
@@ -767,7 +772,7 @@ int sl_docker_launcher_create_tls(uv_loop_t *loop, const struct sl_docker_tls *t
     int rc;
 
     SL_ENSURE(loop != NULL && out != NULL && sl__docker_tls_ok(t), SL_EINVAL);
-    SL_TRY(sl__docker_alloc(loop, &docker_ops, &d));
+    SL_TRY(sl__docker_alloc(loop, &sl__docker_ops, &d));
     rc = sl__docker_set_tls(d, t);
     if (rc < 0) {
         sl__docker_free_unused(d);

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/sandbox/docker.h - the Docker backend of control/sandbox/launcher.h: the Engine API
- * (v1.41) over the daemon's unix socket, with libcurl's multi interface driven by the control
- * plane's libuv loop (one uv_poll_t per socket curl opens, one uv_timer_t for curl's timeouts).
+ * (v1.41) over the daemon's unix socket (or over TCP with TLS client certificates,
+ * sl_docker_launcher_create_tls, where the inner wall is a helper container's work), with
+ * libcurl's multi interface driven by the control plane's libuv loop (one uv_poll_t per socket
+ * curl opens, one uv_timer_t for curl's timeouts).
  * Nothing blocks the loop; each HTTP call is one easy handle.
  *
  * How the operations map onto the API:
@@ -101,7 +103,7 @@ struct sl_docker_tls {
 /*
  * Creates a launcher talking to the engine `t` describes, as sl_docker_launcher_create() does
  * for a unix socket; every operation behaves the same, but the inner wall, which a helper
- * container on that engine installs (docs/scale.md "The Swarm backend"). Returns 0 with
+ * container on that engine installs (docs/scale-lab.md "The Swarm backend"). Returns 0 with
  * `*out`, SL_EINVAL (an incomplete `t`, a host that is not an IPv4 address), SL_ENOMEM or SL_EIO.
  */
 SL_MUST_CHECK int sl_docker_launcher_create_tls(uv_loop_t *loop, const struct sl_docker_tls *t,

@@ -188,6 +188,14 @@ struct sl__docker_op {
     /* pull_image (docker_pull.c): the stream's reader, the reference, the progress reported. */
     struct sl__docker_pull *pull;
     enum sl_launcher_pull_failure pull_why;
+    /* swarm.c: the service, the task's container, the config of the runner (name, id and its
+     * data in base64, owned), and how many times the task list was read. */
+    char *service;
+    char *cid;
+    char *config;
+    char *config_id;
+    char *config_data;
+    int task_polls;
     /* One more request header line ("Name: value", owned, wiped when freed: it may carry a
      * credential), sent with every request of the operation; NULL for none. */
     char *extra_hdr;
@@ -219,6 +227,8 @@ struct sl_docker {
     /* The image of the wall helper (docker_wall.c), owned; NULL when the engine is not on this
      * host and there is none: then an inner wall cannot be installed (create fails). */
     char *wall_image;
+    /* swarm.c: the sandbox network must be an encrypted overlay. */
+    bool swarm_encrypted;
     CURLM *multi;
     /* libcurl's timeout. */
     uv_timer_t timer;
@@ -240,6 +250,9 @@ struct sl_docker {
 };
 
 /* ---- docker.c ---- */
+
+/* The Docker backend's operations, for control/sandbox/swarm to route to a node's engine. */
+extern const struct sl_launcher_ops sl__docker_ops;
 
 /* Records the outcome `rc` of `o` with a printf-style message, made one line (control bytes of
  * a daemon's text become spaces). */
@@ -320,6 +333,13 @@ void sl__docker_exec(struct sl_launcher *l, const char *id, const struct sl_laun
                      sl_launcher_exec_fn *cb, void *arg);
 void sl__docker_list(struct sl_launcher *l, const char *label_key, sl_launcher_list_fn *cb,
                      void *arg);
+
+/* Checks a create spec (names, paths, modes, limits): true, or false with `o` rejected. */
+bool sl__docker_create_spec_ok(struct sl__docker_op *o, const struct sl_launcher_container *s);
+/* Builds o->tar from the spec's directories and files, leaving out the file at `skip` (NULL:
+ * none); no tar when nothing is left. Returns 0, SL_ETOOBIG, SL_ENOMEM or SL_EIO. */
+SL_MUST_CHECK int sl__docker_create_tar(struct sl__docker_op *o,
+                                        const struct sl_launcher_container *s, const char *skip);
 
 /* Reports the outcome of a list operation: its entries (docker_containers.c). */
 void sl__docker_deliver_list(struct sl__docker_op *o);

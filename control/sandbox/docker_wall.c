@@ -185,6 +185,7 @@ static void remote_finish(struct sl__docker_op *o)
 
     o->rc = w->rc;
     memcpy(o->err, w->err, sizeof(o->err));
+    sl_buf_truncate(&o->out, 0);
     sl_buf_truncate(&o->errout, 0);
     w->done(o);
 }
@@ -221,10 +222,10 @@ static void remote_end(struct sl__docker_op *o, int rc)
 static void on_helper_logs(struct sl__docker_op *o)
 {
     struct sl__docker_wall *w = o->wall;
-    const char *text = sl_buf_cstr(&o->errout);
+    const char *text = o->errout.len > 0 ? sl_buf_cstr(&o->errout) : sl_buf_cstr(&o->out);
 
     (void)sl__docker_check_response(o, "read the wall helper's log", 200, 200);
-    if (o->errout.len > 0) {
+    if (o->errout.len > 0 || o->out.len > 0) {
         sl__docker_set_err(o, SL_EIO, "docker: the inner wall was not installed: %.400s", text);
         w->rc = SL_EIO;
         memcpy(w->err, o->err, sizeof(w->err));
@@ -264,11 +265,12 @@ static void on_helper_waited(struct sl__docker_op *o)
     memcpy(w->err, o->err, sizeof(w->err));
     /* Its own words say why, when it left any. */
     o->stream = true;
-    o->max_out = 0;
+    o->max_out = 400;
     o->max_err = 400;
+    sl_buf_truncate(&o->out, 0);
     sl_buf_truncate(&o->errout, 0);
     if (sl__docker_start_requestf(o, "GET", NULL, 0, NULL, SL__DOCKER_BODY_MAX, on_helper_logs,
-                                  "/containers/%s/logs?stderr=1&tail=5", w->helper)
+                                  "/containers/%s/logs?stdout=1&stderr=1&tail=5", w->helper)
         < 0) {
         remote_end(o, 0);
     }

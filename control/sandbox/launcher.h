@@ -3,8 +3,10 @@
  * control/sandbox/launcher.h - the container runtime as the sandbox code sees it
  * (docs/reference/README.md §5.3-5.4).
  *
- * One interface with one backend today (control/sandbox/docker: the Docker Engine API over its unix
- * socket, libcurl's multi interface driven by the control plane's libuv loop). A second
+ * One interface with two backends today: control/sandbox/docker (the Docker Engine API over its
+ * unix socket or TCP with TLS, libcurl's multi interface driven by the control plane's libuv loop;
+ * the one the control plane uses) and control/sandbox/swarm (a Docker Swarm: one single-task
+ * service per sandbox, container calls to the task's node; not yet selectable). Another
  * backend (Kubernetes) would fill another struct sl_launcher_ops; control/sandbox/sandbox never
  * knows which one it talks to.
  *
