@@ -41,6 +41,7 @@ void sl__docker_maybe_freed(struct sl_docker *d)
     sl_free(d->cert_file);
     sl_free(d->key_file);
     sl_free(d->wall_image);
+    sl_free(d->swarm_proxies);
     sl_free(d);
     curl_global_cleanup();
 }

@@ -24,6 +24,7 @@
 #ifndef SL_CONTROL_SANDBOX_DOCKER_INT_H
 #define SL_CONTROL_SANDBOX_DOCKER_INT_H
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -201,6 +202,13 @@ struct sl__docker_op {
     char *extra_hdr;
 };
 
+/* swarm.c: a node (its address, the node's Status.Addr) and its proxy's address on the sandbox
+ * network. */
+struct sl__swarm_proxy {
+    char node[INET_ADDRSTRLEN];
+    char proxy[INET_ADDRSTRLEN];
+};
+
 struct sl__docker_oom_note {
     enum sl__docker_op_kind kind;
     union sl__docker_op_cb cb;
@@ -229,6 +237,11 @@ struct sl_docker {
     char *wall_image;
     /* swarm.c: the sandbox network must be an encrypted overlay. */
     bool swarm_encrypted;
+    /* swarm.c: each node's proxy (owned; none: the egress addresses are used as given), and
+     * the turn of the next placement among the nodes that have one. */
+    struct sl__swarm_proxy *swarm_proxies;
+    size_t n_swarm_proxies;
+    size_t swarm_turn;
     CURLM *multi;
     /* libcurl's timeout. */
     uv_timer_t timer;
@@ -377,6 +390,10 @@ void sl__docker_wall_start(struct sl__docker_op *o, json_t *inspected,
 /* Lets go of o->wall when `o` is released: freed, or left to free itself when the pool still
  * runs it. */
 void sl__docker_wall_release(struct sl__docker_op *o);
+
+/* Moves the prepared wall of `o` to the IPv4 address `address` (the Swarm backend's placement
+ * chose the proxy). Returns 0, or SL_EINVAL (o->err set) for an address that is not one. */
+SL_MUST_CHECK int sl__docker_wall_set_address(struct sl__docker_op *o, const char *address);
 
 /* ---- docker_http.c ---- */
 

@@ -117,6 +117,19 @@ int sl__docker_wall_prepare(struct sl__docker_op *o, const struct sl_launcher_eg
     return 0;
 }
 
+int sl__docker_wall_set_address(struct sl__docker_op *o, const char *address)
+{
+    struct in_addr a;
+
+    SL_BUG_ON(o->wall == NULL);
+    if (address == NULL || inet_pton(AF_INET, address, &a) != 1) {
+        sl__docker_set_err(o, SL_EINVAL, "docker: the inner wall needs an IPv4 address");
+        return o->rc;
+    }
+    (void)inet_ntop(AF_INET, &a, o->wall->gateway, sizeof(o->wall->gateway));
+    return 0;
+}
+
 void sl__docker_wall_release(struct sl__docker_op *o)
 {
     struct sl__docker_wall *w = o->wall;

@@ -119,12 +119,33 @@ static void swarm_write_file(struct sl_launcher *l, const char *id, const char *
     unroute(l);
 }
 
+/* The proxy of the node at `node` (an address), or NULL. */
+static const char *proxy_of(const struct sl_docker *d, const char *node)
+{
+    for (size_t i = 0; node != NULL && i < d->n_swarm_proxies; i++) {
+        if (strcmp(d->swarm_proxies[i].node, node) == 0) {
+            return d->swarm_proxies[i].proxy;
+        }
+    }
+    return NULL;
+}
+
 static void swarm_set_egress(struct sl_launcher *l, const char *id,
                              const struct sl_launcher_egress *e, sl_launcher_done_fn *cb, void *arg)
 {
+    struct sl_docker *d = (struct sl_docker *)l;
     struct swarm_id p;
+    const char *cid = route(l, id, &p);
+    struct sl_launcher_egress own;
 
-    sl__docker_ops.set_egress(l, route(l, id, &p), e, cb, arg);
+    if (e != NULL && d->n_swarm_proxies > 0) {
+        /* The only peer is the proxy of the sandbox's node; a node without one (the id names
+         * no running container, say) gets an address the wall refuses. */
+        own = *e;
+        own.address = proxy_of(d, p.addr) != NULL ? proxy_of(d, p.addr) : "-";
+        e = &own;
+    }
+    sl__docker_ops.set_egress(l, cid, e, cb, arg);
     unroute(l);
 }
 
@@ -212,7 +233,12 @@ static int verify_network(struct sl__docker_op *o, const json_t *n)
     } else if (!json_is_true(json_object_get(n, "Attachable"))) {
         sl__docker_set_err(o, SL_EEXIST, "swarm: network %s exists but is not attachable", o->name);
     } else if (o->d->swarm_encrypted && !encrypted) {
-        sl__docker_set_err(o, SL_EEXIST, "swarm: network %s exists but is not encrypted", o->name);
+        sl__docker_set_err(o, SL_EEXIST,
+                           "swarm: network %s exists but is not encrypted, and encryption is "
+                           "asked for (--swarm-encrypted on, the default): make it again with "
+                           "--opt encrypted, or turn encryption off where the nodes' kernels "
+                           "cannot do it (IPsec ESP with AES-GCM, docs/scale-lab.md)",
+                           o->name);
     } else if (json_array_size(cfgs) != 1 || subnet == NULL || strcmp(subnet, o->subnet) != 0) {
         sl__docker_set_err(o, SL_EEXIST, "swarm: network %s exists with subnet %.64s, not %s",
                            o->name, subnet != NULL ? subnet : "(none)", o->subnet);
@@ -828,6 +854,106 @@ static json_t *service_body(struct sl__docker_op *o, const struct sl_launcher_co
     return j;
 }
 
+static json_t *answer_array(struct sl__docker_op *o, const char *what);
+
+/* Proceeds with the service's body in o->body: the runner's config first when there is one. */
+static void create_config_then_service(struct sl__docker_op *o)
+{
+    if (o->config == NULL) {
+        sl__docker_go(o, start_service_create(o));
+        return;
+    }
+    sl__docker_go(o, sl__docker_start_request(o, "POST", "/configs/create", o->data, o->data_len,
+                                              "application/json", SL__DOCKER_BODY_MAX,
+                                              on_config_created));
+}
+
+/* Pins the service in o->body to node `id` and names its proxy `proxy` in the container's
+ * hosts file as o->path (the spec's proxy_name; NULL: none). */
+static int pin_service(struct sl__docker_op *o, const char *id, const char *proxy)
+{
+    json_t *j = json_loadb(o->body, o->body_len, 0, NULL);
+    json_t *tt = json_object_get(j, "TaskTemplate");
+    json_t *cs = json_object_get(tt, "ContainerSpec");
+    char constraint[ID_MAX + 16];
+    char host[INET_ADDRSTRLEN + 256];
+    bool ok = cs != NULL;
+
+    (void)snprintf(constraint, sizeof(constraint), "node.id==%s", id);
+    ok = ok
+         && json_object_set_new(tt, "Placement", json_pack("{s:[s]}", "Constraints", constraint))
+                    == 0;
+    if (ok && o->path != NULL) {
+        (void)snprintf(host, sizeof(host), "%s %s", proxy, o->path);
+        ok = json_object_set_new(cs, "Hosts", json_pack("[s]", host)) == 0;
+    }
+    if (ok) {
+        sl_free(o->body);
+        o->body = sl__docker_dump_json(j, &o->body_len);
+        ok = o->body != NULL;
+    }
+    json_decref(j);
+    if (!ok) {
+        sl__docker_set_err(o, SL_ENOMEM, "swarm: cannot build the service request");
+        return o->rc;
+    }
+    return 0;
+}
+
+/* GET /nodes answered: the next Ready, active node with a proxy, in turn. */
+static void on_placement_nodes(struct sl__docker_op *o)
+{
+    json_t *nodes = answer_array(o, "list nodes");
+    struct sl_docker *d = o->d;
+    const char *ids[SL_SWARM_PROXIES_MAX];
+    const char *proxies[SL_SWARM_PROXIES_MAX];
+    size_t n = 0;
+    json_t *nd;
+    size_t i;
+
+    /* In the order of the configuration, so that the turn means the same at every call. */
+    for (size_t k = 0; nodes != NULL && k < d->n_swarm_proxies; k++) {
+        json_array_foreach(nodes, i, nd)
+        {
+            const json_t *st = json_object_get(nd, "Status");
+            const char *id = sl__docker_json_str(nd, "ID");
+            const char *state = sl__docker_json_str(st, "State");
+            const char *avail = sl__docker_json_str(json_object_get(nd, "Spec"), "Availability");
+            const char *addr = sl__docker_json_str(st, "Addr");
+
+            if (sl__docker_is_name(id) && state != NULL && strcmp(state, "ready") == 0
+                && avail != NULL && strcmp(avail, "active") == 0 && addr != NULL
+                && strcmp(addr, d->swarm_proxies[k].node) == 0 && n < SL_SWARM_PROXIES_MAX) {
+                ids[n] = id;
+                proxies[n] = d->swarm_proxies[k].proxy;
+                n++;
+                break;
+            }
+        }
+    }
+    if (nodes != NULL && n == 0) {
+        sl__docker_set_err(o, SL_EUNAVAILABLE,
+                           "swarm: no Ready, active node with a proxy to place the sandbox on");
+    }
+    if (o->rc == 0) {
+        size_t k = d->swarm_turn++ % n;
+
+        sl_log(SL_LOG_DEBUG, 0, "msg=\"swarm: placing a sandbox\" node=%s proxy=%s", ids[k],
+               proxies[k]);
+        if (pin_service(o, ids[k], proxies[k]) == 0 && o->wall != NULL
+            && sl__docker_wall_set_address(o, proxies[k]) < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"swarm: a proxy's address is not IPv4\" proxy=%s",
+                   proxies[k]);
+        }
+    }
+    json_decref(nodes);
+    if (o->rc < 0) {
+        sl__docker_op_finish(o);
+        return;
+    }
+    create_config_then_service(o);
+}
+
 static void swarm_create_and_start(struct sl_launcher *l, const struct sl_launcher_container *spec,
                                    sl_launcher_started_fn *cb, void *arg)
 {
@@ -889,13 +1015,21 @@ static void swarm_create_and_start(struct sl_launcher *l, const struct sl_launch
         sl__docker_fail_soon(o);
         return;
     }
-    if (run == NULL) {
-        sl__docker_go(o, start_service_create(o));
+    if (d->n_swarm_proxies > 0) {
+        /* The sandbox goes where a proxy is: the node is chosen first. */
+        if (spec->proxy_name != NULL) {
+            o->path = sl_strdup(spec->proxy_name);
+            if (o->path == NULL) {
+                sl__docker_set_err(o, SL_ENOMEM, "swarm: out of memory");
+                sl__docker_fail_soon(o);
+                return;
+            }
+        }
+        sl__docker_go(o, sl__docker_start_request(o, "GET", "/nodes", NULL, 0, NULL,
+                                                  SL__DOCKER_BODY_MAX, on_placement_nodes));
         return;
     }
-    sl__docker_go(o, sl__docker_start_request(o, "POST", "/configs/create", o->data, o->data_len,
-                                              "application/json", SL__DOCKER_BODY_MAX,
-                                              on_config_created));
+    create_config_then_service(o);
 }
 
 /* ---- list ----------------------------------------------------------------------------------- */
@@ -1140,6 +1274,16 @@ int sl_swarm_launcher_create(uv_loop_t *loop, const struct sl_swarm_config *c,
         .wall_image = c->wall_image,
     };
     SL_ENSURE(sl__docker_tls_ok(&t), SL_EINVAL);
+    SL_ENSURE(c->n_proxies <= SL_SWARM_PROXIES_MAX && (c->n_proxies == 0 || c->proxies != NULL),
+              SL_EINVAL);
+    for (size_t i = 0; i < c->n_proxies; i++) {
+        struct in_addr ia;
+
+        SL_ENSURE(c->proxies[i].node != NULL && c->proxies[i].proxy != NULL
+                          && inet_pton(AF_INET, c->proxies[i].node, &ia) == 1
+                          && inet_pton(AF_INET, c->proxies[i].proxy, &ia) == 1,
+                  SL_EINVAL);
+    }
     SL_TRY(sl__docker_alloc(loop, &swarm_ops, &d));
     rc = sl__docker_set_tls(d, &t);
     if (rc < 0) {
@@ -1147,6 +1291,20 @@ int sl_swarm_launcher_create(uv_loop_t *loop, const struct sl_swarm_config *c,
         return rc;
     }
     d->swarm_encrypted = c->encrypted;
+    if (c->n_proxies > 0) {
+        d->swarm_proxies = sl_calloc(c->n_proxies, sizeof(*d->swarm_proxies));
+        if (d->swarm_proxies == NULL) {
+            sl__docker_free_unused(d);
+            return SL_ENOMEM;
+        }
+        d->n_swarm_proxies = c->n_proxies;
+        for (size_t i = 0; i < c->n_proxies; i++) {
+            (void)snprintf(d->swarm_proxies[i].node, sizeof(d->swarm_proxies[i].node), "%s",
+                           c->proxies[i].node);
+            (void)snprintf(d->swarm_proxies[i].proxy, sizeof(d->swarm_proxies[i].proxy), "%s",
+                           c->proxies[i].proxy);
+        }
+    }
     *out = &d->base;
     return 0;
 }

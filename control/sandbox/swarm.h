@@ -46,6 +46,15 @@
  *                    GET /nodes of the manager: a service runs when its task runs on a node
  *                    that is Ready; the entry's address is the task's on its first network
  *
+ * Proxies per node (sl_swarm_config proxies; docs/scale-lab.md "second slice"): a sandbox's only
+ * peer on the overlay is the proxy of its own node. When the launcher is given the nodes'
+ * proxies, a create first reads GET /nodes of the manager and picks, in turn, a Ready node of
+ * availability active that has one; the service is pinned there (Placement constraint
+ * node.id==ID), the spec's proxy_name goes into its hosts file with that proxy's address
+ * (ContainerSpec.Hosts), and the inner wall allows that address instead of the spec's. A
+ * set_egress does the same for the node its id names. No such node: the create fails
+ * (SL_EUNAVAILABLE), nothing made.
+ *
  * Not done yet (docs/scale-lab.md): pulling; the spec's resolv_conf (a host file: the sandbox keeps
  * Docker's own, whose resolver the inner wall closes); no-new-privileges (Engine API 1.41 has no
  * such setting for a service).
@@ -64,6 +73,15 @@
 #include "base/err.h"
 #include "control/sandbox/launcher.h"
 
+/* Most proxies (nodes with a proxy) a launcher takes. */
+#define SL_SWARM_PROXIES_MAX 64
+
+/* A node (its IPv4 address, Status.Addr) and its proxy's IPv4 address on the sandbox network. */
+struct sl_swarm_proxy {
+    const char *node;
+    const char *proxy;
+};
+
 /* Where the swarm is and how to reach it. Borrowed for the call (copied). */
 struct sl_swarm_config {
     /* A manager node's IPv4 address; every engine's TCP port (2376). */
@@ -79,6 +97,12 @@ struct sl_swarm_config {
     const char *wall_image;
     /* Create the sandbox network with --opt encrypted, and refuse an existing one without. */
     bool encrypted;
+    /* The proxies on the sandbox network, one per node: `n_proxies` pairs of the node's address
+     * (its Status.Addr) and its proxy's address on the sandbox network. With none, a create's
+     * egress address is used as given and Swarm places the task. With some, the launcher places
+     * every sandbox itself (below) on a Ready, active node that has a proxy, in turn. */
+    const struct sl_swarm_proxy *proxies;
+    size_t n_proxies;
 };
 
 /* Creates the launcher; makes no request yet. Returns 0 with `*out`, SL_EINVAL for an
