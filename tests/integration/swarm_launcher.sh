@@ -5,7 +5,7 @@
 # lab of tools/swarm-lab.sh, driven through tests/integration/swarm_probe.c from the lab's
 # control plane seat (the namespace slsw-br): the manager answers; the sandbox overlay is made
 # and an existing one accepted; sandboxes land on both nodes with their inner wall installed by
-# the helper image (tools/wall-image.sh); exec, a file copied in at create, write and read work
+# the helper image (tools/node-image.sh); exec, a file copied in at create, write and read work
 # on both; a sandbox cannot reach another; list shows them running; node 2 stopped: its sandbox
 # is gone in the list and the others still answer; node 2 back: no container of the lost
 # sandbox left on it; everything removed: no service, no task container on either node. The lab
@@ -44,7 +44,7 @@ if ! "$lab" start >"$work/lab.log" 2>&1; then
 fi
 
 export SLSW_PKI=/var/tmp/slsw-pki SLSW_MANAGER=10.213.200.11 SLSW_WALL_IMAGE=sluice/wall:test
-"$src/tools/wall-image.sh" "${SLUICE_BIN:?}" "$work/wall.tar"
+"$src/tools/node-image.sh" "${SLUICE_BIN:?}" "$work/wall.tar"
 for n in 1 2; do
   "$lab" docker "$n" import --change 'ENTRYPOINT ["/sluice"]' "$work/wall.tar" \
     "$SLSW_WALL_IMAGE" >/dev/null
