@@ -48,6 +48,9 @@ int sl_cmd_up_check(int argc, char **argv);
 int sl_cmd_control_check(int argc, char **argv);
 int sl_cmd_proxy_check(int argc, char **argv);
 
+/* `sluice wall --gateway ADDR [--tcp PORTS] [--udp PORTS]` (cmd/wall.c) */
+int sl_cmd_wall(int argc, char **argv);
+
 /* `sluice user add NAME [--admin] [--email E] [--data DIR]`, `user disable|enable NAME`,
  * `user list` */
 int sl_cmd_user(int argc, char **argv);

@@ -5,6 +5,7 @@
  */
 #include "control/control.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,6 +48,22 @@ static const char usage[] =
         "  --sandbox-lifetime S        close a sandbox this long after its start (default 86400)\n"
         "  --job-concurrency N         jobs (POST /api/v1/jobs, schedules) running at once, each\n"
         "                              in its own sandbox (1-64, default 2)\n"
+        "  --launcher docker|swarm     where sandboxes run (default docker: this host's daemon)\n"
+        "\n"
+        "a Docker Swarm (--launcher swarm; --network is an overlay, --subnet its subnet, a\n"
+        "proxy on each node at --proxy-port; no host firewall, resolv.conf or transparent\n"
+        "redirect):\n"
+        "  --swarm-manager ADDR        a manager node's IPv4 address\n"
+        "  --swarm-port PORT           every engine's TLS port (default 2376)\n"
+        "  --swarm-ca FILE             the CA of the engines' server certificates (PEM)\n"
+        "  --swarm-cert FILE           our client certificate (PEM) ...\n"
+        "  --swarm-key FILE            ... and its key\n"
+        "  --swarm-image IMAGE         the node image (tools/node-image.sh) on every node: the\n"
+        "                              inner wall's helper\n"
+        "  --swarm-proxy NODE=PROXY    a node's address and its proxy's on the overlay\n"
+        "                              (repeatable; sandboxes go to these nodes only)\n"
+        "  --swarm-encrypted on|off    the overlay must be encrypted (default on; off where the\n"
+        "                              nodes' kernels lack IPsec ESP with AES-GCM)\n"
         "\n"
         "SIGUSR1 is taken (log rotation: the control plane keeps no log file open); SIGTERM or\n"
         "SIGINT stops it gracefully (exit 0).\n";
@@ -65,7 +82,76 @@ struct raw {
     const char *log_level;
     const char *data;
     const char *listen;
+    const char *launcher;
+    const char *swarm_port;
+    const char *swarm_encrypted;
 };
+
+static bool is_ipv4_text(const char *s, size_t n)
+{
+    char buf[INET_ADDRSTRLEN];
+    struct in_addr a;
+
+    if (n == 0 || n >= sizeof(buf)) {
+        return false;
+    }
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    return inet_pton(AF_INET, buf, &a) == 1;
+}
+
+/* The --launcher and --swarm-* flags. */
+static int convert_swarm(const struct raw *r, struct sl_control_config *cfg)
+{
+    static const char cmd[] = "control";
+    struct sl_control_swarm *sw = &cfg->swarm;
+    const struct sl_opt_uint nums[] = {
+        { "--swarm-port", r->swarm_port, 1, 65535, &sw->port },
+    };
+
+    if (sl_opts_uints(cmd, nums, SL_ARRAY_LEN(nums)) != SL_CMD_OK) {
+        return SL_CMD_USAGE;
+    }
+    if (r->launcher != NULL && strcmp(r->launcher, "docker") != 0
+        && strcmp(r->launcher, "swarm") != 0) {
+        sl_eprintf("%s: option '--launcher' is docker or swarm, not '%s'", cmd, r->launcher);
+        return SL_CMD_USAGE;
+    }
+    if (r->swarm_encrypted != NULL && strcmp(r->swarm_encrypted, "on") != 0
+        && strcmp(r->swarm_encrypted, "off") != 0) {
+        sl_eprintf("%s: option '--swarm-encrypted' is on or off, not '%s'", cmd,
+                   r->swarm_encrypted);
+        return SL_CMD_USAGE;
+    }
+    sw->encrypted = r->swarm_encrypted == NULL || strcmp(r->swarm_encrypted, "on") == 0;
+    if (r->launcher == NULL || strcmp(r->launcher, "docker") == 0) {
+        if (sw->manager != NULL || sw->n_proxies > 0) {
+            sl_eprintf("%s: --swarm-manager and --swarm-proxy need --launcher swarm", cmd);
+            return SL_CMD_USAGE;
+        }
+        return SL_CMD_OK;
+    }
+    cfg->launcher = SL_CONTROL_LAUNCHER_SWARM;
+    if (sw->manager == NULL || !is_ipv4_text(sw->manager, strlen(sw->manager)) || sw->ca == NULL
+        || sw->cert == NULL || sw->key == NULL || sw->image == NULL || sw->n_proxies == 0) {
+        sl_eprintf("%s: --launcher swarm needs --swarm-manager (an IPv4 address), --swarm-ca, "
+                   "--swarm-cert, --swarm-key, --swarm-image and at least one --swarm-proxy",
+                   cmd);
+        return SL_CMD_USAGE;
+    }
+    for (size_t i = 0; i < sw->n_proxies; i++) {
+        const char *eq = strchr(sw->proxies[i], '=');
+
+        if (eq == NULL || !is_ipv4_text(sw->proxies[i], (size_t)(eq - sw->proxies[i]))
+            || !is_ipv4_text(eq + 1, strlen(eq + 1))) {
+            sl_eprintf("%s: option '--swarm-proxy' needs NODE_ADDRESS=PROXY_ADDRESS (two IPv4 "
+                       "addresses), not '%s'",
+                       cmd, sw->proxies[i]);
+            return SL_CMD_USAGE;
+        }
+    }
+    return SL_CMD_OK;
+}
 
 static bool is_cidr_text(const char *s)
 {
@@ -119,7 +205,7 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
         return SL_CMD_USAGE;
     }
     cfg->data_dir = sl_opts_data_dir(r->data);
-    return SL_CMD_OK;
+    return convert_swarm(r, cfg);
 }
 
 static const char *const sections[] = { "control", NULL };
@@ -154,6 +240,16 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
             { "--job-concurrency", SL_OPT_VALUE, NULL, &r.job_concurrency, NULL, NULL, 0 },
             { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
             { "--audit-log", SL_OPT_VALUE, NULL, &cfg->audit_log, NULL, NULL, 0 },
+            { "--launcher", SL_OPT_VALUE, NULL, &r.launcher, NULL, NULL, 0 },
+            { "--swarm-manager", SL_OPT_VALUE, NULL, &cfg->swarm.manager, NULL, NULL, 0 },
+            { "--swarm-port", SL_OPT_VALUE, NULL, &r.swarm_port, NULL, NULL, 0 },
+            { "--swarm-ca", SL_OPT_VALUE, NULL, &cfg->swarm.ca, NULL, NULL, 0 },
+            { "--swarm-cert", SL_OPT_VALUE, NULL, &cfg->swarm.cert, NULL, NULL, 0 },
+            { "--swarm-key", SL_OPT_VALUE, NULL, &cfg->swarm.key, NULL, NULL, 0 },
+            { "--swarm-image", SL_OPT_VALUE, NULL, &cfg->swarm.image, NULL, NULL, 0 },
+            { "--swarm-proxy", SL_OPT_LIST, NULL, NULL, cfg->swarm.proxies, &cfg->swarm.n_proxies,
+              SL_CONTROL_SWARM_PROXIES_MAX },
+            { "--swarm-encrypted", SL_OPT_VALUE, NULL, &r.swarm_encrypted, NULL, NULL, 0 },
         };
 
         rc = sl_opts_parse_config("control", sections, argc, argv, opts, SL_ARRAY_LEN(opts), pos, 0,

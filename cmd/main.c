@@ -32,6 +32,9 @@ static const char usage[] =
         "  restore --from FILE --data DIR    a backup into an empty data directory\n"
         "  up [flags] [-- proxy flags]       the single-machine install: proxy + control plane\n"
         "                                    + container network (sluice up --help)\n"
+        "  wall --gateway ADDR [--tcp P,..] [--udp P,..]\n"
+        "                                    a sandbox's inner wall in this network namespace\n"
+        "                                    (the helper of a remote engine; sluice wall --help)\n"
         "\n"
         "`sluice COMMAND --help` describes a command.\n";
 
@@ -39,6 +42,7 @@ static const struct sl_subcmd commands[] = {
     { "ca", sl_cmd_ca },           { "policy", sl_cmd_policy }, { "proxy", sl_cmd_proxy },
     { "control", sl_cmd_control }, { "user", sl_cmd_user },     { "up", sl_cmd_up },
     { "config", sl_cmd_config },   { "backup", sl_cmd_backup }, { "restore", sl_cmd_restore },
+    { "wall", sl_cmd_wall },
 };
 
 int main(int argc, char **argv)

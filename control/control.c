@@ -32,6 +32,7 @@
 #include "control/sandbox/firewall.h"
 #include "control/sandbox/runner_blob.h"
 #include "control/sandbox/sandbox.h"
+#include "control/sandbox/swarm.h"
 #include "control/store/secrets.h"
 #include "control/store/store.h"
 #include "control/web/api.h"
@@ -135,6 +136,8 @@ void sl_control_config_init(struct sl_control_config *cfg)
     cfg->subnet = SL_CONTROL_DEFAULT_SUBNET;
     cfg->proxy_port = SL_CONTROL_DEFAULT_PROXY_PORT;
     cfg->transparent_port = SL_CONTROL_DEFAULT_TRANSPARENT_PORT;
+    cfg->swarm.port = SL_CONTROL_DEFAULT_SWARM_PORT;
+    cfg->swarm.encrypted = true;
     cfg->log_level = SL_LOG_INFO;
 }
 
@@ -816,18 +819,120 @@ static int write_resolv_conf(const char *path, const char *gateway, char *err, s
     return 0;
 }
 
+/* The Docker launcher's part before the manager exists: the client of this host's daemon and
+ * the resolv.conf containers get (its path in `resolv`, written once the gateway is known). */
+static int docker_launcher(struct daemon *d, const struct sl_control_config *cfg,
+                           struct sl_sandboxes_config *sc, char *resolv, size_t resolv_cap,
+                           char *err, size_t errlen)
+{
+    char cwd[PATH_BYTES];
+    char dir[PATH_BYTES * 2 + 2];
+    int rc = 0;
+
+    /* Docker binds host paths: the file's path must be absolute. */
+    if (cfg->data_dir[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL) {
+        (void)snprintf(err, errlen, "cannot tell the current directory: %s", strerror(errno));
+        return SL_EIO;
+    }
+    if (snprintf(dir, sizeof(dir), "%s%s%s", cfg->data_dir[0] == '/' ? "" : cwd,
+                 cfg->data_dir[0] == '/' ? "" : "/", cfg->data_dir)
+                >= (int)sizeof(dir)
+        || snprintf(resolv, resolv_cap, "%s/sandbox-resolv.conf", dir) >= (int)resolv_cap) {
+        (void)snprintf(err, errlen, "the data directory's path is too long");
+        return SL_EINVAL;
+    }
+    rc = sl_docker_launcher_create(&d->loop, cfg->docker_socket, &d->launcher);
+    if (rc < 0) {
+        (void)snprintf(err, errlen, "cannot create the Docker client: %s", sl_strerror(rc));
+        return rc;
+    }
+    sc->resolv_conf = resolv;
+    return 0;
+}
+
+/* The Docker launcher's part once the manager exists: the resolv.conf naming the proxy's DNS
+ * responder on the gateway, and the host's table on the bridge (before any container exists:
+ * from the bridge only sluice's ports are reachable). */
+static int docker_host_network(struct daemon *d, const struct sl_control_config *cfg,
+                               const char *resolv, char *err, size_t errlen)
+{
+    struct sl_firewall_config fw;
+    int rc = write_resolv_conf(resolv, sl_sandboxes_gateway(d->sandboxes), err, errlen);
+
+    if (rc < 0) {
+        return rc;
+    }
+    sl_firewall_table_name(cfg->network, d->fw_table, sizeof(d->fw_table));
+    fw.table = d->fw_table;
+    fw.bridge = cfg->network;
+    fw.gateway = sl_sandboxes_gateway(d->sandboxes);
+    fw.proxy_port = cfg->proxy_port;
+    fw.redirect_port = cfg->transparent_port;
+    rc = sl_firewall_install(&fw, err, errlen);
+    d->fw_installed = rc == 0;
+    return rc;
+}
+
+/* The Swarm launcher (control/sandbox/swarm.h): the manager over TLS, a proxy per node whose
+ * address the sandboxes of that node get (by name in their hosts file), their loss noticed by a
+ * list every SWARM_RECONCILE_MS. None of the host pieces apply: the sandboxes run on other
+ * hosts, whose own proxies answer them. */
+#define SWARM_RECONCILE_MS 2000u
+
+static int swarm_launcher(struct daemon *d, const struct sl_control_config *cfg,
+                          struct sl_sandboxes_config *sc, char *err, size_t errlen)
+{
+    const struct sl_control_swarm *sw = &cfg->swarm;
+    struct sl_swarm_proxy proxies[SL_CONTROL_SWARM_PROXIES_MAX];
+    char text[SL_CONTROL_SWARM_PROXIES_MAX][2 * 16 + 2];
+    struct sl_swarm_config c = {
+        .manager = sw->manager,
+        .port = (uint16_t)sw->port,
+        .ca_file = sw->ca,
+        .cert_file = sw->cert,
+        .key_file = sw->key,
+        .wall_image = sw->image,
+        .encrypted = sw->encrypted,
+        .proxies = proxies,
+        .n_proxies = sw->n_proxies,
+    };
+    int rc;
+
+    _Static_assert(SL_CONTROL_SWARM_PROXIES_MAX <= SL_SWARM_PROXIES_MAX, "--swarm-proxy fits");
+    for (size_t i = 0; i < sw->n_proxies; i++) {
+        char *eq;
+
+        (void)snprintf(text[i], sizeof(text[i]), "%s", sw->proxies[i]);
+        eq = strchr(text[i], '=');
+        if (eq == NULL) {
+            (void)snprintf(err, errlen, "--swarm-proxy %s: NODE=PROXY", sw->proxies[i]);
+            return SL_EINVAL;
+        }
+        *eq = '\0';
+        proxies[i] = (struct sl_swarm_proxy){ text[i], eq + 1 };
+    }
+    rc = sl_swarm_launcher_create(&d->loop, &c, &d->launcher);
+    if (rc < 0) {
+        (void)snprintf(err, errlen, "cannot create the Swarm client: %s", sl_strerror(rc));
+        return rc;
+    }
+    sc->proxy_name = SL_CONTROL_SWARM_PROXY_NAME;
+    sc->reconcile_ms = SWARM_RECONCILE_MS;
+    return 0;
+}
+
 /* Sandboxes need a proxy to push to; everything else is checked here, and what fails is
- * reported rather than fatal: the API serves environments without containers. */
+ * reported rather than fatal: the API serves environments without containers. What is common
+ * to every launcher is here; each launcher brings its own pieces (docker_launcher and
+ * docker_host_network, swarm_launcher). */
 static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cfg)
 {
     struct sl_sandboxes_config sc;
-    struct sl_firewall_config fw;
     struct sl_buf bundle;
-    char resolv[PATH_BYTES * 2 + 32];
+    char resolv[PATH_BYTES * 2 + 32] = "";
     char api_url[300];
-    char cwd[PATH_BYTES];
-    char dir[PATH_BYTES * 2 + 2];
     char err[ERR_BYTES] = "";
+    bool swarm = cfg->launcher == SL_CONTROL_LAUNCHER_SWARM;
     int rc;
 
     if (cfg->n_proxy_admin_sockets == 0) {
@@ -837,23 +942,6 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     memset(&sc, 0, sizeof(sc));
     sl_buf_init(&bundle, 8u << 20);
     rc = read_ca_bundle(cfg->data_dir, &bundle, err, sizeof(err));
-    /* Docker binds host paths: the file's path must be absolute. */
-    if (rc == 0 && cfg->data_dir[0] != '/' && getcwd(cwd, sizeof(cwd)) == NULL) {
-        rc = SL_EIO;
-        (void)snprintf(err, sizeof(err), "cannot tell the current directory: %s", strerror(errno));
-    }
-    if (rc == 0
-        && snprintf(dir, sizeof(dir), "%s%s%s", cfg->data_dir[0] == '/' ? "" : cwd,
-                    cfg->data_dir[0] == '/' ? "" : "/", cfg->data_dir)
-                   >= (int)sizeof(dir)) {
-        rc = SL_EINVAL;
-        (void)snprintf(err, sizeof(err), "the data directory's path is too long");
-    }
-    if (rc == 0
-        && snprintf(resolv, sizeof(resolv), "%s/sandbox-resolv.conf", dir) >= (int)sizeof(resolv)) {
-        rc = SL_EINVAL;
-        (void)snprintf(err, sizeof(err), "the data directory's path is too long");
-    }
     if (rc == 0 && (cfg->git_url == NULL) != (cfg->git_token == NULL)) {
         rc = SL_EINVAL;
         (void)snprintf(err, sizeof(err), "--git-url and --git-token go together");
@@ -862,11 +950,8 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         rc = sl_gitlocal_set_remote(d->git, cfg->git_url, cfg->git_token, err, sizeof(err));
     }
     if (rc == 0) {
-        rc = sl_docker_launcher_create(&d->loop, cfg->docker_socket, &d->launcher);
-        if (rc < 0) {
-            (void)snprintf(err, sizeof(err), "cannot create the Docker client: %s",
-                           sl_strerror(rc));
-        }
+        rc = swarm ? swarm_launcher(d, cfg, &sc, err, sizeof(err))
+                   : docker_launcher(d, cfg, &sc, resolv, sizeof(resolv), err, sizeof(err));
     }
     if (rc == 0) {
         sc.loop = &d->loop;
@@ -877,7 +962,6 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         sc.redirect_port = cfg->transparent_port;
         sc.ca_bundle = bundle.p;
         sc.ca_bundle_len = bundle.len;
-        sc.resolv_conf = resolv;
         /* SLUICE_API_URL: the control plane as people reach it, the REST API under /api/v1
          * and MCP at /mcp (a sandbox cannot reach it). */
         if (snprintf(api_url, sizeof(api_url), "http://%s", cfg->listen) < (int)sizeof(api_url)) {
@@ -894,19 +978,8 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
         sc.changed_arg = d;
         rc = sl_sandboxes_create(&sc, &d->sandboxes, err, sizeof(err));
     }
-    if (rc == 0) {
-        rc = write_resolv_conf(resolv, sl_sandboxes_gateway(d->sandboxes), err, sizeof(err));
-    }
-    if (rc == 0) {
-        /* Before any container exists: from the bridge only sluice's ports are reachable. */
-        sl_firewall_table_name(cfg->network, d->fw_table, sizeof(d->fw_table));
-        fw.table = d->fw_table;
-        fw.bridge = cfg->network;
-        fw.gateway = sl_sandboxes_gateway(d->sandboxes);
-        fw.proxy_port = cfg->proxy_port;
-        fw.redirect_port = cfg->transparent_port;
-        rc = sl_firewall_install(&fw, err, sizeof(err));
-        d->fw_installed = rc == 0;
+    if (rc == 0 && !swarm) {
+        rc = docker_host_network(d, cfg, resolv, err, sizeof(err));
     }
     sl_buf_finish(&bundle);
     if (rc < 0) {

@@ -10,6 +10,7 @@
 #ifndef SL_CONTROL_CONTROL_H
 #define SL_CONTROL_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/err.h"
@@ -27,6 +28,40 @@
 /* Where the system's CA bundle is read from for the containers' bundle
  * (docs/reference/containers.md §5.4). */
 #define SL_CONTROL_SYSTEM_CA_BUNDLE "/etc/ssl/certs/ca-certificates.crt"
+
+/* Most --swarm-proxy flags. */
+#define SL_CONTROL_SWARM_PROXIES_MAX  64
+#define SL_CONTROL_DEFAULT_SWARM_PORT 2376u
+/* The host name of a Swarm sandbox's proxy (its HTTP_PROXY; its hosts file names its node's
+ * proxy). */
+#define SL_CONTROL_SWARM_PROXY_NAME "sluice-proxy"
+
+/* Where sandboxes run (--launcher). */
+enum sl_control_launcher {
+    /* One Docker daemon on this host (--docker-socket): the bridge network, the host's
+     * nftables table, the resolv.conf, the proxy on the gateway. */
+    SL_CONTROL_LAUNCHER_DOCKER = 0,
+    /* A Docker Swarm (control/sandbox/swarm.h): an overlay network, a proxy per node. */
+    SL_CONTROL_LAUNCHER_SWARM,
+};
+
+/* The Swarm launcher's settings (--swarm-*). Strings borrowed like the rest. */
+struct sl_control_swarm {
+    /* A manager's IPv4 address, and every engine's TLS port. */
+    const char *manager;
+    unsigned port;
+    /* PEM files: the engines' CA, our client certificate and its key. */
+    const char *ca;
+    const char *cert;
+    const char *key;
+    /* The node image (tools/node-image.sh) on every node: the inner wall's helper. */
+    const char *image;
+    /* NODE_ADDR=PROXY_ADDR: each node and its proxy's address on the sandbox network. */
+    const char *proxies[SL_CONTROL_SWARM_PROXIES_MAX];
+    size_t n_proxies;
+    /* The sandbox overlay must be encrypted (the default). */
+    bool encrypted;
+};
 
 /* Every string is borrowed (from argv) and must outlive sl_control_run(). */
 struct sl_control_config {
@@ -56,6 +91,9 @@ struct sl_control_config {
     unsigned sandbox_lifetime_s;
     /* Jobs running at once (control/jobs/jobs); 0 takes the default (2). */
     unsigned job_concurrency;
+    /* Where sandboxes run, and the Swarm's settings. */
+    enum sl_control_launcher launcher;
+    struct sl_control_swarm swarm;
     /* The proxy's audit log tailed by GET /api/v1/audit; NULL takes DIR/audit.log. */
     const char *audit_log;
     enum sl_log_level log_level;

@@ -8,6 +8,7 @@
  */
 #include "control/sandbox/docker.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -136,6 +137,12 @@ static void on_op_closed(uv_handle_t *h)
 
     sl__docker_wall_release(o);
     sl__docker_pull_release(o);
+    sl_free(o->host);
+    sl_free(o->service);
+    sl_free(o->cid);
+    sl_free(o->config);
+    sl_free(o->config_id);
+    sl_free(o->config_data);
     sl_buf_finish(&o->resp);
     sl_buf_finish(&o->out);
     sl_buf_finish(&o->errout);
@@ -307,6 +314,12 @@ struct sl__docker_op *sl__docker_op_new(struct sl_docker *d, enum sl__docker_op_
     }
     o->d = d;
     o->kind = kind;
+    if (d->route != NULL) {
+        o->host = sl_strdup(d->route);
+        if (o->host == NULL) {
+            sl__docker_set_err(o, SL_ENOMEM, "docker: out of memory");
+        }
+    }
     o->cb = cb;
     o->arg = arg;
     o->exit_code = -1;
@@ -322,6 +335,8 @@ struct sl__docker_op *sl__docker_op_new(struct sl_docker *d, enum sl__docker_op_
     d->pending_closes++;
     if (d->closing) {
         sl__docker_set_err(o, SL_ECANCELED, "docker: the launcher is closing");
+        sl__docker_fail_soon(o);
+    } else if (o->rc < 0) {
         sl__docker_fail_soon(o);
     }
     return o;
@@ -660,7 +675,7 @@ static void docker_close(struct sl_launcher *l, void (*closed)(void *arg), void 
     shutdown_launcher(d);
 }
 
-static const struct sl_launcher_ops docker_ops = {
+const struct sl_launcher_ops sl__docker_ops = {
     .ping = docker_ping,
     .ensure_network = docker_ensure_network,
     .has_image = docker_has_image,
@@ -676,13 +691,12 @@ static const struct sl_launcher_ops docker_ops = {
     .close = docker_close,
 };
 
-int sl_docker_launcher_create(uv_loop_t *loop, const char *socket_path, struct sl_launcher **out)
+/* Allocates a launcher on `loop` with libcurl set up: *out, or SL_ENOMEM / SL_EIO with nothing
+ * left. The caller fills in where its engine is. */
+int sl__docker_alloc(uv_loop_t *loop, const struct sl_launcher_ops *ops, struct sl_docker **out)
 {
     struct sl_docker *d;
-    size_t n = socket_path != NULL ? strlen(socket_path) : 0;
 
-    SL_ENSURE(loop != NULL && out != NULL, SL_EINVAL);
-    SL_ENSURE(n > 0 && n <= SL__DOCKER_SOCKET_PATH_MAX, SL_EINVAL);
     SL_ENSURE(sodium_init() >= 0, SL_ECRYPTO);
     d = sl_calloc(1, sizeof(*d));
     if (d == NULL) {
@@ -695,12 +709,75 @@ int sl_docker_launcher_create(uv_loop_t *loop, const char *socket_path, struct s
         sl_free(d);
         return SL_EIO;
     }
-    d->base.ops = &docker_ops;
-    memcpy(d->socket_path, socket_path, n + 1);
+    d->base.ops = ops;
     /* A timer init on a live loop cannot fail. */
     (void)uv_timer_init(loop, &d->oom_timer);
     d->oom_timer.data = d;
     d->pending_closes = 1;
+    *out = d;
+    return 0;
+}
+
+void sl__docker_free_unused(struct sl_docker *d)
+{
+    shutdown_launcher(d);
+}
+
+int sl_docker_launcher_create(uv_loop_t *loop, const char *socket_path, struct sl_launcher **out)
+{
+    struct sl_docker *d;
+    size_t n = socket_path != NULL ? strlen(socket_path) : 0;
+
+    SL_ENSURE(loop != NULL && out != NULL, SL_EINVAL);
+    SL_ENSURE(n > 0 && n <= SL__DOCKER_SOCKET_PATH_MAX, SL_EINVAL);
+    SL_TRY(sl__docker_alloc(loop, &sl__docker_ops, &d));
+    memcpy(d->socket_path, socket_path, n + 1);
+    *out = &d->base;
+    return 0;
+}
+
+bool sl__docker_tls_ok(const struct sl_docker_tls *t)
+{
+    struct in_addr a;
+
+    return !(t == NULL || t->host == NULL || inet_pton(AF_INET, t->host, &a) != 1 || t->port == 0
+             || t->ca_file == NULL || t->ca_file[0] == '\0' || t->cert_file == NULL
+             || t->cert_file[0] == '\0' || t->key_file == NULL || t->key_file[0] == '\0'
+             || (t->wall_image != NULL
+                 && (t->wall_image[0] == '\0' || strlen(t->wall_image) > 512)));
+}
+
+int sl__docker_set_tls(struct sl_docker *d, const struct sl_docker_tls *t)
+{
+    char origin[128];
+
+    (void)snprintf(origin, sizeof(origin), "https://%s:%u", t->host, (unsigned)t->port);
+    d->origin = sl_strdup(origin);
+    d->ca_file = sl_strdup(t->ca_file);
+    d->cert_file = sl_strdup(t->cert_file);
+    d->key_file = sl_strdup(t->key_file);
+    d->wall_image = t->wall_image != NULL ? sl_strdup(t->wall_image) : NULL;
+    d->port = t->port;
+    if (d->origin == NULL || d->ca_file == NULL || d->cert_file == NULL || d->key_file == NULL
+        || (t->wall_image != NULL && d->wall_image == NULL)) {
+        return SL_ENOMEM;
+    }
+    return 0;
+}
+
+int sl_docker_launcher_create_tls(uv_loop_t *loop, const struct sl_docker_tls *t,
+                                  struct sl_launcher **out)
+{
+    struct sl_docker *d;
+    int rc;
+
+    SL_ENSURE(loop != NULL && out != NULL && sl__docker_tls_ok(t), SL_EINVAL);
+    SL_TRY(sl__docker_alloc(loop, &sl__docker_ops, &d));
+    rc = sl__docker_set_tls(d, t);
+    if (rc < 0) {
+        sl__docker_free_unused(d);
+        return rc;
+    }
     *out = &d->base;
     return 0;
 }

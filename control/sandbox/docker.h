@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/sandbox/docker.h - the Docker backend of control/sandbox/launcher.h: the Engine API
- * (v1.41) over the daemon's unix socket, with libcurl's multi interface driven by the control
- * plane's libuv loop (one uv_poll_t per socket curl opens, one uv_timer_t for curl's timeouts).
+ * (v1.41) over the daemon's unix socket (or over TCP with TLS client certificates,
+ * sl_docker_launcher_create_tls, where the inner wall is a helper container's work), with
+ * libcurl's multi interface driven by the control plane's libuv loop (one uv_poll_t per socket
+ * curl opens, one uv_timer_t for curl's timeouts).
  * Nothing blocks the loop; each HTTP call is one easy handle.
  *
  * How the operations map onto the API:
@@ -64,6 +66,8 @@
 #ifndef SL_CONTROL_SANDBOX_DOCKER_H
 #define SL_CONTROL_SANDBOX_DOCKER_H
 
+#include <stdint.h>
+
 #include <uv.h>
 
 #include "base/err.h"
@@ -77,5 +81,32 @@
  */
 SL_MUST_CHECK int sl_docker_launcher_create(uv_loop_t *loop, const char *socket_path,
                                             struct sl_launcher **out);
+
+/* An engine over TCP with TLS: the daemon runs with --tlsverify, so both sides show a
+ * certificate. Every pointer is borrowed for the call (copied). */
+struct sl_docker_tls {
+    /* The engine's IPv4 address (its certificate must name it) and TCP port (2376). */
+    const char *host;
+    uint16_t port;
+    /* PEM files: the CA that signed the engine's certificate, our client certificate and its
+     * key. Read by libcurl at each new connection. */
+    const char *ca_file;
+    const char *cert_file;
+    const char *key_file;
+    /* The image of the inner wall's helper on that engine (docker_wall.c): one holding
+     * `/sluice` (sluice's own binary, `sluice wall`) and its libraries; NULL for none, and then
+     * a create or set_egress with an inner wall fails: a network namespace on another machine
+     * cannot be entered from here. */
+    const char *wall_image;
+};
+
+/*
+ * Creates a launcher talking to the engine `t` describes, as sl_docker_launcher_create() does
+ * for a unix socket; every operation behaves the same, but the inner wall, which a helper
+ * container on that engine installs (docs/scale-lab.md "The Swarm backend"). Returns 0 with
+ * `*out`, SL_EINVAL (an incomplete `t`, a host that is not an IPv4 address), SL_ENOMEM or SL_EIO.
+ */
+SL_MUST_CHECK int sl_docker_launcher_create_tls(uv_loop_t *loop, const struct sl_docker_tls *t,
+                                                struct sl_launcher **out);
 
 #endif

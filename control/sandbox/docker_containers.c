@@ -238,7 +238,7 @@ static json_t *create_body(struct sl__docker_op *o, const struct sl_launcher_con
 }
 
 /* Checks what create_body() does not: names, paths, modes, limits. */
-static bool create_spec_ok(struct sl__docker_op *o, const struct sl_launcher_container *s)
+bool sl__docker_create_spec_ok(struct sl__docker_op *o, const struct sl_launcher_container *s)
 {
     if (!sl__docker_is_name(s->name)) {
         sl__docker_reject(o, "docker: invalid container name");
@@ -295,10 +295,13 @@ static bool create_spec_ok(struct sl__docker_op *o, const struct sl_launcher_con
     return false;
 }
 
-/* The tar of the spec's directories (first) and files, names relative to /. */
-static int create_tar(struct sl__docker_op *o, const struct sl_launcher_container *s)
+/* The tar of the spec's directories (first) and files, names relative to /, but the file at
+ * `skip` (NULL: none). */
+int sl__docker_create_tar(struct sl__docker_op *o, const struct sl_launcher_container *s,
+                          const char *skip)
 {
     size_t n = s->n_dirs + s->n_files;
+    size_t k = s->n_dirs;
     struct sl__docker_tar_item *items;
     int rc;
 
@@ -315,11 +318,13 @@ static int create_tar(struct sl__docker_op *o, const struct sl_launcher_containe
     for (size_t i = 0; i < s->n_files; i++) {
         const struct sl_launcher_file *f = &s->files[i];
 
-        items[s->n_dirs + i] =
-                (struct sl__docker_tar_item){ f->path + 1, f->mode, f->data != NULL ? f->data : "",
-                                              f->len };
+        if (skip != NULL && strcmp(f->path, skip) == 0) {
+            continue;
+        }
+        items[k++] = (struct sl__docker_tar_item){ f->path + 1, f->mode,
+                                                   f->data != NULL ? f->data : "", f->len };
     }
-    rc = sl__docker_tar_build(items, n, &o->tar, &o->tar_len);
+    rc = k == 0 ? 0 : sl__docker_tar_build(items, k, &o->tar, &o->tar_len);
     sl_free(items);
     return rc;
 }
@@ -339,7 +344,7 @@ void sl__docker_create_and_start(struct sl_launcher *l, const struct sl_launcher
         sl__docker_reject(o, "docker: no container spec");
         return;
     }
-    if (!create_spec_ok(o, spec)) {
+    if (!sl__docker_create_spec_ok(o, spec)) {
         return;
     }
     if (spec->egress != NULL && sl__docker_wall_prepare(o, spec->egress) < 0) {
@@ -355,7 +360,9 @@ void sl__docker_create_and_start(struct sl_launcher *l, const struct sl_launcher
     json_decref(j);
     o->name = sl_strdup(spec->name);
     o->network = sl_strdup(spec->network);
-    rc = o->body == NULL || o->name == NULL || o->network == NULL ? SL_ENOMEM : create_tar(o, spec);
+    rc = o->body == NULL || o->name == NULL || o->network == NULL
+                 ? SL_ENOMEM
+                 : sl__docker_create_tar(o, spec, NULL);
     if (rc < 0) {
         sl__docker_set_err(o, rc, "docker: cannot prepare the container: %s", sl_strerror(rc));
         sl__docker_fail_soon(o);

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control/sandbox/docker_http.c - the transport of the Docker backend: the Engine API over the
- * daemon's unix socket with libcurl's multi interface, driven by the loop (one uv_poll_t per
+ * daemon's unix socket, or over TCP with TLS client certificates (docker.h
+ * sl_docker_launcher_create_tls, and each node's engine of control/sandbox/swarm), with libcurl's
+ * multi interface, driven by the loop (one uv_poll_t per
  * socket curl opens, one uv_timer_t for its timeouts), and the reading of its answers. See
  * docker_int.h.
  */
@@ -21,7 +23,8 @@
 #include "control/sandbox/docker_int.h"
 #include "control/sandbox/dockerframe.h"
 
-#define API_BASE "http://localhost/v1.41"
+/* The Engine API version every request names (Docker 20.10 speaks 1.41 at most). */
+#define API_PATH "/v1.41"
 
 static void check_transfers(struct sl_docker *d);
 
@@ -33,6 +36,12 @@ void sl__docker_maybe_freed(struct sl_docker *d)
     if (d->closed != NULL) {
         d->closed(d->closed_arg);
     }
+    sl_free(d->origin);
+    sl_free(d->ca_file);
+    sl_free(d->cert_file);
+    sl_free(d->key_file);
+    sl_free(d->wall_image);
+    sl_free(d->swarm_proxies);
     sl_free(d);
     curl_global_cleanup();
 }
@@ -280,7 +289,8 @@ static size_t on_curl_write(char *p, size_t size, size_t n, void *arg)
 }
 
 /*
- * Starts one HTTP call for `o`: `method` on API_BASE + `path` (already escaped), with `body`
+ * Starts one HTTP call for `o`: `method` on the engine's API (o->host's, or the launcher's) +
+ * `path` (already escaped), with `body`
  * (borrowed until the transfer ends; NULL for none) of type `ctype`. `resp_max` caps the body
  * kept. `done` runs from the loop when it ends. Returns 0 or < 0 with o->rc/err set.
  */
@@ -325,7 +335,12 @@ int sl__docker_start_request(struct sl__docker_op *o, const char *method, const 
     } else if (o->stream) {
         timeout = 0;
     }
-    rc = sl_buf_append_str(&url, API_BASE);
+    if (o->host != NULL) {
+        rc = sl_buf_printf(&url, "https://%s:%u", o->host, d->port);
+    } else {
+        rc = sl_buf_append_str(&url, d->origin != NULL ? d->origin : "http://localhost");
+    }
+    rc = rc < 0 ? rc : sl_buf_append_str(&url, API_PATH);
     rc = rc < 0 ? rc : sl_buf_append_str(&url, path);
     if (rc < 0) {
         sl__docker_set_err(o, rc, "%s",
@@ -341,9 +356,20 @@ int sl__docker_start_request(struct sl__docker_op *o, const char *method, const 
         sl__docker_set_err(o, SL_ENOMEM, "docker: cannot start a request (out of memory)");
         goto fail;
     }
-    ok = ok && curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, d->socket_path) == CURLE_OK;
+    if (d->ca_file == NULL) {
+        ok = ok && curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, d->socket_path) == CURLE_OK;
+        ok = ok && curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http") == CURLE_OK;
+    } else {
+        /* The engine's certificate must chain to our CA and name the address asked for; ours
+         * is what the engine (--tlsverify) requires. */
+        ok = ok && curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https") == CURLE_OK;
+        ok = ok && curl_easy_setopt(e, CURLOPT_CAINFO, d->ca_file) == CURLE_OK;
+        ok = ok && curl_easy_setopt(e, CURLOPT_SSLCERT, d->cert_file) == CURLE_OK;
+        ok = ok && curl_easy_setopt(e, CURLOPT_SSLKEY, d->key_file) == CURLE_OK;
+        ok = ok && curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L) == CURLE_OK;
+        ok = ok && curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L) == CURLE_OK;
+    }
     ok = ok && curl_easy_setopt(e, CURLOPT_URL, sl_buf_cstr(&url)) == CURLE_OK;
-    ok = ok && curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http") == CURLE_OK;
     ok = ok && curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
     ok = ok && curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)o) == CURLE_OK;
     ok = ok && curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_curl_write) == CURLE_OK;
@@ -434,6 +460,14 @@ int sl__docker_check_response(struct sl__docker_op *o, const char *what, long ok
     int rc;
 
     if (o->cc != CURLE_OK) {
+        char where[SL__DOCKER_SOCKET_PATH_MAX + 64];
+
+        if (o->host != NULL) {
+            (void)snprintf(where, sizeof(where), "%s:%u", o->host, o->d->port);
+        } else {
+            (void)snprintf(where, sizeof(where), "%s",
+                           o->d->origin != NULL ? o->d->origin : o->d->socket_path);
+        }
         if (o->oom) {
             sl__docker_set_err(o, SL_ENOMEM, "docker: %s: out of memory", what);
         } else if (o->resp_over) {
@@ -441,15 +475,15 @@ int sl__docker_check_response(struct sl__docker_op *o, const char *what, long ok
                                o->resp_max);
         } else if (o->cc == CURLE_OPERATION_TIMEDOUT) {
             sl__docker_set_err(o, SL_EUNAVAILABLE, "docker: %s: no answer in time from %s", what,
-                               o->d->socket_path);
+                               where);
         } else if (o->cc == CURLE_COULDNT_CONNECT && o->os_errno != 0) {
             /* curl's own text names "localhost port 80", which a unix socket is not. */
             sl__docker_set_err(o, SL_EUNAVAILABLE, "docker: %s: cannot connect to %s: %s", what,
-                               o->d->socket_path, strerror((int)o->os_errno));
+                               where, strerror((int)o->os_errno));
         } else {
             sl__docker_set_err(o, SL_EUNAVAILABLE, "docker: %s: %s (%s)", what,
                                o->curl_err[0] != '\0' ? o->curl_err : curl_easy_strerror(o->cc),
-                               o->d->socket_path);
+                               where);
         }
         return o->rc;
     }

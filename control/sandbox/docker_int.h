@@ -24,6 +24,7 @@
 #ifndef SL_CONTROL_SANDBOX_DOCKER_INT_H
 #define SL_CONTROL_SANDBOX_DOCKER_INT_H
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -35,6 +36,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/list.h"
+#include "control/sandbox/docker.h"
 #include "control/sandbox/dockerframe.h"
 #include "control/sandbox/launcher.h"
 
@@ -90,6 +92,9 @@ struct sl__docker_sock {
 /* One launcher operation: a short sequence of HTTP calls, one at a time. Loop thread only. */
 struct sl__docker_op {
     struct sl_docker *d;
+    /* The engine this operation's requests go to, an IPv4 address at d->port (TLS as the
+     * launcher's), owned; NULL: the launcher's own engine. */
+    char *host;
     /* Link in the launcher's ops. */
     struct sl_list link;
     enum sl__docker_op_kind kind;
@@ -184,9 +189,24 @@ struct sl__docker_op {
     /* pull_image (docker_pull.c): the stream's reader, the reference, the progress reported. */
     struct sl__docker_pull *pull;
     enum sl_launcher_pull_failure pull_why;
+    /* swarm.c: the service, the task's container, the config of the runner (name, id and its
+     * data in base64, owned), and how many times the task list was read. */
+    char *service;
+    char *cid;
+    char *config;
+    char *config_id;
+    char *config_data;
+    int task_polls;
     /* One more request header line ("Name: value", owned, wiped when freed: it may carry a
      * credential), sent with every request of the operation; NULL for none. */
     char *extra_hdr;
+};
+
+/* swarm.c: a node (its address, the node's Status.Addr) and its proxy's address on the sandbox
+ * network. */
+struct sl__swarm_proxy {
+    char node[INET_ADDRSTRLEN];
+    char proxy[INET_ADDRSTRLEN];
 };
 
 struct sl__docker_oom_note {
@@ -199,7 +219,29 @@ struct sl_docker {
     /* First: the launcher interface. */
     struct sl_launcher base;
     uv_loop_t *loop;
+    /* Where the engine is: its unix socket (the default launcher), or "" and TCP with TLS: the
+     * origin "https://HOST:PORT" and the client's files (the CA that signs the engines'
+     * certificates, the client certificate and its key), all owned. */
     char socket_path[SL__DOCKER_SOCKET_PATH_MAX + 1];
+    char *origin;
+    char *ca_file;
+    char *cert_file;
+    char *key_file;
+    /* The TCP port of every engine an operation is routed to (o->host; swarm.c). */
+    unsigned port;
+    /* The engine the next operation allocated goes to (copied into its o->host): set by swarm.c
+     * around a call of a Docker operation on a task's container, NULL otherwise. */
+    const char *route;
+    /* The image of the wall helper (docker_wall.c), owned; NULL when the engine is not on this
+     * host and there is none: then an inner wall cannot be installed (create fails). */
+    char *wall_image;
+    /* swarm.c: the sandbox network must be an encrypted overlay. */
+    bool swarm_encrypted;
+    /* swarm.c: each node's proxy (owned; none: the egress addresses are used as given), and
+     * the turn of the next placement among the nodes that have one. */
+    struct sl__swarm_proxy *swarm_proxies;
+    size_t n_swarm_proxies;
+    size_t swarm_turn;
     CURLM *multi;
     /* libcurl's timeout. */
     uv_timer_t timer;
@@ -221,6 +263,9 @@ struct sl_docker {
 };
 
 /* ---- docker.c ---- */
+
+/* The Docker backend's operations, for control/sandbox/swarm to route to a node's engine. */
+extern const struct sl_launcher_ops sl__docker_ops;
 
 /* Records the outcome `rc` of `o` with a printf-style message, made one line (control bytes of
  * a daemon's text become spaces). */
@@ -274,6 +319,18 @@ char *sl__docker_dump_json(const json_t *j, size_t *len);
 /* The string member `key` of `obj`, or NULL. */
 const char *sl__docker_json_str(const json_t *obj, const char *key);
 
+/* Allocates a launcher of `ops` on `loop`, libcurl set up, its engine not yet named. Returns 0
+ * with *out, SL_ECRYPTO, SL_ENOMEM or SL_EIO (nothing left). */
+SL_MUST_CHECK int sl__docker_alloc(uv_loop_t *loop, const struct sl_launcher_ops *ops,
+                                   struct sl_docker **out);
+/* Releases a launcher of sl__docker_alloc() that never ran an operation; the memory goes when
+ * the loop has closed its handles. */
+void sl__docker_free_unused(struct sl_docker *d);
+/* Is `t` a complete description of an engine over TLS (docker.h)? */
+bool sl__docker_tls_ok(const struct sl_docker_tls *t);
+/* Makes `d` talk to the engine `t` names (sl__docker_tls_ok(t) holds): 0 or SL_ENOMEM. */
+SL_MUST_CHECK int sl__docker_set_tls(struct sl_docker *d, const struct sl_docker_tls *t);
+
 /* ---- docker_files.c and docker_containers.c: the operations of struct sl_launcher_ops ---- */
 
 void sl__docker_stat(struct sl_launcher *l, const char *id, const char *path,
@@ -289,6 +346,13 @@ void sl__docker_exec(struct sl_launcher *l, const char *id, const struct sl_laun
                      sl_launcher_exec_fn *cb, void *arg);
 void sl__docker_list(struct sl_launcher *l, const char *label_key, sl_launcher_list_fn *cb,
                      void *arg);
+
+/* Checks a create spec (names, paths, modes, limits): true, or false with `o` rejected. */
+bool sl__docker_create_spec_ok(struct sl__docker_op *o, const struct sl_launcher_container *s);
+/* Builds o->tar from the spec's directories and files, leaving out the file at `skip` (NULL:
+ * none); no tar when nothing is left. Returns 0, SL_ETOOBIG, SL_ENOMEM or SL_EIO. */
+SL_MUST_CHECK int sl__docker_create_tar(struct sl__docker_op *o,
+                                        const struct sl_launcher_container *s, const char *skip);
 
 /* Reports the outcome of a list operation: its entries (docker_containers.c). */
 void sl__docker_deliver_list(struct sl__docker_op *o);
@@ -326,6 +390,10 @@ void sl__docker_wall_start(struct sl__docker_op *o, json_t *inspected,
 /* Lets go of o->wall when `o` is released: freed, or left to free itself when the pool still
  * runs it. */
 void sl__docker_wall_release(struct sl__docker_op *o);
+
+/* Moves the prepared wall of `o` to the IPv4 address `address` (the Swarm backend's placement
+ * chose the proxy). Returns 0, or SL_EINVAL (o->err set) for an address that is not one. */
+SL_MUST_CHECK int sl__docker_wall_set_address(struct sl__docker_op *o, const char *address);
 
 /* ---- docker_http.c ---- */
 

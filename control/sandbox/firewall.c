@@ -554,3 +554,20 @@ int sl_firewall_wall_install(const char *netns, const struct sl_firewall_wall *w
     sl_buf_finish(&b);
     return rc;
 }
+
+int sl_firewall_wall_install_here(const struct sl_firewall_wall *w, char *err, size_t cap)
+{
+    struct sl_buf b;
+    int rc;
+
+    sl_buf_init(&b, RULESET_MAX);
+    rc = wall_text(w,
+                   "add table inet " SL_FIREWALL_WALL_TABLE "\n"
+                   "delete table inet " SL_FIREWALL_WALL_TABLE "\n",
+                   &b, err, cap);
+    if (rc == 0) {
+        rc = run_batch(sl_buf_cstr(&b), "installing the inner wall", err, cap);
+    }
+    sl_buf_finish(&b);
+    return rc;
+}

@@ -131,4 +131,11 @@ SL_MUST_CHECK int sl_firewall_wall_render(const struct sl_firewall_wall *w, stru
 SL_MUST_CHECK int sl_firewall_wall_install(const char *netns, const struct sl_firewall_wall *w,
                                            char *err, size_t cap);
 
+/* Installs the inner wall `w` in the calling thread's own network namespace, as
+ * sl_firewall_wall_install() does in another one. Only for a process that lives in the
+ * container's namespace for this alone: `sluice wall`, the helper container of a launcher whose
+ * engine is on another host (control/sandbox/docker_wall.c); never the control plane. */
+SL_MUST_CHECK int sl_firewall_wall_install_here(const struct sl_firewall_wall *w, char *err,
+                                                size_t cap);
+
 #endif

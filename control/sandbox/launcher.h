@@ -3,10 +3,12 @@
  * control/sandbox/launcher.h - the container runtime as the sandbox code sees it
  * (docs/reference/README.md §5.3-5.4).
  *
- * One interface with one backend today (control/sandbox/docker: the Docker Engine API over its unix
- * socket, libcurl's multi interface driven by the control plane's libuv loop). A second
- * backend (Kubernetes) would fill another struct sl_launcher_ops; control/sandbox/sandbox never
- * knows which one it talks to.
+ * One interface with two backends today: control/sandbox/docker (the Docker Engine API over its
+ * unix socket or TCP with TLS, libcurl's multi interface driven by the control plane's libuv loop;
+ * the default of the control plane) and control/sandbox/swarm (a Docker Swarm: one single-task
+ * service per sandbox, container calls to the task's node; `sluice control --launcher swarm`).
+ * Another backend (Kubernetes) would fill another struct sl_launcher_ops; control/sandbox/sandbox
+ * never knows which one it talks to.
  *
  * Rules every backend keeps:
  *   - Every operation is asynchronous and runs on the loop the launcher was created on; it
@@ -103,8 +105,14 @@ struct sl_launcher_container {
     size_t n_cmd;
     /* The inner wall, in force before the callback reports the container started (a failure
      * to install it is a failure of the create: the container is removed). NULL: none (the
-     * backend's own tests); the sandbox manager always gives one. */
+     * backend's own tests); the sandbox manager always gives one. A backend whose proxies are
+     * per node (the Swarm backend given its nodes' proxies) replaces the address with that of
+     * the proxy of the node it places the container on, here and in set_egress. */
     const struct sl_launcher_egress *egress;
+    /* A host name that resolves, inside the container, to the address its inner wall allows
+     * (the container's hosts file), for a backend that chooses that address itself (above);
+     * NULL, or a backend that does not, leaves the hosts file alone. */
+    const char *proxy_name;
 };
 
 /* A running container as a listing reports it. */

@@ -571,6 +571,59 @@ bool sl_sandboxes_is_token(const struct sl_sandboxes *sb, const char *token)
     return hit;
 }
 
+/* ---- the reconciliation ------------------------------------------------------------------- */
+
+static bool entry_runs(const struct sl_launcher_entry *entries, size_t n, const char *id)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (entries[i].running && strcmp(entries[i].id, id) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void on_reconciled(void *arg, int rc, const char *err,
+                          const struct sl_launcher_entry *entries, size_t n)
+{
+    struct sl_sandboxes *sb = arg;
+    bool again = true;
+
+    sb->reconciling = false;
+    if (rc < 0) {
+        if (rc != SL_ECANCELED) {
+            sl_log(SL_LOG_WARN, 0, "msg=\"cannot list the sandbox containers\" err=\"%s\"",
+                   err != NULL ? err : sl_strerror(rc));
+        }
+        return;
+    }
+    while (again && !sb->closing) {
+        again = false;
+        for (struct sl__sandbox *s = sb->list; s != NULL; s = s->next) {
+            /* A container reported after the list was asked for may not be in it yet. */
+            if (s->state != SL__SANDBOX_READY || s->busy > 0 || s->container == NULL
+                || s->running_since >= sb->reconcile_started
+                || entry_runs(entries, n, s->container)) {
+                continue;
+            }
+            sl__sandbox_remove(s, "its container no longer runs (its node was lost?)", NULL, NULL);
+            again = true;
+            break;
+        }
+    }
+}
+
+static void reconcile(struct sl_sandboxes *sb, uint64_t now)
+{
+    if (sb->cfg.reconcile_ms == 0 || sb->reconciling || !sb->ready || now < sb->reconcile_at) {
+        return;
+    }
+    sb->reconciling = true;
+    sb->reconcile_started = now;
+    sb->reconcile_at = now + sb->cfg.reconcile_ms;
+    sb->cfg.launcher->ops->list(sb->cfg.launcher, SL__SANDBOX_LABEL, on_reconciled, sb);
+}
+
 /* ---- the sweep ---------------------------------------------------------------------------- */
 
 static void on_sweep(uv_timer_t *t)
@@ -579,6 +632,8 @@ static void on_sweep(uv_timer_t *t)
     uint64_t now = uv_now(sb->cfg.loop);
     int64_t wall = (int64_t)time(NULL);
     bool again = true;
+
+    reconcile(sb, now);
 
     while (again) {
         again = false;
@@ -954,6 +1009,7 @@ static void free_manager(struct sl_sandboxes *sb)
     sl_free(sb->ca_bundle);
     sl_free(sb->resolv_conf);
     sl_free(sb->api_url);
+    sl_free(sb->proxy_name);
     sl_free(sb);
 }
 
@@ -1096,8 +1152,10 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
         sb->ca_bundle = sl_malloc(cfg->ca_bundle_len + 1);
         sb->resolv_conf = cfg->resolv_conf != NULL ? sl_strdup(cfg->resolv_conf) : NULL;
         sb->api_url = cfg->api_url != NULL ? sl_strdup(cfg->api_url) : NULL;
+        sb->proxy_name = cfg->proxy_name != NULL ? sl_strdup(cfg->proxy_name) : NULL;
         if (sb->ca_bundle == NULL || (cfg->resolv_conf != NULL && sb->resolv_conf == NULL)
-            || (cfg->api_url != NULL && sb->api_url == NULL)) {
+            || (cfg->api_url != NULL && sb->api_url == NULL)
+            || (cfg->proxy_name != NULL && sb->proxy_name == NULL)) {
             rc = SL_ENOMEM;
         } else {
             memcpy(sb->ca_bundle, cfg->ca_bundle, cfg->ca_bundle_len);
@@ -1112,6 +1170,7 @@ int sl_sandboxes_create(const struct sl_sandboxes_config *cfg, struct sl_sandbox
     sb->cfg.ca_bundle = sb->ca_bundle;
     sb->cfg.resolv_conf = sb->resolv_conf;
     sb->cfg.api_url = sb->api_url;
+    sb->cfg.proxy_name = sb->proxy_name;
     if (sb->cfg.idle_timeout_ms == 0) {
         sb->cfg.idle_timeout_ms = (uint64_t)SL_SANDBOX_DEFAULT_IDLE_S * 1000;
     }

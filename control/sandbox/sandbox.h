@@ -137,6 +137,14 @@ struct sl_sandboxes_config {
     /* Optional (NULL: a generic text): names what did not acknowledge a close. */
     sl_sandboxes_unacked_fn *unacked;
     void *unacked_arg;
+    /* The proxy's host in the containers' HTTP_PROXY, for a launcher that chooses each
+     * container's proxy (launcher.h proxy_name: the Swarm backend, its node's proxy); NULL: the
+     * gateway's address. Copied. */
+    const char *proxy_name;
+    /* Every this many ms the launcher's list is compared with the open sandboxes: a ready one
+     * whose container no longer runs (its node was lost) is closed, its container removed;
+     * 0: never (the Docker backend: a container goes only when sluice removes it). */
+    uint64_t reconcile_ms;
 };
 
 /* Everything a create needs, prepared by the API from the database (off the loop): the

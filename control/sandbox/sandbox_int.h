@@ -96,6 +96,8 @@ struct sl__sandbox {
     char *env_name;
     char *container;
     char ip[INET_ADDRSTRLEN];
+    /* uv_now() when its container was reported started. */
+    uint64_t running_since;
     /* The generation of the named ports (struct sl_sandboxes ports_gen) its inner wall holds,
      * or was last tried with; the one being installed while `wall_busy`. */
     uint64_t wall_gen;
@@ -143,7 +145,13 @@ struct sl_sandboxes {
     char *ca_bundle;
     char *resolv_conf;
     char *api_url;
+    char *proxy_name;
     uv_timer_t sweep;
+    /* The reconciliation (cfg.reconcile_ms): a list is in flight, when it was asked for, and
+     * when the next one is due. */
+    bool reconciling;
+    uint64_t reconcile_started;
+    uint64_t reconcile_at;
     struct sl__sandbox *list;
     struct sl__sandbox_waiter *waiters;
     uint64_t generation;

@@ -218,6 +218,7 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
 
     if (rc == 0 && s->state == SL__SANDBOX_STARTING) {
         s->container = sl_strdup(id);
+        s->running_since = uv_now(sb->cfg.loop);
         (void)snprintf(s->ip, sizeof(s->ip), "%s", ip != NULL ? ip : "");
         if (s->container == NULL) {
             /* Remove it right away: it has no record to be found by. */
@@ -372,8 +373,8 @@ static int container_env(struct sl__sandbox *s, struct sl_buf *store, size_t *of
         PUT("%s=%s", s->ph_env[i], s->ph_value[i]);
     }
     for (size_t k = 0; k < SL_ARRAY_LEN(proxy_vars); k++) {
-        PUT("%s=http://%s:%s@%s:%u", proxy_vars[k], s->id, s->token, sb->gateway,
-            sb->cfg.proxy_port);
+        PUT("%s=http://%s:%s@%s:%u", proxy_vars[k], s->id, s->token,
+            sb->proxy_name != NULL ? sb->proxy_name : sb->gateway, sb->cfg.proxy_port);
     }
     PUT("NO_PROXY=");
     PUT("no_proxy=");
@@ -445,6 +446,7 @@ static void launch(struct sl__sandbox *s)
         .cmd = cmd,
         .n_cmd = SL_ARRAY_LEN(cmd),
         .egress = &egress.e,
+        .proxy_name = sb->proxy_name,
     };
     int rc;
 

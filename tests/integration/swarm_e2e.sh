@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+#
+# integration.swarm_e2e - `sluice control --launcher swarm` end to end on the two-node lab of
+# tools/swarm-lab.sh (docs/scale-lab.md "second slice"): a proxy on each node (the node image of
+# tools/node-image.sh, on the overlay at a fixed address and on the node's bridge for its way
+# out), fed through admin sockets in a host directory (the lab shortcut); the control plane in
+# the lab's slsw-br namespace. Sandboxes created through the REST API land on both nodes; from
+# each, an allowed origin (origin.py at 10.213.200.1) is reached through its own node's proxy
+# with the credential injected, a refused host gets 403, and the origin, the nodes' addresses,
+# the other sandbox and the other node's proxy cannot be reached directly; exec, write and read
+# work on both; one proxy stopped: its node's sandbox fails closed until it is back; node 2
+# stopped: its sandbox is gone from the API, and no container is left when it returns; the
+# control plane stopped and started again: no service is left behind. The lab is stopped at
+# exit whatever happens. Skips like integration.swarm_launcher.
+set -euo pipefail
+
+src=${SLUICE_SRC:?}
+bin=${SLUICE_BIN:?}
+lab="$src/tools/swarm-lab.sh"
+skip() {
+  echo "SKIP: $*"
+  exit 0
+}
+fail() {
+  echo "FAIL: $*" >&2
+  [ -n "${work:-}" ] && tail -n 30 "$work/control.log" >&2 2>/dev/null
+  exit 1
+}
+say() { echo "ok: $*"; }
+
+[ "$(id -u)" -eq 0 ] || skip "needs root (the lab's namespaces and daemons)"
+command -v docker >/dev/null && [ -S /var/run/docker.sock ] || skip "no Docker daemon on the host"
+docker image inspect sluice/sandbox:bookworm >/dev/null 2>&1 ||
+  skip "the host's daemon has no sluice/sandbox:bookworm to copy into the nodes"
+if ip netns list | grep -q '^slsw-'; then
+  skip "a swarm lab is up already (tools/swarm-lab.sh stop)"
+fi
+# In /var/tmp: the nodes' daemons bind it into the proxies (they share the host's files).
+work=$(mktemp -d /var/tmp/slsw-e2e-XXXXXX)
+chmod 0755 "$work"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  "$lab" stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+if ! "$lab" start >"$work/lab.log" 2>&1; then
+  cat "$work/lab.log" >&2
+  skip "the swarm lab did not start"
+fi
+in_br() { ip netns exec slsw-br "$@"; }
+dk() { "$lab" docker "$@"; }
+
+# --- the node image, a test CA and the origin ---------------------------------------------------
+"$src/tools/node-image.sh" "$bin" "$work/node.tar"
+for n in 1 2; do
+  dk "$n" import --change 'ENTRYPOINT ["/sluice"]' "$work/node.tar" sluice/node:test >/dev/null
+done
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=test-ca \
+  -keyout "$work/testca.key" -out "$work/testca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=a.sluice.test \
+  -keyout "$work/origin.key" -out "$work/origin.csr" 2>/dev/null
+printf 'subjectAltName=DNS:a.sluice.test,DNS:b.sluice.test\n' >"$work/ext"
+openssl x509 -req -in "$work/origin.csr" -CA "$work/testca.pem" -CAkey "$work/testca.key" \
+  -CAcreateserial -days 2 -extfile "$work/ext" -out "$work/origin.pem" 2>/dev/null
+in_br python3 "$src/tests/support/origin.py" serve --ports-file "$work/ports" \
+  --log "$work/origin.log" --cert "$work/origin.pem" --key "$work/origin.key" \
+  --host 10.213.200.1 >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 1 50); do [ -s "$work/ports" ] && break; sleep 0.1; done
+tls=$(sed -n 's/.*tls=\([0-9]*\).*/\1/p' "$work/ports")
+[ -n "$tls" ] || fail "origin.py did not start"
+
+# --- sluice's data: its CA, users --------------------------------------------------------------
+data=$work/data
+mkdir -p "$data"
+"$bin" ca init --out "$data" >/dev/null 2>&1
+SLUICE_ENCRYPTION_KEY=$(head -c 32 /dev/urandom | base64 -w0)
+export SLUICE_ENCRYPTION_KEY
+# shellcheck disable=SC2034 # read through ${!tok} in call()
+tok_root=$("$bin" user add root --admin --data "$data" 2>/dev/null)
+# shellcheck disable=SC2034
+tok_alice=$("$bin" user add alice --data "$data" 2>/dev/null)
+
+# --- a proxy on each node ----------------------------------------------------------------------
+proxy_start() {
+  local n=$1
+  dk "$n" rm -f "slsw-proxy" >/dev/null 2>&1 || true
+  rm -f "$work/admin-$n.sock"
+  dk "$n" create --name slsw-proxy --restart unless-stopped --network slsw-ov \
+    --ip "10.213.210.25$n" -v "$work:$work" sluice/node:test proxy \
+    --listen "10.213.210.25$n:3128" --data "$data" --admin-socket "$work/admin-$n.sock" \
+    --audit-log "$work/audit-$n.log" --upstream-ca "$work/testca.pem" \
+    --allow-upstream 10.213.200.1/32 --resolve "a.sluice.test:$tls:10.213.200.1" \
+    --resolve "b.sluice.test:$tls:10.213.200.1" >/dev/null
+  dk "$n" network connect bridge slsw-proxy
+  dk "$n" start slsw-proxy >/dev/null
+}
+proxy_start 1
+proxy_start 2
+for n in 1 2; do
+  for _ in $(seq 1 50); do [ -S "$work/admin-$n.sock" ] && break; sleep 0.1; done
+  [ -S "$work/admin-$n.sock" ] || fail "the proxy on node $n has no admin socket"
+done
+say "a proxy runs on each node"
+
+# --- the control plane -------------------------------------------------------------------------
+api=http://127.0.0.1:18188
+control_start() {
+  # Not through in_br: $! must be the control plane itself (ip netns exec execs it).
+  ip netns exec slsw-br "$bin" control --listen 127.0.0.1:18188 --data "$data" \
+    --proxy-admin-socket "$work/admin-1.sock" --proxy-admin-socket "$work/admin-2.sock" \
+    --launcher swarm --swarm-manager 10.213.200.11 --swarm-ca /var/tmp/slsw-pki/ca.pem \
+    --swarm-cert /var/tmp/slsw-pki/client.pem --swarm-key /var/tmp/slsw-pki/client-key.pem \
+    --swarm-image sluice/node:test --swarm-proxy 10.213.200.11=10.213.210.251 \
+    --swarm-proxy 10.213.200.12=10.213.210.252 --swarm-encrypted off --network slsw-ov \
+    --subnet 10.213.210.0/24 --image sluice/sandbox:bookworm --log-level debug \
+    >>"$work/control.log" 2>&1 &
+  control_pid=$!
+  pids+=("$control_pid")
+  for _ in $(seq 1 100); do
+    [ "$(call root GET /api/v1/status | jq -r '.sandboxes.ready' 2>/dev/null)" = true ] && return 0
+    sleep 0.2
+  done
+  fail "sandboxes never became ready: $(call root GET /api/v1/status)"
+}
+# call WHO METHOD PATH [JSON]: the answer's body; its status in $work/status.
+call() {
+  local tok
+  tok=tok_$1
+  in_br curl -s -m 60 -o "$work/body" -w '%{http_code}' -X "$2" \
+    -H "Authorization: Bearer ${!tok}" -H 'Content-Type: application/json' \
+    ${4:+--data "$4"} "$api$3" >"$work/status" || true
+  cat "$work/body"
+}
+status() { cat "$work/status"; }
+control_start
+grep -q "cannot\|error" <(call root GET /api/v1/status | jq -r '.sandboxes.error') &&
+  fail "status: $(call root GET /api/v1/status)"
+
+cred="Bearer swarm-cred-$RANDOM$RANDOM"
+call root POST /api/v1/environments "$(jq -nc --arg h "a.sluice.test:$tls" --arg c "$cred" \
+  '{name:"sbx",scope:"global",base_image:"sluice/sandbox:bookworm",network:"on",
+    egress:{default:"deny",rules:[{host:$h,credential:{header:"Authorization",value:$c}}]}}')" \
+  >/dev/null
+[ "$(status)" = 201 ] || fail "environment: $(status) $(cat "$work/body")"
+call root PUT /api/v1/repos/acme/widget '{"visibility":"private","default_branch":"main"}' >/dev/null
+call root PUT /api/v1/repos/acme/widget/members/alice '{"role":"write"}' >/dev/null
+sbx=/api/v1/repos/acme/widget/sandboxes
+
+# --- sandboxes on both nodes -------------------------------------------------------------------
+declare -A on
+create() {
+  local id
+  id=$(call alice POST "$sbx" '{"ref":"main","environment":"sbx"}' | jq -r .id)
+  [ "$(status)" = 201 ] || fail "create: $(status) $(cat "$work/body")"
+  echo "$id"
+}
+node_of() {
+  local n
+  for n in 1 2; do
+    if [ -n "$(dk "$n" ps -q --filter "label=sluice.sandbox=$1")" ]; then
+      echo "$n"
+      return
+    fi
+  done
+}
+ex() { call alice POST "$sbx/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c}')" | jq -r .stdout; }
+a=$(create)
+b=$(create)
+on[$(node_of "$a")]=$a
+on[$(node_of "$b")]=$b
+[ -n "${on[1]:-}" ] && [ -n "${on[2]:-}" ] || fail "the sandboxes did not land on both nodes"
+say "two sandboxes, one on each node"
+
+ip_of() { ex "$1" "hostname -i | tr ' ' '\n' | grep '^10.213.210.' | head -n1"; }
+for n in 1 2; do
+  id=${on[$n]}
+  other=$((3 - n))
+  probe=swarm-e2e-$n-$RANDOM
+  out=$(ex "$id" "curl -sS -m 10 -o /dev/null -w '%{http_code}' -H 'X-Probe: $probe' https://a.sluice.test:$tls/echo")
+  [ "$out" = 200 ] || fail "node $n: the allowed origin: $out"
+  grep "$probe" "$work/origin.log" | grep -qF "$cred" || fail "node $n: no credential at the origin"
+  grep -q "$id" "$work/audit-$n.log" || fail "node $n: its own proxy did not serve it"
+  out=$(ex "$id" "curl -sS -m 10 -o /dev/null -w '%{http_connect}' https://b.sluice.test:$tls/")
+  [ "$out" = 403 ] || fail "node $n: a refused host: $out"
+  oip=$(ip_of "${on[$other]}")
+  for dst in "10.213.200.1:$tls" "10.213.200.1$other:2376" "10.213.200.1$n:2376" \
+    "10.213.210.25$other:3128" "$oip:22"; do
+    out=$(ex "$id" "curl -s -m 3 --noproxy '*' -o /dev/null http://$dst/; echo \$?")
+    [ "$out" != 0 ] && [ "$out" != 52 ] || fail "node $n reached $dst directly ($out)"
+  done
+  call alice POST "$sbx/$id/write" "$(jq -nc --arg c "$(echo "hello $n" | base64 -w0)" \
+    '{path:"/workspace/repo/n.txt",content:$c}')" >/dev/null
+  [ "$(status)" = 204 ] || [ "$(status)" = 200 ] || fail "node $n: write: $(status)"
+  out=$(call alice POST "$sbx/$id/read" '{"path":"/workspace/repo/n.txt"}' | jq -r .content | base64 -d)
+  [ "$out" = "hello $n" ] || fail "node $n: read: $out"
+done
+say "through its own proxy with the credential, 403 refused, nothing else reachable, files"
+
+# --- one proxy stopped: its node's sandbox fails closed until it is back -------------------------
+dk 1 stop -t 1 slsw-proxy >/dev/null
+out=$(ex "${on[1]}" "curl -sS -m 5 -o /dev/null -w '%{http_code}' https://a.sluice.test:$tls/echo")
+[ "$out" != 200 ] || fail "node 1 reached the origin without its proxy"
+[ "$(ex "${on[2]}" "curl -sS -m 10 -o /dev/null -w '%{http_code}' https://a.sluice.test:$tls/echo")" = 200 ] ||
+  fail "node 2 lost its way out with node 1's proxy"
+dk 1 start slsw-proxy >/dev/null
+for _ in $(seq 1 50); do
+  out=$(ex "${on[1]}" "curl -sS -m 5 -o /dev/null -w '%{http_code}' https://a.sluice.test:$tls/echo")
+  [ "$out" = 200 ] && break
+  sleep 0.2
+done
+[ "$out" = 200 ] || fail "node 1's proxy back: $out"
+say "a stopped proxy fails closed, and serves again once back"
+
+# --- node 2 lost ---------------------------------------------------------------------------------
+"$lab" node-stop 2
+for _ in $(seq 1 30); do
+  call alice POST "$sbx/${on[2]}/exec" '{"cmd":"true"}' >/dev/null
+  [ "$(status)" = 404 ] && break
+  sleep 1
+done
+[ "$(status)" = 404 ] || fail "node 2's sandbox still answers: $(status) $(cat "$work/body")"
+[ "$(ex "${on[1]}" hostname)" = sandbox ] || fail "node 1's sandbox after node 2 was lost"
+"$lab" node-start 2
+for _ in $(seq 1 30); do
+  [ -z "$(dk 2 ps -aq --filter label=sluice.sandbox)" ] && break
+  sleep 1
+done
+[ -z "$(dk 2 ps -aq --filter label=sluice.sandbox)" ] || fail "a container is left on node 2"
+say "node 2 lost: its sandbox gone, nothing left on its return"
+
+# --- the control plane restarted -----------------------------------------------------------------
+kill -KILL "$control_pid"
+wait "$control_pid" 2>/dev/null || true
+[ -n "$(dk 1 service ls -q --filter label=sluice.sandbox)" ] || fail "no service before restart?"
+control_start
+[ -z "$(dk 1 service ls -q --filter label=sluice.sandbox)" ] ||
+  fail "services left after the restart: $(dk 1 service ls)"
+c=$(create)
+[ "$(ex "$c" hostname)" = sandbox ] || fail "a sandbox after the restart"
+kill -TERM "$control_pid"
+wait "$control_pid" 2>/dev/null || true
+[ -z "$(dk 1 service ls -q --filter label=sluice.sandbox)" ] || fail "services left after stop"
+say "restart: no task left behind; a clean stop removes every sandbox"
+echo "PASS: swarm_e2e"
