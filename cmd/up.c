@@ -109,6 +109,8 @@ static const char usage[] =
         "  --git-url URL, --git-token TOKEN, --idle-timeout S, --sandbox-lifetime S,\n"
         "  --job-concurrency N, --log-level LEVEL, --transparent-port PORT\n"
         "                              as for sluice control\n"
+        "  --launcher, --swarm-*       refused: sandboxes on a Docker Swarm need sluice control\n"
+        "                              and proxies on the nodes (docs/scale.md)\n"
         "  --audit-log FILE            where the proxy writes its audit log and the dashboard\n"
         "                              tails it (default DIR/audit.log)\n"
         "\n"
@@ -147,6 +149,13 @@ static const char *const passed_names[PASS_COUNT] = {
     "--job-concurrency", "--audit-log", "--transparent-port",
 };
 
+/* The flags of `sluice control` that up refuses: they put sandboxes on a cluster, while up runs
+ * everything on this host (docs/scale.md). Taken, then refused with a message that says so. */
+static const char *const cluster_names[] = {
+    "--launcher",  "--swarm-manager", "--swarm-port",  "--swarm-ca",        "--swarm-cert",
+    "--swarm-key", "--swarm-image",   "--swarm-proxy", "--swarm-encrypted",
+};
+
 struct up {
     /* Flags. */
     const char *data_flag;
@@ -155,6 +164,7 @@ struct up {
     const char *control_listen_flag_misused;
     const char *backoff;
     const char *passed[PASS_COUNT];
+    const char *cluster[SL_ARRAY_LEN(cluster_names)];
     const char *sockets[SL_CONTROL_SOCKETS_MAX];
     size_t n_sockets;
     char **proxy_args;
@@ -317,7 +327,7 @@ static void free_args(struct up *u)
 static int parse_args(struct up *u, int argc, char **argv, bool *help)
 {
     int n_own = sl_sup_split_args(argc, argv);
-    struct sl_opt opts[PASS_COUNT + 6];
+    struct sl_opt opts[PASS_COUNT + SL_ARRAY_LEN(cluster_names) + 6];
     size_t n = 0;
     const char *pos[1];
     size_t n_pos = 0;
@@ -343,10 +353,24 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
             passed_names[i], SL_OPT_VALUE, NULL, &u->passed[i], NULL, NULL, 0
         };
     }
+    for (size_t i = 0; i < SL_ARRAY_LEN(cluster_names); i++) {
+        opts[n++] = (struct sl_opt){
+            cluster_names[i], SL_OPT_VALUE, NULL, &u->cluster[i], NULL, NULL, 0
+        };
+    }
     rc = sl_opts_parse_config("up", up_sections, n_own, argv, opts, n, pos, 0, &n_pos, help,
                               &u->conf);
     if (rc != SL_CMD_OK || *help) {
         return rc;
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(cluster_names); i++) {
+        if (u->cluster[i] != NULL) {
+            sl_eprintf("up: option '%s' is for `sluice control` on a Docker Swarm: `sluice up` "
+                       "runs the proxy, the control plane and the sandboxes on this host "
+                       "(docs/scale.md)",
+                       cluster_names[i]);
+            return SL_CMD_USAGE;
+        }
     }
     if (n_own < argc) {
         u->proxy_args = argv + n_own + 1;

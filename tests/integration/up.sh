@@ -200,6 +200,13 @@ for flag in $("$SLUICE_BIN" control --help 2>&1 | grep -oE '^  --[a-z-]+' | sort
   "$SLUICE_BIN" up "$flag" 1 --help >/dev/null 2>&1 || missing="$missing $flag"
 done
 check_eq "up accepts every flag of sluice control" "${missing:-none}" none
+# ... and refuses those that put sandboxes on a cluster, naming the flag and why.
+rc=0
+"$SLUICE_BIN" up --data "$DATA" --launcher swarm >/dev/null 2>"$FX_WORK/bad.err" || rc=$?
+check_eq "--launcher swarm: exit 2" "$rc" 2
+check_eq "... with one line naming it and sluice control" \
+  "$(grep -c -- "'--launcher' is for \`sluice control\` on a Docker Swarm" "$FX_WORK/bad.err")/$(wc -l <"$FX_WORK/bad.err")" "1/1"
+check "... and nothing was created" test ! -e "$DATA"
 rc=0
 "$SLUICE_BIN" up --no-such-flag 1 --help >/dev/null 2>&1 || rc=$?
 check_eq "... and refuses one it does not know (exit 2)" "$rc" 2
