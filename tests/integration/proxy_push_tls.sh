@@ -31,7 +31,8 @@ pk issue "$pki" proxy p1 --ip 127.0.0.1 || fx_bail "issue p1"
 pk issue "$pki" proxy p2 --ip 127.0.0.1 || fx_bail "issue p2"
 pk issue "$pki" control cp || fx_bail "issue cp"
 pk issue "$pki" control spare || fx_bail "issue spare"
-pk init "$other" && pk issue "$other" control cp || fx_bail "the other PKI"
+pk init "$other" || fx_bail "the other PKI"
+pk issue "$other" control cp || fx_bail "the other PKI's control certificate"
 # p2's certificate is revoked before anything runs.
 pk revoke "$pki" "$pki/proxy-p2.pem" || fx_bail "revoke p2"
 
