@@ -268,7 +268,13 @@ int sl_http_tls_new(struct sl_http_tls *t, const char *host, SSL **out, char *er
         } else if (is_ip_literal(host)) {
             ok = X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) == 1;
         } else {
-            ok = SSL_set1_host(ssl, host) == 1 && SSL_set_tlsext_host_name(ssl, host) == 1;
+            /* A mutable copy: the SSL_set_tlsext_host_name() macro casts its argument to
+             * void *. */
+            char name[256];
+
+            (void)snprintf(name, sizeof(name), "%s", host);
+            ok = strlen(host) < sizeof(name) && SSL_set1_host(ssl, host) == 1
+                 && SSL_set_tlsext_host_name(ssl, name) == 1;
         }
     }
     if (!ok) {
