@@ -105,7 +105,7 @@ int sl__certs_add_ext(X509 *issuer, X509 *x, int nid, const char *value)
     return ok == 1 ? 0 : SL_ECRYPTO;
 }
 
-static int build_ca_cert(X509 *x, EVP_PKEY *key, time_t now)
+static int build_ca_cert(X509 *x, EVP_PKEY *key, const char *what, time_t now)
 {
     unsigned char tag[4];
     char cn[64];
@@ -113,7 +113,7 @@ static int build_ca_cert(X509 *x, EVP_PKEY *key, time_t now)
     int n;
 
     SL_ENSURE(RAND_bytes(tag, (int)sizeof(tag)) == 1, SL_ECRYPTO);
-    n = snprintf(cn, sizeof(cn), "sluice interception CA %02x%02x%02x%02x", tag[0], tag[1], tag[2],
+    n = snprintf(cn, sizeof(cn), "sluice %s CA %02x%02x%02x%02x", what, tag[0], tag[1], tag[2],
                  tag[3]);
     SL_ENSURE(n > 0 && (size_t)n < sizeof(cn), SL_ECRYPTO);
 
@@ -144,6 +144,11 @@ static int build_ca_cert(X509 *x, EVP_PKEY *key, time_t now)
 
 int sl_ca_create(struct sl_ca **out, char *err, size_t errlen)
 {
+    return sl__certs_ca_create("interception", out, err, errlen);
+}
+
+int sl__certs_ca_create(const char *what, struct sl_ca **out, char *err, size_t errlen)
+{
     struct sl_ca *ca;
     int rc;
 
@@ -165,7 +170,7 @@ int sl_ca_create(struct sl_ca **out, char *err, size_t errlen)
         rc = SL_ENOMEM;
         goto fail;
     }
-    rc = build_ca_cert(ca->cert, ca->key, time(NULL));
+    rc = build_ca_cert(ca->cert, ca->key, what, time(NULL));
     if (rc < 0) {
         sl__certs_seterr(err, errlen, "cannot build the CA certificate");
         goto fail;
@@ -239,7 +244,7 @@ static int open_pem(const char *path, struct sl_buf *b, BIO **bio, char *err, si
 
 /* Reads the PEM certificate (into `*cert`, `key` NULL) or private key (into `*key`, `cert`
  * NULL) at `path`. The file's bytes are wiped after a key is read. */
-static int load_pem(const char *path, X509 **cert, EVP_PKEY **key, char *err, size_t errlen)
+int sl__certs_load_pem(const char *path, X509 **cert, EVP_PKEY **key, char *err, size_t errlen)
 {
     struct sl_buf b;
     BIO *bio = NULL;
@@ -303,7 +308,7 @@ int sl_ca_load(const char *cert_path, const char *key_path, struct sl_ca **out, 
         sl__certs_seterr(err, errlen, "cannot load %s: out of memory", cert_path);
         return SL_ENOMEM;
     }
-    rc = load_pem(cert_path, &ca->cert, NULL, err, errlen);
+    rc = sl__certs_load_pem(cert_path, &ca->cert, NULL, err, errlen);
     if (rc < 0) {
         goto fail;
     }
@@ -312,7 +317,7 @@ int sl_ca_load(const char *cert_path, const char *key_path, struct sl_ca **out, 
         goto fail;
     }
     if (key_path != NULL) {
-        rc = load_pem(key_path, NULL, &ca->key, err, errlen);
+        rc = sl__certs_load_pem(key_path, NULL, &ca->key, err, errlen);
         if (rc < 0) {
             goto fail;
         }
@@ -331,7 +336,7 @@ fail:
     return rc;
 }
 
-static int join_path(char *out, size_t outlen, const char *dir, const char *name)
+int sl__certs_join_path(char *out, size_t outlen, const char *dir, const char *name)
 {
     size_t n = strlen(dir);
     const char *sep = n > 0 && dir[n - 1] == '/' ? "" : "/";
@@ -350,8 +355,8 @@ static int ca_paths(const char *dir, char cert_path[PATH_BYTES], char key_path[P
         sl__certs_seterr(err, errlen, "%s name is empty", what);
         return SL_EINVAL;
     }
-    if (join_path(cert_path, PATH_BYTES, dir, SL_CA_CERT_FILE) < 0
-        || join_path(key_path, PATH_BYTES, dir, SL_CA_KEY_FILE) < 0) {
+    if (sl__certs_join_path(cert_path, PATH_BYTES, dir, SL_CA_CERT_FILE) < 0
+        || sl__certs_join_path(key_path, PATH_BYTES, dir, SL_CA_KEY_FILE) < 0) {
         sl__certs_seterr(err, errlen, "%s name is too long", what);
         return SL_ETOOBIG;
     }
@@ -410,7 +415,7 @@ int sl_ca_subject(const struct sl_ca *ca, struct sl_buf *out)
 }
 
 /* Makes sure `dir` is a directory, creating it with mode 0700 when it is missing. */
-static int ensure_dir(const char *dir, char *err, size_t errlen)
+int sl__certs_ensure_dir(const char *dir, char *err, size_t errlen)
 {
     struct stat st;
 
@@ -437,7 +442,7 @@ static int ensure_dir(const char *dir, char *err, size_t errlen)
     return 0;
 }
 
-static int check_absent(const char *path, char *err, size_t errlen)
+int sl__certs_check_absent(const char *path, char *err, size_t errlen)
 {
     struct stat st;
 
@@ -542,8 +547,22 @@ static int sync_dir(const char *dir, char *err, size_t errlen)
     return rc;
 }
 
+int sl__certs_write_atomic(const char *dir, const char *path, mode_t mode, const void *p, size_t n,
+                           char *err, size_t errlen)
+{
+    char tmp[PATH_BYTES + 32];
+
+    SL_TRY(write_temp(path, mode, p, n, tmp, sizeof(tmp), err, errlen));
+    if (rename(tmp, path) == -1) {
+        sl__certs_seterr(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        (void)unlink(tmp);
+        return SL_EIO;
+    }
+    return sync_dir(dir, err, errlen);
+}
+
 /* The key in PEM form, in a memory BIO that wipes its bytes when freed. */
-static BIO *key_pem(EVP_PKEY *key)
+BIO *sl__certs_key_pem(EVP_PKEY *key)
 {
     BIO *bio;
 
@@ -574,7 +593,7 @@ static int write_files(const struct sl_ca *ca, const char *dir, const char *cert
     sl_buf_init(&pem, SL_CA_FILE_MAX_BYTES);
     ERR_clear_error();
     rc = sl_ca_cert_pem(ca, &pem);
-    kbio = key_pem(ca->key);
+    kbio = sl__certs_key_pem(ca->key);
     klen = kbio != NULL ? BIO_get_mem_data(kbio, &kdata) : 0;
     if (rc < 0 || klen <= 0 || kdata == NULL) {
         sl__certs_seterr(err, errlen, "cannot encode the CA for %s", dir);
@@ -622,10 +641,10 @@ int sl_ca_write(const struct sl_ca *ca, const char *dir, bool force, char *err, 
         return SL_EINVAL;
     }
     SL_TRY(ca_paths(dir, cert_path, key_path, "cannot write the CA: the directory", err, errlen));
-    SL_TRY(ensure_dir(dir, err, errlen));
+    SL_TRY(sl__certs_ensure_dir(dir, err, errlen));
     if (!force) {
-        SL_TRY(check_absent(cert_path, err, errlen));
-        SL_TRY(check_absent(key_path, err, errlen));
+        SL_TRY(sl__certs_check_absent(cert_path, err, errlen));
+        SL_TRY(sl__certs_check_absent(key_path, err, errlen));
     }
     return write_files(ca, dir, cert_path, key_path, err, errlen);
 }

@@ -33,6 +33,9 @@ int sl_cmd_config(int argc, char **argv);
 /* `sluice control [flags]` */
 int sl_cmd_control(int argc, char **argv);
 
+/* `sluice pki init|issue|revoke|list DIR ...` */
+int sl_cmd_pki(int argc, char **argv);
+
 /* `sluice policy check|explain ...` */
 int sl_cmd_policy(int argc, char **argv);
 

@@ -25,6 +25,14 @@ static const char usage[] =
         "  --listen ADDR:PORT          the API address (default 127.0.0.1:8080)\n"
         "  --data DIR                  data directory (default: $SLUICE_DATA, or ./var)\n"
         "  --proxy-admin-socket PATH   a proxy's admin socket to push snapshots to (repeatable)\n"
+        "  --proxy-admin-url https://HOST:PORT   a proxy on the network (its --admin-listen) to\n"
+        "                              push to under mutual TLS (repeatable; 16 proxies at\n"
+        "                              most, sockets and URLs together); needs:\n"
+        "  --proxy-admin-cert FILE --proxy-admin-key FILE   the control plane's certificate\n"
+        "                              and key (sluice pki issue DIR control NAME)\n"
+        "  --proxy-admin-ca FILE       the CA of the proxies' certificates (DIR/ca.pem)\n"
+        "  --proxy-admin-crl FILE      the revocation list (DIR/crl.pem), read again when it\n"
+        "                              changes (optional)\n"
         "  --log-level LEVEL           error, warn, info (default), debug or trace\n"
         "  --audit-log FILE            the proxy's audit log the dashboard tails\n"
         "                              (default DIR/audit.log)\n"
@@ -204,6 +212,28 @@ static int convert(const struct raw *r, struct sl_control_config *cfg)
         sl_eprintf("%s: --network, --image, --docker-socket and --audit-log need a value", cmd);
         return SL_CMD_USAGE;
     }
+    if (cfg->n_proxy_admin_urls > 0
+        && (cfg->proxy_admin_cert == NULL || cfg->proxy_admin_key == NULL
+            || cfg->proxy_admin_ca == NULL)) {
+        sl_eprintf("%s: --proxy-admin-url needs --proxy-admin-cert, --proxy-admin-key and "
+                   "--proxy-admin-ca (proxies on the network are only reached over mutual TLS)",
+                   cmd);
+        return SL_CMD_USAGE;
+    }
+    if (cfg->n_proxy_admin_urls == 0
+        && (cfg->proxy_admin_cert != NULL || cfg->proxy_admin_key != NULL
+            || cfg->proxy_admin_ca != NULL || cfg->proxy_admin_crl != NULL)) {
+        sl_eprintf("%s: --proxy-admin-cert, --proxy-admin-key, --proxy-admin-ca and "
+                   "--proxy-admin-crl go with --proxy-admin-url",
+                   cmd);
+        return SL_CMD_USAGE;
+    }
+    if (cfg->n_proxy_admin_sockets + cfg->n_proxy_admin_urls > SL_CONTROL_SOCKETS_MAX) {
+        sl_eprintf("%s: at most %d proxies (--proxy-admin-socket and --proxy-admin-url "
+                   "together)",
+                   cmd, SL_CONTROL_SOCKETS_MAX);
+        return SL_CMD_USAGE;
+    }
     cfg->data_dir = sl_opts_data_dir(r->data);
     return convert_swarm(r, cfg);
 }
@@ -227,6 +257,12 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
             { "--data", SL_OPT_VALUE, NULL, &r.data, NULL, NULL, 0 },
             { "--proxy-admin-socket", SL_OPT_LIST, NULL, NULL, cfg->proxy_admin_sockets,
               &cfg->n_proxy_admin_sockets, SL_CONTROL_SOCKETS_MAX },
+            { "--proxy-admin-url", SL_OPT_LIST, NULL, NULL, cfg->proxy_admin_urls,
+              &cfg->n_proxy_admin_urls, SL_CONTROL_SOCKETS_MAX },
+            { "--proxy-admin-cert", SL_OPT_VALUE, NULL, &cfg->proxy_admin_cert, NULL, NULL, 0 },
+            { "--proxy-admin-key", SL_OPT_VALUE, NULL, &cfg->proxy_admin_key, NULL, NULL, 0 },
+            { "--proxy-admin-ca", SL_OPT_VALUE, NULL, &cfg->proxy_admin_ca, NULL, NULL, 0 },
+            { "--proxy-admin-crl", SL_OPT_VALUE, NULL, &cfg->proxy_admin_crl, NULL, NULL, 0 },
             { "--docker-socket", SL_OPT_VALUE, NULL, &r.docker_socket, NULL, NULL, 0 },
             { "--network", SL_OPT_VALUE, NULL, &r.network, NULL, NULL, 0 },
             { "--proxy-port", SL_OPT_VALUE, NULL, &r.proxy_port, NULL, NULL, 0 },

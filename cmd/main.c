@@ -18,6 +18,9 @@ static const char usage[] =
         "commands:\n"
         "  ca init [--out DIR] [--force]     create the interception CA (ca.pem, ca.key)\n"
         "  ca show [--data DIR]              print the CA certificate for clients to trust\n"
+        "  pki init|issue|revoke|list DIR ...\n"
+        "                                    the control channel's certificates (mutual TLS\n"
+        "                                    between the control plane and remote proxies)\n"
         "  policy check FILE                 validate a policy snapshot file\n"
         "  policy explain FILE --client ID-OR-IP --url URL [--method M]\n"
         "                                    print the decision the proxy would take\n"
@@ -42,7 +45,7 @@ static const struct sl_subcmd commands[] = {
     { "ca", sl_cmd_ca },           { "policy", sl_cmd_policy }, { "proxy", sl_cmd_proxy },
     { "control", sl_cmd_control }, { "user", sl_cmd_user },     { "up", sl_cmd_up },
     { "config", sl_cmd_config },   { "backup", sl_cmd_backup }, { "restore", sl_cmd_restore },
-    { "wall", sl_cmd_wall },
+    { "wall", sl_cmd_wall },       { "pki", sl_cmd_pki },
 };
 
 int main(int argc, char **argv)

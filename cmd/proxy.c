@@ -35,6 +35,13 @@ static const char usage[] =
         "  --ca-cert FILE --ca-key FILE   the CA, instead of --data\n"
         "  --policy FILE             the policy snapshot (reloaded on SIGHUP and on change)\n"
         "  --admin-socket PATH       the admin socket (unix, mode 0600)\n"
+        "  --admin-listen ADDR:PORT  the admin routes over the network too, under mutual TLS\n"
+        "                            (TLS 1.3, a client certificate required); needs:\n"
+        "  --admin-cert FILE --admin-key FILE   this proxy's certificate and key\n"
+        "                            (sluice pki issue DIR proxy NAME --ip ADDR)\n"
+        "  --admin-client-ca FILE    the CA clients' certificates must chain to (DIR/ca.pem)\n"
+        "  --admin-crl FILE          the revocation list (DIR/crl.pem), read again when it\n"
+        "                            changes (optional)\n"
         "  --upstream-ca FILE        also trust these CAs for upstream servers\n"
         "  --resolve HOST:PORT:ADDR  pin a name to an address (repeatable)\n"
         "  --allow-upstream CIDR     let the proxy dial private addresses in CIDR (repeatable)\n"
@@ -126,6 +133,21 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
         }
         cfg->audit_failure_allow = strcmp(r->audit_failure, "allow") == 0;
     }
+    if (cfg->admin_listen != NULL
+        && (cfg->admin_cert == NULL || cfg->admin_key == NULL || cfg->admin_client_ca == NULL)) {
+        sl_eprintf("%s: --admin-listen needs --admin-cert, --admin-key and --admin-client-ca "
+                   "(the admin routes are only served over mutual TLS)",
+                   cmd);
+        return SL_CMD_USAGE;
+    }
+    if (cfg->admin_listen == NULL
+        && (cfg->admin_cert != NULL || cfg->admin_key != NULL || cfg->admin_client_ca != NULL
+            || cfg->admin_crl != NULL)) {
+        sl_eprintf("%s: --admin-cert, --admin-key, --admin-client-ca and --admin-crl go with "
+                   "--admin-listen",
+                   cmd);
+        return SL_CMD_USAGE;
+    }
     if ((cfg->ca_cert == NULL) != (cfg->ca_key == NULL)) {
         sl_eprintf("%s: --ca-cert and --ca-key go together", cmd);
         return SL_CMD_USAGE;
@@ -163,6 +185,11 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
             { "--data", SL_OPT_VALUE, NULL, &r.data, NULL, NULL, 0 },
             { "--policy", SL_OPT_VALUE, NULL, &cfg->policy_file, NULL, NULL, 0 },
             { "--admin-socket", SL_OPT_VALUE, NULL, &cfg->admin_socket, NULL, NULL, 0 },
+            { "--admin-listen", SL_OPT_VALUE, NULL, &cfg->admin_listen, NULL, NULL, 0 },
+            { "--admin-cert", SL_OPT_VALUE, NULL, &cfg->admin_cert, NULL, NULL, 0 },
+            { "--admin-key", SL_OPT_VALUE, NULL, &cfg->admin_key, NULL, NULL, 0 },
+            { "--admin-client-ca", SL_OPT_VALUE, NULL, &cfg->admin_client_ca, NULL, NULL, 0 },
+            { "--admin-crl", SL_OPT_VALUE, NULL, &cfg->admin_crl, NULL, NULL, 0 },
             { "--upstream-ca", SL_OPT_VALUE, NULL, &cfg->upstream_ca, NULL, NULL, 0 },
             { "--resolve", SL_OPT_LIST, NULL, NULL, r.resolve, &r.n_resolve, SL_PROXY_LIST_MAX },
             { "--allow-upstream", SL_OPT_LIST, NULL, NULL, cfg->allow_upstream,

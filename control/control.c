@@ -93,8 +93,10 @@ struct daemon {
     char sandboxes_error[256];
     struct sl_http_server *server;
     struct sl_api api;
-    /* NULL without --proxy-admin-socket: then no snapshot is built. */
+    /* NULL without --proxy-admin-socket or --proxy-admin-url: then no snapshot is built. */
     struct sl_pusher *pusher;
+    /* The client TLS context of --proxy-admin-url (the pusher borrows it), NULL without. */
+    struct sl_http_tls *push_tls;
     /* Sandboxes, their runtime and the firewall table (NULL / "" when off). */
     struct sl_sandboxes *sandboxes;
     struct sl_launcher *launcher;
@@ -278,7 +280,8 @@ static void describe_unacked(struct daemon *d, int64_t version, char *out, size_
             continue;
         }
         len = strlen(out);
-        w = snprintf(out + len, cap - len, "%s%s", n == 0 ? "" : ", ", t.socket);
+        w = snprintf(out + len, cap - len, "%s%s", n == 0 ? "" : ", ",
+                     t.socket != NULL ? t.socket : t.url);
         if (w < 0 || (size_t)w >= cap - len) {
             break;
         }
@@ -628,9 +631,11 @@ static void on_api_status(void *arg, json_t *doc)
                               t.audit_error != NULL ? t.audit_error : "");
             audit_ok = audit_ok && t.audit_healthy == 1;
         }
+        /* A socket target keeps its "socket" key; a URL target has "url" instead. */
         (void)json_array_append_new(
                 proxies,
-                json_pack("{s:s,s:I,s:b,s:s,s:o*}", "socket", t.socket, "acknowledged_version",
+                json_pack("{s:s,s:I,s:b,s:s,s:o*}", t.socket != NULL ? "socket" : "url",
+                          t.socket != NULL ? t.socket : t.url, "acknowledged_version",
                           (json_int_t)t.acked_version, "unreachable", t.unreachable, "last_error",
                           t.last_error != NULL ? t.last_error : "", "audit", audit));
     }
@@ -1013,21 +1018,38 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     if (rc < 0) {
         sl_eprintf("control: --listen %s: %s", cfg->listen, err);
     }
-    if (rc == 0 && cfg->n_proxy_admin_sockets > 0) {
+    if (rc == 0 && cfg->n_proxy_admin_urls > 0) {
+        const struct sl_http_tls_files files = {
+            .cert = cfg->proxy_admin_cert,
+            .key = cfg->proxy_admin_key,
+            .ca = cfg->proxy_admin_ca,
+            .crl = cfg->proxy_admin_crl,
+        };
+
+        rc = sl_http_tls_create(&files, false, &d->push_tls, err, sizeof(err));
+        if (rc < 0) {
+            sl_eprintf("control: --proxy-admin-url: %s", err);
+        }
+    }
+    if (rc == 0 && cfg->n_proxy_admin_sockets + cfg->n_proxy_admin_urls > 0) {
         struct sl_pusher_config pc = { .sockets = cfg->proxy_admin_sockets,
                                        .n_sockets = cfg->n_proxy_admin_sockets,
                                        .on_acked = on_acked,
-                                       .acked_arg = d };
+                                       .acked_arg = d,
+                                       .urls = cfg->proxy_admin_urls,
+                                       .n_urls = cfg->n_proxy_admin_urls,
+                                       .tls = d->push_tls };
 
-        rc = sl_pusher_create(&d->loop, &pc, &d->pusher);
+        rc = sl_pusher_create(&d->loop, &pc, &d->pusher, err, sizeof(err));
         if (rc < 0) {
-            sl_eprintf("control: cannot start the snapshot pusher: %s", sl_strerror(rc));
+            sl_eprintf("control: cannot start the snapshot pusher: %s", err);
         }
     }
     if (rc < 0) {
         sl_http_server_close(d->server, NULL, NULL);
         d->server = NULL;
         (void)uv_run(&d->loop, UV_RUN_DEFAULT);
+        sl_http_tls_free(d->push_tls);
         return rc;
     }
     SL_BUG_ON(uv_signal_init(&d->loop, &d->sig_term) != 0);
@@ -1054,6 +1076,9 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
     setup_jobs(d, cfg);
     start_build(d);
     (void)uv_run(&d->loop, UV_RUN_DEFAULT);
+    /* The pusher, which borrowed it, is gone with the loop's last handles. */
+    sl_http_tls_free(d->push_tls);
+    d->push_tls = NULL;
     sl_jobs_destroy(d->jobs);
     d->jobs = NULL;
     /* Every container of the network is gone by now (sl_sandboxes_close). */

@@ -72,6 +72,16 @@ struct sl_control_config {
     /* Proxy admin sockets to push snapshots to. */
     const char *proxy_admin_sockets[SL_CONTROL_SOCKETS_MAX];
     size_t n_proxy_admin_sockets;
+    /* Proxies on the network (`--proxy-admin-url https://HOST:PORT`), pushed to under mutual
+     * TLS with `--proxy-admin-cert/-key` (the control plane's certificate), `--proxy-admin-ca`
+     * (the CA of the proxies' certificates) and, optionally, `--proxy-admin-crl`. Sockets and
+     * URLs together: at most SL_CONTROL_SOCKETS_MAX. */
+    const char *proxy_admin_urls[SL_CONTROL_SOCKETS_MAX];
+    size_t n_proxy_admin_urls;
+    const char *proxy_admin_cert;
+    const char *proxy_admin_key;
+    const char *proxy_admin_ca;
+    const char *proxy_admin_crl;
     /* Sandboxes (docs/reference/api.md §5.3, docs/reference/containers.md §5.4): enabled when at
      * least one proxy admin socket is given; the container runtime, network and firewall are set up
      * at start (a failure there is logged and reported by GET /api/v1/status; the API still serves

@@ -2,8 +2,9 @@
 /*
  * http/server.c - the connections of http/server.h: accepting one, reading and parsing its
  * requests, the exchanges handed to the handler, the responses written back, timeouts and
- * lingering, and the text they need (reason phrases, JSON strings, dates). The server itself
- * and its listeners are in http/server_listen.c.
+ * lingering, TLS on the connections of a TLS listener (OpenSSL on memory BIOs, http/tls.h), and
+ * the text they need (reason phrases, JSON strings, dates). The server itself and its listeners
+ * are in http/server_listen.c.
  */
 #include "http/server.h"
 
@@ -14,6 +15,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/err.h>
 #include <uv.h>
 
 #include "base/arena.h"
@@ -34,6 +36,8 @@
  * data (which makes the kernel send RST) does not destroy the response in flight. */
 #define LINGER_MS        2000
 #define LINGER_MAX_BYTES ((size_t)1024 * 1024)
+/* Ciphertext read from a TLS connection's socket at once; it is fed to OpenSSL at once. */
+#define TLS_RAW_BYTES 16384
 /* Room for "[<IPv6 text>]:<port>". */
 #define PEER_MAX 80
 
@@ -94,6 +98,14 @@ struct sl__http_conn {
     size_t rpos;
     size_t rlen;
     char peer[PEER_MAX];
+    /* Under TLS (a connection of a TLS listener): the connection (owned), whether its
+     * handshake is done, the bytes of handshake, alert and close_notify writes in flight, and
+     * the ciphertext buffer reads go to (owned, TLS_RAW_BYTES); NULL in the clear. Decrypted
+     * bytes go to `rbuf` only while it is empty and the state reads, as in the clear. */
+    SSL *ssl;
+    bool tls_ready;
+    size_t tls_in_flight;
+    uint8_t *tls_raw;
     uint8_t rbuf[READ_BUF_BYTES];
 };
 
@@ -119,7 +131,11 @@ struct sl_http_exchange {
 };
 
 static void conn_step(struct sl__http_conn *c);
+static void conn_advance(struct sl__http_conn *c);
 static void conn_close(struct sl__http_conn *c);
+static int tls_flush(struct sl__http_conn *c);
+static int tls_encrypt_out(struct sl__http_conn *c);
+static void tls_on_read(struct sl__http_conn *c, size_t n);
 static void on_conn_timer(uv_timer_t *t);
 
 /* ---- Small helpers: reasons, JSON, dates, log escaping ---- */
@@ -475,6 +491,11 @@ static void on_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     struct sl__http_conn *c = SL_CONTAINER_OF(h, struct sl__http_conn, sock.handle);
 
     (void)suggested;
+    if (c->ssl != NULL) {
+        buf->base = (char *)c->tls_raw;
+        buf->len = TLS_RAW_BYTES;
+        return;
+    }
     /* Reading runs only once everything received is parsed, so this is normally the whole
      * buffer; a zero-length buffer makes libuv report UV_ENOBUFS, which closes. */
     buf->base = (char *)c->rbuf + c->rlen;
@@ -515,6 +536,8 @@ static void conn_release(struct sl__http_conn *c)
     }
     sl_list_remove(&c->link);
     srv->n_conns--;
+    SSL_free(c->ssl);
+    sl_free(c->tls_raw);
     sl_h1_finish(&c->parser);
     sl_arena_finish(&c->arena);
     sl_buf_finish(&c->out);
@@ -573,6 +596,13 @@ static void conn_linger(struct sl__http_conn *c)
         conn_close(c);
         return;
     }
+    /* Under TLS the end is said with close_notify first, so the client knows the answer was
+     * not cut. */
+    if (c->ssl != NULL && (SSL_shutdown(c->ssl) < 0 || tls_flush(c) < 0)) {
+        ERR_clear_error();
+        conn_close(c);
+        return;
+    }
     rc = uv_shutdown(&c->shutdown_req, &c->sock.stream, on_conn_shutdown);
     if (rc < 0) {
         conn_close(c);
@@ -603,7 +633,7 @@ static void on_response_written(uv_write_t *req, int status)
     }
     c->partial = c->rpos < c->rlen;
     conn_set_state(c, c->partial ? CONN_HEAD : CONN_IDLE);
-    conn_step(c);
+    conn_advance(c);
 }
 
 static void on_continue_written(uv_write_t *req, int status)
@@ -626,6 +656,17 @@ static int send_continue(struct sl__http_conn *c)
     int rc;
 
     if (c->continue_pending) {
+        return 0;
+    }
+    if (c->ssl != NULL) {
+        size_t n = 0;
+
+        if (SSL_write_ex(c->ssl, continue_line, sizeof(continue_line) - 1, &n) != 1
+            || tls_flush(c) < 0) {
+            ERR_clear_error();
+            conn_close(c);
+            return SL_EIO;
+        }
         return 0;
     }
     buf.base = continue_line;
@@ -681,6 +722,9 @@ static void queue_response(struct sl__http_conn *c, int status, const char *cons
     }
     if (rc == 0 && send > 0) {
         rc = sl_buf_append(&c->out, body, send);
+    }
+    if (rc == 0 && c->ssl != NULL) {
+        rc = tls_encrypt_out(c);
     }
     if (rc == 0) {
         buf.base = (char *)c->out.p;
@@ -1015,6 +1059,10 @@ static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         }
         return; /* discarded: rlen stays 0 */
     }
+    if (c->ssl != NULL) {
+        tls_on_read(c, (size_t)nread);
+        return;
+    }
     c->rlen += (size_t)nread;
     if (c->state == CONN_BODY) {
         conn_set_state(c, CONN_BODY); /* progress re-arms the body timer */
@@ -1047,6 +1095,162 @@ static void on_conn_timer(uv_timer_t *t)
     case CONN_CLOSED:
         break;
     }
+}
+
+/* ---- TLS: the handshake, decrypting into `rbuf`, encrypting the answers ---- */
+
+/* Sends whatever OpenSSL wrote (handshake messages, alerts, close_notify). */
+static int tls_flush(struct sl__http_conn *c)
+{
+    int rc = sl_http_tls_send(c->ssl, &c->sock.stream, &c->tls_in_flight);
+
+    if (rc < 0) {
+        sl_log(SL_LOG_DEBUG, c->id, "http tls write failed peer=%s err=%s", c->peer,
+               sl_strerror(rc));
+    }
+    return rc;
+}
+
+/* Replaces the plaintext response in `c->out` with its ciphertext (after any output OpenSSL
+ * had waiting, which must go first). */
+static int tls_encrypt_out(struct sl__http_conn *c)
+{
+    struct sl_buf ct;
+    size_t n = 0;
+    int rc = 0;
+
+    if (c->out.len > 0 && SSL_write_ex(c->ssl, c->out.p, c->out.len, &n) != 1) {
+        ERR_clear_error();
+        return SL_ECRYPTO;
+    }
+    /* Each record adds at most 22 bytes of framing to up to 16 KiB. */
+    sl_buf_init(&ct, c->out.len + c->out.len / 256 + 4096 + SL_HTTP_TLS_FLIGHT_MAX);
+    rc = sl_http_tls_take(c->ssl, &ct);
+    if (rc < 0) {
+        sl_buf_finish(&ct);
+        return rc;
+    }
+    sl_buf_finish(&c->out);
+    c->out = ct;
+    return 0;
+}
+
+/* Moves the handshake on; 1 once done, 0 while it needs the peer, -1 when the connection was
+ * closed (a failed handshake: logged). */
+static int tls_handshake(struct sl__http_conn *c)
+{
+    char why[160];
+    char who[160];
+    int r = SSL_do_handshake(c->ssl);
+
+    if (tls_flush(c) < 0) {
+        ERR_clear_error();
+        conn_close(c);
+        return -1;
+    }
+    if (r == 1) {
+        c->tls_ready = true;
+        sl_http_tls_peer(c->ssl, who, sizeof(who));
+        sl_log(SL_LOG_DEBUG, c->id, "http tls peer=%s client=\"%s\"", c->peer, who);
+        return 1;
+    }
+    if (SSL_get_error(c->ssl, r) == SSL_ERROR_WANT_READ) {
+        return 0;
+    }
+    sl_http_tls_why(c->ssl, r, why, sizeof(why));
+    sl_log(SL_LOG_INFO, c->id, "msg=\"tls handshake refused\" peer=%s err=\"%s\"", c->peer, why);
+    conn_close(c);
+    return -1;
+}
+
+/* Decrypts into the empty `rbuf`: >0 bytes, 0 none yet (or the peer's close_notify: `eof`
+ * set), -1 when the connection was closed. */
+static int tls_decrypt(struct sl__http_conn *c)
+{
+    char why[160];
+    size_t n = 0;
+    int r = SSL_read_ex(c->ssl, c->rbuf, sizeof(c->rbuf), &n);
+    int e;
+
+    if (r == 1) {
+        c->rlen = n;
+        return n > 0 ? 1 : 0;
+    }
+    e = SSL_get_error(c->ssl, r);
+    /* A key update asks for an answer. */
+    if (tls_flush(c) < 0) {
+        conn_close(c);
+        return -1;
+    }
+    if (e == SSL_ERROR_WANT_READ) {
+        return 0;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN) {
+        c->eof = true;
+        return 0;
+    }
+    sl_http_tls_why(c->ssl, r, why, sizeof(why));
+    sl_log(SL_LOG_DEBUG, c->id, "http tls read failed peer=%s err=\"%s\"", c->peer, why);
+    conn_close(c);
+    return -1;
+}
+
+/* Under TLS, steps through every record OpenSSL holds while the connection wants bytes and
+ * has room for them: the socket is read only once nothing complete is held, so the ciphertext
+ * waiting is at most one read. */
+static void tls_pump(struct sl__http_conn *c)
+{
+    while (c->ssl != NULL && c->tls_ready && state_reads(c->state) && c->state != CONN_LINGER
+           && c->rlen == 0 && !c->eof && sl_http_tls_has_input(c->ssl)) {
+        int got = tls_decrypt(c);
+
+        if (got < 0) {
+            return;
+        }
+        if (got == 0 && !c->eof) {
+            break;
+        }
+        if (c->state == CONN_BODY) {
+            conn_set_state(c, CONN_BODY); /* progress re-arms the body timer */
+        }
+        conn_step(c);
+    }
+}
+
+/* conn_step(), then what TLS holds (tls_pump()). */
+static void conn_advance(struct sl__http_conn *c)
+{
+    conn_step(c);
+    tls_pump(c);
+}
+
+static void tls_on_read(struct sl__http_conn *c, size_t n)
+{
+    if (sl_http_tls_feed(c->ssl, c->tls_raw, n) < 0) {
+        conn_close(c);
+        return;
+    }
+    if (!c->tls_ready && tls_handshake(c) <= 0) {
+        return;
+    }
+    tls_pump(c);
+}
+
+static int tls_start(struct sl__http_conn *c, struct sl_http_tls *tls)
+{
+    char err[256];
+    int rc;
+
+    c->tls_raw = sl_malloc(TLS_RAW_BYTES);
+    if (c->tls_raw == NULL) {
+        return SL_ENOMEM;
+    }
+    rc = sl_http_tls_new(tls, NULL, &c->ssl, err, sizeof(err));
+    if (rc < 0) {
+        sl_log(SL_LOG_WARN, c->id, "msg=\"tls connection refused\" peer=%s err=\"%s\"", c->peer,
+               err);
+    }
+    return rc;
 }
 
 /* ---- Accepting: a new connection ---- */
@@ -1119,6 +1323,10 @@ int sl__http_conn_create(struct sl__http_listener *l)
         return 0;
     }
     describe_peer(c);
+    if (l->tls != NULL && tls_start(c, l->tls) < 0) {
+        conn_close(c);
+        return 0;
+    }
     conn_set_state(c, CONN_HEAD);
     conn_update_reading(c);
     return 0;

@@ -3,7 +3,8 @@
  * http/server.h - a small HTTP/1.1 server on one libuv loop, for the proxy's admin socket
  * (docs/reference/proxy.md §4.9) and the control plane's REST API (docs/reference/api.md §5).
  *
- * The server listens on TCP addresses and unix sockets, parses requests with http/h1 (strict,
+ * The server listens on TCP addresses (in the clear, or under mutual TLS: http/tls.h) and unix
+ * sockets, parses requests with http/h1 (strict,
  * origin-form targets only), buffers each request body whole in a capped buffer, and hands every
  * complete request to one handler as an exchange. The handler answers with sl_http_respond*()
  * exactly once, either before it returns or later from any callback on the same loop.
@@ -14,8 +15,8 @@
  * configurable (struct sl_http_server_config); errors the server answers itself carry a JSON
  * body {"<error_key>":"<text>"}.
  *
- * Lifecycle: sl_http_server_create() -> sl_http_server_listen_tcp()/_unix() -> requests run on
- * the loop -> sl_http_server_close() (idempotent) stops accepting, closes every connection and
+ * Lifecycle: sl_http_server_create() -> sl_http_server_listen_tcp()/_tls()/_unix() -> requests run
+ * on the loop -> sl_http_server_close() (idempotent) stops accepting, closes every connection and
  * calls `closed` once all memory and handles of the server are released. The loop must not be
  * closed before then.
  *
@@ -51,6 +52,7 @@
 #include "base/err.h"
 #include "base/slice.h"
 #include "http/h1.h"
+#include "http/tls.h"
 
 struct sl_http_server;   /* opaque */
 struct sl_http_exchange; /* opaque */
@@ -135,6 +137,14 @@ SL_MUST_CHECK int sl_http_server_create(uv_loop_t *loop, const struct sl_http_se
  * 0). Synchronous; call at startup. */
 SL_MUST_CHECK int sl_http_server_listen_tcp(struct sl_http_server *srv, const char *addr_port,
                                             char *err, size_t errlen);
+
+/* sl_http_server_listen_tcp() under TLS: every connection first completes a handshake with the
+ * context `tls` (a server context of http/tls.h, borrowed: it must outlive the server), which
+ * requires and verifies the client's certificate; a handshake that fails or does not complete
+ * within the header timeout closes the connection without a byte of HTTP. Requests then run as
+ * on any listener. */
+SL_MUST_CHECK int sl_http_server_listen_tls(struct sl_http_server *srv, const char *addr_port,
+                                            struct sl_http_tls *tls, char *err, size_t errlen);
 
 /* Listens on the unix socket `path`, whose file gets permission bits `mode` (e.g. 0600) before
  * the socket accepts anything: it is bound under the umask ~mode (the process umask is changed

@@ -15,6 +15,7 @@
 
 #include "base/list.h"
 #include "http/server.h"
+#include "http/tls.h"
 
 /* The chunk size of the request arenas (the parser's and each exchange's). */
 #define SL__HTTP_ARENA_CHUNK_BYTES ((size_t)4096)
@@ -40,6 +41,8 @@ struct sl__http_listener {
     struct sl_http_server *srv;
     enum sl__http_listener_state state;
     bool is_unix;
+    /* Borrowed (sl_http_server_listen_tls()); NULL for a listener in the clear. */
+    struct sl_http_tls *tls;
     /* The listening handle; initialised while state != SL__HTTP_LISTENER_FREE. */
     union sl__http_sock sock;
     /* A handle to accept a connection into only to refuse it (over the connection limit, or

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * http/server_listen.c - the server of http/server.h: its configuration, its listeners (TCP
- * and unix sockets, a spare handle to refuse connections beyond the limit), accepting into a
- * connection (http/server.c), and closing it all.
+ * http/server_listen.c - the server of http/server.h: its configuration, its listeners (TCP,
+ * TCP under TLS and unix sockets, a spare handle to refuse connections beyond the limit), accepting
+ * into a connection (http/server.c), and closing it all.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -63,7 +63,8 @@ static void listener_refuse(struct sl__http_listener *l)
     }
     l->spare_busy = true;
     srv->pending_closes++;
-    if (uv_accept(&l->sock.stream, &l->spare.stream) == 0) {
+    /* A TLS client would take the canned answer for a broken handshake: it only gets the close. */
+    if (uv_accept(&l->sock.stream, &l->spare.stream) == 0 && l->tls == NULL) {
         buf.base = srv->overload;
         buf.len = srv->overload_len;
         /* A fresh socket's send buffer takes this whole; a short write only cuts a 503. */
@@ -154,6 +155,7 @@ static struct sl__http_listener *listener_slot(struct sl_http_server *srv, bool 
         if (l->state == SL__HTTP_LISTENER_FREE && !l->spare_busy) {
             l->srv = srv;
             l->is_unix = is_unix;
+            l->tls = NULL;
             l->stalled = false;
             return l;
         }
@@ -349,8 +351,8 @@ static void record_tcp_port(struct sl__http_listener *l)
     }
 }
 
-int sl_http_server_listen_tcp(struct sl_http_server *srv, const char *addr_port, char *err,
-                              size_t errlen)
+static int listen_tcp(struct sl_http_server *srv, const char *addr_port, struct sl_http_tls *tls,
+                      char *err, size_t errlen)
 {
     struct sockaddr_storage ss;
     struct sl__http_listener *l;
@@ -370,6 +372,7 @@ int sl_http_server_listen_tcp(struct sl_http_server *srv, const char *addr_port,
         sl_errf(err, errlen, "too many listeners");
         return SL_ETOOBIG;
     }
+    l->tls = tls;
     rc = uv_tcp_init_ex(srv->loop, &l->sock.tcp, ss.ss_family);
     if (rc < 0) {
         sl_errf(err, errlen, "cannot listen on %s: %s", addr_port, uv_strerror(rc));
@@ -380,6 +383,22 @@ int sl_http_server_listen_tcp(struct sl_http_server *srv, const char *addr_port,
     SL_TRY(listen_after_bind(l, rc, addr_port, err, errlen));
     record_tcp_port(l);
     return 0;
+}
+
+int sl_http_server_listen_tcp(struct sl_http_server *srv, const char *addr_port, char *err,
+                              size_t errlen)
+{
+    return listen_tcp(srv, addr_port, NULL, err, errlen);
+}
+
+int sl_http_server_listen_tls(struct sl_http_server *srv, const char *addr_port,
+                              struct sl_http_tls *tls, char *err, size_t errlen)
+{
+    if (tls == NULL) {
+        sl_errf(err, errlen, "no TLS context for %s", addr_port);
+        return SL_EINVAL;
+    }
+    return listen_tcp(srv, addr_port, tls, err, errlen);
 }
 
 /* 1 when a server accepts connections on the unix socket `path`, 0 when none does (a stale

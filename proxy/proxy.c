@@ -87,6 +87,8 @@ struct proxy {
     uint64_t trim_seen;
     uint64_t trim_done;
     struct sl_http_server *admin;
+    /* The TLS context of --admin-listen, NULL without it. */
+    struct sl_http_tls *admin_tls;
     /* The DNS responder (--dns-listen), NULL without one or once it closed; `dns_stats` keeps
      * its counts when it has (/metrics). */
     struct sl_dnsd *dnsd;
@@ -1036,16 +1038,53 @@ static int start_main_handles(struct proxy *p)
     } else if (cfg->data_dir != NULL) {
         rc = join_path(p->admin_path, sizeof(p->admin_path), cfg->data_dir, "proxy.sock");
     } else {
-        return 0;
+        p->admin_path[0] = '\0';
+        rc = 0;
     }
-    if (rc == 0) {
-        rc = sl_http_server_create(&p->loop, &ac, on_admin_request, p, &p->admin);
+    if (rc < 0 || (p->admin_path[0] == '\0' && cfg->admin_listen == NULL)) {
+        return rc;
     }
-    if (rc == 0) {
+    rc = sl_http_server_create(&p->loop, &ac, on_admin_request, p, &p->admin);
+    if (rc == 0 && p->admin_path[0] != '\0') {
         rc = sl_http_server_listen_unix(p->admin, p->admin_path, 0600, err, sizeof(err));
         if (rc < 0) {
             sl_log(SL_LOG_ERROR, 0, "msg=\"cannot open the admin socket: %s\"", err);
         }
+    }
+    if (rc == 0 && cfg->admin_listen != NULL) {
+        rc = sl_http_server_listen_tls(p->admin, cfg->admin_listen, p->admin_tls, err, sizeof(err));
+        if (rc < 0) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"cannot open the admin listener: %s\"", err);
+        }
+    }
+    return rc;
+}
+
+/* The TLS context of --admin-listen (docs/reference/proxy.md §4.9), read before anything
+ * starts: a missing or unreadable file stops the proxy here. */
+static int setup_admin_tls(struct proxy *p)
+{
+    const struct sl_proxy_config *cfg = p->cfg;
+    const struct sl_http_tls_files files = {
+        .cert = cfg->admin_cert,
+        .key = cfg->admin_key,
+        .ca = cfg->admin_client_ca,
+        .crl = cfg->admin_crl,
+    };
+    char err[ERR_BYTES] = "";
+    int rc;
+
+    if (cfg->admin_listen == NULL) {
+        return 0;
+    }
+    if (files.cert == NULL || files.key == NULL || files.ca == NULL) {
+        sl_log(SL_LOG_ERROR, 0,
+               "msg=\"--admin-listen needs --admin-cert, --admin-key and --admin-client-ca\"");
+        return SL_EINVAL;
+    }
+    rc = sl_http_tls_create(&files, true, &p->admin_tls, err, sizeof(err));
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot set up the admin listener's TLS: %s\"", err);
     }
     return rc;
 }
@@ -1109,6 +1148,8 @@ static void teardown(struct proxy *p)
     SSL_CTX_free(p->shared.client_ctx);
     sl_addr_policy_destroy(p->shared.addrs);
     (void)uv_run(&p->loop, UV_RUN_DEFAULT);
+    /* The admin server borrowed it; it is gone with the loop's last handles. */
+    sl_http_tls_free(p->admin_tls);
     if (uv_loop_close(&p->loop) != 0) {
         sl_log(SL_LOG_WARN, 0, "msg=\"main loop closed with handles open\"");
     }
@@ -1138,6 +1179,9 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
         return rc;
     }
     rc = setup_tls(p);
+    if (rc == 0) {
+        rc = setup_admin_tls(p);
+    }
     if (rc == 0) {
         rc = setup_addresses(p, listens, &n_listens, dns);
     }
@@ -1190,11 +1234,12 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
         return rc;
     }
     sl_log(SL_LOG_INFO, 0,
-           "msg=\"proxy started\" listen=%s workers=%u policy=%s admin=%s transparent=%s "
-           "dns=%s",
+           "msg=\"proxy started\" listen=%s workers=%u policy=%s admin=%s admin_listen=%s "
+           "transparent=%s dns=%s",
            cfg->n_listen > 0 ? cfg->listen[0] : DEFAULT_LISTEN, p->n_started,
            p->snapshot != NULL ? "loaded" : "none (every request gets 503 no-policy)",
-           p->admin != NULL ? p->admin_path : "none",
+           p->admin_path[0] != '\0' ? p->admin_path : "none",
+           cfg->admin_listen != NULL ? cfg->admin_listen : "none",
            cfg->n_transparent > 0 ? cfg->transparent[0] : "none",
            cfg->n_dns_listen > 0 ? cfg->dns_listen[0] : "none");
     /* A Type=notify unit (the packaged sluice-proxy.service) is started once every listener

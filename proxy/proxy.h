@@ -5,9 +5,9 @@
  * The main thread loads the CA, the upstream trust and the first policy, starts `workers`
  * threads (each with its own libuv loop and its own SO_REUSEPORT listener per address, the
  * transparent ones of docs/reference/proxy.md §4.12 included), and then serves the admin
- * socket, the DNS responder (--dns-listen, proxy/dnsd.h), SIGHUP reloads and policy-file
- * changes. New snapshots are handed to every worker and the DNS responder; each request is
- * decided against the newest one.
+ * socket (and the same routes over mutual TLS with --admin-listen), the DNS responder
+ * (--dns-listen, proxy/dnsd.h), SIGHUP reloads and policy-file changes. New snapshots are handed to
+ * every worker and the DNS responder; each request is decided against the newest one.
  *
  * SIGUSR1 reopens the audit log (after a rotation). SIGTERM or SIGINT: the listeners and the
  * DNS responder close, requests in flight get `drain_s` seconds to finish, then everything
@@ -56,6 +56,14 @@ struct sl_proxy_config {
     const char *policy_file;
     /* `--admin-socket PATH`, or NULL (default DATA/proxy.sock when --data is given). */
     const char *admin_socket;
+    /* `--admin-listen ADDR:PORT`, or NULL: the admin routes over mutual TLS (http/tls.h) with
+     * `--admin-cert`/`--admin-key` (this proxy's), `--admin-client-ca` (the CA of the control
+     * plane's certificate) and, optionally, `--admin-crl` (read again when it changes). */
+    const char *admin_listen;
+    const char *admin_cert;
+    const char *admin_key;
+    const char *admin_client_ca;
+    const char *admin_crl;
     /* `--upstream-ca FILE`, or NULL. */
     const char *upstream_ca;
     /* `--resolve HOST:PORT:ADDR`, parsed. */

@@ -3,6 +3,12 @@
  * control/env/pusher.h - delivers policy snapshots to every proxy replica's admin socket
  * (docs/reference/proxy.md §4.9 `PUT /v1/snapshot`) and keeps them delivered.
  *
+ * A proxy is reached on a local unix socket, or over the network at `https://HOST:PORT` under
+ * mutual TLS (http/tls.h): the pusher shows the control plane's certificate and verifies the
+ * proxy's against the CA, the CRL and HOST before it sends a byte of HTTP, so a proxy whose
+ * certificate is wrong or revoked gets nothing and stays unreachable with the reason as its
+ * last error. Everything below holds for both kinds alike.
+ *
  * The control plane calls sl_pusher_push() after each committed change with the newest
  * snapshot; the pusher sends it to every proxy on its own schedule:
  *   - one request at a time per proxy; a newer snapshot pushed meanwhile replaces the pending
@@ -30,6 +36,7 @@
 #include <uv.h>
 
 #include "base/err.h"
+#include "http/tls.h"
 
 #define SL_PUSHER_TARGETS_MAX 16
 
@@ -50,11 +57,22 @@ struct sl_pusher_config {
     /* Optional (NULL for none): see sl_pusher_acked_fn. */
     sl_pusher_acked_fn *on_acked;
     void *acked_arg;
+    /* Admin URLs `https://HOST:PORT` of proxies on the network (borrowed during create;
+     * copied), after the sockets in the target order; together at most SL_PUSHER_TARGETS_MAX.
+     * HOST is a DNS name (resolved on the thread pool at each connection) or an IP literal. */
+    const char *const *urls;
+    size_t n_urls;
+    /* The client TLS context for the URLs (borrowed: it must outlive the pusher); required
+     * when there are URLs. */
+    struct sl_http_tls *tls;
 };
 
 /* What one proxy has, as far as the pusher knows. */
 struct sl_pusher_target_status {
+    /* The socket path, or NULL for a URL target. */
     const char *socket;
+    /* The URL, or NULL for a socket target. */
+    const char *url;
     /* Version the proxy acknowledged or reported, 0 when none. */
     int64_t acked_version;
     /* True while the last attempt to reach it failed. */
@@ -67,8 +85,11 @@ struct sl_pusher_target_status {
     const char *audit_error;
 };
 
+/* Returns 0, SL_ENOMEM, SL_ETOOBIG (too many targets) or SL_EINVAL (a path too long, a URL
+ * that is not https://HOST:PORT with nothing after it, URLs without a TLS context), with a
+ * sentence in `err` (`errlen` bytes, may be 0). */
 SL_MUST_CHECK int sl_pusher_create(uv_loop_t *loop, const struct sl_pusher_config *cfg,
-                                   struct sl_pusher **out);
+                                   struct sl_pusher **out, char *err, size_t errlen);
 
 /* Makes `json` (borrowed; copied) with `version` the snapshot to deliver. A version not
  * newer than the current one is ignored (returns SL_EEXIST). */
@@ -77,7 +98,8 @@ SL_MUST_CHECK int sl_pusher_push(struct sl_pusher *p, int64_t version, const voi
 /* The newest version handed to sl_pusher_push(), 0 before the first. */
 int64_t sl_pusher_version(const struct sl_pusher *p);
 
-/* Status of target `i` (0 ... n_sockets-1); strings borrowed until the next loop turn. */
+/* Status of target `i` (0 ... n_sockets+n_urls-1, sockets first); strings borrowed until the
+ * next loop turn. */
 void sl_pusher_target(const struct sl_pusher *p, size_t i, struct sl_pusher_target_status *out);
 
 /* The newest version every target has acknowledged (their minimum; 0 while one has none). */

@@ -98,8 +98,8 @@ void sl__api_overview(struct sl__api_call *c)
     (void)snprintf(c->res->overview_for, sizeof(c->res->overview_for), "%s", c->user.id);
 }
 
-/* {"socket","acknowledged_version","current","healthy","last_error"} of one proxy of the status
- * (its "snapshot"."proxies"), `version` the newest snapshot's. NULL when out of memory. */
+/* {"socket" or "url","acknowledged_version","current","healthy","last_error"} of one proxy of the
+ * status (its "snapshot"."proxies"), `version` the newest snapshot's. NULL when out of memory. */
 static json_t *proxy_item(const json_t *p, json_int_t version)
 {
     json_int_t acked = json_integer_value(json_object_get(p, "acknowledged_version"));
@@ -111,10 +111,11 @@ static json_t *proxy_item(const json_t *p, json_int_t version)
     if ((error == NULL || error[0] == '\0') && !audit_ok) {
         error = json_string_value(json_object_get(audit, "error"));
     }
-    return json_pack("{s:O?,s:I,s:b,s:b,s:s}", "socket", json_object_get(p, "socket"),
-                     "acknowledged_version", acked, "current", version > 0 && acked == version,
-                     "healthy", !json_is_true(json_object_get(p, "unreachable")) && audit_ok,
-                     "last_error", error != NULL ? error : "");
+    return json_pack("{s:O*,s:O*,s:I,s:b,s:b,s:s}", "socket", json_object_get(p, "socket"), "url",
+                     json_object_get(p, "url"), "acknowledged_version", acked, "current",
+                     version > 0 && acked == version, "healthy",
+                     !json_is_true(json_object_get(p, "unreachable")) && audit_ok, "last_error",
+                     error != NULL ? error : "");
 }
 
 /* The overview's "snapshot" and "proxies" from the status's "snapshot" (`snap`, borrowed; null or

@@ -119,8 +119,8 @@
       : el('span', { class: 'badge bad', 'data-testid': 'ov-proxy-health', text: 'unhealthy' });
     const version = p.current ? el('span', { class: 'badge ok', 'data-testid': 'ov-proxy-current', text: 'current' })
       : el('span', { class: 'badge warn', 'data-testid': 'ov-proxy-current', text: 'behind' });
-    return el('div', { class: 'ov-proxy', 'data-testid': 'ov-proxy', 'data-socket': p.socket, 'data-current': String(!!p.current), 'data-healthy': String(!!p.healthy) },
-      el('div', { class: 'mono ov-socket', text: p.socket }),
+    return el('div', { class: 'ov-proxy', 'data-testid': 'ov-proxy', 'data-socket': p.socket || p.url, 'data-current': String(!!p.current), 'data-healthy': String(!!p.healthy) },
+      el('div', { class: 'mono ov-socket', text: p.socket || p.url }),
       el('div', {}, health, ' ', version),
       el('div', { class: 'small', 'data-testid': 'ov-proxy-version', text: 'snapshot ' + p.acknowledged_version + ' acknowledged, newest ' + newest }),
       p.last_error ? el('div', { class: 'field-error', 'data-testid': 'ov-proxy-error', text: p.last_error }) : null);

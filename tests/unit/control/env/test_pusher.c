@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * tests/unit/control/env/test_pusher.c - snapshot delivery to proxy admin sockets: delivery,
- * replacement by newer snapshots, a proxy that is down then up, a proxy that restarted (and lost
- * its policy), refusals that must not be retried, and closing with a request in flight. The "proxy"
- * is an http/server on a unix socket in a temporary directory, on the same loop.
+ * tests/unit/control/env/test_pusher.c - snapshot delivery to proxy admin sockets and admin URLs:
+ * delivery, replacement by newer snapshots, a proxy that is down then up, a proxy that restarted
+ * (and lost its policy), refusals that must not be retried, and closing with a request in flight
+ * — each for a unix socket and for an https:// URL under mutual TLS; then what only TLS has: a
+ * proxy certificate that is revoked or names another host gets nothing (its status says why), a
+ * proxy that revoked the control plane's certificate refuses it, a URL with a host name. The
+ * "proxy" is an http/server on the same loop: on a unix socket in a temporary directory, or on a
+ * TLS listener of 127.0.0.1 with certificates of a PKI made there (certs/pki.h).
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -18,13 +23,19 @@
 #include <jansson.h>
 #include <uv.h>
 
+#include "certs/pki.h"
 #include "control/env/pusher.h"
 #include "http/server.h"
+#include "http/tls.h"
+#include "tests/support/tmpdir.h"
 
 struct fake {
     uv_loop_t *loop;
     struct sl_http_server *srv;
     char path[128];
+    /* A TLS listener at 127.0.0.1:`port` with `tls` instead of the socket when `tls` is set. */
+    struct sl_http_tls *tls;
+    int port;
     /* What the fake proxy has loaded (0: none), and the answer it gives to PUTs. */
     int64_t version;
     int put_status;
@@ -71,6 +82,14 @@ static void fake_start(struct fake *f)
     char err[256];
 
     assert_int_equal(sl_http_server_create(f->loop, NULL, on_request, f, &f->srv), 0);
+    if (f->tls != NULL) {
+        char addr[64];
+
+        (void)snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->port);
+        assert_int_equal(sl_http_server_listen_tls(f->srv, addr, f->tls, err, sizeof(err)), 0);
+        f->port = sl_http_server_port(f->srv);
+        return;
+    }
     assert_int_equal(sl_http_server_listen_unix(f->srv, f->path, 0600, err, sizeof(err)), 0);
 }
 
@@ -80,11 +99,29 @@ static void fake_stop(struct fake *f)
     f->srv = NULL;
 }
 
+/* What a test runs against: the proxy on a socket, or at a URL with these certificates. */
+struct mode {
+    bool tls;
+    /* The proxy's certificate names (ip or dns); the URL's host. */
+    const char *proxy_ip;
+    const char *proxy_dns;
+    const char *url_host;
+    /* Revoke the proxy's certificate (the pusher's CRL) or the control plane's (the proxy's)
+     * before anything runs. */
+    bool revoke_proxy;
+    bool revoke_control;
+};
+
+static struct mode by_socket = { .tls = false };
+static struct mode by_url = { .tls = true, .proxy_ip = "127.0.0.1", .url_host = "127.0.0.1" };
+
 struct world {
     uv_loop_t loop;
     char dir[64];
     struct fake fake;
     struct sl_pusher *p;
+    struct sl_http_tls *client_tls;
+    char url[128];
     /* What the acked callback reported last, and how often it ran. */
     int64_t acked_by_all;
     int acked_calls;
@@ -98,10 +135,76 @@ static void on_acked(void *arg, int64_t v)
     w->acked_calls++;
 }
 
-static void setup_world(struct world *w)
+static void on_tick(uv_timer_t *t);
+static void run_for(struct world *w, uint64_t ms);
+
+/* `dir`/`name` into `out`. */
+static const char *in_dir(char *out, size_t cap, const char *dir, const char *name)
+{
+    (void)snprintf(out, cap, "%s/%s", dir, name);
+    return out;
+}
+
+/* A PKI in `w->dir`/pki with a proxy and a control certificate, and both sides' contexts. */
+static void setup_tls(struct world *w, const struct mode *m)
+{
+    char pki[128];
+    char cert[192];
+    char key[192];
+    char ca[192];
+    char crl[192];
+    char err[512];
+    const char *ips[1] = { m->proxy_ip };
+    const char *dns[1] = { m->proxy_dns };
+    struct sl_pki_request pr = { .kind = SL_PKI_PROXY,
+                                 .name = "p1",
+                                 .ips = ips,
+                                 .n_ips = m->proxy_ip != NULL,
+                                 .dns = dns,
+                                 .n_dns = m->proxy_dns != NULL };
+    struct sl_pki_request cr = { .kind = SL_PKI_CONTROL, .name = "cp" };
+    struct sl_http_tls_files sf;
+    struct sl_http_tls_files cf;
+
+    (void)in_dir(pki, sizeof(pki), w->dir, "pki");
+    assert_int_equal(sl_pki_init(pki, err, sizeof(err)), 0);
+    assert_int_equal(sl_pki_issue(pki, &pr, NULL, 0, NULL, err, sizeof(err)), 0);
+    assert_int_equal(sl_pki_issue(pki, &cr, NULL, 0, NULL, err, sizeof(err)), 0);
+    if (m->revoke_proxy) {
+        assert_int_equal(sl_pki_revoke(pki, in_dir(cert, sizeof(cert), pki, "proxy-p1.pem"), NULL,
+                                       err, sizeof(err)),
+                         0);
+    }
+    if (m->revoke_control) {
+        assert_int_equal(sl_pki_revoke(pki, in_dir(cert, sizeof(cert), pki, "control-cp.pem"), NULL,
+                                       err, sizeof(err)),
+                         0);
+    }
+    (void)in_dir(ca, sizeof(ca), pki, "ca.pem");
+    (void)in_dir(crl, sizeof(crl), pki, "crl.pem");
+    sf = (struct sl_http_tls_files){ .cert = in_dir(cert, sizeof(cert), pki, "proxy-p1.pem"),
+                                     .key = in_dir(key, sizeof(key), pki, "proxy-p1.key"),
+                                     .ca = ca,
+                                     .crl = crl };
+    assert_int_equal(sl_http_tls_create(&sf, true, &w->fake.tls, err, sizeof(err)), 0);
+    cf = (struct sl_http_tls_files){ .cert = in_dir(cert, sizeof(cert), pki, "control-cp.pem"),
+                                     .key = in_dir(key, sizeof(key), pki, "control-cp.key"),
+                                     .ca = ca,
+                                     .crl = crl };
+    assert_int_equal(sl_http_tls_create(&cf, false, &w->client_tls, err, sizeof(err)), 0);
+    /* A free port for the proxy, kept across its restarts. */
+    fake_start(&w->fake);
+    fake_stop(&w->fake);
+    run_for(w, 20);
+    (void)snprintf(w->url, sizeof(w->url), "https://%s:%d", m->url_host, w->fake.port);
+}
+
+static void setup_world_mode(struct world *w, const struct mode *m)
 {
     const char *sockets[1];
-    struct sl_pusher_config cfg = { sockets, 1, 100, 1000, on_acked, NULL };
+    const char *urls[1];
+    struct sl_pusher_config cfg = { sockets, 1, 100, 1000, on_acked, NULL, NULL, 0, NULL };
+    char err[256];
 
     memset(w, 0, sizeof(*w));
     cfg.acked_arg = w;
@@ -112,7 +215,15 @@ static void setup_world(struct world *w)
     w->fake.loop = &w->loop;
     w->fake.put_status = 200;
     sockets[0] = w->fake.path;
-    assert_int_equal(sl_pusher_create(&w->loop, &cfg, &w->p), 0);
+    if (m->tls) {
+        setup_tls(w, m);
+        urls[0] = w->url;
+        cfg.n_sockets = 0;
+        cfg.urls = urls;
+        cfg.n_urls = 1;
+        cfg.tls = w->client_tls;
+    }
+    assert_int_equal(sl_pusher_create(&w->loop, &cfg, &w->p, err, sizeof(err)), 0);
 }
 
 static void on_pusher_closed(void *arg)
@@ -131,8 +242,10 @@ static void teardown_world(struct world *w)
     assert_int_equal(uv_run(&w->loop, UV_RUN_DEFAULT), 0);
     assert_int_equal(closed, 1);
     assert_int_equal(uv_loop_close(&w->loop), 0);
+    sl_http_tls_free(w->client_tls);
+    sl_http_tls_free(w->fake.tls);
     (void)unlink(w->fake.path);
-    (void)rmdir(w->dir);
+    assert_int_equal(sl_test_rmtree(w->dir), 0);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -169,8 +282,7 @@ static void delivers_the_newest_snapshot(void **state)
 {
     struct world w;
 
-    (void)state;
-    setup_world(&w);
+    setup_world_mode(&w, *state);
     fake_start(&w.fake);
     assert_int_equal(sl_pusher_push(w.p, 1, "{\"version\":1}", 13), 0);
     assert_int_equal(sl_pusher_push(w.p, 2, "{\"version\":2}", 13), 0);
@@ -192,8 +304,7 @@ static void retries_a_proxy_that_was_down(void **state)
     struct sl_pusher_target_status st;
     struct world w;
 
-    (void)state;
-    setup_world(&w);
+    setup_world_mode(&w, *state);
     assert_int_equal(sl_pusher_push(w.p, 7, "{\"version\":7}", 13), 0);
     run_for(&w, 300);
     sl_pusher_target(w.p, 0, &st);
@@ -212,8 +323,7 @@ static void redelivers_to_a_restarted_proxy_within_a_second(void **state)
 {
     struct world w;
 
-    (void)state;
-    setup_world(&w);
+    setup_world_mode(&w, *state);
     fake_start(&w.fake);
     assert_int_equal(sl_pusher_push(w.p, 3, "{\"version\":3}", 13), 0);
     run_for(&w, 300);
@@ -233,8 +343,7 @@ static void does_not_retry_a_refused_snapshot(void **state)
     struct sl_pusher_target_status st;
     struct world w;
 
-    (void)state;
-    setup_world(&w);
+    setup_world_mode(&w, *state);
     w.fake.put_status = 409;
     fake_start(&w.fake);
     assert_int_equal(sl_pusher_push(w.p, 4, "{\"version\":4}", 13), 0);
@@ -254,23 +363,156 @@ static void closes_with_a_request_in_flight(void **state)
 {
     struct world w;
 
-    (void)state;
-    setup_world(&w);
+    setup_world_mode(&w, *state);
     fake_start(&w.fake);
     assert_int_equal(sl_pusher_push(w.p, 1, "{\"version\":1}", 13), 0);
     /* No loop turn: the connect is pending when the pusher closes. */
     teardown_world(&w);
 }
 
+/* A proxy certificate that fails verification gets nothing: not a status poll, not a snapshot;
+ * the target is unreachable and says why. */
+static void refuses_a_proxy_certificate(const struct mode *m, const char *why)
+{
+    struct sl_pusher_target_status st;
+    struct world w;
+
+    setup_world_mode(&w, m);
+    fake_start(&w.fake);
+    assert_int_equal(sl_pusher_push(w.p, 1, "{\"version\":1}", 13), 0);
+    run_for(&w, 700);
+    assert_int_equal(w.fake.puts, 0);
+    assert_int_equal(w.fake.gets, 0);
+    sl_pusher_target(w.p, 0, &st);
+    assert_null(st.socket);
+    assert_string_equal(st.url, w.url);
+    assert_true(st.unreachable);
+    assert_int_equal(st.acked_version, 0);
+    assert_non_null(strstr(st.last_error, why));
+    assert_int_equal(sl_pusher_acked_by_all(w.p), 0);
+    teardown_world(&w);
+}
+
+static void refuses_a_revoked_proxy_certificate(void **state)
+{
+    const struct mode m = {
+        .tls = true, .proxy_ip = "127.0.0.1", .url_host = "127.0.0.1", .revoke_proxy = true
+    };
+
+    (void)state;
+    refuses_a_proxy_certificate(&m, "certificate revoked");
+}
+
+static void refuses_a_proxy_certificate_for_another_host(void **state)
+{
+    const struct mode m = { .tls = true, .proxy_ip = "127.0.0.2", .url_host = "127.0.0.1" };
+
+    (void)state;
+    refuses_a_proxy_certificate(&m, "IP address mismatch");
+}
+
+/* The proxy checks the control plane's certificate: revoked, the snapshot never lands. */
+static void a_proxy_refuses_a_revoked_control_certificate(void **state)
+{
+    const struct mode m = {
+        .tls = true, .proxy_ip = "127.0.0.1", .url_host = "127.0.0.1", .revoke_control = true
+    };
+    struct sl_pusher_target_status st;
+    struct world w;
+
+    (void)state;
+    setup_world_mode(&w, &m);
+    fake_start(&w.fake);
+    assert_int_equal(sl_pusher_push(w.p, 1, "{\"version\":1}", 13), 0);
+    run_for(&w, 700);
+    assert_int_equal(w.fake.puts, 0);
+    assert_int_equal(w.fake.version, 0);
+    sl_pusher_target(w.p, 0, &st);
+    assert_true(st.unreachable);
+    assert_non_null(strstr(st.last_error, "revoked"));
+    teardown_world(&w);
+}
+
+/* A host name is resolved and is what the certificate must name. */
+static void delivers_to_a_url_with_a_host_name(void **state)
+{
+    const struct mode m = { .tls = true, .proxy_dns = "localhost", .url_host = "localhost" };
+    struct world w;
+
+    (void)state;
+    setup_world_mode(&w, &m);
+    fake_start(&w.fake);
+    assert_int_equal(sl_pusher_push(w.p, 9, "{\"version\":9}", 13), 0);
+    run_for(&w, 600);
+    assert_int_equal(w.fake.version, 9);
+    assert_int_equal(sl_pusher_acked_by_all(w.p), 9);
+    teardown_world(&w);
+}
+
+/* Bad URLs and too many targets are refused at create, saying why. */
+static void refuses_bad_urls(void **state)
+{
+    const char *bad[] = { "http://127.0.0.1:1", "https://127.0.0.1", "https://127.0.0.1:1/x",
+                          "https://a@127.0.0.1:1", "127.0.0.1:1" };
+    const char *many[SL_PUSHER_TARGETS_MAX];
+    uv_loop_t loop;
+    struct sl_pusher *p = NULL;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct sl_pusher_config cfg = { .urls = &bad[i], .n_urls = 1, .tls = (void *)&loop };
+
+        err[0] = '\0';
+        assert_int_equal(sl_pusher_create(&loop, &cfg, &p, err, sizeof(err)), SL_EINVAL);
+        assert_non_null(strstr(err, "bad proxy admin URL"));
+    }
+    {
+        const char *ok = "https://127.0.0.1:1";
+        struct sl_pusher_config cfg = { .urls = &ok, .n_urls = 1 };
+
+        assert_int_equal(sl_pusher_create(&loop, &cfg, &p, err, sizeof(err)), SL_EINVAL);
+    }
+    for (size_t i = 0; i < SL_PUSHER_TARGETS_MAX; i++) {
+        many[i] = "/tmp/x.sock";
+    }
+    {
+        const char *ok = "https://127.0.0.1:1";
+        struct sl_pusher_config cfg = { .sockets = many,
+                                        .n_sockets = SL_PUSHER_TARGETS_MAX,
+                                        .urls = &ok,
+                                        .n_urls = 1,
+                                        .tls = (void *)&loop };
+
+        assert_int_equal(sl_pusher_create(&loop, &cfg, &p, err, sizeof(err)), SL_ETOOBIG);
+        assert_non_null(strstr(err, "at most 16"));
+    }
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(delivers_the_newest_snapshot),
-        cmocka_unit_test(retries_a_proxy_that_was_down),
-        cmocka_unit_test(redelivers_to_a_restarted_proxy_within_a_second),
-        cmocka_unit_test(does_not_retry_a_refused_snapshot),
-        cmocka_unit_test(closes_with_a_request_in_flight),
+        cmocka_unit_test_prestate(delivers_the_newest_snapshot, (void *)&by_socket),
+        cmocka_unit_test_prestate(retries_a_proxy_that_was_down, (void *)&by_socket),
+        cmocka_unit_test_prestate(redelivers_to_a_restarted_proxy_within_a_second,
+                                  (void *)&by_socket),
+        cmocka_unit_test_prestate(does_not_retry_a_refused_snapshot, (void *)&by_socket),
+        cmocka_unit_test_prestate(closes_with_a_request_in_flight, (void *)&by_socket),
+        cmocka_unit_test_prestate(delivers_the_newest_snapshot, (void *)&by_url),
+        cmocka_unit_test_prestate(retries_a_proxy_that_was_down, (void *)&by_url),
+        cmocka_unit_test_prestate(redelivers_to_a_restarted_proxy_within_a_second, (void *)&by_url),
+        cmocka_unit_test_prestate(does_not_retry_a_refused_snapshot, (void *)&by_url),
+        cmocka_unit_test_prestate(closes_with_a_request_in_flight, (void *)&by_url),
+        cmocka_unit_test(refuses_a_revoked_proxy_certificate),
+        cmocka_unit_test(refuses_a_proxy_certificate_for_another_host),
+        cmocka_unit_test(a_proxy_refuses_a_revoked_control_certificate),
+        cmocka_unit_test(delivers_to_a_url_with_a_host_name),
+        cmocka_unit_test(refuses_bad_urls),
     };
 
+    /* As the daemon does (http/server.h): a peer gone mid-write is an error, not the end. */
+    (void)signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
