@@ -98,6 +98,10 @@ static const char usage[] =
         "control flags (passed on to `sluice control`; see sluice control --help):\n"
         "  --proxy-admin-socket PATH   another proxy to push snapshots to (repeatable; the\n"
         "                              supervised proxy's DIR/proxy.sock is always there)\n"
+        "  --proxy-admin-url URL       a proxy on another machine to push snapshots to, over\n"
+        "                              mutual TLS (repeatable), with --proxy-admin-cert FILE,\n"
+        "                              --proxy-admin-key FILE, --proxy-admin-ca FILE and\n"
+        "                              optionally --proxy-admin-crl FILE (sluice pki)\n"
         "  --docker-socket PATH        the Docker API socket (default /var/run/docker.sock)\n"
         "  --network NAME              the container network (default sluice0)\n"
         "  --proxy-port PORT           the proxy's port on the network's gateway (default 3128)\n"
@@ -140,13 +144,31 @@ enum passed {
     PASS_JOB_CONCURRENCY,
     PASS_AUDIT_LOG,
     PASS_TRANSPARENT_PORT,
+    PASS_PROXY_ADMIN_CERT,
+    PASS_PROXY_ADMIN_KEY,
+    PASS_PROXY_ADMIN_CA,
+    PASS_PROXY_ADMIN_CRL,
     PASS_COUNT,
 };
 
 static const char *const passed_names[PASS_COUNT] = {
-    "--docker-socket",   "--network",   "--proxy-port",       "--subnet",           "--image",
-    "--git-url",         "--git-token", "--idle-timeout",     "--sandbox-lifetime", "--log-level",
-    "--job-concurrency", "--audit-log", "--transparent-port",
+    "--docker-socket",
+    "--network",
+    "--proxy-port",
+    "--subnet",
+    "--image",
+    "--git-url",
+    "--git-token",
+    "--idle-timeout",
+    "--sandbox-lifetime",
+    "--log-level",
+    "--job-concurrency",
+    "--audit-log",
+    "--transparent-port",
+    "--proxy-admin-cert",
+    "--proxy-admin-key",
+    "--proxy-admin-ca",
+    "--proxy-admin-crl",
 };
 
 /* The flags of `sluice control` that up refuses: they put sandboxes on a cluster, while up runs
@@ -167,6 +189,8 @@ struct up {
     const char *cluster[SL_ARRAY_LEN(cluster_names)];
     const char *sockets[SL_CONTROL_SOCKETS_MAX];
     size_t n_sockets;
+    const char *urls[SL_CONTROL_SOCKETS_MAX];
+    size_t n_urls;
     char **proxy_args;
     int n_proxy_args;
     /* --config: the file, and the proxy arguments its [proxy] section makes ("--KEY=VALUE",
@@ -327,7 +351,7 @@ static void free_args(struct up *u)
 static int parse_args(struct up *u, int argc, char **argv, bool *help)
 {
     int n_own = sl_sup_split_args(argc, argv);
-    struct sl_opt opts[PASS_COUNT + SL_ARRAY_LEN(cluster_names) + 6];
+    struct sl_opt opts[PASS_COUNT + SL_ARRAY_LEN(cluster_names) + 7];
     size_t n = 0;
     const char *pos[1];
     size_t n_pos = 0;
@@ -346,6 +370,11 @@ static int parse_args(struct up *u, int argc, char **argv, bool *help)
             (struct sl_opt){ "--restart-backoff", SL_OPT_VALUE, NULL, &u->backoff, NULL, NULL, 0 };
     opts[n++] = (struct sl_opt){
         "--proxy-admin-socket",    SL_OPT_LIST, NULL, NULL, u->sockets, &u->n_sockets,
+        SL_CONTROL_SOCKETS_MAX - 1
+    };
+    /* The control plane counts sockets and URLs together (its own check says so). */
+    opts[n++] = (struct sl_opt){
+        "--proxy-admin-url",       SL_OPT_LIST, NULL, NULL, u->urls, &u->n_urls,
         SL_CONTROL_SOCKETS_MAX - 1
     };
     for (size_t i = 0; i < PASS_COUNT; i++) {
@@ -956,6 +985,9 @@ static int build_argvs(struct up *u)
     add_opt(&c, "--proxy-admin-socket", u->sock);
     for (size_t i = 0; i < u->n_sockets; i++) {
         add_opt(&c, "--proxy-admin-socket", u->sockets[i]);
+    }
+    for (size_t i = 0; i < u->n_urls; i++) {
+        add_opt(&c, "--proxy-admin-url", u->urls[i]);
     }
     for (size_t i = 0; i < PASS_COUNT; i++) {
         if (u->passed[i] != NULL) {
