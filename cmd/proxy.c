@@ -35,6 +35,9 @@ static const char usage[] =
         "  --ca-cert FILE --ca-key FILE   the CA, instead of --data\n"
         "  --policy FILE             the policy snapshot (reloaded on SIGHUP and on change)\n"
         "  --admin-socket PATH       the admin socket (unix, mode 0600)\n"
+        "  --policy-lease S          drop a pushed snapshot and refuse everything (503\n"
+        "                            no-policy) when the control plane has not polled or pushed\n"
+        "                            for S seconds, until it pushes again (default: no lease)\n"
         "  --admin-listen ADDR:PORT  the admin routes over the network too, under mutual TLS\n"
         "                            (TLS 1.3, a client certificate required); needs:\n"
         "  --admin-cert FILE --admin-key FILE   this proxy's certificate and key\n"
@@ -83,6 +86,7 @@ struct raw {
     const char *upstream_timeout;
     const char *handshake_timeout;
     const char *cert_cache;
+    const char *policy_lease;
     const char *log_level;
     const char *data;
     const char *audit_failure;
@@ -100,6 +104,7 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
         { "--upstream-timeout", r->upstream_timeout, 1, 86400, &cfg->upstream_timeout_s },
         { "--handshake-timeout", r->handshake_timeout, 1, 86400, &cfg->tls_handshake_timeout_s },
         { "--cert-cache", r->cert_cache, 1, SL_LEAF_CACHE_MAX_CAPACITY, &cfg->cert_cache_entries },
+        { "--policy-lease", r->policy_lease, 1, 86400, &cfg->policy_lease_s },
         { "--transparent-port", r->transparent_port, 1, 65535, &cfg->transparent_port },
     };
     char err[256];
@@ -145,6 +150,12 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
             || cfg->admin_crl != NULL)) {
         sl_eprintf("%s: --admin-cert, --admin-key, --admin-client-ca and --admin-crl go with "
                    "--admin-listen",
+                   cmd);
+        return SL_CMD_USAGE;
+    }
+    if (cfg->policy_lease_s > 0 && cfg->policy_file != NULL) {
+        sl_eprintf("%s: --policy-lease is for snapshots the control plane pushes; --policy FILE "
+                   "has no one to renew it",
                    cmd);
         return SL_CMD_USAGE;
     }
@@ -205,6 +216,7 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
             { "--upstream-timeout", SL_OPT_VALUE, NULL, &r.upstream_timeout, NULL, NULL, 0 },
             { "--handshake-timeout", SL_OPT_VALUE, NULL, &r.handshake_timeout, NULL, NULL, 0 },
             { "--cert-cache", SL_OPT_VALUE, NULL, &r.cert_cache, NULL, NULL, 0 },
+            { "--policy-lease", SL_OPT_VALUE, NULL, &r.policy_lease, NULL, NULL, 0 },
             { "--log-level", SL_OPT_VALUE, NULL, &r.log_level, NULL, NULL, 0 },
         };
 

@@ -39,6 +39,7 @@
 #define POLL_POLICY_MS    1000
 #define DRAIN_CHECK_MS    100
 #define TRIM_TICK_MS      500
+#define LEASE_TICK_MS     250
 #define TRIM_BURST        256u
 #define WORKERS_MAX       64
 #define DEFAULT_LISTEN    "127.0.0.1:3128"
@@ -86,6 +87,11 @@ struct proxy {
     /* Connections opened (both sides) as of the last tick, and as of the last trim. */
     uint64_t trim_seen;
     uint64_t trim_done;
+    /* The policy lease (--policy-lease): checked every second; when the control plane was last
+     * heard from (the loop's clock, ms), and whether the lease ran out since the last push. */
+    uv_timer_t lease_timer;
+    uint64_t lease_heard_ms;
+    bool lease_expired;
     struct sl_http_server *admin;
     /* The TLS context of --admin-listen, NULL without it. */
     struct sl_http_tls *admin_tls;
@@ -108,6 +114,9 @@ static void publish(struct proxy *p, struct sl_snapshot *s)
 {
     sl_snapshot_unref(p->snapshot);
     p->snapshot = s;
+    /* A push is word from the control plane: the lease starts again. */
+    p->lease_expired = false;
+    p->lease_heard_ms = uv_now(&p->loop);
     for (unsigned i = 0; i < p->n_started; i++) {
         sl__worker_post_snapshot(&p->workers[i], sl_snapshot_ref(s));
     }
@@ -117,6 +126,36 @@ static void publish(struct proxy *p, struct sl_snapshot *s)
     sl_log(SL_LOG_INFO, 0, "msg=\"policy loaded\" version=%lld environments=%zu clients=%zu",
            (long long)sl_snapshot_version(s), sl_snapshot_env_count(s),
            sl_snapshot_client_count(s));
+}
+
+/* The policy lease ran out: no snapshot any more, anywhere in the process, until the next push.
+ * Fails closed: every request is then refused 503 no-policy and every relay and tunnel is
+ * checked again (and closes). */
+static void withdraw(struct proxy *p)
+{
+    sl_log(SL_LOG_ERROR, 0,
+           "msg=\"policy lease ran out: no word from the control plane; every request is refused "
+           "(503 no-policy) until it pushes again\" version=%lld lease_s=%u",
+           (long long)sl_snapshot_version(p->snapshot), p->cfg->policy_lease_s);
+    sl_snapshot_unref(p->snapshot);
+    p->snapshot = NULL;
+    p->lease_expired = true;
+    for (unsigned i = 0; i < p->n_started; i++) {
+        sl__worker_post_withdraw(&p->workers[i]);
+    }
+    if (p->dnsd != NULL) {
+        sl_dnsd_set_snapshot(p->dnsd, NULL);
+    }
+}
+
+static void on_lease_tick(uv_timer_t *t)
+{
+    struct proxy *p = t->data;
+
+    if (p->snapshot != NULL
+        && uv_now(&p->loop) - p->lease_heard_ms > (uint64_t)p->cfg->policy_lease_s * 1000u) {
+        withdraw(p);
+    }
 }
 
 static void log_errors(const char *origin, const struct sl_policy_errors *errs)
@@ -248,6 +287,12 @@ static void admin_status(struct proxy *p, struct sl_http_exchange *x,
         rc = sl_buf_printf(&b, "%lld", (long long)sl_snapshot_version(p->snapshot));
     } else if (rc == 0) {
         rc = sl_buf_append_str(&b, "null");
+    }
+    if (rc == 0 && p->cfg->policy_lease_s > 0) {
+        rc = sl_buf_printf(&b, ",\"policy_lease\":{\"seconds\":%u,\"expired\":%s}",
+                           p->cfg->policy_lease_s, p->lease_expired ? "true" : "false");
+    } else if (rc == 0) {
+        rc = sl_buf_append_str(&b, ",\"policy_lease\":null");
     }
     if (rc == 0) {
         rc = sl_buf_printf(
@@ -543,6 +588,11 @@ static void on_admin_request(struct sl_http_exchange *x, const struct sl_http_re
 {
     struct proxy *p = arg;
 
+    /* The control plane's poll and its pushes renew the policy lease; /metrics does not (a
+     * scraper is not the control plane). */
+    if (strcmp(req->path, "/v1/status") == 0 || strcmp(req->path, "/v1/snapshot") == 0) {
+        p->lease_heard_ms = uv_now(&p->loop);
+    }
     for (size_t i = 0; i < SL_ARRAY_LEN(admin_routes); i++) {
         const char *method = admin_routes[i].method;
 
@@ -876,6 +926,7 @@ static void close_main_handles(struct proxy *p)
     }
     uv_close((uv_handle_t *)&p->drain_timer, NULL);
     uv_close((uv_handle_t *)&p->trim_timer, NULL);
+    uv_close((uv_handle_t *)&p->lease_timer, NULL);
     if (p->admin != NULL) {
         sl_http_server_close(p->admin, NULL, NULL);
         p->admin = NULL;
@@ -1006,9 +1057,14 @@ static int start_main_handles(struct proxy *p)
     SL_BUG_ON(uv_signal_init(&p->loop, &p->sig_int) != 0);
     SL_BUG_ON(uv_timer_init(&p->loop, &p->drain_timer) != 0);
     SL_BUG_ON(uv_timer_init(&p->loop, &p->trim_timer) != 0);
+    SL_BUG_ON(uv_timer_init(&p->loop, &p->lease_timer) != 0);
     p->handles_live = true;
     p->trim_timer.data = p;
     (void)uv_timer_start(&p->trim_timer, on_trim_tick, TRIM_TICK_MS, TRIM_TICK_MS);
+    p->lease_timer.data = p;
+    if (p->cfg->policy_lease_s > 0) {
+        (void)uv_timer_start(&p->lease_timer, on_lease_tick, LEASE_TICK_MS, LEASE_TICK_MS);
+    }
     p->sig_hup.data = p;
     p->sig_usr1.data = p;
     p->sig_term.data = p;

@@ -87,6 +87,11 @@ struct sl_proxy_config {
     unsigned send_timeout_s;
     unsigned upstream_timeout_s;
     unsigned tls_handshake_timeout_s;
+    /* `--policy-lease S`: a snapshot pushed through the admin interface stays in force only while
+     * the control plane keeps in touch (a GET /v1/status or PUT /v1/snapshot at least every S
+     * seconds); past that the proxy drops it and refuses everything (503 no-policy) until the
+     * next push. 0 (the default): no lease. Not with `policy_file`. */
+    unsigned policy_lease_s;
     /* `--cert-cache N`: minted leaves kept (certs/cache.h); 0 means the cache's default. */
     unsigned cert_cache_entries;
     /* Seconds requests in flight get after SIGTERM. */

@@ -175,10 +175,12 @@ struct sl__worker {
     /* Draining: listeners closed, connections finish their request and close. */
     bool draining;
     struct sl__counters counters;
-    /* Mailbox from the main thread, under mail_lock: a newer snapshot (a reference), and a
-     * request to drain or to stop. */
+    /* Mailbox from the main thread, under mail_lock: a newer snapshot (a reference), or none
+     * at all any more (`mail_withdraw`: the policy lease ran out), and a request to drain or to
+     * stop. */
     pthread_mutex_t mail_lock;
     struct sl_snapshot *mail_snapshot;
+    bool mail_withdraw;
     bool mail_drain;
     bool mail_stop;
 };

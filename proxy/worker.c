@@ -115,16 +115,19 @@ static void on_wake(uv_async_t *a)
 {
     struct sl__worker *w = a->data;
     struct sl_snapshot *snap;
+    bool withdraw;
     bool drain;
     bool stop;
 
     pthread_mutex_lock(&w->mail_lock);
     snap = w->mail_snapshot;
     w->mail_snapshot = NULL;
+    withdraw = w->mail_withdraw;
+    w->mail_withdraw = false;
     drain = w->mail_drain;
     stop = w->mail_stop;
     pthread_mutex_unlock(&w->mail_lock);
-    if (snap != NULL) {
+    if (snap != NULL || (withdraw && w->snapshot != NULL)) {
         sl_snapshot_unref(w->snapshot);
         w->snapshot = snap;
         sl__conn_policy_changed(w);
@@ -236,6 +239,17 @@ void sl__worker_post_snapshot(struct sl__worker *w, struct sl_snapshot *s)
     pthread_mutex_lock(&w->mail_lock);
     sl_snapshot_unref(w->mail_snapshot);
     w->mail_snapshot = s;
+    w->mail_withdraw = false;
+    pthread_mutex_unlock(&w->mail_lock);
+    (void)uv_async_send(&w->wake);
+}
+
+void sl__worker_post_withdraw(struct sl__worker *w)
+{
+    pthread_mutex_lock(&w->mail_lock);
+    sl_snapshot_unref(w->mail_snapshot);
+    w->mail_snapshot = NULL;
+    w->mail_withdraw = true;
     pthread_mutex_unlock(&w->mail_lock);
     (void)uv_async_send(&w->wake);
 }

@@ -35,6 +35,10 @@ SL_MUST_CHECK int sl__worker_start(struct sl__worker *w);
 /* Hands `s` (a new reference, taken over) to the worker; it uses it for the next request. */
 void sl__worker_post_snapshot(struct sl__worker *w, struct sl_snapshot *s);
 
+/* Takes the worker's snapshot away: from the next request on it has none (503 no-policy), and
+ * its relays and tunnels are checked again (they close). A later post_snapshot undoes it. */
+void sl__worker_post_withdraw(struct sl__worker *w);
+
 /* Asks the worker to drain, or to stop. */
 void sl__worker_post_drain(struct sl__worker *w);
 void sl__worker_post_stop(struct sl__worker *w);
