@@ -28,7 +28,15 @@
 
 static const char *kind_name(enum sl_pki_kind kind)
 {
-    return kind == SL_PKI_PROXY ? "proxy" : "control";
+    switch (kind) {
+    case SL_PKI_PROXY:
+        return "proxy";
+    case SL_PKI_ENGINE:
+        return "engine";
+    case SL_PKI_CONTROL:
+    default:
+        return "control";
+    }
 }
 
 /* ---- Checks of what a person typed ---- */
@@ -106,8 +114,14 @@ static int check_request(const struct sl_pki_request *r, char *err, size_t errle
     }
     if (r->kind == SL_PKI_CONTROL && r->n_ips + r->n_dns > 0) {
         sl__certs_seterr(err, errlen,
-                         "--ip and --dns are for proxy certificates; the control plane's names "
-                         "nobody dials");
+                         "--ip and --dns are for proxy and engine certificates; the control "
+                         "plane's names nobody dials");
+        return SL_EINVAL;
+    }
+    if (r->kind == SL_PKI_ENGINE && r->n_ips + r->n_dns == 0) {
+        sl__certs_seterr(err, errlen,
+                         "an engine certificate needs at least one --ip or --dns: the address "
+                         "the control plane dials (the node's address, its Status.Addr)");
         return SL_EINVAL;
     }
     if (r->kind == SL_PKI_PROXY && r->n_ips + r->n_dns == 0) {
@@ -436,10 +450,10 @@ static int build_leaf(X509 *x, EVP_PKEY *key, const struct sl_ca *ca,
     SL_TRY(sl__certs_add_ext(cacert, x, NID_basic_constraints, "critical,CA:FALSE"));
     SL_TRY(sl__certs_add_ext(cacert, x, NID_key_usage, "critical,digitalSignature"));
     SL_TRY(sl__certs_add_ext(cacert, x, NID_ext_key_usage,
-                             r->kind == SL_PKI_PROXY ? "serverAuth" : "clientAuth"));
+                             r->kind == SL_PKI_CONTROL ? "clientAuth" : "serverAuth"));
     SL_TRY(sl__certs_add_ext(cacert, x, NID_subject_key_identifier, "hash"));
     SL_TRY(sl__certs_add_ext(cacert, x, NID_authority_key_identifier, "keyid:always"));
-    if (r->kind == SL_PKI_PROXY) {
+    if (r->kind != SL_PKI_CONTROL) {
         SL_TRY(add_san(x, r));
     }
     SL_ENSURE(X509_sign(x, sl_ca_key(ca), EVP_sha256()) > 0, SL_ECRYPTO);

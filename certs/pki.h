@@ -15,9 +15,11 @@
  *   proxy-NAME.pem/.key  a proxy's leaf and key (key 0600): serverAuth, its addresses and names
  *                        in the subjectAltName
  *   control-NAME.pem/.key  the control plane's leaf and key: clientAuth
+ *   engine-NAME.pem/.key   a container engine's leaf and key (a Swarm node's Docker daemon,
+ *                        docs/scale-lab.md): serverAuth, its addresses in the subjectAltName
  *   issued/SERIAL.pem    a copy of every leaf issued (what `sluice pki list` reads, and how a
  *                        serial is known to be this CA's)
- * Leaves are "O=sluice, OU=proxy|control, CN=NAME", ECDSA P-256 keys of their own,
+ * Leaves are "O=sluice, OU=proxy|control|engine, CN=NAME", ECDSA P-256 keys of their own,
  * basicConstraints critical CA:FALSE, keyUsage critical digitalSignature, subject and authority
  * key identifiers, a random 128-bit serial, valid from one day back for `days` days (clamped
  * inside the CA's validity). Every file is written whole (temporary, sync, rename).
@@ -49,8 +51,11 @@
 enum sl_pki_kind {
     /* A proxy's admin listener: serverAuth. */
     SL_PKI_PROXY = 0,
-    /* The control plane as the proxies' client: clientAuth. */
+    /* The control plane as the proxies' (and the engines') client: clientAuth. */
     SL_PKI_CONTROL,
+    /* A container engine's API on another host (a Swarm node's dockerd --tlsverify, which
+     * requires a client certificate of this CA: the control plane's): serverAuth. */
+    SL_PKI_ENGINE,
 };
 
 /* What to issue. */
@@ -59,7 +64,7 @@ struct sl_pki_request {
     /* 1-SL_PKI_NAME_MAX of A-Z a-z 0-9 '.' '_' '-', not starting with '.' or '-'. */
     const char *name;
     /* IP literals (IPv4 or IPv6 without brackets) and DNS names for the subjectAltName (proxy
-     * only; a proxy needs at least one of either). */
+     * and engine only; they need at least one of either). */
     const char *const *ips;
     size_t n_ips;
     const char *const *dns;
@@ -75,7 +80,7 @@ struct sl_pki_request {
 struct sl_pki_entry {
     /* Uppercase hex, no leading zeros (as `openssl x509 -serial` prints it). */
     char serial[SL_PKI_SERIAL_HEX_MAX + 1];
-    /* "proxy" or "control" (the OU). */
+    /* "proxy", "control" or "engine" (the OU). */
     char kind[16];
     char name[SL_PKI_NAME_MAX + 1];
     time_t not_after;

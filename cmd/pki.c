@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cmd/pki.c - `sluice pki init|issue|revoke|list`: the control channel's CA, the certificates of
- * proxies and of the control plane, revocation (certs/pki.h).
+ * proxies, of the control plane and of container engines on other hosts, revocation
+ * (certs/pki.h).
  *
  * Options go through cmd/opts.h (no abbreviations, no global state).
  */
@@ -31,6 +32,8 @@ static const char pki_usage[] =
         "  issue DIR proxy NAME --ip ADDR... --dns NAME...\n"
         "                                    a proxy's certificate (DIR/proxy-NAME.pem, .key)\n"
         "  issue DIR control NAME            the control plane's (DIR/control-NAME.pem, .key)\n"
+        "  issue DIR engine NAME --ip ADDR... --dns NAME...\n"
+        "                                    a Swarm node's Docker daemon's (DIR/engine-NAME.pem)\n"
         "  revoke DIR CERTFILE|SERIAL        add a certificate to DIR/crl.pem\n"
         "  list DIR                          every certificate issued: serial, kind, name,\n"
         "                                    not-after, revoked\n"
@@ -51,15 +54,20 @@ static const char init_usage[] =
 static const char issue_usage[] =
         "usage: sluice pki issue DIR proxy NAME (--ip ADDR | --dns NAME)... [--days N] [--force]\n"
         "       sluice pki issue DIR control NAME [--days N] [--force]\n"
+        "       sluice pki issue DIR engine NAME (--ip ADDR | --dns NAME)... [--days N] [--force]\n"
         "\n"
         "Issues a certificate with the CA in DIR and writes DIR/KIND-NAME.pem (0644) and\n"
         "DIR/KIND-NAME.key (0600). A proxy's certificate (serverAuth) names the addresses and\n"
         "host names the control plane dials (the host of its --proxy-admin-url); the control\n"
-        "plane's (clientAuth) is what it shows the proxies.\n"
+        "plane's (clientAuth) is what it shows the proxies and the engines. An engine's\n"
+        "(serverAuth) is a Swarm node's Docker daemon's (dockerd --tlsverify --tlscert, with\n"
+        "DIR/ca.pem as --tlscacert: it then requires the control plane's certificate); it names\n"
+        "the node's address (sluice control --swarm-*). Docker reads no CRL: revoking an\n"
+        "engine's or the control plane's certificate does not reach the daemons.\n"
         "\n"
         "options:\n"
-        "  --ip ADDR   an IPv4 or IPv6 address of the proxy (repeatable)\n"
-        "  --dns NAME  a DNS name of the proxy (repeatable)\n"
+        "  --ip ADDR   an IPv4 or IPv6 address of the proxy or engine (repeatable)\n"
+        "  --dns NAME  a DNS name of the proxy or engine (repeatable)\n"
         "  --days N    validity in days (default 365, at most 3650)\n"
         "  --force     replace existing files of that kind and name (the old certificate stays\n"
         "              valid until revoked)\n"
@@ -158,7 +166,7 @@ static int cmd_issue(int argc, char **argv)
         return rc == SL_CMD_OK ? finish_output("pki issue") : rc;
     }
     if (n_pos != 3) {
-        sl_eprintf("pki issue: needs DIR, proxy or control, and NAME (see sluice pki issue "
+        sl_eprintf("pki issue: needs DIR, proxy, control or engine, and NAME (see sluice pki issue "
                    "--help)");
         return SL_CMD_USAGE;
     }
@@ -167,8 +175,10 @@ static int cmd_issue(int argc, char **argv)
         req.kind = SL_PKI_PROXY;
     } else if (strcmp(pos[1], "control") == 0) {
         req.kind = SL_PKI_CONTROL;
+    } else if (strcmp(pos[1], "engine") == 0) {
+        req.kind = SL_PKI_ENGINE;
     } else {
-        sl_eprintf("pki issue: the kind is proxy or control, not '%s'", pos[1]);
+        sl_eprintf("pki issue: the kind is proxy, control or engine, not '%s'", pos[1]);
         return SL_CMD_USAGE;
     }
     if (days != NULL

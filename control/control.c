@@ -102,6 +102,16 @@ struct daemon {
     struct sl_launcher *launcher;
     char fw_table[80];
     bool fw_installed;
+
+    /* The Swarm launcher's proxies: each node's address, its proxy's on the overlay, and the
+     * pusher target (its admin URL names one of the two) that feeds it, -1 for none. */
+    struct swarm_node {
+        char node[INET6_ADDRSTRLEN];
+        char proxy[INET6_ADDRSTRLEN];
+        int target;
+    } swarm_nodes[SL_CONTROL_SWARM_PROXIES_MAX];
+
+    size_t n_swarm_nodes;
     /* The job pool and schedules (NULL when it could not be created). */
     struct sl_jobs *jobs;
     /* The git platform: repositories, roles, credentials. */
@@ -589,14 +599,51 @@ static void on_sandboxes_changed(void *arg)
     start_build(arg);
 }
 
-static void on_acked(void *arg, int64_t version)
+/* What the proxy of the Swarm node at `node` acknowledged and holds now: 0 when it is not
+ * fed by any target, or its target is unreachable (swarm.h sl_swarm_proxy_acked_fn). */
+static int64_t swarm_node_acked(void *arg, const char *node)
 {
     struct daemon *d = arg;
 
+    for (size_t i = 0; d->pusher != NULL && i < d->n_swarm_nodes; i++) {
+        const struct swarm_node *n = &d->swarm_nodes[i];
+        struct sl_pusher_target_status t;
+
+        if (strcmp(n->node, node) != 0 || n->target < 0) {
+            continue;
+        }
+        sl_pusher_target(d->pusher, (size_t)n->target, &t);
+        return t.unreachable ? 0 : t.acked_version;
+    }
+    return 0;
+}
+
+static void on_acked(void *arg, int64_t version)
+{
+    struct daemon *d = arg;
+    int64_t one = version;
+
+    if (d->n_swarm_nodes > 0) {
+        /* A create waits for one node's proxy; the launcher places it on such a node. */
+        one = 0;
+        for (size_t i = 0; i < d->n_swarm_nodes; i++) {
+            int64_t v = swarm_node_acked(d, d->swarm_nodes[i].node);
+
+            one = v > one ? v : one;
+        }
+    }
     if (d->sandboxes != NULL) {
-        sl_sandboxes_acked(d->sandboxes, version);
+        sl_sandboxes_acked(d->sandboxes, version, one);
     }
     check_waits(d);
+}
+
+/* Sandboxes need a proxy to push to: one on this host's admin socket, or for the Swarm
+ * launcher the nodes' proxies at their admin URLs too. */
+static bool sandboxes_asked(const struct sl_control_config *cfg)
+{
+    return cfg->n_proxy_admin_sockets > 0
+           || (cfg->launcher == SL_CONTROL_LAUNCHER_SWARM && cfg->n_proxy_admin_urls > 0);
 }
 
 static void on_api_status(void *arg, json_t *doc)
@@ -681,7 +728,7 @@ static bool on_api_ready(void *arg, json_t *doc)
                                                     "snapshot"));
         }
     }
-    if (d->cfg->n_proxy_admin_sockets == 0 || docker == NULL || stat(docker, &st) != 0) {
+    if (!sandboxes_asked(d->cfg) || docker == NULL || stat(docker, &st) != 0) {
         /* No sandboxes asked for, or no Docker daemon installed here: the rest works. */
         (void)json_object_set_new(doc, "docker", json_string("not needed"));
     } else if (d->sandboxes != NULL && sb != NULL) {
@@ -884,6 +931,52 @@ static int docker_host_network(struct daemon *d, const struct sl_control_config 
  * hosts, whose own proxies answer them. */
 #define SWARM_RECONCILE_MS 2000u
 
+/* Copies HOST of the pusher target `url` (`https://HOST:PORT`, brackets dropped) to `out`. */
+static void url_host(const char *url, char *out, size_t cap)
+{
+    const char *h = url != NULL && strncmp(url, "https://", 8) == 0 ? url + 8 : "";
+    const char *colon = strrchr(h, ':');
+    size_t n = colon != NULL ? (size_t)(colon - h) : strlen(h);
+
+    if (n >= 2 && h[0] == '[' && h[n - 1] == ']') {
+        h++;
+        n -= 2;
+    }
+    (void)snprintf(out, cap, "%.*s", (int)n, h);
+}
+
+/* Which --proxy-admin-url feeds each node's proxy: the one whose host is the node's address
+ * (the proxy's admin port published on its node) or the proxy's own address. A node without
+ * one never gets a sandbox: nothing would tell that its proxy holds the sandbox's entry. */
+static void swarm_map_targets(struct daemon *d, const struct sl_swarm_proxy *proxies, size_t n)
+{
+    d->n_swarm_nodes = 0;
+    for (size_t i = 0; i < n && i < SL_CONTROL_SWARM_PROXIES_MAX; i++) {
+        struct swarm_node *sn = &d->swarm_nodes[d->n_swarm_nodes++];
+
+        (void)snprintf(sn->node, sizeof(sn->node), "%s", proxies[i].node);
+        (void)snprintf(sn->proxy, sizeof(sn->proxy), "%s", proxies[i].proxy);
+        sn->target = -1;
+        for (size_t k = 0; d->pusher != NULL && k < sl_pusher_targets(d->pusher); k++) {
+            struct sl_pusher_target_status t;
+            char host[300];
+
+            sl_pusher_target(d->pusher, k, &t);
+            url_host(t.url, host, sizeof(host));
+            if (strcmp(host, sn->node) == 0 || strcmp(host, sn->proxy) == 0) {
+                sn->target = (int)k;
+                break;
+            }
+        }
+        if (sn->target < 0) {
+            sl_log(SL_LOG_WARN, 0,
+                   "msg=\"no --proxy-admin-url names this node or its proxy: no sandbox will be "
+                   "placed on it\" node=%s proxy=%s",
+                   sn->node, sn->proxy);
+        }
+    }
+}
+
 static int swarm_launcher(struct daemon *d, const struct sl_control_config *cfg,
                           struct sl_sandboxes_config *sc, char *err, size_t errlen)
 {
@@ -900,6 +993,8 @@ static int swarm_launcher(struct daemon *d, const struct sl_control_config *cfg,
         .encrypted = sw->encrypted,
         .proxies = proxies,
         .n_proxies = sw->n_proxies,
+        .proxy_acked = swarm_node_acked,
+        .proxy_acked_arg = d,
     };
     int rc;
 
@@ -916,6 +1011,7 @@ static int swarm_launcher(struct daemon *d, const struct sl_control_config *cfg,
         *eq = '\0';
         proxies[i] = (struct sl_swarm_proxy){ text[i], eq + 1 };
     }
+    swarm_map_targets(d, proxies, sw->n_proxies);
     rc = sl_swarm_launcher_create(&d->loop, &c, &d->launcher);
     if (rc < 0) {
         (void)snprintf(err, errlen, "cannot create the Swarm client: %s", sl_strerror(rc));
@@ -940,7 +1036,7 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
     bool swarm = cfg->launcher == SL_CONTROL_LAUNCHER_SWARM;
     int rc;
 
-    if (cfg->n_proxy_admin_sockets == 0) {
+    if (!sandboxes_asked(cfg)) {
         sl_log(SL_LOG_INFO, 0, "msg=\"sandboxes are off: no --proxy-admin-socket\"");
         return;
     }

@@ -9,7 +9,9 @@
 #           pairs. In each node's namespace a dockerd of its own (/usr/sbin/dockerd, data root
 #           /var/tmp/slsw-nN/data, exec root /var/tmp/slsw-nN/exec, its own managed containerd,
 #           pidfile, unix socket /var/tmp/slsw-nN/docker.sock, and TCP 10.213.200.1N:2376 with
-#           --tlsverify against the lab's CA in /var/tmp/slsw-pki), a `docker swarm init` on
+#           --tlsverify against the lab's CA in /var/tmp/slsw-pki, made by `sluice pki`: the
+#           binary is SLSW_SLUICE, else `sluice` on the PATH; engine-slsw-nN.pem/.key per node,
+#           control-slsw-control.pem/.key the client's), a `docker swarm init` on
 #           node 1 and a `swarm join` of node 2, the image SLSW_IMAGE (default
 #           sluice/sandbox:bookworm) copied from the host's daemon into both, and the overlay
 #           network slsw-ov (attachable, --internal, 10.213.210.0/24; encrypted when
@@ -30,6 +32,8 @@ set -euo pipefail
 
 lab=/var/tmp/slsw
 pki=/var/tmp/slsw-pki
+# The sluice binary that issues the lab's certificates (`sluice pki`).
+sluice=${SLSW_SLUICE:-$(command -v sluice || true)}
 img=${SLSW_IMAGE:-sluice/sandbox:bookworm}
 ov=slsw-ov
 ov_subnet=10.213.210.0/24
@@ -63,36 +67,18 @@ ping_ok() {
 
 ms_now() { date +%s%3N; }
 
-# pki : the lab's CA, a server certificate per node (its address as IP SAN) and one client
-# certificate, all ECDSA P-256, made with openssl.
+# pki : the lab's certificates, issued by `sluice pki` (docs/reference/cli.md §1.10): its CA, an
+# engine certificate per node (serverAuth, its address as IP SAN), which each node's dockerd
+# shows, and the control plane's client certificate (clientAuth), which each dockerd requires.
+# Proxies' certificates come from the same CA (`sluice pki issue $pki proxy NAME --ip ...`).
 pki() {
-  local n cn
-  mkdir -p "$pki"
-  chmod 700 "$pki"
+  local n
   [ -f "$pki/ca.pem" ] && return 0
-  openssl ecparam -name prime256v1 -genkey -noout -out "$pki/ca-key.pem"
-  openssl req -x509 -new -key "$pki/ca-key.pem" -sha256 -days 2 -subj /CN=slsw-lab-ca \
-    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign \
-    -out "$pki/ca.pem" 2>/dev/null
-  for n in 1 2 client; do
-    if [ "$n" = client ]; then
-      cn=slsw-control
-    else
-      cn=slsw-n$n
-    fi
-    openssl ecparam -name prime256v1 -genkey -noout -out "$pki/$n-key.pem"
-    openssl req -new -key "$pki/$n-key.pem" -subj "/CN=$cn" -out "$pki/$n.csr" 2>/dev/null
-    if [ "$n" = client ]; then
-      printf 'extendedKeyUsage=clientAuth\nkeyUsage=critical,digitalSignature\n' >"$pki/$n.ext"
-    else
-      printf 'extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature\nsubjectAltName=IP:%s,DNS:slsw-n%s\n' \
-        "$(node_addr "$n")" "$n" >"$pki/$n.ext"
-    fi
-    openssl x509 -req -in "$pki/$n.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca-key.pem" \
-      -CAcreateserial -days 2 -sha256 -extfile "$pki/$n.ext" -out "$pki/$n.pem" 2>/dev/null
-    rm -f "$pki/$n.csr" "$pki/$n.ext"
+  "$sluice" pki init "$pki" >/dev/null
+  for n in 1 2; do
+    "$sluice" pki issue "$pki" engine "slsw-n$n" --ip "$(node_addr "$n")" --days 2 >/dev/null
   done
-  chmod 600 "$pki"/*-key.pem
+  "$sluice" pki issue "$pki" control slsw-control --days 2 >/dev/null
 }
 
 net_up() {
@@ -141,7 +127,8 @@ dockerd_up() {
     --config-file "$d/daemon.json" \
     --data-root "$d/data" --exec-root "$d/exec" --pidfile "$d/dockerd.pid" \
     -H "unix://$(node_sock "$n")" -H "tcp://$(node_addr "$n"):2376" \
-    --tlsverify --tlscacert "$pki/ca.pem" --tlscert "$pki/$n.pem" --tlskey "$pki/$n-key.pem" \
+    --tlsverify --tlscacert "$pki/ca.pem" --tlscert "$pki/engine-slsw-n$n.pem" \
+    --tlskey "$pki/engine-slsw-n$n.key" \
     --storage-driver "$sd" --cgroup-parent "slsw-n$n" \
     --bip "10.213.20$n.1/24" --default-address-pool "base=10.213.$((216 + n * 8)).0/21,size=24" \
     --log-level info </dev/null >"$d/dockerd.log" 2>&1 &
@@ -163,6 +150,8 @@ start() {
   if ip netns list | grep -q '^slsw-'; then
     die "a lab is up already (or left over): tools/swarm-lab.sh stop first"
   fi
+  [ -n "$sluice" ] && [ -x "$sluice" ] ||
+    die "no sluice binary to issue the lab's certificates: set SLSW_SLUICE=PATH"
   t0=$(ms_now)
   pki
   net_up
@@ -304,7 +293,7 @@ docker)
   dk "$n" "$@"
   ;;
 -h | --help)
-  sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,30p' "$0" | sed 's/^# \{0,1\}//'
   ;;
 *)
   echo "usage: tools/swarm-lab.sh start|stop|status | node-stop N | node-start N | docker N ARGS..." >&2

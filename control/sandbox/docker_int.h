@@ -39,6 +39,7 @@
 #include "control/sandbox/docker.h"
 #include "control/sandbox/dockerframe.h"
 #include "control/sandbox/launcher.h"
+#include "control/sandbox/swarm.h"
 
 /* The longest unix socket path (sun_path less its terminator). */
 #define SL__DOCKER_SOCKET_PATH_MAX 107u
@@ -197,6 +198,9 @@ struct sl__docker_op {
     char *config_id;
     char *config_data;
     int task_polls;
+    /* swarm.c placement: the snapshot version the chosen node's proxy must hold (the spec's
+     * snapshot_version). */
+    int64_t snapshot_version;
     /* One more request header line ("Name: value", owned, wiped when freed: it may carry a
      * credential), sent with every request of the operation; NULL for none. */
     char *extra_hdr;
@@ -242,6 +246,9 @@ struct sl_docker {
     struct sl__swarm_proxy *swarm_proxies;
     size_t n_swarm_proxies;
     size_t swarm_turn;
+    /* swarm.c: what a node's proxy acknowledged (sl_swarm_config proxy_acked); NULL: not asked. */
+    sl_swarm_proxy_acked_fn *swarm_proxy_acked;
+    void *swarm_proxy_acked_arg;
     CURLM *multi;
     /* libcurl's timeout. */
     uv_timer_t timer;

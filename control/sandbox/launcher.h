@@ -113,6 +113,10 @@ struct sl_launcher_container {
      * (the container's hosts file), for a backend that chooses that address itself (above);
      * NULL, or a backend that does not, leaves the hosts file alone. */
     const char *proxy_name;
+    /* The first policy snapshot version that holds the container's client entry (its proxy
+     * identity), 0 for none. A backend that chooses each container's proxy (the Swarm backend)
+     * places it only where that proxy acknowledged this version or a newer one. */
+    int64_t snapshot_version;
 };
 
 /* A running container as a listing reports it. */

@@ -178,7 +178,7 @@ static void check_waiters(struct sl_sandboxes *sb)
             if (w->version == 0 && sb->built_gen >= w->gen && sb->built_version > 0) {
                 w->version = sb->built_version;
             }
-            if (w->version != 0 && sb->acked >= w->version) {
+            if (w->version != 0 && (w->one ? sb->acked_one : sb->acked) >= w->version) {
                 waiter_fire(sb, w, true);
                 again = true;
                 break;
@@ -188,12 +188,13 @@ static void check_waiters(struct sl_sandboxes *sb)
 }
 
 /* Waits for the current generation (call after sl__sandbox_changed()). */
-void sl__sandbox_wait_for_proxies(struct sl_sandboxes *sb, struct sl__sandbox_waiter *w,
+void sl__sandbox_wait_for_proxies(struct sl_sandboxes *sb, struct sl__sandbox_waiter *w, bool one,
                                   uint64_t timeout_ms,
                                   void (*done)(struct sl__sandbox_waiter *w, bool acked))
 {
     w->gen = sb->generation;
     w->version = 0;
+    w->one = one;
     w->deadline = uv_now(sb->cfg.loop) + timeout_ms;
     w->done = done;
     w->linked = true;
@@ -211,9 +212,10 @@ void sl_sandboxes_built(struct sl_sandboxes *sb, uint64_t generation, int64_t ve
     check_waiters(sb);
 }
 
-void sl_sandboxes_acked(struct sl_sandboxes *sb, int64_t version)
+void sl_sandboxes_acked(struct sl_sandboxes *sb, int64_t by_all, int64_t by_one)
 {
-    sb->acked = version;
+    sb->acked = by_all;
+    sb->acked_one = by_one;
     check_waiters(sb);
 }
 
@@ -451,7 +453,7 @@ void sl__sandbox_remove_with(struct sl__sandbox *s, const char *why, sl_sandbox_
     }
     if (reply != NULL && status == 0 && !sb->closing) {
         r->pending++;
-        sl__sandbox_wait_for_proxies(sb, &r->wait, CLOSE_WAIT_MS, on_removal_acked);
+        sl__sandbox_wait_for_proxies(sb, &r->wait, false, CLOSE_WAIT_MS, on_removal_acked);
     }
     removal_step(r);
 }

@@ -11,8 +11,10 @@
  * client entries (sl_sandboxes_clients()), pushes it, and reports back which snapshot version
  * holds which state (sl_sandboxes_built()) and what every proxy acknowledged
  * (sl_sandboxes_acked()). The ordering promises rest on that:
- *   - a container starts only after every proxy acknowledged a snapshot holding its client
- *     entry, so its first request is never refused for want of an identity;
+ *   - a container starts only after the proxies it uses acknowledged a snapshot holding its
+ *     client entry, so its first request is never refused for want of an identity (every proxy
+ *     on one host; with proxies per node, the create waits for one of them and the launcher
+ *     places the container on a node whose proxy holds the entry: sl_sandboxes_acked());
  *   - a close answers only after every proxy acknowledged a snapshot without the entry (or
  *     5 s passed), so a closed sandbox's token is refused (407) once the close returned.
  *
@@ -296,8 +298,11 @@ void sl_sandboxes_set_named_ports(struct sl_sandboxes *sb, const uint8_t *ports)
 
 /* Snapshot `version` holds the state of `generation`. */
 void sl_sandboxes_built(struct sl_sandboxes *sb, uint64_t generation, int64_t version);
-/* Every proxy acknowledged `version`. */
-void sl_sandboxes_acked(struct sl_sandboxes *sb, int64_t version);
+/* Every proxy acknowledged `by_all`, and at least one proxy a create can use acknowledged
+ * `by_one` (the same value when every container uses every proxy, as on one host; the newest
+ * version a node's proxy acknowledged when each node has its own: the Swarm backend, which then
+ * places the container on a node whose proxy holds its entry, launcher.h snapshot_version). */
+void sl_sandboxes_acked(struct sl_sandboxes *sb, int64_t by_all, int64_t by_one);
 
 /* Adds {"ready","network","gateway","open","error"} as "sandboxes" to `doc`. */
 void sl_sandboxes_status(const struct sl_sandboxes *sb, json_t *doc);

@@ -66,12 +66,15 @@ struct sl__sandbox_parked {
 
 struct sl_sandboxes;
 
-/* Waits until every proxy acknowledged a snapshot holding state generation `gen`. */
+/* Waits until every proxy (or, with `one`, one a create can use) acknowledged a snapshot
+ * holding state generation `gen`. */
 struct sl__sandbox_waiter {
     struct sl__sandbox_waiter *next;
     uint64_t gen;
     /* The first snapshot version holding `gen`, 0 until built. */
     int64_t version;
+    /* Wait for sl_sandboxes_acked()'s `by_one` rather than `by_all` (a create). */
+    bool one;
     /* uv_now() deadline. */
     uint64_t deadline;
     bool linked;
@@ -157,7 +160,9 @@ struct sl_sandboxes {
     uint64_t generation;
     uint64_t built_gen;
     int64_t built_version;
+    /* sl_sandboxes_acked(): what every proxy, and what one proxy a create can use, acknowledged. */
     int64_t acked;
+    int64_t acked_one;
     bool ready;
     bool closing;
     /* The launcher's close has been asked for (once). */
@@ -208,9 +213,10 @@ void sl__sandbox_unref(struct sl__sandbox *s);
  * not while closing) so that a snapshot holding it gets built. */
 void sl__sandbox_changed(struct sl_sandboxes *sb);
 
-/* Calls `done` once every proxy acknowledged a snapshot holding the current state generation,
- * or with `acked` false after `timeout_ms`. */
-void sl__sandbox_wait_for_proxies(struct sl_sandboxes *sb, struct sl__sandbox_waiter *w,
+/* Calls `done` once every proxy (with `one`: one proxy a create can use, sl_sandboxes_acked())
+ * acknowledged a snapshot holding the current state generation, or with `acked` false after
+ * `timeout_ms`. w->version is then that snapshot's version. */
+void sl__sandbox_wait_for_proxies(struct sl_sandboxes *sb, struct sl__sandbox_waiter *w, bool one,
                                   uint64_t timeout_ms,
                                   void (*done)(struct sl__sandbox_waiter *w, bool acked));
 

@@ -447,6 +447,7 @@ static void launch(struct sl__sandbox *s)
         .n_cmd = SL_ARRAY_LEN(cmd),
         .egress = &egress.e,
         .proxy_name = sb->proxy_name,
+        .snapshot_version = s->wait.version,
     };
     int rc;
 
@@ -701,5 +702,5 @@ void sl_sandboxes_open(struct sl_sandboxes *sb, struct sl_sandbox_spec *spec,
            s->id, s->repo, s->ref != NULL ? s->ref : "-", s->env_id != NULL ? s->env_id : "-",
            spec->owner_name);
     sl__sandbox_changed(sb);
-    sl__sandbox_wait_for_proxies(sb, &s->wait, sb->cfg.start_timeout_ms, on_entry_acked);
+    sl__sandbox_wait_for_proxies(sb, &s->wait, true, sb->cfg.start_timeout_ms, on_entry_acked);
 }

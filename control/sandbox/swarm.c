@@ -900,7 +900,8 @@ static int pin_service(struct sl__docker_op *o, const char *id, const char *prox
     return 0;
 }
 
-/* GET /nodes answered: the next Ready, active node with a proxy, in turn. */
+/* GET /nodes answered: the next Ready, active node with a proxy that holds the sandbox's
+ * entry (o->snapshot_version), in turn. */
 static void on_placement_nodes(struct sl__docker_op *o)
 {
     json_t *nodes = answer_array(o, "list nodes");
@@ -908,6 +909,7 @@ static void on_placement_nodes(struct sl__docker_op *o)
     const char *ids[SL_SWARM_PROXIES_MAX];
     const char *proxies[SL_SWARM_PROXIES_MAX];
     size_t n = 0;
+    size_t behind = 0;
     json_t *nd;
     size_t i;
 
@@ -921,17 +923,33 @@ static void on_placement_nodes(struct sl__docker_op *o)
             const char *avail = sl__docker_json_str(json_object_get(nd, "Spec"), "Availability");
             const char *addr = sl__docker_json_str(st, "Addr");
 
-            if (sl__docker_is_name(id) && state != NULL && strcmp(state, "ready") == 0
-                && avail != NULL && strcmp(avail, "active") == 0 && addr != NULL
-                && strcmp(addr, d->swarm_proxies[k].node) == 0 && n < SL_SWARM_PROXIES_MAX) {
-                ids[n] = id;
-                proxies[n] = d->swarm_proxies[k].proxy;
-                n++;
+            if (!sl__docker_is_name(id) || state == NULL || strcmp(state, "ready") != 0
+                || avail == NULL || strcmp(avail, "active") != 0 || addr == NULL
+                || strcmp(addr, d->swarm_proxies[k].node) != 0 || n >= SL_SWARM_PROXIES_MAX) {
+                continue;
+            }
+            /* A proxy that does not hold the entry would refuse the sandbox (407). */
+            if (d->swarm_proxy_acked != NULL && o->snapshot_version > 0
+                && d->swarm_proxy_acked(d->swarm_proxy_acked_arg, addr) < o->snapshot_version) {
+                sl_log(SL_LOG_DEBUG, 0,
+                       "msg=\"swarm: a node's proxy does not hold the snapshot; skipped\" "
+                       "node=%s proxy=%s version=%lld",
+                       addr, d->swarm_proxies[k].proxy, (long long)o->snapshot_version);
+                behind++;
                 break;
             }
+            ids[n] = id;
+            proxies[n] = d->swarm_proxies[k].proxy;
+            n++;
+            break;
         }
     }
-    if (nodes != NULL && n == 0) {
+    if (nodes != NULL && n == 0 && behind > 0) {
+        sl__docker_set_err(o, SL_EUNAVAILABLE,
+                           "swarm: no Ready, active node whose proxy acknowledged snapshot %lld "
+                           "(the sandbox's entry) to place the sandbox on",
+                           (long long)o->snapshot_version);
+    } else if (nodes != NULL && n == 0) {
         sl__docker_set_err(o, SL_EUNAVAILABLE,
                            "swarm: no Ready, active node with a proxy to place the sandbox on");
     }
@@ -1016,7 +1034,8 @@ static void swarm_create_and_start(struct sl_launcher *l, const struct sl_launch
         return;
     }
     if (d->n_swarm_proxies > 0) {
-        /* The sandbox goes where a proxy is: the node is chosen first. */
+        /* The sandbox goes where a proxy holds its entry: the node is chosen first. */
+        o->snapshot_version = spec->snapshot_version;
         if (spec->proxy_name != NULL) {
             o->path = sl_strdup(spec->proxy_name);
             if (o->path == NULL) {
@@ -1291,6 +1310,8 @@ int sl_swarm_launcher_create(uv_loop_t *loop, const struct sl_swarm_config *c,
         return rc;
     }
     d->swarm_encrypted = c->encrypted;
+    d->swarm_proxy_acked = c->proxy_acked;
+    d->swarm_proxy_acked_arg = c->proxy_acked_arg;
     if (c->n_proxies > 0) {
         d->swarm_proxies = sl_calloc(c->n_proxies, sizeof(*d->swarm_proxies));
         if (d->swarm_proxies == NULL) {

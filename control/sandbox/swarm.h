@@ -51,9 +51,11 @@
  * proxies, a create first reads GET /nodes of the manager and picks, in turn, a Ready node of
  * availability active that has one; the service is pinned there (Placement constraint
  * node.id==ID), the spec's proxy_name goes into its hosts file with that proxy's address
- * (ContainerSpec.Hosts), and the inner wall allows that address instead of the spec's. A
- * set_egress does the same for the node its id names. No such node: the create fails
- * (SL_EUNAVAILABLE), nothing made.
+ * (ContainerSpec.Hosts), and the inner wall allows that address instead of the spec's. Given
+ * proxy_acked, a node is a candidate only when its proxy acknowledged the create's
+ * snapshot_version (the snapshot with the sandbox's entry): a node whose proxy is down or
+ * behind gets no new sandbox. A set_egress does the same for the node its id names. No such
+ * node: the create fails (SL_EUNAVAILABLE), nothing made.
  *
  * Not done yet (docs/scale-lab.md): pulling; the spec's resolv_conf (a host file: the sandbox keeps
  * Docker's own, whose resolver the inner wall closes); no-new-privileges (Engine API 1.41 has no
@@ -82,6 +84,11 @@ struct sl_swarm_proxy {
     const char *proxy;
 };
 
+/* The newest policy snapshot version the proxy of the node at `node` (its address, as in
+ * sl_swarm_proxy) acknowledged and still holds, as far as the caller knows; 0 for none, or when
+ * the proxy is unreachable now. */
+typedef int64_t sl_swarm_proxy_acked_fn(void *arg, const char *node);
+
 /* Where the swarm is and how to reach it. Borrowed for the call (copied). */
 struct sl_swarm_config {
     /* A manager node's IPv4 address; every engine's TCP port (2376). */
@@ -103,6 +110,10 @@ struct sl_swarm_config {
      * every sandbox itself (below) on a Ready, active node that has a proxy, in turn. */
     const struct sl_swarm_proxy *proxies;
     size_t n_proxies;
+    /* Optional (NULL: every node with a proxy will do): placement skips a node whose proxy has
+     * not acknowledged the create's snapshot_version (launcher.h). */
+    sl_swarm_proxy_acked_fn *proxy_acked;
+    void *proxy_acked_arg;
 };
 
 /* Creates the launcher; makes no request yet. Returns 0 with `*out`, SL_EINVAL for an

@@ -3,15 +3,19 @@
 #
 # integration.swarm_e2e - `sluice control --launcher swarm` end to end on the two-node lab of
 # tools/swarm-lab.sh (docs/scale-lab.md "second slice"): a proxy on each node (the node image of
-# tools/node-image.sh, on the overlay at a fixed address and on the node's bridge for its way
-# out), fed through admin sockets in a host directory (the lab shortcut); the control plane in
-# the lab's slsw-br namespace. Sandboxes created through the REST API land on both nodes; from
+# tools/node-image.sh, on the overlay at a fixed address and on a bridge network of its node for
+# its way out and its admin listener, published on the node's address), fed over mutual TLS
+# with a certificate per proxy from `sluice pki` (the PKI of tools/swarm-lab.sh, whose engine
+# and control certificates it also issued); the control plane in the lab's slsw-br namespace. Sandboxes created through the REST API land on both nodes; from
 # each, an allowed origin (origin.py at 10.213.200.1) is reached through its own node's proxy
 # with the credential injected, a refused host gets 403, and the origin, the nodes' addresses,
 # the other sandbox and the other node's proxy cannot be reached directly; exec, write and read
-# work on both; one proxy stopped: its node's sandbox fails closed until it is back; node 2
+# work on both; one proxy stopped: its node's sandbox fails closed until it is back, and creates
+# meanwhile succeed and land on the other node; node 2
 # stopped: its sandbox is gone from the API, and no container is left when it returns; the
-# control plane stopped and started again: no service is left behind. The lab is stopped at
+# control plane stopped and started again: no service is left behind; node 2's proxy
+# certificate revoked: /api/v1/status reports it unreachable with the reason, it gets no newer
+# snapshot, and creates land on node 1. The lab is stopped at
 # exit whatever happens. Skips like integration.swarm_launcher.
 set -euo pipefail
 
@@ -39,7 +43,8 @@ if ip netns list | grep -q '^slsw-'; then
   echo "# stale: a swarm lab was up; stopping it"
   "$lab" stop >/dev/null 2>&1 || true
 fi
-# In /var/tmp: the nodes' daemons bind it into the proxies (they share the host's files).
+# In /var/tmp: the nodes' daemons bind it into the proxies (they share the host's files: the
+# data directory, the audit logs, each proxy's certificate files).
 work=$(mktemp -d /var/tmp/slsw-e2e-XXXXXX)
 chmod 0755 "$work"
 pids=()
@@ -51,7 +56,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-if ! "$lab" start >"$work/lab.log" 2>&1; then
+if ! SLSW_SLUICE=$bin "$lab" start >"$work/lab.log" 2>&1; then
   cat "$work/lab.log" >&2
   fail "the swarm lab did not start"
 fi
@@ -89,36 +94,63 @@ tok_root=$("$bin" user add root --admin --data "$data" 2>/dev/null)
 # shellcheck disable=SC2034
 tok_alice=$("$bin" user add alice --data "$data" 2>/dev/null)
 
-# --- a proxy on each node ----------------------------------------------------------------------
+# --- a proxy on each node, fed over mutual TLS ------------------------------------------------
+# Each proxy: on the overlay at a fixed address (the sandboxes' only peer), and on a bridge
+# network of its node (slsw-egress, a fixed address) for its way out and its admin listener,
+# whose port is published on the node's address (iptables DNAT and docker-proxy: no IPVS), so
+# the control plane in slsw-br dials https://NODE:9443 and checks the certificate issued to that
+# proxy for that address. Its files: its own certificate and key, the CA, the CRL; never ca.key.
+# (--admin-socket: a file of its own, unused, since both proxies share the data directory.)
+pki=/var/tmp/slsw-pki
+for n in 1 2; do
+  "$bin" pki issue "$pki" proxy "slsw-n$n" --ip "10.213.200.1$n" --days 2 >/dev/null
+  mkdir -p "$work/pki-$n"
+  cp "$pki/proxy-slsw-n$n.pem" "$pki/proxy-slsw-n$n.key" "$pki/ca.pem" "$pki/crl.pem" "$work/pki-$n/"
+  dk "$n" network create -d bridge --subnet "10.213.19$n.0/24" slsw-egress >/dev/null
+done
 proxy_start() {
-  local n=$1
+  local n=$1 p
+  p=$work/pki-$n
   dk "$n" rm -f "slsw-proxy" >/dev/null 2>&1 || true
-  rm -f "$work/admin-$n.sock"
   dk "$n" create --name slsw-proxy --restart unless-stopped --network slsw-ov \
-    --ip "10.213.210.25$n" -v "$work:$work" sluice/node:test proxy \
+    --ip "10.213.210.25$n" -p "10.213.200.1$n:9443:9443" -v "$work:$work" sluice/node:test proxy \
     --listen "10.213.210.25$n:3128" --data "$data" --admin-socket "$work/admin-$n.sock" \
+    --admin-listen "10.213.19$n.2:9443" --admin-cert "$p/proxy-slsw-n$n.pem" \
+    --admin-key "$p/proxy-slsw-n$n.key" --admin-client-ca "$p/ca.pem" --admin-crl "$p/crl.pem" \
     --audit-log "$work/audit-$n.log" --upstream-ca "$work/testca.pem" \
     --allow-upstream 10.213.200.1/32 --resolve "a.sluice.test:$tls:10.213.200.1" \
     --resolve "b.sluice.test:$tls:10.213.200.1" >/dev/null
-  dk "$n" network connect bridge slsw-proxy
+  dk "$n" network connect --ip "10.213.19$n.2" slsw-egress slsw-proxy
   dk "$n" start slsw-proxy >/dev/null
+}
+# admin N : GET /v1/status of node N's proxy, as the control plane (its certificate).
+admin() {
+  in_br curl -s -m 5 --cacert "$pki/ca.pem" --cert "$pki/control-slsw-control.pem" \
+    --key "$pki/control-slsw-control.key" "https://10.213.200.1$1:9443/v1/status"
 }
 proxy_start 1
 proxy_start 2
 for n in 1 2; do
-  for _ in $(seq 1 50); do [ -S "$work/admin-$n.sock" ] && break; sleep 0.1; done
-  [ -S "$work/admin-$n.sock" ] || fail "the proxy on node $n has no admin socket"
+  for _ in $(seq 1 50); do admin "$n" | jq -e . >/dev/null 2>&1 && break; sleep 0.2; done
+  admin "$n" | jq -e . >/dev/null 2>&1 ||
+    fail "the proxy on node $n does not answer on its admin port: $(dk "$n" logs slsw-proxy 2>&1 | tail -n 5)"
+  out=$(in_br curl -s -m 5 -o /dev/null -w '%{http_code}' --cacert "$pki/ca.pem" \
+    "https://10.213.200.1$n:9443/v1/status" || true)
+  [ "$out" = 000 ] || fail "node $n's admin port answered without a client certificate ($out)"
 done
-say "a proxy runs on each node"
+say "a proxy runs on each node; its admin port takes the control plane's certificate only"
 
 # --- the control plane -------------------------------------------------------------------------
 api=http://127.0.0.1:18188
 control_start() {
   # Not through in_br: $! must be the control plane itself (ip netns exec execs it).
   ip netns exec slsw-br "$bin" control --listen 127.0.0.1:18188 --data "$data" \
-    --proxy-admin-socket "$work/admin-1.sock" --proxy-admin-socket "$work/admin-2.sock" \
-    --launcher swarm --swarm-manager 10.213.200.11 --swarm-ca /var/tmp/slsw-pki/ca.pem \
-    --swarm-cert /var/tmp/slsw-pki/client.pem --swarm-key /var/tmp/slsw-pki/client-key.pem \
+    --proxy-admin-url https://10.213.200.11:9443 --proxy-admin-url https://10.213.200.12:9443 \
+    --proxy-admin-cert "$pki/control-slsw-control.pem" \
+    --proxy-admin-key "$pki/control-slsw-control.key" --proxy-admin-ca "$pki/ca.pem" \
+    --proxy-admin-crl "$pki/crl.pem" \
+    --launcher swarm --swarm-manager 10.213.200.11 --swarm-ca "$pki/ca.pem" \
+    --swarm-cert "$pki/control-slsw-control.pem" --swarm-key "$pki/control-slsw-control.key" \
     --swarm-image sluice/node:test --swarm-proxy 10.213.200.11=10.213.210.251 \
     --swarm-proxy 10.213.200.12=10.213.210.252 --swarm-encrypted off --network slsw-ov \
     --subnet 10.213.210.0/24 --image sluice/sandbox:bookworm --log-level debug \
@@ -211,6 +243,14 @@ out=$(ex "${on[1]}" "curl -sS -m 5 -o /dev/null -w '%{http_code}' https://a.slui
 [ "$out" != 200 ] || fail "node 1 reached the origin without its proxy"
 [ "$(ex "${on[2]}" "curl -sS -m 10 -o /dev/null -w '%{http_code}' https://a.sluice.test:$tls/echo")" = 200 ] ||
   fail "node 2 lost its way out with node 1's proxy"
+# Creates go on, each on node 2: node 1's proxy has not acknowledged their entries.
+d1=$(create)
+d2=$(create)
+[ "$(node_of "$d1")" = 2 ] && [ "$(node_of "$d2")" = 2 ] ||
+  fail "with node 1's proxy down, creates landed on node $(node_of "$d1") and $(node_of "$d2")"
+[ "$(ex "$d1" "curl -sS -m 10 -o /dev/null -w '%{http_code}' https://a.sluice.test:$tls/echo")" = 200 ] ||
+  fail "a sandbox made while node 1's proxy was down cannot reach the origin"
+say "node 1's proxy down: creates still succeed, on node 2"
 dk 1 start slsw-proxy >/dev/null
 for _ in $(seq 1 50); do
   out=$(ex "${on[1]}" "curl -sS -m 5 -o /dev/null -w '%{http_code}' https://a.sluice.test:$tls/echo")
@@ -219,6 +259,10 @@ for _ in $(seq 1 50); do
 done
 [ "$out" = 200 ] || fail "node 1's proxy back: $out"
 say "a stopped proxy fails closed, and serves again once back"
+for id in "$d1" "$d2"; do
+  call alice POST "$sbx/$id/close" '{}' >/dev/null
+  [ "$(status)" = 204 ] || [ "$(status)" = 200 ] || fail "close $id: $(status) $(cat "$work/body")"
+done
 
 # --- node 2 lost ---------------------------------------------------------------------------------
 "$lab" node-stop 2
@@ -246,8 +290,30 @@ control_start
   fail "services left after the restart: $(dk 1 service ls)"
 c=$(create)
 [ "$(ex "$c" hostname)" = sandbox ] || fail "a sandbox after the restart"
+say "restart: no task left behind"
+
+# --- node 2's proxy certificate revoked ----------------------------------------------------------
+# The control plane reads its CRL again at the next connection: node 2's proxy is unreachable,
+# saying why, and gets nothing more; creates go to node 1.
+v2=$(admin 2 | jq -r .version)
+"$bin" pki revoke "$pki" "$pki/proxy-slsw-n2.pem" >/dev/null
+p2() { call root GET /api/v1/status | jq -c '.snapshot.proxies[] | select(.url == "https://10.213.200.12:9443")'; }
+for _ in $(seq 1 50); do
+  p2 | jq -e '.unreachable and (.last_error | test("revoked"))' >/dev/null && break
+  sleep 0.2
+done
+p2 | jq -e '.unreachable and (.last_error | test("revoked"))' >/dev/null ||
+  fail "node 2's revoked proxy: $(p2)"
+r1=$(create)
+r2=$(create)
+[ "$(node_of "$r1")" = 1 ] && [ "$(node_of "$r2")" = 1 ] ||
+  fail "with node 2's proxy revoked, creates landed on node $(node_of "$r1") and $(node_of "$r2")"
+ver=$(call root GET /api/v1/status | jq -r .snapshot.version)
+[ "$(admin 2 | jq -r .version)" = "$v2" ] && [ "$ver" -gt "$v2" ] ||
+  fail "node 2's revoked proxy got a snapshot: it holds $(admin 2 | jq -r .version), was $v2, newest $ver"
+say "node 2's proxy revoked: unreachable ($(p2 | jq -r .last_error)), sent nothing more (holds $v2 of $ver), creates on node 1"
 kill -TERM "$control_pid"
 wait "$control_pid" 2>/dev/null || true
 [ -z "$(dk 1 service ls -q --filter label=sluice.sandbox)" ] || fail "services left after stop"
-say "restart: no task left behind; a clean stop removes every sandbox"
+say "a clean stop removes every sandbox"
 echo "PASS: swarm_e2e"

@@ -41,7 +41,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-if ! "$lab" start >"$work/lab.log" 2>&1; then
+if ! SLSW_SLUICE=${SLUICE_BIN:?} "$lab" start >"$work/lab.log" 2>&1; then
   cat "$work/lab.log" >&2
   fail "the swarm lab did not start"
 fi

@@ -6,10 +6,11 @@
  *   swarm_probe ping | net NAME SUBNET GATEWAY | create NAME NETWORK IMAGE [WALL_ADDR PORT]
  *             | exec ID ARG... | write ID PATH TEXT | read ID PATH | list KEY | rm ID
  *
- * The swarm from the environment: SLSW_MANAGER (address), SLSW_PKI (ca.pem, client.pem,
- * client-key.pem), SLSW_WALL_IMAGE (optional), SLUICE_RUNNER (the runner, the sandbox's
- * command). Prints the result on stdout (create: "ID IP"; list: "ID running|gone IP NAME" lines;
- * exec: the output then "exit N"); exit 0, or 1 with the launcher's error printed (sl_eprintf).
+ * The swarm from the environment: SLSW_MANAGER (address), SLSW_PKI (ca.pem and the client's
+ * control-slsw-control.pem and .key, tools/swarm-lab.sh), SLSW_WALL_IMAGE (optional), SLUICE_RUNNER
+ * (the runner, the sandbox's command). Prints the result on stdout (create: "ID IP"; list: "ID
+ * running|gone IP NAME" lines; exec: the output then "exit N"); exit 0, or 1 with the launcher's
+ * error printed (sl_eprintf).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,8 +139,8 @@ int main(int argc, char **argv)
         return 2;
     }
     (void)snprintf(ca, sizeof(ca), "%s/ca.pem", pki);
-    (void)snprintf(cert, sizeof(cert), "%s/client.pem", pki);
-    (void)snprintf(key, sizeof(key), "%s/client-key.pem", pki);
+    (void)snprintf(cert, sizeof(cert), "%s/control-slsw-control.pem", pki);
+    (void)snprintf(key, sizeof(key), "%s/control-slsw-control.key", pki);
     c.ca_file = ca;
     c.cert_file = cert;
     c.key_file = key;

@@ -193,6 +193,38 @@ static void init_issue_verify_revoke_list(void **state)
     X509_free(c);
 }
 
+/* A Swarm node's engine: a server for the node's address (what dockerd --tlsverify shows the
+ * control plane), never a client, listed under its own kind. */
+static void engine_leaf_is_a_server(void **state)
+{
+    struct fx *f = *state;
+    const char *ips[] = { "10.213.200.11" };
+    struct sl_pki_request er = { .kind = SL_PKI_ENGINE, .name = "n1", .ips = ips, .n_ips = 1 };
+    char cert[512];
+    struct sl_pki_entry *v = NULL;
+    size_t n = 0;
+    X509 *e;
+
+    assert_int_equal(sl_pki_init(f->dir, f->err, sizeof(f->err)), 0);
+    assert_int_equal(sl_pki_issue(f->dir, &er, cert, sizeof(cert), NULL, f->err, sizeof(f->err)),
+                     0);
+    assert_non_null(strstr(cert, "engine-n1.pem"));
+    assert_int_equal(file_mode(f->dir, "engine-n1.key"), 0600);
+    e = load_cert(f->dir, "engine-n1.pem");
+    assert_non_null(e);
+    assert_int_equal(verify(f->dir, e, X509_PURPOSE_SSL_SERVER, NULL, "10.213.200.11"), X509_V_OK);
+    assert_int_equal(verify(f->dir, e, X509_PURPOSE_SSL_SERVER, NULL, "10.213.200.12"),
+                     X509_V_ERR_IP_ADDRESS_MISMATCH);
+    assert_int_equal(verify(f->dir, e, X509_PURPOSE_SSL_CLIENT, NULL, NULL),
+                     X509_V_ERR_INVALID_PURPOSE);
+    assert_int_equal(sl_pki_list(f->dir, &v, &n, f->err, sizeof(f->err)), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(v[0].kind, "engine");
+    assert_string_equal(v[0].name, "n1");
+    sl_free(v);
+    X509_free(e);
+}
+
 static void bad_input_is_named(void **state)
 {
     struct fx *f = *state;
@@ -234,9 +266,14 @@ static void bad_input_is_named(void **state)
     assert_int_equal(sl_pki_issue(f->dir, &r, NULL, 0, NULL, f->err, sizeof(f->err)), 0);
     {
         struct sl_pki_request c = { .kind = SL_PKI_CONTROL, .name = "c", .ips = ok_ip, .n_ips = 1 };
+        struct sl_pki_request e = { .kind = SL_PKI_ENGINE, .name = "n1" };
 
         assert_int_equal(sl_pki_issue(f->dir, &c, NULL, 0, NULL, f->err, sizeof(f->err)),
                          SL_EINVAL);
+        /* An engine, like a proxy, is dialled: it needs an address or a name. */
+        assert_int_equal(sl_pki_issue(f->dir, &e, NULL, 0, NULL, f->err, sizeof(f->err)),
+                         SL_EINVAL);
+        assert_non_null(strstr(f->err, "engine certificate needs at least one --ip or --dns"));
     }
 
     assert_int_equal(sl_pki_revoke(f->dir, "not-hex", NULL, f->err, sizeof(f->err)), SL_EINVAL);
@@ -256,6 +293,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(init_issue_verify_revoke_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(engine_leaf_is_a_server, setup, teardown),
         cmocka_unit_test_setup_teardown(bad_input_is_named, setup, teardown),
     };
 
