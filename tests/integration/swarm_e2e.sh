@@ -117,7 +117,7 @@ proxy_start() {
     --listen "10.213.210.25$n:3128" --data "$data" --admin-socket "$work/admin-$n.sock" \
     --admin-listen "10.213.19$n.2:9443" --admin-cert "$p/proxy-slsw-n$n.pem" \
     --admin-key "$p/proxy-slsw-n$n.key" --admin-client-ca "$p/ca.pem" --admin-crl "$p/crl.pem" \
-    --audit-log "$work/audit-$n.log" --upstream-ca "$work/testca.pem" \
+    --audit-log "$work/audit-$n.log" --upstream-ca "$work/testca.pem" --policy-lease 4 \
     --allow-upstream 10.213.200.1/32 --resolve "a.sluice.test:$tls:10.213.200.1" \
     --resolve "b.sluice.test:$tls:10.213.200.1" >/dev/null
   dk "$n" network connect --ip "10.213.19$n.2" slsw-egress slsw-proxy
@@ -291,6 +291,40 @@ control_start
 c=$(create)
 [ "$(ex "$c" hostname)" = sandbox ] || fail "a sandbox after the restart"
 say "restart: no task left behind"
+
+# --- a network partition: node 2 cut off from the control plane --------------------------------
+# The proxies run with --policy-lease 4: a proxy that has not been polled for 4 s drops its
+# snapshot and refuses everything, so a partitioned node cannot keep enforcing what may have
+# been revoked meanwhile; once the link is back the control plane's poll finds it without a
+# version and pushes again. The sandbox is reached through node 2's own daemon socket (its
+# engine's TCP port is behind the cut).
+p1=$(create)
+p2=$(create)
+part=$p1
+[ "$(node_of "$p2")" = 2 ] && part=$p2
+[ "$(node_of "$part")" = 2 ] || fail "no sandbox on node 2 for the partition"
+pcid=$(dk 2 ps -q --filter "label=sluice.sandbox=$part")
+from_n2() { dk 2 exec "$pcid" curl -sS -m 3 -o /dev/null -w '%{http_code}' "https://a.sluice.test:$tls/hello" 2>&1 || true; }
+[ "$(from_n2)" = 200 ] || fail "node 2's sandbox before the partition: $(from_n2)"
+ip -n slsw-br link set slsw-n2b down
+t0=$(date +%s)
+out=
+for _ in $(seq 1 40); do
+  out=$(from_n2)
+  [[ $out == *503* ]] && break
+  sleep 0.25
+done
+cut_s=$(($(date +%s) - t0))
+ip -n slsw-br link set slsw-n2b up
+[[ $out == *503* ]] || fail "node 2 partitioned: its proxy still served ($out)"
+dk 2 logs slsw-proxy 2>&1 | grep -q "policy lease ran out" || fail "node 2's proxy did not log the lease"
+for _ in $(seq 1 60); do
+  out=$(from_n2)
+  [ "$out" = 200 ] && break
+  sleep 0.25
+done
+[ "$out" = 200 ] || fail "node 2 back: its sandbox did not get out again ($out)"
+say "node 2 partitioned: its proxy refused everything after its lease (${cut_s} s), and served again once the link was back"
 
 # --- node 2's proxy certificate revoked ----------------------------------------------------------
 # The control plane reads its CRL again at the next connection: node 2's proxy is unreachable,
