@@ -55,37 +55,9 @@ static void on_walled(struct sl__docker_op *o)
 
 static void on_inspected(struct sl__docker_op *o)
 {
-    json_t *j;
-    const char *ip;
-
-    if (sl__docker_check_response(o, "inspect container", 200, 200) < 0) {
+    if (!sl__docker_address_then_wall(o, "docker: the container", on_walled)) {
         create_failed(o);
-        return;
     }
-    j = sl__docker_response_object(o, "inspect container");
-    if (j == NULL) {
-        create_failed(o);
-        return;
-    }
-    ip = sl__docker_json_str(
-            json_object_get(json_object_get(json_object_get(j, "NetworkSettings"), "Networks"),
-                            o->network),
-            "IPAddress");
-    if (!sl__docker_is_ip_text(ip, sizeof(o->ip) - 1)) {
-        sl__docker_set_err(o, SL_EIO, "docker: the container has no address on network %s",
-                           o->network);
-        json_decref(j);
-        create_failed(o);
-        return;
-    }
-    memcpy(o->ip, ip, strlen(ip) + 1);
-    if (o->wall != NULL) {
-        sl__docker_wall_start(o, j, on_walled);
-        json_decref(j);
-        return;
-    }
-    json_decref(j);
-    sl__docker_op_finish(o);
 }
 
 static void on_started(struct sl__docker_op *o)

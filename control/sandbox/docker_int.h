@@ -394,6 +394,15 @@ SL_MUST_CHECK int sl__docker_wall_prepare(struct sl__docker_op *o,
 void sl__docker_wall_start(struct sl__docker_op *o, json_t *inspected,
                            void (*done)(struct sl__docker_op *o));
 
+/* The step after a created container's inspect, for both backends: checks the answer, takes its
+ * address on o->network into o->ip, then installs o->wall (when there is one) and runs
+ * `done(o)` afterwards, as sl__docker_wall_start does; without a wall `done(o)` runs at once.
+ * `who` starts the message of a container without an address ("docker: the container", "swarm:
+ * the task's container"). Returns false with o->rc and o->err set, `done` not run: the caller
+ * fails the create. */
+SL_MUST_CHECK bool sl__docker_address_then_wall(struct sl__docker_op *o, const char *who,
+                                                void (*done)(struct sl__docker_op *o));
+
 /* Lets go of o->wall when `o` is released: freed, or left to free itself when the pool still
  * runs it. */
 void sl__docker_wall_release(struct sl__docker_op *o);

@@ -6,8 +6,9 @@
  * that could be reused stands in between), and control/sandbox/firewall installs the rules in
  * it, on libuv's thread pool (netlink blocks). An engine on another host (a launcher over TLS,
  * control/sandbox/swarm) cannot be entered so: there a helper container sharing the container's
- * namespace installs it (below). Used by create_and_start after the start and by set_egress.
- * See docker.h and docker_int.h.
+ * namespace installs it (below). Used by create_and_start after the start (both backends'
+ * creates share the step from the inspect to the wall: sl__docker_address_then_wall) and by
+ * set_egress. See docker.h and docker_int.h.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -489,4 +490,36 @@ void sl__docker_set_egress(struct sl_launcher *l, const char *id,
     }
     sl__docker_go(o, sl__docker_start_requestf(o, "GET", NULL, 0, NULL, SL__DOCKER_BODY_MAX,
                                                on_egress_inspected, "/containers/%s/json", id));
+}
+
+bool sl__docker_address_then_wall(struct sl__docker_op *o, const char *who,
+                                  void (*done)(struct sl__docker_op *o))
+{
+    json_t *j;
+    const char *ip;
+
+    if (sl__docker_check_response(o, "inspect container", 200, 200) < 0) {
+        return false;
+    }
+    j = sl__docker_response_object(o, "inspect container");
+    if (j == NULL) {
+        return false;
+    }
+    ip = sl__docker_json_str(
+            json_object_get(json_object_get(json_object_get(j, "NetworkSettings"), "Networks"),
+                            o->network),
+            "IPAddress");
+    if (!sl__docker_is_ip_text(ip, sizeof(o->ip) - 1)) {
+        sl__docker_set_err(o, SL_EIO, "%s has no address on network %s", who, o->network);
+        json_decref(j);
+        return false;
+    }
+    memcpy(o->ip, ip, strlen(ip) + 1);
+    if (o->wall != NULL) {
+        sl__docker_wall_start(o, j, done);
+    } else {
+        done(o);
+    }
+    json_decref(j);
+    return true;
 }

@@ -420,37 +420,9 @@ static void on_walled(struct sl__docker_op *o)
 
 static void on_container_inspected(struct sl__docker_op *o)
 {
-    json_t *j;
-    const char *ip;
-
-    if (sl__docker_check_response(o, "inspect container", 200, 200) < 0) {
+    if (!sl__docker_address_then_wall(o, "swarm: the task's container", on_walled)) {
         create_failed(o);
-        return;
     }
-    j = sl__docker_response_object(o, "inspect container");
-    if (j == NULL) {
-        create_failed(o);
-        return;
-    }
-    ip = sl__docker_json_str(
-            json_object_get(json_object_get(json_object_get(j, "NetworkSettings"), "Networks"),
-                            o->network),
-            "IPAddress");
-    if (!sl__docker_is_ip_text(ip, sizeof(o->ip) - 1)) {
-        sl__docker_set_err(o, SL_EIO, "swarm: the task's container has no address on network %s",
-                           o->network);
-        json_decref(j);
-        create_failed(o);
-        return;
-    }
-    memcpy(o->ip, ip, strlen(ip) + 1);
-    if (o->wall != NULL) {
-        sl__docker_wall_start(o, j, on_walled);
-        json_decref(j);
-        return;
-    }
-    json_decref(j);
-    on_walled(o);
 }
 
 static void inspect_container(struct sl__docker_op *o)
