@@ -599,7 +599,7 @@ static void on_sandboxes_changed(void *arg)
     start_build(arg);
 }
 
-/* What the proxy of the Swarm node at `node` acknowledged and holds now: 0 when it is not
+/* What the proxy of the Swarm node at `node` acknowledged and holds now: -1 when it is not
  * fed by any target, or its target is unreachable (swarm.h sl_swarm_proxy_acked_fn). */
 static int64_t swarm_node_acked(void *arg, const char *node)
 {
@@ -613,9 +613,9 @@ static int64_t swarm_node_acked(void *arg, const char *node)
             continue;
         }
         sl_pusher_target(d->pusher, (size_t)n->target, &t);
-        return t.unreachable ? 0 : t.acked_version;
+        return t.unreachable ? -1 : t.acked_version;
     }
-    return 0;
+    return -1;
 }
 
 static void on_acked(void *arg, int64_t version)

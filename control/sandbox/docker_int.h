@@ -198,6 +198,8 @@ struct sl__docker_op {
     char *config_id;
     char *config_data;
     int task_polls;
+    /* swarm.c: how many times the placement waited for the proxy of the node in turn. */
+    int place_polls;
     /* swarm.c placement: the snapshot version the chosen node's proxy must hold (the spec's
      * snapshot_version). */
     int64_t snapshot_version;

@@ -22,6 +22,9 @@
 
 /* How often the task list is read while the task starts (its deadline is the operation's). */
 #define TASK_POLL_MS 200u
+/* How long placement waits for the proxy of the node in turn: 40 x 50 ms. */
+#define PLACE_POLL_MS 50u
+#define PLACE_POLLS   40
 /* The longest id: a service id, a container id and an IPv4 address, two dots between. */
 #define ID_MAX 200u
 /* The pids limit of a sandbox, as the Docker backend's. */
@@ -872,16 +875,35 @@ static int pin_service(struct sl__docker_op *o, const char *id, const char *prox
     return 0;
 }
 
-/* GET /nodes answered: the next Ready, active node with a proxy that holds the sandbox's
- * entry (o->snapshot_version), in turn. */
+static void on_placement_nodes(struct sl__docker_op *o);
+
+/* The node in turn's proxy did not hold the sandbox's entry yet: ask for the nodes again. */
+static void on_placement_retry(uv_timer_t *t)
+{
+    struct sl__docker_op *o = SL_CONTAINER_OF(t, struct sl__docker_op, timer);
+
+    sl__docker_go(o, sl__docker_start_request(o, "GET", "/nodes", NULL, 0, NULL,
+                                              SL__DOCKER_BODY_MAX, on_placement_nodes));
+}
+
+/*
+ * GET /nodes answered: the next Ready, active node, in turn, among those whose proxy is
+ * reachable, once that proxy holds the sandbox's entry (o->snapshot_version). The manager's wait
+ * ends when the first proxy acknowledged; the others follow within milliseconds, so the node in
+ * turn is waited for (PLACE_POLL_MS at a time, PLACE_POLLS times) rather than skipped, which would
+ * put every sandbox on the fastest proxy's node. One that still lags then, or whose proxy went
+ * unreachable, is passed over for the next in turn that holds the entry: a dead proxy stalls
+ * nothing but its own node.
+ */
 static void on_placement_nodes(struct sl__docker_op *o)
 {
     json_t *nodes = answer_array(o, "list nodes");
     struct sl_docker *d = o->d;
     const char *ids[SL_SWARM_PROXIES_MAX];
     const char *proxies[SL_SWARM_PROXIES_MAX];
+    bool holds[SL_SWARM_PROXIES_MAX];
     size_t n = 0;
-    size_t behind = 0;
+    size_t pick = SIZE_MAX;
     json_t *nd;
     size_t i;
 
@@ -894,46 +916,61 @@ static void on_placement_nodes(struct sl__docker_op *o)
             const char *state = sl__docker_json_str(st, "State");
             const char *avail = sl__docker_json_str(json_object_get(nd, "Spec"), "Availability");
             const char *addr = sl__docker_json_str(st, "Addr");
+            int64_t acked = INT64_MAX;
 
             if (!sl__docker_is_name(id) || state == NULL || strcmp(state, "ready") != 0
                 || avail == NULL || strcmp(avail, "active") != 0 || addr == NULL
                 || strcmp(addr, d->swarm_proxies[k].node) != 0 || n >= SL_SWARM_PROXIES_MAX) {
                 continue;
             }
-            /* A proxy that does not hold the entry would refuse the sandbox (407). */
-            if (d->swarm_proxy_acked != NULL && o->snapshot_version > 0
-                && d->swarm_proxy_acked(d->swarm_proxy_acked_arg, addr) < o->snapshot_version) {
+            if (d->swarm_proxy_acked != NULL && o->snapshot_version > 0) {
+                acked = d->swarm_proxy_acked(d->swarm_proxy_acked_arg, addr);
+            }
+            if (acked < 0) {
                 sl_log(SL_LOG_DEBUG, 0,
-                       "msg=\"swarm: a node's proxy does not hold the snapshot; skipped\" "
-                       "node=%s proxy=%s version=%lld",
-                       addr, d->swarm_proxies[k].proxy, (long long)o->snapshot_version);
-                behind++;
+                       "msg=\"swarm: a node's proxy is unreachable; skipped\" node=%s proxy=%s",
+                       addr, d->swarm_proxies[k].proxy);
                 break;
             }
             ids[n] = id;
             proxies[n] = d->swarm_proxies[k].proxy;
+            /* A proxy that does not hold the entry would refuse the sandbox (407). */
+            holds[n] = acked >= o->snapshot_version;
             n++;
             break;
         }
     }
-    if (nodes != NULL && n == 0 && behind > 0) {
+    if (n > 0 && holds[d->swarm_turn % n]) {
+        pick = d->swarm_turn % n;
+    } else if (n > 0 && o->place_polls < PLACE_POLLS && uv_now(d->loop) < o->deadline_ms) {
+        o->place_polls++;
+        json_decref(nodes);
+        (void)uv_timer_start(&o->timer, on_placement_retry, PLACE_POLL_MS, 0);
+        return;
+    }
+    for (size_t k = 0; pick == SIZE_MAX && k < n; k++) {
+        if (holds[(d->swarm_turn + k) % n]) {
+            pick = (d->swarm_turn + k) % n;
+        }
+    }
+    if (nodes != NULL && pick == SIZE_MAX && n > 0) {
         sl__docker_set_err(o, SL_EUNAVAILABLE,
                            "swarm: no Ready, active node whose proxy acknowledged snapshot %lld "
                            "(the sandbox's entry) to place the sandbox on",
                            (long long)o->snapshot_version);
-    } else if (nodes != NULL && n == 0) {
+    } else if (nodes != NULL && pick == SIZE_MAX) {
         sl__docker_set_err(o, SL_EUNAVAILABLE,
-                           "swarm: no Ready, active node with a proxy to place the sandbox on");
+                           "swarm: no Ready, active node with a reachable proxy to place the "
+                           "sandbox on");
     }
     if (o->rc == 0) {
-        size_t k = d->swarm_turn++ % n;
-
-        sl_log(SL_LOG_DEBUG, 0, "msg=\"swarm: placing a sandbox\" node=%s proxy=%s", ids[k],
-               proxies[k]);
-        if (pin_service(o, ids[k], proxies[k]) == 0 && o->wall != NULL
-            && sl__docker_wall_set_address(o, proxies[k]) < 0) {
+        d->swarm_turn = pick + 1;
+        sl_log(SL_LOG_DEBUG, 0, "msg=\"swarm: placing a sandbox\" node=%s proxy=%s waited_ms=%u",
+               ids[pick], proxies[pick], (unsigned)o->place_polls * PLACE_POLL_MS);
+        if (pin_service(o, ids[pick], proxies[pick]) == 0 && o->wall != NULL
+            && sl__docker_wall_set_address(o, proxies[pick]) < 0) {
             sl_log(SL_LOG_ERROR, 0, "msg=\"swarm: a proxy's address is not IPv4\" proxy=%s",
-                   proxies[k]);
+                   proxies[pick]);
         }
     }
     json_decref(nodes);

@@ -85,8 +85,8 @@ struct sl_swarm_proxy {
 };
 
 /* The newest policy snapshot version the proxy of the node at `node` (its address, as in
- * sl_swarm_proxy) acknowledged and still holds, as far as the caller knows; 0 for none, or when
- * the proxy is unreachable now. */
+ * sl_swarm_proxy) acknowledged and still holds, as far as the caller knows; 0 for none yet, -1
+ * when the proxy is unreachable now or fed by nobody (such a node gets no sandbox). */
 typedef int64_t sl_swarm_proxy_acked_fn(void *arg, const char *node);
 
 /* Where the swarm is and how to reach it. Borrowed for the call (copied). */
