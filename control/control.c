@@ -700,7 +700,8 @@ static void on_api_status(void *arg, json_t *doc)
 
 /* GET /readyz (docs/reference/api.md §5.7): the database is open (it is, while the daemon
  * runs), every proxy acknowledged the newest snapshot, and the sandboxes are up when they
- * were asked for and a Docker daemon is installed. */
+ * were asked for and their engine is there: a Docker daemon installed here, or with the Swarm
+ * launcher always (this host's socket plays no part). */
 static bool on_api_ready(void *arg, json_t *doc)
 {
     struct daemon *d = arg;
@@ -708,6 +709,7 @@ static bool on_api_ready(void *arg, json_t *doc)
     json_t *sb = json_object();
     json_t *why = json_array();
     bool ready = true;
+    bool swarm = d->cfg->launcher == SL_CONTROL_LAUNCHER_SWARM;
     struct stat st;
 
     (void)json_object_set_new(doc, "store", json_string("open"));
@@ -728,7 +730,7 @@ static bool on_api_ready(void *arg, json_t *doc)
                                                     "snapshot"));
         }
     }
-    if (!sandboxes_asked(d->cfg) || docker == NULL || stat(docker, &st) != 0) {
+    if (!sandboxes_asked(d->cfg) || (!swarm && (docker == NULL || stat(docker, &st) != 0))) {
         /* No sandboxes asked for, or no Docker daemon installed here: the rest works. */
         (void)json_object_set_new(doc, "docker", json_string("not needed"));
     } else if (d->sandboxes != NULL && sb != NULL) {
@@ -742,8 +744,10 @@ static bool on_api_ready(void *arg, json_t *doc)
         ready = false;
         (void)json_object_set_new(doc, "docker",
                                   json_pack("{s:b,s:s}", "ready", 0, "error", d->sandboxes_error));
-        (void)json_array_append_new(why, json_string("sandboxes are off though a Docker daemon "
-                                                     "is installed"));
+        (void)json_array_append_new(why, json_string(swarm ? "sandboxes are off: the Swarm "
+                                                             "launcher did not start"
+                                                           : "sandboxes are off though a Docker "
+                                                             "daemon is installed"));
     }
     json_decref(sb);
     if (!ready) {
