@@ -70,8 +70,8 @@ static const char usage[] =
         "                              inner wall's helper\n"
         "  --swarm-proxy NODE=PROXY    a node's address and its proxy's on the overlay\n"
         "                              (repeatable; sandboxes go to these nodes only)\n"
-        "  --swarm-encrypted on|off    the overlay must be encrypted (default on; off where the\n"
-        "                              nodes' kernels lack IPsec ESP with AES-GCM)\n"
+        "  --swarm-encrypted on|off    the overlay must be encrypted (default on; off accepts an\n"
+        "                              unencrypted one)\n"
         "\n"
         "SIGUSR1 is taken (log rotation: the control plane keeps no log file open); SIGTERM or\n"
         "SIGINT stops it gracefully (exit 0).\n";

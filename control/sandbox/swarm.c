@@ -238,9 +238,8 @@ static int verify_network(struct sl__docker_op *o, const json_t *n)
     } else if (o->d->swarm_encrypted && !encrypted) {
         sl__docker_set_err(o, SL_EEXIST,
                            "swarm: network %s exists but is not encrypted, and encryption is "
-                           "asked for (--swarm-encrypted on, the default): make it again with "
-                           "--opt encrypted, or turn encryption off where the nodes' kernels "
-                           "cannot do it (IPsec ESP with AES-GCM, docs/scale-lab.md)",
+                           "asked for (the default): make it again with --opt encrypted, or "
+                           "keep it as it is with --swarm-encrypted off",
                            o->name);
     } else if (json_array_size(cfgs) != 1 || subnet == NULL || strcmp(subnet, o->subnet) != 0) {
         sl__docker_set_err(o, SL_EEXIST, "swarm: network %s exists with subnet %.64s, not %s",

@@ -61,6 +61,17 @@ if p net slsw-ov 10.213.212.0/24 10.213.212.1 2>"$work/err"; then
   fail "an existing overlay with another subnet was accepted"
 fi
 grep -q "exists with subnet" "$work/err" || fail "wrong refusal: $(cat "$work/err")"
+# With encryption asked for (the control plane's default): an existing unencrypted overlay is
+# refused, naming the way out; a new one is made encrypted.
+if SLSW_ENCRYPT=1 p net sbx-net 10.213.211.0/24 10.213.211.1 2>"$work/err"; then
+  fail "an unencrypted overlay was accepted with encryption asked for"
+fi
+grep -q "not encrypted.*--swarm-encrypted off" "$work/err" || fail "wrong refusal: $(cat "$work/err")"
+SLSW_ENCRYPT=1 p net sbx-enc 10.213.213.0/24 10.213.213.1 || fail "ensure_network (encrypted)"
+"$lab" docker 1 network inspect sbx-enc | jq -e '.[0].Options | has("encrypted")' >/dev/null ||
+  fail "the new overlay is not encrypted: $("$lab" docker 1 network inspect sbx-enc)"
+SLSW_ENCRYPT=1 p net sbx-enc 10.213.213.0/24 10.213.213.1 || fail "ensure_network (encrypted, existing)"
+"$lab" docker 1 network rm sbx-enc >/dev/null
 
 # Swarm spreads the tasks: create until both nodes have one (at most four).
 declare -A on

@@ -127,7 +127,8 @@ int main(int argc, char **argv)
     char key[512];
     struct sl_swarm_config c = { .manager = getenv("SLSW_MANAGER"),
                                  .port = 2376,
-                                 .wall_image = getenv("SLSW_WALL_IMAGE") };
+                                 .wall_image = getenv("SLSW_WALL_IMAGE"),
+                                 .encrypted = getenv("SLSW_ENCRYPT") != NULL };
     struct sl_launcher *l = NULL;
     uv_loop_t loop;
     const char *cmd = argc > 1 ? argv[1] : "";
