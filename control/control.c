@@ -1124,6 +1124,7 @@ static int serve(struct daemon *d, const struct sl_control_config *cfg)
             .key = cfg->proxy_admin_key,
             .ca = cfg->proxy_admin_ca,
             .crl = cfg->proxy_admin_crl,
+            .peer_kind = "proxy",
         };
 
         rc = sl_http_tls_create(&files, false, &d->push_tls, err, sizeof(err));

@@ -26,6 +26,11 @@ struct sl_http_tls {
     struct stat crl_seen;
 };
 
+/* The kinds sl_http_tls_files.peer_kind may name. The context's app data points at one of
+ * these (or is NULL): SSL objects may outlive the sl_http_tls, never these strings. Not const
+ * only because app data is a void *; never written. */
+static char kinds[][8] = { "proxy", "engine", "control" };
+
 /* A write of ciphertext with its own bytes. */
 struct flight {
     uv_write_t req;
@@ -145,6 +150,43 @@ static int load_own(SSL_CTX *ctx, const struct sl_http_tls_files *f, char *err, 
     return 0;
 }
 
+/* The leaf's kind, when it names one (its subject's OUs), against the one asked for: true when
+ * it names none or names that one. */
+static bool kind_matches(X509 *leaf, const char *want)
+{
+    const X509_NAME *name = X509_get_subject_name(leaf);
+    bool named = false;
+    int i = -1;
+
+    while ((i = X509_NAME_get_index_by_NID(name, NID_organizationalUnitName, i)) >= 0) {
+        const ASN1_STRING *v = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(name, i));
+        size_t n = strlen(want);
+
+        named = true;
+        if (v != NULL && (size_t)ASN1_STRING_length(v) == n
+            && memcmp(ASN1_STRING_get0_data(v), want, n) == 0) {
+            return true;
+        }
+    }
+    return !named;
+}
+
+/* OpenSSL's verdict on each certificate of the chain, and then ours on the leaf's kind. */
+static int on_verify(int ok, X509_STORE_CTX *x)
+{
+    SSL *ssl = X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+    const char *kind = ssl != NULL ? SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)) : NULL;
+
+    if (!ok || X509_STORE_CTX_get_error_depth(x) != 0 || kind == NULL) {
+        return ok;
+    }
+    if (!kind_matches(X509_STORE_CTX_get_current_cert(x), kind)) {
+        X509_STORE_CTX_set_error(x, X509_V_ERR_APPLICATION_VERIFICATION);
+        return 0;
+    }
+    return 1;
+}
+
 static int build_ctx(struct sl_http_tls *t, const struct sl_http_tls_files *f, char *err,
                      size_t errlen)
 {
@@ -155,6 +197,16 @@ static int build_ctx(struct sl_http_tls *t, const struct sl_http_tls_files *f, c
         return SL_ENOMEM;
     }
     t->ctx = ctx;
+    for (size_t i = 0; f->peer_kind != NULL && i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        if (strcmp(f->peer_kind, kinds[i]) == 0) {
+            (void)SSL_CTX_set_app_data(ctx, kinds[i]);
+        }
+    }
+    if (f->peer_kind != NULL && SSL_CTX_get_app_data(ctx) == NULL) {
+        (void)snprintf(err, errlen, "unknown certificate kind %.32s (proxy, engine or control)",
+                       f->peer_kind);
+        return SL_EINVAL;
+    }
     if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1) {
         seterr(err, errlen, "cannot require TLS 1.3 for", f->cert);
         return SL_ECRYPTO;
@@ -165,7 +217,7 @@ static int build_ctx(struct sl_http_tls *t, const struct sl_http_tls_files *f, c
     if (t->server) {
         STACK_OF(X509_NAME) *names = SSL_load_client_CA_file(f->ca);
 
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, on_verify);
         (void)SSL_CTX_set_num_tickets(ctx, 0);
         /* The CertificateRequest names the CA, so a client with several keys picks ours. */
         if (names == NULL) {
@@ -174,7 +226,7 @@ static int build_ctx(struct sl_http_tls *t, const struct sl_http_tls_files *f, c
         }
         SSL_CTX_set_client_CA_list(ctx, names);
     } else {
-        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, on_verify);
     }
     return 0;
 }
@@ -193,6 +245,7 @@ int sl_http_tls_create(const struct sl_http_tls_files *f, bool server, struct sl
         (void)snprintf(err, errlen, "a path is too long");
         return SL_EINVAL;
     }
+
     t = sl_calloc(1, sizeof(*t));
     if (t == NULL) {
         (void)snprintf(err, errlen, "out of memory");
@@ -368,7 +421,14 @@ void sl_http_tls_why(SSL *ssl, int ret, char *out, size_t n)
     const char *reason = code != 0 ? ERR_reason_error_string(code) : NULL;
     long verify = SSL_get_verify_result(ssl);
 
-    if (verify != X509_V_OK) {
+    const char *kind = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+
+    if (verify == X509_V_ERR_APPLICATION_VERIFICATION && kind != NULL) {
+        (void)snprintf(out, n,
+                       "certificate verify failed: not a %s certificate (its organizational "
+                       "unit names another kind)",
+                       kind);
+    } else if (verify != X509_V_OK) {
         (void)snprintf(out, n, "certificate verify failed: %s",
                        X509_verify_cert_error_string(verify));
     } else if (reason != NULL) {

@@ -11,7 +11,8 @@
  * revocation takes effect with the next connection, without a restart; a CRL that cannot be
  * read or that the CA did not sign fails the new connection (never an unchecked one). The
  * verifier checks the purpose as OpenSSL's TLS code does: a server's certificate needs
- * serverAuth, a client's clientAuth. No session tickets, no resumption, no renegotiation.
+ * serverAuth, a client's clientAuth; and, when asked, the kind `sluice pki` wrote into it
+ * (peer_kind below). No session tickets, no resumption, no renegotiation.
  *
  * Connections are SSL objects on two memory BIOs: the owner feeds what its socket delivered
  * (sl_http_tls_feed()), runs OpenSSL's calls, and sends what waits in the output
@@ -50,6 +51,12 @@ struct sl_http_tls_files {
     const char *ca;
     /* The CRL (PEM) of that CA, or NULL for none. */
     const char *crl;
+    /* The kind the peer's certificate must be when it names one, or NULL: `sluice pki`
+     * (certs/pki.h) writes a certificate's kind as its subject's organizational unit (proxy,
+     * engine, control), so a leaf with an OU other than this one is refused (an engine's
+     * certificate for a node's address does not pass as that node's proxy). A leaf without an OU
+     * (another PKI's) is not checked for it. One of "proxy", "engine", "control". */
+    const char *peer_kind;
 };
 
 /* Builds a server (`server`) or client context from `f`, checking every file now. Returns 0,

@@ -1126,6 +1126,7 @@ static int setup_admin_tls(struct proxy *p)
         .key = cfg->admin_key,
         .ca = cfg->admin_client_ca,
         .crl = cfg->admin_crl,
+        .peer_kind = "control",
     };
     char err[ERR_BYTES] = "";
     int rc;

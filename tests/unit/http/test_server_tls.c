@@ -30,10 +30,13 @@
 
 #include <cmocka.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <uv.h>
 
 #include "base/mem.h"
+#include "certs/ca.h"
 #include "certs/pki.h"
 #include "http/server.h"
 #include "http/tls.h"
@@ -147,6 +150,63 @@ static int teardown(void **state)
     return rc;
 }
 
+/* Writes `dir`/`name`.pem and .key: a client certificate (clientAuth) from the PKI's CA whose
+ * organizational unit is `ou` (NULL: none) — what `sluice pki` never issues, so the kind check
+ * is seen on its own. */
+static void issue_client(const char *dir, const char *name, const char *ou)
+{
+    char path[256];
+    char file[64];
+    char err[256];
+    struct sl_ca *ca = NULL;
+    EVP_PKEY *key = EVP_EC_gen("P-256");
+    X509 *x = X509_new();
+    X509_NAME *subject = X509_get_subject_name(x);
+    X509V3_CTX v3;
+    X509_EXTENSION *eku;
+    FILE *out;
+
+    assert_int_equal(sl_ca_load_dir(dir, true, &ca, err, sizeof(err)), 0);
+    assert_non_null(key);
+    assert_non_null(x);
+    assert_int_equal(X509_set_version(x, 2), 1);
+    assert_int_equal(ASN1_INTEGER_set(X509_get_serialNumber(x), 4242), 1);
+    assert_int_equal(X509_NAME_add_entry_by_txt(subject, "O", MBSTRING_ASC,
+                                                (const unsigned char *)"sluice", -1, -1, 0),
+                     1);
+    if (ou != NULL) {
+        assert_int_equal(X509_NAME_add_entry_by_txt(subject, "OU", MBSTRING_ASC,
+                                                    (const unsigned char *)ou, -1, -1, 0),
+                         1);
+    }
+    assert_int_equal(X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC,
+                                                (const unsigned char *)name, -1, -1, 0),
+                     1);
+    assert_int_equal(X509_set_issuer_name(x, X509_get_subject_name(sl_ca_cert(ca))), 1);
+    assert_non_null(X509_gmtime_adj(X509_getm_notBefore(x), -3600));
+    assert_non_null(X509_gmtime_adj(X509_getm_notAfter(x), 3600));
+    assert_int_equal(X509_set_pubkey(x, key), 1);
+    X509V3_set_ctx(&v3, sl_ca_cert(ca), x, NULL, NULL, 0);
+    eku = X509V3_EXT_conf_nid(NULL, &v3, NID_ext_key_usage, "clientAuth");
+    assert_non_null(eku);
+    assert_int_equal(X509_add_ext(x, eku, -1), 1);
+    X509_EXTENSION_free(eku);
+    assert_true(X509_sign(x, sl_ca_key(ca), EVP_sha256()) > 0);
+    (void)snprintf(file, sizeof(file), "%s.pem", name);
+    out = fopen(path_in(path, sizeof(path), dir, file), "w");
+    assert_non_null(out);
+    assert_int_equal(PEM_write_X509(out, x), 1);
+    assert_int_equal(fclose(out), 0);
+    (void)snprintf(file, sizeof(file), "%s.key", name);
+    out = fopen(path_in(path, sizeof(path), dir, file), "w");
+    assert_non_null(out);
+    assert_int_equal(PEM_write_PrivateKey(out, key, NULL, NULL, 0, NULL, NULL), 1);
+    assert_int_equal(fclose(out), 0);
+    X509_free(x);
+    EVP_PKEY_free(key);
+    sl_ca_destroy(ca);
+}
+
 /* Starts the server with a 300 ms header timeout, runs `client` against it, joins. */
 static void run(struct fx *f, void (*client)(struct fx *f))
 {
@@ -162,6 +222,7 @@ static void run(struct fx *f, void (*client)(struct fx *f))
         .key = path_in(key, sizeof(key), f->pki, "proxy-p.key"),
         .ca = path_in(ca, sizeof(ca), f->pki, "ca.pem"),
         .crl = path_in(crl, sizeof(crl), f->pki, "crl.pem"),
+        .peer_kind = "control",
     };
 
     f->client = client;
@@ -403,6 +464,35 @@ static void refuses_a_client_without_a_valid_certificate(void **state)
     }
 }
 
+static void client_of_another_kind(struct fx *f)
+{
+    try_as(f, f->pki, "odd-engine");
+}
+
+static void client_of_no_kind(struct fx *f)
+{
+    try_as(f, f->pki, "odd-none");
+}
+
+/* The server wants a `control` certificate: one whose OU names another kind is refused even
+ * with clientAuth from the right CA; one that names no kind (another PKI's way) is served. */
+static void checks_the_client_certificate_kind(void **state)
+{
+    struct fx *f = *state;
+
+    issue_client(f->pki, "odd-engine", "engine");
+    issue_client(f->pki, "odd-none", NULL);
+    f->answers = 0;
+    run(f, client_of_another_kind);
+    assert_int_equal(f->answers, 0);
+    assert_false(f->http_seen);
+    assert_int_equal(f->calls, 0);
+    f->handshake_failed = false;
+    run(f, client_of_no_kind);
+    assert_int_equal(f->answers, 1);
+    assert_int_equal(f->calls, 1);
+}
+
 /* c2 is served, revoked while the server runs, then refused; c1 still served. */
 static void client_revoked_meanwhile(struct fx *f)
 {
@@ -541,6 +631,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(serves_requests_with_a_client_certificate, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_a_client_without_a_valid_certificate, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(checks_the_client_certificate_kind, setup, teardown),
         cmocka_unit_test_setup_teardown(reads_the_crl_again_when_it_changes, setup, teardown),
         cmocka_unit_test_setup_teardown(refuses_plain_http, setup, teardown),
         cmocka_unit_test_setup_teardown(cuts_a_client_that_stalls_in_the_handshake, setup,

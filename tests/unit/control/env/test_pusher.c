@@ -110,6 +110,9 @@ struct mode {
      * before anything runs. */
     bool revoke_proxy;
     bool revoke_control;
+    /* The proxy serves an `engine` certificate (for the same address) instead of a `proxy`
+     * one. */
+    bool engine_cert;
 };
 
 static struct mode by_socket = { .tls = false };
@@ -156,7 +159,7 @@ static void setup_tls(struct world *w, const struct mode *m)
     char err[512];
     const char *ips[1] = { m->proxy_ip };
     const char *dns[1] = { m->proxy_dns };
-    struct sl_pki_request pr = { .kind = SL_PKI_PROXY,
+    struct sl_pki_request pr = { .kind = m->engine_cert ? SL_PKI_ENGINE : SL_PKI_PROXY,
                                  .name = "p1",
                                  .ips = ips,
                                  .n_ips = m->proxy_ip != NULL,
@@ -182,15 +185,21 @@ static void setup_tls(struct world *w, const struct mode *m)
     }
     (void)in_dir(ca, sizeof(ca), pki, "ca.pem");
     (void)in_dir(crl, sizeof(crl), pki, "crl.pem");
-    sf = (struct sl_http_tls_files){ .cert = in_dir(cert, sizeof(cert), pki, "proxy-p1.pem"),
-                                     .key = in_dir(key, sizeof(key), pki, "proxy-p1.key"),
-                                     .ca = ca,
-                                     .crl = crl };
+    /* As the daemons set them up (proxy/proxy.c, control/control.c): each wants the other's
+     * kind. */
+    sf = (struct sl_http_tls_files){
+        .cert = in_dir(cert, sizeof(cert), pki, m->engine_cert ? "engine-p1.pem" : "proxy-p1.pem"),
+        .key = in_dir(key, sizeof(key), pki, m->engine_cert ? "engine-p1.key" : "proxy-p1.key"),
+        .ca = ca,
+        .crl = crl,
+        .peer_kind = "control"
+    };
     assert_int_equal(sl_http_tls_create(&sf, true, &w->fake.tls, err, sizeof(err)), 0);
     cf = (struct sl_http_tls_files){ .cert = in_dir(cert, sizeof(cert), pki, "control-cp.pem"),
                                      .key = in_dir(key, sizeof(key), pki, "control-cp.key"),
                                      .ca = ca,
-                                     .crl = crl };
+                                     .crl = crl,
+                                     .peer_kind = "proxy" };
     assert_int_equal(sl_http_tls_create(&cf, false, &w->client_tls, err, sizeof(err)), 0);
     /* A free port for the proxy, kept across its restarts. */
     fake_start(&w->fake);
@@ -411,6 +420,18 @@ static void refuses_a_proxy_certificate_for_another_host(void **state)
     refuses_a_proxy_certificate(&m, "IP address mismatch");
 }
 
+/* A node's engine certificate names the node's address and serverAuth as its proxy's does:
+ * its kind tells them apart. */
+static void refuses_an_engine_certificate_as_a_proxy(void **state)
+{
+    const struct mode m = {
+        .tls = true, .proxy_ip = "127.0.0.1", .url_host = "127.0.0.1", .engine_cert = true
+    };
+
+    (void)state;
+    refuses_a_proxy_certificate(&m, "not a proxy certificate");
+}
+
 /* The proxy checks the control plane's certificate: revoked, the snapshot never lands. */
 static void a_proxy_refuses_a_revoked_control_certificate(void **state)
 {
@@ -507,6 +528,7 @@ int main(void)
         cmocka_unit_test_prestate(closes_with_a_request_in_flight, (void *)&by_url),
         cmocka_unit_test(refuses_a_revoked_proxy_certificate),
         cmocka_unit_test(refuses_a_proxy_certificate_for_another_host),
+        cmocka_unit_test(refuses_an_engine_certificate_as_a_proxy),
         cmocka_unit_test(a_proxy_refuses_a_revoked_control_certificate),
         cmocka_unit_test(delivers_to_a_url_with_a_host_name),
         cmocka_unit_test(refuses_bad_urls),
