@@ -245,7 +245,6 @@ int sl_http_tls_create(const struct sl_http_tls_files *f, bool server, struct sl
         (void)snprintf(err, errlen, "a path is too long");
         return SL_EINVAL;
     }
-
     t = sl_calloc(1, sizeof(*t));
     if (t == NULL) {
         (void)snprintf(err, errlen, "out of memory");
@@ -420,7 +419,6 @@ void sl_http_tls_why(SSL *ssl, int ret, char *out, size_t n)
     unsigned long code = ERR_peek_last_error();
     const char *reason = code != 0 ? ERR_reason_error_string(code) : NULL;
     long verify = SSL_get_verify_result(ssl);
-
     const char *kind = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
 
     if (verify == X509_V_ERR_APPLICATION_VERIFICATION && kind != NULL) {
