@@ -14,7 +14,9 @@
 #     restart;
 #   - the proxy killed and started again on the same admin port: pushed again within seconds;
 #   - a proxy whose own certificate is revoked: a control plane pushing to it sends nothing (the
-#     proxy stays without a policy) and its status says "certificate revoked".
+#     proxy stays without a policy) and its status says "certificate revoked";
+#   - certificates of the wrong kind: a clientAuth one with OU=engine gets no HTTP on the admin
+#     port; a proxy showing a node's engine certificate gets nothing ("not a proxy certificate").
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -31,6 +33,15 @@ pk issue "$pki" proxy p1 --ip 127.0.0.1 || fx_bail "issue p1"
 pk issue "$pki" proxy p2 --ip 127.0.0.1 || fx_bail "issue p2"
 pk issue "$pki" control cp || fx_bail "issue cp"
 pk issue "$pki" control spare || fx_bail "issue spare"
+pk issue "$pki" engine e1 --ip 127.0.0.1 || fx_bail "issue e1"
+# What `sluice pki` never issues: a client certificate (clientAuth) of this CA whose kind is
+# another's (OU=engine), to see the admin port check the kind on its own.
+openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/O=sluice/OU=engine/CN=odd" \
+  -keyout "$pki/odd.key" -out "$FX_WORK/odd.csr" >>"$FX_WORK/pki.log" 2>&1 || fx_bail "odd: request"
+printf 'extendedKeyUsage=clientAuth\n' >"$FX_WORK/odd.ext"
+openssl x509 -req -in "$FX_WORK/odd.csr" -CA "$pki/ca.pem" -CAkey "$pki/ca.key" -set_serial 4242 \
+  -days 1 -extfile "$FX_WORK/odd.ext" -out "$pki/odd.pem" >>"$FX_WORK/pki.log" 2>&1 ||
+  fx_bail "odd: certificate"
 pk init "$other" || fx_bail "the other PKI"
 pk issue "$other" control cp || fx_bail "the other PKI's control certificate"
 # p2's certificate is revoked before anything runs.
@@ -76,6 +87,8 @@ check_match "... s_client saw the alert" "$sout" "alert certificate required"
 check_eq "a certificate of another CA: no HTTP answer" "$(admin_curl control-cp "$other")" 000
 check_match "... refused as an unknown CA" "$(cat "$FX_WORK/admin.err")" "unknown ca"
 check_eq "a proxy's certificate used as a client's: no HTTP answer" "$(admin_curl proxy-p1)" 000
+check_eq "a client certificate of this CA but of another kind (OU=engine): no HTTP answer" \
+  "$(admin_curl odd)" 000
 code=$(curl -sS --max-time 10 -o /dev/null -w '%{http_code}' \
   "http://127.0.0.1:$aport/v1/status" 2>/dev/null || true)
 check_eq "plain HTTP to the admin port: no HTTP answer" "$code" 000
@@ -196,5 +209,31 @@ check_eq "... and it got nothing: still no policy after a second" \
   "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" null
 check "... its log shows no TLS connection that got through" \
   test -z "$(grep -a 'http tls peer=' "$FX_PROXY_LOG" || true)"
+
+# ---- A proxy that shows a node's engine certificate (the same address, serverAuth) ----
+aport3=$(fx_free_port)
+fx_proxy_start "${common[@]}" --admin-listen "127.0.0.1:$aport3" \
+  --admin-cert "$pki/engine-e1.pem" --admin-key "$pki/engine-e1.key" \
+  --admin-client-ca "$pki/ca.pem" --admin-crl "$pki/crl.pem" || fx_bail "a proxy with e1 starts"
+fx_wait 10 fx_port_open "$aport3" || fx_bail "its admin port listens"
+cdata3=$FX_WORK/control-data3
+fx_control_data "$cdata3"
+ctoken3=$FX_CONTROL_TOKEN
+cport3=$(fx_free_port)
+control_start "$cdata3" "$cport3" "https://127.0.0.1:$aport3" "$FX_WORK/control3.log" ||
+  fx_bail "a third control plane starts"
+curl -sS -o /dev/null -H "Authorization: Bearer $ctoken3" -H 'Content-Type: application/json' \
+  -d "$(env_json a)" "http://127.0.0.1:$cport3/api/v1/environments" || true
+kind_said() {
+  curl -sf -H "Authorization: Bearer $ctoken3" "http://127.0.0.1:$cport3/api/v1/status" \
+    >"$FX_WORK/status3.json" || return 1
+  fx_json "$FX_WORK/status3.json" \
+    '(lambda p: p["unreachable"] and p["acknowledged_version"] == 0 and "not a proxy certificate" in p["last_error"])(d["snapshot"]["proxies"][0])' |
+    grep -qx true
+}
+check "an engine certificate as a proxy's: unreachable, status says not a proxy certificate" \
+  fx_wait 5 kind_said
+fx_admin GET /v1/status
+check_eq "... and it got nothing" "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" null
 
 fx_done
