@@ -11,7 +11,8 @@
 # table stays while it is down, it comes back, the proxy is untouched. A second start on the
 # same directory reuses everything (same CA and key, the token still works, no new token) and
 # builds a missing sluice/sandbox tag with the recipe (from its cache). With no Docker daemon: the
-# output says so, sandbox calls answer 503, environments work. Bad flags: one line, exit 2; a
+# output says so, sandbox calls answer 503, environments work; in that run --proxy-admin-url and
+# its certificates reach the control plane, which pushes to a second proxy over mutual TLS. Bad flags: one line, exit 2; a
 # bad proxy flag after `--`: the proxy is not restarted, up stops and exits 1. SIGKILL to up:
 # the children stop by themselves and the table is removed.
 # Network sl-t-up, subnet 10.213.41.0/24; the origin listens on 127.77.41.1:443.
@@ -386,10 +387,30 @@ check "... the table is removed" no_table
 # --audit-log as a relative path: up makes it absolute and gives it to both children.
 mkdir -p "$FX_WORK/logs"
 audit_lines_in_data=$(wc -l <"$DATA/audit.log")
+# ... and a proxy on the network besides up's own: --proxy-admin-url and its certificates pass
+# through to the control plane, which pushes to it under mutual TLS.
+PKI=$FX_WORK/control-pki
+{ "$SLUICE_BIN" pki init "$PKI" && "$SLUICE_BIN" pki issue "$PKI" proxy net --ip 127.0.0.1 &&
+  "$SLUICE_BIN" pki issue "$PKI" control up; } >"$FX_WORK/pki.log" 2>&1 || fx_bail "sluice pki"
+NPORT=$(fx_free_port)
+fx_proxy_start --admin-listen "127.0.0.1:$NPORT" --admin-cert "$PKI/proxy-net.pem" \
+  --admin-key "$PKI/proxy-net.key" --admin-client-ca "$PKI/ca.pem" ||
+  fx_bail "a proxy with --admin-listen starts"
 cd "$FX_WORK" || fx_bail "cd $FX_WORK"
-up_start --docker-socket "$FX_WORK/nothing.sock" --audit-log logs/audit.log ||
+up_start --docker-socket "$FX_WORK/nothing.sock" --audit-log logs/audit.log \
+  --proxy-admin-url "https://127.0.0.1:$NPORT" --proxy-admin-cert "$PKI/control-up.pem" \
+  --proxy-admin-key "$PKI/control-up.key" --proxy-admin-ca "$PKI/ca.pem" ||
   fx_bail "sluice up starts without a Docker daemon"
 cd - >/dev/null || fx_bail "cd back"
+# url_acked : /api/v1/status lists the URL with the newest version acknowledged.
+url_acked() {
+  api GET /status
+  [ "$(field '[p.get("acknowledged_version") == d["snapshot"]["version"] > 0 for p in d["snapshot"]["proxies"] if p.get("url") == "https://127.0.0.1:'"$NPORT"'"]')" = "[true]" ]
+}
+check "--proxy-admin-url through up: the control plane pushed to that proxy over TLS" \
+  fx_wait 10 url_acked
+fx_admin GET /v1/status
+check_match "... which holds the snapshot" "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" '^[0-9]+$'
 check "the summary names the audit log given" grep -qF "(audit log: $FX_WORK/logs/audit.log)" "$UP_OUT"
 probe_status=$(curl -q -sS --max-time 10 -o /dev/null -w '%{http_code}' \
   -x "http://127.0.0.1:$PPORT" http://up-audit-probe.test/ 2>/dev/null) || true
