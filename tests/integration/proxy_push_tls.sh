@@ -180,60 +180,46 @@ fi
 check "... and enforced: b.sluice.test passes" status_is b 200
 check "... a.sluice.test refused" status_is a 403
 
-# ---- A proxy whose certificate is revoked: nothing is pushed to it ----
-aport2=$(fx_free_port)
-fx_proxy_start "${common[@]}" --admin-listen "127.0.0.1:$aport2" \
-  --admin-cert "$pki/proxy-p2.pem" --admin-key "$pki/proxy-p2.key" \
-  --admin-client-ca "$pki/ca.pem" --admin-crl "$pki/crl.pem" || fx_bail "a proxy with p2 starts"
-fx_wait 10 fx_port_open "$aport2" || fx_bail "its admin port listens"
-cdata2=$FX_WORK/control-data2
-fx_control_data "$cdata2"
-ctoken2=$FX_CONTROL_TOKEN
-cport2=$(fx_free_port)
-control_start "$cdata2" "$cport2" "https://127.0.0.1:$aport2" "$FX_WORK/control2.log" ||
-  fx_bail "a second control plane starts"
-curl -sS -o /dev/null -H "Authorization: Bearer $ctoken2" -H 'Content-Type: application/json' \
-  -d "$(env_json a)" "http://127.0.0.1:$cport2/api/v1/environments" || true
-revoked_said() {
-  curl -sf -H "Authorization: Bearer $ctoken2" "http://127.0.0.1:$cport2/api/v1/status" \
-    >"$FX_WORK/status2.json" || return 1
-  fx_json "$FX_WORK/status2.json" \
-    '(lambda p: p["unreachable"] and p["acknowledged_version"] == 0 and "certificate revoked" in p["last_error"])(d["snapshot"]["proxies"][0])' |
-    grep -qx true
+# refused_proxy CERT N WHY : a proxy showing CERT (of the PKI) on its admin port and a control
+# plane (the Nth) pushing to it alone, with an environment to push; checks that its status says
+# the proxy is unreachable because of WHY (in last_error) and acknowledged nothing, and that the
+# proxy, a second later, still has no policy and logged no TLS connection that got through.
+refused_proxy() {
+  local cert=$1 n=$2 why=$3 port cport data token
+  port=$(fx_free_port)
+  fx_proxy_start "${common[@]}" --admin-listen "127.0.0.1:$port" \
+    --admin-cert "$pki/$cert.pem" --admin-key "$pki/$cert.key" \
+    --admin-client-ca "$pki/ca.pem" --admin-crl "$pki/crl.pem" || fx_bail "a proxy with $cert starts"
+  fx_wait 10 fx_port_open "$port" || fx_bail "its admin port listens"
+  data=$FX_WORK/control-data$n
+  fx_control_data "$data"
+  token=$FX_CONTROL_TOKEN
+  cport=$(fx_free_port)
+  control_start "$data" "$cport" "https://127.0.0.1:$port" "$FX_WORK/control$n.log" ||
+    fx_bail "control plane $n starts"
+  curl -sS -o /dev/null -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -d "$(env_json a)" "http://127.0.0.1:$cport/api/v1/environments" || true
+  # said : the status names WHY for the proxy.
+  said() {
+    curl -sf -H "Authorization: Bearer $token" "http://127.0.0.1:$cport/api/v1/status" \
+      >"$FX_WORK/status$n.json" || return 1
+    fx_json "$FX_WORK/status$n.json" \
+      '(lambda p: p["unreachable"] and p["acknowledged_version"] == 0 and "'"$why"'" in p["last_error"])(d["snapshot"]["proxies"][0])' |
+      grep -qx true
+  }
+  check "$cert: unreachable, status says $why" fx_wait 5 said
+  fx_note "its last_error: $(fx_json "$FX_WORK/status$n.json" 'd["snapshot"]["proxies"][0]["last_error"]' || true)"
+  sleep 1
+  fx_admin GET /v1/status
+  check_eq "... and it got nothing: still no policy after a second" \
+    "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" null
+  check "... its log shows no TLS connection that got through" \
+    test -z "$(grep -a 'http tls peer=' "$FX_PROXY_LOG" || true)"
 }
-check "the revoked proxy: unreachable, status says certificate revoked" fx_wait 5 revoked_said
-fx_note "its last_error: $(fx_json "$FX_WORK/status2.json" 'd["snapshot"]["proxies"][0]["last_error"]' || true)"
-sleep 1
-fx_admin GET /v1/status
-check_eq "... and it got nothing: still no policy after a second" \
-  "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" null
-check "... its log shows no TLS connection that got through" \
-  test -z "$(grep -a 'http tls peer=' "$FX_PROXY_LOG" || true)"
 
+# ---- A proxy whose certificate is revoked: nothing is pushed to it ----
+refused_proxy proxy-p2 2 "certificate revoked"
 # ---- A proxy that shows a node's engine certificate (the same address, serverAuth) ----
-aport3=$(fx_free_port)
-fx_proxy_start "${common[@]}" --admin-listen "127.0.0.1:$aport3" \
-  --admin-cert "$pki/engine-e1.pem" --admin-key "$pki/engine-e1.key" \
-  --admin-client-ca "$pki/ca.pem" --admin-crl "$pki/crl.pem" || fx_bail "a proxy with e1 starts"
-fx_wait 10 fx_port_open "$aport3" || fx_bail "its admin port listens"
-cdata3=$FX_WORK/control-data3
-fx_control_data "$cdata3"
-ctoken3=$FX_CONTROL_TOKEN
-cport3=$(fx_free_port)
-control_start "$cdata3" "$cport3" "https://127.0.0.1:$aport3" "$FX_WORK/control3.log" ||
-  fx_bail "a third control plane starts"
-curl -sS -o /dev/null -H "Authorization: Bearer $ctoken3" -H 'Content-Type: application/json' \
-  -d "$(env_json a)" "http://127.0.0.1:$cport3/api/v1/environments" || true
-kind_said() {
-  curl -sf -H "Authorization: Bearer $ctoken3" "http://127.0.0.1:$cport3/api/v1/status" \
-    >"$FX_WORK/status3.json" || return 1
-  fx_json "$FX_WORK/status3.json" \
-    '(lambda p: p["unreachable"] and p["acknowledged_version"] == 0 and "not a proxy certificate" in p["last_error"])(d["snapshot"]["proxies"][0])' |
-    grep -qx true
-}
-check "an engine certificate as a proxy's: unreachable, status says not a proxy certificate" \
-  fx_wait 5 kind_said
-fx_admin GET /v1/status
-check_eq "... and it got nothing" "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" null
+refused_proxy engine-e1 3 "not a proxy certificate"
 
 fx_done
