@@ -5,9 +5,9 @@
 # runs ~2 s and its JSON is checked (no errors, sane numbers): keepalive, newconn with and
 # without --resume (sessions resumed only with it), rate (requests = rate x duration within
 # 15 %), download (a 10 MiB file), idle ("ready 20"); chunked responses (origin.py) and plain
-# http. Failures must show: a wrong --cafile or a certificate for another name gives tls errors
-# and no request, a host the proxy refuses gives proxy errors, and --measure-pid of the proxy
-# sees its CPU time.
+# http; bench/tls_floor prints its floors. Failures must show: a wrong --cafile or a
+# certificate for another name gives tls errors and no request, a host the proxy refuses gives
+# proxy errors, and --measure-pid of the proxy sees its CPU time.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -251,6 +251,15 @@ check_eq "a non-http URL is a usage error (exit 2)" "$rc" 2
 rc=0
 "$LOAD" --url "$url/" --mode rate >/dev/null 2>&1 || rc=$?
 check_eq "rate mode without --rate is a usage error (exit 2)" "$rc" 2
+
+# bench/tls_floor, which bench/compare quotes beside the new-connection figures: every
+# operation ran (exit 0) and the floors add up (a full handshake signs on top of a resumed one).
+floor=$("$(dirname "$LOAD")/tls_floor" 2>&1) || true
+check_match "tls_floor prints both floors" "$floor" \
+  "floor, resumed handshake: [0-9]+ us.*floor, full handshake: [0-9]+ us"
+full=$(sed -n 's/^floor, full handshake: \([0-9]*\) us$/\1/p' <<<"$floor")
+resumed=$(sed -n 's/^floor, resumed handshake: \([0-9]*\) us$/\1/p' <<<"$floor")
+check "tls_floor: 0 < resumed < full" test "${resumed:-0}" -gt 0 -a "${full:-0}" -gt "${resumed:-0}"
 
 fx_note "$n sluice-load runs"
 fx_done
