@@ -200,13 +200,40 @@ static bool load(const struct sockaddr *sa, struct ip *out)
     return true;
 }
 
+static bool is_zero(const uint8_t *bytes, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (bytes[i] != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A wildcard entry (0.0.0.0, ::) stands for a listener on every address of this host: it
+ * also answers on every loopback address (127.0.0.0/8, and ::1 for ::), which no interface
+ * list names one by one. A :: listener may take IPv4 too (dual stack), so :: covers both. */
+static bool wildcard_matches(const struct deny_entry *d, int family, const uint8_t *bytes)
+{
+    if (!is_zero(d->bytes, d->family == AF_INET ? 4 : 16)) {
+        return false;
+    }
+    if (family == AF_INET) {
+        return bytes[0] == 127;
+    }
+    return d->family == AF_INET6 && is_zero(bytes, 15) && bytes[15] == 1;
+}
+
 static bool deny_matches(const struct deny_entry *d, int family, const uint8_t *bytes,
                          uint16_t port)
 {
     size_t len = family == AF_INET ? 4 : 16;
 
-    return d->family == family && memcmp(d->bytes, bytes, len) == 0
-           && (d->port == 0 || d->port == port);
+    if (d->port != 0 && d->port != port) {
+        return false;
+    }
+    return (d->family == family && memcmp(d->bytes, bytes, len) == 0)
+           || wildcard_matches(d, family, bytes);
 }
 
 static bool is_denied(const struct sl_addr_policy *p, const struct ip *a,

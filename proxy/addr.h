@@ -47,8 +47,10 @@
  *   deny (--deny-upstream ADDR[:PORT], and the proxy's own listen addresses): an address equal to
  *     an entry, on the entry's port when it names one, is refused as "denied"; deny wins over
  *     every allow. An IPv6 address that embeds an IPv4 address (above) is also denied when that
- *     IPv4 address is. Entries match single addresses: expand a wildcard listen address
- *     (0.0.0.0, ::) into the host's interface addresses before adding it.
+ *     IPv4 address is. Entries match single addresses, but for a wildcard (0.0.0.0, ::, with
+ *     or without a port): a listener there answers on every loopback address too, so it also
+ *     denies 127.0.0.0/8 (both) and ::1 (::) on its port. The host's other addresses are not
+ *     known here: expand a wildcard into the interface addresses and add those as well.
  * IP literals in other spellings (2130706433, 0x7f.1, 0177.0.0.1) are the host parser's job: it
  * must turn them into the address that will be dialled before this check.
  *

@@ -685,15 +685,59 @@ static bool is_unspecified(const struct sockaddr_storage *ss)
     return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)(const void *)ss)->sin6_addr);
 }
 
+/* Denies every address of `family` (AF_UNSPEC: both) the host's interfaces have now, on `port`
+ * (0: any port), to the dialler. `what` names the option for an error message. */
+static int deny_interfaces(struct proxy *p, int family, uint16_t port, const char *what, char *err,
+                           size_t errlen)
+{
+    uv_interface_address_t *ifs = NULL;
+    int n = 0;
+    int rc = uv_interface_addresses(&ifs, &n);
+
+    if (rc < 0) {
+        (void)snprintf(err, errlen, "cannot list the interface addresses for %s: %s", what,
+                       uv_strerror(rc));
+        return rc;
+    }
+    for (int i = 0; rc == 0 && i < n; i++) {
+        int f = ifs[i].address.address4.sin_family;
+        char addr[INET6_ADDRSTRLEN];
+        char entry[INET6_ADDRSTRLEN + 16];
+
+        if (family != AF_UNSPEC && f != family) {
+            continue;
+        }
+        if (f == AF_INET) {
+            rc = uv_ip4_name(&ifs[i].address.address4, addr, sizeof(addr));
+        } else {
+            rc = uv_ip6_name(&ifs[i].address.address6, addr, sizeof(addr));
+        }
+        /* A link-local address carries no zone here; the class check refuses those. */
+        if (rc < 0 || strchr(addr, '%') != NULL) {
+            rc = 0;
+            continue;
+        }
+        if (port == 0) {
+            (void)snprintf(entry, sizeof(entry), "%s", addr);
+        } else if (f == AF_INET) {
+            (void)snprintf(entry, sizeof(entry), "%s:%u", addr, (unsigned)port);
+        } else {
+            (void)snprintf(entry, sizeof(entry), "[%s]:%u", addr, (unsigned)port);
+        }
+        rc = sl_addr_policy_add_deny(p->shared.addrs, entry, err, errlen);
+    }
+    uv_free_interface_addresses(ifs, n);
+    return rc;
+}
+
 /* Denies one listen address to the dialler. A wildcard (0.0.0.0, ::) listens on every
- * interface, so every address of that family the host has now is denied with the port. */
+ * interface, so it is denied as a wildcard (every loopback address, proxy/addr.h) and every
+ * address of that family the host has now is denied with the port. */
 static int deny_own_address(struct proxy *p, const struct sockaddr_storage *ss, const char *text,
                             char *err, size_t errlen)
 {
-    uv_interface_address_t *ifs = NULL;
+    char what[160];
     uint16_t port;
-    int n = 0;
-    int rc;
 
     if (!is_unspecified(ss)) {
         return sl_addr_policy_add_deny(p->shared.addrs, text, err, errlen);
@@ -701,33 +745,58 @@ static int deny_own_address(struct proxy *p, const struct sockaddr_storage *ss, 
     port = ss->ss_family == AF_INET
                    ? ntohs(((const struct sockaddr_in *)(const void *)ss)->sin_port)
                    : ntohs(((const struct sockaddr_in6 *)(const void *)ss)->sin6_port);
-    rc = uv_interface_addresses(&ifs, &n);
-    if (rc < 0) {
-        (void)snprintf(err, errlen, "cannot list the interface addresses for --listen %s: %s", text,
-                       uv_strerror(rc));
-        return rc;
-    }
-    for (int i = 0; rc == 0 && i < n; i++) {
-        char addr[INET6_ADDRSTRLEN];
-        char entry[INET6_ADDRSTRLEN + 16];
+    (void)snprintf(what, sizeof(what), ss->ss_family == AF_INET ? "0.0.0.0:%u" : "[::]:%u",
+                   (unsigned)port);
+    SL_TRY(sl_addr_policy_add_deny(p->shared.addrs, what, err, errlen));
+    (void)snprintf(what, sizeof(what), "--listen %s", text);
+    return deny_interfaces(p, ss->ss_family, port, what, err, errlen);
+}
 
-        if (ifs[i].address.address4.sin_family != ss->ss_family) {
-            continue;
-        }
-        if (ss->ss_family == AF_INET) {
-            rc = uv_ip4_name(&ifs[i].address.address4, addr, sizeof(addr));
-            (void)snprintf(entry, sizeof(entry), "%s:%u", addr, (unsigned)port);
-        } else {
-            rc = uv_ip6_name(&ifs[i].address.address6, addr, sizeof(addr));
-            /* A link-local address carries no zone here; the class check refuses those. */
-            (void)snprintf(entry, sizeof(entry), "[%s]:%u", addr, (unsigned)port);
-        }
-        if (rc == 0 && strchr(addr, '%') == NULL) {
-            rc = sl_addr_policy_add_deny(p->shared.addrs, entry, err, errlen);
-        }
+/* Adds one --deny-upstream entry. A wildcard (0.0.0.0 or ::, with a port or not: `sluice up`
+ * passes the control plane's listen address, which may be one) stands for every address of
+ * the host, so it is also expanded into the interface addresses; :: into both families, as
+ * a listener there may take IPv4 too. */
+static int deny_upstream(struct proxy *p, const char *entry, char *err, size_t errlen)
+{
+    static const unsigned char zero[16] = { 0 };
+    unsigned char bytes[16] = { 0 };
+    char host[INET6_ADDRSTRLEN] = "";
+    const char *start = entry;
+    const char *port = NULL;
+    const char *close = NULL;
+    char what[160];
+    int family = AF_INET;
+    size_t len;
+
+    SL_TRY(sl_addr_policy_add_deny(p->shared.addrs, entry, err, errlen));
+    /* The entry is well formed by now: "[v6]", "[v6]:port", "v6", "v4" or "v4:port". */
+    if (entry[0] == '[') {
+        close = strchr(entry, ']');
     }
-    uv_free_interface_addresses(ifs, n);
-    return rc;
+    if (close != NULL) {
+        start = entry + 1;
+        len = (size_t)(close - start);
+        port = close[1] == ':' ? close + 2 : NULL;
+        family = AF_INET6;
+    } else if (strchr(entry, ':') != strrchr(entry, ':')) {
+        len = strlen(entry);
+        family = AF_INET6;
+    } else {
+        port = strchr(entry, ':');
+        len = port != NULL ? (size_t)(port - entry) : strlen(entry);
+        port = port != NULL ? port + 1 : NULL;
+    }
+    if (len >= sizeof(host)) {
+        return 0;
+    }
+    memcpy(host, start, len);
+    host[len] = '\0';
+    if (inet_pton(family, host, bytes) != 1 || memcmp(bytes, zero, sizeof(zero)) != 0) {
+        return 0;
+    }
+    (void)snprintf(what, sizeof(what), "--deny-upstream %s", entry);
+    return deny_interfaces(p, family == AF_INET ? AF_INET : AF_UNSPEC,
+                           port != NULL ? (uint16_t)strtoul(port, NULL, 10) : 0, what, err, errlen);
 }
 
 /* Parses an IPv4 address of this host given to `flag` (not 0.0.0.0: a transparent listener or
@@ -855,7 +924,7 @@ static int setup_addresses(struct proxy *p, struct sl__listen *listens, size_t *
         rc = sl_addr_policy_add_allow(p->shared.addrs, cfg->allow_upstream[i], err, sizeof(err));
     }
     for (size_t i = 0; rc == 0 && i < cfg->n_deny_upstream; i++) {
-        rc = sl_addr_policy_add_deny(p->shared.addrs, cfg->deny_upstream[i], err, sizeof(err));
+        rc = deny_upstream(p, cfg->deny_upstream[i], err, sizeof(err));
     }
     *n_listens = 0;
     for (size_t i = 0; rc == 0 && i < (cfg->n_listen > 0 ? cfg->n_listen : 1); i++) {

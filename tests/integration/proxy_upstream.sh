@@ -4,7 +4,8 @@
 # upstream certificate is verified (wrong name, expired, untrusted CA -> 502 upstream-tls, every
 # time, also after a session with the same address was cached), unreachable and silent
 # upstreams (502/504), and addresses it must never dial: loopback without --allow-upstream,
-# IP literals in any spelling, [::1], 169.254.169.254, --deny-upstream over --allow-upstream.
+# IP literals in any spelling, [::1], 169.254.169.254, --deny-upstream over --allow-upstream,
+# and a wildcard listener or --deny-upstream (0.0.0.0:P) denied on every loopback address.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -159,6 +160,53 @@ fx_proxy_start --policy "$self_policy" --allow-upstream 127.0.0.0/8 \
 fx_curl --max-time 5 "http://127.0.0.1:$wild_port/self"
 check_status "a wildcard listener's loopback address is the proxy's own: refused" \
   403 private-address
+# It answers on every loopback address, not only on the interface's 127.0.0.1.
+fx_curl --max-time 5 "http://127.0.0.2:$wild_port/self"
+check_status "... and so is 127.0.0.2: refused" 403 private-address
 check "SIGTERM stops the wildcard-listener proxy with exit 0" fx_proxy_stop
+
+# --- a wildcard --deny-upstream (sluice up passes --control-listen 0.0.0.0:P as one) -----------
+# A stand-in for a control plane on 0.0.0.0:P, which answers on every address of the host: the
+# entry must deny all of them, not only the literal 0.0.0.0 that the class refuses anyway.
+ctl_port=$(fx_free_port)
+ctl_hits=$FX_WORK/ctl-hits
+"$FX_PYTHON" - "$ctl_port" "$ctl_hits" <<'PY' &
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1])))
+s.listen(16)
+s.settimeout(1)
+end = time.monotonic() + 120
+while time.monotonic() < end:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        continue
+    c.settimeout(2)
+    try:
+        got = c.recv(4096)
+    except OSError:
+        got = b""
+    if got:  # the readiness probe connects and sends nothing
+        with open(sys.argv[2], "a") as f:
+            f.write("hit\n")
+    c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 13\r\n\r\nfake control\n")
+    c.close()
+PY
+FX_PIDS+=("$!")
+fx_wait 5 fx_port_open "$ctl_port" || fx_bail "the stand-in control plane listens"
+fx_proxy_start --policy "$self_policy" --allow-upstream 127.0.0.0/8 \
+  --deny-upstream "0.0.0.0:$ctl_port" || fx_bail "sluice proxy starts with a wildcard deny"
+for a in 127.0.0.1 127.0.0.2 '[::ffff:127.0.0.1]' 2130706433; do
+  out=$(fx_pyclient --absolute "http://$a:$ctl_port/api/v1/status" --timeout 5 2>&1 |
+    head -n 1) || true
+  check_match "--deny-upstream 0.0.0.0:P refuses http://$a:P/ (sent raw)" "$out" \
+    "^status=403 reason=private-address "
+done
+fx_curl --max-time 5 "http://127.0.0.1:$FX_HTTP_PORT/hello"
+check_status "... and leaves other ports alone: 200" 200 -
+check "the stand-in control plane was never reached" test ! -e "$ctl_hits"
+check "SIGTERM stops the wildcard-deny proxy with exit 0" fx_proxy_stop
 
 fx_done

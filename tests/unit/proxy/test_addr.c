@@ -313,6 +313,37 @@ static void deny_entries_win_over_every_allow(void **state)
     sl_addr_policy_destroy(p);
 }
 
+/* A listener on 0.0.0.0 or :: answers on every loopback address: a wildcard entry denies them
+ * all on its port (the interface addresses are the proxy's to add). */
+static void wildcard_deny_entries_cover_loopback(void **state)
+{
+    struct sl_addr_policy *p = NULL;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(sl_addr_policy_create(&p), 0);
+    assert_int_equal(sl_addr_policy_add_allow(p, "127.0.0.0/8", err, sizeof(err)), 0);
+    assert_int_equal(sl_addr_policy_add_allow(p, "::1/128", err, sizeof(err)), 0);
+    assert_int_equal(sl_addr_policy_add_deny(p, "0.0.0.0:8080", err, sizeof(err)), 0);
+    assert_int_equal(check(p, "127.0.0.1", 8080), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "127.0.0.2", 8080), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "127.255.0.9", 8080), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "::ffff:127.0.0.3", 8080), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "::127.0.0.3", 8080), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "127.0.0.2", 8081), SL_ADDR_ALLOWED);
+    /* An IPv4 wildcard does not listen on ::1. */
+    assert_int_equal(check(p, "::1", 8080), SL_ADDR_ALLOWED);
+    assert_int_equal(sl_addr_policy_add_deny(p, "[::]:9090", err, sizeof(err)), 0);
+    assert_int_equal(check(p, "::1", 9090), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "127.0.0.4", 9090), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "::1", 9091), SL_ADDR_ALLOWED);
+    /* Without a port, every port. */
+    assert_int_equal(sl_addr_policy_add_deny(p, "::", err, sizeof(err)), 0);
+    assert_int_equal(check(p, "::1", 1), SL_ADDR_DENIED);
+    assert_int_equal(check(p, "127.0.0.1", 65535), SL_ADDR_DENIED);
+    sl_addr_policy_destroy(p);
+}
+
 static void deny_entries_refuse_even_without_allows(void **state)
 {
     struct sl_addr_policy *p = NULL;
@@ -527,6 +558,7 @@ int main(void)
         cmocka_unit_test(verdicts_have_audit_names),
         cmocka_unit_test(allow_ranges_turn_a_refused_class_into_allowed),
         cmocka_unit_test(deny_entries_win_over_every_allow),
+        cmocka_unit_test(wildcard_deny_entries_cover_loopback),
         cmocka_unit_test(deny_entries_refuse_even_without_allows),
         cmocka_unit_test(cidrs_parse_strictly),
         cmocka_unit_test(malformed_cidrs_are_rejected_with_a_reason),
