@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 #include "proxy/head.h"
 
+#include <ctype.h>
 #include <string.h>
 
 #include "policy/placeholder.h"
@@ -257,6 +258,24 @@ bool sl_head_is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice
 
 /* sl_head_put_headers(), with `ph`'s placeholder replaced by its secret in the values of its
  * header (`ph` NULL: nothing replaced); `*swapped` counts the replacements. */
+/* True when `name` is `skip` in any letter case, '-' and '_' counted the same: CGI, WSGI and
+ * PHP read both X-Api-Key and X_Api_Key as HTTP_X_API_KEY, so a client's X_Api_Key could
+ * shadow an injected X-Api-Key at such an origin. */
+static bool is_skipped(struct sl_slice name, const char *skip)
+{
+    size_t i = 0;
+
+    for (; i < name.n && skip[i] != '\0'; i++) {
+        char a = (char)tolower((unsigned char)name.p[i]);
+        char c = (char)tolower((unsigned char)skip[i]);
+
+        if (a != c && !((a == '-' || a == '_') && (c == '-' || c == '_'))) {
+            return false;
+        }
+    }
+    return i == name.n && skip[i] == '\0';
+}
+
 static int put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char *skip,
                        const struct sl_placeholder *ph, unsigned *swapped)
 {
@@ -268,7 +287,7 @@ static int put_headers(struct sl_buf *b, const struct sl_h1_head *h, const char 
 
         if (sl_head_is_hop_by_hop(f->name)
             || (has_connection && sl_head_is_listed_in_connection(h, f->name))
-            || (skip != NULL && sl_h1_name_is(f->name, skip))) {
+            || (skip != NULL && is_skipped(f->name, skip))) {
             continue;
         }
         SL_TRY(sl_buf_append(b, f->name.p, f->name.n));

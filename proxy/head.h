@@ -191,7 +191,8 @@ bool sl_head_is_hop_by_hop(struct sl_slice name);
 /* True when `name` is listed in any Connection header of `h` (RFC 9110 §7.6.1). */
 bool sl_head_is_listed_in_connection(const struct sl_h1_head *h, struct sl_slice name);
 
-/* Copies the end-to-end headers of `h` into `b`, minus `skip` (a header name, or NULL). */
+/* Copies the end-to-end headers of `h` into `b`, minus `skip` (a header name: in any letter case,
+ * `-` and `_` counted the same; or NULL). */
 SL_MUST_CHECK int sl_head_put_headers(struct sl_buf *b, const struct sl_h1_head *h,
                                       const char *skip);
 

@@ -147,6 +147,30 @@ static void builds_an_intercepted_request_with_its_credential(void **state)
     assert_false(t.websocket);
 }
 
+/* Every spelling of the credential's name the client sends is dropped: letter case, and '_' for
+ * '-' (CGI, WSGI and PHP read X_Api_Key as X-Api-Key); a longer or shorter name is kept. */
+static void drops_every_spelling_of_the_credential_header(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "GET / HTTP/1.1\r\n"
+                                          "Host: api.example.com\r\n"
+                                          "X-Api-Key: c1\r\n"
+                                          "x-api-key: c2\r\n"
+                                          "X_Api_Key: c3\r\n"
+                                          "x_api-KEY: c4\r\n"
+                                          "X-Api-Keys: kept\r\n"
+                                          "X-Api-Ke: kept\r\n\r\n");
+    struct sl_head_ctx ctx = tunnel(f, "api.example.com", 443, true);
+    struct sl_head_target t;
+    static const char want[] = "GET / HTTP/1.1\r\n"
+                               "Host: api.example.com\r\n"
+                               "X-Api-Keys: kept\r\n"
+                               "X-Api-Ke: kept\r\n"
+                               "X-Api-Key: s3cr3t\r\n\r\n";
+
+    build_ok(f, h, &ctx, "X-Api-Key", "s3cr3t", want, &t);
+}
+
 /* A placeholder credential: the placeholder is replaced in its header only (every header of
  * that name, Basic decoded and encoded again), nothing is injected, other headers go as sent
  * (the connection refused the request before when one held a placeholder of the client). */
@@ -595,6 +619,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(builds_an_intercepted_request_with_its_credential, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(drops_every_spelling_of_the_credential_header, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(replaces_a_placeholder_in_its_header_only, setup, teardown),
         cmocka_unit_test_setup_teardown(builds_an_absolute_form_request_in_origin_form, setup,
