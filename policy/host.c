@@ -320,14 +320,15 @@ int sl_host_parse_port(struct sl_slice in, uint16_t *port, const char **why)
     if (in.n == 0) {
         return refuse(why, "empty port");
     }
-    if (in.n > 5) {
-        return refuse(why, "port out of range");
-    }
     for (size_t i = 0; i < in.n; i++) {
         if (!is_digit(in.p[i])) {
-            return refuse(why, "port is not a decimal number");
+            return refuse(why, in.p[i] == '/' ? "a path after the port (host:port was expected)"
+                                              : "port is not a decimal number");
         }
-        v = v * 10 + (uint32_t)(in.p[i] - '0');
+        v = in.n > 5 ? 0 : v * 10 + (uint32_t)(in.p[i] - '0');
+    }
+    if (in.n > 5) {
+        return refuse(why, "port out of range");
     }
     if (in.p[0] == '0' && in.n > 1) {
         return refuse(why, "port has a leading zero");
@@ -346,6 +347,13 @@ int sl_host_parse_authority(struct sl_slice in, unsigned flags, struct sl_host *
     const uint8_t *colon;
 
     *port = 0;
+    if (memchr(in.p, '@', in.n) != NULL) {
+        return refuse(why, "userinfo ('@') is not allowed in host:port");
+    }
+    colon = memchr(in.p, ':', in.n);
+    if (colon != NULL && (size_t)(colon - in.p) + 2 < in.n && colon[1] == '/' && colon[2] == '/') {
+        return refuse(why, "a URL where host:port was expected");
+    }
     if (in.n > 0 && in.p[0] == '[') {
         const uint8_t *close = memchr(in.p, ']', in.n);
 

@@ -501,6 +501,9 @@ static void on_request_head(struct sl__conn *c)
     c->r.target = t.target;
     c->r.websocket = t.websocket;
     if (rc < 0) {
+        if (t.target == NULL && strcmp(h->method, "CONNECT") != 0) {
+            c->r.sent_target = h->target;
+        }
         sl__conn_refuse_reason(c, why.reason, why.detail, false);
         return;
     }

@@ -198,6 +198,10 @@ struct sl__req_info {
     uint16_t port;
     /* Origin-form target (path and query), arena-owned; NULL for CONNECT. */
     const char *target;
+    /* The request-target as the client sent it, when it could not be resolved into `target`
+     * (a request refused for naming another host than its tunnel's): shown in the refusal's
+     * body instead of HOST:PORT. Borrowed from the parser's head; NULL otherwise. */
+    const char *sent_target;
     /* From its head: HTTP/1.0, keep-alive, a HEAD request, a websocket upgrade request. */
     bool client_http10;
     bool client_keep_alive;

@@ -193,11 +193,38 @@ static int put_quoted(struct sl_buf *b, const char *s, size_t max, bool cut_quer
     return 0;
 }
 
+/* A request-target as sent: an absolute URL without its userinfo, or a path on the host the
+ * request was taken for; without the query either way. */
+static int put_sent_target(const struct sl__req_info *r, struct sl_buf *b)
+{
+    const char *s = r->sent_target;
+    const char *auth = strstr(s, "://");
+
+    if (s[0] == '/' && r->has_host) {
+        SL_TRY(sl_buf_printf(b, "%s://%s", r->scheme, r->host.name));
+        if (r->port != (strcmp(r->scheme, "https") == 0 ? 443 : 80)) {
+            SL_TRY(sl_buf_printf(b, ":%u", (unsigned)r->port));
+        }
+    } else if (auth != NULL) {
+        size_t end = strcspn(auth + 3, "/?#");
+        const char *at = memchr(auth + 3, '@', end);
+
+        if (at != NULL) {
+            SL_TRY(put_quoted(b, s, (size_t)(auth + 3 - s), true));
+            s = at + 1;
+        }
+    }
+    return put_quoted(b, s, QUOTE_MAX, true);
+}
+
 /* "https://host[:port]/path" or "host:port" (CONNECT) for messages. */
 static int put_request_url(struct sl__conn *c, struct sl_buf *b)
 {
     const struct sl__req_info *r = &c->r;
 
+    if (r->sent_target != NULL) {
+        return put_sent_target(r, b);
+    }
     if (!r->has_host) {
         return sl_buf_append_str(b, "(unparsed target)");
     }

@@ -253,6 +253,14 @@ check_eq "host-mismatch: absolute-form https://$B/... in a tunnel to $A -> 421" 
 out=$(fx_pc --connect "$PYT" --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?probe=hm-c2" "$PYT")")
 check_eq "host-mismatch: ... also when its Host header names the tunnel's host" \
   "$out" "connect=200 tls=ok status=421 reason=host-mismatch"
+out=$(fx_pc --connect "$PYT" --show-body \
+  --raw "$(req GET "https://u:pw@$B:$FX_PY_TLS_PORT/echo?probe=hm-c3" "$PYT")")
+check_match "host-mismatch: the body names the URL as sent (no userinfo, no query), not $PYT" \
+  "$out" "body=sluice: GET https://$B:$FX_PY_TLS_PORT/echo failed: host-mismatch"
+out=$(fx_pc --connect "$PYT" --show-body \
+  --raw "$(req GET "/echo?probe=hm-b2" "$B:$FX_PY_TLS_PORT")")
+check_match "host-mismatch: for an origin-form target, the tunnel's URL with its path" \
+  "$out" "body=sluice: GET https://$PYT/echo failed: host-mismatch"
 check_eq "host-mismatch: ... the origin saw neither" "$(fx_seen probe=hm-c)" 0
 out=$(fx_pc --connect "$PYT" --raw "$(req GET "https://$PYT/echo?probe=abs-ok" "$PYT")")
 check_eq "absolute-form naming the tunnel's own host inside the tunnel: 200" \

@@ -435,6 +435,24 @@ static void names_the_problem_with_a_port(void **state)
     assert_int_equal(sl_host_parse_authority(sl_slice_str("a.com:+1"), 0, &h, &port, &why),
                      SL_EINVAL);
     assert_string_equal(why, "port is not a decimal number");
+    assert_int_equal(sl_host_parse_authority(sl_slice_str("a.com:443/x"), 0, &h, &port, &why),
+                     SL_EINVAL);
+    assert_string_equal(why, "a path after the port (host:port was expected)");
+    assert_int_equal(sl_host_parse_authority(sl_slice_str("a.com:4430000x"), 0, &h, &port, &why),
+                     SL_EINVAL);
+    assert_string_equal(why, "port is not a decimal number");
+    assert_int_equal(sl_host_parse_authority(sl_slice_str("a.com:4430000"), 0, &h, &port, &why),
+                     SL_EINVAL);
+    assert_string_equal(why, "port out of range");
+    assert_int_equal(sl_host_parse_authority(sl_slice_str("https://a.com:443"), 0, &h, &port, &why),
+                     SL_EINVAL);
+    assert_string_equal(why, "a URL where host:port was expected");
+    assert_int_equal(sl_host_parse_authority(sl_slice_str("u:pw@a.com:443"), 0, &h, &port, &why),
+                     SL_EINVAL);
+    assert_string_equal(why, "userinfo ('@') is not allowed in host:port");
+    assert_int_equal(sl_host_parse_authority(sl_slice_str("a.com:1:2"), 0, &h, &port, &why),
+                     SL_EINVAL);
+    assert_string_equal(why, "IPv6 addresses need brackets");
     assert_int_equal(sl_host_normalize(sl_slice_str("[::1%lo]"), 0, &h, &why), SL_EINVAL);
     assert_string_equal(why, "IPv6 zone ids are not allowed");
     assert_int_equal(sl_host_normalize(sl_slice_str("a..b"), 0, &h, &why), SL_EINVAL);
