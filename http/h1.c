@@ -415,6 +415,13 @@ const char *sl_h1_error(const struct sl_h1 *p)
     return "malformed message";
 }
 
+/* A character of a token (RFC 9110 §5.6.2). */
+static bool is_tchar(uint8_t c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+           || (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
 static int failed_rc(struct sl_h1 *p)
 {
     p->_failed = true;
@@ -477,6 +484,12 @@ int sl_h1_feed(struct sl_h1 *p, const uint8_t *data, size_t n, struct sl_h1_even
         llhttp_resume(&p->_llhttp);
         break;
     default:
+        if (err == HPE_INVALID_METHOD) {
+            const char *at = llhttp_get_error_pos(&p->_llhttp);
+
+            p->_unknown_method = at != NULL && at >= (const char *)data
+                                 && at < (const char *)data + give && is_tchar((uint8_t)*at);
+        }
         return failed_rc(p);
     }
     if (in_head) {
@@ -520,6 +533,12 @@ int sl_h1_eof(struct sl_h1 *p, struct sl_h1_event *ev)
 bool sl_h1_error_in_target(const struct sl_h1 *p)
 {
     return p->_failed && p->_error == NULL && llhttp_get_errno(&p->_llhttp) == HPE_INVALID_URL;
+}
+
+bool sl_h1_error_in_method(const struct sl_h1 *p)
+{
+    return p->_failed && p->_error == NULL && p->_unknown_method
+           && llhttp_get_errno(&p->_llhttp) == HPE_INVALID_METHOD;
 }
 
 bool sl_h1_name_is(struct sl_slice name, const char *s)

@@ -150,6 +150,9 @@ struct sl_h1 {
     bool _failed;
     /* The parser met an upgrade and is done. */
     bool _upgraded;
+    /* The request line failed at a method llhttp does not know that is a token (not bytes that
+     * are no method at all). */
+    bool _unknown_method;
     /* Our own error, or NULL to use llhttp's reason. Static string. */
     const char *_error;
     /* What sl_h1_feed() returns once failed: SL_EINVAL, SL_ETOOBIG or SL_ENOMEM. */
@@ -191,6 +194,11 @@ const char *sl_h1_error(const struct sl_h1 *p);
 
 /* True when the last error was in the request target (the URL grammar refused a byte). */
 bool sl_h1_error_in_target(const struct sl_h1 *p);
+
+/* True when the last error was the method of a request line: a token (RFC 9110 §5.6.2), but not
+ * a method llhttp knows (those of RFC 9110 and of its registry, in upper case). Bytes that are
+ * no token (binary, a TLS handshake) are not a method and make it false. */
+bool sl_h1_error_in_method(const struct sl_h1 *p);
 
 /* The first header named `name` (case-insensitive), or NULL. */
 const struct sl_h1_header *sl_h1_find(const struct sl_h1_head *h, const char *name);

@@ -127,6 +127,9 @@ struct sl_http_exchange {
     bool keep_alive;
     /* Loop time when the head was complete, for the request log line. */
     uint64_t start_ms;
+    /* Header lines every answer of the exchange carries (sl_http_exchange_set_headers());
+     * borrowed, NULL for none. */
+    const char *const *extra;
     char peer[PEER_MAX];
 };
 
@@ -225,6 +228,22 @@ static size_t utf8_len(const uint8_t *p, size_t n)
         }
     }
     return len;
+}
+
+bool sl_http_utf8_valid(const void *p, size_t n)
+{
+    const uint8_t *s = p;
+    size_t i = 0;
+
+    while (i < n) {
+        size_t len = s[i] < 0x80 ? 1 : utf8_len(s + i, n - i);
+
+        if (len == 0) {
+            return false;
+        }
+        i += len;
+    }
+    return true;
 }
 
 /* The escape for an ASCII byte that JSON (or a log reader) must not see raw, or NULL. */
@@ -431,6 +450,11 @@ static int exchange_create(struct sl__http_conn *c, const struct sl_h1_head *h,
 const struct sl_http_request *sl_http_exchange_request(const struct sl_http_exchange *x)
 {
     return &x->req;
+}
+
+void sl_http_exchange_set_headers(struct sl_http_exchange *x, const char *const *headers)
+{
+    x->extra = headers;
 }
 
 bool sl_http_exchange_is_gone(const struct sl_http_exchange *x)
@@ -683,7 +707,7 @@ static int send_continue(struct sl__http_conn *c)
 /* ---- Responses ---- */
 
 static int build_head(struct sl_buf *b, int status, const char *const *headers,
-                      const char *content_type, size_t len, bool close)
+                      const char *const *extra, const char *content_type, size_t len, bool close)
 {
     char date[40];
 
@@ -695,6 +719,9 @@ static int build_head(struct sl_buf *b, int status, const char *const *headers,
     }
     for (size_t i = 0; headers != NULL && headers[i] != NULL; i++) {
         SL_TRY(sl_buf_printf(b, "%s\r\n", headers[i]));
+    }
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+        SL_TRY(sl_buf_printf(b, "%s\r\n", extra[i]));
     }
     /* RFC 9110 §8.6: never in a 204; a 304 would have to state the length of the 200. */
     if (status != 204 && status != 304) {
@@ -709,7 +736,8 @@ static int build_head(struct sl_buf *b, int status, const char *const *headers,
 /* Builds the response in `c->out` and starts writing it; the connection goes to WRITING, or
  * is closed when the response cannot be built or written. */
 static void queue_response(struct sl__http_conn *c, int status, const char *const *headers,
-                           const char *content_type, const void *body, size_t len, bool head_only)
+                           const char *const *extra, const char *content_type, const void *body,
+                           size_t len, bool head_only)
 {
     size_t send = head_only || status == 204 || status == 304 ? 0 : len;
     uv_buf_t buf;
@@ -718,7 +746,7 @@ static void queue_response(struct sl__http_conn *c, int status, const char *cons
     SL_BUG_ON(c->out.p != NULL);
     if (send <= SIZE_MAX - RESPONSE_HEAD_MAX) {
         sl_buf_init(&c->out, RESPONSE_HEAD_MAX + send);
-        rc = build_head(&c->out, status, headers, content_type, len, c->close_after);
+        rc = build_head(&c->out, status, headers, extra, content_type, len, c->close_after);
     }
     if (rc == 0 && send > 0) {
         rc = sl_buf_append(&c->out, body, send);
@@ -742,9 +770,13 @@ static void queue_response(struct sl__http_conn *c, int status, const char *cons
     conn_update_reading(c);
 }
 
-/* Answers with a JSON error body and the connection's current close decision. */
+/* Answers with a JSON error body and the connection's current close decision. It carries
+ * Cache-Control: no-store (an error is about one request) and no line of an exchange (which may
+ * be what was refused). */
 static void queue_error(struct sl__http_conn *c, int status, const char *message)
 {
+    static const char *const no_store[] = { "Cache-Control: no-store", NULL };
+
     struct sl_buf b;
     int rc;
 
@@ -755,7 +787,7 @@ static void queue_error(struct sl__http_conn *c, int status, const char *message
         conn_close(c);
         return;
     }
-    queue_response(c, status, NULL, "application/json", b.p, b.len, false);
+    queue_response(c, status, no_store, NULL, "application/json", b.p, b.len, false);
     sl_buf_finish(&b);
 }
 
@@ -803,8 +835,8 @@ static bool header_line_is_valid(const char *line)
     return true;
 }
 
-static const char *check_response(int status, const char *const *headers, const char *content_type,
-                                  const void *body, size_t len)
+static const char *check_response(int status, const char *const *headers, const char *const *extra,
+                                  const char *content_type, const void *body, size_t len)
 {
     if (status < 200 || status > 599) {
         return "status out of range";
@@ -819,6 +851,11 @@ static const char *check_response(int status, const char *const *headers, const 
     for (size_t i = 0; headers != NULL && headers[i] != NULL; i++) {
         if (!header_line_is_valid(headers[i])) {
             return "invalid or reserved header line";
+        }
+    }
+    for (size_t i = 0; extra != NULL && extra[i] != NULL; i++) {
+        if (!header_line_is_valid(extra[i])) {
+            return "invalid or reserved header line of the exchange";
         }
     }
     return NULL;
@@ -854,7 +891,7 @@ void sl_http_respond_headers(struct sl_http_exchange *x, int status, const char 
     SL_BUG_ON(c->x != x || c->state != CONN_HANDLING);
     c->x = NULL;
     c->close_after = c->close_after || !x->keep_alive || c->eof;
-    why = check_response(status, headers, content_type, body, len);
+    why = check_response(status, headers, x->extra, content_type, body, len);
     if (why != NULL) {
         sl_log(SL_LOG_ERROR, c->id, "http handler response refused status=%d err=\"%s\"", status,
                why);
@@ -862,7 +899,7 @@ void sl_http_respond_headers(struct sl_http_exchange *x, int status, const char 
         queue_error(c, 500, "internal error");
     } else {
         log_request(c, x, status, len);
-        queue_response(c, status, headers, content_type, body, len, x->head_only);
+        queue_response(c, status, headers, x->extra, content_type, body, len, x->head_only);
     }
     exchange_free(x);
 }
@@ -891,6 +928,12 @@ void sl_http_respond_error(struct sl_http_exchange *x, int status, const char *m
 
 /* ---- Connections: the request stepper ---- */
 
+/* The fields a request may carry once at most: which one a handler would read is not for a
+ * client to make ambiguous (more than one Host is the parser's refusal, and so is more than one
+ * Content-Length that differ). */
+static const char *const single_fields[] = { "Authorization", "Content-Type", "Content-Length",
+                                             "Origin" };
+
 static int on_head(struct sl__http_conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->parser);
@@ -900,6 +943,18 @@ static int on_head(struct sl__http_conn *c)
      * CONNECT, asterisk-form for OPTIONS of the whole server; none has a meaning here. */
     if (h->target[0] != '/') {
         return conn_fail(c, 400, "request target must be an absolute path");
+    }
+    /* RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host. */
+    if (h->version_minor == 1 && sl_h1_count(h, "host") == 0) {
+        return conn_fail(c, 400, "an HTTP/1.1 request needs a Host header");
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(single_fields); i++) {
+        if (sl_h1_count(h, single_fields[i]) > 1) {
+            char why[64];
+
+            (void)snprintf(why, sizeof(why), "more than one %s header", single_fields[i]);
+            return conn_fail(c, 400, why);
+        }
     }
     rc = exchange_create(c, h, &c->x);
     if (rc < 0) {
@@ -950,6 +1005,10 @@ static void fail_parse(struct sl__http_conn *c, int rc)
         (void)conn_fail(c, 431, sl_h1_error(&c->parser));
     } else if (rc == SL_ENOMEM) {
         (void)conn_fail(c, 503, "out of memory");
+    } else if (sl_h1_error_in_method(&c->parser)) {
+        /* RFC 9110 §15.6.2: a method the server does not know (any known to the parser reaches
+         * the handler, which answers 405 where its route lacks it). */
+        (void)conn_fail(c, 501, "method not implemented");
     } else {
         (void)conn_fail(c, 400, sl_h1_error(&c->parser));
     }

@@ -13,7 +13,10 @@
  * response is being written, the connection neither parses nor reads, so pipelined requests wait
  * in the socket and the write queue holds at most one response. Every limit is bounded and
  * configurable (struct sl_http_server_config); errors the server answers itself carry a JSON
- * body {"<error_key>":"<text>"}.
+ * body {"<error_key>":"<text>"} and Cache-Control: no-store. Before the handler, the server
+ * refuses with 400 an HTTP/1.1 request without Host (RFC 9112 §3.2) and a request with more than
+ * one Host, Authorization, Content-Type, Content-Length or Origin field, and with 501 a method
+ * the parser does not know.
  *
  * Lifecycle: sl_http_server_create() -> sl_http_server_listen_tcp()/_tls()/_unix() -> requests run
  * on the loop -> sl_http_server_close() (idempotent) stops accepting, closes every connection and
@@ -174,6 +177,13 @@ void sl_http_server_close(struct sl_http_server *srv, sl_http_closed_fn *closed,
 /* The request of `x`; valid until `x` is responded to. */
 const struct sl_http_request *sl_http_exchange_request(const struct sl_http_exchange *x);
 
+/* Header lines every answer of `x` carries, whichever sl_http_respond*() gives it
+ * (sl_http_respond_error() included): `headers` is a NULL-terminated array of "Name: value"
+ * strings (borrowed: it must stay valid until `x` is answered, so static in practice; NULL for
+ * none), checked as those of sl_http_respond_headers() (a bad one turns the answer into a 500
+ * without them). Call before answering; a later call replaces an earlier one. */
+void sl_http_exchange_set_headers(struct sl_http_exchange *x, const char *const *headers);
+
 /* True when the connection of `x` has gone away; a response would be dropped. */
 bool sl_http_exchange_is_gone(const struct sl_http_exchange *x);
 
@@ -202,6 +212,10 @@ void sl_http_respond_error(struct sl_http_exchange *x, int status, const char *m
 /* The reason phrase of `status` ("OK", "Not Found", ...), or "" for a code without a common
  * one. Never NULL. */
 const char *sl_http_reason(int status);
+
+/* True when the `n` bytes at `p` are valid UTF-8 (RFC 3629: no overlong forms, no surrogates,
+ * nothing above U+10FFFF); NUL bytes count as valid. */
+bool sl_http_utf8_valid(const void *p, size_t n);
 
 /* Appends `n` bytes of `s` to `b` as a quoted JSON string (RFC 8259): '"', '\' and control
  * characters are escaped, and bytes that are not valid UTF-8 become U+FFFD, so that the output

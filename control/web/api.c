@@ -87,9 +87,33 @@ void sl__api_set_json(struct sl__api_result *res, int status, json_t *doc)
     }
 }
 
+/* {"message": MESSAGE}. A message that is not UTF-8 (it names what a client sent, or was cut
+ * inside a character) has those bytes as U+FFFD: an error is never turned into a 500. */
+static json_t *message_doc(const char *message)
+{
+    json_t *doc = json_pack("{s:s}", "message", message);
+    json_t *text;
+    struct sl_buf b;
+
+    if (doc != NULL || sl_http_utf8_valid(message, strlen(message))) {
+        return doc;
+    }
+    sl_buf_init(&b, 16 * 1024);
+    if (sl_http_json_append_string(&b, message, strlen(message) < 1024 ? strlen(message) : 1024)
+        == 0) {
+        text = json_loadb((const char *)b.p, b.len, JSON_DECODE_ANY, NULL);
+        doc = json_is_string(text) ? json_pack("{s:o}", "message", text) : NULL;
+        if (doc == NULL && !json_is_string(text)) {
+            json_decref(text);
+        }
+    }
+    sl_buf_finish(&b);
+    return doc;
+}
+
 void sl__api_set_error(struct sl__api_result *res, int status, const char *message)
 {
-    sl__api_set_json(res, status, json_pack("{s:s}", "message", message));
+    sl__api_set_json(res, status, message_doc(message));
 }
 
 static void set_errorv(struct sl__api_result *res, int status, const char *fmt, va_list ap)
@@ -264,7 +288,8 @@ void sl__api_call_init(struct sl__api_call *c, struct sl_api *api, struct sl__ap
 /* ---- small parsers ------------------------------------------------------------------------ */
 
 /* Percent-decodes `n` bytes of `s` into `out` (`cap` bytes); '+' is a space when `plus`.
- * Returns 0, or SL_EINVAL for a bad escape, a NUL byte or a value too long. */
+ * Returns 0, or SL_EINVAL for a bad escape, a NUL byte, a value too long or one that is not
+ * UTF-8 (every name and key is). */
 static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
 {
     size_t o = 0;
@@ -295,7 +320,35 @@ static int decode(const char *s, size_t n, bool plus, char *out, size_t cap)
         out[o++] = (char)c;
     }
     out[o] = '\0';
-    return 0;
+    return sl_http_utf8_valid(out, o) ? 0 : SL_EINVAL;
+}
+
+/* True when `s` percent-decoded ('+' a space when `plus`; a bad escape left as it is, for its
+ * route to refuse) is UTF-8. */
+static bool decodes_to_utf8(const char *s, bool plus)
+{
+    size_t n = strlen(s);
+    char *out = sl_malloc(n + 1);
+    size_t o = 0;
+    bool ok;
+
+    if (out == NULL) {
+        return true; /* the route decodes it again and refuses it then */
+    }
+    for (size_t i = 0; i < n; i++) {
+        int hi = s[i] == '%' && i + 2 < n ? sl_hex_value(s[i + 1]) : -1;
+        int lo = hi >= 0 ? sl_hex_value(s[i + 2]) : -1;
+
+        if (hi >= 0 && lo >= 0) {
+            out[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            out[o++] = s[i] == '+' && plus ? ' ' : s[i];
+        }
+    }
+    ok = sl_http_utf8_valid(out, o);
+    sl_free(out);
+    return ok;
 }
 
 /* Finds `key` in the query string and decodes its value into `out`. Returns 0, SL_ENOTFOUND
@@ -621,6 +674,15 @@ static void route(struct sl__api_call *c)
     const char *path = c->req->path;
     const char *m = c->req->method;
 
+    /* Every name, id and key is UTF-8: checked here once, so that no route meets another. */
+    if (!decodes_to_utf8(path, false)) {
+        sl__api_set_error(c->res, 400, "the path is not valid UTF-8 (once percent-decoded)");
+        return;
+    }
+    if (!decodes_to_utf8(c->req->query, true)) {
+        sl__api_set_error(c->res, 400, "the query is not valid UTF-8 (once percent-decoded)");
+        return;
+    }
     if (!scope_allows(c) || !content_type_ok(c)) {
         return;
     }
@@ -665,6 +727,10 @@ static void route(struct sl__api_call *c)
     } else if (strcmp(path, OVERVIEW_PATH) == 0) {
         sl__api_overview(c);
     } else if (strcmp(path, "/api/v1/status") == 0) {
+        if (strcmp(m, "GET") != 0) {
+            sl__api_set_error(c->res, 405, "use GET");
+            return;
+        }
         c->res->doc = json_pack("{s:s,s:s}", "version", SLUICE_VERSION, "user", c->user.name);
         c->res->status = c->res->doc != NULL ? 200 : 500;
     } else {
@@ -708,11 +774,55 @@ static void free_job(struct job *j)
     sl_free(j);
 }
 
+/* The methods a 405's `body` names, as every route words them ({"message":"use GET"},
+ * "use GET or POST", "use GET, PUT or DELETE"), into `out` as an Allow line ("Allow: GET, PUT,
+ * DELETE"). False when the message has another shape. */
+static bool allow_line(const char *body, char *out, size_t cap)
+{
+    json_t *doc = json_loads(body, 0, NULL);
+    const char *m = json_string_value(json_object_get(doc, "message"));
+    size_t o = 0;
+    bool ok = m != NULL && strncmp(m, "use ", 4) == 0 && cap > 16;
+
+    if (ok) {
+        o = (size_t)snprintf(out, cap, "Allow: ");
+        m += 4;
+    }
+    while (ok && *m != '\0') {
+        size_t n = 0;
+
+        while (m[n] >= 'A' && m[n] <= 'Z') {
+            n++;
+        }
+        ok = n > 0 && o + n + 3 < cap;
+        if (ok) {
+            memcpy(out + o, m, n);
+            o += n;
+            m += n;
+            if (strncmp(m, ", ", 2) == 0 || strncmp(m, " or ", 4) == 0) {
+                m += m[0] == ',' ? 2 : 4;
+                memcpy(out + o, ", ", 2);
+                o += 2;
+            } else {
+                ok = *m == '\0';
+            }
+        }
+    }
+    if (ok) {
+        out[o] = '\0';
+    }
+    json_decref(doc);
+    return ok;
+}
+
 /* Answers the job's request: `body` is JSON text or NULL (then only a 204 is a good answer).
- * A 401 says how to authenticate (RFC 6750 §3). */
+ * A 401 says how to authenticate (RFC 6750 §3), a 405 which methods the route has (RFC 9110
+ * §15.5.6). */
 static void answer(struct job *j, int status, const char *body)
 {
     static const char *const bearer[] = { "WWW-Authenticate: Bearer realm=\"sluice\"", NULL };
+    char allow[96];
+    const char *allowed[] = { allow, NULL };
     json_t *doc = NULL;
 
     if (j->x == NULL) {
@@ -727,7 +837,13 @@ static void answer(struct job *j, int status, const char *body)
             doc = json_pack("{s:s}", "message", "internal error");
         }
         j->reply(j->reply_arg, status, doc);
+    } else if (body != NULL && status == 405 && allow_line(body, allow, sizeof(allow))) {
+        sl_http_respond_headers(j->x, status, allowed, "application/json", body, strlen(body));
     } else if (body != NULL) {
+        if (status == 405) {
+            sl_log(SL_LOG_ERROR, 0, "msg=\"a 405 without its methods\" path=\"%.64s\"",
+                   j->req->path);
+        }
         sl_http_respond_headers(j->x, status, status == 401 ? bearer : NULL, "application/json",
                                 body, strlen(body));
     } else if (status == 204) {
@@ -943,22 +1059,31 @@ static void answer_ready(struct sl_api *api, struct sl_http_exchange *x)
 void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
 {
     static const char healthy[] = "{\"ok\":true}";
+    static const char use_get[] = "{\"message\":\"use GET\"}";
+    /* The API's answers carry private data (tokens, environments, audit lines): never stored by
+     * a cache on the way or the browser's. */
+    static const char *const no_store[] = { "Cache-Control: no-store", NULL };
+    static const char *const allow_get[] = { "Allow: GET", NULL };
     struct sl_api *api = arg;
     const struct sl_h1_header *h;
     struct job *j;
     int rc;
 
-    if (strcmp(req->path, "/healthz") == 0 && strcmp(req->method, "GET") == 0) {
-        sl_http_respond(x, 200, "application/json", healthy, sizeof(healthy) - 1);
-        return;
-    }
-    if (strcmp(req->path, "/readyz") == 0 && strcmp(req->method, "GET") == 0) {
-        answer_ready(api, x);
-        return;
-    }
     /* The dashboard's files are public (they hold no data); its API calls carry the token. */
     if (sl_dashboard_is_path(req->path)) {
         sl_dashboard_handle(x, req);
+        return;
+    }
+    sl_http_exchange_set_headers(x, no_store);
+    if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/readyz") == 0) {
+        if (strcmp(req->method, "GET") != 0) {
+            sl_http_respond_headers(x, 405, allow_get, "application/json", use_get,
+                                    sizeof(use_get) - 1);
+        } else if (req->path[1] == 'h') {
+            sl_http_respond(x, 200, "application/json", healthy, sizeof(healthy) - 1);
+        } else {
+            answer_ready(api, x);
+        }
         return;
     }
     if (strcmp(req->path, "/mcp") == 0) {

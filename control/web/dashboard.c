@@ -85,7 +85,8 @@ bool sl_dashboard_find(const char *path, struct sl_dashboard_asset *out)
 
 void sl_dashboard_handle(struct sl_http_exchange *x, const struct sl_http_request *req)
 {
-    static const char *const common[] = {
+    /* On every answer, the errors and the redirect included. */
+    static const char *const security[] = {
         "Content-Security-Policy: " SL_DASHBOARD_CSP,
         "X-Content-Type-Options: nosniff",
         "Referrer-Policy: no-referrer",
@@ -93,16 +94,16 @@ void sl_dashboard_handle(struct sl_http_exchange *x, const struct sl_http_reques
         "Cache-Control: no-cache",
         NULL,
     };
-    static const char *const moved[] = {
-        "Location: " SL_DASHBOARD_PREFIX "/",
-        "Cache-Control: no-cache",
-        NULL,
-    };
-    static const char missing[] = "not found\n";
+    static const char *const moved[] = { "Location: " SL_DASHBOARD_PREFIX "/", NULL };
+    static const char *const allow[] = { "Allow: GET, HEAD", NULL };
+    /* Errors are JSON, as the API's (docs/reference/api.md, "Errors"). */
+    static const char missing[] = "{\"message\":\"no such resource\"}";
+    static const char use_get[] = "{\"message\":\"use GET or HEAD\"}";
     struct sl_dashboard_asset a;
 
+    sl_http_exchange_set_headers(x, security);
     if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
-        sl_http_respond_error(x, 405, "use GET");
+        sl_http_respond_headers(x, 405, allow, "application/json", use_get, sizeof(use_get) - 1);
         return;
     }
     if (strcmp(req->path, SL_DASHBOARD_PREFIX) == 0) {
@@ -110,9 +111,8 @@ void sl_dashboard_handle(struct sl_http_exchange *x, const struct sl_http_reques
         return;
     }
     if (!sl_dashboard_find(req->path, &a)) {
-        sl_http_respond_headers(x, 404, common, "text/plain; charset=utf-8", missing,
-                                sizeof(missing) - 1);
+        sl_http_respond(x, 404, "application/json", missing, sizeof(missing) - 1);
         return;
     }
-    sl_http_respond_headers(x, 200, common, a.content_type, a.p, a.n);
+    sl_http_respond(x, 200, a.content_type, a.p, a.n);
 }

@@ -51,7 +51,9 @@ bool sl_dashboard_find(const char *path, struct sl_dashboard_asset *out);
 bool sl_dashboard_is_path(const char *path);
 
 /* Answers a request whose path sl_dashboard_is_path(): "/dashboard" → 308 to "/dashboard/";
- * GET or HEAD of an asset → 200 with it; an unknown asset → 404; another method → 405. */
+ * GET or HEAD of an asset → 200 with it; an unknown asset → 404 {"message":"no such resource"};
+ * another method → 405 {"message":"use GET or HEAD"} with Allow. Every answer carries the
+ * security headers of docs/reference/api.md §5.6. */
 void sl_dashboard_handle(struct sl_http_exchange *x, const struct sl_http_request *req);
 
 #endif

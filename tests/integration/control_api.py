@@ -675,11 +675,186 @@ def test_snapshots_reach_the_proxy():
         proxy.wait(timeout=10)
 
 
+# ---- the HTTP rules of every answer (§5 "Errors", §5.6) ---------------------------------------
+
+def raw(text, body=b""):
+    """Sends `text` (a request head, CRLFs added; Connection: close) and `body` as they are;
+    returns (status, {lower-case name: [values]}, body bytes)."""
+    head = text.replace("\n", "\r\n") + "Connection: close\r\n\r\n"
+    s = socket.create_connection(("127.0.0.1", state["port"]), timeout=10)
+    try:
+        s.sendall(head.encode("latin-1") + body)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        s.close()
+    top, _, rest = data.partition(b"\r\n\r\n")
+    lines = top.decode("latin-1").split("\r\n")
+    fields = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        fields.setdefault(name.strip().lower(), []).append(value.strip())
+    return int(lines[0].split(" ")[1]), fields, rest
+
+
+def get_raw(method, path, who=None, extra=""):
+    auth = "Authorization: Bearer %s\n" % tokens[who] if who is not None else ""
+    return raw("%s %s HTTP/1.1\nHost: x\n%s%s" % (method, path, auth, extra))
+
+
+def test_paths_and_queries_that_are_not_utf8_are_400_on_every_route():
+    env = create("root", "utf8-probe")["id"]
+    for method, path in (("GET", E + "/%ff"), ("PUT", E + "/%ff"), ("DELETE", E + "/%ff"),
+                         ("GET", E + "/%c3%28/suggestions"), ("GET", E + "/%ff/suggestions"),
+                         ("POST", E + "/%ff/set-default"), ("GET", "/api/v1/users/%ff"),
+                         ("DELETE", "/api/v1/tokens/%ff"), ("DELETE", "/api/v1/clients/%ff"),
+                         ("GET", "/api/v1/repos/a/b/members/%ff"), ("GET", "/api/v1/repos/%ff/b"),
+                         ("GET", "/api/v1/jobs/%ff"), ("GET", "/api/v1/schedules/%ed%a0%80"),
+                         ("GET", "/api/v1/resolve?repo=a/b&environment=%ff"),
+                         ("GET", "/api/v1/audit?host=%ff"), ("GET", E + "?x=%e2%82"),
+                         ("GET", "/api/v1/%ff")):
+        status, _, body = get_raw(method, path, "root")
+        doc = json.loads(body)
+        assert status == 400 and "UTF-8" in doc["message"], (method, path, status, body)
+    # Valid UTF-8 still reaches its route: a name that does not exist is a 404.
+    expect(call("GET", E + "/%C3%A9t%C3%A9", who="root"), 404, "a UTF-8 name")
+    expect(call("GET", E + "/" + env, who="root"), 200, "the probe")
+
+
+# Every documented route with its methods (docs/reference/api.md, the table at the top), and
+# methods it does not have: each of those is 405 with Allow naming exactly the route's.
+ROUTES_405 = [
+    ("/healthz", "GET", ("POST", "DELETE", "HEAD")),
+    ("/readyz", "GET", ("POST", "PUT")),
+    ("/api/v1/status", "GET", ("DELETE", "POST", "PUT", "PATCH")),
+    ("/api/v1/me", "GET", ("POST", "DELETE")),
+    ("/api/v1/sandboxes", "GET", ("POST",)),
+    ("/api/v1/overview", "GET", ("POST",)),
+    ("/api/v1/audit", "GET", ("POST",)),
+    ("/api/v1/audit/refusals", "GET", ("DELETE",)),
+    (E, "GET, POST", ("DELETE", "PATCH")),
+    (E + "/m405", "GET, PUT, DELETE", ("POST", "PATCH")),
+    (E + "/m405/set-default", "POST", ("GET",)),
+    (E + "/m405/observe", "POST, DELETE", ("GET",)),
+    (E + "/m405/suggestions", "GET", ("POST",)),
+    (E + "/m405/suggestions/apply", "POST", ("GET",)),
+    ("/api/v1/clients", "GET, POST", ("PUT",)),
+    ("/api/v1/clients/CLIENT", "DELETE", ("GET",)),
+    ("/api/v1/resolve", "GET", ("POST",)),
+    ("/api/v1/repos", "GET", ("POST",)),
+    ("/api/v1/jobs", "GET, POST", ("DELETE",)),
+    ("/api/v1/jobs/00000000-0000-4000-8000-000000000000", "GET", ("DELETE",)),
+    ("/api/v1/schedules", "GET, POST", ("DELETE",)),
+    ("/api/v1/schedules/00000000-0000-4000-8000-000000000000", "GET, PUT, DELETE", ("POST",)),
+    ("/api/v1/schedules/preview", "GET", ("POST",)),
+    ("/api/v1/users", "GET, POST", ("DELETE",)),
+    ("/api/v1/users/alice", "GET, PATCH", ("DELETE", "POST")),
+    ("/api/v1/tokens", "GET, POST", ("DELETE",)),
+    ("/api/v1/tokens/TOKEN", "DELETE", ("GET",)),
+    ("/mcp", "POST", ("GET", "DELETE")),
+    ("/dashboard/", "GET, HEAD", ("POST", "DELETE")),
+]
+
+
+def test_every_route_answers_405_with_allow_to_a_method_it_does_not_have():
+    create("root", "m405")
+    client = expect(call("POST", "/api/v1/clients",
+                         {"id": "m405-client", "ip": "10.9.9.9", "environment": "m405"}, "root"),
+                    201, "client")
+    tok = expect(call("POST", "/api/v1/tokens", {"name": "m405", "scope": "read"}, "root"), 201,
+                 "token")
+    for path, allow, methods in ROUTES_405:
+        path = path.replace("CLIENT", client["id"]).replace("TOKEN", tok["id"])
+        for method in methods:
+            status, fields, body = get_raw(method, path, "root")
+            assert status == 405, (method, path, status, body)
+            assert fields.get("allow") == [allow], (method, path, fields)
+            if method != "HEAD":
+                assert "message" in json.loads(body) or path == "/mcp", (method, path, body)
+    expect(call("DELETE", "/api/v1/clients/m405-client", who="root"), 204, "client deleted")
+
+
+def test_the_dashboards_answers_all_carry_its_security_headers():
+    want = ("content-security-policy", "x-content-type-options", "x-frame-options",
+            "referrer-policy")
+    for method, path, status in (("GET", "/dashboard/", 200), ("GET", "/dashboard", 308),
+                                 ("POST", "/dashboard/", 405), ("GET", "/dashboard/nope", 404),
+                                 ("HEAD", "/dashboard/app.js", 200)):
+        got, fields, body = get_raw(method, path)
+        assert got == status, (method, path, got)
+        for name in want:
+            assert len(fields.get(name, [])) == 1, (method, path, name, fields)
+        assert fields["x-content-type-options"] == ["nosniff"], fields
+        if status >= 400:
+            assert fields["content-type"] == ["application/json"], (path, fields)
+            assert "message" in json.loads(body), body
+    assert get_raw("GET", "/dashboard")[1]["location"] == ["/dashboard/"]
+
+
+def test_a_request_without_host_or_with_a_repeated_field_is_400():
+    status, _, body = raw("GET /api/v1/me HTTP/1.1\nAuthorization: Bearer %s\n" % tokens["root"])
+    assert status == 400 and "Host" in json.loads(body)["message"], (status, body)
+    # HTTP/1.0 has no Host to require.
+    assert raw("GET /healthz HTTP/1.0\n")[0] == 200
+    auth = "Authorization: Bearer %s\n" % tokens["root"]
+    for extra, name in (("Host: y\n", "Host"), (auth, "Authorization"),
+                        ("Authorization: Bearer sl_x\n", "Authorization"),
+                        ("Content-Type: application/json\nContent-Type: text/plain\n",
+                         "Content-Type"),
+                        ("Origin: http://a\nOrigin: http://b\n", "Origin"),
+                        ("Content-Length: 2\nContent-Length: 2\n", "Content-Length")):
+        status, _, body = raw("POST %s HTTP/1.1\nHost: x\n%s%s" % (E, auth, extra), b"{}")
+        assert status == 400, (name, status, body)
+        assert name in json.loads(body)["message"], (name, body)
+
+
+def test_an_unknown_method_is_501_json():
+    for method in ("FOO", "get", "BREW"):
+        status, fields, body = get_raw(method, "/api/v1/me", "root")
+        assert status == 501, (method, status, body)
+        assert json.loads(body) == {"message": "method not implemented"}, body
+    # A method the parser knows but the route does not have is the route's 405.
+    status, fields, _ = get_raw("PROPFIND", "/api/v1/me", "root")
+    assert status == 405 and fields["allow"] == ["GET"], (status, fields)
+
+
+def test_api_answers_are_never_stored():
+    cases = [("POST", "/api/v1/tokens", "root", 201), ("GET", "/api/v1/me", "root", 200),
+             ("GET", "/api/v1/me", None, 401), ("GET", "/api/v1/nope", "root", 404),
+             ("DELETE", "/api/v1/status", "root", 405), ("GET", "/healthz", None, 200),
+             ("GET", "/readyz", None, 200), ("GET", "/mcp", "root", 405),
+             ("POST", "/mcp", "root", 400), ("FOO", "/api/v1/me", "root", 501)]
+    for method, path, who, want in cases:
+        extra = ""
+        body = b""
+        if method == "POST":
+            body = b'{"name":"no-store","scope":"read"}' if path != "/mcp" else b"{"
+            extra = "Content-Type: application/json\nAccept: application/json, " \
+                    "text/event-stream\nContent-Length: %d\n" % len(body)
+        auth = "Authorization: Bearer %s\n" % tokens[who] if who is not None else ""
+        status, fields, text = raw("%s %s HTTP/1.1\nHost: x\n%s%s" % (method, path, auth, extra),
+                                   body)
+        assert status == want, (method, path, status, text)
+        assert fields.get("cache-control") == ["no-store"], (method, path, fields)
+        if path == "/api/v1/tokens":
+            assert json.loads(text)["token"].startswith("sl_"), text
+
+
 TESTS = [
     test_user_add_prints_one_token_and_refuses_a_taken_name,
     test_health_needs_no_token,
     test_no_token_or_unknown_token_is_401,
     test_status_reports_the_version,
+    test_paths_and_queries_that_are_not_utf8_are_400_on_every_route,
+    test_every_route_answers_405_with_allow_to_a_method_it_does_not_have,
+    test_the_dashboards_answers_all_carry_its_security_headers,
+    test_a_request_without_host_or_with_a_repeated_field_is_400,
+    test_an_unknown_method_is_501_json,
+    test_api_answers_are_never_stored,
     test_user_cannot_write_global_environments,
     test_user_cannot_see_another_users_environment,
     test_admin_can_do_everything,

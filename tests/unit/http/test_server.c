@@ -150,6 +150,20 @@ static void handler(struct sl_http_exchange *x, const struct sl_http_request *re
         sl_http_respond_headers(x, 201, extra, "text/plain", "made", 4);
     } else if (strcmp(p, "/reserved") == 0) {
         sl_http_respond_headers(x, 200, reserved, "text/plain", "oops", 4);
+    } else if (strcmp(p, "/every") == 0) {
+        static const char *const every[] = { "X-Every: 1", "Cache-Control: no-store", NULL };
+
+        sl_http_exchange_set_headers(x, every);
+        if (strcmp(req->query, "error") == 0) {
+            sl_http_respond_error(x, 409, "taken");
+        } else {
+            sl_http_respond_headers(x, 201, extra, "text/plain", "made", 4);
+        }
+    } else if (strcmp(p, "/every-bad") == 0) {
+        static const char *const bad[] = { "Connection: keep-alive", NULL };
+
+        sl_http_exchange_set_headers(x, bad);
+        sl_http_respond(x, 200, "text/plain", "oops", 4);
     } else if (strcmp(p, "/error") == 0) {
         sl_http_respond_error(x, 404, "no \"such\" thing\n\x01\xff");
     } else if (strcmp(p, "/nocontent") == 0) {
@@ -680,6 +694,53 @@ static void client_non_origin_targets(struct fx *f)
                       true, r));
 }
 
+static void client_http_rules(struct fx *f)
+{
+    static const char *const repeated[] = { "Host", "Authorization", "Content-Type", "Origin" };
+    struct resp *r = &resp_a;
+    char req[256];
+
+    /* RFC 9112 §3.2: HTTP/1.1 needs Host; HTTP/1.0 does not. */
+    CHECK(f, one_shot(f, "GET /x HTTP/1.1\r\n\r\n", 400, true, r));
+    CHECK(f, json_error_is(r, "message") && strstr(r->body, "needs a Host header") != NULL);
+    CHECK(f, strstr(r->head, "\r\nCache-Control: no-store\r\n") != NULL);
+    CHECK(f, one_shot(f, "GET /x HTTP/1.0\r\n\r\n", 200, true, r));
+    for (size_t i = 0; i < SL_ARRAY_LEN(repeated); i++) {
+        (void)snprintf(req, sizeof(req), "GET /x HTTP/1.1\r\nHost: t\r\n%s: a\r\n%s: a\r\n\r\n",
+                       repeated[i], repeated[i]);
+        CHECK(f, one_shot(f, req, 400, true, r));
+        (void)snprintf(req, sizeof(req), "more than one %s header", repeated[i]);
+        CHECK(f, strstr(r->body, req) != NULL);
+    }
+    CHECK(f, one_shot(f,
+                      "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n"
+                      "Content-Length: 1\r\n\r\nab",
+                      400, true, r));
+    /* A method no one knows is 501, with our words; one llhttp knows reaches the handler. */
+    CHECK(f, one_shot(f, "FOO /x HTTP/1.1\r\nHost: t\r\n\r\n", 501, true, r));
+    CHECK(f, strcmp(r->body, "{\"message\":\"method not implemented\"}") == 0);
+    CHECK(f, one_shot(f, "get /x HTTP/1.1\r\nHost: t\r\n\r\n", 501, true, r));
+    CHECK(f, one_shot(f, "PROPFIND /x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 200, true,
+                      r));
+    /* The lines of the exchange are on every answer it gets. */
+    CHECK(f,
+          one_shot(f, "GET /every HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 201, true, r));
+    CHECK(f, strstr(r->head, "\r\nX-Test: yes\r\n") != NULL
+                     && strstr(r->head, "\r\nX-Every: 1\r\n") != NULL);
+    CHECK(f, one_shot(f, "GET /every?error HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 409,
+                      true, r));
+    CHECK(f, strstr(r->head, "\r\nX-Every: 1\r\n") != NULL && json_error_is(r, "message"));
+    CHECK(f, one_shot(f, "GET /every-bad HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 500,
+                      true, r));
+    CHECK(f, strstr(r->head, "keep-alive") == NULL);
+}
+
+static void refuses_what_http_forbids_and_adds_the_exchanges_lines(void **state)
+{
+    (void)state;
+    fx_case(NULL, client_http_rules, 5);
+}
+
 static void refuses_targets_other_than_origin_form(void **state)
 {
     (void)state;
@@ -709,7 +770,7 @@ static void client_keep_alive(struct fx *f)
     CHECK(f, cl_closed(c));
     cl_close(c);
     /* So does Connection: close. */
-    CHECK(f, one_shot(f, "GET /c HTTP/1.1\r\nConnection: close\r\n\r\n", 200, true, r));
+    CHECK(f, one_shot(f, "GET /c HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n", 200, true, r));
 }
 
 static void keeps_a_connection_alive_for_several_requests(void **state)
@@ -736,7 +797,8 @@ static void client_pipelining(struct fx *f)
     CHECK(f, cl_response(c, r, false) == 0 && strcmp(r->body, "xyz") == 0);
     CHECK(f, cl_response(c, r, false) == 0 && strcmp(r->body, "/b") == 0);
     /* Pipelined after a close: never answered. */
-    CHECK(f, cl_send(c, "GET /c HTTP/1.1\r\nConnection: close\r\n\r\nGET /d HTTP/1.1\r\n\r\n"));
+    CHECK(f, cl_send(c, "GET /c HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nGET /d "
+                        "HTTP/1.1\r\nHost: t\r\n\r\n"));
     CHECK(f, cl_response(c, r, false) == 0 && strcmp(r->body, "/c") == 0);
     CHECK(f, cl_closed(c));
     cl_close(c);
@@ -764,7 +826,9 @@ static void client_async(struct fx *f)
     long t0 = now_ms();
 
     CHECK(f, cl_connect(a, f->port, 0) && cl_connect(b, f->port, 0));
-    CHECK(f, cl_send(a, "GET /async HTTP/1.1\r\nHost: t\r\n\r\nGET /after HTTP/1.1\r\n\r\n"));
+    CHECK(f,
+          cl_send(a,
+                  "GET /async HTTP/1.1\r\nHost: t\r\n\r\nGET /after HTTP/1.1\r\nHost: t\r\n\r\n"));
     /* Another connection is served while the first waits for its handler. */
     CHECK(f, cl_send(b, "GET /other HTTP/1.1\r\nHost: t\r\n\r\n"));
     CHECK(f, cl_response(b, r, false) == 0 && strcmp(r->body, "/other") == 0);
@@ -1335,6 +1399,7 @@ int main(void)
         cmocka_unit_test(refuses_a_head_over_the_limit_with_431),
         cmocka_unit_test(answers_garbage_with_a_json_400),
         cmocka_unit_test(refuses_targets_other_than_origin_form),
+        cmocka_unit_test(refuses_what_http_forbids_and_adds_the_exchanges_lines),
         cmocka_unit_test(keeps_a_connection_alive_for_several_requests),
         cmocka_unit_test(answers_pipelined_requests_in_order),
         cmocka_unit_test(answers_asynchronously_from_a_timer),
