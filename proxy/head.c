@@ -64,6 +64,20 @@ static int target_absolute(const struct sl_h1_head *h, struct sl_arena *arena,
     return origin_form(&url, arena, out, why);
 }
 
+/* An origin-form target ("/path?query") has no fragment: what the policy and the audit log
+ * see would not be what the origin gets (a server may take '#' literally). '*' is for OPTIONS
+ * alone (RFC 9112 §3.2.4). */
+static int origin_target_ok(const struct sl_h1_head *h, struct sl_head_refusal *why)
+{
+    if (h->target[0] == '/' && strchr(h->target, '#') != NULL) {
+        return refuse(why, SL_REASON_BAD_REQUEST, "fragments ('#') are not allowed");
+    }
+    if (h->target[0] == '*' && (h->target[1] != '\0' || strcmp(h->method, "OPTIONS") != 0)) {
+        return refuse(why, SL_REASON_BAD_REQUEST, "'*' is the target of OPTIONS alone");
+    }
+    return 0;
+}
+
 /* Inside a tunnel: the target must be origin-form (or absolute-form naming the tunnel). */
 static int target_in_tunnel(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
                             struct sl_arena *arena, struct sl_head_target *out,
@@ -72,15 +86,17 @@ static int target_in_tunnel(const struct sl_h1_head *h, const struct sl_head_ctx
     out->host = *ctx->host;
     out->port = ctx->port;
     out->has_host = true;
-    if (h->target[0] == '/') {
-        out->target = h->target;
-    } else if (strcmp(h->target, "*") == 0 && strcmp(h->method, "OPTIONS") == 0) {
+    SL_TRY(origin_target_ok(h, why));
+    if (h->target[0] == '/' || h->target[0] == '*') {
         out->target = h->target;
     } else {
         struct sl_url url;
+        const char *bad = NULL;
 
-        if (sl_url_parse(sl_slice_str(h->target), &url, NULL) < 0
-            || !same_host(&url.host, ctx->host) || url.port != ctx->port) {
+        if (sl_url_parse(sl_slice_str(h->target), &url, &bad) < 0) {
+            return refuse(why, SL_REASON_BAD_HOST, bad);
+        }
+        if (!same_host(&url.host, ctx->host) || url.port != ctx->port) {
             return refuse(why, SL_REASON_HOST_MISMATCH,
                           "the request names another host than the tunnel");
         }
@@ -99,6 +115,7 @@ static int target_transparent(const struct sl_h1_head *h, const struct sl_head_c
                               struct sl_head_refusal *why)
 {
     const struct sl_h1_header *f = sl_h1_find(h, "host");
+    const char *bad = NULL;
     struct sl_url url;
     uint16_t port = 0;
 
@@ -115,12 +132,15 @@ static int target_transparent(const struct sl_h1_head *h, const struct sl_head_c
         return refuse(why, SL_REASON_HOST_MISMATCH,
                       "the Host header names another port than the connection's");
     }
-    if (h->target[0] == '/' || (strcmp(h->target, "*") == 0 && strcmp(h->method, "OPTIONS") == 0)) {
+    SL_TRY(origin_target_ok(h, why));
+    if (h->target[0] == '/' || h->target[0] == '*') {
         out->target = h->target;
         return 0;
     }
-    if (sl_url_parse(sl_slice_str(h->target), &url, NULL) < 0 || url.scheme != SL_URL_HTTP
-        || !same_host(&url.host, &out->host) || url.port != ctx->port) {
+    if (sl_url_parse(sl_slice_str(h->target), &url, &bad) < 0) {
+        return refuse(why, SL_REASON_BAD_HOST, bad);
+    }
+    if (url.scheme != SL_URL_HTTP || !same_host(&url.host, &out->host) || url.port != ctx->port) {
         return refuse(why, SL_REASON_HOST_MISMATCH,
                       "the request names another host than its Host header");
     }

@@ -254,9 +254,13 @@ out=$(fx_pc --connect "$PYT" --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?p
 check_eq "host-mismatch: ... also when its Host header names the tunnel's host" \
   "$out" "connect=200 tls=ok status=421 reason=host-mismatch"
 out=$(fx_pc --connect "$PYT" --show-body \
-  --raw "$(req GET "https://u:pw@$B:$FX_PY_TLS_PORT/echo?probe=hm-c3" "$PYT")")
-check_match "host-mismatch: the body names the URL as sent (no userinfo, no query), not $PYT" \
+  --raw "$(req GET "https://$B:$FX_PY_TLS_PORT/echo?probe=hm-c3" "$PYT")")
+check_match "host-mismatch: the body names the URL as sent (no query), not $PYT" \
   "$out" "body=sluice: GET https://$B:$FX_PY_TLS_PORT/echo failed: host-mismatch"
+out=$(fx_pc --connect "$PYT" --show-body \
+  --raw "$(req GET "https://u:pw@$PYT/echo?probe=hm-c4" "$PYT")")
+check_match "a URL with userinfo in a tunnel: 400 bad-host, its body without the userinfo" \
+  "$out" "status=400 reason=bad-host body=sluice: GET https://$PYT/echo failed: bad-host"
 out=$(fx_pc --connect "$PYT" --show-body \
   --raw "$(req GET "/echo?probe=hm-b2" "$B:$FX_PY_TLS_PORT")")
 check_match "host-mismatch: for an origin-form target, the tunnel's URL with its path" \

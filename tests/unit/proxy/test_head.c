@@ -265,6 +265,10 @@ static void resolves_a_transparent_request_by_its_host_header(void **state)
           SL_REASON_HOST_MISMATCH },
         { "GET https://files.example.org:8080/ HTTP/1.1\r\nHost: files.example.org\r\n\r\n",
           SL_REASON_HOST_MISMATCH },
+        { "GET /a#b HTTP/1.1\r\nHost: files.example.org\r\n\r\n", SL_REASON_BAD_REQUEST },
+        { "DELETE * HTTP/1.1\r\nHost: files.example.org\r\n\r\n", SL_REASON_BAD_REQUEST },
+        { "GET http://u@files.example.org:8080/ HTTP/1.1\r\nHost: files.example.org\r\n\r\n",
+          SL_REASON_BAD_HOST },
     };
     struct fixture *f = *state;
     const struct sl_head_ctx ctx = { false, false, NULL, 8080, true };
@@ -332,6 +336,22 @@ static void refuses_what_conn_refuses(void **state)
           SL_REASON_HOST_MISMATCH, true },
         { true, "CONNECT api.example.com:443 HTTP/1.1\r\nHost: api.example.com:443\r\n\r\n",
           SL_REASON_BAD_REQUEST, false },
+        /* What the origin would get must be what the policy saw: no fragment in origin-form,
+         * '*' for OPTIONS alone, and an absolute URL that does not parse is the URL's fault,
+         * not another host's. */
+        { true, "GET /a#x?service=git-receive-pack HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+          SL_REASON_BAD_REQUEST, true },
+        { true, "GET * HTTP/1.1\r\nHost: api.example.com\r\n\r\n", SL_REASON_BAD_REQUEST, true },
+        { true, "OPTIONS *x HTTP/1.1\r\nHost: api.example.com\r\n\r\n", SL_REASON_BAD_REQUEST,
+          true },
+        { true, "GET https://api.example.com/t#f HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+          SL_REASON_BAD_HOST, true },
+        { true, "GET https://u@api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+          SL_REASON_BAD_HOST, true },
+        { true, "GET ftp://api.example.com/ HTTP/1.1\r\nHost: api.example.com\r\n\r\n",
+          SL_REASON_BAD_HOST, true },
+        { true, "GET https:///x HTTP/1.1\r\nHost: api.example.com\r\n\r\n", SL_REASON_BAD_HOST,
+          true },
         { true,
           "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
           SL_REASON_BAD_REQUEST, true },
