@@ -79,6 +79,7 @@ static int on_message_begin(llhttp_t *l)
                                     0,  false, false, false };
     p->_headers_cap = 0;
     p->_in_body = false;
+    p->_trailer_fields = 0;
     p->_ext_line = 0;
     p->_ext_msg = 0;
     sl_buf_reset(&p->_span);
@@ -111,6 +112,10 @@ static int on_header_field_complete(llhttp_t *l)
     struct sl_h1 *p = parser_of(l);
 
     if (p->_in_body) {
+        /* A trailer field: dropped, but counted with the head's (the same line limit). */
+        if (++p->_trailer_fields + p->_head.n_headers > p->_limits.headers_max) {
+            return fail(p, "too many trailer fields", SL_ETOOBIG);
+        }
         return 0;
     }
     return take_span(p, &p->_name);

@@ -127,6 +127,8 @@ struct sl_h1 {
     size_t _headers_cap;
     /* Head bytes seen for the current message. */
     size_t _head_bytes;
+    /* Trailer fields of the message so far: they count against headers_max with its headers. */
+    size_t _trailer_fields;
     /* Chunk extension bytes of the current chunk-size line, and of the current message. */
     size_t _ext_line;
     size_t _ext_msg;

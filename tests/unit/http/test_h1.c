@@ -513,6 +513,32 @@ static void refuses_too_many_headers(void **state)
     run_end(&r);
 }
 
+/* Trailer fields count against the same line limit as the head's: 2 headers + 2 trailers fit
+ * 4 lines, one more trailer does not (its bytes alone were capped before, not its lines). */
+static void refuses_too_many_trailer_fields(void **state)
+{
+    struct sl_h1_limits lim = { 4096, 4 };
+    static const char ok[] = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "1\r\nx\r\n0\r\nT1: 1\r\nT2: 2\r\n\r\n";
+    static const char bad[] = "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              "1\r\nx\r\n0\r\nT1: 1\r\nT2: 2\r\nT3: 3\r\n\r\n";
+    struct run r;
+
+    (void)state;
+    run_start(&r, SL_H1_REQUEST, &lim);
+    run_feed(&r, ok, sizeof(ok) - 1, 7, 0);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(sl_buf_cstr(&r.log), "H(POST /) B:x E ");
+    /* The count starts again with the next message. */
+    run_feed(&r, ok, sizeof(ok) - 1, 5, 0);
+    assert_int_equal(r.rc, 0);
+    run_end(&r);
+    run_start(&r, SL_H1_REQUEST, &lim);
+    run_feed(&r, bad, sizeof(bad) - 1, 7, 0);
+    assert_int_equal(r.rc, SL_ETOOBIG);
+    run_end(&r);
+}
+
 /* A chunked message: `head`, then `lines` chunks of "1;" + an extension of `ext` bytes (a name
  * of `ext` letters) + data "x", then the last chunk. Returns the text, heap-owned. */
 static char *ext_message(const char *head, size_t lines, size_t ext)
@@ -756,6 +782,7 @@ int main(void)
         cmocka_unit_test(rejects_ambiguous_framing_whole_and_split),
         cmocka_unit_test(refuses_a_head_over_the_limit),
         cmocka_unit_test(refuses_too_many_headers),
+        cmocka_unit_test(refuses_too_many_trailer_fields),
         cmocka_unit_test(caps_chunk_extensions),
         cmocka_unit_test(reports_a_truncated_body_at_eof),
         cmocka_unit_test(refuses_bytes_after_an_upgrade),
