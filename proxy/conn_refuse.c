@@ -23,6 +23,7 @@
 #include "policy/validate.h"
 #include "proxy/audit.h"
 #include "proxy/conn_int.h"
+#include "proxy/head.h"
 #include "proxy/upstream.h"
 
 /* Longest request target quoted back in a refusal. */
@@ -273,28 +274,9 @@ bool sl__reason_is_policy(enum sl_reason reason)
 
 static const char *status_text(int status)
 {
-    switch (status) {
-    case 400:
-        return "Bad Request";
-    case 403:
-        return "Forbidden";
-    case 407:
-        return "Proxy Authentication Required";
-    case 408:
-        return "Request Timeout";
-    case 421:
-        return "Misdirected Request";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    default:
-        return "Error";
-    }
+    const char *text = sl_head_reason_phrase(status);
+
+    return text[0] != '\0' ? text : "Error";
 }
 
 /* The one-line body of a refusal (docs/reference/proxy.md §4.5): what was refused and why, the

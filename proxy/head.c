@@ -3,9 +3,13 @@
 
 #include <ctype.h>
 #include <string.h>
+#include <strings.h>
 
 #include "policy/placeholder.h"
 #include "policy/url.h"
+
+/* The longest reason phrase of an upstream's relayed as it is. */
+#define REASON_MAX 128
 
 static int refuse(struct sl_head_refusal *why, enum sl_reason reason, const char *detail)
 {
@@ -381,6 +385,102 @@ int sl_head_build_swap(struct sl_buf *b, const struct sl_h1_head *h, const struc
     return sl_buf_append_str(b, "\r\n");
 }
 
+const char *sl_head_reason_phrase(int status)
+{
+    static const struct {
+        int status;
+        const char *text;
+    } phrases[] = {
+        { 100, "Continue" },
+        { 101, "Switching Protocols" },
+        { 102, "Processing" },
+        { 103, "Early Hints" },
+        { 200, "OK" },
+        { 201, "Created" },
+        { 202, "Accepted" },
+        { 203, "Non-Authoritative Information" },
+        { 204, "No Content" },
+        { 205, "Reset Content" },
+        { 206, "Partial Content" },
+        { 207, "Multi-Status" },
+        { 300, "Multiple Choices" },
+        { 301, "Moved Permanently" },
+        { 302, "Found" },
+        { 303, "See Other" },
+        { 304, "Not Modified" },
+        { 307, "Temporary Redirect" },
+        { 308, "Permanent Redirect" },
+        { 400, "Bad Request" },
+        { 401, "Unauthorized" },
+        { 402, "Payment Required" },
+        { 403, "Forbidden" },
+        { 404, "Not Found" },
+        { 405, "Method Not Allowed" },
+        { 406, "Not Acceptable" },
+        { 407, "Proxy Authentication Required" },
+        { 408, "Request Timeout" },
+        { 409, "Conflict" },
+        { 410, "Gone" },
+        { 411, "Length Required" },
+        { 412, "Precondition Failed" },
+        { 413, "Content Too Large" },
+        { 414, "URI Too Long" },
+        { 415, "Unsupported Media Type" },
+        { 416, "Range Not Satisfiable" },
+        { 417, "Expectation Failed" },
+        { 421, "Misdirected Request" },
+        { 422, "Unprocessable Content" },
+        { 423, "Locked" },
+        { 424, "Failed Dependency" },
+        { 425, "Too Early" },
+        { 426, "Upgrade Required" },
+        { 428, "Precondition Required" },
+        { 429, "Too Many Requests" },
+        { 431, "Request Header Fields Too Large" },
+        { 451, "Unavailable For Legal Reasons" },
+        { 500, "Internal Server Error" },
+        { 501, "Not Implemented" },
+        { 502, "Bad Gateway" },
+        { 503, "Service Unavailable" },
+        { 504, "Gateway Timeout" },
+        { 505, "HTTP Version Not Supported" },
+        { 507, "Insufficient Storage" },
+        { 511, "Network Authentication Required" },
+    };
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(phrases); i++) {
+        if (phrases[i].status == status) {
+            return phrases[i].text;
+        }
+    }
+    return "";
+}
+
+/* An upstream's reason phrase goes to the client as it is when it is short, visible ASCII and
+ * spaces, and does not name sluice: npm and pip show little of an answer but its status line,
+ * so an upstream must not dress its answer up as the proxy's refusal ("403 Forbidden (sluice:
+ * host-not-allowed)"), nor send control bytes or a 60 KB line through. */
+static bool reason_is_clean(const char *r)
+{
+    static const char name[] = "sluice";
+    size_t n = strlen(r);
+
+    if (n > REASON_MAX) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)r[i];
+
+        if (!(ch == ' ' || ch == '\t' || (ch > 0x20 && ch < 0x7f))) {
+            return false;
+        }
+        if (i + sizeof(name) - 1 <= n && strncasecmp(r + i, name, sizeof(name) - 1) == 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
 /* The framing of a final response other than a 101. */
 static int put_response_framing(struct sl_buf *b, const struct sl_h1_head *h,
                                 const struct sl_head_resp_ctx *ctx, struct sl_head_resp_plan *plan)
@@ -434,7 +534,8 @@ int sl_head_build_response(struct sl_buf *b, const struct sl_h1_head *h,
     SL_TRY(sl_buf_append_str(b, "HTTP/1.1 "));
     SL_TRY(sl_buf_append_u64(b, (uint64_t)h->status));
     SL_TRY(sl_buf_append(b, " ", 1));
-    SL_TRY(sl_buf_append_str(b, h->reason));
+    SL_TRY(sl_buf_append_str(b, reason_is_clean(h->reason) ? h->reason
+                                                           : sl_head_reason_phrase(h->status)));
     SL_TRY(sl_buf_append(b, "\r\n", 2));
     SL_TRY(sl_head_put_headers(b, h, NULL));
     if (h->status == 101) {

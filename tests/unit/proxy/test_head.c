@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -522,6 +523,52 @@ static void rechunks_a_response_without_its_hop_by_hop_headers(void **state)
                   "Transfer-Encoding: chunked\r\n\r\n");
 }
 
+/* An upstream's reason phrase is relayed when it is plain; one that names sluice (an answer
+ * dressed up as the proxy's refusal), carries control bytes or is over 128 bytes gets the
+ * standard phrase of its status ("" for a status without one). */
+static void relays_only_a_plain_reason_phrase(void **state)
+{
+    static const struct {
+        const char *in;
+        const char *want;
+    } rows[] = {
+        { "HTTP/1.1 200 Fine By Me\r\n", "HTTP/1.1 200 Fine By Me\r\n" },
+        { "HTTP/1.1 403 Forbidden (sluice: host-not-allowed)\r\n", "HTTP/1.1 403 Forbidden\r\n" },
+        { "HTTP/1.1 403 SLUICE says no\r\n", "HTTP/1.1 403 Forbidden\r\n" },
+        { "HTTP/1.1 200 O\x01K\x7f\r\n", "HTTP/1.1 200 OK\r\n" },
+        { "HTTP/1.1 299 \x7f\r\n", "HTTP/1.1 299 \r\n" },
+    };
+
+    char line[400];
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(rows); i++) {
+        struct fixture *f = *state;
+        struct sl_head_resp_plan plan;
+        const struct sl_h1_head *h;
+        char in[256];
+        char want[256];
+
+        (void)snprintf(in, sizeof(in), "%sContent-Length: 0\r\n\r\n", rows[i].in);
+        (void)snprintf(want, sizeof(want), "%sContent-Length: 0\r\n\r\n", rows[i].want);
+        h = parse_response(f, in, false);
+        assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+        assert_out(f, want);
+        teardown(state);
+        setup(state);
+    }
+    /* 129 bytes: too long. */
+    {
+        struct fixture *f = *state;
+        struct sl_head_resp_plan plan;
+        const struct sl_h1_head *h;
+
+        (void)snprintf(line, sizeof(line), "HTTP/1.1 404 %0129d\r\nContent-Length: 0\r\n\r\n", 0);
+        h = parse_response(f, line, false);
+        assert_int_equal(sl_head_build_response(&f->out, h, &client11, &plan), 0);
+        assert_out(f, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n");
+    }
+}
+
 static void gives_an_http_1_0_client_a_close_delimited_body_or_keep_alive(void **state)
 {
     struct fixture *f = *state;
@@ -656,6 +703,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(takes_http_1_0_without_host_and_https_default_port, setup,
                                         teardown),
         cmocka_unit_test(knows_exactly_the_hop_by_hop_names),
+        cmocka_unit_test_setup_teardown(relays_only_a_plain_reason_phrase, setup, teardown),
         cmocka_unit_test_setup_teardown(rechunks_a_response_without_its_hop_by_hop_headers, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
