@@ -39,6 +39,9 @@
 /* A head we write: the largest head we accept plus our own additions. */
 #define HEAD_OUT_MAX (SL_STREAM_OUT_HIGH + 4096u)
 #define ARENA_CHUNK  4096u
+/* Room a refusal needs in the client's output: its head, and a body of the URL (200 bytes), the
+ * detail (400) and the hint (SL_POLICY_HINT_MAX) with their words. */
+#define REFUSAL_ROOM 4096u
 /* Bytes of a CONNECT's differing Host header kept for its audit line (which cuts hosts at 512). */
 #define CONNECT_HOST_MAX 512u
 #define ARENA_MAX        ((size_t)256 * 1024)
@@ -529,6 +532,12 @@ static int step_request_head(struct sl__conn *c)
             sl__conn_close(c);
             return -1;
         }
+        return 0;
+    }
+    /* The answers to pipelined requests queue in the client's output, and a refusal is written
+     * whole: while the client does not read them, the next requests wait in the input (the
+     * write's completion steps the connection again) instead of overflowing the output. */
+    if (!sl_stream_has_room(&c->client, REFUSAL_ROOM)) {
         return 0;
     }
     if (!c->head_started) {

@@ -5,9 +5,9 @@
 # connection closed and nothing (nor any smuggled second request) reaching the origin; malformed
 # upstream responses (origin.py /raw?case=NAME writes exact bytes) -> 502 with X-Sluice-Reason
 # and that upstream connection never reused; an origin answering before the request body ended;
-# pipelining after a policy refusal; chunk extensions over their caps (request 400, response
-# cut); response heads of every size around the buffer sizes and the
-# 64 KiB limit, cut into writes in different ways, answered at once. Inside TLS tunnels and, for
+# pipelining after a policy refusal (20 000 refusals to a late reader all answered); chunk
+# extensions over their caps (request 400, response cut); response heads of every size around
+# the buffer sizes and the 64 KiB limit, cut into writes in different ways, answered at once. Inside TLS tunnels and, for
 # some, on plain absolute-form HTTP. After each refusal a fresh tunnel must still work.
 set -euo pipefail
 
@@ -226,6 +226,35 @@ check_match "pipelining: refused DELETE then GET: 403, then the GET's own respon
   "$(statuses "$FX_WORK/pl.out")" \
   "^$refused\\|(status=200 reason=-\\|body=hello from origin\\.py\\\\n|closed)$"
 check_eq "pipelining: ... the DELETE never reached origin.py" "$(fx_seen probe=pl-1)" 0
+
+# Many pipelined refusals to a client that starts reading late: every one is answered, in
+# order, the later requests waiting in the input while the answers wait for the client (they
+# once overflowed the output and the connection was dropped after ~13 000 of 20 000).
+flood=$("$FX_PYTHON" - "$FX_PROXY_PORT" "$FX_PY_HTTP_PORT" <<'PY'
+import socket, sys, threading, time
+n = 20000
+port = int(sys.argv[2])
+one = ("GET http://denied.sluice.test:%d/x HTTP/1.1\r\nHost: denied.sluice.test:%d\r\n\r\n"
+       % (port, port)).encode()
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=30)
+threading.Thread(target=lambda: s.sendall(one * n), daemon=True).start()
+time.sleep(0.5)
+got, seen, end = b"", 0, time.monotonic() + 60
+while seen < n and time.monotonic() < end:
+    try:
+        chunk = s.recv(1 << 16)
+    except socket.timeout:
+        break
+    if not chunk:
+        break
+    got += chunk
+    seen = got.count(b"HTTP/1.1 403 ")
+print(seen, got.count(b"X-Sluice-Reason: host-not-allowed"))
+PY
+)
+check_eq "20 000 pipelined refused requests, read after 0.5 s: 20 000 answers of 403 host-not-allowed" \
+  "$flood" "20000 20000"
+check "a new connection works after the flood" healthy after-flood
 
 # A refused POST whose body is itself a request: the body must be skipped, never parsed.
 # carried OUT PROBE FRAMING BODY CODE NEXT CHECK1 CHECK2 : the refused POST /echo?probe=PROBE
