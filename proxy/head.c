@@ -223,9 +223,12 @@ int sl_head_resolve(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
     if (h->upgrade) {
         const struct sl_h1_header *u = sl_h1_find(h, "upgrade");
 
-        if (u == NULL || !sl_h1_list_has(u->value, "websocket") || h->body != SL_H1_BODY_NONE) {
+        if (u == NULL || !sl_h1_list_has(u->value, "websocket")) {
             return refuse(why, SL_REASON_BAD_REQUEST,
                           "only Upgrade: websocket is relayed (h2c and others are not)");
+        }
+        if (h->body != SL_H1_BODY_NONE) {
+            return refuse(why, SL_REASON_BAD_REQUEST, "an upgrade request carries no body");
         }
         out->websocket = true;
     }

@@ -375,6 +375,22 @@ static void refuses_what_conn_refuses(void **state)
     }
 }
 
+/* A WebSocket upgrade with a body is refused for its body, and says so. */
+static void names_the_body_of_an_upgrade_request(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "GET /ws HTTP/1.1\r\nHost: api.example.com\r\n"
+                                          "Connection: Upgrade\r\nUpgrade: websocket\r\n"
+                                          "Content-Length: 1\r\n\r\nx");
+    struct sl_head_ctx ctx = tunnel(f, "api.example.com", 443, true);
+    struct sl_head_target t;
+    struct sl_head_refusal why;
+
+    assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), SL_EINVAL);
+    assert_int_equal(why.reason, SL_REASON_BAD_REQUEST);
+    assert_string_equal(why.detail, "an upgrade request carries no body");
+}
+
 static void a_connect_host_header_naming_another_host_is_noted(void **state)
 {
     static const struct {
@@ -704,6 +720,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test(knows_exactly_the_hop_by_hop_names),
         cmocka_unit_test_setup_teardown(relays_only_a_plain_reason_phrase, setup, teardown),
+        cmocka_unit_test_setup_teardown(names_the_body_of_an_upgrade_request, setup, teardown),
         cmocka_unit_test_setup_teardown(rechunks_a_response_without_its_hop_by_hop_headers, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(
