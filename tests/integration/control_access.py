@@ -8,7 +8,9 @@
 # environment row is compiled as deny-all and reported by /api/v1/status while a deleted static
 # client's token stops working (the row is corrupted with sqlite3 on the real file); the
 # overview (GET /api/v1/overview) counts the audit log's decisions per minute as each caller may
-# see them, their jobs, and each proxy's snapshot and health. No Docker:
+# see them, their jobs, and each proxy's snapshot and health; the status shows each caller only
+# the problems of environments they may see (another user's damaged credential stays hidden)
+# and why sandboxes are off (this data directory has no CA). No Docker:
 # the control plane runs without sandboxes, whose checks come before that 503. stdlib only;
 # output TAP-like. Run by control_access.sh.
 import base64
@@ -675,6 +677,59 @@ def test_revocation():
     del e1
 
 
+# ---- 8. the status shows each caller only the problems of environments they may see -----------
+
+def test_private_problems():
+    aenv = expect("8. alice's private environment with a credential",
+                  call("POST", E, {"name": "aenv", "scope": "user", "base_image": "debian:12",
+                                   "network": "on",
+                                   "egress": {"default": "deny", "rules": [
+                                       {"host": "api.example.com",
+                                        "credential": {"header": "Authorization",
+                                                       "value": "Bearer s3cret"}}]}},
+                       who="alice"), 201)
+    # Damage its sealed credential in the database, then make a change so that a build runs.
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    (text,) = db.execute("SELECT egress_json FROM environments WHERE id = ?",
+                         (aenv["id"],)).fetchone()
+    eg = json.loads(text)
+    cred = eg["rules"][0]["credential"]
+    mid = len(cred["sealed"]) // 2
+    cred["sealed"] = (cred["sealed"][:mid] + ("A" if cred["sealed"][mid] != "A" else "B")
+                      + cred["sealed"][mid + 1:])
+    db.execute("UPDATE environments SET egress_json = ? WHERE id = ?",
+               (json.dumps(eg), aenv["id"]))
+    db.commit()
+    db.close()
+    before = status()["snapshot"]["version"]
+    expect("8. a change that builds again", call("POST", E, global_env("g8", ["g8.sluice.test"]),
+                                                 who="root"), 201)
+
+    def mine(who):
+        snap = call("GET", "/api/v1/status", who=who)[1].get("snapshot") or {}
+        return snap.get("version", 0) > before, json.dumps(snap.get("problems"))
+
+    check("8. the build ran", wait_for(lambda: mine("alice")[0], 5), mine("alice"))
+    seen = mine("alice")[1]
+    check("8. alice sees her environment's problem",
+          aenv["id"] in seen and "aenv" in seen and "api.example.com" in seen, seen)
+    for who in ("bob", "root"):
+        seen = mine(who)[1]
+        check("8. %s sees nothing of alice's environment (no id, name or host)" % who,
+              aenv["id"] not in seen and "aenv" not in seen and "api.example.com" not in seen,
+              seen)
+    expect("8. alice deletes it", call("DELETE", E + "/" + aenv["id"], who="alice"), 204)
+
+
+def test_sandboxes_off_cause():
+    # Sandboxes were asked for (--proxy-admin-socket) but the data directory holds no CA: the
+    # status names that, not a missing socket.
+    sb = status().get("sandboxes") or {}
+    check("9. sandboxes off: the status names the real cause (no CA)",
+          sb.get("ready") is False and "no CA in" in sb.get("error", "")
+          and "no --proxy-admin-socket" not in sb.get("error", ""), sb)
+
+
 def main():
     os.makedirs(CDATA)
     subprocess.run([BIN, "ca", "init", "--out", PDATA], env=env(), capture_output=True,
@@ -690,7 +745,8 @@ def main():
     rc = 0
     try:
         for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
-                  test_content_type, test_overview, test_revocation):
+                  test_content_type, test_overview, test_revocation, test_private_problems,
+                  test_sandboxes_off_cause):
             try:
                 t()
             except Exception as e:  # noqa: BLE001 - report and go on
