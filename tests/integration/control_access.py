@@ -447,6 +447,39 @@ def test_sandbox_and_job_checks():
     expect("4. unarchive", call("PUT", R, d, who="root"), 200)
 
 
+def test_schedule_owner():
+    # A schedule's jobs run as its owner, with the owner's environments and their secrets: an
+    # admin may rename, reschedule, pause or delete it, never change what it runs.
+    penv = expect("4s. alice's private environment",
+                  call("POST", E, {"name": "apriv", "scope": "user", "base_image": "debian:12",
+                                   "network": "off"}, who="alice"), 201)
+    body = {"name": "nightly", "cron": "0 3 * * *", "repos": [{"repo_id": "acme/site"}],
+            "command": "make test", "environment": "apriv"}
+    sc = expect("4s. alice's schedule pinned to it", call("POST", "/api/v1/schedules", body,
+                                                          who="alice"), 201)
+    one = "/api/v1/schedules/" + sc.get("id", "")
+    why = "only the schedule's owner can change what it runs (repos, command, environment)"
+    same = dict(body, environment=penv["id"])
+    for desc, change in (("a new command", {"command": "env | base64"}),
+                         ("no environment", {"environment": None}),
+                         ("other repositories", {"repos": [{"repo_id": "acme/open"}]})):
+        expect("4s. an admin PUTs %s: 403" % desc,
+               call("PUT", one, dict(same, **change), who="root"), 403, why)
+    got = call("GET", one, who="alice")[1]
+    check("4s. ... nothing changed", got.get("command") == "make test"
+          and (got.get("environment") or {}).get("id") == penv["id"], got)
+    d = expect("4s. an admin pauses and renames it (the same run): 200",
+               call("PUT", one, dict(same, name="paused", enabled=False), who="root"), 200)
+    check("4s. ... still alice's, still pinned", d.get("owner_id") == sc.get("owner_id")
+          and not d.get("enabled") and (d.get("environment") or {}).get("id") == penv["id"], d)
+    d = expect("4s. the owner changes the command: 200",
+               call("PUT", one, dict(body, command="make check"), who="alice"), 200)
+    check("4s. ... done", d.get("command") == "make check", d)
+    expect("4s. an admin deletes it: 204", call("DELETE", one, who="root"), 204)
+    expect("4s. alice deletes her environment", call("DELETE", E + "/" + penv["id"], who="alice"),
+           204)
+
+
 # ---- 5. the content type of writes ---------------------------------------------------------------
 
 def test_content_type():
@@ -745,6 +778,7 @@ def main():
     rc = 0
     try:
         for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
+                  test_schedule_owner,
                   test_content_type, test_overview, test_revocation, test_private_problems,
                   test_sandboxes_off_cause):
             try:
