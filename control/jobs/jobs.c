@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "control/env/environment.h"
+#include "control/env/jbody.h"
 #include "control/jobs/cron.h"
 
 #define JOBS_PATH      "/api/v1/jobs"
@@ -240,20 +241,19 @@ static void parse_batch(json_t *root, const char *const *extra, size_t n_extra, 
     }
 }
 
-/* Parses the body as a JSON object; answers 400 itself. */
+/* Parses the body as a JSON object (sl_jbody_parse()); answers 400 itself, naming the problem. */
 static json_t *parse_body(const struct sl_jobs_http *rq, int *status, json_t **doc)
 {
-    json_error_t jerr;
+    char why[SL_JBODY_MSG_MAX];
     json_t *root = NULL;
+    int rc = sl_jbody_parse(rq->body, rq->body_len, 0, &root, why, sizeof(why));
 
-    if (rq->body_len > 0) {
-        root = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
+    if (rc == SL_EINVAL) {
         *status = 400;
-        *doc = message("the body must be a JSON object");
-        return NULL;
+        *doc = message("%s", why);
+    } else if (rc < 0) {
+        *status = 503;
+        *doc = message("out of memory");
     }
     return root;
 }

@@ -511,6 +511,41 @@ def test_content_type():
           and doc.get("error", {}).get("code") == -32600, (s, doc))
 
 
+def test_body_errors():
+    # Every route names what the strict parser refused, the same way (api.md "Request bodies").
+    envid = expect("5b. an environment to observe", call("POST", E, global_env(
+        "bodies", ["b.sluice.test"]), who="root"), 201).get("id", "")
+    routes = [("POST", "/api/v1/tokens"), ("POST", "/api/v1/users"), ("POST", "/api/v1/jobs"),
+              ("POST", "/api/v1/schedules"), ("PUT", "/api/v1/repos/acme/bodies"),
+              ("PUT", R + "/members/bob"), ("POST", "/api/v1/clients"),
+              ("POST", E + "/" + envid + "/observe"),
+              ("POST", E + "/" + envid + "/suggestions/apply"), ("POST", E),
+              ("PUT", E + "/" + envid)]
+    bodies = [(b'{"name":"a",', "string or '}' expected near end of file"),
+              (b'{"name":"a","scope":"read","scope":"admin"}', "duplicate object key"),
+              (b'{"command":"a\\u0000b"}', "a string holds \\u0000, a NUL byte, which is not "
+                                           "allowed"),
+              (b'{"n":123456789012345678901234567890}', "too big integer")]
+    for method, path in routes:
+        for raw, what in bodies:
+            if "\\u0000" in raw.decode() and path.startswith(E) and "/observe" not in path \
+                    and "/apply" not in path:
+                continue  # environments name the field that holds a NUL (422, below)
+            s, doc = call(method, path, raw=raw, headers={"Content-Type": "application/json"},
+                          who="root")
+            msg = (doc or {}).get("message", "")
+            check("5b. %s %s %s: 400 naming it" % (method, path, raw[:24]),
+                  s == 400 and msg.startswith("the body is not valid JSON (line 1, column ")
+                  and msg.endswith(": " + what + ")"), (s, doc))
+    s, doc = call("PUT", E + "/" + envid, dict(global_env("bodies", ["b.sluice.test"]),
+                                                env=[{"name": "A", "value": "a\u0000b"}]),
+                  who="root")
+    check("5b. an environment: a NUL is the 422 naming its field",
+          s == 422 and any(e.get("field") == "env[0].value" for e in doc.get("errors", [])),
+          (s, doc))
+    expect("5b. remove it", call("DELETE", E + "/" + envid, who="root"), 204)
+
+
 # ---- 7. the overview (GET /api/v1/overview, api.md §5.7) ------------------------------------------
 
 def overview(who):
@@ -779,7 +814,7 @@ def main():
     try:
         for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
                   test_schedule_owner,
-                  test_content_type, test_overview, test_revocation, test_private_problems,
+                  test_content_type, test_body_errors, test_overview, test_revocation, test_private_problems,
                   test_sandboxes_off_cause):
             try:
                 t()
