@@ -57,6 +57,9 @@ struct build {
     int64_t version;
     struct sl_buf doc;
     struct sl_snapshot_build_report report;
+    /* The report as problems for GET /api/v1/status, each with its environment's owner (see
+     * owned_problems()); NULL when the build failed or memory ran out. */
+    json_t *problems;
     int rc;
     /* How long the build took on the thread pool (for GET /api/v1/status). */
     uint64_t took_ns;
@@ -244,6 +247,42 @@ static void end_observes(struct daemon *d)
     sl_store_free_envs(ended, n);
 }
 
+/* The build's problems (sl_snapshot_build_report_problems()), each with "owner": the name of
+ * the user who owns its environment, absent for a global one. A problem whose environment
+ * cannot be read any more gets owner "" (no user has that name): nobody sees it. NULL when out
+ * of memory. */
+static json_t *owned_problems(struct sl_store *st, const struct sl_snapshot_build_report *r)
+{
+    json_t *arr = sl_snapshot_build_report_problems(r);
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(arr, i, item)
+    {
+        struct sl_env_row env;
+        struct sl_user user;
+        const char *owner = "";
+        int rc;
+
+        memset(&env, 0, sizeof(env));
+        memset(&user, 0, sizeof(user));
+        rc = sl_store_env_get(st, json_string_value(json_object_get(item, "environment")), &env);
+        if (rc == 0 && env.scope == SL_SCOPE_GLOBAL) {
+            owner = NULL;
+        } else if (rc == 0 && sl_store_user_get(st, env.owner_id, &user) == 0) {
+            owner = user.name;
+        }
+        rc = owner == NULL ? 0 : json_object_set_new(item, "owner", json_string(owner));
+        sl_user_finish(&user);
+        sl_env_row_finish(&env);
+        if (rc < 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
 static void on_build(uv_work_t *w)
 {
     struct build *b = SL_CONTAINER_OF(w, struct build, work);
@@ -259,6 +298,9 @@ static void on_build(uv_work_t *w)
         b->rc = sl_control_snapshot_build_with_clients(b->d->api.store, b->d->api.secrets,
                                                        b->version, b->clients.items, b->clients.n,
                                                        &b->doc, &b->report);
+    }
+    if (b->rc == 0) {
+        b->problems = owned_problems(b->d->api.store, &b->report);
     }
     if (b->rc == 0 && b->fw_table[0] != '\0') {
         b->ports_rc = set_redirect_ports(b);
@@ -451,13 +493,14 @@ static void on_build_done(uv_work_t *w, int status)
         (void)snprintf(why, sizeof(why), "%s (see the control plane's log)", d->build_error);
         builds_done(d, b->seq, 0, why);
     } else {
-        json_t *problems = sl_snapshot_build_report_problems(&b->report);
+        json_t *problems = b->problems;
         time_t now = time(NULL);
         struct tm tm;
 
         /* What the last good build left out, for GET /api/v1/status. */
         json_decref(d->problems);
         d->problems = problems;
+        b->problems = NULL;
         d->build_error[0] = '\0';
         d->built_bytes = b->doc.len;
         d->built_ns = b->took_ns;
@@ -498,6 +541,7 @@ static void on_build_done(uv_work_t *w, int status)
         arm_observe_timer(d, b->report.next_observe_end);
     }
     sl_snapshot_build_report_finish(&b->report);
+    json_decref(b->problems);
     sl_sandbox_clients_free(&b->clients);
     /* The document holds credentials in plaintext. */
     if (b->doc.p != NULL) {
@@ -646,6 +690,38 @@ static bool sandboxes_asked(const struct sl_control_config *cfg)
            || (cfg->launcher == SL_CONTROL_LAUNCHER_SWARM && cfg->n_proxy_admin_urls > 0);
 }
 
+/* The problems of `all` (owned_problems()) that `user` (a name; the caller) may see: those of
+ * global environments and of their own. A user's environments are private, also to admins:
+ * the others are left out, not even counted. Without their "owner". */
+static json_t *visible_problems(const json_t *all, const char *user)
+{
+    json_t *out = json_array();
+    json_t *item;
+    size_t i;
+
+    json_array_foreach(all, i, item)
+    {
+        const json_t *owner = json_object_get(item, "owner");
+        json_t *copy;
+
+        if (owner != NULL && (user == NULL || strcmp(json_string_value(owner), user) != 0)) {
+            continue;
+        }
+        copy = json_copy(item);
+        if (copy == NULL || out == NULL) {
+            json_decref(copy);
+            json_decref(out);
+            return NULL;
+        }
+        (void)json_object_del(copy, "owner");
+        if (json_array_append_new(out, copy) < 0) {
+            json_decref(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
 static void on_api_status(void *arg, json_t *doc)
 {
     struct daemon *d = arg;
@@ -656,6 +732,12 @@ static void on_api_status(void *arg, json_t *doc)
 
     if (d->sandboxes != NULL) {
         sl_sandboxes_status(d->sandboxes, doc);
+    } else if (sandboxes_asked(d->cfg)) {
+        /* Asked for, but setting them up failed: say why, as the log did. */
+        (void)json_object_set_new(
+                doc, "sandboxes",
+                json_pack("{s:b, s:s+}", "ready", 0, "error", "sandboxes are off: ",
+                          d->sandboxes_error[0] != '\0' ? d->sandboxes_error : "see the log"));
     } else {
         (void)json_object_set_new(doc, "sandboxes",
                                   json_pack("{s:b, s:s}", "ready", 0, "error",
@@ -686,8 +768,8 @@ static void on_api_status(void *arg, json_t *doc)
                           (json_int_t)t.acked_version, "unreachable", t.unreachable, "last_error",
                           t.last_error != NULL ? t.last_error : "", "audit", audit));
     }
-    /* "o": the document takes this reference, whether it is the daemon's list or a new one. */
-    problems = d->problems != NULL ? json_incref(d->problems) : json_array();
+    /* "o": the document takes this new list. */
+    problems = visible_problems(d->problems, json_string_value(json_object_get(doc, "user")));
     snap = json_pack("{s:I,s:s?,s:I,s:I,s:s?,s:o*,s:o*}", "version",
                      (json_int_t)sl_pusher_version(d->pusher), "built_at",
                      d->built_at[0] != '\0' ? d->built_at : NULL, "bytes",

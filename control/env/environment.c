@@ -21,6 +21,7 @@
 #include "base/jpath.h"
 #include "base/mem.h"
 #include "control/env/environment_int.h"
+#include "control/env/jbody.h"
 #include "policy/host.h"
 #include "policy/placeholder.h"
 #include "policy/snapshot.h"
@@ -1304,9 +1305,7 @@ int sl_env_spec_from_json(json_t *root, struct sl_env_spec *spec, struct sl_env_
 int sl_env_spec_parse(const void *body, size_t n, struct sl_env_spec *spec,
                       struct sl_env_errors *errs)
 {
-    json_error_t jerr;
     json_t *root;
-    char *near;
     int rc;
 
     sl_env_errors_finish(errs);
@@ -1317,22 +1316,12 @@ int sl_env_spec_parse(const void *body, size_t n, struct sl_env_spec *spec,
         return SL_EPOLICY;
     }
     /* NUL is allowed by the parser so that the validator can name the field that has one. */
-    root = json_loadb(body, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
-    if (root == NULL) {
-        if (json_error_code(&jerr) == json_error_out_of_memory || jerr.text[0] == '\0') {
-            return SL_ENOMEM;
-        }
-        /* jansson quotes the text near the error, which may be part of a secret. */
-        near = strstr(jerr.text, " near '");
-        if (near != NULL) {
-            *near = '\0';
-        }
+    rc = sl_jbody_parse(body, n, SL_JBODY_ALLOW_NUL, &root, errs->message, sizeof(errs->message));
+    if (rc == SL_EINVAL) {
         errs->status = 400;
-        (void)snprintf(errs->message, sizeof(errs->message),
-                       "the request body is not valid JSON (line %d, column %d: %s)", jerr.line,
-                       jerr.column, jerr.text);
         return SL_EPOLICY;
     }
+    SL_TRY(rc);
     rc = sl_env_spec_from_json(root, spec, errs);
     json_decref(root);
     return rc;

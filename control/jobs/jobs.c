@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "control/env/environment.h"
+#include "control/env/jbody.h"
 #include "control/jobs/cron.h"
 
 #define JOBS_PATH      "/api/v1/jobs"
@@ -240,20 +241,19 @@ static void parse_batch(json_t *root, const char *const *extra, size_t n_extra, 
     }
 }
 
-/* Parses the body as a JSON object; answers 400 itself. */
+/* Parses the body as a JSON object (sl_jbody_parse()); answers 400 itself, naming the problem. */
 static json_t *parse_body(const struct sl_jobs_http *rq, int *status, json_t **doc)
 {
-    json_error_t jerr;
+    char why[SL_JBODY_MSG_MAX];
     json_t *root = NULL;
+    int rc = sl_jbody_parse(rq->body, rq->body_len, 0, &root, why, sizeof(why));
 
-    if (rq->body_len > 0) {
-        root = json_loadb(rq->body, rq->body_len, JSON_REJECT_DUPLICATES, &jerr);
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
+    if (rc == SL_EINVAL) {
         *status = 400;
-        *doc = message("the body must be a JSON object");
-        return NULL;
+        *doc = message("%s", why);
+    } else if (rc < 0) {
+        *status = 503;
+        *doc = message("out of memory");
     }
     return root;
 }
@@ -609,9 +609,12 @@ static void route_jobs(const struct sl_jobs_http *rq, const char *tail, int *sta
 
 /* ---- /api/v1/schedules -------------------------------------------------------------------- */
 
-/* Parses a POST/PUT body into `s` (owned strings). Answers 4xx itself. */
-static bool parse_schedule(const struct sl_jobs_http *rq, struct sl_store_schedule *s, int *status,
-                           json_t **doc)
+/* Parses a POST/PUT body into `s` (owned strings). Answers 4xx itself. `pinned`: for an admin's
+ * PUT of someone else's schedule, the id of the environment it is pinned to (NULL else): that
+ * id is kept as it is, unlooked-up, since the owner's private environment is not the admin's
+ * to see. */
+static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
+                           struct sl_store_schedule *s, int *status, json_t **doc)
 {
     static const char *const extra[] = { "name", "cron", "enabled" };
     struct verrs v = { NULL };
@@ -657,7 +660,9 @@ static bool parse_schedule(const struct sl_jobs_http *rq, struct sl_store_schedu
         *doc = verrs_doc(&v);
         goto out;
     }
-    if (!find_batch_env(rq, &b, env_id, status, doc)) {
+    if (pinned != NULL && b.env != NULL && strcmp(b.env, pinned) == 0) {
+        (void)snprintf(env_id, sizeof(env_id), "%s", pinned);
+    } else if (!find_batch_env(rq, &b, env_id, status, doc)) {
         goto out;
     }
     /* Stored in a normal form: {"repo_id","ref"} with ref null when absent. */
@@ -696,7 +701,7 @@ static void schedules_create(const struct sl_jobs_http *rq, int *status, json_t 
     int rc;
 
     memset(&s, 0, sizeof(s));
-    if (parse_schedule(rq, &s, status, doc)) {
+    if (parse_schedule(rq, NULL, &s, status, doc)) {
         (void)snprintf(s.owner_id, sizeof(s.owner_id), "%s", rq->user->id);
         rc = sl_store_schedule_insert(rq->store, &s);
         if (rc < 0) {
@@ -730,11 +735,22 @@ static void schedules_list(const struct sl_jobs_http *rq, int *status, json_t **
     *doc = json_pack("{s:o}", "schedules", arr);
 }
 
+/* Whether `a` and `b` run the same thing with the same secrets: the same repositories (in the
+ * stored normal form), command and pinned environment (or none). The name, cron, enabled and
+ * time limit may differ. */
+static bool same_run(const struct sl_store_schedule *a, const struct sl_store_schedule *b)
+{
+    return strcmp(a->repos_json, b->repos_json) == 0 && strcmp(a->command, b->command) == 0
+           && (a->env_key == NULL) == (b->env_key == NULL)
+           && (a->env_key == NULL || strcmp(a->env_key, b->env_key) == 0);
+}
+
 static void schedule_one(const struct sl_jobs_http *rq, const char *id, int *status, json_t **doc)
 {
     const char *m = rq->method;
     struct sl_store_schedule cur;
     struct sl_store_schedule next;
+    bool owner;
     int rc;
 
     memset(&cur, 0, sizeof(cur));
@@ -754,7 +770,8 @@ static void schedule_one(const struct sl_jobs_http *rq, const char *id, int *sta
         internal(rc, "reading a schedule", status, doc);
         return;
     }
-    if (!rq->user->is_admin && strcmp(cur.owner_id, rq->user->id) != 0) {
+    owner = strcmp(cur.owner_id, rq->user->id) == 0;
+    if (!rq->user->is_admin && !owner) {
         *status = 403;
         *doc = message("not your schedule");
     } else if (strcmp(m, "GET") == 0) {
@@ -768,7 +785,15 @@ static void schedule_one(const struct sl_jobs_http *rq, const char *id, int *sta
             *status = 204;
             *doc = NULL;
         }
-    } else if (parse_schedule(rq, &next, status, doc)) {
+    } else if (!parse_schedule(rq, owner ? NULL : cur.env_key, &next, status, doc)) {
+        /* Answered. */
+    } else if (!owner && !same_run(&cur, &next)) {
+        /* Its jobs run as the owner, with the owner's environments and their secrets: an admin
+         * who could change the command would run theirs with them. */
+        *status = 403;
+        *doc = message("only the schedule's owner can change what it runs (repos, command, "
+                       "environment)");
+    } else {
         memcpy(next.id, cur.id, sizeof(next.id));
         memcpy(next.owner_id, cur.owner_id, sizeof(next.owner_id));
         rc = sl_store_schedule_replace(rq->store, &next);

@@ -229,7 +229,8 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
                               "ORDER BY e.scope = 'global', e.owner_key, e.name",
     [SL__STMT_ENV_DEFAULT] =
             "SELECT " SL__STORE_ENV_COLS " FROM environments e WHERE e.is_default = 1",
-    [SL__STMT_ENV_STATE] = "SELECT scope, is_default, created_at FROM environments WHERE id = ?1",
+    [SL__STMT_ENV_STATE] = "SELECT scope, is_default, created_at, observe_until FROM environments "
+                           "WHERE id = ?1",
     [SL__STMT_ENV_NAME_HOLDER] = "SELECT id FROM environments "
                                  "WHERE scope = ?1 AND owner_key = ?2 AND name = ?3 AND id <> ?4",
     [SL__STMT_ENV_DEMOTE] = "UPDATE environments SET is_default = 0, updated_at = ?1 "

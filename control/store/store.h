@@ -252,10 +252,11 @@ SL_MUST_CHECK int sl_store_env_insert(struct sl_store *st, struct sl_env_row *r,
                                       struct sl_store_conflict_info *conflict);
 
 /*
- * Replaces the environment `r->id`: every field but `id`, `created_at` and `is_default` (which
- * only sl_store_env_set_default changes) and the whole list of repositories. Writes the stored
- * `is_default`, `created_at` and the new `updated_at` back to `r`. SL_ENOTFOUND when no such
- * environment exists.
+ * Replaces the environment `r->id`: every field but `id`, `created_at`, `is_default` (which
+ * only sl_store_env_set_default changes) and `observe_until` (only sl_store_env_set_observe and
+ * the end of observes change it), and the whole list of repositories. Writes the stored
+ * `is_default`, `created_at`, `observe_until` and the new `updated_at` back to `r`. SL_ENOTFOUND
+ * when no such environment exists.
  */
 SL_MUST_CHECK int sl_store_env_replace(struct sl_store *st, struct sl_env_row *r,
                                        struct sl_store_conflict_info *conflict);

@@ -344,6 +344,8 @@ struct env_state {
     bool is_global;
     bool is_default;
     char created_at[SL__STORE_TIMESTAMP_SIZE];
+    /* Unix seconds; -1 when not in observe (as struct sl_env_row). */
+    int64_t observe_until;
 };
 
 static int read_state(struct sl_store *st, sqlite3_stmt *s, int first, void *row)
@@ -352,6 +354,9 @@ static int read_state(struct sl_store *st, sqlite3_stmt *s, int first, void *row
 
     out->is_global = sl__store_col_is(s, first, "global");
     out->is_default = sqlite3_column_int(s, first + 1) != 0;
+    out->observe_until = sqlite3_column_type(s, first + 3) == SQLITE_NULL
+                                 ? -1
+                                 : sqlite3_column_int64(s, first + 3);
     return sl__store_col_copy(st, s, first + 2, out->created_at, sizeof(out->created_at));
 }
 
@@ -396,6 +401,8 @@ static int env_replace(struct sl_store *st, struct sl_env_row *r, struct sl_stor
     rc = sl__store_tx_end(st, rc);
     if (rc == 0) {
         r->is_default = was.is_default;
+        /* A replacement keeps observe (sl_store_env_set_observe() alone changes it). */
+        r->observe_until = was.observe_until;
         memcpy(r->created_at, was.created_at, sizeof(r->created_at));
         memcpy(r->updated_at, now, sizeof(r->updated_at));
     }

@@ -416,17 +416,14 @@ bool sl__api_is_uuid_shaped(const char *s)
 
 json_t *sl__api_body_object(struct sl__api_call *c)
 {
-    json_error_t jerr;
+    char why[SL_JBODY_MSG_MAX];
     json_t *root = NULL;
+    int rc = sl_jbody_parse(c->req->body.p, c->req->body.n, 0, &root, why, sizeof(why));
 
-    if (c->req->body.n > 0) {
-        root = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
-                          &jerr);
-    }
-    if (!json_is_object(root)) {
-        json_decref(root);
-        sl__api_set_error(c->res, 400, "the body must be a JSON object");
-        return NULL;
+    if (rc == SL_EINVAL) {
+        sl__api_set_error(c->res, 400, why);
+    } else if (rc < 0) {
+        sl__api_set_error(c->res, 503, "out of memory");
     }
     return root;
 }

@@ -471,17 +471,14 @@ static void client_create(struct sl__api_call *c)
     char token[SL_TOKEN_SIZE] = "";
     const char *id, *ip, *cidr, *envname;
     bool want_token = false;
-    json_error_t jerr;
-    json_t *root =
-            json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES, &jerr);
+    json_t *root = sl__api_body_object(c);
     json_t *doc;
     int rc;
 
     memset(&cl, 0, sizeof(cl));
     memset(&env, 0, sizeof(env));
     sl_buf_init(&sealed, 4096);
-    if (root == NULL || !json_is_object(root)) {
-        sl__api_set_error(c->res, 400, "the body must be a JSON object");
+    if (root == NULL) {
         goto out;
     }
     if (!parse_client(c, root, &id, &ip, &cidr, &want_token, &envname)) {

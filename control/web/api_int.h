@@ -28,6 +28,7 @@
 
 #include "base/err.h"
 #include "control/env/environment.h"
+#include "control/env/jbody.h"
 #include "control/sandbox/sandbox.h"
 #include "control/store/model.h"
 #include "control/web/api.h"
@@ -125,8 +126,9 @@ bool sl__api_split_tail(const char *tail, char *seg, size_t cap, const char **re
 /* True when `s` has the shape of a UUID (36 characters, hex digits and dashes). */
 bool sl__api_is_uuid_shaped(const char *s);
 
-/* Parses the request body as a JSON object (no duplicate keys). Returns it (a new reference),
- * or NULL with the 400 set. */
+/* Parses the request body as a JSON object (sl_jbody_parse(): no duplicate keys, no NUL).
+ * Returns it (a new reference), or NULL with the 400 that names the problem set (503 when out
+ * of memory). */
 json_t *sl__api_body_object(struct sl__api_call *c);
 
 /* The caller as the git platform sees them (struct sl_gitplat_caller). */

@@ -353,7 +353,6 @@ static bool may_use(struct sl__api_call *c, const char *repo, enum sl_repo_role 
 
 static void sandbox_create(struct sl__api_call *c, const char *repo)
 {
-    json_error_t jerr;
     json_t *body = NULL;
     const json_t *ref;
     const json_t *env;
@@ -365,14 +364,8 @@ static void sandbox_create(struct sl__api_call *c, const char *repo)
     if (!may_use(c, repo, &role) || !sl__api_sandboxes_enabled(c)) {
         return;
     }
-    if (c->req->body.n > 0) {
-        body = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
-                          &jerr);
-        if (!json_is_object(body)) {
-            json_decref(body);
-            sl__api_set_error(c->res, 400, "the body must be a JSON object");
-            return;
-        }
+    if (c->req->body.n > 0 && (body = sl__api_body_object(c)) == NULL) {
+        return;
     }
     ref = json_object_get(body, "ref");
     env = json_object_get(body, "environment");
@@ -496,15 +489,8 @@ void sl__api_route_sandboxes(struct sl__api_call *c, const char *repo, const cha
     }
     d->any_sandbox = role == SL_REPO_ROLE_ADMIN;
     (void)snprintf(d->action, sizeof(d->action), "%s", rest);
-    if (c->req->body.n > 0) {
-        json_error_t jerr;
-
-        d->body = json_loadb((const char *)c->req->body.p, c->req->body.n, JSON_REJECT_DUPLICATES,
-                             &jerr);
-        if (d->body == NULL) {
-            sl__api_set_errorf(c->res, 400, "the body is not JSON: %s", jerr.text);
-            return;
-        }
+    if (c->req->body.n > 0 && (d->body = sl__api_body_object(c)) == NULL) {
+        return;
     }
     d->kind = SL__API_DEFER_CALL;
 }

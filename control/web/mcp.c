@@ -1180,8 +1180,12 @@ int sl_mcp_prepare(const struct sl_mcp_input *in, struct sl_mcp_plan *out)
     }
     msg = json_loadb(in->body, in->body_len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (msg == NULL) {
+        /* For a NUL, jansson's text names a flag of its API, nothing a client can act on. */
         rc = answer_errorf(out, 400, NULL, SL_MCP_PARSE_ERROR, "Parse error: %s (at byte %ld)",
-                           jerr.text, (long)jerr.position);
+                           json_error_code(&jerr) == json_error_null_character
+                                   ? "a string holds \\u0000, a NUL byte, which is not allowed"
+                                   : jerr.text,
+                           (long)jerr.position);
         goto out;
     }
     if (json_is_array(msg)) {

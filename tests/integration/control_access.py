@@ -8,7 +8,9 @@
 # environment row is compiled as deny-all and reported by /api/v1/status while a deleted static
 # client's token stops working (the row is corrupted with sqlite3 on the real file); the
 # overview (GET /api/v1/overview) counts the audit log's decisions per minute as each caller may
-# see them, their jobs, and each proxy's snapshot and health. No Docker:
+# see them, their jobs, and each proxy's snapshot and health; the status shows each caller only
+# the problems of environments they may see (another user's damaged credential stays hidden)
+# and why sandboxes are off (this data directory has no CA). No Docker:
 # the control plane runs without sandboxes, whose checks come before that 503. stdlib only;
 # output TAP-like. Run by control_access.sh.
 import base64
@@ -445,6 +447,39 @@ def test_sandbox_and_job_checks():
     expect("4. unarchive", call("PUT", R, d, who="root"), 200)
 
 
+def test_schedule_owner():
+    # A schedule's jobs run as its owner, with the owner's environments and their secrets: an
+    # admin may rename, reschedule, pause or delete it, never change what it runs.
+    penv = expect("4s. alice's private environment",
+                  call("POST", E, {"name": "apriv", "scope": "user", "base_image": "debian:12",
+                                   "network": "off"}, who="alice"), 201)
+    body = {"name": "nightly", "cron": "0 3 * * *", "repos": [{"repo_id": "acme/site"}],
+            "command": "make test", "environment": "apriv"}
+    sc = expect("4s. alice's schedule pinned to it", call("POST", "/api/v1/schedules", body,
+                                                          who="alice"), 201)
+    one = "/api/v1/schedules/" + sc.get("id", "")
+    why = "only the schedule's owner can change what it runs (repos, command, environment)"
+    same = dict(body, environment=penv["id"])
+    for desc, change in (("a new command", {"command": "env | base64"}),
+                         ("no environment", {"environment": None}),
+                         ("other repositories", {"repos": [{"repo_id": "acme/open"}]})):
+        expect("4s. an admin PUTs %s: 403" % desc,
+               call("PUT", one, dict(same, **change), who="root"), 403, why)
+    got = call("GET", one, who="alice")[1]
+    check("4s. ... nothing changed", got.get("command") == "make test"
+          and (got.get("environment") or {}).get("id") == penv["id"], got)
+    d = expect("4s. an admin pauses and renames it (the same run): 200",
+               call("PUT", one, dict(same, name="paused", enabled=False), who="root"), 200)
+    check("4s. ... still alice's, still pinned", d.get("owner_id") == sc.get("owner_id")
+          and not d.get("enabled") and (d.get("environment") or {}).get("id") == penv["id"], d)
+    d = expect("4s. the owner changes the command: 200",
+               call("PUT", one, dict(body, command="make check"), who="alice"), 200)
+    check("4s. ... done", d.get("command") == "make check", d)
+    expect("4s. an admin deletes it: 204", call("DELETE", one, who="root"), 204)
+    expect("4s. alice deletes her environment", call("DELETE", E + "/" + penv["id"], who="alice"),
+           204)
+
+
 # ---- 5. the content type of writes ---------------------------------------------------------------
 
 def test_content_type():
@@ -474,6 +509,41 @@ def test_content_type():
                   who="alice")
     check("5. /mcp keeps its own rules (415, a JSON-RPC error)", s == 415
           and doc.get("error", {}).get("code") == -32600, (s, doc))
+
+
+def test_body_errors():
+    # Every route names what the strict parser refused, the same way (api.md "Request bodies").
+    envid = expect("5b. an environment to observe", call("POST", E, global_env(
+        "bodies", ["b.sluice.test"]), who="root"), 201).get("id", "")
+    routes = [("POST", "/api/v1/tokens"), ("POST", "/api/v1/users"), ("POST", "/api/v1/jobs"),
+              ("POST", "/api/v1/schedules"), ("PUT", "/api/v1/repos/acme/bodies"),
+              ("PUT", R + "/members/bob"), ("POST", "/api/v1/clients"),
+              ("POST", E + "/" + envid + "/observe"),
+              ("POST", E + "/" + envid + "/suggestions/apply"), ("POST", E),
+              ("PUT", E + "/" + envid)]
+    bodies = [(b'{"name":"a",', "string or '}' expected near end of file"),
+              (b'{"name":"a","scope":"read","scope":"admin"}', "duplicate object key"),
+              (b'{"command":"a\\u0000b"}', "a string holds \\u0000, a NUL byte, which is not "
+                                           "allowed"),
+              (b'{"n":123456789012345678901234567890}', "too big integer")]
+    for method, path in routes:
+        for raw, what in bodies:
+            if "\\u0000" in raw.decode() and path.startswith(E) and "/observe" not in path \
+                    and "/apply" not in path:
+                continue  # environments name the field that holds a NUL (422, below)
+            s, doc = call(method, path, raw=raw, headers={"Content-Type": "application/json"},
+                          who="root")
+            msg = (doc or {}).get("message", "")
+            check("5b. %s %s %s: 400 naming it" % (method, path, raw[:24]),
+                  s == 400 and msg.startswith("the body is not valid JSON (line 1, column ")
+                  and msg.endswith(": " + what + ")"), (s, doc))
+    s, doc = call("PUT", E + "/" + envid, dict(global_env("bodies", ["b.sluice.test"]),
+                                                env=[{"name": "A", "value": "a\u0000b"}]),
+                  who="root")
+    check("5b. an environment: a NUL is the 422 naming its field",
+          s == 422 and any(e.get("field") == "env[0].value" for e in doc.get("errors", [])),
+          (s, doc))
+    expect("5b. remove it", call("DELETE", E + "/" + envid, who="root"), 204)
 
 
 # ---- 7. the overview (GET /api/v1/overview, api.md §5.7) ------------------------------------------
@@ -675,6 +745,59 @@ def test_revocation():
     del e1
 
 
+# ---- 8. the status shows each caller only the problems of environments they may see -----------
+
+def test_private_problems():
+    aenv = expect("8. alice's private environment with a credential",
+                  call("POST", E, {"name": "aenv", "scope": "user", "base_image": "debian:12",
+                                   "network": "on",
+                                   "egress": {"default": "deny", "rules": [
+                                       {"host": "api.example.com",
+                                        "credential": {"header": "Authorization",
+                                                       "value": "Bearer s3cret"}}]}},
+                       who="alice"), 201)
+    # Damage its sealed credential in the database, then make a change so that a build runs.
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    (text,) = db.execute("SELECT egress_json FROM environments WHERE id = ?",
+                         (aenv["id"],)).fetchone()
+    eg = json.loads(text)
+    cred = eg["rules"][0]["credential"]
+    mid = len(cred["sealed"]) // 2
+    cred["sealed"] = (cred["sealed"][:mid] + ("A" if cred["sealed"][mid] != "A" else "B")
+                      + cred["sealed"][mid + 1:])
+    db.execute("UPDATE environments SET egress_json = ? WHERE id = ?",
+               (json.dumps(eg), aenv["id"]))
+    db.commit()
+    db.close()
+    before = status()["snapshot"]["version"]
+    expect("8. a change that builds again", call("POST", E, global_env("g8", ["g8.sluice.test"]),
+                                                 who="root"), 201)
+
+    def mine(who):
+        snap = call("GET", "/api/v1/status", who=who)[1].get("snapshot") or {}
+        return snap.get("version", 0) > before, json.dumps(snap.get("problems"))
+
+    check("8. the build ran", wait_for(lambda: mine("alice")[0], 5), mine("alice"))
+    seen = mine("alice")[1]
+    check("8. alice sees her environment's problem",
+          aenv["id"] in seen and "aenv" in seen and "api.example.com" in seen, seen)
+    for who in ("bob", "root"):
+        seen = mine(who)[1]
+        check("8. %s sees nothing of alice's environment (no id, name or host)" % who,
+              aenv["id"] not in seen and "aenv" not in seen and "api.example.com" not in seen,
+              seen)
+    expect("8. alice deletes it", call("DELETE", E + "/" + aenv["id"], who="alice"), 204)
+
+
+def test_sandboxes_off_cause():
+    # Sandboxes were asked for (--proxy-admin-socket) but the data directory holds no CA: the
+    # status names that, not a missing socket.
+    sb = status().get("sandboxes") or {}
+    check("9. sandboxes off: the status names the real cause (no CA)",
+          sb.get("ready") is False and "no CA in" in sb.get("error", "")
+          and "no --proxy-admin-socket" not in sb.get("error", ""), sb)
+
+
 def main():
     os.makedirs(CDATA)
     subprocess.run([BIN, "ca", "init", "--out", PDATA], env=env(), capture_output=True,
@@ -690,7 +813,9 @@ def main():
     rc = 0
     try:
         for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
-                  test_content_type, test_overview, test_revocation):
+                  test_schedule_owner,
+                  test_content_type, test_body_errors, test_overview, test_revocation, test_private_problems,
+                  test_sandboxes_off_cause):
             try:
                 t()
             except Exception as e:  # noqa: BLE001 - report and go on

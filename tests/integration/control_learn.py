@@ -225,6 +225,8 @@ def run():
     check("a user may not apply rules to a global environment: 403", s == 403, str(r))
     s, r = call("POST", base + "/suggestions/apply", {"rules": rules})
     check("applying the chosen rules: 200", s == 200, str(r))
+    check("... the answer shows it still in observe, with the deadline",
+          (r or {}).get("observe_until") == until, str((r or {}).get("observe_until")))
     got = (r or {}).get("egress", {}).get("rules", [])
     check("a's rule took POST, the others were added",
           {"host": a_rule, "methods": ["GET", "POST"]} in got and len(got) == 4, json.dumps(got))
@@ -233,6 +235,15 @@ def run():
     s, sg = call("GET", base + "/suggestions")
     check("what the environment allows by now is no longer suggested",
           s == 200 and sg.get("suggestions") == [], json.dumps(sg.get("suggestions")))
+
+    s, e = call("GET", base)
+    e = {k: v for k, v in e.items() if k in ("name", "scope", "base_image", "network", "egress")}
+    e["description"] = "replaced while in observe"
+    s, r = call("PUT", base, e)
+    check("a PUT while in observe: 200 showing the deadline (still in observe)",
+          s == 200 and r.get("observe_until") == until, "%d %s" % (s, (r or {}).get(
+              "observe_until")))
+    check("... as a GET then does", call("GET", base)[1].get("observe_until") == until)
 
     v = proxy_version()
     s, r = call("DELETE", base + "/observe")

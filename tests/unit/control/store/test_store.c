@@ -671,6 +671,10 @@ static void observe_is_set_apart_and_ends_at_its_deadline(void **state)
     assert_int_equal(sl_store_env_get(st, a.id, &got), 0);
     assert_int_equal(got.observe_until, -1);
     sl_env_row_finish(&got);
+    /* A replace writes the stored state back: not in observe. */
+    a.observe_until = 77;
+    assert_int_equal(sl_store_env_replace(st, &a, NULL), 0);
+    assert_int_equal(a.observe_until, -1);
     assert_int_equal(sl_store_env_set_observe(st, a.id, 1000), 0);
     assert_int_equal(sl_store_env_set_observe(st, b.id, 2000), 0);
     assert_int_equal(sl_store_env_set_observe(st, "00000000-0000-4000-8000-000000000000", 5),
@@ -678,6 +682,8 @@ static void observe_is_set_apart_and_ends_at_its_deadline(void **state)
     /* A replace (a PUT) keeps it: the column is not the request's. */
     a.observe_until = -1;
     assert_int_equal(sl_store_env_replace(st, &a, NULL), 0);
+    /* ... and writes it back, so that the PUT's answer shows the deadline. */
+    assert_int_equal(a.observe_until, 1000);
     assert_int_equal(sl_store_env_get(st, a.id, &got), 0);
     assert_int_equal(got.observe_until, 1000);
     assert_string_equal(got.updated_at, a.updated_at);

@@ -246,6 +246,9 @@ static void malformed_json_is_a_parse_error(void **state)
         { "{'jsonrpc':'2.0','id':1,", SL_MCP_PARSE_ERROR, "Parse error" },
         { "", SL_MCP_PARSE_ERROR, "Parse error" },
         { "{'jsonrpc':'2.0','id':1,'id':2,'method':'ping'}", SL_MCP_PARSE_ERROR, "duplicate" },
+        /* Said in words, not as jansson's flag (JSON_ALLOW_NUL). */
+        { "{'jsonrpc':'2.0','id':1,'method':'p\\u0000'}", SL_MCP_PARSE_ERROR,
+          "Parse error: a string holds \\u0000, a NUL byte, which is not allowed (at byte" },
     };
 
     (void)state;
