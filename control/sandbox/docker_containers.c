@@ -185,11 +185,14 @@ static json_t *create_body(struct sl__docker_op *o, const struct sl_launcher_con
              && json_object_set_new(host, "MemorySwap", json_integer(spec->memory_bytes)) == 0;
     }
     if (ok) {
-        j = json_pack("{s:s, s:[s,s], s:O, s:O, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:O}", "Image",
-                      spec->image, "Cmd", "sleep", "infinity", "Env", env, "Labels", labels,
-                      "Hostname", "sandbox", "WorkingDir", "/workspace/repo", "AttachStdin", 0,
-                      "AttachStdout", 0, "AttachStderr", 0, "Tty", 0, "OpenStdin", 0, "HostConfig",
-                      host);
+        /* Healthcheck NONE: an image's HEALTHCHECK is a command Docker would exec in the
+         * container on its own, as early as before the inner wall is up. */
+        j = json_pack("{s:s, s:[s,s], s:O, s:O, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:{s:[s]}, "
+                      "s:O}",
+                      "Image", spec->image, "Cmd", "sleep", "infinity", "Env", env, "Labels",
+                      labels, "Hostname", "sandbox", "WorkingDir", "/workspace/repo", "AttachStdin",
+                      0, "AttachStdout", 0, "AttachStderr", 0, "Tty", 0, "OpenStdin", 0,
+                      "Healthcheck", "Test", "NONE", "HostConfig", host);
     }
     /* An entrypoint of ours replaces the image's entrypoint and command: the daemon takes the
      * image's Cmd only when the request names no entrypoint. */

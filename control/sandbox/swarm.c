@@ -792,11 +792,12 @@ static json_t *service_body(struct sl__docker_op *o, const struct sl_launcher_co
         ok = json_object_set_new(limits, "MemoryBytes", json_integer(spec->memory_bytes)) == 0;
     }
     if (ok) {
-        /* Command replaces the image's entrypoint, and without Args its command too. */
-        cs = json_pack("{s:s, s:O, s:O, s:O, s:s, s:s, s:b, s:[s,s], s:[]}", "Image", spec->image,
-                       "Command", cmd, "Env", env, "Labels", labels, "Hostname", "sandbox", "Dir",
-                       "/workspace/repo", "Init", 1, "CapabilityDrop", "NET_RAW", "NET_ADMIN",
-                       "Configs");
+        /* Command replaces the image's entrypoint, and without Args its command too; no
+         * HEALTHCHECK of the image runs (the engine would exec it in the task on its own). */
+        cs = json_pack("{s:s, s:O, s:O, s:O, s:s, s:s, s:b, s:[s,s], s:[], s:{s:[s]}}", "Image",
+                       spec->image, "Command", cmd, "Env", env, "Labels", labels, "Hostname",
+                       "sandbox", "Dir", "/workspace/repo", "Init", 1, "CapabilityDrop", "NET_RAW",
+                       "NET_ADMIN", "Configs", "HealthCheck", "Test", "NONE");
         ok = cs != NULL;
     }
     if (ok && run != NULL) {

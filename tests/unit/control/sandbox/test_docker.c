@@ -261,6 +261,13 @@ static void check_hardening(const char *id)
     assert_int_equal(raw_body("GET", path, &b), 200);
     j = json_loadb(b.p, b.n, 0, NULL);
     assert_non_null(j);
+    /* No HEALTHCHECK of the image is run in the container. */
+    assert_string_equal(
+            json_string_value(json_array_get(
+                    json_object_get(json_object_get(json_object_get(j, "Config"), "Healthcheck"),
+                                    "Test"),
+                    0)),
+            "NONE");
     h = json_object_get(j, "HostConfig");
     assert_string_equal(json_string_value(json_object_get(h, "NetworkMode")), NET);
     assert_true(json_is_true(json_object_get(h, "Init")));
