@@ -68,8 +68,9 @@ bool sl__docker_is_name(const char *s)
     return true;
 }
 
-/* An absolute path without empty, `.` or `..` components (a trailing '/' is refused too). */
-bool sl__docker_is_abs_path(const char *s)
+/* An absolute path without empty, `.` or `..` components (a trailing '/' is refused too):
+ * launcher.h. */
+bool sl_launcher_path_ok(const char *s)
 {
     const char *p;
 

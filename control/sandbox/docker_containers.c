@@ -223,10 +223,10 @@ bool sl__docker_create_spec_ok(struct sl__docker_op *o, const struct sl_launcher
         sl__docker_reject(o, "docker: invalid network name");
     } else if (s->cpus_centi < 0 || s->cpus_centi > 100000 || s->memory_bytes < 0) {
         sl__docker_reject(o, "docker: invalid CPU or memory limit");
-    } else if (s->resolv_conf != NULL && !sl__docker_is_abs_path(s->resolv_conf)) {
+    } else if (s->resolv_conf != NULL && !sl_launcher_path_ok(s->resolv_conf)) {
         sl__docker_reject(o, "docker: resolv_conf must be an absolute host path");
     } else if (s->n_cmd > 0
-               && (s->cmd == NULL || !sl__docker_is_abs_path(s->cmd[0])
+               && (s->cmd == NULL || !sl_launcher_path_ok(s->cmd[0])
                    || strcmp(s->cmd[0], "/") == 0)) {
         sl__docker_reject(o, "docker: cmd must start with an absolute path");
     } else {
@@ -250,7 +250,7 @@ bool sl__docker_create_spec_ok(struct sl__docker_op *o, const struct sl_launcher
             }
         }
         for (size_t i = 0; i < s->n_dirs; i++) {
-            if (!sl__docker_is_abs_path(s->dirs[i]) || strcmp(s->dirs[i], "/") == 0) {
+            if (!sl_launcher_path_ok(s->dirs[i]) || strcmp(s->dirs[i], "/") == 0) {
                 sl__docker_reject(o, "docker: dirs[%zu] is not an absolute path below /", i);
                 return false;
             }
@@ -258,7 +258,7 @@ bool sl__docker_create_spec_ok(struct sl__docker_op *o, const struct sl_launcher
         for (size_t i = 0; i < s->n_files; i++) {
             const struct sl_launcher_file *f = &s->files[i];
 
-            if (!sl__docker_is_abs_path(f->path) || strcmp(f->path, "/") == 0 || f->mode > 07777
+            if (!sl_launcher_path_ok(f->path) || strcmp(f->path, "/") == 0 || f->mode > 07777
                 || (f->data == NULL && f->len > 0)) {
                 sl__docker_reject(
                         o, "docker: files[%zu] needs an absolute path below /, data and a mode", i);
@@ -543,7 +543,7 @@ void sl__docker_exec(struct sl_launcher *l, const char *id, const struct sl_laun
             return;
         }
     }
-    if (e->cwd != NULL && !sl__docker_is_abs_path(e->cwd)) {
+    if (e->cwd != NULL && !sl_launcher_path_ok(e->cwd)) {
         sl__docker_reject(o, "docker: exec cwd must be an absolute path");
         return;
     }

@@ -77,7 +77,7 @@ static int start_stat(struct sl__docker_op *o, void (*done)(struct sl__docker_op
 static bool follow_link(struct sl__docker_op *o, void (*done)(struct sl__docker_op *o))
 {
     if (o->rc < 0 || (o->mode & GO_MODE_SYMLINK) == 0 || o->link_target == NULL || o->hops >= 8
-        || !sl__docker_is_abs_path(o->link_target)) {
+        || !sl_launcher_path_ok(o->link_target)) {
         return false;
     }
     o->hops++;
@@ -142,7 +142,7 @@ static bool take_id_path(struct sl__docker_op *o, const char *id, const char *pa
         sl__docker_reject(o, "docker: invalid container id");
         return false;
     }
-    if (!sl__docker_is_abs_path(path)) {
+    if (!sl_launcher_path_ok(path)) {
         sl__docker_reject(o, "docker: the path must be absolute, without . or .. components");
         return false;
     }

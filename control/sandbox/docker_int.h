@@ -316,8 +316,6 @@ void sl__docker_go(struct sl__docker_op *o, int rc);
 
 /* Docker names and ids: [A-Za-z0-9][A-Za-z0-9_.-]*, at most 128 characters. */
 bool sl__docker_is_name(const char *s);
-/* An absolute path without empty, `.` or `..` components (a trailing '/' is refused too). */
-bool sl__docker_is_abs_path(const char *s);
 /* NAME=value with a non-empty name. */
 bool sl__docker_is_env(const char *s);
 /* 1 to `max` characters of an IP address or CIDR block (hex digits, '.', ':', '/'). */

@@ -421,7 +421,7 @@ void sl__docker_wall_start(struct sl__docker_op *o, json_t *inspected,
         wall_remote(o, cid);
         return;
     }
-    if (!sl__docker_is_abs_path(key) || strcmp(key, "/") == 0) {
+    if (!sl_launcher_path_ok(key) || strcmp(key, "/") == 0) {
         sl__docker_set_err(o, SL_EIO,
                            "docker: the container has no network namespace to put the inner "
                            "wall in (is it running?)");

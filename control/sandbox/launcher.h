@@ -278,6 +278,11 @@ struct sl_launcher_ops {
     void (*close)(struct sl_launcher *l, void (*closed)(void *arg), void *arg);
 };
 
+/* True for a path every launcher takes: absolute, at most 4096 bytes, without an empty, `.` or
+ * `..` component (a trailing '/' is refused too). The sandbox calls check a client's path with
+ * it before a launcher sees it, so that a bad one is the client's 400. */
+bool sl_launcher_path_ok(const char *s);
+
 /* The base every backend embeds first. */
 struct sl_launcher {
     const struct sl_launcher_ops *ops;

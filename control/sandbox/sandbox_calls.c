@@ -465,7 +465,8 @@ static bool take_path(struct call *c, const json_t *body)
         return false;
     }
     if (strlen(json_string_value(path)) != json_string_length(path)
-        || full_path(json_string_value(path), c->path, sizeof(c->path)) < 0) {
+        || full_path(json_string_value(path), c->path, sizeof(c->path)) < 0
+        || !sl_launcher_path_ok(c->path)) {
         sl__sandbox_reply_err(c->reply, c->arg, 400, "path is not a valid path");
         return false;
     }

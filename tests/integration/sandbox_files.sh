@@ -3,7 +3,8 @@
 # tests/integration/sandbox_files.sh - docs/reference/api.md §5.3 read/write: a 5 MiB random binary round
 # trip (SHA-256 equal both ways), mode honoured, parent directories created, relative paths
 # under /workspace/repo and absolute paths, empty files, overwrite; errors: path is required,
-# not found, path is a directory, file too large (> 64 MiB). Network sl-t-files, subnet
+# not a valid path (., .., empty components), not found, path is a directory, file too large
+# (> 64 MiB). Network sl-t-files, subnet
 # 10.213.13.0/24.
 # shellcheck disable=SC2016 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
@@ -106,6 +107,13 @@ sbx_api POST "/$id/read" '{}' >/dev/null
 check_err "read without path → 4xx path is required" '^path is required$'
 sbx_api POST "/$id/write" '{"content":"aGk="}' >/dev/null
 check_err "write without path → 4xx path is required" '^path is required$'
+for p in ../../etc/hostname a/../rel.txt ./rel.txt /etc/./hostname /etc//hostname data/; do
+  sbx_read "$id" "$p"
+  check_err "read '$p' (a ., .. or empty component) → 400 path is not a valid path" \
+    '^path is not a valid path$'
+done
+sbx_write "$id" "../../tmp/x" "$FX_WORK/v1"
+check_err "write '../../tmp/x' → 400 path is not a valid path" '^path is not a valid path$'
 sbx_read "$id" "no/such/file.txt"
 check_err "read a missing file → 4xx not found: PATH" '^not found: .*no/such/file\.txt$'
 sbx_read "$id" "data"
