@@ -34,6 +34,8 @@
 /* TCP: connections at once, and how long one may go without a complete query. */
 #define DNSD_TCP_MAX     64u
 #define DNSD_TCP_IDLE_MS 5000u
+/* TCP connections at once from one client address: one sandbox cannot take every slot. */
+#define DNSD_TCP_PER_CLIENT 8u
 
 static uint16_t get16(const uint8_t *p)
 {
@@ -499,6 +501,36 @@ static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     (void)uv_read_start(s, on_conn_alloc, on_conn_read);
 }
 
+/* Whether `a` and `b` are the same IP address (ports aside). */
+static bool same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+    if (a->ss_family != b->ss_family) {
+        return false;
+    }
+    if (a->ss_family == AF_INET) {
+        return ((const struct sockaddr_in *)(const void *)a)->sin_addr.s_addr
+               == ((const struct sockaddr_in *)(const void *)b)->sin_addr.s_addr;
+    }
+    return a->ss_family == AF_INET6
+           && memcmp(&((const struct sockaddr_in6 *)(const void *)a)->sin6_addr,
+                     &((const struct sockaddr_in6 *)(const void *)b)->sin6_addr,
+                     sizeof(struct in6_addr))
+                      == 0;
+}
+
+/* The TCP connections open from `c`'s peer address, `c` included. */
+static size_t conns_of_peer(const struct sl_dnsd *d, const struct dnsd_conn *c)
+{
+    size_t n = 0;
+
+    for (struct sl_list *l = d->conns.next; l != &d->conns; l = l->next) {
+        const struct dnsd_conn *o = SL_CONTAINER_OF(l, struct dnsd_conn, link);
+
+        n += !o->closing && same_ip(&o->peer, &c->peer);
+    }
+    return n;
+}
+
 static void on_tcp_connection(uv_stream_t *server, int status)
 {
     struct dnsd_addr *a = server->data;
@@ -524,7 +556,7 @@ static void on_tcp_connection(uv_stream_t *server, int status)
     namelen = (int)sizeof(c->peer);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0
         || uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &namelen) < 0
-        || d->n_conns > DNSD_TCP_MAX) {
+        || d->n_conns > DNSD_TCP_MAX || conns_of_peer(d, c) > DNSD_TCP_PER_CLIENT) {
         d->stats.dropped++;
         close_conn(c);
         return;

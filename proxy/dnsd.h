@@ -20,8 +20,8 @@
  *     thread: a UDP socket and a TCP listener per address. UDP: one datagram in, one out, from
  *     buffers of the responder's own (nothing allocated per query); an answer the socket cannot
  *     take at once is dropped. TCP (RFC 7766): two-byte length prefixes, a query of at most
- *     SL_DNSD_QUERY_MAX bytes, queries answered in turn, at most DNSD_TCP_MAX connections, each
- *     closed after 5 s without a complete query.
+ *     SL_DNSD_QUERY_MAX bytes, queries answered in turn, at most DNSD_TCP_MAX connections (and
+ *     DNSD_TCP_PER_CLIENT from one address), each closed after 5 s without a complete query.
  *
  * Lifecycle: sl_dnsd_start() (binds everything or nothing) -> sl_dnsd_set_snapshot() whenever
  * the proxy loads one -> sl_dnsd_close() (the handles close; the memory goes with the last close

@@ -191,6 +191,45 @@ check_eq "DNS over UDP: A allowed.sluice.test is the gateway, TTL 5" \
   "$(dnsq udp allowed.sluice.test 1)" "rcode=0 an=1 ttl=5 addr=$GW"
 check_eq "DNS over TCP: the same answer" "$(dnsq tcp allowed.sluice.test 1)" \
   "rcode=0 an=1 ttl=5 addr=$GW"
+# One client address holds at most 8 TCP connections (one sandbox cannot take all 64 slots):
+# 12 opened from the namespace, 8 stay open; meanwhile a query from another address (the host's
+# own, on the gateway) is answered over TCP.
+in_ns "$FX_PYTHON" - "$GW" >"$FX_WORK/dns-held" 2>&1 <<'EOF' &
+import socket, sys, time
+socks = [socket.create_connection((sys.argv[1], 53), timeout=3) for _ in range(12)]
+time.sleep(1)
+alive = 0
+for s in socks:
+    s.setblocking(False)
+    try:
+        alive += s.recv(1) != b""
+    except BlockingIOError:
+        alive += 1
+    except OSError:
+        pass
+print(alive)
+time.sleep(1.5)
+EOF
+held_pid=$!
+sleep 1.2
+other=$("$FX_PYTHON" - "$GW" <<'EOF'
+import socket, struct, sys
+q = struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x01a\x06sluice\x04test\x00"
+q += struct.pack(">HH", 1, 1)
+s = socket.create_connection((sys.argv[1], 53), timeout=3)
+s.sendall(struct.pack(">H", len(q)) + q)
+a = b""
+while len(a) < 2 or len(a) < 2 + struct.unpack(">H", a[:2])[0]:
+    chunk = s.recv(2048)
+    if not chunk:
+        break
+    a += chunk
+print("answered" if len(a) > 12 and struct.unpack(">H", a[2:4])[0] == 7 else "none")
+EOF
+) || other=failed
+wait "$held_pid" || true
+check_eq "DNS over TCP: 12 connections from one address, 8 kept open" "$(cat "$FX_WORK/dns-held")" 8
+check_eq "DNS over TCP: ... while another address is answered" "$other" answered
 check_eq "DNS: AAAA is NOERROR without an answer" "$(dnsq udp allowed.sluice.test 28)" \
   "rcode=0 an=0 ttl=- addr=-"
 check_eq "DNS: MX is REFUSED" "$(dnsq udp allowed.sluice.test 15)" "rcode=5 an=0 ttl=- addr=-"
