@@ -15,6 +15,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "http/h1.h"
+#include "http/server.h"
 #include "policy/auth.h"
 #include "policy/decision.h"
 #include "policy/host.h"
@@ -23,7 +24,6 @@
 #include "policy/validate.h"
 #include "proxy/audit.h"
 #include "proxy/conn_int.h"
-#include "proxy/head.h"
 #include "proxy/upstream.h"
 
 /* Longest request target quoted back in a refusal. */
@@ -274,7 +274,7 @@ bool sl__reason_is_policy(enum sl_reason reason)
 
 static const char *status_text(int status)
 {
-    const char *text = sl_head_reason_phrase(status);
+    const char *text = sl_http_reason(status);
 
     return text[0] != '\0' ? text : "Error";
 }

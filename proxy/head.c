@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "http/server.h"
 #include "policy/placeholder.h"
 #include "policy/url.h"
 
@@ -388,77 +389,6 @@ int sl_head_build_swap(struct sl_buf *b, const struct sl_h1_head *h, const struc
     return sl_buf_append_str(b, "\r\n");
 }
 
-const char *sl_head_reason_phrase(int status)
-{
-    static const struct {
-        int status;
-        const char *text;
-    } phrases[] = {
-        { 100, "Continue" },
-        { 101, "Switching Protocols" },
-        { 102, "Processing" },
-        { 103, "Early Hints" },
-        { 200, "OK" },
-        { 201, "Created" },
-        { 202, "Accepted" },
-        { 203, "Non-Authoritative Information" },
-        { 204, "No Content" },
-        { 205, "Reset Content" },
-        { 206, "Partial Content" },
-        { 207, "Multi-Status" },
-        { 300, "Multiple Choices" },
-        { 301, "Moved Permanently" },
-        { 302, "Found" },
-        { 303, "See Other" },
-        { 304, "Not Modified" },
-        { 307, "Temporary Redirect" },
-        { 308, "Permanent Redirect" },
-        { 400, "Bad Request" },
-        { 401, "Unauthorized" },
-        { 402, "Payment Required" },
-        { 403, "Forbidden" },
-        { 404, "Not Found" },
-        { 405, "Method Not Allowed" },
-        { 406, "Not Acceptable" },
-        { 407, "Proxy Authentication Required" },
-        { 408, "Request Timeout" },
-        { 409, "Conflict" },
-        { 410, "Gone" },
-        { 411, "Length Required" },
-        { 412, "Precondition Failed" },
-        { 413, "Content Too Large" },
-        { 414, "URI Too Long" },
-        { 415, "Unsupported Media Type" },
-        { 416, "Range Not Satisfiable" },
-        { 417, "Expectation Failed" },
-        { 421, "Misdirected Request" },
-        { 422, "Unprocessable Content" },
-        { 423, "Locked" },
-        { 424, "Failed Dependency" },
-        { 425, "Too Early" },
-        { 426, "Upgrade Required" },
-        { 428, "Precondition Required" },
-        { 429, "Too Many Requests" },
-        { 431, "Request Header Fields Too Large" },
-        { 451, "Unavailable For Legal Reasons" },
-        { 500, "Internal Server Error" },
-        { 501, "Not Implemented" },
-        { 502, "Bad Gateway" },
-        { 503, "Service Unavailable" },
-        { 504, "Gateway Timeout" },
-        { 505, "HTTP Version Not Supported" },
-        { 507, "Insufficient Storage" },
-        { 511, "Network Authentication Required" },
-    };
-
-    for (size_t i = 0; i < SL_ARRAY_LEN(phrases); i++) {
-        if (phrases[i].status == status) {
-            return phrases[i].text;
-        }
-    }
-    return "";
-}
-
 /* An upstream's reason phrase goes to the client as it is when it is short, visible ASCII and
  * spaces, and does not name sluice: npm and pip show little of an answer but its status line,
  * so an upstream must not dress its answer up as the proxy's refusal ("403 Forbidden (sluice:
@@ -537,8 +467,8 @@ int sl_head_build_response(struct sl_buf *b, const struct sl_h1_head *h,
     SL_TRY(sl_buf_append_str(b, "HTTP/1.1 "));
     SL_TRY(sl_buf_append_u64(b, (uint64_t)h->status));
     SL_TRY(sl_buf_append(b, " ", 1));
-    SL_TRY(sl_buf_append_str(b, reason_is_clean(h->reason) ? h->reason
-                                                           : sl_head_reason_phrase(h->status)));
+    SL_TRY(sl_buf_append_str(b,
+                             reason_is_clean(h->reason) ? h->reason : sl_http_reason(h->status)));
     SL_TRY(sl_buf_append(b, "\r\n", 2));
     SL_TRY(sl_head_put_headers(b, h, NULL));
     if (h->status == 101) {

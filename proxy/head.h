@@ -161,9 +161,6 @@ struct sl_head_resp_plan {
     bool close_after;
 };
 
-/* The standard reason phrase of `status` (RFC 9110), "" for one it does not name. */
-const char *sl_head_reason_phrase(int status);
-
 /* Decides what the client gets for the upstream response head `h` (parsed with the proxy's
  * strict parser, sl_h1_expect_no_body() already applied for a HEAD request) answering a request
  * described by `ctx`, and writes that head into `b` (reset first) when it is relayed:
@@ -174,7 +171,7 @@ const char *sl_head_reason_phrase(int status);
  *   - a 101 gets its end-to-end headers and `Connection: Upgrade`, `Upgrade: websocket`;
  *   - a final head is `HTTP/1.1 <status> <reason>` (the upstream's reason when it is at most
  *     128 bytes of visible ASCII and spaces not naming "sluice", else the standard phrase of
- *     sl_head_reason_phrase()), the end-to-end headers of `h` in order
+ *     sl_http_reason()), the end-to-end headers of `h` in order
  *     (sl_head_put_headers()), then the framing: none for a 204 and for 1xx; for a response
  *     to HEAD and for 304 the upstream's Content-Length when it had one (it describes the
  *     representation); otherwise Content-Length (the upstream's length, or 0 for no body), or
