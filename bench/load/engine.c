@@ -33,6 +33,8 @@
 #define OPENING_MAX 128u
 /* The longest epoll wait, so that a stop or the end of the window is seen promptly. */
 #define POLL_MAX_MS 10
+/* Unoffered sessions a thread keeps (newconn --resume); the oldest goes when a new one comes. */
+#define SESSIONS_MAX 64
 
 /* ---- connections -------------------------------------------------------------------------- */
 
@@ -93,8 +95,13 @@ struct worker {
     pthread_t thread;
     int ep;
     SSL_CTX *ctx;
-    /* The last session the server gave this thread (newconn --resume); owned. */
-    SSL_SESSION *session;
+    /* Sessions the server gave this thread and no connection has offered yet (newconn
+     * --resume), oldest first, owned: `nsessions` of them from `sessions[0]`. A TLS 1.3 session
+     * is offered once: an OpenSSL client marks the one it resumed as used when its handshake
+     * ends (RFC 8446 §C.4), so a session shared by the thread's connections would be dead for
+     * every one that starts before the next ticket arrives. */
+    SSL_SESSION *sessions[SESSIONS_MAX];
+    size_t nsessions;
     struct conn *conns;
     size_t nconns;
     /* Connections opening now, and those due to open that wait for one of them to finish
@@ -262,15 +269,33 @@ static void conn_reset(struct conn *c, enum conn_err e, uint64_t t)
 static int new_session_cb(SSL *ssl, SSL_SESSION *sess)
 {
     struct conn *c = SSL_get_app_data(ssl);
+    struct worker *w;
 
     if (c == NULL || !c->w->sh->cfg->resume) {
         return 0;
     }
-    if (c->w->session != NULL) {
-        SSL_SESSION_free(c->w->session);
+    w = c->w;
+    if (w->nsessions == SESSIONS_MAX) {
+        SSL_SESSION_free(w->sessions[0]);
+        memmove(&w->sessions[0], &w->sessions[1], (SESSIONS_MAX - 1) * sizeof(w->sessions[0]));
+        w->nsessions--;
     }
-    c->w->session = sess;
+    w->sessions[w->nsessions++] = sess;
     return 1; /* we keep the reference */
+}
+
+/* The newest session of `w` not offered yet and still resumable (its reference), or NULL. */
+static SSL_SESSION *take_session(struct worker *w)
+{
+    while (w->nsessions > 0) {
+        SSL_SESSION *s = w->sessions[--w->nsessions];
+
+        if (SSL_SESSION_is_resumable(s)) {
+            return s;
+        }
+        SSL_SESSION_free(s);
+    }
+    return NULL;
 }
 
 static enum conn_err start_tls(struct conn *c)
@@ -291,8 +316,14 @@ static enum conn_err start_tls(struct conn *c)
         && SSL_set_tlsext_host_name(c->ssl, c->w->sni) != 1) {
         return CE_TLS;
     }
-    if (cfg->resume && c->w->session != NULL && SSL_set_session(c->ssl, c->w->session) != 1) {
-        return CE_TLS;
+    if (cfg->resume) {
+        SSL_SESSION *sess = take_session(c->w);
+        int ok = sess == NULL || SSL_set_session(c->ssl, sess) == 1;
+
+        SSL_SESSION_free(sess); /* SSL_set_session() took its own reference */
+        if (!ok) {
+            return CE_TLS;
+        }
     }
     SSL_set_connect_state(c->ssl);
     return CE_NONE;
@@ -941,8 +972,8 @@ fail_free:
 
 static void worker_finish(struct worker *w)
 {
-    if (w->session != NULL) {
-        SSL_SESSION_free(w->session);
+    while (w->nsessions > 0) {
+        SSL_SESSION_free(w->sessions[--w->nsessions]);
     }
     SSL_CTX_free(w->ctx);
     if (w->ep != -1) {

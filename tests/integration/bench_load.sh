@@ -124,8 +124,10 @@ for via in direct proxied; do
   run "$via-resume" --url "$url/ok" "${args[@]}" "${common[@]}" --mode newconn --connections 4 \
     --resume
   jcheck "$via newconn --resume: no errors" "$via-resume" "$clean"
-  jcheck "$via newconn --resume: sessions are resumed" "$via-resume" \
-    "$sane and d['connects'] == d['requests'] and 0 < d['resumed'] <= d['connects']"
+  # Each session is offered once (an OpenSSL client marks a TLS 1.3 session used once it
+  # resumed): one shared by the thread's connections left a third of them to full handshakes.
+  jcheck "$via newconn --resume: nearly every handshake resumes" "$via-resume" \
+    "$sane and d['connects'] == d['requests'] and 0.9 * d['connects'] <= d['resumed'] <= d['connects']"
 
   run "$via-rate" --url "$url/ok" "${args[@]}" "${common[@]}" --mode rate --rate 100 \
     --connections 4
