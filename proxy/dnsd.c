@@ -531,12 +531,53 @@ static size_t conns_of_peer(const struct sl_dnsd *d, const struct dnsd_conn *c)
     return n;
 }
 
+/* The TCP connections open (not closing), `c` included. */
+static size_t conns_open(const struct sl_dnsd *d)
+{
+    size_t n = 0;
+
+    for (struct sl_list *l = d->conns.next; l != &d->conns; l = l->next) {
+        n += !SL_CONTAINER_OF(l, struct dnsd_conn, link)->closing;
+    }
+    return n;
+}
+
+/* With every slot taken, the connection to close for newcomer `c`: the oldest of the address
+ * that holds the most, when that address holds more than `c`'s does (`held`, `c` included).
+ * NULL: `c` itself goes. So addresses working together cannot keep a newcomer out: each new
+ * connection takes the place of one of the largest holder's, and an address holding fewer is
+ * never the one to lose. At most DNSD_TCP_MAX + 1 connections: the scan is bounded. */
+static struct dnsd_conn *eviction_victim(const struct sl_dnsd *d, const struct dnsd_conn *c,
+                                         size_t held)
+{
+    struct dnsd_conn *victim = NULL;
+    size_t most = held;
+
+    /* The list is newest first: walking it from the tail meets each address's oldest first,
+     * and only a strictly larger count replaces the victim. */
+    for (struct sl_list *l = d->conns.prev; l != &d->conns; l = l->prev) {
+        struct dnsd_conn *o = SL_CONTAINER_OF(l, struct dnsd_conn, link);
+        size_t n;
+
+        if (o == c || o->closing) {
+            continue;
+        }
+        n = conns_of_peer(d, o);
+        if (n > most) {
+            most = n;
+            victim = o;
+        }
+    }
+    return victim;
+}
+
 static void on_tcp_connection(uv_stream_t *server, int status)
 {
     struct dnsd_addr *a = server->data;
     struct sl_dnsd *d = a->d;
     struct dnsd_conn *c;
     int namelen;
+    size_t held = 0;
 
     if (status < 0 || d->closing) {
         return;
@@ -556,10 +597,19 @@ static void on_tcp_connection(uv_stream_t *server, int status)
     namelen = (int)sizeof(c->peer);
     if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0
         || uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&c->peer, &namelen) < 0
-        || d->n_conns > DNSD_TCP_MAX || conns_of_peer(d, c) > DNSD_TCP_PER_CLIENT) {
+        || (held = conns_of_peer(d, c)) > DNSD_TCP_PER_CLIENT) {
         d->stats.dropped++;
         close_conn(c);
         return;
+    }
+    if (conns_open(d) > DNSD_TCP_MAX) {
+        struct dnsd_conn *victim = eviction_victim(d, c, held);
+
+        d->stats.dropped++;
+        close_conn(victim != NULL ? victim : c);
+        if (victim == NULL) {
+            return;
+        }
     }
     (void)uv_timer_start(&c->timer, on_conn_timer, DNSD_TCP_IDLE_MS, 0);
     if (uv_read_start((uv_stream_t *)&c->tcp, on_conn_alloc, on_conn_read) < 0) {

@@ -124,7 +124,7 @@ struct sl_dnsd_stats {
     /* Queries answered, by the answer's rcode (index: enum sl_dnsd_rcode; the others stay 0). */
     uint64_t answered[SL_DNSD_REFUSED + 1];
     /* Datagrams and TCP messages that got no answer (no header, a response, a socket that
-     * took no more), and TCP connections refused beyond the bound. */
+     * took no more), and TCP connections refused beyond the bounds or closed to make room. */
     uint64_t dropped;
 };
 

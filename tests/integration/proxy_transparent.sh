@@ -230,6 +230,61 @@ EOF
 wait "$held_pid" || true
 check_eq "DNS over TCP: 12 connections from one address, 8 kept open" "$(cat "$FX_WORK/dns-held")" 8
 check_eq "DNS over TCP: ... while another address is answered" "$other" answered
+# Addresses working together cannot keep another out: 8 addresses of the namespace (.16-.23, a
+# route of the veth's own; it goes with the veth) take all 64 slots, 8 each; a ninth address's
+# connection is answered, in place of the oldest connection of an address holding 8.
+DNS_BASE=10.251.$N.16
+if ip -n "$NS" addr add "$DNS_BASE/28" dev "$VN" noprefixroute 2>"$FX_WORK/dns-addr.err" &&
+  ip route add "$DNS_BASE/28" dev "$VH" 2>>"$FX_WORK/dns-addr.err"; then
+  for i in $(seq 17 24); do ip -n "$NS" addr add "10.251.$N.$i/32" dev "$VN"; done
+  crowd=$(in_ns "$FX_PYTHON" - "$GW" "10.251.$N" <<'EOF'
+import socket, struct, sys, time
+gw, net = sys.argv[1], sys.argv[2]
+def conn(src):
+    s = socket.socket()
+    s.settimeout(3)
+    s.bind((src, 0))
+    s.connect((gw, 53))
+    return s
+socks = []
+for a in range(16, 24):
+    for _ in range(8):
+        socks.append(conn(f"{net}.{a}"))
+        time.sleep(0.005)
+time.sleep(0.5)
+q = struct.pack(">HHHHHH", 9, 0x0100, 1, 0, 0, 0) + b"\x01a\x06sluice\x04test\x00"
+q += struct.pack(">HH", 1, 1)
+s = conn(f"{net}.24")
+s.sendall(struct.pack(">H", len(q)) + q)
+a = b""
+try:
+    while len(a) < 2 or len(a) < 2 + struct.unpack(">H", a[:2])[0]:
+        chunk = s.recv(2048)
+        if not chunk:
+            break
+        a += chunk
+except OSError:
+    pass
+answered = len(a) > 12 and struct.unpack(">H", a[2:4])[0] == 9
+time.sleep(0.3)
+alive = []
+for x in socks:
+    x.setblocking(False)
+    try:
+        alive.append(x.recv(1) != b"")
+    except BlockingIOError:
+        alive.append(True)
+    except OSError:
+        alive.append(False)
+print("answered" if answered else "none", sum(alive), "first-closed" if not alive[0] else "first-open")
+EOF
+  ) || crowd=failed
+  check_eq "DNS over TCP: with 8 addresses holding all 64, a ninth address is answered, the oldest connection closed for it" \
+    "$crowd" "answered 63 first-closed"
+else
+  fx__dump "$FX_WORK/dns-addr.err"
+  not_ok "DNS over TCP: addresses $DNS_BASE/28 in the namespace"
+fi
 check_eq "DNS: AAAA is NOERROR without an answer" "$(dnsq udp allowed.sluice.test 28)" \
   "rcode=0 an=0 ttl=- addr=-"
 check_eq "DNS: MX is REFUSED" "$(dnsq udp allowed.sluice.test 15)" "rcode=5 an=0 ttl=- addr=-"
