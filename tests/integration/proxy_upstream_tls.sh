@@ -6,6 +6,7 @@
 #   not yet valid; SAN naming another host while the CN names the right one; CN only, no SAN;
 #   extendedKeyUsage clientAuth only; self-signed; a wildcard two labels deep (*.sluice.test for
 #   a.b.sluice.test); a server that speaks only TLS 1.0/1.1.
+#   a server that asks for a client certificate (TLS 1.3: its alert after the handshake);
 #   a 1024-bit RSA key, also when the host's OpenSSL would take it (security level 1).
 # (Expired, untrusted CA, wrong name and a TLS session reused for another name are in
 # proxy_upstream.sh.) Each bad upstream is nginx with a leaf from fx_test_ca_matrix that differs
@@ -71,6 +72,27 @@ fi
 out=$(old_tls -tls1_2 || true)
 check "control: ... and refuses TLS 1.2" grep -q 'Cipher is (NONE)' <<<"$out"
 
+# An upstream that wants a client certificate, TLS 1.3 only: its alert (certificate_required)
+# comes after the proxy's Finished, once it has read the request, not in the handshake the
+# proxy saw complete. openssl s_server, as nginx answers a missing certificate with an HTTP 400.
+port[certreq]=$(fx_free_port)
+openssl s_server -quiet -accept "127.0.0.1:${port[certreq]}" -tls1_3 -Verify 1 \
+  -CAfile "$FX_TEST_CA" -cert "$FX_PKI/good.pem" -key "$FX_PKI/good.key" -www \
+  </dev/null >"$FX_WORK/certreq.log" 2>&1 &
+FX_PIDS+=("$!")
+fx_wait 10 fx_port_open "${port[certreq]}" || fx_bail "openssl s_server (client certificate) starts"
+certreq_direct() { # certreq_direct [ARGS...] : a GET to the s_server straight, no proxy
+  printf 'GET / HTTP/1.0\r\n\r\n' | timeout 10 openssl s_client -quiet \
+    -connect "127.0.0.1:${port[certreq]}" -servername a.sluice.test -CAfile "$FX_TEST_CA" \
+    "$@" 2>&1
+}
+out=$(certreq_direct -cert "$FX_PKI/clientauth.pem" -key "$FX_PKI/clientauth.key" || true)
+check "control: the client-certificate server answers a client with a certificate (direct)" \
+  grep -q 'HTTP/1.0 200' <<<"$out"
+out=$(certreq_direct || true)
+check "control: ... and refuses one without (direct): certificate required" \
+  grep -q 'certificate required' <<<"$out"
+
 policy=$FX_WORK/policy.json
 rules=""
 for p in "$FX_TLS_PORT" "${port[@]}"; do
@@ -124,6 +146,8 @@ bad_tls sanother "SAN other.example, CN a.sluice.test" "${port[sanother]}" 'host
 bad_tls cnonly "CN a.sluice.test, no SAN" "${port[cnonly]}" 'hostname mismatch'
 bad_tls clientauth "EKU clientAuth only" "${port[clientauth]}" 'unsuitable certificate purpose'
 bad_tls selfsigned "self-signed" "${port[selfsigned]}" 'self.signed certificate'
+bad_tls certreq "asks for a client certificate (TLS 1.3)" "${port[certreq]}" \
+  "TLS failed: .*certificate required"
 bad_tls wild2 "*.sluice.test for a.b.sluice.test" "$FX_TLS_PORT" 'hostname mismatch' \
   a.b.sluice.test
 if [ "$old_ok" = 1 ]; then
