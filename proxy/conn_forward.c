@@ -513,6 +513,8 @@ static int forward_response(struct sl__conn *c)
              * read the request (proxy.md §4.4, upstream-tls). */
             (void)snprintf(detail, sizeof(detail), "the upstream's TLS failed: %s",
                            sl_tls_error_text(sl_stream_tls(us)));
+            sl_log(SL_LOG_INFO, c->id, "msg=\"upstream refused\" host=%s reason=%s detail=\"%s\"",
+                   c->r.host.name, sl_reason_code(SL_REASON_UPSTREAM_TLS), detail);
             sl__conn_refuse(c, SL_REASON_UPSTREAM_TLS, 502, detail, false);
             return -1;
         }

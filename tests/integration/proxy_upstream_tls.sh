@@ -148,6 +148,8 @@ bad_tls clientauth "EKU clientAuth only" "${port[clientauth]}" 'unsuitable certi
 bad_tls selfsigned "self-signed" "${port[selfsigned]}" 'self.signed certificate'
 bad_tls certreq "asks for a client certificate (TLS 1.3)" "${port[certreq]}" \
   "TLS failed: .*certificate required"
+check "asks for a client certificate: the proxy's log says why (upstream refused)" \
+  grep -q 'msg="upstream refused".*reason=upstream-tls.*certificate required' "$FX_PROXY_LOG"
 bad_tls wild2 "*.sluice.test for a.b.sluice.test" "$FX_TLS_PORT" 'hostname mismatch' \
   a.b.sluice.test
 if [ "$old_ok" = 1 ]; then
