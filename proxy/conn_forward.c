@@ -15,6 +15,7 @@
 #include "proxy/conn_int.h"
 #include "proxy/head.h"
 #include "proxy/stream.h"
+#include "proxy/tls.h"
 #include "proxy/upstream.h"
 
 /* Interim (1xx) responses relayed for one request; more is a refusal (502). */
@@ -506,6 +507,17 @@ static int forward_response(struct sl__conn *c)
         const char *why = ev == SL_EINVAL ? sl_h1_error(&c->resp) : "";
         char detail[160];
 
+        if (ev == SL_EINVAL && sl_stream_in_status(us) == SL_ECRYPTO && sl_stream_tls(us) != NULL) {
+            /* Not a malformed response but the upstream's TLS failing after the handshake: a
+             * TLS 1.3 server that wants a client certificate sends its alert only once it has
+             * read the request (proxy.md §4.4, upstream-tls). */
+            (void)snprintf(detail, sizeof(detail), "the upstream's TLS failed: %s",
+                           sl_tls_error_text(sl_stream_tls(us)));
+            sl_log(SL_LOG_INFO, c->id, "msg=\"upstream refused\" host=%s reason=%s detail=\"%s\"",
+                   c->r.host.name, sl_reason_code(SL_REASON_UPSTREAM_TLS), detail);
+            sl__conn_refuse(c, SL_REASON_UPSTREAM_TLS, 502, detail, false);
+            return -1;
+        }
         if (ev == SL_EINVAL && sl_stream_in_status(us) != 0 && sl_stream_in_status(us) != UV_EOF) {
             why = "the connection failed or was cut short";
         }

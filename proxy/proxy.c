@@ -733,8 +733,8 @@ static int deny_interfaces(struct proxy *p, int family, uint16_t port, const cha
 /* Denies one listen address to the dialler. A wildcard (0.0.0.0, ::) listens on every
  * interface, so it is denied as a wildcard (every loopback address, proxy/addr.h) and every
  * address of that family the host has now is denied with the port. */
-static int deny_own_address(struct proxy *p, const struct sockaddr_storage *ss, const char *text,
-                            char *err, size_t errlen)
+static int deny_own_address(struct proxy *p, const struct sockaddr_storage *ss, const char *flag,
+                            const char *text, char *err, size_t errlen)
 {
     char what[160];
     uint16_t port;
@@ -748,7 +748,7 @@ static int deny_own_address(struct proxy *p, const struct sockaddr_storage *ss, 
     (void)snprintf(what, sizeof(what), ss->ss_family == AF_INET ? "0.0.0.0:%u" : "[::]:%u",
                    (unsigned)port);
     SL_TRY(sl_addr_policy_add_deny(p->shared.addrs, what, err, errlen));
-    (void)snprintf(what, sizeof(what), "--listen %s", text);
+    (void)snprintf(what, sizeof(what), "%s %s", flag, text);
     return deny_interfaces(p, ss->ss_family, port, what, err, errlen);
 }
 
@@ -861,7 +861,7 @@ static int add_listen(struct proxy *p, struct sl__listen *listens, size_t *n,
         (void)snprintf(entry, sizeof(entry), "%s:%u", addr, (unsigned)ntohs(sin->sin_port));
         text = entry;
     }
-    SL_TRY(deny_own_address(p, ss, text, err, errlen));
+    SL_TRY(deny_own_address(p, ss, "--listen", text, err, errlen));
     listens[*n].addr = *ss;
     listens[*n].kind = kind;
     (*n)++;
@@ -945,6 +945,18 @@ static int setup_addresses(struct proxy *p, struct sl__listen *listens, size_t *
     for (size_t i = 0; rc == 0 && i < cfg->n_dns_listen; i++) {
         /* Nor does it dial its own DNS responder. */
         rc = sl_addr_policy_add_deny(p->shared.addrs, cfg->dns_listen[i], err, sizeof(err));
+    }
+    if (rc == 0 && cfg->admin_listen != NULL) {
+        struct sockaddr_storage ss;
+        char ignored[ERR_BYTES];
+
+        /* Nor its own admin listener: a client let out to that address would hold the admin
+         * server's connections (the control plane's pushes and lease renewals wait behind
+         * them). An address that does not parse here (port 0, bound at random later) is left
+         * to the admin server, which refuses what it cannot listen on. */
+        if (sl__listen_addr_parse(cfg->admin_listen, &ss, ignored, sizeof(ignored)) == 0) {
+            rc = deny_own_address(p, &ss, "--admin-listen", cfg->admin_listen, err, sizeof(err));
+        }
     }
     if (rc < 0) {
         sl_log(SL_LOG_ERROR, 0, "msg=\"%s\"", err[0] != '\0' ? err : sl_strerror(rc));

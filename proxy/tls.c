@@ -21,6 +21,9 @@
 #define SESS_KEY_MAX (SL_TLS_HOST_MAX + 10u)
 /* Room for a failure text. */
 #define ERR_TEXT_BYTES 256u
+/* OpenSSL security level of upstream connections: 112 bits (RSA and DH keys of 2048 bits, ECC
+ * of 224, no SHA-1 signature). */
+#define UPSTREAM_SECURITY_LEVEL 2
 /* Longest method token sl_tls_sniff() waits for (the longest registered method has 17). */
 #define SNIFF_METHOD_MAX 24u
 /* Largest TLSPlaintext fragment (RFC 8446 §5.1). */
@@ -521,6 +524,13 @@ int sl_tls_client_ctx_new(const char *extra_ca_file, size_t session_cache_max, S
     }
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* docs/reference/proxy.md §4.4: at least 112-bit security (OpenSSL level 2) for every
+     * upstream key and signature, whatever the host's OpenSSL defaults to. OpenSSL's own default
+     * is level 1, where a 1024-bit RSA leaf passes; Debian builds raise it to 2, other builds
+     * and an OPENSSL_CONF do not. A configuration that asks for more keeps its level. */
+    if (SSL_CTX_get_security_level(ctx) < UPSTREAM_SECURITY_LEVEL) {
+        SSL_CTX_set_security_level(ctx, UPSTREAM_SECURITY_LEVEL);
+    }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
     if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
         set_text(err, errlen, "cannot use the system trust store");

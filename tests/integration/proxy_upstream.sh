@@ -5,7 +5,8 @@
 # time, also after a session with the same address was cached), unreachable and silent
 # upstreams (502/504), and addresses it must never dial: loopback without --allow-upstream,
 # IP literals in any spelling, [::1], 169.254.169.254, --deny-upstream over --allow-upstream,
-# and a wildcard listener or --deny-upstream (0.0.0.0:P) denied on every loopback address.
+# and a wildcard listener or --deny-upstream (0.0.0.0:P) denied on every loopback address, and
+# the proxy's own --admin-listen (also 0.0.0.0:P).
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -164,6 +165,31 @@ check_status "a wildcard listener's loopback address is the proxy's own: refused
 fx_curl --max-time 5 "http://127.0.0.2:$wild_port/self"
 check_status "... and so is 127.0.0.2: refused" 403 private-address
 check "SIGTERM stops the wildcard-listener proxy with exit 0" fx_proxy_stop
+
+# --- nor its own admin listener (--admin-listen), also a wildcard one ---------------------------
+# A client let out to it would hold the admin server's connections, which the control plane's
+# pushes and lease renewals need. (The listener is reached directly first: it is there.)
+pki=$FX_WORK/admin-pki
+"$SLUICE_BIN" pki init "$pki" >>"$FX_WORK/pki.log" 2>&1 || fx_bail "sluice pki init"
+"$SLUICE_BIN" pki issue "$pki" proxy p1 --ip 127.0.0.1 >>"$FX_WORK/pki.log" 2>&1 ||
+  fx_bail "sluice pki issue (the proxy's admin certificate)"
+admin_tls=(--admin-cert "$pki/proxy-p1.pem" --admin-key "$pki/proxy-p1.key"
+  --admin-client-ca "$pki/ca.pem")
+for listen in 127.0.0.1 0.0.0.0; do
+  aport=$(fx_free_port)
+  fx_proxy_start --policy "$self_policy" --allow-upstream 127.0.0.0/8 \
+    --admin-listen "$listen:$aport" "${admin_tls[@]}" ||
+    fx_bail "sluice proxy starts with --admin-listen $listen:P"
+  check "control: the admin listener $listen:P accepts connections (direct)" \
+    fx_port_open "$aport"
+  for a in 127.0.0.1 127.0.0.2; do
+    if [ "$listen" = 127.0.0.1 ] && [ "$a" = 127.0.0.2 ]; then continue; fi
+    out=$(fx_pyclient --absolute "http://$a:$aport/v1/status" --timeout 5 2>&1 | head -n 1) || true
+    check_match "--admin-listen $listen:P: http://$a:P/ is refused (private-address)" "$out" \
+      "^status=403 reason=private-address "
+  done
+  check "SIGTERM stops the --admin-listen $listen:P proxy with exit 0" fx_proxy_stop
+done
 
 # --- a wildcard --deny-upstream (sluice up passes --control-listen 0.0.0.0:P as one) -----------
 # A stand-in for a control plane on 0.0.0.0:P, which answers on every address of the host: the

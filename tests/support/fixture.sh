@@ -363,6 +363,7 @@ EOF
 #   sanother.pem     SAN DNS:other.example only; subject CN a.sluice.test
 #   clientauth.pem   good.pem's names, extendedKeyUsage clientAuth only
 #   selfsigned.pem   good.pem's names, subject CN a.sluice.test, self-signed (not ca.pem)
+#   rsa1024.pem      good.pem's names, a 1024-bit RSA key (below OpenSSL's security level 2)
 fx_test_ca_matrix() {
   fx_test_ca || return 1
   local d=$FX_PKI
@@ -375,6 +376,12 @@ fx_test_ca_matrix() {
     fx__leaf cnonly ca - serverAuth a.sluice.test
     fx__leaf sanother ca "DNS:other.example" serverAuth a.sluice.test
     fx__leaf clientauth ca "$FX_GOOD_SAN" clientAuth
+    openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:1024 -out rsa1024.key
+    openssl req -config req.cnf -new -key rsa1024.key -subj "/O=sluice tests/CN=rsa1024" \
+      -out rsa1024.csr
+    fx__leafext rsa1024.ext "$FX_GOOD_SAN" serverAuth
+    openssl x509 -req -in rsa1024.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
+      -sha256 -extfile rsa1024.ext -extensions leaf -out rsa1024.pem
     fx__ec selfsigned.key
     fx__leafext selfsigned.ext "$FX_GOOD_SAN" serverAuth self
     cat req.cnf selfsigned.ext >selfsigned.cnf
