@@ -55,7 +55,9 @@ check "through the relay, a client gets a verified handshake with $A's leaf" \
 json=$FX_WORK/testssl.json
 start=$SECONDS
 rc=0
-timeout 240 "$TESTSSL" --quiet --color 0 --warnings off -n none --ip 127.0.0.1 \
+# NO_ENGINE: no GOST engine is loaded (no GOST suite is of interest here); without it testssl.sh
+# warns "No engine or GOST support" on every machine without libengine-gost-openssl.
+NO_ENGINE=true timeout 240 "$TESTSSL" --quiet --color 0 --warnings off -n none --ip 127.0.0.1 \
   --connect-timeout 10 --openssl-timeout 10 --jsonfile "$json" -p -e -U "$A:$relay" \
   >"$FX_WORK/testssl.out" 2>&1 || rc=$?
 fx_note "testssl.sh took $((SECONDS - start)) s (exit $rc; output in testssl.out)"
