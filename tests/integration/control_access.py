@@ -385,6 +385,15 @@ def test_repos():
     expect("3. GET one member", call("GET", M + "bob", who="alice"), 200)
     expect("3. a user who is no member: 404", call("GET", M + "dave", who="alice"), 404,
            "no member 'dave'")
+    # Everyone reads the members of a public repository: a user that does not exist reads as
+    # one that is no member, so nobody but those who add members learns which users exist.
+    O = "/api/v1/repos/acme/open/members/"
+    expect("3. carol asks the public one for dave, no member of it: 404",
+           call("GET", O + "dave", who="carol"), 404, "no member 'dave'")
+    expect("3. ... and for a user that does not exist: the same 404",
+           call("GET", O + "nobody", who="carol"), 404, "no member 'nobody'")
+    expect("3. a DELETE of a user that does not exist: 404 no member",
+           call("DELETE", M + "nobody", who="erin"), 404, "no member 'nobody'")
     expect("3. the repository's admin removes carol: 204", call("DELETE", M + "carol",
                                                                who="erin"), 204)
     expect("3. ... twice: 404", call("DELETE", M + "carol", who="erin"), 404, "no member 'carol'")
