@@ -109,6 +109,26 @@ static bool is_ref(const char *s, size_t n)
     return true;
 }
 
+/* A schedule's name: 1-128 bytes without a C0 control, DEL or a C1 control (U+0080-U+009F,
+ * 0xc2 0x80-0x9f in UTF-8). The name goes into the log line of each firing, which a newline or
+ * an escape sequence in it would break or forge, and into the dashboard. */
+static bool is_schedule_name(const char *s, size_t n)
+{
+    if (n == 0 || n > NAME_MAX_BYTES || strlen(s) != n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == 0x7f
+            || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80
+                && (unsigned char)s[i + 1] <= 0x9f)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static void rfc3339(int64_t unix_s, char *out, size_t cap)
 {
     time_t t = (time_t)unix_s;
@@ -638,10 +658,10 @@ static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
     name = json_object_get(root, "name");
     expr = json_object_get(root, "cron");
     enabled = json_object_get(root, "enabled");
-    if (!json_is_string(name) || json_string_length(name) == 0
-        || json_string_length(name) > NAME_MAX_BYTES
-        || strlen(json_string_value(name)) != json_string_length(name)) {
-        verr(&v, "name", "a name of 1-%d bytes is required", NAME_MAX_BYTES);
+    if (!json_is_string(name)
+        || !is_schedule_name(json_string_value(name), json_string_length(name))) {
+        verr(&v, "name", "a name of 1-%d bytes without control characters is required",
+             NAME_MAX_BYTES);
     }
     if (!json_is_string(expr)) {
         verr(&v, "cron", "%s", CRON_REQUIRED);

@@ -204,11 +204,20 @@ def test_tokens():
                         ({"name": "n", "scope": "read", "expires_in_days": 0}, "expires_in_days"),
                         ({"name": "n", "scope": "read", "expires_in_days": 3651},
                          "expires_in_days"),
-                        ({"name": "n", "scope": "read", "value": "x"}, "value")):
+                        ({"name": "n", "scope": "read", "value": "x"}, "value"),
+                        ({"name": "nel\u0085", "scope": "read"}, "name"),
+                        ({"name": "\u00e9" * 129, "scope": "read"}, "name")):
         d = expect("1. token %s invalid: 422" % field, call("POST", "/api/v1/tokens", body,
                                                              who="alice"), 422)
         check("1. ... names the field %s" % field,
               d.get("errors", [{}])[0].get("field") == field, d)
+
+    # A name is counted in characters, as the reference says (128 two-byte ones are 256 bytes).
+    e = expect("1. a token name of 128 two-byte characters: 201",
+               call("POST", "/api/v1/tokens", {"name": "\u00e9" * 128, "scope": "read"},
+                    who="alice"), 201)
+    check("1. ... kept as given", e.get("name") == "\u00e9" * 128, e)
+    expect("1. ... revoked", call("DELETE", "/api/v1/tokens/" + e.get("id", ""), who="alice"), 204)
 
     # Expiry: a token whose time is up is refused (the row is moved into the past).
     e = expect("1. a token with an expiry", call("POST", "/api/v1/tokens",
@@ -477,6 +486,18 @@ def test_schedule_owner():
     got = call("GET", one, who="alice")[1]
     check("4s. ... nothing changed", got.get("command") == "make test"
           and (got.get("environment") or {}).get("id") == penv["id"], got)
+    # The name goes into the log line of each firing and into the dashboard: no newline, escape
+    # sequence or other control character (C0, DEL, C1) gets in, in a POST or a PUT.
+    for bad in ("x\n2026-12-01T00:00:00.000Z error msg=\"forged\"", "red\u001b[31m",
+                "del\u007f", "nel\u0085"):
+        d = expect("4s. a schedule named %r: 422" % bad,
+                   call("POST", "/api/v1/schedules", dict(body, name=bad), who="alice"), 422)
+        check("4s. ... names the field", [e.get("field") for e in d.get("errors", [])] == ["name"],
+              d)
+        expect("4s. ... and as a PUT: 422", call("PUT", one, dict(body, name=bad), who="alice"),
+               422)
+    expect("4s. a name of 64 two-byte characters (128 bytes) is fine",
+           call("PUT", one, dict(body, name="\u00e9" * 64), who="alice"), 200)
     d = expect("4s. an admin pauses and renames it (the same run): 200",
                call("PUT", one, dict(same, name="paused", enabled=False), who="root"), 200)
     check("4s. ... still alice's, still pinned", d.get("owner_id") == sc.get("owner_id")
