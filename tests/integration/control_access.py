@@ -567,6 +567,12 @@ def test_body_errors():
             check("5b. %s %s %s: 400 naming it" % (method, path, raw[:24]),
                   s == 400 and msg.startswith("the body is not valid JSON (line 1, column ")
                   and msg.endswith(": " + what + ")"), (s, doc))
+    # Valid JSON that is not an object is named so on every route, a scalar as an array.
+    for method, path in routes:
+        for raw in (b"null", b"42", b'"text"', b"[1]"):
+            expect("5b. %s %s %s: 400 not an object" % (method, path, raw.decode()),
+                   call(method, path, raw=raw, headers={"Content-Type": "application/json"},
+                        who="root"), 400, "the body must be a JSON object")
     s, doc = call("PUT", E + "/" + envid, dict(global_env("bodies", ["b.sluice.test"]),
                                                 env=[{"name": "A", "value": "a\u0000b"}]),
                   who="root")
