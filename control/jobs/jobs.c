@@ -685,6 +685,12 @@ static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
     } else if (!find_batch_env(rq, &b, env_id, status, doc)) {
         goto out;
     }
+    /* Its jobs run as the owner's account can act (a schedule has no token), so an admin's
+     * token that does not act as an admin (scope write) would make a schedule that runs where
+     * the token itself may not: saving it needs what POST /jobs needs from that token. */
+    if (rq->account_admin && !rq->user->is_admin && !may_use_all(rq, b.repos, status, doc)) {
+        goto out;
+    }
     /* Stored in a normal form: {"repo_id","ref"} with ref null when absent. */
     repos = json_array();
     json_array_foreach(b.repos, i, item)

@@ -506,6 +506,33 @@ def test_schedule_owner():
                call("PUT", one, dict(body, command="make check"), who="alice"), 200)
     check("4s. ... done", d.get("command") == "make check", d)
     expect("4s. an admin deletes it: 204", call("DELETE", one, who="root"), 204)
+
+    # A schedule's jobs run as its owner's account can act (it has no token): an admin's token
+    # of scope write (an ordinary user, api.md) must not make one that runs where that token may
+    # not start a job. Saved, it needs what POST /api/v1/jobs needs from the token.
+    hidden = dict(body, environment=None, repos=[{"repo_id": "acme/hidden"}])
+    d = expect("4s. root's write token: a schedule in a repository it cannot see: 404",
+               call("POST", "/api/v1/schedules", hidden, who="root-write"), 404,
+               "repository not found")
+    check("4s. ... naming it", d.get("repo") == "acme/hidden", d)
+    expect("4s. ... nor one it only reads: 403",
+           call("POST", "/api/v1/schedules", dict(hidden, repos=[{"repo_id": "acme/open"}]),
+                who="root-write"), 403, "write access required")
+    expect("4s. acme/sched, where root is a writer",
+           call("PUT", "/api/v1/repos/acme/sched", {}, who="root"), 201)
+    expect("4s. ...", call("PUT", "/api/v1/repos/acme/sched/members/root", {"role": "write"},
+                           who="root"), 201)
+    mine = expect("4s. ... one where it may start jobs: 201",
+                  call("POST", "/api/v1/schedules", dict(hidden, repos=[{"repo_id": "acme/sched"}]),
+                       who="root-write"), 201)
+    expect("4s. ... and a PUT of it that adds the hidden one: 404",
+           call("PUT", "/api/v1/schedules/" + mine.get("id", ""),
+                dict(hidden, repos=[{"repo_id": "acme/sched"}, {"repo_id": "acme/hidden"}]),
+                who="root-write"), 404, "repository not found")
+    expect("4s. root's admin token makes the hidden one: 201",
+           call("POST", "/api/v1/schedules", hidden, who="root"), 201)
+    expect("4s. alice's schedules are checked when they run, as before: 201",
+           call("POST", "/api/v1/schedules", hidden, who="alice"), 201)
     expect("4s. alice deletes her environment", call("DELETE", E + "/" + penv["id"], who="alice"),
            204)
 
