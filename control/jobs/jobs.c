@@ -552,8 +552,10 @@ static void jobs_list(const struct sl_jobs_http *rq, int *status, json_t **doc)
     if (rc == 0) {
         char *end = NULL;
 
-        limit = strtoul(limit_text, &end, 10);
-        if (end == limit_text || *end != '\0' || limit < 1 || limit > SL_JOBS_LIST_MAX) {
+        /* Digits only: strtoul() would also take leading white space and a sign. */
+        limit = limit_text[0] >= '0' && limit_text[0] <= '9' ? strtoul(limit_text, &end, 10) : 0;
+        if (end == limit_text || end == NULL || *end != '\0' || limit < 1
+            || limit > SL_JOBS_LIST_MAX) {
             verr(&e, "limit", "an integer from 1 to %d", SL_JOBS_LIST_MAX);
         }
     } else if (rc == SL_EINVAL) {
