@@ -23,8 +23,10 @@ int sl_jbody_parse(const void *body, size_t n, unsigned flags, json_t **out, cha
         (void)snprintf(msg, cap, "the body must be a JSON object");
         return SL_EINVAL;
     }
+    /* Any JSON value is parsed (a scalar too), so that `null`, `42` or `"text"` are named as
+     * what they are, valid JSON that is not an object, rather than as JSON the parser refused. */
     root = json_loadb(body, n,
-                      JSON_REJECT_DUPLICATES
+                      JSON_REJECT_DUPLICATES | JSON_DECODE_ANY
                               | ((flags & SL_JBODY_ALLOW_NUL) != 0 ? JSON_ALLOW_NUL : 0),
                       &jerr);
     if (root == NULL) {

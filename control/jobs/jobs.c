@@ -109,6 +109,26 @@ static bool is_ref(const char *s, size_t n)
     return true;
 }
 
+/* A schedule's name: 1-128 bytes without a C0 control, DEL or a C1 control (U+0080-U+009F,
+ * 0xc2 0x80-0x9f in UTF-8). The name goes into the log line of each firing, which a newline or
+ * an escape sequence in it would break or forge, and into the dashboard. */
+static bool is_schedule_name(const char *s, size_t n)
+{
+    if (n == 0 || n > NAME_MAX_BYTES || strlen(s) != n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == 0x7f
+            || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80
+                && (unsigned char)s[i + 1] <= 0x9f)) {
+            return false;
+        }
+    }
+    return true;
+}
+
 static void rfc3339(int64_t unix_s, char *out, size_t cap)
 {
     time_t t = (time_t)unix_s;
@@ -532,8 +552,10 @@ static void jobs_list(const struct sl_jobs_http *rq, int *status, json_t **doc)
     if (rc == 0) {
         char *end = NULL;
 
-        limit = strtoul(limit_text, &end, 10);
-        if (end == limit_text || *end != '\0' || limit < 1 || limit > SL_JOBS_LIST_MAX) {
+        /* Digits only: strtoul() would also take leading white space and a sign. */
+        limit = limit_text[0] >= '0' && limit_text[0] <= '9' ? strtoul(limit_text, &end, 10) : 0;
+        if (end == limit_text || end == NULL || *end != '\0' || limit < 1
+            || limit > SL_JOBS_LIST_MAX) {
             verr(&e, "limit", "an integer from 1 to %d", SL_JOBS_LIST_MAX);
         }
     } else if (rc == SL_EINVAL) {
@@ -638,10 +660,10 @@ static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
     name = json_object_get(root, "name");
     expr = json_object_get(root, "cron");
     enabled = json_object_get(root, "enabled");
-    if (!json_is_string(name) || json_string_length(name) == 0
-        || json_string_length(name) > NAME_MAX_BYTES
-        || strlen(json_string_value(name)) != json_string_length(name)) {
-        verr(&v, "name", "a name of 1-%d bytes is required", NAME_MAX_BYTES);
+    if (!json_is_string(name)
+        || !is_schedule_name(json_string_value(name), json_string_length(name))) {
+        verr(&v, "name", "a name of 1-%d bytes without control characters is required",
+             NAME_MAX_BYTES);
     }
     if (!json_is_string(expr)) {
         verr(&v, "cron", "%s", CRON_REQUIRED);
@@ -663,6 +685,12 @@ static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
     if (pinned != NULL && b.env != NULL && strcmp(b.env, pinned) == 0) {
         (void)snprintf(env_id, sizeof(env_id), "%s", pinned);
     } else if (!find_batch_env(rq, &b, env_id, status, doc)) {
+        goto out;
+    }
+    /* Its jobs run as the owner's account can act (a schedule has no token), so an admin's
+     * token that does not act as an admin (scope write) would make a schedule that runs where
+     * the token itself may not: saving it needs what POST /jobs needs from that token. */
+    if (rq->account_admin && !rq->user->is_admin && !may_use_all(rq, b.repos, status, doc)) {
         goto out;
     }
     /* Stored in a normal form: {"repo_id","ref"} with ref null when absent. */

@@ -69,6 +69,9 @@ struct sl_jobs_http {
     const struct sl_user *user;
     /* The caller's token may write (scope write or admin). */
     bool token_writes;
+    /* The caller's account is an admin's, whether or not this token acts as one (`user`'s
+     * is_admin says that). */
+    bool account_admin;
     /* Sandboxes are on: without them a valid submission is refused with 503 (`why_off`). */
     bool sandboxes_on;
     const char *why_off;

@@ -501,6 +501,7 @@ static void route_jobs(struct sl__api_call *c)
         .git = c->api->git,
         .user = &c->user,
         .token_writes = c->scope >= SL_TOKEN_SCOPE_WRITE,
+        .account_admin = c->account_admin,
         .method = c->req->method,
         .path = c->req->path,
         .query = c->req->query,

@@ -190,14 +190,25 @@ static enum sl_audittail_take on_line(void *arg, const char *line, size_t n)
 static void suggestions(struct sl__api_call *c, const struct sl_env_row *r)
 {
     char flag[8] = "";
-    bool wildcards = sl__api_query_get(c->req->query, "wildcards", flag, sizeof(flag)) == 0
-                     && (strcmp(flag, "1") == 0 || strcmp(flag, "true") == 0);
+    int qrc = sl__api_query_get(c->req->query, "wildcards", flag, sizeof(flag));
+    bool wildcards = qrc == 0 && (strcmp(flag, "1") == 0 || strcmp(flag, "true") == 0);
     struct sl_suggest *sg = NULL;
     json_t *doc = NULL;
     char until[32] = "";
     int rc;
 
     if (!may_learn(c, r, "read the suggestions of")) {
+        return;
+    }
+    /* A value that is neither on nor off is refused, never read as off. An empty one is none,
+     * as for the audit tail's filters. */
+    if (qrc == SL_EINVAL
+        || (qrc == 0 && !wildcards && flag[0] != '\0' && strcmp(flag, "0") != 0
+            && strcmp(flag, "false") != 0)) {
+        sl__api_set_json(c->res, 422,
+                         json_pack("{s:s, s:[{s:s, s:s}]}", "message", "wildcards: 1 or 0",
+                                   "errors", "field", "wildcards", "message",
+                                   "must be 1 (or true) or 0 (or false)"));
         return;
     }
     rc = sl_suggest_create(r->id, r->network ? r->egress_json : NULL, &sg);

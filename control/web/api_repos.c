@@ -315,7 +315,11 @@ static void member_one(struct sl__api_call *c, const char *repo, enum sl_repo_ro
         return;
     }
     rc = sl_store_user_get_by_name(c->api->store, name, &u);
-    if (!sl__api_store_ok(c->res, rc, "reading a user", "no user '%.128s'", name)) {
+    /* Only whoever adds members learns which users exist: to anyone else (every user reads the
+     * members of a public repository) a user that does not exist is no member either. */
+    if (!sl__api_store_ok(c->res, rc, "reading a user",
+                          strcmp(m, "PUT") == 0 ? "no user '%.128s'" : "no member '%.128s'",
+                          name)) {
         return;
     }
     if (strcmp(m, "PUT") == 0) {

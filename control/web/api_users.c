@@ -253,21 +253,28 @@ static void tokens_list(struct sl__api_call *c)
     sl_store_free_tokens(v, n);
 }
 
-/* True for a token name: 1-128 bytes, no control characters. */
+/* True for a token name: 1-128 characters (code points; jansson holds UTF-8), none a C0
+ * control, DEL or a C1 control (U+0080-U+009F, 0xc2 0x80-0x9f), as environment names. */
 static bool is_token_name(const json_t *name)
 {
     const char *s = json_string_value(name);
     size_t n = json_string_length(name);
+    size_t chars = 0;
 
-    if (s == NULL || n == 0 || n > TOKEN_NAME_MAX || strlen(s) != n) {
+    if (s == NULL || n == 0 || n > TOKEN_NAME_MAX * 4 || strlen(s) != n) {
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f) {
+        unsigned char c = (unsigned char)s[i];
+
+        if (c < 0x20 || c == 0x7f
+            || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80
+                && (unsigned char)s[i + 1] <= 0x9f)) {
             return false;
         }
+        chars += (c & 0xc0) != 0x80;
     }
-    return true;
+    return chars <= TOKEN_NAME_MAX;
 }
 
 /* POST /api/v1/tokens {"name","scope","expires_in_days"}: the token, shown this once. */

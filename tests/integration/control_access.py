@@ -204,11 +204,20 @@ def test_tokens():
                         ({"name": "n", "scope": "read", "expires_in_days": 0}, "expires_in_days"),
                         ({"name": "n", "scope": "read", "expires_in_days": 3651},
                          "expires_in_days"),
-                        ({"name": "n", "scope": "read", "value": "x"}, "value")):
+                        ({"name": "n", "scope": "read", "value": "x"}, "value"),
+                        ({"name": "nel\u0085", "scope": "read"}, "name"),
+                        ({"name": "\u00e9" * 129, "scope": "read"}, "name")):
         d = expect("1. token %s invalid: 422" % field, call("POST", "/api/v1/tokens", body,
                                                              who="alice"), 422)
         check("1. ... names the field %s" % field,
               d.get("errors", [{}])[0].get("field") == field, d)
+
+    # A name is counted in characters, as the reference says (128 two-byte ones are 256 bytes).
+    e = expect("1. a token name of 128 two-byte characters: 201",
+               call("POST", "/api/v1/tokens", {"name": "\u00e9" * 128, "scope": "read"},
+                    who="alice"), 201)
+    check("1. ... kept as given", e.get("name") == "\u00e9" * 128, e)
+    expect("1. ... revoked", call("DELETE", "/api/v1/tokens/" + e.get("id", ""), who="alice"), 204)
 
     # Expiry: a token whose time is up is refused (the row is moved into the past).
     e = expect("1. a token with an expiry", call("POST", "/api/v1/tokens",
@@ -385,6 +394,15 @@ def test_repos():
     expect("3. GET one member", call("GET", M + "bob", who="alice"), 200)
     expect("3. a user who is no member: 404", call("GET", M + "dave", who="alice"), 404,
            "no member 'dave'")
+    # Everyone reads the members of a public repository: a user that does not exist reads as
+    # one that is no member, so nobody but those who add members learns which users exist.
+    O = "/api/v1/repos/acme/open/members/"
+    expect("3. carol asks the public one for dave, no member of it: 404",
+           call("GET", O + "dave", who="carol"), 404, "no member 'dave'")
+    expect("3. ... and for a user that does not exist: the same 404",
+           call("GET", O + "nobody", who="carol"), 404, "no member 'nobody'")
+    expect("3. a DELETE of a user that does not exist: 404 no member",
+           call("DELETE", M + "nobody", who="erin"), 404, "no member 'nobody'")
     expect("3. the repository's admin removes carol: 204", call("DELETE", M + "carol",
                                                                who="erin"), 204)
     expect("3. ... twice: 404", call("DELETE", M + "carol", who="erin"), 404, "no member 'carol'")
@@ -468,6 +486,18 @@ def test_schedule_owner():
     got = call("GET", one, who="alice")[1]
     check("4s. ... nothing changed", got.get("command") == "make test"
           and (got.get("environment") or {}).get("id") == penv["id"], got)
+    # The name goes into the log line of each firing and into the dashboard: no newline, escape
+    # sequence or other control character (C0, DEL, C1) gets in, in a POST or a PUT.
+    for bad in ("x\n2026-12-01T00:00:00.000Z error msg=\"forged\"", "red\u001b[31m",
+                "del\u007f", "nel\u0085"):
+        d = expect("4s. a schedule named %r: 422" % bad,
+                   call("POST", "/api/v1/schedules", dict(body, name=bad), who="alice"), 422)
+        check("4s. ... names the field", [e.get("field") for e in d.get("errors", [])] == ["name"],
+              d)
+        expect("4s. ... and as a PUT: 422", call("PUT", one, dict(body, name=bad), who="alice"),
+               422)
+    expect("4s. a name of 64 two-byte characters (128 bytes) is fine",
+           call("PUT", one, dict(body, name="\u00e9" * 64), who="alice"), 200)
     d = expect("4s. an admin pauses and renames it (the same run): 200",
                call("PUT", one, dict(same, name="paused", enabled=False), who="root"), 200)
     check("4s. ... still alice's, still pinned", d.get("owner_id") == sc.get("owner_id")
@@ -476,6 +506,33 @@ def test_schedule_owner():
                call("PUT", one, dict(body, command="make check"), who="alice"), 200)
     check("4s. ... done", d.get("command") == "make check", d)
     expect("4s. an admin deletes it: 204", call("DELETE", one, who="root"), 204)
+
+    # A schedule's jobs run as its owner's account can act (it has no token): an admin's token
+    # of scope write (an ordinary user, api.md) must not make one that runs where that token may
+    # not start a job. Saved, it needs what POST /api/v1/jobs needs from the token.
+    hidden = dict(body, environment=None, repos=[{"repo_id": "acme/hidden"}])
+    d = expect("4s. root's write token: a schedule in a repository it cannot see: 404",
+               call("POST", "/api/v1/schedules", hidden, who="root-write"), 404,
+               "repository not found")
+    check("4s. ... naming it", d.get("repo") == "acme/hidden", d)
+    expect("4s. ... nor one it only reads: 403",
+           call("POST", "/api/v1/schedules", dict(hidden, repos=[{"repo_id": "acme/open"}]),
+                who="root-write"), 403, "write access required")
+    expect("4s. acme/sched, where root is a writer",
+           call("PUT", "/api/v1/repos/acme/sched", {}, who="root"), 201)
+    expect("4s. ...", call("PUT", "/api/v1/repos/acme/sched/members/root", {"role": "write"},
+                           who="root"), 201)
+    mine = expect("4s. ... one where it may start jobs: 201",
+                  call("POST", "/api/v1/schedules", dict(hidden, repos=[{"repo_id": "acme/sched"}]),
+                       who="root-write"), 201)
+    expect("4s. ... and a PUT of it that adds the hidden one: 404",
+           call("PUT", "/api/v1/schedules/" + mine.get("id", ""),
+                dict(hidden, repos=[{"repo_id": "acme/sched"}, {"repo_id": "acme/hidden"}]),
+                who="root-write"), 404, "repository not found")
+    expect("4s. root's admin token makes the hidden one: 201",
+           call("POST", "/api/v1/schedules", hidden, who="root"), 201)
+    expect("4s. alice's schedules are checked when they run, as before: 201",
+           call("POST", "/api/v1/schedules", hidden, who="alice"), 201)
     expect("4s. alice deletes her environment", call("DELETE", E + "/" + penv["id"], who="alice"),
            204)
 
@@ -537,6 +594,12 @@ def test_body_errors():
             check("5b. %s %s %s: 400 naming it" % (method, path, raw[:24]),
                   s == 400 and msg.startswith("the body is not valid JSON (line 1, column ")
                   and msg.endswith(": " + what + ")"), (s, doc))
+    # Valid JSON that is not an object is named so on every route, a scalar as an array.
+    for method, path in routes:
+        for raw in (b"null", b"42", b'"text"', b"[1]"):
+            expect("5b. %s %s %s: 400 not an object" % (method, path, raw.decode()),
+                   call(method, path, raw=raw, headers={"Content-Type": "application/json"},
+                        who="root"), 400, "the body must be a JSON object")
     s, doc = call("PUT", E + "/" + envid, dict(global_env("bodies", ["b.sluice.test"]),
                                                 env=[{"name": "A", "value": "a\u0000b"}]),
                   who="root")

@@ -725,6 +725,17 @@ def test_paths_and_queries_that_are_not_utf8_are_400_on_every_route():
     expect(call("GET", E + "/" + env, who="root"), 200, "the probe")
 
 
+def test_jobs_list_limit_is_digits_only():
+    # limit is a whole number from 1 to 500 (api.md §5.5): white space and a sign are no part of
+    # one ("+5" is " 5" in a query, which was taken as 5).
+    for q in ("limit=-18446744073709551615", "limit=+5", "limit=%205", "limit=-0", "limit=0x5",
+              "limit=5%20", "limit=501", "limit="):
+        doc = expect(call("GET", "/api/v1/jobs?" + q, who="alice"), 422, q)
+        assert [e["field"] for e in doc["errors"]] == ["limit"], doc
+    expect(call("GET", "/api/v1/jobs?limit=500", who="alice"), 200, "limit=500")
+    expect(call("GET", "/api/v1/jobs?limit=05", who="alice"), 200, "limit=05")
+
+
 # Every documented route with its methods (docs/reference/api.md, the table at the top), and
 # methods it does not have: each of those is 405 with Allow naming exactly the route's.
 ROUTES_405 = [
@@ -876,6 +887,7 @@ TESTS = [
     test_bearer_scheme_is_case_insensitive,
     test_sql_metacharacters_are_stored_verbatim,
     test_resolve_every_matched_by,
+    test_jobs_list_limit_is_digits_only,
     test_static_clients_admin_only_token_shown_once,
     test_audit_filters_keep_only_matching_lines,
     test_audit_scan_is_bounded_and_says_so,

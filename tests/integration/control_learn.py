@@ -219,6 +219,14 @@ def run():
           and any(x["rule"]["host"] == a_rule for x in sw["suggestions"]),
           json.dumps(sw.get("suggestions")))
 
+    for flag in ("2", "yes", "on", "%00", "1%200"):
+        s, r = call("GET", base + "/suggestions?wildcards=" + flag)
+        check("wildcards=%s is no flag: 422 naming it, never read as off" % flag,
+              s == 422 and [e.get("field") for e in r.get("errors", [])] == ["wildcards"], str(r))
+    for flag in ("0", "false", ""):
+        s, r = call("GET", base + "/suggestions?wildcards=" + flag)
+        check("wildcards=%s: off" % flag, s == 200 and r.get("wildcards") is False, str(r))
+
     s, r = call("POST", base + "/suggestions/apply", {"rules": [{"host": "b..bad"}]})
     check("applying a rule that is no host pattern: 422, nothing changed", s == 422, str(r))
     s, r = call("POST", base + "/suggestions/apply", {"rules": rules}, who="alice")

@@ -43,6 +43,11 @@ static void names_each_refusal_with_line_and_column(void **state)
     expect_refused("{\"n\":123456789012345678901234567890}", 0,
                    "the body is not valid JSON (line 1, column 35: too big integer)");
     expect_refused("[1]", 0, "the body must be a JSON object");
+    /* Valid JSON that is no object is named so, not as JSON the parser refused. */
+    expect_refused("null", 0, "the body must be a JSON object");
+    expect_refused("42", 0, "the body must be a JSON object");
+    expect_refused("\"text\"", SL_JBODY_ALLOW_NUL, "the body must be a JSON object");
+    expect_refused(" true\n", 0, "the body must be a JSON object");
     expect_refused("", 0, "the body must be a JSON object");
 }
 
