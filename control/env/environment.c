@@ -20,6 +20,7 @@
 #include "base/jdepth.h"
 #include "base/jpath.h"
 #include "base/mem.h"
+#include "base/text.h"
 #include "control/env/environment_int.h"
 #include "control/env/jbody.h"
 #include "policy/host.h"
@@ -223,34 +224,6 @@ static bool is_alnum(uint8_t c)
 static bool is_hex(uint8_t c)
 {
     return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
-
-/* Code points in UTF-8 text (jansson has checked that it is UTF-8). */
-static size_t utf8_chars(const char *s, size_t n)
-{
-    size_t chars = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        chars += ((uint8_t)s[i] & 0xc0) != 0x80;
-    }
-    return chars;
-}
-
-/* Does `s` contain a C0 control (other than those in `allowed`), DEL or a C1 control
- * (U+0080-U+009F, encoded as 0xc2 0x80-0x9f)? */
-static bool has_control(const char *s, size_t n, const char *allowed)
-{
-    for (size_t i = 0; i < n; i++) {
-        uint8_t c = (uint8_t)s[i];
-
-        if ((c < 0x20 && strchr(allowed, c) == NULL) || c == 0x7f) {
-            return true;
-        }
-        if (c == 0xc2 && i + 1 < n && (uint8_t)s[i + 1] >= 0x80 && (uint8_t)s[i + 1] <= 0x9f) {
-            return true;
-        }
-    }
-    return false;
 }
 
 static bool is_uuid_shaped(const char *s, size_t n)
@@ -513,9 +486,9 @@ static void parse_name(struct sl__env_parse *p, json_t *root, struct sl_env_spec
     }
     if (n == 0) {
         why = "must not be empty";
-    } else if (n > (size_t)SL_ENV_NAME_MAX * 4 || utf8_chars(s, n) > SL_ENV_NAME_MAX) {
+    } else if (n > (size_t)SL_ENV_NAME_MAX * 4 || sl_text_chars(s, n) > SL_ENV_NAME_MAX) {
         why = "longer than 128 characters";
-    } else if (has_control(s, n, "")) {
+    } else if (sl_text_has_control(s, n, "")) {
         why = "must not contain control characters";
     } else if (s[0] == ' ' || s[n - 1] == ' ') {
         why = "must not start or end with a space";
@@ -538,10 +511,10 @@ static void parse_description(struct sl__env_parse *p, json_t *root, struct sl_e
         s = "";
         n = 0;
     } else if (n > (size_t)SL_ENV_DESCRIPTION_MAX * 4
-               || utf8_chars(s, n) > SL_ENV_DESCRIPTION_MAX) {
+               || sl_text_chars(s, n) > SL_ENV_DESCRIPTION_MAX) {
         sl__env_key_error(p, "description", "longer than 4096 characters");
         return;
-    } else if (has_control(s, n, "\t\n\r")) {
+    } else if (sl_text_has_control(s, n, "\t\n\r")) {
         sl__env_key_error(p, "description",
                           "must not contain control characters but tab and newline");
         return;
@@ -627,13 +600,14 @@ static void parse_registry(struct sl__env_parse *p, json_t *root, struct sl_env_
     check_keys(p, v, registry_keys, SL_ARRAY_LEN(registry_keys), credential_readonly,
                SL_ARRAY_LEN(credential_readonly));
     user = get_string(p, v, "username", true, &un);
-    if (user != NULL && (un == 0 || un > SL_ENV_REGISTRY_USER_MAX || has_control(user, un, ""))) {
+    if (user != NULL
+        && (un == 0 || un > SL_ENV_REGISTRY_USER_MAX || sl_text_has_control(user, un, ""))) {
         sl__env_key_error(p, "username", "must be 1-255 bytes without control characters");
         user = NULL;
     }
     pass = get_string(p, v, "password", false, &pn);
     if (pass != NULL
-        && (pn == 0 || pn > SL_ENV_REGISTRY_PASSWORD_MAX || has_control(pass, pn, ""))) {
+        && (pn == 0 || pn > SL_ENV_REGISTRY_PASSWORD_MAX || sl_text_has_control(pass, pn, ""))) {
         sl__env_key_error(p, "password", "must be 1-4096 bytes without control characters");
         user = NULL;
     }

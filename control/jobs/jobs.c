@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/text.h"
 #include "control/env/environment.h"
 #include "control/env/jbody.h"
 #include "control/jobs/cron.h"
@@ -109,24 +110,12 @@ static bool is_ref(const char *s, size_t n)
     return true;
 }
 
-/* A schedule's name: 1-128 bytes without a C0 control, DEL or a C1 control (U+0080-U+009F,
- * 0xc2 0x80-0x9f in UTF-8). The name goes into the log line of each firing, which a newline or
- * an escape sequence in it would break or forge, and into the dashboard. */
+/* A schedule's name: 1-128 bytes without a control character (base/text.h). The name goes
+ * into the log line of each firing, which a newline or an escape sequence in it would break or
+ * forge, and into the dashboard. */
 static bool is_schedule_name(const char *s, size_t n)
 {
-    if (n == 0 || n > NAME_MAX_BYTES || strlen(s) != n) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (c < 0x20 || c == 0x7f
-            || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80
-                && (unsigned char)s[i + 1] <= 0x9f)) {
-            return false;
-        }
-    }
-    return true;
+    return n > 0 && n <= NAME_MAX_BYTES && strlen(s) == n && !sl_text_has_control(s, n, "");
 }
 
 static void rfc3339(int64_t unix_s, char *out, size_t cap)

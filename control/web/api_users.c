@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/text.h"
 #include "control/store/secrets.h"
 #include "control/web/api.h"
 #include "control/web/api_int.h"
@@ -253,28 +254,15 @@ static void tokens_list(struct sl__api_call *c)
     sl_store_free_tokens(v, n);
 }
 
-/* True for a token name: 1-128 characters (code points; jansson holds UTF-8), none a C0
- * control, DEL or a C1 control (U+0080-U+009F, 0xc2 0x80-0x9f), as environment names. */
+/* True for a token name: 1-128 characters (code points; jansson holds UTF-8) without a control
+ * character (base/text.h), as environment names. */
 static bool is_token_name(const json_t *name)
 {
     const char *s = json_string_value(name);
     size_t n = json_string_length(name);
-    size_t chars = 0;
 
-    if (s == NULL || n == 0 || n > TOKEN_NAME_MAX * 4 || strlen(s) != n) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-
-        if (c < 0x20 || c == 0x7f
-            || (c == 0xc2 && i + 1 < n && (unsigned char)s[i + 1] >= 0x80
-                && (unsigned char)s[i + 1] <= 0x9f)) {
-            return false;
-        }
-        chars += (c & 0xc0) != 0x80;
-    }
-    return chars <= TOKEN_NAME_MAX;
+    return s != NULL && n > 0 && n <= TOKEN_NAME_MAX * 4 && strlen(s) == n
+           && !sl_text_has_control(s, n, "") && sl_text_chars(s, n) <= TOKEN_NAME_MAX;
 }
 
 /* POST /api/v1/tokens {"name","scope","expires_in_days"}: the token, shown this once. */

@@ -30,6 +30,7 @@
 #include "base/jpath.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/text.h"
 #include "base/time.h"
 #include "tests/support/tmpdir.h"
 
@@ -474,6 +475,26 @@ static void hex_values_are_the_digits_of_either_case(void **state)
     assert_int_equal(sl_dec_digits("1 ", 2), -1);
 }
 
+static void text_finds_controls_and_counts_characters(void **state)
+{
+    (void)state;
+    assert_false(sl_text_has_control("plain name", 10, ""));
+    assert_false(sl_text_has_control("caf\xc3\xa9 \xe2\x82\xac", 9, ""));
+    assert_true(sl_text_has_control("a\nb", 3, ""));
+    assert_false(sl_text_has_control("a\nb", 3, "\t\n\r"));
+    assert_true(sl_text_has_control("a\x1b[2J", 5, "\t\n\r"));
+    assert_true(sl_text_has_control("a\x7f", 2, ""));
+    assert_true(sl_text_has_control("a\0b", 3, "\t"));
+    /* U+0085 (NEL) and U+009B (CSI) are C1 controls; U+00A0 and U+00C2 are not. */
+    assert_true(sl_text_has_control("x\xc2\x85", 3, ""));
+    assert_true(sl_text_has_control("\xc2\x9b", 2, ""));
+    assert_false(sl_text_has_control("\xc2\xa0\xc3\x82", 4, ""));
+    assert_int_equal(sl_text_chars("", 0), 0);
+    assert_int_equal(sl_text_chars("abc", 3), 3);
+    assert_int_equal(sl_text_chars("caf\xc3\xa9", 5), 4);
+    assert_int_equal(sl_text_chars("\xe2\x82\xac\xf0\x9f\x98\x80", 7), 2);
+}
+
 static void jpath_join_lists_names_cut_to_fit(void **state)
 {
     static const char *const names[] = { "host", "methods", "credential" };
@@ -556,6 +577,7 @@ int main(void)
         cmocka_unit_test(errlist_keeps_errors_in_order_up_to_its_cap),
         cmocka_unit_test(jdepth_counts_brackets_outside_strings),
         cmocka_unit_test(jpath_join_lists_names_cut_to_fit),
+        cmocka_unit_test(text_finds_controls_and_counts_characters),
         cmocka_unit_test(hex_values_are_the_digits_of_either_case),
         cmocka_unit_test(log_levels_parse_by_name),
         cmocka_unit_test(siphash_matches_the_reference_vectors),
