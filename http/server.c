@@ -98,6 +98,10 @@ struct sl__http_conn {
     size_t rpos;
     size_t rlen;
     char peer[PEER_MAX];
+    /* The peer's address (TCP; `has_addr` false for a unix socket or when unknown), for the
+     * limits per client address. */
+    struct sockaddr_storage addr;
+    bool has_addr;
     /* Under TLS (a connection of a TLS listener): the connection (owned), whether its
      * handshake is done, the bytes of handshake, alert and close_notify writes in flight, and
      * the ciphertext buffer reads go to (owned, TLS_RAW_BYTES); NULL in the clear. Decrypted
@@ -119,6 +123,9 @@ struct sl_http_exchange {
     struct sl_arena arena;
     /* The body, capped at cfg.body_max_bytes. */
     struct sl_buf body;
+    /* Bytes of the server's body budget this request holds (its Content-Length, or what has
+     * arrived of a chunked body); given back when it is answered or its connection goes. */
+    size_t charged;
     /* The handler has the exchange. */
     bool dispatched;
     /* A response to HEAD: no body bytes. */
@@ -374,6 +381,78 @@ static void log_escape(char *out, size_t cap, const char *s)
     out[o] = '\0';
 }
 
+/* ---- Limits per client address ---- */
+
+/* Whether `a` and `b` come from the same client address (ports aside). */
+static bool same_addr(const struct sl__http_conn *a, const struct sl__http_conn *b)
+{
+    const struct sockaddr_storage *x = &a->addr;
+    const struct sockaddr_storage *y = &b->addr;
+
+    if (!a->has_addr || !b->has_addr || x->ss_family != y->ss_family) {
+        return false;
+    }
+    if (x->ss_family == AF_INET) {
+        return ((const struct sockaddr_in *)(const void *)x)->sin_addr.s_addr
+               == ((const struct sockaddr_in *)(const void *)y)->sin_addr.s_addr;
+    }
+    return memcmp(&((const struct sockaddr_in6 *)(const void *)x)->sin6_addr,
+                  &((const struct sockaddr_in6 *)(const void *)y)->sin6_addr,
+                  sizeof(struct in6_addr))
+           == 0;
+}
+
+/* The open connections from `c`'s client address, `c` included (at most max_connections:
+ * the scan is bounded). */
+static size_t peer_connections(const struct sl__http_conn *c)
+{
+    size_t n = 0;
+
+    for (struct sl_list *l = c->srv->conns.next; l != &c->srv->conns; l = l->next) {
+        n += same_addr(SL_CONTAINER_OF(l, struct sl__http_conn, link), c);
+    }
+    return n;
+}
+
+/* The body bytes the requests from `c`'s client address hold, `c`'s own included. */
+static size_t peer_body_bytes(const struct sl__http_conn *c)
+{
+    size_t n = 0;
+
+    for (struct sl_list *l = c->srv->conns.next; l != &c->srv->conns; l = l->next) {
+        const struct sl__http_conn *o = SL_CONTAINER_OF(l, struct sl__http_conn, link);
+
+        if (o->x != NULL && same_addr(o, c)) {
+            n += o->x->charged;
+        }
+    }
+    return n;
+}
+
+static int conn_fail(struct sl__http_conn *c, int status, const char *why);
+
+/* Charges `n` more body bytes to the request being received on `c`, or refuses it (503, the
+ * connection closed) when the server, or its client address, would hold more than allowed. */
+static int body_charge(struct sl__http_conn *c, size_t n)
+{
+    struct sl_http_server *srv = c->srv;
+    size_t held;
+
+    if (n > srv->cfg.bodies_max_bytes - srv->body_bytes) {
+        return conn_fail(c, 503, "the server holds as many request bodies as it takes; try again");
+    }
+    held = c->has_addr ? peer_body_bytes(c) : 0;
+    if (c->has_addr
+        && (held > srv->cfg.peer_bodies_max_bytes || n > srv->cfg.peer_bodies_max_bytes - held)) {
+        return conn_fail(c, 503,
+                         "this client address has as many request bodies in flight as "
+                         "it may; try again");
+    }
+    srv->body_bytes += n;
+    c->x->charged += n;
+    return 0;
+}
+
 /* ---- Exchanges ---- */
 
 static void exchange_free(struct sl_http_exchange *x)
@@ -381,6 +460,14 @@ static void exchange_free(struct sl_http_exchange *x)
     sl_arena_finish(&x->arena);
     sl_buf_finish(&x->body);
     sl_free(x);
+}
+
+/* Gives back what `x` holds of the server's body budget. */
+static void body_uncharge(struct sl_http_server *srv, struct sl_http_exchange *x)
+{
+    SL_BUG_ON(srv->body_bytes < x->charged);
+    srv->body_bytes -= x->charged;
+    x->charged = 0;
 }
 
 static int copy_headers(struct sl_http_exchange *x, const struct sl_h1_head *h)
@@ -604,6 +691,7 @@ static void conn_close(struct sl__http_conn *c)
     }
     conn_set_state(c, CONN_CLOSED);
     if (c->x != NULL) {
+        body_uncharge(c->srv, c->x);
         if (c->x->dispatched) {
             c->x->conn = NULL;
         } else {
@@ -812,6 +900,7 @@ static int conn_fail(struct sl__http_conn *c, int status, const char *why)
 {
     sl_log(SL_LOG_DEBUG, c->id, "http refused peer=%s status=%d err=\"%s\"", c->peer, status, why);
     if (c->x != NULL) {
+        body_uncharge(c->srv, c->x);
         exchange_free(c->x);
         c->x = NULL;
     }
@@ -904,6 +993,7 @@ void sl_http_respond_headers(struct sl_http_exchange *x, int status, const char 
         return;
     }
     SL_BUG_ON(c->x != x || c->state != CONN_HANDLING);
+    body_uncharge(c->srv, x);
     c->x = NULL;
     c->close_after = c->close_after || !x->keep_alive || c->eof;
     why = check_response(status, headers, x->extra, content_type, body, len);
@@ -980,6 +1070,9 @@ static int on_head(struct sl__http_conn *c)
     if (h->body == SL_H1_BODY_LENGTH && h->content_length > c->srv->cfg.body_max_bytes) {
         return conn_fail(c, 413, "request body too large");
     }
+    if (h->body == SL_H1_BODY_LENGTH) {
+        SL_TRY(body_charge(c, (size_t)h->content_length));
+    }
     conn_set_state(c, CONN_BODY);
     if (h->expect_continue && h->version_minor == 1 && h->body != SL_H1_BODY_NONE
         && !(h->body == SL_H1_BODY_LENGTH && h->content_length == 0)) {
@@ -990,7 +1083,17 @@ static int on_head(struct sl__http_conn *c)
 
 static int on_body(struct sl__http_conn *c, struct sl_slice data)
 {
-    int rc = sl_buf_append(&c->x->body, data.p, data.n);
+    int rc;
+
+    /* A Content-Length was charged whole with the head; a chunked body as it comes, once it
+     * is known to fit the request's own limit (413 says more than the budget's 503). */
+    if (c->x->head.body != SL_H1_BODY_LENGTH) {
+        if (data.n > c->srv->cfg.body_max_bytes - c->x->body.len) {
+            return conn_fail(c, 413, "request body too large");
+        }
+        SL_TRY(body_charge(c, data.n));
+    }
+    rc = sl_buf_append(&c->x->body, data.p, data.n);
 
     if (rc == SL_ETOOBIG) {
         return conn_fail(c, 413, "request body too large");
@@ -1344,6 +1447,8 @@ static void describe_peer(struct sl__http_conn *c)
         (void)snprintf(c->peer, sizeof(c->peer), "unknown");
         return;
     }
+    c->addr = ss;
+    c->has_addr = ss.ss_family == AF_INET || ss.ss_family == AF_INET6;
     if (ss.ss_family == AF_INET6) {
         (void)snprintf(c->peer, sizeof(c->peer), "[%s]:%u", ip,
                        (unsigned)ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
@@ -1397,6 +1502,18 @@ int sl__http_conn_create(struct sl__http_listener *l)
         return 0;
     }
     describe_peer(c);
+    if (c->has_addr && peer_connections(c) > srv->cfg.peer_max_connections) {
+        sl_log(SL_LOG_DEBUG, c->id, "http connection refused peer=%s: %zu from its address",
+               c->peer, peer_connections(c) - 1);
+        if (l->tls != NULL) {
+            /* A TLS client would take an answer in the clear for a broken handshake. */
+            conn_close(c);
+            return 0;
+        }
+        conn_set_state(c, CONN_HEAD);
+        (void)conn_fail(c, 503, "too many connections from this address");
+        return 0;
+    }
     if (l->tls != NULL && tls_start(c, l->tls) < 0) {
         conn_close(c);
         return 0;

@@ -65,6 +65,8 @@ struct sl_http_exchange; /* opaque */
 #define SL_HTTP_DEFAULT_HEADER_TIMEOUT_MS 10000
 #define SL_HTTP_DEFAULT_IDLE_TIMEOUT_MS   60000
 #define SL_HTTP_DEFAULT_MAX_CONNECTIONS   1024
+#define SL_HTTP_DEFAULT_BODIES_MAX_BYTES  ((size_t)256 * 1024 * 1024)
+#define SL_HTTP_DEFAULT_PEER_CONNECTIONS  64
 #define SL_HTTP_DEFAULT_ERROR_KEY         "message"
 /* Longest accepted error key, in bytes. */
 #define SL_HTTP_ERROR_KEY_MAX 32
@@ -89,6 +91,17 @@ struct sl_http_server_config {
     /* Most connections open at once; a connection beyond it gets a canned 503 and is closed
      * at once. Default 1024. */
     size_t max_connections;
+    /* Most connections open at once from one client address (TCP; unix socket peers are not
+     * counted); one beyond it gets a 503 and is closed (under TLS: closed). Default 64. */
+    size_t peer_max_connections;
+    /* Most bytes of request bodies the server holds at once, over all connections (a
+     * Content-Length counts whole from the head on, a chunked body as it arrives, until the
+     * request is answered or its connection closes), and the most from one client address
+     * (TCP). A request that would go beyond either gets 503 and its connection is closed,
+     * without reading the rest. Defaults 256 MiB and body_max_bytes. So clients, with a
+     * token or not, cannot make the server hold more than that. */
+    size_t bodies_max_bytes;
+    size_t peer_bodies_max_bytes;
     /* The key of the JSON error bodies the server writes itself and sl_http_respond_error()
      * writes: "message" for the REST API (the default), "error" for the admin socket. Copied;
      * 1 to SL_HTTP_ERROR_KEY_MAX letters, digits, '_', '-' or '.' (else SL_EINVAL). */

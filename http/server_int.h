@@ -76,6 +76,8 @@ struct sl_http_server {
     /* Open connections (each owns itself; unlinked in its last close callback). */
     struct sl_list conns;
     size_t n_conns;
+    /* Request body bytes held now (see sl_http_server_config.bodies_max_bytes). */
+    size_t body_bytes;
     /* Last connection id handed out. */
     uint64_t next_id;
     /* Local port of the most recent TCP listener, or -1. */

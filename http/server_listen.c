@@ -212,6 +212,15 @@ static int resolve_config(struct sl_http_server *srv, const struct sl_http_serve
     if (c->max_connections == 0) {
         c->max_connections = SL_HTTP_DEFAULT_MAX_CONNECTIONS;
     }
+    if (c->peer_max_connections == 0) {
+        c->peer_max_connections = SL_HTTP_DEFAULT_PEER_CONNECTIONS;
+    }
+    if (c->bodies_max_bytes == 0) {
+        c->bodies_max_bytes = SL_HTTP_DEFAULT_BODIES_MAX_BYTES;
+    }
+    if (c->peer_bodies_max_bytes == 0) {
+        c->peer_bodies_max_bytes = c->body_max_bytes;
+    }
     if (c->error_key == NULL) {
         c->error_key = SL_HTTP_DEFAULT_ERROR_KEY;
     }

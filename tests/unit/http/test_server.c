@@ -1027,6 +1027,120 @@ static void refuses_connections_over_the_limit(void **state)
     fx_case(&cfg, client_max_connections, 3);
 }
 
+static void client_body_budget_per_address(struct fx *f)
+{
+    static char xs[600];
+    struct cl *a = &cl_a;
+    struct cl *b = &cl_b;
+    struct cl *c = &cl_c;
+    struct resp *r = &resp_a;
+
+    memset(xs, 'x', sizeof(xs));
+    /* a holds 500 bytes of the address's 600 from its head on, with 100 sent. */
+    CHECK(f, cl_connect(a, f->port, 0));
+    CHECK(f, cl_send(a, "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 500\r\n\r\n"));
+    CHECK(f, cl_send_n(a, xs, 100));
+    sleep_ms(100);
+    /* 200 more from the same address: refused before a byte of its body is read. */
+    CHECK(f, cl_connect(b, f->port, 0));
+    CHECK(f, cl_send(b, "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 200\r\n\r\n"));
+    CHECK(f, cl_response(b, r, false) == 0 && r->status == 503 && json_error_is(r, "message"));
+    CHECK(f, strstr(r->body, "this client address has as many request bodies") != NULL);
+    CHECK(f, cl_closed(b));
+    cl_close(b);
+    /* A chunked body is charged as it comes: 100 fit, one byte more does not. */
+    CHECK(f, cl_connect(c, f->port, 0));
+    CHECK(f, cl_send(c, "POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n"));
+    CHECK(f, cl_send_n(c, xs, 100));
+    CHECK(f, cl_send(c, "\r\n"));
+    sleep_ms(100);
+    CHECK(f, cl_send(c, "1\r\nx\r\n"));
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 503);
+    CHECK(f, cl_closed(c));
+    cl_close(c);
+    /* a completes; once answered, its bytes are given back. */
+    CHECK(f, cl_send_n(a, xs, 400));
+    CHECK(f, cl_response(a, r, false) == 0 && r->status == 200 && strcmp(r->body, "/a") == 0);
+    cl_close(a);
+    CHECK(f, one_shot(f,
+                      "POST /d HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n"
+                      "\r\nxxxxx",
+                      200, true, &resp_b));
+}
+
+static void client_body_budget_of_the_server(struct fx *f)
+{
+    static char xs[400];
+    struct cl *a = &cl_a;
+    struct cl *b = &cl_b;
+    struct resp *r = &resp_a;
+
+    memset(xs, 'x', sizeof(xs));
+    CHECK(f, cl_connect(a, f->port, 0));
+    CHECK(f, cl_send(a, "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 400\r\n\r\n"));
+    sleep_ms(100);
+    CHECK(f, cl_connect(b, f->port, 0));
+    CHECK(f, cl_send(b, "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 101\r\n\r\n"));
+    CHECK(f, cl_response(b, r, false) == 0 && r->status == 503);
+    CHECK(f, strstr(r->body, "the server holds as many request bodies") != NULL);
+    CHECK(f, cl_closed(b));
+    cl_close(b);
+    CHECK(f, cl_send_n(a, xs, 400));
+    CHECK(f, cl_response(a, r, false) == 0 && r->status == 200);
+    /* The client leaving with its body half sent gives its bytes back too. */
+    CHECK(f, cl_send(a, "POST /a HTTP/1.1\r\nHost: t\r\nContent-Length: 400\r\n\r\nxx"));
+    sleep_ms(100);
+    cl_close(a);
+    sleep_ms(100);
+    CHECK(f, cl_connect(b, f->port, 0));
+    CHECK(f, cl_send(b, "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 400\r\n\r\n"));
+    CHECK(f, cl_send_n(b, xs, 400));
+    CHECK(f, cl_response(b, r, false) == 0 && r->status == 200);
+    cl_close(b);
+}
+
+static void holds_no_more_request_bodies_than_allowed(void **state)
+{
+    struct sl_http_server_config per_address = { .bodies_max_bytes = 1000,
+                                                 .peer_bodies_max_bytes = 600 };
+    struct sl_http_server_config server = { .bodies_max_bytes = 500,
+                                            .peer_bodies_max_bytes = 10000 };
+
+    (void)state;
+    fx_case(&per_address, client_body_budget_per_address, 2);
+    fx_case(&server, client_body_budget_of_the_server, 2);
+}
+
+static void client_peer_connections(struct fx *f)
+{
+    struct cl *a = &cl_a;
+    struct cl *b = &cl_b;
+    struct cl *c = &cl_c;
+    struct resp *r = &resp_a;
+
+    CHECK(f, cl_connect(a, f->port, 0) && cl_connect(b, f->port, 0));
+    CHECK(f, cl_send(a, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(a, r, false) == 0);
+    CHECK(f, cl_send(b, "GET /b HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(b, r, false) == 0);
+    CHECK(f, cl_connect(c, f->port, 0));
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 503);
+    CHECK(f, strstr(r->body, "too many connections from this address") != NULL);
+    CHECK(f, cl_closed(c));
+    cl_close(c);
+    cl_close(a);
+    sleep_ms(100);
+    CHECK(f, one_shot(f, "GET /count HTTP/1.1\r\nHost: t\r\n\r\n", 200, false, &resp_b));
+    CHECK(f, strcmp(resp_b.body, "2") == 0);
+    cl_close(b);
+}
+
+static void refuses_connections_over_the_limit_per_address(void **state)
+{
+    struct sl_http_server_config cfg = { .peer_max_connections = 2 };
+
+    (void)state;
+    fx_case(&cfg, client_peer_connections, 3);
+}
+
 static void client_unix(struct fx *f)
 {
     struct cl *c = &cl_a;
@@ -1409,6 +1523,8 @@ int main(void)
         cmocka_unit_test(times_out_slow_heads_idle_connections_and_stalled_bodies),
         cmocka_unit_test(closes_a_client_that_does_not_read),
         cmocka_unit_test(refuses_connections_over_the_limit),
+        cmocka_unit_test(refuses_connections_over_the_limit_per_address),
+        cmocka_unit_test(holds_no_more_request_bodies_than_allowed),
         cmocka_unit_test(listens_on_a_unix_socket_with_its_mode),
         cmocka_unit_test(closes_with_open_connections_and_frees_everything),
         cmocka_unit_test(answers_a_client_that_half_closed),
