@@ -28,6 +28,8 @@ static const char *const forbidden_headers[] = {
     "te",
     "trailer",
     "upgrade",
+    /* Expect: 100-continue changes how the body is exchanged with the upstream. */
+    "expect",
     "proxy-authorization",
     "proxy-authenticate",
 };

@@ -323,6 +323,9 @@ static void reports_credential_errors_without_quoting_the_value(void **state)
     EXPECT(DOC_RULES("{'host':'a.com','credential':{'header':'te','value':'x'}}"),
            "$.environments.ci.rules[0].credential.header: \"te\" cannot carry a credential: it "
            "is a framing, hop-by-hop or routing header");
+    EXPECT(DOC_RULES("{'host':'a.com','credential':{'header':'Expect','value':'100-continue'}}"),
+           "$.environments.ci.rules[0].credential.header: \"Expect\" cannot carry a credential: "
+           "it is a framing, hop-by-hop or routing header");
     EXPECT(DOC_RULES("{'host':'a.com','credential':{'header':'X:Y','value':'x'}}"),
            "$.environments.ci.rules[0].credential.header: \"X:Y\" is not a header name (RFC "
            "9110 token characters only)");

@@ -938,6 +938,7 @@ static void agrees_with_the_proxy_on_credentials(void **state)
         "Keep-Alive",
         "Proxy-Connection",
         "Proxy-Authenticate",
+        "Expect",
         "Transfer-Encoding",
         "X K",
         "X:K",
