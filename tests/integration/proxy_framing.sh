@@ -211,6 +211,28 @@ check_match "early response: the origin's 413 arrives with Connection: close, th
   "$out" '^connect=200 tls=ok status=413 reason=- header connection=close (eof|eof reset)$'
 check "early response: a new connection works afterwards" healthy after-early
 
+# --- (4b) a pooled connection that the upstream closes without an answer ------------------------
+# /raw?case=hangup reads the head and closes. On a pooled connection that looks like one the
+# upstream closed while it idled, and an idempotent request is sent again on a fresh one; a POST
+# or PATCH never is (RFC 9112 §9.3.1.1: the upstream may have acted on it): it gets the 502.
+# hangup METHOD PROBE : a fresh tunnel's request first leaves a pooled upstream connection, then
+# METHOD /raw?case=hangup (no body) in another tunnel takes it; prints the client's outcome and
+# how many times origin.py received the request.
+hangup() {
+  local out
+  healthy "prime-$2" || echo "# hangup: the priming request failed"
+  out=$(fx_pc --connect "$PYT" --eof-wait 5 --raw \
+    "$1 /raw?case=hangup&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")
+  printf '%s seen=%s\n' "$(sed -E 's/ eof( reset)?$//' <<<"$out")" "$(fx_seen "probe=$2")"
+}
+for m in POST PATCH; do
+  check_eq "$m on a pooled connection the upstream closes unanswered: 502, sent once, never again" \
+    "$(hangup "$m" "hu-$m")" "connect=200 tls=ok status=502 reason=bad-request seen=1"
+done
+check_eq "GET on a pooled connection the upstream closes unanswered: sent again on a fresh one" \
+  "$(hangup GET hu-GET)" "connect=200 tls=ok status=502 reason=bad-request seen=2"
+check "a fresh tunnel still works after the hang-ups" healthy after-hangup
+
 # --- (5) pipelining after a policy refusal (docs/reference/proxy.md §4.1, §4.5) ----------------------------------
 # statuses FILE : the status and body lines of a --show-body run, the 403's body cut, joined
 # by |; a broken connection shows as "closed".
