@@ -130,7 +130,8 @@ if ! mount -t tmpfs -o size=256k,mode=0700 sluice-audit-test "$fs"; then
   fx_skip "the audit log on a full file system" "mounting a tmpfs failed"
   fx_done
 fi
-trap 'umount -l "$fs" 2>/dev/null || true; fx__cleanup' EXIT
+# The script's exit status must survive the unmount (fx__cleanup reads it from $?).
+trap 'fx_rc=$?; umount -l "$fs" 2>/dev/null || true; (exit "$fx_rc"); fx__cleanup' EXIT
 
 fill() { dd if=/dev/zero of="$fs/fill" bs=4k >/dev/null 2>&1 || true; sync; }
 healthy_is() { [ "$(metric sluice_audit_healthy)" = "$1" ]; }
@@ -169,7 +170,7 @@ full_disk() {
     fx_curl "http://origin.sluice.test:$FX_PY_HTTP_PORT/$mode-d"
     check_status "[deny] the refusal's reason is audit-unavailable" 503 audit-unavailable
     check_ge "[deny] counted in sluice_requests_total" \
-      "$(metric 'sluice_requests_total{decision="deny",reason="audit-unavailable"}')" 30
+      "$(metric 'sluice_requests_total{decision="error",reason="audit-unavailable"}')" 30
   else
     check_eq "[allow] 30 requests on the full disk: all served" "$last" "404 30"
     fx_curl "http://origin.sluice.test:$FX_PY_HTTP_PORT/$mode-d"
