@@ -491,12 +491,18 @@ bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep
         refuse_decision(c, keep);
         return false;
     }
-    /* docs/reference/proxy.md §4.7: nothing leaves that the audit log cannot record. */
-    if (!c->w->shared->cfg->audit_failure_allow && !sl_audit_healthy(c->w->shared->audit)) {
+    /* docs/reference/proxy.md §4.7: nothing leaves that the audit log cannot record, nor while
+     * it does not keep up (its lines could be pushed out by the time the request ends). */
+    if (!c->w->shared->cfg->audit_failure_allow
+        && (!sl_audit_healthy(c->w->shared->audit) || sl_audit_congested(c->w->shared->audit))) {
         c->dec.allow = false;
         c->dec.reason = SL_REASON_AUDIT_UNAVAILABLE;
         sl__conn_refuse_reason(c, SL_REASON_AUDIT_UNAVAILABLE,
-                               "the audit log cannot be written; requests are refused until it can",
+                               sl_audit_healthy(c->w->shared->audit)
+                                       ? "the audit log does not keep up; requests are refused "
+                                         "until it does"
+                                       : "the audit log cannot be written; requests are refused "
+                                         "until it can",
                                keep);
         return false;
     }
