@@ -391,6 +391,9 @@ RAW_CASES = {
     # A chunked body whose chunk-size lines carry 5000-byte extensions (over the proxy's cap).
     "ext-flood": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                  + (b"1;e=" + b"a" * 5000 + b"\r\nx\r\n") * 4 + b"0\r\n\r\n",
+    # 20 000 chunks of one byte each (a body of 20 000 bytes in 120 005 bytes of framing).
+    "tiny-chunks": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   + b"1\r\na\r\n" * 20000 + b"0\r\n\r\n",
     "interim-flood": b"HTTP/1.1 100 Continue\r\n\r\n" * 40
                      + b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
 }
