@@ -17,7 +17,8 @@
  *
  * Memory per stream is therefore bounded whatever either peer does: SL_STREAM_RAW_BYTES of
  * input, SL_STREAM_PLAIN_BYTES of decrypted input, two output blocks of at most
- * SL_STREAM_OUT_HIGH (plus one TLS record), and the TLS engine's fixed rings.
+ * SL_STREAM_OUT_HIGH (plus one TLS record), SL_STREAM_STAGE_BYTES of small writes staged while
+ * corked (under TLS: one record for many tiny pieces), and the TLS engine's fixed rings.
  *
  * Lifecycle: sl_stream_init() (embedded in its owner) -> accept into or connect
  * sl_stream_tcp() -> optionally sl_stream_set_tls() -> I/O -> sl_stream_close(), whose callback
