@@ -69,6 +69,13 @@ struct sl_audit {
     /* False from a failed write until everything held is written: read by workers on every
      * request (sl_audit_healthy()), so an atomic rather than under `lock`. */
     atomic_bool healthy;
+    /* Pending and held bytes are within a line of `congested_at`: the log does not keep up. Lines
+     * of anything but an allowed request are then dropped, the rest of the cap is kept for the
+     * lines of requests already let out, and the proxy refuses new ones under --audit-failure deny
+     * (sl_audit_congested()). Set by whoever changes those bytes, under `lock`; read by workers on
+     * every request. */
+    atomic_bool congested;
+    size_t congested_at;
     /* Dropped count the writer last reported; writer thread only. */
     uint64_t dropped_reported;
 };
@@ -536,6 +543,15 @@ static void take_pending(struct sl_audit *a, struct sl_buf *out)
     }
 }
 
+/* Congested: the next line of a refusal might not fit below `congested_at` any more. `a->lock`
+ * held. */
+static void note_congestion(struct sl_audit *a)
+{
+    atomic_store_explicit(&a->congested,
+                          a->pending.len + a->held + SL_AUDIT_LINE_MAX > a->congested_at,
+                          memory_order_relaxed);
+}
+
 /* One attempt at what `out` holds, and the health that follows from it. */
 static void write_batch(struct sl_audit *a, struct sl_buf *out, bool *mid_line)
 {
@@ -544,6 +560,7 @@ static void write_batch(struct sl_audit *a, struct sl_buf *out, bool *mid_line)
 
     pthread_mutex_lock(&a->lock);
     a->held = out->len;
+    note_congestion(a);
     if (err != 0) {
         a->write_failures++;
         a->last_errno = err;
@@ -648,7 +665,9 @@ int sl_audit_open(const char *path, size_t max_pending_bytes, struct sl_audit **
         a->own_fd = true;
     }
     atomic_init(&a->healthy, true);
+    atomic_init(&a->congested, false);
     a->max_pending = max_pending_bytes != 0 ? max_pending_bytes : 16u << 20;
+    a->congested_at = a->max_pending / 4 * 3;
     sl_buf_init(&a->pending, a->max_pending);
     pthread_mutex_init(&a->lock, NULL);
     rc = init_wake(&a->wake);
@@ -685,10 +704,14 @@ void sl_audit_write(struct sl_audit *a, const struct sl_audit_record *r)
     }
     n = sl_audit_format(r, line, sizeof(line));
     pthread_mutex_lock(&a->lock);
-    if (n < 0 || a->pending.len + a->held + (size_t)n > a->max_pending
+    /* Past `congested_at` only an allowed request's line is taken: a flood of refusals cannot
+     * push out the lines of requests that left (docs/reference/proxy.md §4.7). */
+    if (n < 0
+        || a->pending.len + a->held + (size_t)n > (r->allow ? a->max_pending : a->congested_at)
         || sl_buf_append(&a->pending, line, (size_t)n) < 0) {
         a->dropped++;
     }
+    note_congestion(a);
     /* Wake the writer for the first line of a batch, and once a batch is full. */
     if (a->idle || (a->pending.len >= FLUSH_BYTES && a->pending.len - (size_t)n < FLUSH_BYTES)) {
         pthread_cond_signal(&a->wake);
@@ -699,6 +722,11 @@ void sl_audit_write(struct sl_audit *a, const struct sl_audit_record *r)
 bool sl_audit_healthy(const struct sl_audit *a)
 {
     return a == NULL || atomic_load_explicit(&a->healthy, memory_order_relaxed);
+}
+
+bool sl_audit_congested(const struct sl_audit *a)
+{
+    return a != NULL && atomic_load_explicit(&a->congested, memory_order_relaxed);
 }
 
 void sl_audit_health(struct sl_audit *a, struct sl_audit_health *out)

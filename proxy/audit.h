@@ -10,6 +10,7 @@
  * never wait for the disk. Pending bytes are capped: when
  * the disk cannot keep up and the cap is reached, lines are dropped and counted, and the count
  * is reported in the log (and in sl_audit_dropped()) rather than growing memory without bound.
+ * The last quarter of the cap is for the lines of allowed requests only (sl_audit_congested()).
  *
  * The file only ever gets whole lines. When a write fails (a full disk), the writer keeps the
  * lines it could not write (they count against the cap), reports itself unhealthy
@@ -129,6 +130,13 @@ uint64_t sl_audit_dropped(struct sl_audit *a);
 /* False from a failed write of the log until the writer wrote everything it holds again.
  * Cheap (one atomic load): the workers ask it for every request. NULL `a` is healthy. */
 bool sl_audit_healthy(const struct sl_audit *a);
+
+/* True while 3/4 of the pending cap or more is taken (the writer does not keep up: a slow disk, a
+ * standard output nobody reads fast enough). From there on only the lines of allowed requests
+ * are queued (the others are dropped and counted), the rest of the cap kept for the requests
+ * already let out; under --audit-failure deny the proxy refuses new ones. Cheap (one atomic
+ * load). NULL `a` is never congested. */
+bool sl_audit_congested(const struct sl_audit *a);
 
 /* The writer's state, for the admin socket and the metrics (docs/reference/proxy.md §4.9). */
 struct sl_audit_health {

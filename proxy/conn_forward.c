@@ -561,14 +561,18 @@ static void finish_exchange(struct sl__conn *c)
 }
 
 /* Before any response byte, a pooled connection that the upstream had closed meanwhile gets
- * the request again on a fresh connection (once). */
+ * an idempotent request again on a fresh connection (once). Its head went out: the upstream may
+ * have acted on it before it closed (a stale connection and a server that took the request and
+ * then failed look the same), so a POST, a PATCH or any other method that is not idempotent is
+ * never sent twice (RFC 9112 §9.3.1.1): it gets the 502. */
 static bool retry_stale(struct sl__conn *c)
 {
     struct sl_stream *us = sl_upstream_stream(c->up);
 
     if (c->retried || !sl_upstream_is_reused(c->up) || sl__conn_resp_head_sent(c)
         || c->r.bytes_up > 0 || c->req_pend.active
-        || (sl_stream_in_status(us) == 0 && sl_stream_error(us) == 0) || sl_stream_peek(us).n > 0) {
+        || (sl_stream_in_status(us) == 0 && sl_stream_error(us) == 0) || sl_stream_peek(us).n > 0
+        || !sl__conn_idempotent(sl_h1_head(&c->req))) {
         return false;
     }
     c->retried = true;

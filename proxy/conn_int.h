@@ -471,6 +471,10 @@ bool sl__conn_placeholders_ok(struct sl__conn *c, const struct sl_h1_head *h);
  * allowed; otherwise the refusal is answered. */
 bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, bool tls,
                                 bool keep);
+/* True when the request of head `h` is idempotent (RFC 9110 §9.2.2: GET, HEAD, OPTIONS, TRACE,
+ * PUT, DELETE), and so is every method its method-override headers name: only such a request
+ * may be sent again after its head went out (RFC 9112 §9.3.1.1). */
+bool sl__conn_idempotent(const struct sl_h1_head *h);
 
 /*
  * conn_tls.c: the tunnel's first bytes and the client's TLS.

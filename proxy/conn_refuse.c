@@ -8,6 +8,7 @@
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/arena.h"
@@ -490,12 +491,18 @@ bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep
         refuse_decision(c, keep);
         return false;
     }
-    /* docs/reference/proxy.md §4.7: nothing leaves that the audit log cannot record. */
-    if (!c->w->shared->cfg->audit_failure_allow && !sl_audit_healthy(c->w->shared->audit)) {
+    /* docs/reference/proxy.md §4.7: nothing leaves that the audit log cannot record, nor while
+     * it does not keep up (its lines could be pushed out by the time the request ends). */
+    if (!c->w->shared->cfg->audit_failure_allow
+        && (!sl_audit_healthy(c->w->shared->audit) || sl_audit_congested(c->w->shared->audit))) {
         c->dec.allow = false;
         c->dec.reason = SL_REASON_AUDIT_UNAVAILABLE;
         sl__conn_refuse_reason(c, SL_REASON_AUDIT_UNAVAILABLE,
-                               "the audit log cannot be written; requests are refused until it can",
+                               sl_audit_healthy(c->w->shared->audit)
+                                       ? "the audit log does not keep up; requests are refused "
+                                         "until it does"
+                                       : "the audit log cannot be written; requests are refused "
+                                         "until it can",
                                keep);
         return false;
     }
@@ -636,6 +643,38 @@ bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, 
             (void)snprintf(detail, sizeof(detail), "%s names %s", name, method);
             sl__conn_refuse_reason(c, d.reason, detail, keep);
             return false;
+        }
+    }
+    return true;
+}
+
+/* A method RFC 9110 §9.2.2 calls idempotent, in any letter case (override headers are read
+ * that way). */
+static bool idempotent_method(const char *m, size_t n)
+{
+    static const char *const methods[] = { "GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE" };
+
+    for (size_t k = 0; k < SL_ARRAY_LEN(methods); k++) {
+        if (strlen(methods[k]) == n && strncasecmp(m, methods[k], n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool sl__conn_idempotent(const struct sl_h1_head *h)
+{
+    if (!idempotent_method(h->method, strlen(h->method))) {
+        return false;
+    }
+    for (size_t i = 0; i < h->n_headers; i++) {
+        const struct sl_h1_header *f = &h->headers[i];
+
+        for (size_t k = 0; k < SL_ARRAY_LEN(override_headers); k++) {
+            if (sl_h1_name_is(f->name, override_headers[k])
+                && !idempotent_method((const char *)f->value.p, f->value.n)) {
+                return false;
+            }
         }
     }
     return true;

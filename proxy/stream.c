@@ -289,6 +289,57 @@ static void move_tls_out(struct sl_stream *s)
     }
 }
 
+/* Moves all of the engine's pending ciphertext into the output block, past SL_STREAM_OUT_HIGH if
+ * need be (by at most one record: what push_stage() encrypts). */
+static void move_tls_out_all(struct sl_stream *s)
+{
+    for (;;) {
+        size_t n = sl_tls_out_pending(s->_tls);
+        uint8_t *tail;
+
+        if (n == 0) {
+            return;
+        }
+        if (out_ready(s) < 0) {
+            fail(s, SL_ENOMEM);
+            return;
+        }
+        tail = sl_buf_reserve(&s->_out, n);
+        if (tail == NULL) {
+            fail(s, SL_ENOMEM);
+            return;
+        }
+        sl_buf_commit(&s->_out, sl_tls_out_copy(s->_tls, tail, n));
+    }
+}
+
+/* Encrypts the staged plaintext (at most SL_STREAM_STAGE_BYTES, one record) into the output,
+ * whatever it holds already. Returns 0, or the error that failed the stream. */
+static int push_stage(struct sl_stream *s)
+{
+    size_t off = 0;
+
+    while (off < s->_stage_len) {
+        int rc;
+
+        move_tls_out_all(s);
+        if (s->_error != 0) {
+            return s->_error;
+        }
+        rc = sl_tls_write(s->_tls, s->_stage + off, s->_stage_len - off);
+        if (rc <= 0) {
+            /* The engine was drained: it takes a record. */
+            rc = rc < 0 ? rc : SL_ETOOBIG;
+            fail(s, rc);
+            return rc;
+        }
+        off += (size_t)rc;
+    }
+    s->_stage_len = 0;
+    move_tls_out_all(s);
+    return s->_error;
+}
+
 /* Feeds the engine the ciphertext that arrived. */
 static void feed_tls(struct sl_stream *s)
 {
@@ -533,6 +584,9 @@ bool sl_stream_uncork(struct sl_stream *s)
         return false;
     }
     if (s->_tls != NULL) {
+        if (s->_stage_len > 0 && push_stage(s) < 0) {
+            return true;
+        }
         move_tls_out(s);
     }
     if (s->_writing || s->_out.len == 0 || s->_error != 0) {
@@ -571,6 +625,7 @@ bool sl_stream_has_room(const struct sl_stream *s, size_t n)
     if (s->_error != 0 || s->_closing || s->_shut) {
         return false;
     }
+    n += s->_stage_len;
     /* An empty block takes anything up to its maximum (a whole head at once). */
     if (s->_out.len == 0) {
         return n <= SL_STREAM_OUT_HIGH + 4096;
@@ -617,6 +672,18 @@ int sl_stream_write(struct sl_stream *s, const void *p, size_t n)
         rc = put_clear(s, p, take);
         return rc < 0 ? rc : (int)take;
     }
+    if (s->_cork > 0 && n < SL_STREAM_STAGE_BYTES) {
+        /* A small write while corked: gathered with the others into one record. */
+        if (s->_stage_len + n > SL_STREAM_STAGE_BYTES && push_stage(s) < 0) {
+            return s->_error;
+        }
+        memcpy(s->_stage + s->_stage_len, p, n);
+        s->_stage_len += n;
+        return (int)n;
+    }
+    if (s->_stage_len > 0 && push_stage(s) < 0) {
+        return s->_error;
+    }
     rc = sl_tls_write(s->_tls, p, n > SL_TLS_WRITE_MAX ? SL_TLS_WRITE_MAX : n);
     if (rc < 0) {
         fail(s, rc);
@@ -641,6 +708,19 @@ int sl_stream_write_all(struct sl_stream *s, const void *p, size_t n)
     if (s->_tls == NULL) {
         return put_clear(s, p, n);
     }
+    if (s->_cork > 0 && n < SL_STREAM_STAGE_BYTES) {
+        /* Small, while corked: staged whole, as sl_stream_write() does. */
+        if (s->_stage_len + n > SL_STREAM_STAGE_BYTES && push_stage(s) < 0) {
+            return s->_error;
+        }
+        memcpy(s->_stage + s->_stage_len, p, n);
+        s->_stage_len += n;
+        return 0;
+    }
+    /* What was staged goes first. */
+    if (s->_stage_len > 0 && push_stage(s) < 0) {
+        return s->_error;
+    }
     while (done < n) {
         size_t chunk = n - done > SL_TLS_WRITE_MAX ? SL_TLS_WRITE_MAX : n - done;
         int rc = sl_tls_write(s->_tls, b + done, chunk);
@@ -663,7 +743,7 @@ int sl_stream_write_all(struct sl_stream *s, const void *p, size_t n)
 
 bool sl_stream_is_flushed(const struct sl_stream *s)
 {
-    return !s->_writing && s->_out.len == 0
+    return !s->_writing && s->_out.len == 0 && s->_stage_len == 0
            && (s->_tls == NULL || sl_tls_out_pending(s->_tls) == 0);
 }
 
@@ -673,7 +753,7 @@ size_t sl_stream_unsent(const struct sl_stream *s)
      * write), and cancels it only in the close callback. */
     size_t n = s->_writing ? uv_stream_get_write_queue_size((const uv_stream_t *)&s->_tcp) : 0;
 
-    n += s->_out.len;
+    n += s->_out.len + s->_stage_len;
     if (s->_tls != NULL) {
         n += sl_tls_out_pending(s->_tls);
     }
@@ -686,6 +766,11 @@ void sl_stream_end(struct sl_stream *s)
         return;
     }
     if (s->_tls != NULL && sl_tls_is_handshake_done(s->_tls) && s->_error == 0) {
+        /* What was staged goes before close_notify. */
+        if (s->_stage_len > 0 && push_stage(s) < 0) {
+            s->_shut = true;
+            return;
+        }
         /* close_notify lets the peer tell a complete close-delimited body from a cut one. */
         if (sl_tls_shutdown(s->_tls) > 0) {
             move_tls_out(s);
@@ -733,6 +818,9 @@ void sl_stream_close(struct sl_stream *s, sl_stream_closed_fn *on_closed)
          * have had uncorked: uv_write() tries the socket at once, uv_close() drops the rest. */
         s->_cork = 0;
         if (s->_tls != NULL) {
+            if (s->_stage_len > 0) {
+                (void)push_stage(s);
+            }
             move_tls_out(s);
         }
         flush(s);

@@ -17,7 +17,8 @@
  *
  * Memory per stream is therefore bounded whatever either peer does: SL_STREAM_RAW_BYTES of
  * input, SL_STREAM_PLAIN_BYTES of decrypted input, two output blocks of at most
- * SL_STREAM_OUT_HIGH (plus one TLS record), and the TLS engine's fixed rings.
+ * SL_STREAM_OUT_HIGH (plus one TLS record), SL_STREAM_STAGE_BYTES of small writes staged while
+ * corked (under TLS: one record for many tiny pieces), and the TLS engine's fixed rings.
  *
  * Lifecycle: sl_stream_init() (embedded in its owner) -> accept into or connect
  * sl_stream_tcp() -> optionally sl_stream_set_tls() -> I/O -> sl_stream_close(), whose callback
@@ -42,6 +43,10 @@
 #define SL_STREAM_RAW_BYTES   ((size_t)32 * 1024)
 #define SL_STREAM_PLAIN_BYTES ((size_t)32 * 1024)
 #define SL_STREAM_OUT_HIGH    ((size_t)64 * 1024)
+/* Under TLS, writes of fewer bytes made while corked are gathered into one record of up to this
+ * many: a body relayed as many tiny chunks (each a chunk header, its data and a CRLF) was sent as
+ * three records per chunk, twelve times the bytes on the wire. */
+#define SL_STREAM_STAGE_BYTES ((size_t)1024)
 
 struct sl_stream;
 
@@ -79,6 +84,10 @@ struct sl_stream {
     bool _want_read;
     /* sl_stream_cork() depth: while above 0, output collects and is not written. */
     unsigned _cork;
+    /* Under TLS, small writes made while corked: encrypted together as one record when the
+     * cork comes off (or before anything else is written), instead of one record each. */
+    uint8_t _stage[SL_STREAM_STAGE_BYTES];
+    size_t _stage_len;
     /* uv_read_start() is active. */
     bool _reading;
     /* The socket delivered its last byte (FIN). */

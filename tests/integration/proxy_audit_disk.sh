@@ -11,6 +11,9 @@
 #   - the control plane pushing to that proxy shows the alarm too (GET /api/v1/status: the proxy's
 #     "audit" healthy false, "audit_healthy" false), and clears it when the proxy heals;
 #   - the same with --audit-failure allow: requests are served and the failures counted;
+#   - a log that does not keep up (a FIFO nobody reads) under a flood of refused requests: once
+#     12 of the 16 MiB are pending, allowed requests are refused 503 audit-unavailable and only
+#     their lines are still queued; service comes back once the log is read again;
 #   - whatever happened, the log holds whole JSON lines only, one per request.
 # The full-disk part needs root (mount); without it that part is skipped.
 set -euo pipefail
@@ -118,6 +121,69 @@ for f in "$FX_AUDIT.1" "$FX_AUDIT.2" "$FX_AUDIT"; do
 done
 check_eq "the file opened after the rotation is 0600" "$(stat -c %a "$FX_AUDIT")" 600
 
+# ---- a log that does not keep up --------------------------------------------------------------------
+# The log is a FIFO that the test holds open and does not read: the writer blocks, lines pile up.
+# One client floods the proxy with refused requests (each a line); once 3/4 of the 16 MiB are
+# pending, requests the policy allows are refused 503 audit-unavailable (--audit-failure deny):
+# a flood of refusals must not push the lines of requests that left out of the log. Once the FIFO
+# is read again, service comes back by itself.
+fifo=$FX_WORK/proxy$((FX_PROXY_N + 1)).audit.log
+mkfifo "$fifo"
+exec 3<>"$fifo"
+fx_proxy_start --policy "$policy" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" ||
+  fx_bail "sluice proxy starts (its log a FIFO nobody reads)"
+# flood N : N refused requests pipelined on 4 connections (denied host); prints the answers seen.
+flood() {
+  "$FX_PYTHON" - "$FX_PROXY_PORT" "$FX_PY_HTTP_PORT" "$1" <<'EOF2'
+import socket, sys, threading, time
+proxy, port, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]) // 4
+one = ("GET http://denied.sluice.test:%d/flood HTTP/1.1\r\nHost: denied.sluice.test:%d\r\n\r\n"
+       % (port, port)).encode()
+seen = [0] * 4
+def run(k):
+    s = socket.create_connection(("127.0.0.1", proxy), timeout=30)
+    threading.Thread(target=lambda: s.sendall(one * n), daemon=True).start()
+    tail, end = b"", time.monotonic() + 60
+    while seen[k] < n and time.monotonic() < end:
+        try:
+            chunk = s.recv(1 << 16)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        tail += chunk
+        seen[k] += tail.count(b"HTTP/1.1 403 ")
+        tail = tail[-16:] if b"HTTP/1.1 403 " not in tail[-16:] else b""
+ts = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+print(sum(seen))
+EOF2
+}
+check_eq "a log nobody reads: one allowed request first, served (the origin's 404)" \
+  "$(load slow-a 1 1)" "404 1"
+pending_over() { [ "$(metric sluice_audit_pending_bytes)" -ge "$1" ]; }
+check_eq "a flood of 48 000 refused requests is answered" "$(flood 48000)" 48000
+check "... and 12 MiB of lines (less one) wait for the log" pending_over $(((12 << 20) - (16 << 10)))
+fx_curl "http://origin.sluice.test:$FX_PY_HTTP_PORT/slow-b"
+check_status "an allowed request while the log does not keep up: 503 audit-unavailable" 503 \
+  audit-unavailable
+check_match "... the refusal says why" "$(cat "$FX_BODY")" "the audit log does not keep up"
+check_ge "the refusals' lines beyond 12 MiB are dropped and counted" \
+  "$(metric sluice_audit_dropped_total)" 1
+cat <&3 >"$FX_WORK/fifo.out" &
+FX_PIDS+=("$!")
+drained() { [ "$(metric sluice_audit_pending_bytes)" = 0 ]; }
+check "the log read again: the pending lines drain" fx_wait 20 drained
+check_eq "and allowed requests are served again" "$(load slow-c 5 1)" "404 5"
+fx_proxy_stop
+exec 3>&-
+read -r once bad total <<<"$(audit_check slow-a 1 "$FX_WORK/fifo.out")"
+check_eq "the request served before the flood has its line" "$once" 1
+read -r once bad total <<<"$(audit_check slow-c 5 "$FX_WORK/fifo.out")"
+check_eq "and so do the ones after it" "$once" 5
+check_eq "no line is torn" "$bad" 0
+
 # ---- a full file system --------------------------------------------------------------------------
 
 if [ "$(id -u)" -ne 0 ]; then
@@ -130,7 +196,8 @@ if ! mount -t tmpfs -o size=256k,mode=0700 sluice-audit-test "$fs"; then
   fx_skip "the audit log on a full file system" "mounting a tmpfs failed"
   fx_done
 fi
-trap 'umount -l "$fs" 2>/dev/null || true; fx__cleanup' EXIT
+# The script's exit status must survive the unmount (fx__cleanup reads it from $?).
+trap 'fx_rc=$?; umount -l "$fs" 2>/dev/null || true; (exit "$fx_rc"); fx__cleanup' EXIT
 
 fill() { dd if=/dev/zero of="$fs/fill" bs=4k >/dev/null 2>&1 || true; sync; }
 healthy_is() { [ "$(metric sluice_audit_healthy)" = "$1" ]; }
@@ -169,7 +236,7 @@ full_disk() {
     fx_curl "http://origin.sluice.test:$FX_PY_HTTP_PORT/$mode-d"
     check_status "[deny] the refusal's reason is audit-unavailable" 503 audit-unavailable
     check_ge "[deny] counted in sluice_requests_total" \
-      "$(metric 'sluice_requests_total{decision="deny",reason="audit-unavailable"}')" 30
+      "$(metric 'sluice_requests_total{decision="error",reason="audit-unavailable"}')" 30
   else
     check_eq "[allow] 30 requests on the full disk: all served" "$last" "404 30"
     fx_curl "http://origin.sluice.test:$FX_PY_HTTP_PORT/$mode-d"

@@ -5,7 +5,9 @@
 # connection closed and nothing (nor any smuggled second request) reaching the origin; malformed
 # upstream responses (origin.py /raw?case=NAME writes exact bytes) -> 502 with X-Sluice-Reason
 # and that upstream connection never reused; an origin answering before the request body ended;
-# pipelining after a policy refusal (20 000 refusals to a late reader all answered); chunk
+# pipelining after a policy refusal (20 000 refusals to a late reader all answered); a body of
+# 20 000 one-byte chunks in few TLS records; a pooled connection closed unanswered (only an
+# idempotent request sent again); chunk
 # extensions over their caps (request 400, response cut); response heads of every size around
 # the buffer sizes and the 64 KiB limit, cut into writes in different ways, answered at once. Inside TLS tunnels and, for
 # some, on plain absolute-form HTTP. After each refusal a fresh tunnel must still work.
@@ -203,6 +205,53 @@ check_match "request with a 5000-byte chunk extension: 400 too-large, then close
   "$out" '^connect=200 tls=ok status=400 reason=too-large eof( reset)?$'
 check "request ext-flood: a fresh tunnel still works afterwards" healthy after-ext-flood
 
+# A body of 20 000 one-byte chunks, relayed chunk by chunk: inside TLS the proxy gathers the small
+# pieces of a step into one record; one record per piece (the chunk's header, its byte, its CRLF)
+# was 12 times the plaintext on the wire. Printed: chunks, plaintext bytes, wire bytes / plaintext.
+tiny=$("$FX_PYTHON" - "$FX_PROXY_PORT" "$FX_SLUICE_CA" "$PYT" <<'PY'
+import socket, ssl, sys, time
+proxy, ca, target = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+host = target.rsplit(":", 1)[0]
+s = socket.create_connection(("127.0.0.1", proxy), timeout=10)
+s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (target, target)).encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+ctx = ssl.create_default_context(cafile=ca)
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+t = ctx.wrap_bio(inc, out, server_hostname=host)
+wire = [0]
+def pump():
+    if out.pending:
+        s.sendall(out.read())
+    data = s.recv(1 << 16)
+    if not data:
+        raise EOFError
+    wire[0] += len(data)
+    inc.write(data)
+while True:
+    try:
+        t.do_handshake()
+        break
+    except ssl.SSLWantReadError:
+        pump()
+t.write(("GET /raw?probe=tiny&case=tiny-chunks HTTP/1.1\r\nHost: %s\r\n\r\n" % target).encode())
+s.sendall(out.read())
+wire[0], plain, end = 0, b"", time.monotonic() + 30
+while not plain.endswith(b"\r\n0\r\n\r\n") and time.monotonic() < end:
+    try:
+        plain += t.read(1 << 16)
+    except ssl.SSLWantReadError:
+        pump()
+print(plain.count(b"\r\na\r\n"), len(plain), "%.1f" % (wire[0] / len(plain)))
+PY
+)
+read -r chunks plain ratio <<<"$tiny"
+check_eq "a body of 20 000 one-byte chunks through a tunnel: every chunk relayed" "$chunks" 20000
+check "... in at most 1.5 times its plaintext on the wire (one TLS record per chunk piece: 12 times)" \
+  awk -v r="${ratio:-99}" 'BEGIN { exit !(r <= 1.5) }'
+fx_note "tiny chunks: $plain bytes of plaintext, $ratio times that on the wire"
+
 # --- (4) an origin that answers before the request body is finished ---------------------------
 pad=$(head -c 60000 /dev/zero | tr '\0' x)
 out=$(fx_pc --connect "$PYT" --eof-wait 10 --show-header connection --raw \
@@ -210,6 +259,28 @@ out=$(fx_pc --connect "$PYT" --eof-wait 10 --show-header connection --raw \
 check_match "early response: the origin's 413 arrives with Connection: close, then the close" \
   "$out" '^connect=200 tls=ok status=413 reason=- header connection=close (eof|eof reset)$'
 check "early response: a new connection works afterwards" healthy after-early
+
+# --- (4b) a pooled connection that the upstream closes without an answer ------------------------
+# /raw?case=hangup reads the head and closes. On a pooled connection that looks like one the
+# upstream closed while it idled, and an idempotent request is sent again on a fresh one; a POST
+# or PATCH never is (RFC 9112 §9.3.1.1: the upstream may have acted on it): it gets the 502.
+# hangup METHOD PROBE : a fresh tunnel's request first leaves a pooled upstream connection, then
+# METHOD /raw?case=hangup (no body) in another tunnel takes it; prints the client's outcome and
+# how many times origin.py received the request.
+hangup() {
+  local out
+  healthy "prime-$2" || echo "# hangup: the priming request failed"
+  out=$(fx_pc --connect "$PYT" --eof-wait 5 --raw \
+    "$1 /raw?case=hangup&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")
+  printf '%s seen=%s\n' "$(sed -E 's/ eof( reset)?$//' <<<"$out")" "$(fx_seen "probe=$2")"
+}
+for m in POST PATCH; do
+  check_eq "$m on a pooled connection the upstream closes unanswered: 502, sent once, never again" \
+    "$(hangup "$m" "hu-$m")" "connect=200 tls=ok status=502 reason=bad-request seen=1"
+done
+check_eq "GET on a pooled connection the upstream closes unanswered: sent again on a fresh one" \
+  "$(hangup GET hu-GET)" "connect=200 tls=ok status=502 reason=bad-request seen=2"
+check "a fresh tunnel still works after the hang-ups" healthy after-hangup
 
 # --- (5) pipelining after a policy refusal (docs/reference/proxy.md §4.1, §4.5) ----------------------------------
 # statuses FILE : the status and body lines of a --show-body run, the 403's body cut, joined

@@ -42,6 +42,8 @@ Endpoints (any method unless noted; HEAD gets the GET head without a body):
     /raw?case=NAME       exact response bytes (RAW_CASES: "ok" and malformed framing), written
                          before any body is read; the connection then stays open. case=early-413:
                          413 + Connection: close at once, the body drained (<= 5 s), then close.
+                         case=hangup: no answer at all, the connection closed at once (a server
+                         that took the request and failed, or a keep-alive connection it closed).
     anything else        404.
 
 Log: one JSON object per request, appended to --log as it arrives (before the response):
@@ -389,16 +391,22 @@ RAW_CASES = {
     # A chunked body whose chunk-size lines carry 5000-byte extensions (over the proxy's cap).
     "ext-flood": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                  + (b"1;e=" + b"a" * 5000 + b"\r\nx\r\n") * 4 + b"0\r\n\r\n",
+    # 20 000 chunks of one byte each (a body of 20 000 bytes in 120 005 bytes of framing).
+    "tiny-chunks": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   + b"1\r\na\r\n" * 20000 + b"0\r\n\r\n",
     "interim-flood": b"HTTP/1.1 100 Continue\r\n\r\n" * 40
                      + b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nraw ok\r\n",
 }
 
 
 def raw_case(c, case, headers):
-    """/raw?case=NAME (before the body is read). NAME is a RAW_CASES key, or early-413: a 413
+    """/raw?case=NAME (before the body is read). NAME is a RAW_CASES key, hangup (no answer, the
+    connection closed), or early-413: a 413
     with Connection: close sent after the head of a request whose body has not been read; the
     body is then drained (at most 5 s) before the close, so the proxy sees no reset."""
     sock = c.sock
+    if case == "hangup":
+        return False
     if case == "early-413":
         sock.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\n"
                      b"Content-Length: 14\r\nConnection: close\r\n\r\nupload refused")

@@ -5,7 +5,7 @@
  * of a batch and then nothing (RLIMIT_FSIZE stops write(2) in the middle of a line, as a full
  * disk does), and a rotation (sl_audit_reopen()). Whatever happens the file holds whole lines
  * only, every line once; the writer says it is unhealthy while it holds lines back, and healthy
- * again once they are written.
+ * again once they are written; the last quarter of the pending cap is for allowed requests' lines.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -156,6 +156,61 @@ static void drops_and_counts_beyond_its_cap_while_failing(void **state)
     sl_audit_close(a);
 }
 
+/* A refusal's line, `n` in its path. */
+static void write_refusal(struct sl_audit *a, unsigned n)
+{
+    char path[64];
+    struct sl_audit_record r;
+
+    (void)snprintf(path, sizeof(path), "/refused/%u", n);
+    memset(&r, 0, sizeof(r));
+    r.method = "GET";
+    r.scheme = "http";
+    r.host = "denied.example";
+    r.port = 80;
+    r.path = path;
+    r.reason = SL_REASON_HOST_NOT_ALLOWED;
+    r.status = 403;
+    sl_audit_write(a, &r);
+}
+
+/* A log that takes nothing and a flood of refusals: from 3/4 of the cap less a line on, the
+ * writer says it is congested and drops refusals' lines, while the lines of allowed requests
+ * still fill the last quarter. */
+static void keeps_the_last_quarter_for_allowed_requests(void **state)
+{
+    struct sl_audit_health h;
+    struct sl_audit *a = NULL;
+    char err[256];
+    uint64_t dropped;
+    size_t before;
+
+    (void)state;
+    assert_int_equal(sl_audit_open("/dev/full", 64 * 1024, &a, err, sizeof(err)), 0);
+    assert_false(sl_audit_congested(a));
+    for (unsigned i = 0; i < 2000; i++) {
+        write_refusal(a, i);
+    }
+    sl_audit_health(a, &h);
+    assert_true(sl_audit_congested(a));
+    assert_true(h.dropped > 0);
+    assert_true(h.pending_bytes <= 48 * 1024);
+    assert_true(h.pending_bytes + 16384 > 48 * 1024);
+    dropped = h.dropped;
+    before = h.pending_bytes;
+    for (unsigned i = 0; i < 10; i++) {
+        write_numbered(a, i);
+    }
+    sl_audit_health(a, &h);
+    assert_int_equal(h.dropped, dropped);
+    assert_true(h.pending_bytes > before);
+    assert_true(h.pending_bytes > 48 * 1024);
+    write_refusal(a, 9999);
+    sl_audit_health(a, &h);
+    assert_int_equal(h.dropped, dropped + 1);
+    sl_audit_close(a);
+}
+
 static void never_leaves_a_torn_line_and_writes_everything_once_room_returns(void **state)
 {
     enum {
@@ -277,6 +332,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(holds_lines_the_disk_refuses_and_counts_them),
         cmocka_unit_test(drops_and_counts_beyond_its_cap_while_failing),
+        cmocka_unit_test(keeps_the_last_quarter_for_allowed_requests),
         cmocka_unit_test(never_leaves_a_torn_line_and_writes_everything_once_room_returns),
         cmocka_unit_test(reopens_between_lines_after_a_rotation),
     };
