@@ -773,8 +773,9 @@ static void free_job(struct job *j)
 }
 
 /* The methods a 405's `body` names, as every route words them ({"message":"use GET"},
- * "use GET or POST", "use GET, PUT or DELETE"), into `out` as an Allow line ("Allow: GET, PUT,
- * DELETE"). False when the message has another shape. */
+ * "use GET or POST", "use GET, PUT or DELETE"), into `out` as an Allow line ("Allow: GET, HEAD,
+ * PUT, DELETE": a route that takes GET takes HEAD too). False when the message has another
+ * shape. */
 static bool allow_line(const char *body, char *out, size_t cap)
 {
     json_t *doc = json_loads(body, 0, NULL);
@@ -792,10 +793,14 @@ static bool allow_line(const char *body, char *out, size_t cap)
         while (m[n] >= 'A' && m[n] <= 'Z') {
             n++;
         }
-        ok = n > 0 && o + n + 3 < cap;
+        ok = n > 0 && o + n + 9 < cap;
         if (ok) {
             memcpy(out + o, m, n);
             o += n;
+            if (n == 3 && memcmp(m, "GET", 3) == 0) {
+                memcpy(out + o, ", HEAD", 6);
+                o += 6;
+            }
             m += n;
             if (strncmp(m, ", ", 2) == 0 || strncmp(m, " or ", 4) == 0) {
                 m += m[0] == ',' ? 2 : 4;
@@ -1061,7 +1066,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     /* The API's answers carry private data (tokens, environments, audit lines): never stored by
      * a cache on the way or the browser's. */
     static const char *const no_store[] = { "Cache-Control: no-store", NULL };
-    static const char *const allow_get[] = { "Allow: GET", NULL };
+    static const char *const allow_get[] = { "Allow: GET, HEAD", NULL };
     struct sl_api *api = arg;
     const struct sl_h1_header *h;
     struct job *j;
@@ -1074,7 +1079,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     }
     sl_http_exchange_set_headers(x, no_store);
     if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/readyz") == 0) {
-        if (strcmp(req->method, "GET") != 0) {
+        if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
             sl_http_respond_headers(x, 405, allow_get, "application/json", use_get,
                                     sizeof(use_get) - 1);
         } else if (req->path[1] == 'h') {
@@ -1126,10 +1131,23 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     j->api = api;
     j->x = x;
     j->req = req;
+    /* HEAD is GET without the body (RFC 9110 §9.3.2): the routes see a GET, and the server
+     * leaves the body out of the answer to a HEAD. */
+    if (strcmp(req->method, "HEAD") == 0) {
+        j->ireq = *req;
+        j->ireq.method = j->own_method = sl_strdup("GET");
+        j->req = &j->ireq;
+        if (j->own_method == NULL) {
+            sl_free(j);
+            sl_http_respond_error(x, 503, "out of memory");
+            return;
+        }
+    }
     h = sl_h1_find(req->head, "authorization");
     if (h != NULL) {
         j->auth = sl_strndup((const char *)h->value.p, h->value.n);
         if (j->auth == NULL) {
+            sl_free(j->own_method);
             sl_free(j);
             sl_http_respond_error(x, 503, "out of memory");
             return;
@@ -1142,6 +1160,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         j->owners = sl_sandboxes_owners(api->sandboxes);
         if (j->owners == NULL) {
             sl_free(j->auth);
+            sl_free(j->own_method);
             sl_free(j);
             sl_http_respond_error(x, 503, "out of memory");
             return;
@@ -1151,6 +1170,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     if (rc < 0) {
         json_decref(j->owners);
         sl_free(j->auth);
+        sl_free(j->own_method);
         sl_free(j);
         sl_http_respond_error(x, 503, "cannot queue the request");
         return;

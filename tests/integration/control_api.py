@@ -736,35 +736,36 @@ def test_jobs_list_limit_is_digits_only():
     expect(call("GET", "/api/v1/jobs?limit=05", who="alice"), 200, "limit=05")
 
 
-# Every documented route with its methods (docs/reference/api.md, the table at the top), and
-# methods it does not have: each of those is 405 with Allow naming exactly the route's.
+# Every documented route with its methods (docs/reference/api.md, the table at the top; a route
+# that takes GET takes HEAD), and methods it does not have: each of those is 405 with Allow
+# naming exactly the route's.
 ROUTES_405 = [
-    ("/healthz", "GET", ("POST", "DELETE", "HEAD")),
-    ("/readyz", "GET", ("POST", "PUT")),
-    ("/api/v1/status", "GET", ("DELETE", "POST", "PUT", "PATCH")),
-    ("/api/v1/me", "GET", ("POST", "DELETE")),
-    ("/api/v1/sandboxes", "GET", ("POST",)),
-    ("/api/v1/overview", "GET", ("POST",)),
-    ("/api/v1/audit", "GET", ("POST",)),
-    ("/api/v1/audit/refusals", "GET", ("DELETE",)),
-    (E, "GET, POST", ("DELETE", "PATCH")),
-    (E + "/m405", "GET, PUT, DELETE", ("POST", "PATCH")),
+    ("/healthz", "GET, HEAD", ("POST", "DELETE")),
+    ("/readyz", "GET, HEAD", ("POST", "PUT")),
+    ("/api/v1/status", "GET, HEAD", ("DELETE", "POST", "PUT", "PATCH")),
+    ("/api/v1/me", "GET, HEAD", ("POST", "DELETE")),
+    ("/api/v1/sandboxes", "GET, HEAD", ("POST",)),
+    ("/api/v1/overview", "GET, HEAD", ("POST",)),
+    ("/api/v1/audit", "GET, HEAD", ("POST",)),
+    ("/api/v1/audit/refusals", "GET, HEAD", ("DELETE",)),
+    (E, "GET, HEAD, POST", ("DELETE", "PATCH")),
+    (E + "/m405", "GET, HEAD, PUT, DELETE", ("POST", "PATCH")),
     (E + "/m405/set-default", "POST", ("GET",)),
     (E + "/m405/observe", "POST, DELETE", ("GET",)),
-    (E + "/m405/suggestions", "GET", ("POST",)),
+    (E + "/m405/suggestions", "GET, HEAD", ("POST",)),
     (E + "/m405/suggestions/apply", "POST", ("GET",)),
-    ("/api/v1/clients", "GET, POST", ("PUT",)),
+    ("/api/v1/clients", "GET, HEAD, POST", ("PUT",)),
     ("/api/v1/clients/CLIENT", "DELETE", ("GET",)),
-    ("/api/v1/resolve", "GET", ("POST",)),
-    ("/api/v1/repos", "GET", ("POST",)),
-    ("/api/v1/jobs", "GET, POST", ("DELETE",)),
-    ("/api/v1/jobs/00000000-0000-4000-8000-000000000000", "GET", ("DELETE",)),
-    ("/api/v1/schedules", "GET, POST", ("DELETE",)),
-    ("/api/v1/schedules/00000000-0000-4000-8000-000000000000", "GET, PUT, DELETE", ("POST",)),
-    ("/api/v1/schedules/preview", "GET", ("POST",)),
-    ("/api/v1/users", "GET, POST", ("DELETE",)),
-    ("/api/v1/users/alice", "GET, PATCH", ("DELETE", "POST")),
-    ("/api/v1/tokens", "GET, POST", ("DELETE",)),
+    ("/api/v1/resolve", "GET, HEAD", ("POST",)),
+    ("/api/v1/repos", "GET, HEAD", ("POST",)),
+    ("/api/v1/jobs", "GET, HEAD, POST", ("DELETE",)),
+    ("/api/v1/jobs/00000000-0000-4000-8000-000000000000", "GET, HEAD", ("DELETE",)),
+    ("/api/v1/schedules", "GET, HEAD, POST", ("DELETE",)),
+    ("/api/v1/schedules/00000000-0000-4000-8000-000000000000", "GET, HEAD, PUT, DELETE", ("POST",)),
+    ("/api/v1/schedules/preview", "GET, HEAD", ("POST",)),
+    ("/api/v1/users", "GET, HEAD, POST", ("DELETE",)),
+    ("/api/v1/users/alice", "GET, HEAD, PATCH", ("DELETE", "POST")),
+    ("/api/v1/tokens", "GET, HEAD, POST", ("DELETE",)),
     ("/api/v1/tokens/TOKEN", "DELETE", ("GET",)),
     ("/mcp", "POST", ("GET", "DELETE")),
     ("/dashboard/", "GET, HEAD", ("POST", "DELETE")),
@@ -787,6 +788,29 @@ def test_every_route_answers_405_with_allow_to_a_method_it_does_not_have():
             if method != "HEAD":
                 assert "message" in json.loads(body) or path == "/mcp", (method, path, body)
     expect(call("DELETE", "/api/v1/clients/m405-client", who="root"), 204, "client deleted")
+
+
+def test_head_is_get_without_the_body_on_every_get_route():
+    # RFC 9110 §9.3.2: the same status and fields as GET, Content-Length included, no body.
+    for path in ("/healthz", "/readyz", "/api/v1/me", "/api/v1/status", "/api/v1/repos", E,
+                 "/api/v1/nope"):
+        gs, gf, gbody = get_raw("GET", path, "root")
+        hs, hf, hbody = get_raw("HEAD", path, "root")
+        assert hs == gs and hbody == b"", (path, gs, hs, hbody)
+        if path not in ("/api/v1/status", "/readyz"):   # these two change from call to call
+            assert hf.get("content-length") == [str(len(gbody))], (path, hf, len(gbody))
+        assert hf.get("content-type") == gf.get("content-type"), (path, hf, gf)
+    # Without a token: the GET's 401, with its WWW-Authenticate.
+    hs, hf, hbody = get_raw("HEAD", "/api/v1/me")
+    assert hs == 401 and hbody == b"" and "www-authenticate" in hf, (hs, hf)
+    # A route without GET has no HEAD either.
+    hs, hf, _ = get_raw("HEAD", E + "/x/set-default", "root")
+    assert hs == 405 and hf.get("allow") == ["POST"], (hs, hf)
+    # A read-scoped token may HEAD what it may GET.
+    tok = expect(call("POST", "/api/v1/tokens", {"name": "head-read", "scope": "read"}, "root"),
+                 201, "token")
+    hs, _, _ = raw("HEAD /api/v1/me HTTP/1.1\nHost: x\nAuthorization: Bearer %s\n" % tok["token"])
+    assert hs == 200, hs
 
 
 def test_the_dashboards_answers_all_carry_its_security_headers():
@@ -830,7 +854,7 @@ def test_an_unknown_method_is_501_json():
         assert json.loads(body) == {"message": "method not implemented"}, body
     # A method the parser knows but the route does not have is the route's 405.
     status, fields, _ = get_raw("PROPFIND", "/api/v1/me", "root")
-    assert status == 405 and fields["allow"] == ["GET"], (status, fields)
+    assert status == 405 and fields["allow"] == ["GET, HEAD"], (status, fields)
 
 
 def test_api_answers_are_never_stored():
