@@ -61,7 +61,8 @@ static void on_upstream_event(struct sl_upstream *u, void *arg)
 static void start_dialing(struct sl__conn *c)
 {
     bool tls = sl__conn_is_intercepted(c);
-    int rc = sl_upstream_open(c->w, &c->r.host, c->r.port, tls, on_upstream_event, c, &c->up);
+    int rc = sl_upstream_open(c->w, &c->r.host, c->r.port, tls, c->dec.client, on_upstream_event, c,
+                              &c->up);
 
     if (rc < 0) {
         c->up = NULL;
@@ -96,7 +97,8 @@ void sl__conn_start_passthrough_dial(struct sl__conn *c)
     int rc;
 
     for (;;) {
-        rc = sl_upstream_open(c->w, &c->thost, c->tport, false, on_upstream_event, c, &c->up);
+        rc = sl_upstream_open(c->w, &c->thost, c->tport, false, c->dec.client, on_upstream_event, c,
+                              &c->up);
         if (rc < 0 || !sl_upstream_is_reused(c->up)) {
             break;
         }

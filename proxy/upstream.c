@@ -39,6 +39,8 @@ struct sl_upstream {
     struct sl_host host;
     uint16_t port;
     bool tls;
+    /* The client the connection goes for ("" for none): it is pooled for that client alone. */
+    char client[SL_AUTH_ID_MAX + 1];
     /* The owner's callback; NULL while pooled. */
     sl_upstream_event_fn *fn;
     void *arg;
@@ -345,13 +347,13 @@ static void on_timer(uv_timer_t *t)
 
 /* An idle connection to the same place, taken out of the pool; NULL when there is none. */
 static struct sl_upstream *pool_take(struct sl__worker *w, const struct sl_host *host,
-                                     uint16_t port, bool tls)
+                                     uint16_t port, bool tls, const char *client)
 {
     for (struct sl_list *l = w->idle.next; l != &w->idle; l = l->next) {
         struct sl_upstream *u = SL_CONTAINER_OF(l, struct sl_upstream, idle_link);
 
         if (u->port == port && u->tls == tls && u->host.len == host->len
-            && memcmp(u->host.name, host->name, host->len) == 0) {
+            && memcmp(u->host.name, host->name, host->len) == 0 && strcmp(u->client, client) == 0) {
             pool_remove(u);
             (void)uv_timer_stop(&u->timer);
             return u;
@@ -382,10 +384,15 @@ static void set_literal(struct sl_upstream *u)
 }
 
 int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
-                     sl_upstream_event_fn *fn, void *arg, struct sl_upstream **out)
+                     const char *owner, sl_upstream_event_fn *fn, void *arg,
+                     struct sl_upstream **out)
 {
-    struct sl_upstream *u = pool_take(w, host, port, tls);
+    const char *client = owner != NULL ? owner : "";
+    struct sl_upstream *u;
     int rc;
+
+    SL_ENSURE(strlen(client) <= SL_AUTH_ID_MAX, SL_EINVAL);
+    u = pool_take(w, host, port, tls, client);
 
     if (u != NULL) {
         u->fn = fn;
@@ -403,6 +410,7 @@ int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t 
     u->host = *host;
     u->port = port;
     u->tls = tls;
+    memcpy(u->client, client, strlen(client) + 1);
     u->fn = fn;
     u->arg = arg;
     u->refused = SL_ADDR_ALLOWED;
@@ -459,7 +467,8 @@ struct sl_stream *sl_upstream_stream(struct sl_upstream *u)
 static bool same_place(const struct sl_upstream *a, const struct sl_upstream *b)
 {
     return a->port == b->port && a->tls == b->tls && a->host.len == b->host.len
-           && memcmp(a->host.name, b->host.name, a->host.len) == 0;
+           && memcmp(a->host.name, b->host.name, a->host.len) == 0
+           && strcmp(a->client, b->client) == 0;
 }
 
 /* Whether the pool already holds IDLE_PER_PLACE connections to where U goes. */

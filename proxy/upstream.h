@@ -3,8 +3,11 @@
  * proxy/upstream.h - a connection from the proxy to an upstream server, and the worker's pool
  * of idle ones.
  *
- * sl_upstream_open() hands back a connection to (host, port, TLS or not): an idle one from the
- * pool when there is one, otherwise a new one that dials on its own:
+ * sl_upstream_open() hands back a connection to (host, port, TLS or not) for one client: an
+ * idle one from the pool that went there for the same client when there is one, otherwise a
+ * new one that dials on its own. The pool never hands one client's connection to another: an
+ * upstream that sends bytes after a response (or authenticates the connection, as NTLM does)
+ * would otherwise answer one client's request with what was meant for another's.
  *   1. addresses: the IP literal itself, or the resolver's answer (proxy/dns.h);
  *   2. every address is judged by the address policy (proxy/addr.h) before it is tried, and
  *      the connection goes to the first allowed one that answers; the address checked is the
@@ -28,6 +31,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "policy/auth.h"
 #include "policy/decision.h"
 #include "policy/host.h"
 #include "proxy/stream.h"
@@ -46,12 +50,14 @@ enum sl_upstream_state {
 
 typedef void sl_upstream_event_fn(struct sl_upstream *u, void *arg);
 
-/* Gets a connection for `host`:`port`, under TLS when `tls`. `host` is borrowed (copied).
+/* Gets a connection for `host`:`port`, under TLS when `tls`, for the client `owner` (its id,
+ * at most SL_AUTH_ID_MAX bytes; NULL or "" for none: such connections pool only among
+ * themselves). `host` and `owner` are borrowed (copied).
  * `fn(u, arg)` is called, never synchronously, whenever the state changes or the stream has
  * news. Returns 0 with `*out` set (READY at once when it came from the pool), or a negative
  * code (out of memory) with nothing allocated. */
 SL_MUST_CHECK int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t port,
-                                   bool tls, sl_upstream_event_fn *fn, void *arg,
+                                   bool tls, const char *owner, sl_upstream_event_fn *fn, void *arg,
                                    struct sl_upstream **out);
 
 enum sl_upstream_state sl_upstream_state(const struct sl_upstream *u);

@@ -385,6 +385,37 @@ for mode in tls plain; do
   done
 done
 
+# --- the upstream pool never hands one client's connection to another ---------------------------
+# A second client, `other`, named by the address 127.0.0.2 (an `ip` client comes before the
+# cidr one); 127.0.0.1 stays `local`. local's request leaves an idle connection to origin.py;
+# other's request to the same place dials its own; local's next one reuses local's.
+fx_policy "$policy" "{
+  \"version\": 2,
+  \"environments\": { \"framing\": { \"default\": \"deny\", \"rules\": [
+    { \"host\": \"$PYT\" }, { \"host\": \"$PYH\" } ] } },
+  \"clients\": [ { \"id\": \"other\", \"ip\": \"127.0.0.2\", \"environment\": \"framing\" },
+    { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"framing\" } ]
+}"
+for _ in $(seq 50); do
+  fx_curl --interface 127.0.0.2 "http://denied.sluice.test/"
+  grep -q 'client other' "$FX_BODY" && break
+  sleep 0.2
+done
+check "the policy with a second client is loaded (127.0.0.2 is client other)" \
+  grep -q 'client other' "$FX_BODY"
+fx_curl "https://$PYT/hello?probe=pool-a1"
+check_status "client local, first request: 200" 200 -
+fx_curl --interface 127.0.0.2 "https://$PYT/hello?probe=pool-b1"
+check_status "client other, same place: 200" 200 -
+fx_curl "https://$PYT/hello?probe=pool-a2"
+check_status "client local, second request: 200" 200 -
+a1=$(conn_of probe=pool-a1)
+b1=$(conn_of probe=pool-b1)
+a2=$(conn_of probe=pool-a2)
+check "client other's request went on a connection of its own (local's: $a1, other's: $b1)" \
+  test "$a1" != none -a "$b1" != none -a "$b1" != "$a1"
+check_eq "client local's next request reused local's connection" "$a2" "$a1"
+
 check "the proxy is still running" fx_proxy_alive
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 fx_done

@@ -111,8 +111,8 @@ static void open_and_close_during_retry(struct fixture *f)
     assert_int_equal(uv_check_init(&f->w.loop, &r.check), 0);
     r.check.data = &r;
     assert_int_equal(uv_check_start(&r.check, on_check), 0);
-    assert_int_equal(sl_upstream_open(&f->w, &host, f->refusing_port, false, on_event, &r, &r.u),
-                     0);
+    assert_int_equal(
+            sl_upstream_open(&f->w, &host, f->refusing_port, false, "c", on_event, &r, &r.u), 0);
     assert_int_equal(uv_run(&f->w.loop, UV_RUN_DEFAULT), 0);
     assert_true(r.closed);
     /* Closed by its owner: never a callback after that. */
@@ -146,8 +146,8 @@ static void refused_connect_fails_unreachable(void **state)
     const char *detail = NULL;
 
     assert_int_equal(sl_host_normalize(sl_slice_str("127.0.0.1"), 0, &host, NULL), 0);
-    assert_int_equal(sl_upstream_open(&f->w, &host, f->refusing_port, false, on_event, &r, &r.u),
-                     0);
+    assert_int_equal(
+            sl_upstream_open(&f->w, &host, f->refusing_port, false, "c", on_event, &r, &r.u), 0);
     for (int i = 0; i < 100 && sl_upstream_state(r.u) == SL_UPSTREAM_DIALING; i++) {
         (void)uv_run(&f->w.loop, UV_RUN_ONCE);
     }
@@ -231,8 +231,8 @@ static void pool_keeps_at_most_32_per_place(void **state)
     assert_int_equal(sl_host_normalize(sl_slice_str("127.0.0.1"), 0, &host, NULL), 0);
     assert_int_equal(sl_host_normalize(sl_slice_str("127.0.0.2"), 0, &host2, NULL), 0);
     for (int i = 0; i < 40; i++) {
-        assert_int_equal(sl_upstream_open(&f->w, &host, ntohs(sin.sin_port), false, on_ready_event,
-                                          &r, &u[i]),
+        assert_int_equal(sl_upstream_open(&f->w, &host, ntohs(sin.sin_port), false, "client-a",
+                                          on_ready_event, &r, &u[i]),
                          0);
     }
     for (int i = 0; i < 2000 && (r.ready + r.failed < 40 || h.n < 40); i++) {
@@ -244,23 +244,36 @@ static void pool_keeps_at_most_32_per_place(void **state)
     }
     assert_int_equal(f->w.n_idle, 32);
     /* The next one to the same place comes from the pool. */
-    assert_int_equal(
-            sl_upstream_open(&f->w, &host, ntohs(sin.sin_port), false, on_ready_event, &r, &other),
-            0);
+    assert_int_equal(sl_upstream_open(&f->w, &host, ntohs(sin.sin_port), false, "client-a",
+                                      on_ready_event, &r, &other),
+                     0);
     assert_true(sl_upstream_is_reused(other));
     assert_int_equal(f->w.n_idle, 31);
     sl_upstream_release(other, true);
-    /* Another place is not limited by the first one's share. */
+    /* Another client never gets them: it dials its own, pooled apart (a place of its own). */
     r.ready = 0;
-    assert_int_equal(sl_upstream_open(&f->w, &host2, ntohs(sin2.sin_port), false, on_ready_event,
-                                      &r, &other),
+    assert_int_equal(sl_upstream_open(&f->w, &host, ntohs(sin.sin_port), false, "client-b",
+                                      on_ready_event, &r, &other),
                      0);
+    assert_false(sl_upstream_is_reused(other));
+    assert_int_equal(f->w.n_idle, 32);
     for (int i = 0; i < 2000 && r.ready + r.failed < 1; i++) {
         (void)uv_run(&f->w.loop, UV_RUN_ONCE);
     }
     assert_int_equal(r.ready, 1);
     sl_upstream_release(other, true);
     assert_int_equal(f->w.n_idle, 33);
+    /* Another place is not limited by the first one's share. */
+    r.ready = 0;
+    assert_int_equal(sl_upstream_open(&f->w, &host2, ntohs(sin2.sin_port), false, "client-a",
+                                      on_ready_event, &r, &other),
+                     0);
+    for (int i = 0; i < 2000 && r.ready + r.failed < 1; i++) {
+        (void)uv_run(&f->w.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(r.ready, 1);
+    sl_upstream_release(other, true);
+    assert_int_equal(f->w.n_idle, 34);
     sl_upstream_pool_close(&f->w);
     assert_int_equal(f->w.n_idle, 0);
     for (int i = 0; i < h.n; i++) {
