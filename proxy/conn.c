@@ -503,6 +503,10 @@ static void on_request_head(struct sl__conn *c)
     }
     c->r.target = t.target;
     c->r.websocket = t.websocket;
+    if (t.upgrade_ignored) {
+        /* The parser takes nothing after an upgrade request: the connection ends after it. */
+        c->close_after = true;
+    }
     if (rc < 0) {
         if (t.target == NULL && strcmp(h->method, "CONNECT") != 0) {
             c->r.sent_target = h->target;

@@ -224,9 +224,19 @@ int sl_head_resolve(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
     if (h->upgrade) {
         const struct sl_h1_header *u = sl_h1_find(h, "upgrade");
 
+        if (u != NULL && sl_h1_list_has(u->value, "h2c")
+            && !sl_h1_list_has(u->value, "websocket")) {
+            /* curl --http2 and other clients offer h2c on every plain request and go on in
+             * HTTP/1.1 when the server ignores the offer (RFC 9113 §3.1), as origins that do
+             * not speak h2c do. The proxy does not relay h2c: it ignores the offer too (the
+             * Upgrade header and what Connection names are not forwarded, §4.6). */
+            out->upgrade_ignored = true;
+            return 0;
+        }
         if (u == NULL || !sl_h1_list_has(u->value, "websocket")) {
-            return refuse(why, SL_REASON_BAD_REQUEST,
-                          "only Upgrade: websocket is relayed (h2c and others are not)");
+            return refuse(
+                    why, SL_REASON_BAD_REQUEST,
+                    "only Upgrade: websocket is relayed (an h2c offer is ignored, others refused)");
         }
         if (h->body != SL_H1_BODY_NONE) {
             return refuse(why, SL_REASON_BAD_REQUEST, "an upgrade request carries no body");

@@ -62,6 +62,11 @@ struct sl_head_target {
     const char *target;
     /* The request asks for a websocket upgrade (the only one relayed). */
     bool websocket;
+    /* The request offers an upgrade to h2c (and not to websocket): the offer is ignored, as
+     * RFC 9113 §3.1 lets a server do, and the request goes on as HTTP/1.1 without it. The
+     * request parser takes nothing after an upgrade request, so its connection ends after the
+     * response. */
+    bool upgrade_ignored;
 };
 
 /* Why a head is refused before any policy decision. */
@@ -75,7 +80,8 @@ struct sl_head_refusal {
  * refused here: outside a tunnel the caller handles it before). In order: CONNECT inside a
  * tunnel; the target (origin-form, or absolute-form naming the tunnel, inside one;
  * absolute-form `http://` outside); the Host header, which must name the same host and port
- * (required on HTTP/1.1 inside a tunnel); an upgrade other than a bodiless websocket one. A
+ * (required on HTTP/1.1 inside a tunnel); an upgrade other than a bodiless websocket one
+ * (an h2c offer is not refused but ignored: `upgrade_ignored`). A
  * transparent request: the Host header first (required: bad-request; no host[:port]:
  * bad-host; another port than ctx->port: host-mismatch), then the target (origin-form, or an
  * `http://` URL naming that host and port: host-mismatch otherwise).

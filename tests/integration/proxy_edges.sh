@@ -5,7 +5,7 @@
 # in a tunnel to port 80 (in a private network namespace; its second head timed by the header
 # timeout), host-mismatch (SNI, Host header, absolute-form targets, plain HTTP), the CONNECT's own
 # Host header noted and not refused (Node's CONNECT call), bad-host, request heads over 64 KiB, overloaded,
-# pipelining (in a tunnel and on plain HTTP), WebSocket relayed both ways and h2c refused,
+# pipelining (in a tunnel and on plain HTTP), WebSocket relayed both ways, h2c ignored and others refused,
 # CONNECT inside a tunnel, Proxy-Authorization inside a tunnel, a client that expires while its
 # tunnel is open, and the client and environment on every refusal line inside a tunnel.
 set -euo pipefail
@@ -352,7 +352,7 @@ check_eq "pipelining on plain HTTP: three absolute-form requests in one write, i
   "$(bodies <"$FX_WORK/pipe-plain.out")" "$want_bodies"
 check_eq "pipelining on plain HTTP: the origin got all three" "$(fx_seen probe=pp-)" 3
 
-# --- (8) WebSocket relayed both ways; h2c refused (docs/reference/proxy.md §4.1) ---------------------------------
+# --- (8) WebSocket relayed both ways; h2c ignored, others refused (docs/reference/proxy.md §4.1) ----------------
 ws_key=dGhlIHNhbXBsZSBub25jZQ== # RFC 6455 §1.3: its accept value is s3pPLMBiTxaQ9kYGzzhZRbK+xOo=
 ws() { # ws PROBE : a WebSocket opening handshake for origin.py's /ws
   req GET "/ws?probe=$1" "$PYT" 'Upgrade: websocket' 'Connection: Upgrade' \
@@ -379,11 +379,22 @@ out=$(fx_pc --connect "$PYT" --raw "$(req GET /hello?probe=ws-no "$PYT" 'Upgrade
   'Connection: Upgrade' "Sec-WebSocket-Key: $ws_key" 'Sec-WebSocket-Version: 13')" --show-body)
 check_eq "websocket: an origin that does not upgrade: its own answer reaches the client" \
   "$out" "connect=200 tls=ok status=200 reason=- body=hello from origin.py\\n"
+# An h2c offer (curl --http2 makes one on every plain request) is ignored, as an origin that
+# does not speak h2c ignores it (RFC 9113 §3.1): the request goes on in HTTP/1.1 without it,
+# and the connection closes after its response (the parser reads nothing after an upgrade).
 out=$(fx_pc --connect "$PYT" --raw "$(req GET /echo?probe=h2c "$PYT" \
-  'Connection: Upgrade, HTTP2-Settings' 'Upgrade: h2c' 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA')")
-check_eq "Upgrade: h2c inside a tunnel -> 400 bad-request" \
+  'Connection: Upgrade, HTTP2-Settings' 'Upgrade: h2c' 'HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA')$(
+  req GET /echo?probe=h2c-next "$PYT")" --eof-wait 5)
+check_eq "Upgrade: h2c inside a tunnel: ignored, 200 in HTTP/1.1, then closed" \
+  "$out" "connect=200 tls=ok status=200 reason=- eof"
+check_eq "Upgrade: h2c: the origin got the request without Upgrade, HTTP2-Settings, Connection" \
+  "$(origin_headers probe=h2c upgrade http2-settings connection)" ""
+check_eq "Upgrade: h2c: the request pipelined behind it was not read" "$(fx_seen probe=h2c-next)" 0
+out=$(fx_pc --connect "$PYT" --raw "$(req GET /echo?probe=h2c-ws "$PYT" \
+  'Connection: Upgrade' 'Upgrade: foo/2')")
+check_eq "Upgrade: foo/2 (neither websocket nor h2c) inside a tunnel -> 400 bad-request" \
   "$out" "connect=200 tls=ok status=400 reason=bad-request"
-check_eq "Upgrade: h2c: the origin never saw it" "$(fx_seen probe=h2c)" 0
+check_eq "Upgrade: foo/2: the origin never saw it" "$(fx_seen probe=h2c-ws)" 0
 
 # --- (9) CONNECT inside a tunnel -> 400 -------------------------------------------------------
 out=$(fx_pc --connect "$PYT" --raw "$(req CONNECT "$B:$FX_PY_TLS_PORT" "$B:$FX_PY_TLS_PORT")")

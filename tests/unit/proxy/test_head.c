@@ -249,6 +249,27 @@ static void relays_a_websocket_upgrade_only(void **state)
     assert_true(t.websocket);
 }
 
+/* An h2c offer (curl --http2 on http:// URLs) is ignored as a server that does not speak h2c
+ * ignores it: forwarded in HTTP/1.1 without Upgrade, HTTP2-Settings and Connection. */
+static void ignores_an_h2c_offer(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "GET http://files.example.org/x HTTP/1.1\r\n"
+                                          "Host: files.example.org\r\n"
+                                          "Connection: Upgrade, HTTP2-Settings\r\n"
+                                          "Upgrade: h2c\r\n"
+                                          "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n"
+                                          "Accept: */*\r\n\r\n");
+    struct sl_head_target t;
+    static const char want[] = "GET /x HTTP/1.1\r\n"
+                               "Host: files.example.org\r\n"
+                               "Accept: */*\r\n\r\n";
+
+    build_ok(f, h, &absolute, NULL, NULL, want, &t);
+    assert_false(t.websocket);
+    assert_true(t.upgrade_ignored);
+}
+
 /* A plain request to a transparent listener (docs/reference/proxy.md §4.12): the Host header
  * names the host, the connection the port; an absolute-form target must agree with both. */
 static void resolves_a_transparent_request_by_its_host_header(void **state)
@@ -354,7 +375,8 @@ static void refuses_what_conn_refuses(void **state)
         { true, "GET https:///x HTTP/1.1\r\nHost: api.example.com\r\n\r\n", SL_REASON_BAD_HOST,
           true },
         { true,
-          "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n",
+          "GET / HTTP/1.1\r\nHost: api.example.com\r\nConnection: Upgrade\r\nUpgrade: "
+          "foo/2\r\n\r\n",
           SL_REASON_BAD_REQUEST, true },
     };
 
@@ -709,6 +731,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(builds_an_absolute_form_request_in_origin_form, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(relays_a_websocket_upgrade_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(ignores_an_h2c_offer, setup, teardown),
         cmocka_unit_test_setup_teardown(resolves_a_transparent_request_by_its_host_header, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(refuses_what_conn_refuses, setup, teardown),
