@@ -266,10 +266,11 @@ void sl_stream_want_read(struct sl_stream *s, bool want)
     update_reading(s);
 }
 
-/* Moves the engine's pending ciphertext into the output block. */
-static void move_tls_out(struct sl_stream *s)
+/* Moves the engine's pending ciphertext into the output block while it holds less than
+ * `limit` bytes. */
+static void move_tls_out_below(struct sl_stream *s, size_t limit)
 {
-    while (s->_out.len < SL_STREAM_OUT_HIGH) {
+    while (s->_out.len < limit) {
         size_t n = sl_tls_out_pending(s->_tls);
         uint8_t *tail;
 
@@ -289,28 +290,17 @@ static void move_tls_out(struct sl_stream *s)
     }
 }
 
+/* Moves the engine's pending ciphertext into the output block, up to SL_STREAM_OUT_HIGH. */
+static void move_tls_out(struct sl_stream *s)
+{
+    move_tls_out_below(s, SL_STREAM_OUT_HIGH);
+}
+
 /* Moves all of the engine's pending ciphertext into the output block, past SL_STREAM_OUT_HIGH if
  * need be (by at most one record: what push_stage() encrypts). */
 static void move_tls_out_all(struct sl_stream *s)
 {
-    for (;;) {
-        size_t n = sl_tls_out_pending(s->_tls);
-        uint8_t *tail;
-
-        if (n == 0) {
-            return;
-        }
-        if (out_ready(s) < 0) {
-            fail(s, SL_ENOMEM);
-            return;
-        }
-        tail = sl_buf_reserve(&s->_out, n);
-        if (tail == NULL) {
-            fail(s, SL_ENOMEM);
-            return;
-        }
-        sl_buf_commit(&s->_out, sl_tls_out_copy(s->_tls, tail, n));
-    }
+    move_tls_out_below(s, SIZE_MAX);
 }
 
 /* Encrypts the staged plaintext (at most SL_STREAM_STAGE_BYTES, one record) into the output,
