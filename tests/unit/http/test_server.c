@@ -993,7 +993,9 @@ static void closes_a_client_that_does_not_read(void **state)
     fx_case(&cfg, client_slow_reader, 2);
 }
 
-static void client_max_connections(struct fx *f)
+/* Two connections are served, a third gets a 503 saying `message` (or, if it raced the close,
+ * just the close), and there is room again once one closes. */
+static void two_then_refused(struct fx *f, const char *message)
 {
     struct cl *a = &cl_a;
     struct cl *b = &cl_b;
@@ -1003,20 +1005,23 @@ static void client_max_connections(struct fx *f)
     CHECK(f, cl_connect(a, f->port, 0) && cl_connect(b, f->port, 0));
     CHECK(f, cl_send(a, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(a, r, false) == 0);
     CHECK(f, cl_send(b, "GET /b HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(b, r, false) == 0);
-    /* The third gets a 503 (or, if it raced the close, just the close). */
     CHECK(f, cl_connect(c, f->port, 0));
     if (cl_response(c, r, false) == 0) {
         CHECK(f, r->status == 503 && json_error_is(r, "message"));
-        CHECK(f, strstr(r->body, "too many connections") != NULL);
+        CHECK(f, strstr(r->body, message) != NULL);
         CHECK(f, cl_closed(c));
     }
     cl_close(c);
-    /* Room again once one closes. */
     cl_close(a);
     sleep_ms(100);
     CHECK(f, one_shot(f, "GET /count HTTP/1.1\r\nHost: t\r\n\r\n", 200, false, &resp_b));
     CHECK(f, strcmp(resp_b.body, "2") == 0);
     cl_close(b);
+}
+
+static void client_max_connections(struct fx *f)
+{
+    two_then_refused(f, "too many connections");
 }
 
 static void refuses_connections_over_the_limit(void **state)
@@ -1113,24 +1118,7 @@ static void holds_no_more_request_bodies_than_allowed(void **state)
 
 static void client_peer_connections(struct fx *f)
 {
-    struct cl *a = &cl_a;
-    struct cl *b = &cl_b;
-    struct cl *c = &cl_c;
-    struct resp *r = &resp_a;
-
-    CHECK(f, cl_connect(a, f->port, 0) && cl_connect(b, f->port, 0));
-    CHECK(f, cl_send(a, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(a, r, false) == 0);
-    CHECK(f, cl_send(b, "GET /b HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(b, r, false) == 0);
-    CHECK(f, cl_connect(c, f->port, 0));
-    CHECK(f, cl_response(c, r, false) == 0 && r->status == 503);
-    CHECK(f, strstr(r->body, "too many connections from this address") != NULL);
-    CHECK(f, cl_closed(c));
-    cl_close(c);
-    cl_close(a);
-    sleep_ms(100);
-    CHECK(f, one_shot(f, "GET /count HTTP/1.1\r\nHost: t\r\n\r\n", 200, false, &resp_b));
-    CHECK(f, strcmp(resp_b.body, "2") == 0);
-    cl_close(b);
+    two_then_refused(f, "too many connections from this address");
 }
 
 static void refuses_connections_over_the_limit_per_address(void **state)
