@@ -66,7 +66,7 @@ struct sl_http_exchange; /* opaque */
 #define SL_HTTP_DEFAULT_IDLE_TIMEOUT_MS   60000
 #define SL_HTTP_DEFAULT_MAX_CONNECTIONS   1024
 #define SL_HTTP_DEFAULT_BODIES_MAX_BYTES  ((size_t)256 * 1024 * 1024)
-#define SL_HTTP_DEFAULT_PEER_CONNECTIONS  64
+#define SL_HTTP_DEFAULT_PEER_CONNECTIONS  128
 #define SL_HTTP_DEFAULT_ERROR_KEY         "message"
 /* Longest accepted error key, in bytes. */
 #define SL_HTTP_ERROR_KEY_MAX 32
@@ -92,7 +92,8 @@ struct sl_http_server_config {
      * at once. Default 1024. */
     size_t max_connections;
     /* Most connections open at once from one client address (TCP; unix socket peers are not
-     * counted); one beyond it gets a 503 and is closed (under TLS: closed). Default 64. */
+     * counted); one beyond it gets a 503 and is closed (under TLS: closed). Default 128: above
+     * the MCP endpoint's 64 tool calls at once, which answer their own JSON-RPC error. */
     size_t peer_max_connections;
     /* Most bytes of request bodies the server holds at once, over all connections (a
      * Content-Length counts whole from the head on, a chunked body as it arrives, until the
