@@ -181,6 +181,22 @@ static int host_header_matches(const struct sl_h1_head *h, const struct sl_head_
     return 0;
 }
 
+/* The Host header of an absolute-form request, when there is one, must be a host[:port]; what it
+ * names does not count: a proxy ignores it (RFC 9112 §3.2.2) and writes the URL's own upstream
+ * (§4.6), so the policy and the origin both see the URL's host. Node's http.request through a
+ * proxy sends the proxy's address there. */
+static int host_header_well_formed(const struct sl_h1_head *h, struct sl_head_refusal *why)
+{
+    const struct sl_h1_header *f = sl_h1_find(h, "host");
+    struct sl_host host;
+    uint16_t port = 0;
+
+    if (f != NULL && sl_host_parse_authority(f->value, 0, &host, &port, NULL) < 0) {
+        return refuse(why, SL_REASON_BAD_HOST, "malformed Host header");
+    }
+    return 0;
+}
+
 int sl_head_connect_host(const struct sl_h1_head *h, const struct sl_host *host, uint16_t port,
                          struct sl_slice *other, struct sl_head_refusal *why)
 {
@@ -219,7 +235,7 @@ int sl_head_resolve(const struct sl_h1_head *h, const struct sl_head_ctx *ctx,
         SL_TRY(target_transparent(h, ctx, arena, out, why));
     } else {
         SL_TRY(target_absolute(h, arena, out, why));
-        SL_TRY(host_header_matches(h, out, false, why));
+        SL_TRY(host_header_well_formed(h, why));
     }
     if (h->upgrade) {
         const struct sl_h1_header *u = sl_h1_find(h, "upgrade");
