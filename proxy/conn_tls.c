@@ -357,7 +357,19 @@ int sl__conn_step_tunnel_sniff(struct sl__conn *c)
             sl__conn_set_state(c, SL__CONN_REQUEST_HEAD);
             return 1;
         }
-        break;
+        /* Plain HTTP where TLS was due (curl -p http://host:8080/, a ws:// client through a
+         * CONNECT agent): the client reads HTTP, so it gets the reason in HTTP rather than an
+         * empty reply (in a tunnel opened for a held refusal, that refusal). Nothing of its
+         * request is read or sent on. */
+        if (c->held != NULL) {
+            sl__conn_refuse_held(c);
+        } else {
+            sl__conn_refuse(c, SL_REASON_NOT_TLS, 400,
+                            "plain HTTP in a tunnel to a port other than 80: only TLS is taken "
+                            "there",
+                            false);
+        }
+        return -1;
     case SL_TLS_SNIFF_OTHER:
         break;
     }

@@ -65,10 +65,15 @@ check_eq "not-tls: garbage in a tunnel to a TLS port: the proxy closes it, answe
 check_audit "not-tls: audit line (deny, reason not-tls, host, port)" \
   decision=error reason=not-tls host="$A" port="$FX_TLS_PORT"
 
+# Plain HTTP where TLS is due gets the reason in HTTP (curl -p http://host:8080/ would print
+# only "Empty reply from server" otherwise), then the close.
 out=$(fx_pc --connect "$PYH" --no-tls --raw "$(req GET /echo?probe=nt-http "$PYH")" \
-  --responses 0 --eof-wait 5)
-check_eq "not-tls: plain HTTP in a tunnel to a port other than 80 is closed unanswered" \
-  "$out" "connect=200 tls=none eof"
+  --eof-wait 5)
+check_match "not-tls: plain HTTP in a tunnel to a port other than 80: 400 not-tls, then closed" \
+  "$out" '^connect=200 tls=none status=400 reason=not-tls eof( reset)?$'
+out=$(curl -sS -p -x "http://127.0.0.1:$FX_PROXY_PORT" "http://$PYH/echo?probe=nt-http" 2>&1 || true)
+check_match "not-tls: ... which curl -p shows" "$out" 'not-tls.*only TLS is taken there'
+
 check_eq "not-tls: ... and that request never reached the origin" "$(fx_seen probe=nt-http)" 0
 check_audit "not-tls: audit line for the plain-HTTP tunnel" \
   decision=error reason=not-tls host="$A" port="$FX_PY_HTTP_PORT"
@@ -272,11 +277,15 @@ check_eq "absolute-form naming the tunnel's own host inside the tunnel: 200" \
 check_eq "absolute-form naming the tunnel's own host: the origin got it in origin-form" \
   "$(fx_jsonl_count "$FX_ORIGIN_LOG" target=/echo?probe=abs-ok)" 1
 
-# (d) plain HTTP in absolute-form whose Host header names another host.
+# (d) plain HTTP in absolute-form whose Host header names another host (Node's http.request
+# through a proxy sends the proxy's address there): the Host is ignored (RFC 9112 §3.2.2), the
+# request goes to the URL's host with the URL's host as its Host.
 out=$(fx_pc --absolute "http://$PYH/echo?probe=hm-d" --host-header "$B:$FX_PY_HTTP_PORT")
-check_eq "host-mismatch: plain http://$A/ with Host: $B -> 421" \
-  "$out" "status=421 reason=host-mismatch"
-check_eq "host-mismatch: ... the origin never saw it" "$(fx_seen probe=hm-d)" 0
+check_eq "absolute-form http://$A/ with Host: $B: the Host is ignored -> 200" "$out" "status=200 reason=-"
+check_eq "... the origin got it once, with the URL's host as its Host" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=hm-d "headers~\"$A:$FX_PY_HTTP_PORT\"]")" 1
+check_eq "... and nothing of Host: $B" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" target~probe=hm-d "headers~$B")" 0
 
 # --- (4) bad-host (docs/reference/proxy.md §4.3) -----------------------------------------------------------------
 badhost() { # badhost DESCRIPTION METHOD TARGET : a raw proxy request -> 400 bad-host
