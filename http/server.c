@@ -40,6 +40,9 @@
 #define TLS_RAW_BYTES 16384
 /* Room for "[<IPv6 text>]:<port>". */
 #define PEER_MAX 80
+/* A chunked request body is charged to the body budget in steps of this many bytes (or what is
+ * left of its own limit). */
+#define CHUNKED_CHARGE_BYTES ((size_t)64 * 1024)
 
 /* What a connection waits for. Only conn_set_state() assigns `state`; it re-arms the timer. */
 enum conn_state {
@@ -1086,12 +1089,25 @@ static int on_body(struct sl__http_conn *c, struct sl_slice data)
     int rc;
 
     /* A Content-Length was charged whole with the head; a chunked body as it comes, once it
-     * is known to fit the request's own limit (413 says more than the budget's 503). */
+     * is known to fit the request's own limit (413 says more than the budget's 503), in steps
+     * of CHUNKED_CHARGE_BYTES: the budget per address is a scan of the connections, not to be
+     * made for every one-byte chunk. */
     if (c->x->head.body != SL_H1_BODY_LENGTH) {
-        if (data.n > c->srv->cfg.body_max_bytes - c->x->body.len) {
+        size_t max = c->srv->cfg.body_max_bytes;
+        size_t need = c->x->body.len + data.n;
+
+        if (data.n > max - c->x->body.len) {
             return conn_fail(c, 413, "request body too large");
         }
-        SL_TRY(body_charge(c, data.n));
+        if (need > c->x->charged) {
+            size_t step = need - c->x->charged;
+
+            if (step < CHUNKED_CHARGE_BYTES) {
+                step = max - c->x->charged < CHUNKED_CHARGE_BYTES ? max - c->x->charged
+                                                                  : CHUNKED_CHARGE_BYTES;
+            }
+            SL_TRY(body_charge(c, step));
+        }
     }
     rc = sl_buf_append(&c->x->body, data.p, data.n);
 

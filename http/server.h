@@ -96,11 +96,11 @@ struct sl_http_server_config {
      * the MCP endpoint's 64 tool calls at once, which answer their own JSON-RPC error. */
     size_t peer_max_connections;
     /* Most bytes of request bodies the server holds at once, over all connections (a
-     * Content-Length counts whole from the head on, a chunked body as it arrives, until the
-     * request is answered or its connection closes), and the most from one client address
-     * (TCP). A request that would go beyond either gets 503 and its connection is closed,
-     * without reading the rest. Defaults 256 MiB and body_max_bytes. So clients, with a
-     * token or not, cannot make the server hold more than that. */
+     * Content-Length counts whole from the head on, a chunked body in steps of 64 KiB as it
+     * arrives, until the request is answered or its connection closes), and the most from one
+     * client address (TCP). A request that would go beyond either gets 503 and its connection
+     * is closed, without reading the rest. Defaults 256 MiB and body_max_bytes. So clients,
+     * with a token or not, cannot make the server hold more than that. */
     size_t bodies_max_bytes;
     size_t peer_bodies_max_bytes;
     /* The key of the JSON error bodies the server writes itself and sl_http_respond_error()

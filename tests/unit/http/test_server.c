@@ -1053,14 +1053,14 @@ static void client_body_budget_per_address(struct fx *f)
     CHECK(f, strstr(r->body, "this client address has as many request bodies") != NULL);
     CHECK(f, cl_closed(b));
     cl_close(b);
-    /* A chunked body is charged as it comes: 100 fit, one byte more does not. */
+    /* A chunked body is charged in steps of 64 KiB (its own limit is 64 MiB here): its first
+     * byte does not fit the 100 bytes the address (and the server) has left. */
     CHECK(f, cl_connect(c, f->port, 0));
-    CHECK(f, cl_send(c, "POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n"));
-    CHECK(f, cl_send_n(c, xs, 100));
-    CHECK(f, cl_send(c, "\r\n"));
-    sleep_ms(100);
-    CHECK(f, cl_send(c, "1\r\nx\r\n"));
+    CHECK(f,
+          cl_send(c,
+                  "POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n"));
     CHECK(f, cl_response(c, r, false) == 0 && r->status == 503);
+    CHECK(f, strstr(r->body, "request bodies") != NULL);
     CHECK(f, cl_closed(c));
     cl_close(c);
     /* a completes; once answered, its bytes are given back. */
@@ -1104,16 +1104,48 @@ static void client_body_budget_of_the_server(struct fx *f)
     cl_close(b);
 }
 
+static void client_chunked_in_steps(struct fx *f)
+{
+    static char xs[1000];
+    struct cl *a = &cl_a;
+    struct cl *b = &cl_b;
+    struct resp *r = &resp_a;
+
+    memset(xs, 'x', sizeof(xs));
+    /* One byte of a chunked body holds a step of the address's 100 KiB: 64 KiB. */
+    CHECK(f, cl_connect(a, f->port, 0));
+    CHECK(f,
+          cl_send(a,
+                  "POST /a HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n"));
+    sleep_ms(100);
+    /* 40 KiB more from the address do not fit; 30 KiB do. */
+    CHECK(f, one_shot(f, "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 40960\r\n\r\n", 503, true,
+                      r));
+    CHECK(f, cl_connect(b, f->port, 0));
+    CHECK(f, cl_send(b, "POST /b HTTP/1.1\r\nHost: t\r\nContent-Length: 30000\r\n\r\n"));
+    for (int i = 0; i < 30; i++) {
+        CHECK(f, cl_send_n(b, xs, sizeof(xs)));
+    }
+    CHECK(f, cl_response(b, r, false) == 0 && r->status == 200 && strcmp(r->body, "/b") == 0);
+    cl_close(b);
+    /* The chunked body ends well within its step. */
+    CHECK(f, cl_send(a, "0\r\n\r\n"));
+    CHECK(f, cl_response(a, r, false) == 0 && r->status == 200 && strcmp(r->body, "/a") == 0);
+    cl_close(a);
+}
+
 static void holds_no_more_request_bodies_than_allowed(void **state)
 {
     struct sl_http_server_config per_address = { .bodies_max_bytes = 1000,
                                                  .peer_bodies_max_bytes = 600 };
     struct sl_http_server_config server = { .bodies_max_bytes = 500,
                                             .peer_bodies_max_bytes = 10000 };
+    struct sl_http_server_config steps = { .peer_bodies_max_bytes = 100 * 1024 };
 
     (void)state;
     fx_case(&per_address, client_body_budget_per_address, 2);
     fx_case(&server, client_body_budget_of_the_server, 2);
+    fx_case(&steps, client_chunked_in_steps, 2);
 }
 
 static void client_peer_connections(struct fx *f)
