@@ -326,8 +326,29 @@ static int push_stage(struct sl_stream *s)
         off += (size_t)rc;
     }
     s->_stage_len = 0;
+    block_put(s->_stage);
+    s->_stage = NULL;
     move_tls_out_all(s);
     return s->_error;
+}
+
+/* Stages `n` (< SL_STREAM_STAGE_BYTES) bytes at `p` for push_stage(), after pushing what was
+ * staged when they do not fit beside it. Returns 0, or the error that failed the stream. */
+static int stage(struct sl_stream *s, const void *p, size_t n)
+{
+    if (s->_stage_len + n > SL_STREAM_STAGE_BYTES && push_stage(s) < 0) {
+        return s->_error;
+    }
+    if (s->_stage == NULL) {
+        s->_stage = block_get();
+        if (s->_stage == NULL) {
+            fail(s, SL_ENOMEM);
+            return SL_ENOMEM;
+        }
+    }
+    memcpy(s->_stage + s->_stage_len, p, n);
+    s->_stage_len += n;
+    return 0;
 }
 
 /* Feeds the engine the ciphertext that arrived. */
@@ -664,12 +685,8 @@ int sl_stream_write(struct sl_stream *s, const void *p, size_t n)
     }
     if (s->_cork > 0 && n < SL_STREAM_STAGE_BYTES) {
         /* A small write while corked: gathered with the others into one record. */
-        if (s->_stage_len + n > SL_STREAM_STAGE_BYTES && push_stage(s) < 0) {
-            return s->_error;
-        }
-        memcpy(s->_stage + s->_stage_len, p, n);
-        s->_stage_len += n;
-        return (int)n;
+        rc = stage(s, p, n);
+        return rc < 0 ? rc : (int)n;
     }
     if (s->_stage_len > 0 && push_stage(s) < 0) {
         return s->_error;
@@ -700,12 +717,7 @@ int sl_stream_write_all(struct sl_stream *s, const void *p, size_t n)
     }
     if (s->_cork > 0 && n < SL_STREAM_STAGE_BYTES) {
         /* Small, while corked: staged whole, as sl_stream_write() does. */
-        if (s->_stage_len + n > SL_STREAM_STAGE_BYTES && push_stage(s) < 0) {
-            return s->_error;
-        }
-        memcpy(s->_stage + s->_stage_len, p, n);
-        s->_stage_len += n;
-        return 0;
+        return stage(s, p, n);
     }
     /* What was staged goes first. */
     if (s->_stage_len > 0 && push_stage(s) < 0) {
@@ -787,8 +799,11 @@ static void on_close(uv_handle_t *h)
 
     block_put(s->_raw);
     block_put(s->_plain);
+    block_put(s->_stage);
     s->_raw = NULL;
     s->_plain = NULL;
+    s->_stage = NULL;
+    s->_stage_len = 0;
     give_back(&s->_out);
     give_back(&s->_flight);
     sl_tls_destroy(s->_tls);

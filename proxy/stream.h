@@ -85,8 +85,10 @@ struct sl_stream {
     /* sl_stream_cork() depth: while above 0, output collects and is not written. */
     unsigned _cork;
     /* Under TLS, small writes made while corked: encrypted together as one record when the
-     * cork comes off (or before anything else is written), instead of one record each. */
-    uint8_t _stage[SL_STREAM_STAGE_BYTES];
+     * cork comes off (or before anything else is written), instead of one record each. A
+     * block of the per-thread pool, held only while it holds bytes (NULL otherwise): an idle
+     * connection holds none. */
+    uint8_t *_stage;
     size_t _stage_len;
     /* uv_read_start() is active. */
     bool _reading;
