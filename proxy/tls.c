@@ -17,8 +17,8 @@
 
 /* Largest session cache a client context accepts (lookups scan the table). */
 #define SESSION_CACHE_MAX 4096u
-/* "[" host "]:" port NUL. */
-#define SESS_KEY_MAX (SL_TLS_HOST_MAX + 10u)
+/* scope " [" host "]:" port NUL. */
+#define SESS_KEY_MAX (SL_TLS_SCOPE_MAX + SL_TLS_HOST_MAX + 11u)
 /* Room for a failure text. */
 #define ERR_TEXT_BYTES 256u
 /* OpenSSL security level of upstream connections: 112 bits (RSA and DH keys of 2048 bits, ECC
@@ -124,7 +124,7 @@ struct sess_entry {
     uint64_t used;
     /* FNV-1a hash of `key`, compared first. */
     uint64_t hash;
-    /* "host:port", NUL-terminated. */
+    /* "scope host:port", NUL-terminated (a host has no space, so the last one ends the scope). */
     char key[SESS_KEY_MAX];
 };
 
@@ -795,14 +795,18 @@ static bool host_is_consistent(const char *host, bool host_is_ip)
 }
 
 int sl_tls_create_client(SSL_CTX *ctx, const char *host, bool host_is_ip, uint16_t port,
-                         size_t out_cap_bytes, struct sl_tls **out)
+                         const char *scope, size_t out_cap_bytes, struct sl_tls **out)
 {
     struct sess_cache *cache;
     SSL_SESSION *sess = NULL;
     struct sl_tls *t = NULL;
     int rc;
 
+    if (scope == NULL) {
+        scope = "";
+    }
     SL_ENSURE(host != NULL && port != 0 && host_is_consistent(host, host_is_ip), SL_EINVAL);
+    SL_ENSURE(strlen(scope) <= SL_TLS_SCOPE_MAX, SL_EINVAL);
     SL_TRY(engine_create(ctx, false, out_cap_bytes, &t));
     t->sess_key = sl_malloc(SESS_KEY_MAX);
     if (t->sess_key == NULL) {
@@ -810,9 +814,9 @@ int sl_tls_create_client(SSL_CTX *ctx, const char *host, bool host_is_ip, uint16
         return SL_ENOMEM;
     }
     if (strchr(host, ':') != NULL) {
-        (void)snprintf(t->sess_key, SESS_KEY_MAX, "[%s]:%u", host, (unsigned)port);
+        (void)snprintf(t->sess_key, SESS_KEY_MAX, "%s [%s]:%u", scope, host, (unsigned)port);
     } else {
-        (void)snprintf(t->sess_key, SESS_KEY_MAX, "%s:%u", host, (unsigned)port);
+        (void)snprintf(t->sess_key, SESS_KEY_MAX, "%s %s:%u", scope, host, (unsigned)port);
     }
     SSL_set_verify(t->ssl, SSL_VERIFY_PEER, NULL);
     if (host_is_ip) {

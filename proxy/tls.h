@@ -76,6 +76,8 @@ struct sl_tls; /* opaque: one TLS connection, either side */
 #define SL_TLS_WRITE_MAX 16384u
 /* Session cache size of a client SSL_CTX built with 0. */
 #define SL_TLS_SESSION_CACHE_DEFAULT 256u
+/* Longest scope of a client engine's sessions (sl_tls_create_client()): a client id. */
+#define SL_TLS_SCOPE_MAX 128u
 /* Largest host name (DNS name or IP literal) a client engine accepts, in bytes. */
 #define SL_TLS_HOST_MAX 253u
 
@@ -171,11 +173,16 @@ SL_MUST_CHECK int sl_tls_create_server(SSL_CTX *ctx, size_t out_cap_bytes, struc
  * when `host_is_ip` is true; the two must agree (SL_EINVAL otherwise). A DNS name is sent as SNI
  * and verified against the certificate's DNS names only (never its subject CN; a wildcard
  * covers one whole label); an IP literal is never sent as SNI and is
- * verified against the certificate's IP addresses. A cached session for "host:port" is offered.
- * `out_cap_bytes` as for sl_tls_create_server(). Borrows `host` (copied); takes its own reference
- * to `ctx`. Returns 0, SL_EINVAL, SL_ENOMEM or SL_ECRYPTO. */
+ * verified against the certificate's IP addresses. `scope` (NULL or "" for none, at most
+ * SL_TLS_SCOPE_MAX bytes) says whose connection this is: a session is cached under the scope,
+ * host and port it was made with, and offered only to a connection with the same three (the
+ * proxy passes the client's id, so an upstream cannot link two clients' connections by their
+ * sessions, and one client's TLS 1.2 session never spares another's connection a certificate
+ * check). `out_cap_bytes` as for sl_tls_create_server(). Borrows `host` and `scope` (copied);
+ * takes its own reference to `ctx`. Returns 0, SL_EINVAL, SL_ENOMEM or SL_ECRYPTO. */
 SL_MUST_CHECK int sl_tls_create_client(SSL_CTX *ctx, const char *host, bool host_is_ip,
-                                       uint16_t port, size_t out_cap_bytes, struct sl_tls **out);
+                                       uint16_t port, const char *scope, size_t out_cap_bytes,
+                                       struct sl_tls **out);
 
 /* Frees the engine, its buffers and its OpenSSL objects. Pending output is discarded: call
  * sl_tls_shutdown() and drain first for an orderly close. A client engine that completed its

@@ -70,6 +70,9 @@ struct sl_upstream {
     int pending_closes;
 };
 
+/* A client's id scopes its upstream TLS sessions (sl_tls_create_client()). */
+_Static_assert(SL_AUTH_ID_MAX <= SL_TLS_SCOPE_MAX, "a client id fits a TLS session scope");
+
 static void try_next(struct sl_upstream *u);
 
 static void notify(struct sl_upstream *u)
@@ -258,7 +261,7 @@ static void on_connect(uv_connect_t *req, int status)
     } else {
         memcpy(name, u->host.name, u->host.len + 1);
     }
-    rc = sl_tls_create_client(sh->client_ctx, name, u->host.kind != SL_HOST_DNS, u->port,
+    rc = sl_tls_create_client(sh->client_ctx, name, u->host.kind != SL_HOST_DNS, u->port, u->client,
                               TLS_OUT_CAP, &t);
     if (rc == 0) {
         rc = sl_stream_set_tls(&u->stream, t);

@@ -12,7 +12,22 @@ set -euo pipefail
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 # shellcheck source-path=SCRIPTDIR source=../support/fixture.sh
 source "$SLUICE_SRC/tests/support/fixture.sh"
-fx_setup nginx origin
+fx_setup
+fx_test_ca || fx_bail "the test CA"
+# One more server with the good leaf that closes every connection after its response, so that
+# each request through the proxy is a new upstream TLS connection (the pool keeps none).
+close_port=$(fx_free_port)
+FX_NGINX_EXTRA="
+  server {
+    listen 127.0.0.1:$close_port ssl;
+    ssl_certificate $FX_PKI/good.pem;
+    ssl_certificate_key $FX_PKI/good.key;
+    keepalive_timeout 0;
+    include $FX_WORK/nginx/common.conf;
+  }"
+FX_NGINX_EXTRA_PORTS=$close_port
+fx_nginx_start || fx_bail "nginx starts"
+fx_origin_start || fx_bail "the Python origin starts"
 dead_port=$(fx_free_port) # nothing listens there
 tls6_port=${FX_TLS6_PORT:-$FX_TLS_PORT}
 
@@ -31,17 +46,19 @@ fx_policy "$policy" "{
   \"version\": 1,
   \"environments\": { \"up\": { \"default\": \"deny\", \"rules\": [
     $(rules a.sluice.test "$FX_TLS_PORT" "$FX_WRONG_PORT" "$FX_EXPIRED_PORT" \
-  "$FX_UNTRUSTED_PORT" "$FX_HTTP_PORT" "$FX_PY_TLS_PORT" "$dead_port"),
+  "$FX_UNTRUSTED_PORT" "$FX_HTTP_PORT" "$FX_PY_TLS_PORT" "$dead_port" "$close_port"),
     $(rules other.example "$FX_TLS_PORT"),
     $(rules 127.0.0.1 "$FX_TLS_PORT" "$FX_HTTP_PORT"),
     $(rules '[::1]' "$tls6_port"),
     { \"host\": \"169.254.169.254\" } ] } },
-  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"up\" } ]
+  \"clients\": [ { \"id\": \"local\", \"cidr\": \"127.0.0.0/8\", \"environment\": \"up\" },
+    { \"id\": \"second\", \"cidr\": \"127.0.0.2/32\", \"environment\": \"up\" } ]
 }"
 check "the test policy is valid (sluice policy check)" \
   bash -c "'$SLUICE_BIN' policy check '$policy' >/dev/null"
 fx_resolve a.sluice.test other.example
-resolve=("${FX_RESOLVE[@]}" --resolve "a.sluice.test:$dead_port:127.0.0.1")
+resolve=("${FX_RESOLVE[@]}" --resolve "a.sluice.test:$dead_port:127.0.0.1"
+  --resolve "a.sluice.test:$close_port:127.0.0.1")
 fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
   --upstream-timeout 3 "${resolve[@]}" || fx_bail "sluice proxy starts"
 ok "sluice proxy starts"
@@ -79,6 +96,33 @@ for try in 1 2 3; do
 done
 check_eq "session cache: nothing was sent for other.example" \
   "$(fx_jsonl_count "$FX_NGINX_LOG" probe~other-)" 0
+
+# Upstream TLS sessions are kept per client (proxy.md §4.4): the upstream cannot link two
+# clients' connections by a resumed session. On the closing server every request is a new TLS
+# connection; nginx logs whether it resumed one.
+resumed() { # resumed PROBE : the "reused" field of the request with that X-Probe
+  "$FX_PYTHON" -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("probe") == sys.argv[2]:
+        print(r.get("reused", "?"))' "$FX_NGINX_LOG" "$1"
+}
+for step in local-1 local-2 second-1 second-2 local-3; do
+  src=127.0.0.1
+  case $step in second-*) src=127.0.0.2 ;; esac
+  fx_curl --interface "$src" -H "X-Probe: scope-$step" "https://a.sluice.test:$close_port/hello"
+  check_status "session scope: $step (from $src): 200" 200 -
+done
+check_eq "session scope: the first connection for client local runs in full" \
+  "$(resumed scope-local-1)" .
+check_eq "session scope: the next one for local resumes its session" "$(resumed scope-local-2)" r
+check_eq "session scope: client second's first connection does not resume local's session" \
+  "$(resumed scope-second-1)" .
+check_eq "session scope: second's next connection resumes its own" "$(resumed scope-second-2)" r
+check_eq "session scope: local still resumes its own" "$(resumed scope-local-3)" r
+check_audit "session scope: the requests from 127.0.0.2 are client second's" \
+  client=second host=a.sluice.test port="$close_port"
 
 fx_curl "https://a.sluice.test:$dead_port/hello"
 check_status "nothing listening upstream: 502 upstream-unreachable" 502 upstream-unreachable

@@ -407,7 +407,8 @@ fx_test_ca_matrix() {
 #   FX_TLS6_PORT       TLS with good.pem on [::1] (empty when this host has no IPv6 loopback)
 #   FX_NGINX_LOG       access log: one JSON object per request with port, conn (nginx's
 #                      connection serial), seq, method, uri, status, host, authorization, probe
-#                      (X-Probe), request_length, bytes_sent, tls, sni
+#                      (X-Probe), request_length, bytes_sent, tls, sni, reused ("r" when the
+#                      connection resumed a TLS session, "." when not)
 #   FX_NGINX_DIR, FX_NGINX_PID
 # Every server serves: / (index.html), /hello ("hello from nginx\n"), /204, /304 (return 304),
 # /static.txt (static, with ETag and Last-Modified), /echo-auth ("auth=<Authorization>\n"),
@@ -461,7 +462,8 @@ http {
     '"seq":\$connection_requests,"method":"\$request_method","uri":"\$request_uri",'
     '"status":\$status,"host":"\$host","authorization":"\$http_authorization",'
     '"probe":"\$http_x_probe","request_length":\$request_length,'
-    '"bytes_sent":\$body_bytes_sent,"tls":"\$ssl_protocol","sni":"\$ssl_server_name"}';
+    '"bytes_sent":\$body_bytes_sent,"tls":"\$ssl_protocol","sni":"\$ssl_server_name",'
+    '"reused":"\$ssl_session_reused"}';
   access_log $d/access.log fx;
   sendfile on;
   tcp_nodelay on;

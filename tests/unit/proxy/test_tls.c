@@ -143,17 +143,23 @@ struct pair {
     SSL_CTX *own_ctx;
 };
 
-/* A client engine for host:port on `cctx` and a server engine, with output caps (0: the
- * default) and the probe as the server's SNI callback. */
-static void pair_open_capped(struct pair *p, SSL_CTX *cctx, const char *host, bool is_ip,
-                             uint16_t port, size_t client_cap, size_t server_cap)
+/* A client engine for host:port on `cctx` (its sessions under `scope`) and a server engine, with
+ * output caps (0: the default) and the probe as the server's SNI callback. */
+static void pair_open_scoped(struct pair *p, SSL_CTX *cctx, const char *scope, const char *host,
+                             bool is_ip, uint16_t port, size_t client_cap, size_t server_cap)
 {
     memset(p, 0, sizeof(*p));
-    assert_int_equal(sl_tls_create_client(cctx, host, is_ip, port, client_cap, &p->c), 0);
+    assert_int_equal(sl_tls_create_client(cctx, host, is_ip, port, scope, client_cap, &p->c), 0);
     assert_int_equal(sl_tls_create_server(pki.server_ctx, server_cap, &p->s), 0);
     sl_tls_set_sni_fn(p->s, probe_sni, &p->probe);
     assert_false(sl_tls_is_server(p->c));
     assert_true(sl_tls_is_server(p->s));
+}
+
+static void pair_open_capped(struct pair *p, SSL_CTX *cctx, const char *host, bool is_ip,
+                             uint16_t port, size_t client_cap, size_t server_cap)
+{
+    pair_open_scoped(p, cctx, NULL, host, is_ip, port, client_cap, server_cap);
 }
 
 static void pair_open(struct pair *p, SSL_CTX *cctx, const char *host, bool is_ip, uint16_t port)
@@ -675,7 +681,8 @@ static void sni_callback_can_refuse(void **state)
     pair_close(&p);
 }
 
-static bool connect_and_check_reuse(SSL_CTX *cctx, const char *host, uint16_t port);
+static bool connect_and_check_reuse(SSL_CTX *cctx, const char *scope, const char *host,
+                                    uint16_t port);
 
 /* A session issued under one certificate is never resumed under another: the server answers the
  * offered session with a full handshake, which the client then verifies (and here refuses: the
@@ -692,8 +699,8 @@ static void session_is_not_resumed_under_another_certificate(void **state)
         if (v == 1) {
             assert_int_equal(SSL_CTX_set_max_proto_version(cctx, TLS1_2_VERSION), 1);
         }
-        assert_false(connect_and_check_reuse(cctx, "a.sluice.test", 443));
-        assert_true(connect_and_check_reuse(cctx, "a.sluice.test", 443));
+        assert_false(connect_and_check_reuse(cctx, NULL, "a.sluice.test", 443));
+        assert_true(connect_and_check_reuse(cctx, NULL, "a.sluice.test", 443));
         pair_open(&p, cctx, "a.sluice.test", false, 443);
         p.probe.cert = pki.leaf_b;
         rc = drive(&p, SIZE_MAX, false);
@@ -707,12 +714,13 @@ static void session_is_not_resumed_under_another_certificate(void **state)
 
 /* Runs a full connection to host:port, reading after the handshake so that TLS 1.3 tickets
  * reach the client; returns whether the session was resumed. */
-static bool connect_and_check_reuse(SSL_CTX *cctx, const char *host, uint16_t port)
+static bool connect_and_check_reuse(SSL_CTX *cctx, const char *scope, const char *host,
+                                    uint16_t port)
 {
     struct pair p;
     bool reused;
 
-    pair_open(&p, cctx, host, false, port);
+    pair_open_scoped(&p, cctx, scope, host, false, port, 0, 0);
     handshake_ok(&p);
     reused = sl_tls_is_session_reused(p.c);
     assert_false(sl_tls_is_session_reused(p.s) != reused);
@@ -723,6 +731,7 @@ static bool connect_and_check_reuse(SSL_CTX *cctx, const char *host, uint16_t po
 
 /* One connection of a resumption script: where to, and whether its session is resumed. */
 struct reuse_step {
+    const char *scope;
     const char *host;
     uint16_t port;
     bool reused;
@@ -732,10 +741,11 @@ struct reuse_step {
 static void expect_reuse(SSL_CTX *cctx, const struct reuse_step *steps, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        bool reused = connect_and_check_reuse(cctx, steps[i].host, steps[i].port);
+        bool reused = connect_and_check_reuse(cctx, steps[i].scope, steps[i].host, steps[i].port);
 
         if (reused != steps[i].reused) {
-            fail_msg("connection %zu to %s:%u: resumed %d, want %d", i, steps[i].host,
+            fail_msg("connection %zu (scope %s) to %s:%u: resumed %d, want %d", i,
+                     steps[i].scope != NULL ? steps[i].scope : "none", steps[i].host,
                      (unsigned)steps[i].port, reused, steps[i].reused);
         }
     }
@@ -753,27 +763,45 @@ static void sessions_resume_only_where_they_were_made(void **state)
         /* Only for the same host and port; the resumed connection brings fresh tickets along. */
         { false,
           0,
-          { { "a.sluice.test", 443, false },
-            { "a.sluice.test", 443, true },
-            { "b.sluice.test", 443, false },
-            { "a.sluice.test", 8443, false },
-            { "a.sluice.test", 443, true },
-            { "b.sluice.test", 443, true } } },
+          { { NULL, "a.sluice.test", 443, false },
+            { NULL, "a.sluice.test", 443, true },
+            { NULL, "b.sluice.test", 443, false },
+            { NULL, "a.sluice.test", 8443, false },
+            { NULL, "a.sluice.test", 443, true },
+            { NULL, "b.sluice.test", 443, true } } },
         /* A TLS 1.2 session stays cached after use. */
         { true,
           0,
-          { { "a.sluice.test", 443, false },
-            { "a.sluice.test", 443, true },
-            { "a.sluice.test", 443, true },
-            { "a.sluice.test", 444, false },
-            { "b.sluice.test", 443, false } } },
+          { { NULL, "a.sluice.test", 443, false },
+            { NULL, "a.sluice.test", 443, true },
+            { NULL, "a.sluice.test", 443, true },
+            { NULL, "a.sluice.test", 444, false },
+            { NULL, "b.sluice.test", 443, false } } },
+        /* Only within the scope it was made in (the proxy's client): another client's first
+         * connection runs in full, then each resumes its own; no scope is a scope of its own. */
+        { false,
+          0,
+          { { "sb_a", "a.sluice.test", 443, false },
+            { "sb_b", "a.sluice.test", 443, false },
+            { "sb_a", "a.sluice.test", 443, true },
+            { "sb_b", "a.sluice.test", 443, true },
+            { NULL, "a.sluice.test", 443, false },
+            { "sb_a", "b.sluice.test", 443, false } } },
+        /* Also a TLS 1.2 session, which stays cached after use and skips the certificate. */
+        { true,
+          0,
+          { { "sb_a", "a.sluice.test", 443, false },
+            { "sb_b", "a.sluice.test", 443, false },
+            { "sb_a", "a.sluice.test", 443, true },
+            { "sb_a b", "a.sluice.test", 443, false },
+            { "sb_a", "a.sluice.test", 443, true } } },
         /* The cache stays within its size: b evicts a. */
         { false,
           1,
-          { { "a.sluice.test", 443, false },
-            { "b.sluice.test", 443, false },
-            { "a.sluice.test", 443, false },
-            { "a.sluice.test", 443, true } } },
+          { { NULL, "a.sluice.test", 443, false },
+            { NULL, "b.sluice.test", 443, false },
+            { NULL, "a.sluice.test", 443, false },
+            { NULL, "a.sluice.test", 443, true } } },
     };
 
     (void)state;
@@ -881,7 +909,7 @@ static void tls12_cbc_bulk_transfer_stays_within_the_ring(void **state)
     assert_int_equal(SSL_CTX_set_max_proto_version(cctx, TLS1_2_VERSION), 1);
     assert_int_equal(SSL_CTX_set_cipher_list(cctx, "ECDHE-ECDSA-AES256-SHA384"), 1);
     memset(&p, 0, sizeof(p));
-    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, 1000, &p.c), 0);
+    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, NULL, 1000, &p.c), 0);
     assert_int_equal(sl_tls_create_server(sctx, 7000, &p.s), 0);
     sl_tls_set_sni_fn(p.s, probe_sni, &p.probe);
     handshake_ok(&p);
@@ -1039,17 +1067,30 @@ static void rejects_calls_out_of_order_and_bad_arguments(void **state)
     uint8_t buf[8];
 
     (void)state;
-    assert_int_equal(sl_tls_create_client(cctx, "1.2.3.4", false, 443, 0, &t), SL_EINVAL);
-    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", true, 443, 0, &t), SL_EINVAL);
-    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 0, 0, &t), SL_EINVAL);
-    assert_int_equal(sl_tls_create_client(cctx, "", false, 443, 0, &t), SL_EINVAL);
-    assert_int_equal(sl_tls_create_client(cctx, "a b", false, 443, 0, &t), SL_EINVAL);
-    assert_int_equal(
-            sl_tls_create_client(cctx, "a.sluice.test", false, 443, SL_TLS_OUT_CAP_MAX + 1, &t),
-            SL_EINVAL);
+    assert_int_equal(sl_tls_create_client(cctx, "1.2.3.4", false, 443, NULL, 0, &t), SL_EINVAL);
+    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", true, 443, NULL, 0, &t),
+                     SL_EINVAL);
+    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 0, NULL, 0, &t), SL_EINVAL);
+    assert_int_equal(sl_tls_create_client(cctx, "", false, 443, NULL, 0, &t), SL_EINVAL);
+    assert_int_equal(sl_tls_create_client(cctx, "a b", false, 443, NULL, 0, &t), SL_EINVAL);
+    {
+        char scope[SL_TLS_SCOPE_MAX + 2];
+
+        memset(scope, 's', sizeof(scope) - 1);
+        scope[sizeof(scope) - 1] = '\0';
+        assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, scope, 0, &t),
+                         SL_EINVAL);
+        scope[SL_TLS_SCOPE_MAX] = '\0';
+        assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, scope, 0, &t), 0);
+        sl_tls_destroy(t);
+        t = NULL;
+    }
+    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, NULL,
+                                          SL_TLS_OUT_CAP_MAX + 1, &t),
+                     SL_EINVAL);
     assert_int_equal(sl_tls_create_server(NULL, 0, &t), SL_EINVAL);
     assert_null(t);
-    assert_int_equal(sl_tls_create_client(cctx, "::1", true, 443, 0, &t), 0);
+    assert_int_equal(sl_tls_create_client(cctx, "::1", true, 443, NULL, 0, &t), 0);
     assert_int_equal(sl_tls_read(t, buf, sizeof(buf)), SL_EINVAL);
     assert_int_equal(sl_tls_write(t, buf, sizeof(buf)), SL_EINVAL);
     assert_int_equal(sl_tls_shutdown(t), SL_EINVAL);
@@ -1085,7 +1126,7 @@ static void creation_survives_allocation_failures(void **state)
     }
     for (long n = 1;; n++) {
         sl_mem_fail_after(n);
-        rc = sl_tls_create_client(cctx, "a.sluice.test", false, 443, 0, &t);
+        rc = sl_tls_create_client(cctx, "a.sluice.test", false, 443, NULL, 0, &t);
         sl_mem_fail_after(0);
         if (rc == 0) {
             break;
@@ -1104,7 +1145,7 @@ static size_t client_hello(uint8_t *buf, size_t cap)
     struct sl_tls *c = NULL;
     size_t n;
 
-    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, 0, &c), 0);
+    assert_int_equal(sl_tls_create_client(cctx, "a.sluice.test", false, 443, NULL, 0, &c), 0);
     assert_int_equal(sl_tls_handshake(c), SL_TLS_HS_WANT_IO);
     n = sl_tls_out_copy(c, buf, cap);
     sl_tls_destroy(c);
