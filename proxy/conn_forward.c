@@ -416,6 +416,53 @@ static void time_response(struct sl__conn *c, bool waiting, bool progress)
     }
 }
 
+/* The upstream ended its connection (`st`: UV_EOF when it closed cleanly) before any byte of a
+ * response, an interim one included, and retry_stale() did not send the request again: 502
+ * upstream-closed, saying why nothing was retried (docs/reference/proxy.md §4.4, Pooling). Not a
+ * malformed response: nothing of one came. */
+static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
+{
+    const struct sl_tls *t = sl_stream_tls(us);
+    const char *method = c->r.override_method != NULL ? c->r.override_method : c->r.method;
+    char how[160];
+    char detail[400];
+
+    if (st == UV_EOF) {
+        (void)snprintf(how, sizeof(how), "closed");
+    } else {
+        (void)snprintf(how, sizeof(how), "closed (%s)",
+                       t != NULL && sl_tls_error_text(t)[0] != '\0' ? sl_tls_error_text(t)
+                                                                    : sl_strerror(st));
+    }
+    if (c->retried) {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream %s the connection before answering, after the request had "
+                       "been sent again once (the kept-alive connection it first went on had "
+                       "closed unanswered too)",
+                       how);
+    } else if (!sl_upstream_is_reused(c->up)) {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream %s the connection before answering (a new connection: the "
+                       "request was not sent again)",
+                       how);
+    } else if (!sl__conn_idempotent(sl_h1_head(&c->req))) {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream %s the kept-alive connection before answering; the request "
+                       "was not sent again because %s is not idempotent (the upstream may have "
+                       "acted on it): the client may retry",
+                       how, method != NULL ? method : "its method");
+    } else {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream %s the kept-alive connection before answering; the request "
+                       "was not sent again because its body had already gone up: the client may "
+                       "retry",
+                       how);
+    }
+    sl_log(SL_LOG_INFO, c->id, "msg=\"upstream refused\" host=%s reason=%s detail=\"%s\"",
+           c->r.host.name, sl_reason_code(SL_REASON_UPSTREAM_CLOSED), detail);
+    sl__conn_refuse_reason(c, SL_REASON_UPSTREAM_CLOSED, detail, false);
+}
+
 /* Response side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 once the exchange has
  * ended. */
 static int forward_response(struct sl__conn *c)
@@ -464,7 +511,15 @@ static int forward_response(struct sl__conn *c)
     }
     ev = pull(&c->resp, us, &c->resp_pend);
     if (ev == SL_H1_EV_NONE && sl_stream_in_status(us) != 0) {
+        int st = sl_stream_in_status(us);
         struct sl_h1_event end;
+
+        if (!sl__conn_resp_head_sent(c) && c->interims == 0 && !sl_h1_in_message(&c->resp)
+            && !(st == SL_ECRYPTO && sl_stream_tls(us) != NULL)) {
+            /* Not a byte of a response (a TLS failure is upstream-tls, below). */
+            refuse_unanswered(c, us, st);
+            return -1;
+        }
 
         /* The upstream closed: the end of a close-delimited body, or a cut response. Only a
          * clean end ends a body: a FIN in the clear, close_notify under TLS (tls.h: a TLS

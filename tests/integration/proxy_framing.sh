@@ -263,23 +263,56 @@ check "early response: a new connection works afterwards" healthy after-early
 # --- (4b) a pooled connection that the upstream closes without an answer ------------------------
 # /raw?case=hangup reads the head and closes. On a pooled connection that looks like one the
 # upstream closed while it idled, and an idempotent request is sent again on a fresh one; a POST
-# or PATCH never is (RFC 9112 §9.3.1.1: the upstream may have acted on it): it gets the 502.
+# or PATCH never is (RFC 9112 §9.3.1.1: the upstream may have acted on it). Either way the
+# client's 502 is upstream-closed, its body says why nothing (more) was sent again, and the audit
+# line is an error: not bad-request with "malformed", nothing malformed came (proxy.md §4.4, §4.5).
+# unanswered OUT ARGS... : proxy_client.py ARGS with --show-body into $FX_WORK/OUT; prints
+# "status=S reason=R".
+unanswered() {
+  local out=$1
+  shift
+  fx_pyclient --timeout 10 --eof-wait 5 --show-body "$@" >"$FX_WORK/$out" 2>&1 || true
+  sed -nE 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/p' "$FX_WORK/$out"
+}
+# body_of OUT : the body line of that run.
+body_of() { sed -n 's/^body=//p' "$FX_WORK/$1"; }
+# A new connection first: no plain request has reached origin.py yet, so nothing is pooled there.
+check_eq "hang-up on a new connection: nothing pooled to origin.py in the clear yet" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" tls=false)" 0
+check_eq "POST on a new connection the upstream closes unanswered: 502 upstream-closed" \
+  "$(unanswered hu-new.out --raw "POST http://$PYH/raw?case=hangup&probe=hu-new HTTP/1.1\\r\\n${HP}Content-Length: 0\\r\\n\\r\\n")" \
+  "status=502 reason=upstream-closed"
+check_match "... its body: the upstream closed the connection before answering, a new one, not sent again" \
+  "$(body_of hu-new.out)" \
+  '^sluice: POST http://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the connection before answering \(a new connection: the request was not sent again\)\\n$'
+check_eq "... origin.py received it once" "$(fx_seen probe=hu-new)" 1
+check_audit "... its audit line: decision error, reason upstream-closed, 502" \
+  method=POST scheme=http decision=error reason=upstream-closed status=502
 # hangup METHOD PROBE : a fresh tunnel's request first leaves a pooled upstream connection, then
 # METHOD /raw?case=hangup (no body) in another tunnel takes it; prints the client's outcome and
-# how many times origin.py received the request.
+# how many times origin.py received the request (the body in $FX_WORK/hu-PROBE.out).
 hangup() {
-  local out
   healthy "prime-$2" || echo "# hangup: the priming request failed"
-  out=$(fx_pc --connect "$PYT" --eof-wait 5 --raw \
-    "$1 /raw?case=hangup&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")
-  printf '%s seen=%s\n' "$(sed -E 's/ eof( reset)?$//' <<<"$out")" "$(fx_seen "probe=$2")"
+  printf '%s seen=%s\n' "$(unanswered "hu-$2.out" --connect "$PYT" --raw \
+    "$1 /raw?case=hangup&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")" \
+    "$(fx_seen "probe=$2")"
 }
 for m in POST PATCH; do
-  check_eq "$m on a pooled connection the upstream closes unanswered: 502, sent once, never again" \
-    "$(hangup "$m" "hu-$m")" "connect=200 tls=ok status=502 reason=bad-request seen=1"
+  check_eq "$m on a pooled connection the upstream closes unanswered: 502 upstream-closed, sent once, never again" \
+    "$(hangup "$m" "hu-$m")" "status=502 reason=upstream-closed seen=1"
+  check_match "... its body: the kept-alive connection closed before answering, $m not sent again (not idempotent), the client may retry" \
+    "$(body_of "hu-hu-$m.out")" \
+    "^sluice: $m https://[^ ]+/raw failed: upstream-closed \\(client local, environment framing\\): the upstream closed the kept-alive connection before answering; the request was not sent again because $m is not idempotent \\(the upstream may have acted on it\\): the client may retry\\\\n\$"
+  check_audit "... its audit line: decision error, reason upstream-closed, 502" \
+    method="$m" scheme=https decision=error reason=upstream-closed status=502
 done
-check_eq "GET on a pooled connection the upstream closes unanswered: sent again on a fresh one" \
-  "$(hangup GET hu-GET)" "connect=200 tls=ok status=502 reason=bad-request seen=2"
+check_eq "GET on a pooled connection the upstream closes unanswered: sent again on a fresh one, then 502 upstream-closed" \
+  "$(hangup GET hu-GET)" "status=502 reason=upstream-closed seen=2"
+check_match "... its body: closed before answering after the request was sent again once" \
+  "$(body_of hu-hu-GET.out)" \
+  '^sluice: GET https://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the connection before answering, after the request had been sent again once \(the kept-alive connection it first went on had closed unanswered too\)\\n$'
+check_audit "... its audit line: decision error, reason upstream-closed, 502" \
+  method=GET scheme=https decision=error reason=upstream-closed status=502
 check "a fresh tunnel still works after the hang-ups" healthy after-hangup
 
 # --- (5) pipelining after a policy refusal (docs/reference/proxy.md §4.1, §4.5) ----------------------------------
