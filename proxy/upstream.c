@@ -391,16 +391,17 @@ static void set_literal(struct sl_upstream *u)
     u->addrs.n = 1;
 }
 
-int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
-                     const char *owner, sl_upstream_event_fn *fn, void *arg,
-                     struct sl_upstream **out)
+/* sl_upstream_open(), from the pool when `pooled`, else always a new connection. */
+static int open_upstream(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
+                         const char *owner, bool pooled, sl_upstream_event_fn *fn, void *arg,
+                         struct sl_upstream **out)
 {
     const char *client = owner != NULL ? owner : "";
     struct sl_upstream *u;
     int rc;
 
     SL_ENSURE(strlen(client) <= SL_AUTH_ID_MAX, SL_EINVAL);
-    u = pool_take(w, host, port, tls, client);
+    u = pooled ? pool_take(w, host, port, tls, client) : NULL;
 
     if (u != NULL) {
         u->fn = fn;
@@ -449,6 +450,20 @@ int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t 
     u->opening = false;
     *out = u;
     return 0;
+}
+
+int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
+                     const char *owner, sl_upstream_event_fn *fn, void *arg,
+                     struct sl_upstream **out)
+{
+    return open_upstream(w, host, port, tls, owner, true, fn, arg, out);
+}
+
+int sl_upstream_open_new(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
+                         const char *owner, sl_upstream_event_fn *fn, void *arg,
+                         struct sl_upstream **out)
+{
+    return open_upstream(w, host, port, tls, owner, false, fn, arg, out);
 }
 
 enum sl_upstream_state sl_upstream_state(const struct sl_upstream *u)

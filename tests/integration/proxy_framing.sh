@@ -291,10 +291,11 @@ check_audit "... its audit line: decision error, reason upstream-closed, 502" \
 # hangup METHOD PROBE : a fresh tunnel's request first leaves a pooled upstream connection, then
 # METHOD /raw?case=hangup (no body) in another tunnel takes it; prints the client's outcome and
 # how many times origin.py received the request (the body in $FX_WORK/hu-PROBE.out).
+# A third argument names another /raw case than hangup.
 hangup() {
   healthy "prime-$2" || echo "# hangup: the priming request failed"
   printf '%s seen=%s\n' "$(unanswered "hu-$2.out" --connect "$PYT" --raw \
-    "$1 /raw?case=hangup&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")" \
+    "$1 /raw?case=${3:-hangup}&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")" \
     "$(fx_seen "probe=$2")"
 }
 for m in POST PATCH; do
@@ -313,6 +314,33 @@ check_match "... its body: closed before answering after the request was sent ag
   '^sluice: GET https://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the connection before answering, after the request had been sent again once \(the kept-alive connection it first went on had closed unanswered too\)\\n$'
 check_audit "... its audit line: decision error, reason upstream-closed, 502" \
   method=GET scheme=https decision=error reason=upstream-closed status=502
+# The retry goes on a new connection, never on another pooled one (which may be just as stale):
+# two tunnels' requests at once leave two connections in the pool, the GET takes one, and its
+# retry must not take the other. seqs_of TEXT : origin.py's request numbers on their connections
+# ("seq") of the requests whose target contains TEXT, in order.
+seqs_of() {
+  "$FX_PYTHON" - "$FX_ORIGIN_LOG" "$1" <<'EOF'
+import json, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    print(" ".join(str(d["seq"]) for d in map(json.loads, f) if sys.argv[2] in d["target"]))
+EOF
+}
+fx_pc --connect "$PYT" --request "GET /slow?bytes=10&ms=1000&probe=hu-two-a" >/dev/null &
+two_a=$!
+fx_pc --connect "$PYT" --request "GET /slow?bytes=10&ms=1000&probe=hu-two-b" >/dev/null &
+two_b=$!
+wait "$two_a" "$two_b" || true
+check_eq "GET on one of two pooled connections, closed unanswered: sent again, then 502 upstream-closed" \
+  "$(unanswered hu-two.out --connect "$PYT" --raw "GET /raw?case=hangup&probe=hu-two-c HTTP/1.1\\r\\n${H}\\r\\n")" \
+  "status=502 reason=upstream-closed"
+check_match "... first on a pooled connection, then on a new one (its first request), not the other pooled one" \
+  "$(seqs_of probe=hu-two-c)" '^([2-9]|[1-9][0-9]+) 1$'
+# An upstream that sent part of a head before it closed did answer (the connection was not
+# stale): the GET is not sent again, and the cut head is a malformed response.
+check_eq "GET on a pooled connection closed after part of a response head: not sent again, 502 bad-request" \
+  "$(hangup GET hu-cut cut-head)" "status=502 reason=bad-request seen=1"
+check_match "... its body: the response was cut in the middle" "$(body_of hu-hu-cut.out)" \
+  "^sluice: GET https://[^ ]+/raw failed: bad-request .*: the upstream's response was malformed: connection closed in the middle of a message"
 check "a fresh tunnel still works after the hang-ups" healthy after-hangup
 
 # --- (5) pipelining after a policy refusal (docs/reference/proxy.md §4.1, §4.5) ----------------------------------
