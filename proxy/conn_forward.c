@@ -421,38 +421,37 @@ static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
 {
     const struct sl_tls *t = sl_stream_tls(us);
     const char *method = c->r.override_method != NULL ? c->r.override_method : c->r.method;
-    char how[160];
+    /* How it ended, when not by a clean close: " (connection reset by peer)". */
+    char how[160] = "";
     char detail[400];
 
-    if (st == UV_EOF) {
-        (void)snprintf(how, sizeof(how), "closed");
-    } else {
-        (void)snprintf(how, sizeof(how), "closed (%s)",
+    if (st != UV_EOF) {
+        (void)snprintf(how, sizeof(how), " (%s)",
                        t != NULL && sl_tls_error_text(t)[0] != '\0' ? sl_tls_error_text(t)
                                                                     : sl_strerror(st));
     }
     if (c->retried) {
         (void)snprintf(detail, sizeof(detail),
-                       "the upstream %s the connection before answering, after the request had "
-                       "been sent again once (the kept-alive connection it first went on had "
+                       "the upstream closed the connection before answering%s, after the request "
+                       "had been sent again once (the kept-alive connection it first went on had "
                        "closed unanswered too)",
                        how);
     } else if (!sl_upstream_is_reused(c->up)) {
         (void)snprintf(detail, sizeof(detail),
-                       "the upstream %s the connection before answering (a new connection: the "
-                       "request was not sent again)",
+                       "the upstream closed the connection before answering%s (a new connection: "
+                       "the request was not sent again)",
                        how);
     } else if (!sl__conn_idempotent(sl_h1_head(&c->req))) {
         (void)snprintf(detail, sizeof(detail),
-                       "the upstream %s the kept-alive connection before answering; the request "
-                       "was not sent again because %s is not idempotent (the upstream may have "
-                       "acted on it): the client may retry",
+                       "the upstream closed the kept-alive connection before answering%s; the "
+                       "request was not sent again because %s is not idempotent (the upstream may "
+                       "have acted on it): the client may retry",
                        how, method != NULL ? method : "its method");
     } else {
         (void)snprintf(detail, sizeof(detail),
-                       "the upstream %s the kept-alive connection before answering; the request "
-                       "was not sent again because its body had already gone up: the client may "
-                       "retry",
+                       "the upstream closed the kept-alive connection before answering%s; the "
+                       "request was not sent again because its body had already gone up: the "
+                       "client may retry",
                        how);
     }
     sl_log(SL_LOG_INFO, c->id, "msg=\"upstream refused\" host=%s reason=%s detail=\"%s\"",

@@ -307,6 +307,14 @@ for m in POST PATCH; do
   check_audit "... its audit line: decision error, reason upstream-closed, 502" \
     method="$m" scheme=https decision=error reason=upstream-closed status=502
 done
+# A PUT is idempotent, but once its body has gone up it cannot be sent again ($pad: 60 000 bytes).
+healthy prime-hu-PUT || echo "# the priming request failed"
+check_eq "PUT with a body on a pooled connection the upstream closes unanswered: 502 upstream-closed, sent once" \
+  "$(unanswered hu-put.out --connect "$PYT" --raw "PUT /raw?case=hangup&probe=hu-PUT HTTP/1.1\\r\\n${H}Content-Length: 60000\\r\\n\\r\\n$pad") seen=$(fx_seen probe=hu-PUT)" \
+  "status=502 reason=upstream-closed seen=1"
+check_match "... its body: the kept-alive connection closed before answering, not sent again as its body had gone up" \
+  "$(body_of hu-put.out)" \
+  '^sluice: PUT https://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the kept-alive connection before answering( \([^)]*\))?; the request was not sent again because its body had already gone up: the client may retry\\n$'
 check_eq "GET on a pooled connection the upstream closes unanswered: sent again on a fresh one, then 502 upstream-closed" \
   "$(hangup GET hu-GET)" "status=502 reason=upstream-closed seen=2"
 check_match "... its body: closed before answering after the request was sent again once" \
