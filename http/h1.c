@@ -404,6 +404,12 @@ void sl_h1_expect_no_body(struct sl_h1 *p)
     p->_no_body = true;
 }
 
+bool sl_h1_in_message(const struct sl_h1 *p)
+{
+    /* Head bytes are counted from a message's first byte and reset as its end is reported. */
+    return p->_head_bytes > 0 || p->_in_body;
+}
+
 const struct sl_h1_head *sl_h1_head(const struct sl_h1 *p)
 {
     return &p->_head;

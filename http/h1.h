@@ -183,6 +183,12 @@ SL_MUST_CHECK int sl_h1_eof(struct sl_h1 *p, struct sl_h1_event *ev);
 /* Frees the parser's own memory (not the arena). A zeroed or finished parser is fine. */
 void sl_h1_finish(struct sl_h1 *p);
 
+/* True from the first byte of a message taken by sl_h1_feed() until its SL_H1_EV_END (or
+ * SL_H1_EV_UPGRADE) was reported; false between messages: a peer that closes then had sent
+ * nothing of a next message (the proxy tells an upstream that closed before answering from a
+ * response cut short by it). */
+bool sl_h1_in_message(const struct sl_h1 *p);
+
 /* Response parsers only: the next response answers a HEAD request (or is the answer to a
  * CONNECT) and carries no body whatever its headers say. Call before its first byte. Interim
  * (1xx) responses before the final one do not use it up. */

@@ -439,17 +439,18 @@ static int conn_fail(struct sl__http_conn *c, int status, const char *why);
 static int body_charge(struct sl__http_conn *c, size_t n)
 {
     struct sl_http_server *srv = c->srv;
-    size_t held;
 
     if (n > srv->cfg.bodies_max_bytes - srv->body_bytes) {
         return conn_fail(c, 503, "the server holds as many request bodies as it takes; try again");
     }
-    held = c->has_addr ? peer_body_bytes(c) : 0;
-    if (c->has_addr
-        && (held > srv->cfg.peer_bodies_max_bytes || n > srv->cfg.peer_bodies_max_bytes - held)) {
-        return conn_fail(c, 503,
-                         "this client address has as many request bodies in flight as "
-                         "it may; try again");
+    if (c->has_addr) {
+        size_t held = peer_body_bytes(c);
+
+        if (held > srv->cfg.peer_bodies_max_bytes || n > srv->cfg.peer_bodies_max_bytes - held) {
+            return conn_fail(c, 503,
+                             "this client address has as many request bodies in flight as "
+                             "it may; try again");
+        }
     }
     srv->body_bytes += n;
     c->x->charged += n;
@@ -1489,6 +1490,8 @@ int sl__http_conn_create(struct sl__http_listener *l)
 {
     struct sl_http_server *srv = l->srv;
     struct sl__http_conn *c = sl_calloc(1, sizeof(*c));
+    /* The open connections from its address, this one included (0 without an address). */
+    size_t from_addr;
     int rc;
 
     if (c == NULL) {
@@ -1518,9 +1521,10 @@ int sl__http_conn_create(struct sl__http_listener *l)
         return 0;
     }
     describe_peer(c);
-    if (c->has_addr && peer_connections(c) > srv->cfg.peer_max_connections) {
+    from_addr = c->has_addr ? peer_connections(c) : 0;
+    if (from_addr > srv->cfg.peer_max_connections) {
         sl_log(SL_LOG_DEBUG, c->id, "http connection refused peer=%s: %zu from its address",
-               c->peer, peer_connections(c) - 1);
+               c->peer, from_addr - 1);
         if (l->tls != NULL) {
             /* A TLS client would take an answer in the clear for a broken handshake. */
             conn_close(c);

@@ -58,6 +58,8 @@ const char *sl_reason_code(enum sl_reason r)
         return "git-bad-push";
     case SL_REASON_PLACEHOLDER_MISUSE:
         return "placeholder-misuse";
+    case SL_REASON_UPSTREAM_CLOSED:
+        return "upstream-closed";
     }
     return "unknown";
 }
@@ -91,6 +93,7 @@ int sl_reason_status(enum sl_reason r)
     case SL_REASON_DNS:
     case SL_REASON_UPSTREAM_UNREACHABLE:
     case SL_REASON_UPSTREAM_TLS:
+    case SL_REASON_UPSTREAM_CLOSED:
         return 502;
     case SL_REASON_UPSTREAM_TIMEOUT:
         return 504;
@@ -518,6 +521,7 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_UPSTREAM_UNREACHABLE:
     case SL_REASON_UPSTREAM_TLS:
     case SL_REASON_UPSTREAM_TIMEOUT:
+    case SL_REASON_UPSTREAM_CLOSED:
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:

@@ -64,10 +64,13 @@ enum sl_reason {
     /* A client's placeholder (policy/placeholder.h) anywhere but in its rule's header of a
      * request its rule lets out: another host, another header, the target, the host name. */
     SL_REASON_PLACEHOLDER_MISUSE,
+    /* The upstream closed (or reset) its connection before any byte of its response, and the
+     * request was not sent again (docs/reference/proxy.md §4.4, Pooling). */
+    SL_REASON_UPSTREAM_CLOSED,
 };
 
 /* The last reason code: counters and tables indexed by reason have SL_REASON_LAST + 1 entries. */
-#define SL_REASON_LAST SL_REASON_PLACEHOLDER_MISUSE
+#define SL_REASON_LAST SL_REASON_UPSTREAM_CLOSED
 
 /* The code of docs/reference/proxy.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the
  * audit log writes null for it). Static, never NULL. */

@@ -58,11 +58,16 @@ static void on_upstream_event(struct sl_upstream *u, void *arg)
     sl__conn_step(c);
 }
 
+/* Dials for the current request: a pooled connection if there is one, but never for a request
+ * sent again (retry_stale()): a pooled connection that closed unanswered may have idled beside
+ * others the upstream closed at the same time, and the retry is on a new one (proxy.md §4.4). */
 static void start_dialing(struct sl__conn *c)
 {
     bool tls = sl__conn_is_intercepted(c);
-    int rc = sl_upstream_open(c->w, &c->r.host, c->r.port, tls, c->dec.client, on_upstream_event, c,
-                              &c->up);
+    int rc = c->retried ? sl_upstream_open_new(c->w, &c->r.host, c->r.port, tls, c->dec.client,
+                                               on_upstream_event, c, &c->up)
+                        : sl_upstream_open(c->w, &c->r.host, c->r.port, tls, c->dec.client,
+                                           on_upstream_event, c, &c->up);
 
     if (rc < 0) {
         c->up = NULL;
@@ -89,22 +94,14 @@ void sl__conn_start_request(struct sl__conn *c, const struct sl_h1_head *h)
     start_dialing(c);
 }
 
-/* Dials the CONNECT host for a passthrough tunnel, on a fresh connection: a pooled one has
- * carried plain HTTP, and a TLS session must start on a clean stream. Taking from the pool
- * empties it, so the loop ends. The address rules are those of every dial (proxy/upstream.h). */
+/* Dials the CONNECT host for a passthrough tunnel, on a new connection: a pooled one has
+ * carried plain HTTP, and a TLS session must start on a clean stream. The address rules are
+ * those of every dial (proxy/upstream.h). */
 void sl__conn_start_passthrough_dial(struct sl__conn *c)
 {
-    int rc;
+    int rc = sl_upstream_open_new(c->w, &c->thost, c->tport, false, c->dec.client,
+                                  on_upstream_event, c, &c->up);
 
-    for (;;) {
-        rc = sl_upstream_open(c->w, &c->thost, c->tport, false, c->dec.client, on_upstream_event, c,
-                              &c->up);
-        if (rc < 0 || !sl_upstream_is_reused(c->up)) {
-            break;
-        }
-        sl_upstream_close(c->up);
-        c->up = NULL;
-    }
     if (rc < 0) {
         c->up = NULL;
         sl__conn_drop(c, SL_REASON_UPSTREAM_UNREACHABLE);
@@ -416,6 +413,52 @@ static void time_response(struct sl__conn *c, bool waiting, bool progress)
     }
 }
 
+/* The upstream ended its connection (`st`: UV_EOF when it closed cleanly) before any byte of a
+ * response, an interim one included, and retry_stale() did not send the request again: 502
+ * upstream-closed, saying why nothing was retried (docs/reference/proxy.md §4.4, Pooling). Not a
+ * malformed response: nothing of one came. */
+static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
+{
+    const struct sl_tls *t = sl_stream_tls(us);
+    const char *method = c->r.override_method != NULL ? c->r.override_method : c->r.method;
+    /* How it ended, when not by a clean close: " (connection reset by peer)". */
+    char how[160] = "";
+    char detail[400];
+
+    if (st != UV_EOF) {
+        (void)snprintf(how, sizeof(how), " (%s)",
+                       t != NULL && sl_tls_error_text(t)[0] != '\0' ? sl_tls_error_text(t)
+                                                                    : sl_strerror(st));
+    }
+    if (c->retried) {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream closed the connection before answering%s, after the request "
+                       "had been sent again once (the kept-alive connection it first went on had "
+                       "closed unanswered too)",
+                       how);
+    } else if (!sl_upstream_is_reused(c->up)) {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream closed the connection before answering%s (a new connection: "
+                       "the request was not sent again)",
+                       how);
+    } else if (!sl__conn_idempotent(sl_h1_head(&c->req))) {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream closed the kept-alive connection before answering%s; the "
+                       "request was not sent again because %s is not idempotent (the upstream may "
+                       "have acted on it): the client may retry",
+                       how, method != NULL ? method : "its method");
+    } else {
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream closed the kept-alive connection before answering%s; the "
+                       "request was not sent again because its body had already gone up: the "
+                       "client may retry",
+                       how);
+    }
+    sl_log(SL_LOG_INFO, c->id, "msg=\"upstream refused\" host=%s reason=%s detail=\"%s\"",
+           c->r.host.name, sl_reason_code(SL_REASON_UPSTREAM_CLOSED), detail);
+    sl__conn_refuse_reason(c, SL_REASON_UPSTREAM_CLOSED, detail, false);
+}
+
 /* Response side of FORWARDING. Returns 1 on progress, 0 when waiting, -1 once the exchange has
  * ended. */
 static int forward_response(struct sl__conn *c)
@@ -464,7 +507,15 @@ static int forward_response(struct sl__conn *c)
     }
     ev = pull(&c->resp, us, &c->resp_pend);
     if (ev == SL_H1_EV_NONE && sl_stream_in_status(us) != 0) {
+        int st = sl_stream_in_status(us);
         struct sl_h1_event end;
+
+        if (!sl__conn_resp_head_sent(c) && c->interims == 0 && !sl_h1_in_message(&c->resp)
+            && !(st == SL_ECRYPTO && sl_stream_tls(us) != NULL)) {
+            /* Not a byte of a response (a TLS failure is upstream-tls, below). */
+            refuse_unanswered(c, us, st);
+            return -1;
+        }
 
         /* The upstream closed: the end of a close-delimited body, or a cut response. Only a
          * clean end ends a body: a FIN in the clear, close_notify under TLS (tls.h: a TLS
@@ -566,13 +617,15 @@ static void finish_exchange(struct sl__conn *c)
  * an idempotent request again on a fresh connection (once). Its head went out: the upstream may
  * have acted on it before it closed (a stale connection and a server that took the request and
  * then failed look the same), so a POST, a PATCH or any other method that is not idempotent is
- * never sent twice (RFC 9112 §9.3.1.1): it gets the 502. */
+ * never sent twice (RFC 9112 §9.3.1.1): it gets the 502. An upstream that sent anything of a
+ * response (part of a head, an interim response) answered: the connection was not stale, and the
+ * request is not sent again either. */
 static bool retry_stale(struct sl__conn *c)
 {
     struct sl_stream *us = sl_upstream_stream(c->up);
 
-    if (c->retried || !sl_upstream_is_reused(c->up) || sl__conn_resp_head_sent(c)
-        || c->r.bytes_up > 0 || c->req_pend.active
+    if (c->retried || !sl_upstream_is_reused(c->up) || sl__conn_resp_head_sent(c) || c->interims > 0
+        || sl_h1_in_message(&c->resp) || c->r.bytes_up > 0 || c->req_pend.active
         || (sl_stream_in_status(us) == 0 && sl_stream_error(us) == 0) || sl_stream_peek(us).n > 0
         || !sl__conn_idempotent(sl_h1_head(&c->req))) {
         return false;

@@ -264,6 +264,7 @@ bool sl__reason_is_policy(enum sl_reason reason)
     case SL_REASON_UPSTREAM_UNREACHABLE:
     case SL_REASON_UPSTREAM_TLS:
     case SL_REASON_UPSTREAM_TIMEOUT:
+    case SL_REASON_UPSTREAM_CLOSED:
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:

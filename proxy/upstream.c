@@ -348,6 +348,15 @@ static void on_timer(uv_timer_t *t)
     fail(u, SL_REASON_UPSTREAM_TIMEOUT, "the upstream did not answer in time");
 }
 
+/* Whether `u` goes to the place (host name, port, TLS or not) for `client`: only such a
+ * connection may carry that client's request there. */
+static bool at_place(const struct sl_upstream *u, const struct sl_host *host, uint16_t port,
+                     bool tls, const char *client)
+{
+    return u->port == port && u->tls == tls && u->host.len == host->len
+           && memcmp(u->host.name, host->name, host->len) == 0 && strcmp(u->client, client) == 0;
+}
+
 /* An idle connection to the same place, taken out of the pool; NULL when there is none. */
 static struct sl_upstream *pool_take(struct sl__worker *w, const struct sl_host *host,
                                      uint16_t port, bool tls, const char *client)
@@ -355,8 +364,7 @@ static struct sl_upstream *pool_take(struct sl__worker *w, const struct sl_host 
     for (struct sl_list *l = w->idle.next; l != &w->idle; l = l->next) {
         struct sl_upstream *u = SL_CONTAINER_OF(l, struct sl_upstream, idle_link);
 
-        if (u->port == port && u->tls == tls && u->host.len == host->len
-            && memcmp(u->host.name, host->name, host->len) == 0 && strcmp(u->client, client) == 0) {
+        if (at_place(u, host, port, tls, client)) {
             pool_remove(u);
             (void)uv_timer_stop(&u->timer);
             return u;
@@ -386,16 +394,17 @@ static void set_literal(struct sl_upstream *u)
     u->addrs.n = 1;
 }
 
-int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
-                     const char *owner, sl_upstream_event_fn *fn, void *arg,
-                     struct sl_upstream **out)
+/* sl_upstream_open(), from the pool when `pooled`, else always a new connection. */
+static int open_upstream(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
+                         const char *owner, bool pooled, sl_upstream_event_fn *fn, void *arg,
+                         struct sl_upstream **out)
 {
     const char *client = owner != NULL ? owner : "";
     struct sl_upstream *u;
     int rc;
 
     SL_ENSURE(strlen(client) <= SL_AUTH_ID_MAX, SL_EINVAL);
-    u = pool_take(w, host, port, tls, client);
+    u = pooled ? pool_take(w, host, port, tls, client) : NULL;
 
     if (u != NULL) {
         u->fn = fn;
@@ -446,6 +455,20 @@ int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t 
     return 0;
 }
 
+int sl_upstream_open(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
+                     const char *owner, sl_upstream_event_fn *fn, void *arg,
+                     struct sl_upstream **out)
+{
+    return open_upstream(w, host, port, tls, owner, true, fn, arg, out);
+}
+
+int sl_upstream_open_new(struct sl__worker *w, const struct sl_host *host, uint16_t port, bool tls,
+                         const char *owner, sl_upstream_event_fn *fn, void *arg,
+                         struct sl_upstream **out)
+{
+    return open_upstream(w, host, port, tls, owner, false, fn, arg, out);
+}
+
 enum sl_upstream_state sl_upstream_state(const struct sl_upstream *u)
 {
     return u->state;
@@ -467,13 +490,6 @@ struct sl_stream *sl_upstream_stream(struct sl_upstream *u)
     return &u->stream;
 }
 
-static bool same_place(const struct sl_upstream *a, const struct sl_upstream *b)
-{
-    return a->port == b->port && a->tls == b->tls && a->host.len == b->host.len
-           && memcmp(a->host.name, b->host.name, a->host.len) == 0
-           && strcmp(a->client, b->client) == 0;
-}
-
 /* Whether the pool already holds IDLE_PER_PLACE connections to where U goes. */
 static bool place_is_full(const struct sl_upstream *u)
 {
@@ -482,7 +498,7 @@ static bool place_is_full(const struct sl_upstream *u)
     for (struct sl_list *l = u->w->idle.next; l != &u->w->idle; l = l->next) {
         const struct sl_upstream *v = SL_CONTAINER_OF(l, struct sl_upstream, idle_link);
 
-        if (same_place(u, v) && ++n >= IDLE_PER_PLACE) {
+        if (at_place(v, &u->host, u->port, u->tls, u->client) && ++n >= IDLE_PER_PLACE) {
             return true;
         }
     }

@@ -60,6 +60,14 @@ SL_MUST_CHECK int sl_upstream_open(struct sl__worker *w, const struct sl_host *h
                                    bool tls, const char *owner, sl_upstream_event_fn *fn, void *arg,
                                    struct sl_upstream **out);
 
+/* As sl_upstream_open(), but always a new connection: the pool is not looked at (a request sent
+ * again because the pooled connection it went on closed unanswered: another pooled one may be
+ * just as stale; a passthrough tunnel, whose TLS starts on a clean stream). */
+SL_MUST_CHECK int sl_upstream_open_new(struct sl__worker *w, const struct sl_host *host,
+                                       uint16_t port, bool tls, const char *owner,
+                                       sl_upstream_event_fn *fn, void *arg,
+                                       struct sl_upstream **out);
+
 enum sl_upstream_state sl_upstream_state(const struct sl_upstream *u);
 
 /* For a FAILED upstream: the reason code, and a static or upstream-owned detail text (valid

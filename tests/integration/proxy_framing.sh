@@ -263,23 +263,92 @@ check "early response: a new connection works afterwards" healthy after-early
 # --- (4b) a pooled connection that the upstream closes without an answer ------------------------
 # /raw?case=hangup reads the head and closes. On a pooled connection that looks like one the
 # upstream closed while it idled, and an idempotent request is sent again on a fresh one; a POST
-# or PATCH never is (RFC 9112 §9.3.1.1: the upstream may have acted on it): it gets the 502.
+# or PATCH never is (RFC 9112 §9.3.1.1: the upstream may have acted on it). Either way the
+# client's 502 is upstream-closed, its body says why nothing (more) was sent again, and the audit
+# line is an error: not bad-request with "malformed", nothing malformed came (proxy.md §4.4, §4.5).
+# unanswered OUT ARGS... : proxy_client.py ARGS with --show-body into $FX_WORK/OUT; prints
+# "status=S reason=R".
+unanswered() {
+  local out=$1
+  shift
+  fx_pyclient --timeout 10 --eof-wait 5 --show-body "$@" >"$FX_WORK/$out" 2>&1 || true
+  sed -nE 's/^(status=[0-9]+ reason=[^ ]+) .*/\1/p' "$FX_WORK/$out"
+}
+# body_of OUT : the body line of that run.
+body_of() { sed -n 's/^body=//p' "$FX_WORK/$1"; }
+# A new connection first: no plain request has reached origin.py yet, so nothing is pooled there.
+check_eq "hang-up on a new connection: nothing pooled to origin.py in the clear yet" \
+  "$(fx_jsonl_count "$FX_ORIGIN_LOG" tls=false)" 0
+check_eq "POST on a new connection the upstream closes unanswered: 502 upstream-closed" \
+  "$(unanswered hu-new.out --raw "POST http://$PYH/raw?case=hangup&probe=hu-new HTTP/1.1\\r\\n${HP}Content-Length: 0\\r\\n\\r\\n")" \
+  "status=502 reason=upstream-closed"
+check_match "... its body: the upstream closed the connection before answering, a new one, not sent again" \
+  "$(body_of hu-new.out)" \
+  '^sluice: POST http://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the connection before answering \(a new connection: the request was not sent again\)\\n$'
+check_eq "... origin.py received it once" "$(fx_seen probe=hu-new)" 1
+check_audit "... its audit line: decision error, reason upstream-closed, 502" \
+  method=POST scheme=http decision=error reason=upstream-closed status=502
 # hangup METHOD PROBE : a fresh tunnel's request first leaves a pooled upstream connection, then
 # METHOD /raw?case=hangup (no body) in another tunnel takes it; prints the client's outcome and
-# how many times origin.py received the request.
+# how many times origin.py received the request (the body in $FX_WORK/hu-PROBE.out).
+# A third argument names another /raw case than hangup.
 hangup() {
-  local out
   healthy "prime-$2" || echo "# hangup: the priming request failed"
-  out=$(fx_pc --connect "$PYT" --eof-wait 5 --raw \
-    "$1 /raw?case=hangup&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")
-  printf '%s seen=%s\n' "$(sed -E 's/ eof( reset)?$//' <<<"$out")" "$(fx_seen "probe=$2")"
+  printf '%s seen=%s\n' "$(unanswered "hu-$2.out" --connect "$PYT" --raw \
+    "$1 /raw?case=${3:-hangup}&probe=$2 HTTP/1.1\\r\\n${H}Content-Length: 0\\r\\n\\r\\n")" \
+    "$(fx_seen "probe=$2")"
 }
 for m in POST PATCH; do
-  check_eq "$m on a pooled connection the upstream closes unanswered: 502, sent once, never again" \
-    "$(hangup "$m" "hu-$m")" "connect=200 tls=ok status=502 reason=bad-request seen=1"
+  check_eq "$m on a pooled connection the upstream closes unanswered: 502 upstream-closed, sent once, never again" \
+    "$(hangup "$m" "hu-$m")" "status=502 reason=upstream-closed seen=1"
+  check_match "... its body: the kept-alive connection closed before answering, $m not sent again (not idempotent), the client may retry" \
+    "$(body_of "hu-hu-$m.out")" \
+    "^sluice: $m https://[^ ]+/raw failed: upstream-closed \\(client local, environment framing\\): the upstream closed the kept-alive connection before answering; the request was not sent again because $m is not idempotent \\(the upstream may have acted on it\\): the client may retry\\\\n\$"
+  check_audit "... its audit line: decision error, reason upstream-closed, 502" \
+    method="$m" scheme=https decision=error reason=upstream-closed status=502
 done
-check_eq "GET on a pooled connection the upstream closes unanswered: sent again on a fresh one" \
-  "$(hangup GET hu-GET)" "connect=200 tls=ok status=502 reason=bad-request seen=2"
+# A PUT is idempotent, but once its body has gone up it cannot be sent again ($pad: 60 000 bytes).
+healthy prime-hu-PUT || echo "# the priming request failed"
+check_eq "PUT with a body on a pooled connection the upstream closes unanswered: 502 upstream-closed, sent once" \
+  "$(unanswered hu-put.out --connect "$PYT" --raw "PUT /raw?case=hangup&probe=hu-PUT HTTP/1.1\\r\\n${H}Content-Length: 60000\\r\\n\\r\\n$pad") seen=$(fx_seen probe=hu-PUT)" \
+  "status=502 reason=upstream-closed seen=1"
+check_match "... its body: the kept-alive connection closed before answering, not sent again as its body had gone up" \
+  "$(body_of hu-put.out)" \
+  '^sluice: PUT https://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the kept-alive connection before answering( \([^)]*\))?; the request was not sent again because its body had already gone up: the client may retry\\n$'
+check_eq "GET on a pooled connection the upstream closes unanswered: sent again on a fresh one, then 502 upstream-closed" \
+  "$(hangup GET hu-GET)" "status=502 reason=upstream-closed seen=2"
+check_match "... its body: closed before answering after the request was sent again once" \
+  "$(body_of hu-hu-GET.out)" \
+  '^sluice: GET https://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the connection before answering, after the request had been sent again once \(the kept-alive connection it first went on had closed unanswered too\)\\n$'
+check_audit "... its audit line: decision error, reason upstream-closed, 502" \
+  method=GET scheme=https decision=error reason=upstream-closed status=502
+# The retry goes on a new connection, never on another pooled one (which may be just as stale):
+# two tunnels' requests at once leave two connections in the pool, the GET takes one, and its
+# retry must not take the other. seqs_of TEXT : origin.py's request numbers on their connections
+# ("seq") of the requests whose target contains TEXT, in order.
+seqs_of() {
+  "$FX_PYTHON" - "$FX_ORIGIN_LOG" "$1" <<'EOF'
+import json, sys
+with open(sys.argv[1], encoding="utf-8") as f:
+    print(" ".join(str(d["seq"]) for d in map(json.loads, f) if sys.argv[2] in d["target"]))
+EOF
+}
+fx_pc --connect "$PYT" --request "GET /slow?bytes=10&ms=1000&probe=hu-two-a" >/dev/null &
+two_a=$!
+fx_pc --connect "$PYT" --request "GET /slow?bytes=10&ms=1000&probe=hu-two-b" >/dev/null &
+two_b=$!
+wait "$two_a" "$two_b" || true
+check_eq "GET on one of two pooled connections, closed unanswered: sent again, then 502 upstream-closed" \
+  "$(unanswered hu-two.out --connect "$PYT" --raw "GET /raw?case=hangup&probe=hu-two-c HTTP/1.1\\r\\n${H}\\r\\n")" \
+  "status=502 reason=upstream-closed"
+check_match "... first on a pooled connection, then on a new one (its first request), not the other pooled one" \
+  "$(seqs_of probe=hu-two-c)" '^([2-9]|[1-9][0-9]+) 1$'
+# An upstream that sent part of a head before it closed did answer (the connection was not
+# stale): the GET is not sent again, and the cut head is a malformed response.
+check_eq "GET on a pooled connection closed after part of a response head: not sent again, 502 bad-request" \
+  "$(hangup GET hu-cut cut-head)" "status=502 reason=bad-request seen=1"
+check_match "... its body: the response was cut in the middle" "$(body_of hu-hu-cut.out)" \
+  "^sluice: GET https://[^ ]+/raw failed: bad-request .*: the upstream's response was malformed: connection closed in the middle of a message"
 check "a fresh tunnel still works after the hang-ups" healthy after-hangup
 
 # --- (5) pipelining after a policy refusal (docs/reference/proxy.md §4.1, §4.5) ----------------------------------

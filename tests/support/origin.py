@@ -44,6 +44,7 @@ Endpoints (any method unless noted; HEAD gets the GET head without a body):
                          413 + Connection: close at once, the body drained (<= 5 s), then close.
                          case=hangup: no answer at all, the connection closed at once (a server
                          that took the request and failed, or a keep-alive connection it closed).
+                         case=cut-head: the first bytes of a response head, 0.3 s later the close.
     anything else        404.
 
 Log: one JSON object per request, appended to --log as it arrives (before the response):
@@ -401,11 +402,15 @@ RAW_CASES = {
 
 def raw_case(c, case, headers):
     """/raw?case=NAME (before the body is read). NAME is a RAW_CASES key, hangup (no answer, the
-    connection closed), or early-413: a 413
+    connection closed), cut-head (part of a head, then the close), or early-413: a 413
     with Connection: close sent after the head of a request whose body has not been read; the
     body is then drained (at most 5 s) before the close, so the proxy sees no reset."""
     sock = c.sock
     if case == "hangup":
+        return False
+    if case == "cut-head":
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Le")
+        time.sleep(0.3)  # the reader takes these bytes before it learns of the close
         return False
     if case == "early-413":
         sock.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\n"

@@ -626,6 +626,43 @@ static void reports_a_truncated_body_at_eof(void **state)
     run_end(&r);
 }
 
+/* sl_h1_in_message(): true from a message's first byte to its end, false between messages (an
+ * interim response's end included), so that a close there is told from a response cut short. */
+static void says_whether_a_message_has_begun(void **state)
+{
+    static const char in[] = "HTTP/1.1 100 Continue\r\n\r\n"
+                             "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    struct run r;
+    struct sl_h1_event ev;
+    size_t off = 1;
+
+    (void)state;
+    run_start(&r, SL_H1_RESPONSE, NULL);
+    assert_false(sl_h1_in_message(&r.p));
+    assert_int_equal(sl_h1_feed(&r.p, (const uint8_t *)in, 1, &ev), 1);
+    assert_int_equal(ev.type, SL_H1_EV_NONE);
+    assert_true(sl_h1_in_message(&r.p));
+    /* Each event, then "in" or "out" of a message after it. */
+    for (int calls = 0; calls < 20; calls++) {
+        int used = sl_h1_feed(&r.p, (const uint8_t *)in + off, sizeof(in) - 1 - off, &ev);
+
+        assert_true(used >= 0);
+        off += (size_t)used;
+        if (ev.type == SL_H1_EV_NONE) {
+            break;
+        }
+        log_event(&r, &ev);
+        assert_int_equal(sl_buf_append_str(&r.log, sl_h1_in_message(&r.p) ? "in " : "out "), 0);
+    }
+    assert_int_equal(off, sizeof(in) - 1);
+    assert_string_equal(sl_buf_cstr(&r.log), "H(100) in E out H(200) in B:ok in E out ");
+    /* The peer closes between messages: nothing owed, nothing begun. */
+    assert_int_equal(sl_h1_eof(&r.p, &ev), 0);
+    assert_int_equal(ev.type, SL_H1_EV_NONE);
+    assert_false(sl_h1_in_message(&r.p));
+    run_end(&r);
+}
+
 static void refuses_bytes_after_an_upgrade(void **state)
 {
     static const char in[] = "CONNECT a:443 HTTP/1.1\r\n\r\n";
@@ -785,6 +822,7 @@ int main(void)
         cmocka_unit_test(refuses_too_many_trailer_fields),
         cmocka_unit_test(caps_chunk_extensions),
         cmocka_unit_test(reports_a_truncated_body_at_eof),
+        cmocka_unit_test(says_whether_a_message_has_begun),
         cmocka_unit_test(refuses_bytes_after_an_upgrade),
         cmocka_unit_test(survives_every_allocation_failure),
         cmocka_unit_test(says_when_the_target_was_the_problem),

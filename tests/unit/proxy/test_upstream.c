@@ -201,7 +201,7 @@ static void on_ready_event(struct sl_upstream *u, void *arg)
 
 /* A burst of 40 connections to one place, all given back clean: the pool keeps 32 of them
  * (each idle one holds its TLS state and the peer's certificates) and closes the rest; another
- * place still gets its own. */
+ * place still gets its own; sl_upstream_open_new() never takes from the pool. */
 static void pool_keeps_at_most_32_per_place(void **state)
 {
     struct fixture *f = *state;
@@ -274,6 +274,19 @@ static void pool_keeps_at_most_32_per_place(void **state)
     assert_int_equal(r.ready, 1);
     sl_upstream_release(other, true);
     assert_int_equal(f->w.n_idle, 34);
+    /* sl_upstream_open_new() dials a new one even though the pool has some for the place (a
+     * request sent again after a pooled one closed unanswered), and leaves those pooled. */
+    r.ready = 0;
+    assert_int_equal(sl_upstream_open_new(&f->w, &host, ntohs(sin.sin_port), false, "client-a",
+                                          on_ready_event, &r, &other),
+                     0);
+    assert_false(sl_upstream_is_reused(other));
+    assert_int_equal(f->w.n_idle, 34);
+    for (int i = 0; i < 2000 && r.ready + r.failed < 1; i++) {
+        (void)uv_run(&f->w.loop, UV_RUN_ONCE);
+    }
+    assert_int_equal(r.ready, 1);
+    sl_upstream_close(other);
     sl_upstream_pool_close(&f->w);
     assert_int_equal(f->w.n_idle, 0);
     for (int i = 0; i < h.n; i++) {
