@@ -635,7 +635,10 @@ static bool retry_stale(struct sl__conn *c)
     c->up = NULL;
     sl_h1_finish(&c->resp);
     if (build_request_head(c, sl_h1_head(&c->req)) < 0) {
-        return false;
+        /* It was built once already: only memory can be short now. The upstream is gone, so
+         * the exchange ends here, as a first build's failure does (sl__conn_start_request()). */
+        sl__conn_refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
+        return true;
     }
     start_dialing(c);
     return true;
