@@ -58,6 +58,8 @@ const char *sl_reason_code(enum sl_reason r)
         return "git-bad-push";
     case SL_REASON_PLACEHOLDER_MISUSE:
         return "placeholder-misuse";
+    case SL_REASON_CLIENT_OVERLOADED:
+        return "client-overloaded";
     }
     return "unknown";
 }
@@ -96,6 +98,7 @@ int sl_reason_status(enum sl_reason r)
         return 504;
     case SL_REASON_NO_POLICY:
     case SL_REASON_OVERLOADED:
+    case SL_REASON_CLIENT_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:
         return 503;
     }
@@ -520,6 +523,7 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_UPSTREAM_TIMEOUT:
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
+    case SL_REASON_CLIENT_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:
     case SL_REASON_GIT_READ_ONLY:
     case SL_REASON_GIT_PROTECTED_BRANCH:

@@ -610,9 +610,10 @@ static void names_every_reason_code(void **state)
                                          "git-read-only",
                                          "git-protected-branch",
                                          "git-bad-push",
-                                         "placeholder-misuse" };
-    static const int status[] = { 200, 503, 407, 403, 400, 400, 403, 403, 403, 403, 421, 403,
-                                  400, 502, 502, 502, 504, 431, 503, 503, 403, 403, 400, 403 };
+                                         "placeholder-misuse",
+                                         "client-overloaded" };
+    static const int status[] = { 200, 503, 407, 403, 400, 400, 403, 403, 403, 403, 421, 403, 400,
+                                  502, 502, 502, 504, 431, 503, 503, 403, 403, 400, 403, 503 };
 
     (void)state;
     for (int r = SL_REASON_NONE; r <= SL_REASON_LAST; r++) {
