@@ -55,6 +55,8 @@ static const char usage[] =
         "                            the policy allows (503 audit-unavailable; default) or\n"
         "                            serve it and count the lines held back\n"
         "  --max-connections N       beyond it new clients get 503 overloaded (default 10000)\n"
+        "  --max-connections-per-client N   connections one client address may hold; beyond\n"
+        "                            it its new ones get 503 client-overloaded (default 1000)\n"
         "  --header-timeout S        seconds for a request head to arrive (default 10)\n"
         "  --idle-timeout S          seconds a kept-alive connection may idle, or a response\n"
         "                            wait for its upstream's next bytes (default 60)\n"
@@ -81,6 +83,7 @@ struct raw {
     size_t n_resolve;
     const char *workers;
     const char *max_connections;
+    const char *max_connections_per_client;
     const char *header_timeout;
     const char *idle_timeout;
     const char *send_timeout;
@@ -99,6 +102,8 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
     const struct sl_opt_uint nums[] = {
         { "--workers", r->workers, 1, 64, &cfg->workers },
         { "--max-connections", r->max_connections, 1, 1000000, &cfg->max_connections },
+        { "--max-connections-per-client", r->max_connections_per_client, 1, 1000000,
+          &cfg->max_connections_per_client },
         { "--header-timeout", r->header_timeout, 1, 86400, &cfg->header_timeout_s },
         { "--idle-timeout", r->idle_timeout, 1, 86400, &cfg->idle_timeout_s },
         { "--send-timeout", r->send_timeout, 1, 86400, &cfg->send_timeout_s },
@@ -211,6 +216,8 @@ static int parse(int argc, char **argv, void *arg, bool *help, struct sl_conf **
             { "--audit-log", SL_OPT_VALUE, NULL, &cfg->audit_log, NULL, NULL, 0 },
             { "--audit-failure", SL_OPT_VALUE, NULL, &r.audit_failure, NULL, NULL, 0 },
             { "--max-connections", SL_OPT_VALUE, NULL, &r.max_connections, NULL, NULL, 0 },
+            { "--max-connections-per-client", SL_OPT_VALUE, NULL, &r.max_connections_per_client,
+              NULL, NULL, 0 },
             { "--header-timeout", SL_OPT_VALUE, NULL, &r.header_timeout, NULL, NULL, 0 },
             { "--idle-timeout", SL_OPT_VALUE, NULL, &r.idle_timeout, NULL, NULL, 0 },
             { "--send-timeout", SL_OPT_VALUE, NULL, &r.send_timeout, NULL, NULL, 0 },

@@ -60,6 +60,8 @@ const char *sl_reason_code(enum sl_reason r)
         return "placeholder-misuse";
     case SL_REASON_UPSTREAM_CLOSED:
         return "upstream-closed";
+    case SL_REASON_CLIENT_OVERLOADED:
+        return "client-overloaded";
     }
     return "unknown";
 }
@@ -99,6 +101,7 @@ int sl_reason_status(enum sl_reason r)
         return 504;
     case SL_REASON_NO_POLICY:
     case SL_REASON_OVERLOADED:
+    case SL_REASON_CLIENT_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:
         return 503;
     }
@@ -524,6 +527,7 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_UPSTREAM_CLOSED:
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
+    case SL_REASON_CLIENT_OVERLOADED:
     case SL_REASON_AUDIT_UNAVAILABLE:
     case SL_REASON_GIT_READ_ONLY:
     case SL_REASON_GIT_PROTECTED_BRANCH:

@@ -67,10 +67,12 @@ enum sl_reason {
     /* The upstream closed (or reset) its connection before any byte of its response, and the
      * request was not sent again (docs/reference/proxy.md §4.4, Pooling). */
     SL_REASON_UPSTREAM_CLOSED,
+    /* The client's source address holds --max-connections-per-client connections already. */
+    SL_REASON_CLIENT_OVERLOADED,
 };
 
 /* The last reason code: counters and tables indexed by reason have SL_REASON_LAST + 1 entries. */
-#define SL_REASON_LAST SL_REASON_UPSTREAM_CLOSED
+#define SL_REASON_LAST SL_REASON_CLIENT_OVERLOADED
 
 /* The code of docs/reference/proxy.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the
  * audit log writes null for it). Static, never NULL. */
@@ -79,7 +81,8 @@ const char *sl_reason_code(enum sl_reason r);
 /* The HTTP status of docs/reference/proxy.md §4.5 for a refusal with this reason: 407 identity, 403
  * policy (git-read-only, and git-protected-branch when it cannot be answered with a receive-pack
  * result), 400 malformed (not-tls and git-bad-push too), 421 mismatch, 431 too large, 502/504
- * upstream, 503 no policy, overloaded or audit unavailable; 200 for SL_REASON_NONE. */
+ * upstream, 503 no policy, overloaded (client-overloaded) or audit unavailable; 200 for
+ * SL_REASON_NONE. */
 int sl_reason_status(enum sl_reason r);
 
 /* A buffer of this size holds every hint of sl_policy_hint(). */

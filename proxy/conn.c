@@ -23,6 +23,7 @@
 #include "policy/snapshot.h"
 #include "proxy/conn_int.h"
 #include "proxy/head.h"
+#include "proxy/peers.h"
 #include "proxy/stream.h"
 #include "proxy/upstream.h"
 
@@ -215,6 +216,12 @@ static void free_conn(struct sl__conn *c)
         c->next->prev = c->prev;
     }
     w->n_conns--;
+    /* The address's slot before the global count: an address never holds a slot that the
+     * count of connections no longer covers (proxy/peers.h sizes its table on that). */
+    if (c->peer_slot) {
+        sl_peers_release(w->shared->peers, (const struct sockaddr *)&c->peer);
+        c->peer_slot = false;
+    }
     atomic_fetch_sub(&w->shared->connections, 1);
     sl__count(&w->counters.connections_open, (uint64_t)-1);
     sl_h1_finish(&c->req);
@@ -839,15 +846,16 @@ static void on_client_event(struct sl_stream *s, void *arg)
  * Accepting.
  */
 
-static void refuse_overloaded(struct sl__conn *c)
+/* A connection refused at its accept (overloaded, client-overloaded): answered 503, then closed. */
+static void refuse_at_accept(struct sl__conn *c, enum sl_reason reason, const char *detail)
 {
     sl__conn_begin_request(c, NULL);
     if (c->transparent) {
         /* Its client may be speaking TLS already: no HTTP answer. */
-        sl__conn_drop(c, SL_REASON_OVERLOADED);
+        sl__conn_drop(c, reason);
         return;
     }
-    sl__conn_refuse_reason(c, SL_REASON_OVERLOADED, "the proxy has too many connections", false);
+    sl__conn_refuse_reason(c, reason, detail, false);
 }
 
 /* The port a transparent connection was made to: its listener's (443, 80), or for one the
@@ -949,9 +957,17 @@ void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
     }
     if (open > sh->cfg->max_connections) {
         sl__count(&w->counters.connections_refused, 1);
-        refuse_overloaded(c);
+        refuse_at_accept(c, SL_REASON_OVERLOADED, "the proxy has too many connections");
         return;
     }
+    /* Within --max-connections: one of its address's slots (one sandbox cannot take them all). */
+    if (!sl_peers_take(sh->peers, (const struct sockaddr *)&c->peer)) {
+        sl__count(&w->counters.connections_refused_client, 1);
+        refuse_at_accept(c, SL_REASON_CLIENT_OVERLOADED,
+                         "this client address has too many connections open");
+        return;
+    }
+    c->peer_slot = true;
     if (c->transparent) {
         start_transparent(c, l);
         return;

@@ -275,6 +275,9 @@ struct sl__conn {
     /* --- The client (conn.c; its credentials: conn_refuse.c) --- */
     struct sl_stream client;
     struct sockaddr_storage peer;
+    /* `peer` holds one of its --max-connections-per-client slots for this connection
+     * (proxy/peers.h): given back when the connection is freed, exactly once. */
+    bool peer_slot;
     /* Taken by a transparent listener (docs/reference/proxy.md §4.12): no proxy protocol and no
      * credentials; the client is its source address alone (sl__conn_identify()), the host its
      * SNI (then a tunnel as a CONNECT would open, sl__conn_open_tunnel()) or each request's

@@ -53,6 +53,7 @@ void sl_proxy_config_init(struct sl_proxy_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->transparent_port = SL_PROXY_TRANSPARENT_PORT;
     cfg->max_connections = 10000;
+    cfg->max_connections_per_client = 1000;
     cfg->header_timeout_s = 10;
     cfg->idle_timeout_s = 60;
     cfg->send_timeout_s = 300;
@@ -450,7 +451,8 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             "# TYPE sluice_connections_open gauge\nsluice_connections_open %llu\n"
             "# TYPE sluice_connections_total counter\nsluice_connections_total %llu\n"
             "# TYPE sluice_connections_refused_total counter\n"
-            "sluice_connections_refused_total %llu\n"
+            "sluice_connections_refused_total{reason=\"overloaded\"} %llu\n"
+            "sluice_connections_refused_total{reason=\"client-overloaded\"} %llu\n"
             "# TYPE sluice_tls_handshakes_total counter\nsluice_tls_handshakes_total %llu\n"
             "# TYPE sluice_tls_handshake_failures_total counter\n"
             "sluice_tls_handshake_failures_total %llu\n"
@@ -476,6 +478,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, connections_open),
             (unsigned long long)SUM(p, connections_accepted),
             (unsigned long long)SUM(p, connections_refused),
+            (unsigned long long)SUM(p, connections_refused_client),
             (unsigned long long)SUM(p, tls_handshakes),
             (unsigned long long)SUM(p, tls_handshake_failures), (unsigned long long)cs.hits,
             (unsigned long long)cs.misses, (unsigned long long)cs.mints,
@@ -1285,6 +1288,8 @@ static void teardown(struct proxy *p)
     SSL_CTX_free(p->shared.server_ctx);
     SSL_CTX_free(p->shared.client_ctx);
     sl_addr_policy_destroy(p->shared.addrs);
+    /* After the workers: their connections gave their slots back as they were freed. */
+    sl_peers_free(p->shared.peers);
     (void)uv_run(&p->loop, UV_RUN_DEFAULT);
     /* The admin server borrowed it; it is gone with the loop's last handles. */
     sl_http_tls_free(p->admin_tls);
@@ -1316,7 +1321,14 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
         sl_free(p);
         return rc;
     }
-    rc = setup_tls(p);
+    rc = sl_peers_new(cfg->max_connections, cfg->max_connections_per_client, &p->shared.peers);
+    if (rc < 0) {
+        sl_log(SL_LOG_ERROR, 0, "msg=\"cannot create the table of connections per client: %s\"",
+               sl_strerror(rc));
+    }
+    if (rc == 0) {
+        rc = setup_tls(p);
+    }
     if (rc == 0) {
         rc = setup_admin_tls(p);
     }

@@ -28,6 +28,7 @@
 #include "proxy/addr.h"
 #include "proxy/audit.h"
 #include "proxy/dns.h"
+#include "proxy/peers.h"
 #include "proxy/proxy.h"
 
 /* Buckets of the request latency histogram, +Inf included. */
@@ -54,7 +55,10 @@ enum sl__timeout {
 struct sl__counters {
     atomic_uint_fast64_t connections_accepted;
     atomic_uint_fast64_t connections_open;
+    /* Connections refused at the accept: over --max-connections (overloaded), and from an
+     * address holding --max-connections-per-client already (client-overloaded). */
     atomic_uint_fast64_t connections_refused;
+    atomic_uint_fast64_t connections_refused_client;
     atomic_uint_fast64_t requests_allowed;
     atomic_uint_fast64_t requests_denied;
     /* 407s for a proxy request without Proxy-Authorization: challenges, not refusals (they are
@@ -113,6 +117,10 @@ struct sl__shared {
     struct sl_audit *audit;
     /* Connections over all workers, against cfg->max_connections. */
     atomic_uint connections;
+    /* Connections per client address, against cfg->max_connections_per_client: a connection
+     * takes a slot once it is within max_connections, so at most that many addresses hold
+     * one. */
+    struct sl_peers *peers;
 };
 
 struct sl__conn;

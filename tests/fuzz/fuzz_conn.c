@@ -393,6 +393,8 @@ static void setup(void)
         SL_BUG_ON(sl_dns_pin_parse(arg, &g.cfg.pins[g.cfg.n_pins++], err, sizeof(err)) != 0);
     }
     g.sh.cfg = &g.cfg;
+    SL_BUG_ON(sl_peers_new(g.cfg.max_connections, g.cfg.max_connections_per_client, &g.sh.peers)
+              != 0);
     SL_BUG_ON(sl_addr_policy_create(&g.sh.addrs) != 0);
     SL_BUG_ON(sl_addr_policy_add_allow(g.sh.addrs, "127.0.0.0/8", err, sizeof(err)) != 0);
     SL_BUG_ON(sl_test_minter_create(&g.minter, err, sizeof(err)) != 0);
@@ -932,6 +934,8 @@ static void teardown(struct run *r)
     SL_BUG_ON(g.w.n_conns != 0 || g.w.n_idle != 0 || g.w.conns != NULL);
     SL_BUG_ON(loop_handles() != g.baseline_handles);
     SL_BUG_ON(atomic_load(&g.sh.connections) != 0);
+    /* ... and so is every connection's slot of its address (--max-connections-per-client). */
+    SL_BUG_ON(sl_peers_addresses(g.sh.peers) != 0);
     {
         struct sl_dns_stats rs;
 

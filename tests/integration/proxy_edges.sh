@@ -5,6 +5,7 @@
 # in a tunnel to port 80 (in a private network namespace; its second head timed by the header
 # timeout), host-mismatch (SNI, Host header, absolute-form targets, plain HTTP), the CONNECT's own
 # Host header noted and not refused (Node's CONNECT call), bad-host, request heads over 64 KiB, overloaded,
+# client-overloaded (--max-connections-per-client: the cap per address, the slots given back),
 # pipelining (in a tunnel and on plain HTTP), WebSocket relayed both ways, h2c ignored and others refused,
 # CONNECT inside a tunnel, Proxy-Authorization inside a tunnel, a client that expires while its
 # tunnel is open, and the client and environment on every refusal line inside a tunnel.
@@ -476,6 +477,229 @@ check "overloaded: the held connections are released (0 connections within 5 s)"
 out=$(fx_pc --absolute "http://$PYH/hello?probe=after-over")
 check_eq "overloaded: once they are gone, a new connection is served" "$out" "status=200 reason=-"
 check "SIGTERM stops the --max-connections proxy with exit 0" fx_proxy_stop
+
+# --- (6b) client-overloaded: --max-connections-per-client 3 -> 503 for that address alone ------
+# (docs/reference/proxy.md §4.5, §4.10) Three connections from 127.0.0.1 held; a fourth from it
+# refused; 127.0.0.2 (loopback) unaffected; one of the three closes and 127.0.0.1 gets in again.
+fx_proxy_start --policy "$policy" --workers 2 --max-connections-per-client 3 "${common[@]}" ||
+  fx_bail "sluice proxy starts with --max-connections-per-client 3"
+pc_metric() { # pc_metric SERIES : its value in a fresh GET /metrics
+  fx_admin GET /metrics
+  awk -v s="$1" '$1 == s { print $2; exit }' "$FX_ADMIN_BODY"
+}
+pc_hold=$FX_WORK/pc-hold.out
+# Holds three idle connections from 127.0.0.1; closes the first when pc-close1 appears, the rest
+# when pc-stop appears (or after 9 s, under the 10 s header timeout).
+"$FX_PYTHON" - "$FX_PROXY_PORT" "$FX_WORK" >"$pc_hold" 2>&1 <<'EOF' &
+import os, socket, sys, time
+port, work = int(sys.argv[1]), sys.argv[2]
+socks = []
+for _ in range(3):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(5)
+    s.connect(("127.0.0.1", port))
+    socks.append(s)
+print("held", flush=True)
+t0 = time.monotonic()
+closed = False
+while time.monotonic() - t0 < 9 and not os.path.exists(os.path.join(work, "pc-stop")):
+    if not closed and os.path.exists(os.path.join(work, "pc-close1")):
+        socks.pop(0).close()
+        closed = True
+        print("closed one", flush=True)
+    time.sleep(0.05)
+EOF
+pc_hold_pid=$!
+FX_PIDS+=("$pc_hold_pid")
+fx_wait 10 grep -q held "$pc_hold" || true
+check "client-overloaded: the proxy counts the three idle connections of 127.0.0.1" \
+  fx_wait 5 conns_are 3
+out=$(fx_pc --raw "$(req GET "http://$PYH/hello?probe=pc-4th" "$PYH")" --eof-wait 5)
+check_eq "client-overloaded: a fourth from 127.0.0.1 gets 503 client-overloaded, then the close" \
+  "$out" "status=503 reason=client-overloaded eof"
+out=$(curl -sS -i -x "http://127.0.0.1:$FX_PROXY_PORT" "http://$PYH/hello?probe=pc-4th-curl" 2>&1 ||
+  true)
+check_match "client-overloaded: ... curl sees 503 and X-Sluice-Reason: client-overloaded" \
+  "$(tr -d '\r' <<<"$out" | paste -sd'|' -)" \
+  '^HTTP/1\.1 503 [^|]*\|(.*\|)?X-Sluice-Reason: client-overloaded\|'
+# Refused at the accept, before its head was read: the body cannot name the request.
+check_eq "client-overloaded: ... and the body says what failed" \
+  "$(tr -d '\r' <<<"$out" | tail -n 1)" \
+  "sluice: request (unparsed target) failed: client-overloaded: this client address has too many connections open"
+check_eq "client-overloaded: ... the origin never saw them" "$(fx_seen probe=pc-4th)" 0
+check_audit "client-overloaded: audit line with reason client-overloaded" \
+  decision=error reason=client-overloaded
+out=$(curl -sS -o /dev/null -w '%{http_code}' --interface 127.0.0.2 \
+  -x "http://127.0.0.1:$FX_PROXY_PORT" "http://$PYH/hello?probe=pc-other" 2>&1 || true)
+check_eq "client-overloaded: another address (127.0.0.2) is served meanwhile" "$out" 200
+check_eq "client-overloaded: sluice_connections_refused_total{reason=\"client-overloaded\"}" \
+  "$(pc_metric 'sluice_connections_refused_total{reason="client-overloaded"}')" 2
+check_eq "client-overloaded: ... not counted as overloaded" \
+  "$(pc_metric 'sluice_connections_refused_total{reason="overloaded"}')" 0
+check_eq "client-overloaded: sluice_requests_total{decision=\"error\",reason=\"client-overloaded\"}" \
+  "$(pc_metric 'sluice_requests_total{decision="error",reason="client-overloaded"}')" 2
+touch "$FX_WORK/pc-close1"
+fx_wait 5 grep -q "closed one" "$pc_hold" || true
+check "client-overloaded: one of the three closes (2 connections within 5 s)" \
+  fx_wait 5 conns_are 2
+out=$(fx_pc --absolute "http://$PYH/hello?probe=pc-again")
+check_eq "client-overloaded: then 127.0.0.1 is served again" "$out" "status=200 reason=-"
+touch "$FX_WORK/pc-stop"
+wait "$pc_hold_pid" 2>/dev/null || true
+check "client-overloaded: the held connections are released (0 connections within 5 s)" \
+  fx_wait 5 conns_are 0
+check "SIGTERM stops the --max-connections-per-client 3 proxy with exit 0" fx_proxy_stop
+
+# --- (6c) every way a connection ends gives its address's slot back, exactly once ---------------
+# 2 000 connections from 127.0.0.1 under --max-connections-per-client 5, ended every way: closed
+# before a byte, reset, half a head then closed, a request served (plain, and in an intercepted
+# tunnel), a refusal, a 408 and refusals client-overloaded themselves (six at once). Then the
+# address holds nothing: five at once are all served and a sixth is refused. A slot never given
+# back would lock the address out for good; one given back twice would let a sixth in.
+fx_proxy_start --policy "$policy" --workers 2 --max-connections-per-client 5 \
+  --header-timeout 2 "${common[@]}" ||
+  fx_bail "sluice proxy starts with --max-connections-per-client 5"
+out=$("$FX_PYTHON" - "$FX_PROXY_PORT" "$PYH" "$PYT" "$FX_SLUICE_CA" "$FX_ADMIN_SOCK" <<'EOF'
+import json, selectors, socket, ssl, struct, sys, time
+port, pyh, pyt, ca, admin = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+ctx = ssl.create_default_context(cafile=ca)
+counts = {}
+def note(k): counts[k] = counts.get(k, 0) + 1
+def conn():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    return s
+def read_all(s):
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return data
+def settle():
+    # Until the proxy has let go of the connections of the last iteration (GET /v1/status on the
+    # admin socket), so that each case starts with the address holding none.
+    t = time.monotonic()
+    while time.monotonic() - t < 5:
+        a = socket.socket(socket.AF_UNIX)
+        a.connect(admin)
+        a.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        body = read_all(a).split(b"\r\n\r\n", 1)[1]
+        a.close()
+        if json.loads(body)["connections"] == 0:
+            return
+        time.sleep(0.01)
+    note("unsettled")
+def status(data):
+    line = data.split(b"\r\n", 1)[0].split()
+    return line[1].decode() if len(line) > 1 else "none"
+def get(s, target, host):
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (target, host)).encode())
+    return status(read_all(s))
+t0 = time.monotonic()
+for i in range(2000):
+    if time.monotonic() - t0 > 90:
+        note("deadline")
+        break
+    k = i % 10
+    if k in (3, 9):
+        settle()
+    if k == 0:
+        conn().close(); note("close")
+    elif k == 1:
+        s = conn()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close(); note("reset")
+    elif k == 2:
+        s = conn(); s.sendall(b"GET http://" + pyh.encode() + b"/hel"); s.close(); note("half")
+    elif k in (3, 4, 5):
+        note("plain-" + get(conn(), "http://%s/hello?probe=churn" % pyh, pyh))
+    elif k == 6:
+        note("refused-" + get(conn(), "http://denied.sluice.test/", "denied.sluice.test"))
+    elif k == 7 and i % 100 == 7:
+        s = conn()
+        s.sendall(("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (pyt, pyt)).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            b = s.recv(1)
+            if not b:
+                break
+            head += b
+        if status(head) != "200":
+            note("connect-" + status(head))
+            s.close()
+            continue
+        t = ctx.wrap_socket(s, server_hostname=pyt.rsplit(":", 1)[0])
+        note("tunnel-" + get(t, "/hello?probe=churn-tls", pyt))
+        t.close()
+    elif k == 8 and i % 400 == 8:
+        s = conn(); s.sendall(b"GET http://"); note("timeout-" + status(read_all(s))); s.close()
+    elif k == 9:
+        # Six at once: one of them (the last the workers accepted, not always the last
+        # connected) is answered 503 at once; the five others stay idle, unanswered.
+        socks = [conn() for _ in range(6)]
+        sel = selectors.DefaultSelector()
+        for s in socks:
+            sel.register(s, selectors.EVENT_READ)
+        ready = sel.select(5)
+        first = ready[0][0].fileobj if ready else socks[5]
+        note("sixth-" + status(read_all(first)))
+        sel.unregister(first)
+        if sel.select(0):
+            note("more-than-one-answered")
+        sel.close()
+        for s in socks:
+            s.close()
+    else:
+        conn().close(); note("close")
+print(" ".join("%s:%d" % kv for kv in sorted(counts.items())))
+EOF
+) || true
+fx_note "churn: $out"
+check_eq "churn: 2 000 connections from 127.0.0.1 ended every way, each as expected" "$out" \
+  "close:575 half:200 plain-200:600 refused-403:200 reset:200 sixth-503:200 timeout-408:5 tunnel-200:20"
+check "churn: afterwards the proxy holds no connection (within 5 s)" fx_wait 5 conns_are 0
+out=$("$FX_PYTHON" - "$FX_PROXY_PORT" "$PYH" <<'EOF'
+import socket, sys
+port, pyh = int(sys.argv[1]), sys.argv[2]
+socks = []
+for _ in range(6):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.settimeout(10)
+    s.connect(("127.0.0.1", port)); socks.append(s)
+res = []
+for s in socks:
+    s.sendall(("GET http://%s/hello?probe=after-churn HTTP/1.1\r\nHost: %s\r\n"
+               "Connection: close\r\n\r\n" % (pyh, pyh)).encode())
+for s in socks:
+    data = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    res.append(data.split(b"\r\n", 1)[0].split()[1].decode())
+# Which of the six the workers accepted last is not the order of the connects.
+print(" ".join(sorted(res)))
+EOF
+) || true
+check_eq "churn: then five at once from 127.0.0.1 are served and a sixth is refused" "$out" \
+  "200 200 200 200 200 503"
+check "SIGTERM stops the --max-connections-per-client 5 proxy with exit 0" fx_proxy_stop
+
+# --- (6d) --max-connections-per-client: a bad value is refused, naming the flag ----------------
+for bad in 0 1000001 x 12x -3; do
+  out=$("$SLUICE_BIN" proxy --max-connections-per-client="$bad" 2>&1) && rc=0 || rc=$?
+  check_eq "--max-connections-per-client=$bad: exit 2" "$rc" 2
+  check_eq "--max-connections-per-client=$bad: the error names the flag and the value" "$out" \
+    "sluice: proxy: option '--max-connections-per-client' needs a whole number from 1 to 1000000, not '$bad'"
+done
 
 # --- (11) a client that expires while its tunnel is open (docs/reference/snapshot.md §3, docs/reference/proxy.md §4.2) ----------------------
 exp_epoch=$(($(date +%s) + 6))

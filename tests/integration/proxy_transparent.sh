@@ -21,8 +21,9 @@
 # credential injected (seen by nginx) and each refused with host-not-allowed for another host;
 # plain HTTP; a redirected port a rule names (through SO_ORIGINAL_DST) and one no rule names; a
 # direct connection to the redirect port; a ClientHello without SNI; an SNI and Host that
-# disagree (421); a first write that is neither TLS nor HTTP; an address no client has; and the
-# explicit proxy from the same namespace at the same time. Root only.
+# disagree (421); a first write that is neither TLS nor HTTP; an address no client has; the
+# explicit proxy from the same namespace at the same time; and --max-connections-per-client 2
+# counting the namespace's transparent and explicit connections together. Root only.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -482,4 +483,58 @@ check_match "metrics: NOERROR answers counted" "$(cat "$FX_ADMIN_BODY")" \
 
 fx_proxy_stop "$FX_PROXY_PID"
 check_eq "the proxy stops cleanly (SIGTERM)" "$FX_PROXY_EXIT" 0
+
+# --- (10) --max-connections-per-client on the transparent listeners ---------------------------------
+# The namespace's address ($CL) is one client: its transparent and explicit connections share
+# one count (docs/reference/proxy.md §4.10). Cap 2: two idle transparent connections held, a
+# third is closed unanswered (audited client-overloaded), the explicit proxy from the same
+# address gets 503 client-overloaded, and once one of the two closes a request gets through.
+fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
+  --listen "$GW:3128" --transparent "$GW" "${pins[@]}" --workers 2 \
+  --max-connections-per-client 2 ||
+  fx_bail "sluice proxy starts with --transparent $GW --max-connections-per-client 2"
+tr_hold=$FX_WORK/tr-hold.out
+rm -f "$FX_WORK/tr-close1" "$FX_WORK/tr-stop"
+in_ns "$FX_PYTHON" - "$GW" "$FX_WORK" >"$tr_hold" 2>&1 <<'EOF' &
+import os, socket, sys, time
+gw, work = sys.argv[1], sys.argv[2]
+socks = [socket.create_connection((gw, 443), timeout=5) for _ in range(2)]
+print("held", flush=True)
+t0 = time.monotonic()
+closed = False
+while time.monotonic() - t0 < 8 and not os.path.exists(os.path.join(work, "tr-stop")):
+    if not closed and os.path.exists(os.path.join(work, "tr-close1")):
+        socks.pop(0).close()
+        closed = True
+        print("closed one", flush=True)
+    time.sleep(0.05)
+EOF
+tr_hold_pid=$!
+FX_PIDS+=("$tr_hold_pid")
+fx_wait 10 grep -q held "$tr_hold" || true
+# shellcheck disable=SC2317 # called through fx_wait
+tr_conns_are() { fx_admin GET /v1/status && [ "$(fx_json "$FX_ADMIN_BODY" 'str(d["connections"])')" = "$1" ]; }
+check "per client: the proxy holds the two transparent connections of $CL" fx_wait 5 tr_conns_are 2
+check_eq "per client: a third transparent connection from $CL is closed unanswered" \
+  "$(raw 443 16030100)" 0
+check_audit "... audited client-overloaded, mode transparent" reason=client-overloaded \
+  mode=transparent decision=error src~"$CL:"
+fx__curl_reset
+w=$(in_ns curl -q -sS --max-time 20 --proxy "http://sb_t:t0k3n@$GW:3128" --cacert "$CA" \
+  -D "$FX_HDRS" -o "$FX_BODY" -w '%{http_code}' "http://plain.sluice.test/hello?probe=tr-cap" \
+  2>"$FX_ERR") || true
+check_eq "per client: the explicit proxy from the same address shares the count: 503" "$w" 503
+check_match "... X-Sluice-Reason: client-overloaded" "$(tr -d '\r' <"$FX_HDRS")" \
+  'X-Sluice-Reason: client-overloaded'
+touch "$FX_WORK/tr-close1"
+fx_wait 5 grep -q "closed one" "$tr_hold" || true
+check "per client: one of the two closes (1 connection within 5 s)" fx_wait 5 tr_conns_are 1
+# This proxy has no DNS responder: the name is pinned to the transparent address.
+tcurl --resolve "allowed.sluice.test:443:$GW" "https://allowed.sluice.test/echo-auth?probe=tr-cap-again"
+check_status "per client: then a transparent request from $CL is served" 200 -
+touch "$FX_WORK/tr-stop"
+wait "$tr_hold_pid" 2>/dev/null || true
+check "per client: every connection released (0 within 5 s)" fx_wait 5 tr_conns_are 0
+fx_proxy_stop "$FX_PROXY_PID"
+check_eq "the --max-connections-per-client 2 proxy stops cleanly (SIGTERM)" "$FX_PROXY_EXIT" 0
 fx_done
