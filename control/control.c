@@ -93,7 +93,7 @@ struct daemon {
     uv_signal_t sig_hup;
     const struct sl_control_config *cfg;
     /* Why sandboxes are off when they were asked for (a --proxy-admin-socket), "" else. */
-    char sandboxes_error[256];
+    char sandboxes_error[ERR_BYTES];
     struct sl_http_server *server;
     struct sl_api api;
     /* NULL without --proxy-admin-socket or --proxy-admin-url: then no snapshot is built. */
