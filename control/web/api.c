@@ -535,10 +535,27 @@ static void route_jobs(struct sl__api_call *c)
 /* ---- the job ------------------------------------------------------------------------------
  */
 
+/* The token of the Authorization value `v` (NUL-terminated; NULL for none): `Bearer` in any
+ * case, one or more spaces, then the token (RFC 9110 §11.1, §11.4: credentials = auth-scheme
+ * [ 1*SP token68 ]). NULL for any other shape, a tab or an empty token included. The REST
+ * routes, /mcp and its tool calls, and the check for a sandbox's proxy token all read it so. */
+static const char *bearer_token(const char *v)
+{
+    if (v == NULL || strncasecmp(v, "Bearer", 6) != 0 || v[6] != ' ') {
+        return NULL;
+    }
+    v += 6;
+    while (*v == ' ') {
+        v++;
+    }
+    return *v != '\0' ? v : NULL;
+}
+
 /* Finds the caller. Returns true with c->user and c->scope filled, or false with the answer
  * set. */
 static bool authenticate(struct sl__api_call *c, const char *auth)
 {
+    const char *token = bearer_token(auth);
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     struct sl_store_token tok;
     char now[32];
@@ -547,12 +564,11 @@ static bool authenticate(struct sl__api_call *c, const char *auth)
     int rc;
 
     memset(&tok, 0, sizeof(tok));
-    /* The scheme is case-insensitive (RFC 9110 §11.1). */
-    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
+    if (token == NULL) {
         sl__api_set_error(c->res, 401, "an API token is required: Authorization: Bearer TOKEN");
         return false;
     }
-    rc = sl_token_hash(auth + 7, hash);
+    rc = sl_token_hash(token, hash);
     if (rc == 0) {
         rc = sl_store_token_find_user(c->api->store, hash, &c->user, &tok);
     }
@@ -1106,14 +1122,10 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     }
     h = sl_h1_find(req->head, "authorization");
     /* A sandbox's proxy token is not an API token; say so rather than "unknown token". */
-    if (h != NULL && api->sandboxes != NULL && h->value.n > 7 && h->value.n < 200) {
-        char token[200];
+    if (h != NULL && api->sandboxes != NULL) {
+        const char *token = bearer_token((const char *)h->value.p);
 
-        memcpy(token, h->value.p + 7, h->value.n - 7);
-        token[h->value.n - 7] = '\0';
-        if (strncasecmp((const char *)h->value.p, "Bearer ", 7) == 0
-            && sl_sandboxes_is_token(api->sandboxes, token)) {
-            sodium_memzero(token, sizeof(token));
+        if (token != NULL && strlen(token) < 200 && sl_sandboxes_is_token(api->sandboxes, token)) {
             sl_http_respond_error(
                     x, 403,
                     starts_sandboxes(req)
@@ -1121,7 +1133,6 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
                             : "sandbox tokens cannot use the API nor start sandboxes");
             return;
         }
-        sodium_memzero(token, sizeof(token));
     }
     j = sl_calloc(1, sizeof(*j));
     if (j == NULL) {

@@ -246,6 +246,35 @@ def test_tokens():
     tokens["alice-read"] = t["token"]
 
 
+def test_authorization_forms():
+    # RFC 9110 §11.4: credentials = auth-scheme [ 1*SP token68 ], the scheme in any case.
+    tok = tokens["alice"]
+    for value in ("Bearer  " + tok, "bearer   " + tok, "BEARER " + tok):
+        d = expect("1b. Authorization: %r: 200" % value.replace(tok, "TOKEN"),
+                   call("GET", "/api/v1/me", headers={"Authorization": value}), 200)
+        check("1b. ... as alice", d.get("name") == "alice", d)
+    for value in ("Bearer\t" + tok, "Bearer" + tok, "Bearer", "Bearer    ", "Basic " + tok,
+                  "Token " + tok, "Bearer: " + tok):
+        expect("1b. Authorization: %r: 401 naming the form" % value.replace(tok, "TOKEN"),
+               call("GET", "/api/v1/me", headers={"Authorization": value}), 401,
+               "an API token is required: Authorization: Bearer TOKEN")
+    expect("1b. two spaces and an unknown token: 401 unknown",
+           call("GET", "/api/v1/me", headers={"Authorization": "Bearer  sl_" + "A" * 43}), 401,
+           "unknown API token")
+    # The MCP endpoint and the routes its tools call read the header the same way.
+    rpc = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+           "params": {"name": "list_environments", "arguments": {}}}
+    s, doc = call("POST", "/mcp", raw=json.dumps(rpc).encode(),
+                  headers={"Authorization": "Bearer   " + tok, "Content-Type": "application/json",
+                           "Accept": "application/json, text/event-stream"})
+    check("1b. /mcp with three spaces: the tool answers", s == 200 and isinstance(doc, dict)
+          and doc.get("result", {}).get("isError") is False, (s, doc))
+    s, doc = call("POST", "/mcp", raw=json.dumps(rpc).encode(),
+                  headers={"Authorization": "Bearer\t" + tok, "Content-Type": "application/json",
+                           "Accept": "application/json, text/event-stream"})
+    check("1b. /mcp with a tab: 401", s == 401, (s, doc))
+
+
 # ---- 2. users ------------------------------------------------------------------------------------
 
 def test_users():
@@ -875,8 +904,8 @@ def main():
     control_start()
     rc = 0
     try:
-        for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
-                  test_schedule_owner,
+        for t in (test_tokens, test_authorization_forms, test_users,
+                  test_repos, test_sandbox_and_job_checks, test_schedule_owner,
                   test_content_type, test_body_errors, test_overview, test_revocation, test_private_problems,
                   test_sandboxes_off_cause):
             try:
