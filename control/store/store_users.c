@@ -66,11 +66,27 @@ fail:
     return rc;
 }
 
+/* The check and the insert in one transaction: two requests cannot add `Alice` and `alice`
+ * side by side. A database that holds both already (written before the rule) keeps them. */
+static int user_create_unique(struct sl_store *st, const char *name, bool is_admin,
+                              const char *email, struct sl_user *out)
+{
+    int rc = sl__store_get_by(st, SL__STMT_USER_BY_NAME_NOCASE, name, &sl__store_user_rows, out,
+                              "user-get");
+
+    if (rc == 0) {
+        return SL_EEXIST;
+    }
+    return rc == SL_ENOTFOUND ? user_create(st, name, is_admin, email, out) : rc;
+}
+
 int sl_store_user_create(struct sl_store *st, const char *name, bool is_admin, const char *email,
                          struct sl_user *out)
 {
-    sl__store_lock(st);
-    return sl__store_release(st, user_create(st, name, is_admin, email, out));
+    SL_ENSURE(name != NULL && out != NULL, SL_EINVAL);
+    memset(out, 0, sizeof(*out));
+    SL_TRY(sl__store_change_begin(st));
+    return sl__store_change_end(st, user_create_unique(st, name, is_admin, email, out));
 }
 
 int sl_store_user_get(struct sl_store *st, const char *id, struct sl_user *out)

@@ -108,7 +108,9 @@ static void user_create(struct sl__api_call *c)
                                   json_string_value(json_object_get(root, "email")), &u);
     }
     if (rc == SL_EEXIST) {
-        sl__api_set_errorf(c->res, 409, "a user named '%s' exists already", name);
+        /* Names differ in more than case: `Alice` is taken by `alice`, and says so. */
+        sl__api_set_errorf(c->res, 409, "a user named '%s' exists already",
+                           u.name != NULL ? u.name : name);
         goto out;
     }
     if (rc == 0) {

@@ -351,6 +351,38 @@ def test_users():
     check("2. `sluice user disable nobody`: exit 1", r.returncode == 1
           and "no user named 'nobody'" in r.stderr, r)
 
+    # Names differ in more than ASCII case: `Erin` is taken by `erin`.
+    for name in ("Erin", "ERIN", "eRiN"):
+        expect("2. POST a user %s while erin exists: 409 naming erin" % name,
+               call("POST", "/api/v1/users", {"name": name}, who="root"), 409,
+               "a user named 'erin' exists already")
+    r = subprocess.run([BIN, "user", "add", "Carol", "--data", CDATA], env=env(),
+                       capture_output=True, text=True, timeout=20)
+    check("2. `sluice user add Carol`: exit 1 naming carol", r.returncode == 1
+          and "a user named 'carol' exists already" in r.stderr and r.stdout == "", r)
+    expect("2. ... nothing stored", call("GET", "/api/v1/users/Carol", who="root"), 404,
+           "no user 'Carol'")
+    # A database written before the rule may hold both: it opens and works, lookups stay exact.
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    db.execute("INSERT INTO users (id, name, is_admin, created_at) VALUES "
+               "('00000000-0000-4000-8000-00000000b0b0', 'BOB', 0, '2026-01-01T00:00:00Z')")
+    db.commit()
+    d = expect("2. with BOB and bob side by side: GET /users/BOB", call("GET", "/api/v1/users/BOB",
+                                                                         who="root"), 200)
+    check("2. ... is BOB", d.get("name") == "BOB", d)
+    d = expect("2. ... GET /users/bob", call("GET", "/api/v1/users/bob", who="root"), 200)
+    check("2. ... is bob", d.get("name") == "bob", d)
+    expect("2. ... PATCH BOB changes BOB", call("PATCH", "/api/v1/users/BOB", {"disabled": True},
+                                                who="root"), 200)
+    expect("2. ... bob still works", call("GET", E, who="bob"), 200)
+    r = cli("list")
+    check("2. ... `sluice user list` opens it and shows both",
+          r.returncode == 0 and "BOB user disabled -" in r.stdout.splitlines()
+          and any(x.startswith("bob user enabled") for x in r.stdout.splitlines()), r)
+    db.execute("DELETE FROM users WHERE name = 'BOB'")
+    db.commit()
+    db.close()
+
 
 # ---- 3. repositories and members ------------------------------------------------------------------
 
