@@ -208,6 +208,8 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
             "WHERE t.user_id = ?1 AND t.kind = 'api' ORDER BY t.created_at, t.rowid",
     [SL__STMT_TOKEN_DELETE] = "DELETE FROM tokens WHERE hash = ?1",
     [SL__STMT_TOKEN_DELETE_ID] = "DELETE FROM tokens WHERE id = ?1 AND user_id = ?2",
+    [SL__STMT_TOKEN_LIVE] = "SELECT count(*) FROM tokens WHERE user_id = ?1 AND kind = 'api' "
+                            "AND (expires_at IS NULL OR expires_at > ?2)",
     [SL__STMT_ENV_INSERT] =
             "INSERT INTO environments (id, name, description, scope, owner_id, "
             "owner_key, is_default, base_image, cpus_centi, memory_bytes, network, "

@@ -216,6 +216,12 @@ SL_MUST_CHECK int sl_store_user_update(struct sl_store *st, const char *name,
 SL_MUST_CHECK int sl_store_token_add(struct sl_store *st, const uint8_t hash[32],
                                      struct sl_store_token *t);
 
+/* sl_store_token_add() of an API token, unless its user holds `max_live` live API tokens (not
+ * expired) already: then SL_ETOOBIG, nothing written. The count and the insert are one
+ * transaction. */
+SL_MUST_CHECK int sl_store_token_add_capped(struct sl_store *st, const uint8_t hash[32],
+                                            struct sl_store_token *t, size_t max_live);
+
 /*
  * Finds the user who holds the token with this hash; the stored hash is compared in constant
  * time. Fills `*out` and `*tok` (may be NULL; the caller finishes it). SL_ENOTFOUND when no token

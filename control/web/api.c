@@ -581,6 +581,7 @@ static bool authenticate(struct sl__api_call *c, const char *auth)
         return false;
     }
     c->scope = tok.scope;
+    (void)snprintf(c->token_expires_at, sizeof(c->token_expires_at), "%s", tok.expires_at);
     c->account_admin = c->user.is_admin;
     /* The admin actions need both: an admin, and a token of scope admin. */
     c->user.is_admin = c->user.is_admin && tok.scope == SL_TOKEN_SCOPE_ADMIN;

@@ -275,6 +275,77 @@ def test_authorization_forms():
     check("1b. /mcp with a tab: 401", s == 401, (s, doc))
 
 
+def test_token_limits():
+    g = expect("1c. a user for the token limits", call("POST", "/api/v1/users", {"name": "gina"},
+                                                       who="root"), 201)
+    tokens["gina"] = g.get("token", "")
+    short = expect("1c. gina makes a token that expires in 2 days",
+                   call("POST", "/api/v1/tokens", {"name": "short", "scope": "write",
+                                                   "expires_in_days": 2}, who="gina"), 201)
+    tokens["gina-short"] = short["token"]
+    until = short["expires_at"]
+    expect("1c. with it, a token without expiry: 400 naming its expiry",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "write"},
+                who="gina-short"), 400,
+           "the token this request uses expires at %s; a token it creates cannot expire later "
+           "(asked for no expiry)" % until)
+    expect("1c. ... also with expires_in_days null",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "read",
+                                           "expires_in_days": None}, who="gina-short"), 400)
+    d = expect("1c. with it, one that expires later: 400 naming both times",
+               call("POST", "/api/v1/tokens", {"name": "later", "scope": "read",
+                                               "expires_in_days": 30}, who="gina-short"), 400)
+    later = [x for x in d.get("message", "").split("(asked for ")[-1:]]
+    check("1c. ... its expiry and the one asked for",
+          d.get("message", "").startswith("the token this request uses expires at %s; " % until)
+          and later and later[0].startswith("20") and later[0].rstrip(")") > until, d)
+    e = expect("1c. with it, one that expires sooner: 201",
+               call("POST", "/api/v1/tokens", {"name": "sooner", "scope": "read",
+                                               "expires_in_days": 1}, who="gina-short"), 201)
+    check("1c. ... not later than it", e.get("expires_at", "9") <= until, e)
+    expect("1c. ... and that one cannot make a lasting one either",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "read"},
+                who=e.get("token", "")), 403, "this token may only read (scope read)")
+    expect("1c. a token without expiry still makes one without expiry",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "read"}, who="gina"), 201)
+
+    # At most 100 live tokens per user.
+    live = [x for x in call("GET", "/api/v1/tokens", who="gina")[1]["tokens"] if not x["expired"]]
+    made = []
+    for i in range(100 - len(live)):
+        got = call("POST", "/api/v1/tokens", {"name": "n%d" % i, "scope": "read"}, who="gina")
+        if got[0] != 201:
+            check("1c. token %d of 100: 201" % (len(live) + i + 1), False, got)
+            break
+        made.append(got[1]["id"])
+    cap = ("a user may hold at most 100 live API tokens (unexpired, not revoked); revoke one "
+           "first (DELETE /api/v1/tokens/{id})")
+    expect("1c. the 101st live token: 409 naming the cap",
+           call("POST", "/api/v1/tokens", {"name": "one too many", "scope": "read"}, who="gina"),
+           409, cap)
+    expect("1c. ... also from a token that expires",
+           call("POST", "/api/v1/tokens", {"name": "one too many", "scope": "read",
+                                           "expires_in_days": 1}, who="gina-short"), 409, cap)
+    n = len(call("GET", "/api/v1/tokens", who="gina")[1]["tokens"])
+    check("1c. ... nothing was stored", n == 100, n)
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    db.execute("UPDATE tokens SET expires_at = '2001-01-01T00:00:00Z' WHERE id = ?", (made[0],))
+    db.commit()
+    db.close()
+    expect("1c. an expired token does not count: 201",
+           call("POST", "/api/v1/tokens", {"name": "in its place", "scope": "read"}, who="gina"),
+           201)
+    expect("1c. ... then the cap again: 409",
+           call("POST", "/api/v1/tokens", {"name": "one too many", "scope": "read"}, who="gina"),
+           409, cap)
+    expect("1c. revoke one", call("DELETE", "/api/v1/tokens/" + made[1], who="gina"), 204)
+    expect("1c. ... and there is room for one: 201",
+           call("POST", "/api/v1/tokens", {"name": "after a revoke", "scope": "read"},
+                who="gina"), 201)
+    expect("1c. other users are not held back",
+           call("POST", "/api/v1/tokens", {"name": "bob's", "scope": "read"}, who="bob"), 201)
+
+
 # ---- 2. users ------------------------------------------------------------------------------------
 
 def test_users():
@@ -936,7 +1007,7 @@ def main():
     control_start()
     rc = 0
     try:
-        for t in (test_tokens, test_authorization_forms, test_users,
+        for t in (test_tokens, test_authorization_forms, test_users, test_token_limits,
                   test_repos, test_sandbox_and_job_checks, test_schedule_owner,
                   test_content_type, test_body_errors, test_overview, test_revocation, test_private_problems,
                   test_sandboxes_off_cause):
