@@ -573,6 +573,20 @@ def test_sandbox_and_job_checks():
            "repository not found")
     expect("4. alice, a writer, passes the checks (this control plane runs no sandboxes)",
            call("POST", S, {"ref": "main"}, who="alice"), 503, OFF)
+    # Listing: a repository that does not exist and one the caller cannot see are the same
+    # 404 (never an empty list), before whether sandboxes run.
+    expect("4. GET the sandboxes of an unregistered repository: 404",
+           call("GET", "/api/v1/repos/acme/nope/sandboxes", who="alice"), 404,
+           "repository not found")
+    expect("4. ... for an admin too", call("GET", "/api/v1/repos/acme/nope/sandboxes", who="root"),
+           404, "repository not found")
+    expect("4. GET the sandboxes of one carol cannot see: the same 404",
+           call("GET", S, who="carol"), 404, "repository not found")
+    expect("4. ... of one the admin's write token cannot see: 404",
+           call("GET", "/api/v1/repos/acme/hidden/sandboxes", who="root-write"), 404,
+           "repository not found")
+    expect("4. bob, a reader, may list (this control plane runs no sandboxes)",
+           call("GET", S, who="bob"), 503, OFF)
     expect("4. a call into a sandbox: the same checks first",
            call("POST", S + "/sb_0123456789abcdef/exec", {"cmd": "true"}, who="bob"), 403,
            "write access required")
