@@ -60,9 +60,10 @@ int sl_cmd_user(int argc, char **argv);
 
 /* Creates the user `name` in `st` (with `email`, NULL for none) and a new API token of scope
  * admin for an admin and write otherwise, written to `token` (SL_TOKEN_SIZE bytes,
- * control/store/secrets.h; wiped on error). Returns 0, SL_EEXIST (a user of that name
- * exists) or another negative code. What `sluice user add` and `sluice up` share. */
+ * control/store/secrets.h; wiped on error). Returns 0, SL_EEXIST (a user of that name exists,
+ * ignoring ASCII case: its name goes to `taken`, `taken_len` bytes, when that is not NULL) or
+ * another negative code. What `sluice user add` and `sluice up` share. */
 int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, const char *email,
-                       char *token);
+                       char *token, char *taken, size_t taken_len);
 
 #endif

@@ -624,7 +624,7 @@ static int prepare_db(struct up *u)
          * operator's back. */
         u->token_file_missing = true;
     } else if (rc == SL_ENOTFOUND) {
-        rc = sl_cmd_user_create(st, ADMIN_NAME, true, NULL, u->token);
+        rc = sl_cmd_user_create(st, ADMIN_NAME, true, NULL, u->token, NULL, 0);
         if (rc < 0) {
             sl_eprintf("up: cannot create the admin user: %s", sl_strerror(rc));
         } else {

@@ -40,7 +40,7 @@ static const char usage[] =
         "  --data DIR       data directory (default: $SLUICE_DATA, or ./var)\n";
 
 int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, const char *email,
-                       char *token)
+                       char *token, char *taken, size_t taken_len)
 {
     char token_name[] = "default";
     struct sl_store_token t;
@@ -56,6 +56,10 @@ int sl_cmd_user_create(struct sl_store *st, const char *name, bool admin, const 
     }
     if (rc == 0) {
         rc = sl_store_user_create(st, name, admin, email, &u);
+    }
+    if (rc == SL_EEXIST && u.name != NULL && taken != NULL && taken_len > 0) {
+        /* The name that is taken, maybe in another case (`Alice` by `alice`). */
+        (void)snprintf(taken, taken_len, "%s", u.name);
     }
     if (rc == 0) {
         (void)snprintf(t.user_id, sizeof(t.user_id), "%s", u.id);
@@ -97,17 +101,18 @@ static int add_user(const char *dir, const char *name, bool admin, const char *e
 {
     struct sl_store *st = NULL;
     char token[SL_TOKEN_SIZE];
+    char taken[128] = "";
     int rc;
 
     if (open_db(dir, true, &st) < 0) {
         return SL_CMD_FAIL;
     }
-    rc = sl_cmd_user_create(st, name, admin, email, token);
+    rc = sl_cmd_user_create(st, name, admin, email, token, taken, sizeof(taken));
     if (rc == 0) {
         printf("%s\n", token);
         rc = fflush(stdout) == 0 ? 0 : SL_EIO;
     } else if (rc == SL_EEXIST) {
-        sl_eprintf("user: a user named '%s' exists already", name);
+        sl_eprintf("user: a user named '%s' exists already", taken[0] != '\0' ? taken : name);
     } else {
         sl_eprintf("user: cannot create the user: %s", sl_strerror(rc));
     }

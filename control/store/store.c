@@ -194,6 +194,9 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
     [SL__STMT_USER_ADMINS] = "SELECT count(*) FROM users WHERE is_admin = 1 AND disabled = 0",
     [SL__STMT_USER_BY_ID] = "SELECT " SL__STORE_USER_COLS " FROM users WHERE id = ?1",
     [SL__STMT_USER_BY_NAME] = "SELECT " SL__STORE_USER_COLS " FROM users WHERE name = ?1",
+    /* lower() of SQLite folds ASCII only, as the rule of user names is ASCII case. */
+    [SL__STMT_USER_BY_NAME_NOCASE] = "SELECT " SL__STORE_USER_COLS " FROM users "
+                                     "WHERE lower(name) = lower(?1) ORDER BY name LIMIT 1",
     [SL__STMT_USER_LIST] = "SELECT " SL__STORE_USER_COLS " FROM users ORDER BY name",
     [SL__STMT_TOKEN_INSERT] =
             "INSERT INTO tokens (id, hash, user_id, kind, name, scope, created_at, expires_at) "
@@ -205,6 +208,8 @@ static const char *const stmt_sql[SL__STMT_COUNT] = {
             "WHERE t.user_id = ?1 AND t.kind = 'api' ORDER BY t.created_at, t.rowid",
     [SL__STMT_TOKEN_DELETE] = "DELETE FROM tokens WHERE hash = ?1",
     [SL__STMT_TOKEN_DELETE_ID] = "DELETE FROM tokens WHERE id = ?1 AND user_id = ?2",
+    [SL__STMT_TOKEN_LIVE] = "SELECT count(*) FROM tokens WHERE user_id = ?1 AND kind = 'api' "
+                            "AND (expires_at IS NULL OR expires_at > ?2)",
     [SL__STMT_ENV_INSERT] =
             "INSERT INTO environments (id, name, description, scope, owner_id, "
             "owner_key, is_default, base_image, cpus_centi, memory_bytes, network, "

@@ -168,7 +168,10 @@ void sl_store_close(struct sl_store *st);
 /*
  * Creates a user named `name` (borrowed) with a new random id, enabled, with `email` (borrowed;
  * NULL for none). On success fills `*out` (caller finishes it). SL_EEXIST when the name is
- * taken; SL_EINVAL when it is empty.
+ * taken ignoring ASCII case (`Alice` when `alice` exists): `*out` then holds the user who has it
+ * (the caller finishes it; its name is NULL when another process took the name at that moment).
+ * SL_EINVAL when the name is empty. Lookups by name stay exact; a database that holds two names
+ * differing only in case (written before this rule) keeps both.
  */
 SL_MUST_CHECK int sl_store_user_create(struct sl_store *st, const char *name, bool is_admin,
                                        const char *email, struct sl_user *out);
@@ -212,6 +215,12 @@ SL_MUST_CHECK int sl_store_user_update(struct sl_store *st, const char *name,
  */
 SL_MUST_CHECK int sl_store_token_add(struct sl_store *st, const uint8_t hash[32],
                                      struct sl_store_token *t);
+
+/* sl_store_token_add() of an API token, unless its user holds `max_live` live API tokens (not
+ * expired) already: then SL_ETOOBIG, nothing written. The count and the insert are one
+ * transaction. */
+SL_MUST_CHECK int sl_store_token_add_capped(struct sl_store *st, const uint8_t hash[32],
+                                            struct sl_store_token *t, size_t max_live);
 
 /*
  * Finds the user who holds the token with this hash; the stored hash is compared in constant

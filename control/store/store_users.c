@@ -66,11 +66,27 @@ fail:
     return rc;
 }
 
+/* The check and the insert in one transaction: two requests cannot add `Alice` and `alice`
+ * side by side. A database that holds both already (written before the rule) keeps them. */
+static int user_create_unique(struct sl_store *st, const char *name, bool is_admin,
+                              const char *email, struct sl_user *out)
+{
+    int rc = sl__store_get_by(st, SL__STMT_USER_BY_NAME_NOCASE, name, &sl__store_user_rows, out,
+                              "user-get");
+
+    if (rc == 0) {
+        return SL_EEXIST;
+    }
+    return rc == SL_ENOTFOUND ? user_create(st, name, is_admin, email, out) : rc;
+}
+
 int sl_store_user_create(struct sl_store *st, const char *name, bool is_admin, const char *email,
                          struct sl_user *out)
 {
-    sl__store_lock(st);
-    return sl__store_release(st, user_create(st, name, is_admin, email, out));
+    SL_ENSURE(name != NULL && out != NULL, SL_EINVAL);
+    memset(out, 0, sizeof(*out));
+    SL_TRY(sl__store_change_begin(st));
+    return sl__store_change_end(st, user_create_unique(st, name, is_admin, email, out));
 }
 
 int sl_store_user_get(struct sl_store *st, const char *id, struct sl_user *out)
@@ -232,6 +248,48 @@ int sl_store_token_add(struct sl_store *st, const uint8_t hash[32], struct sl_st
     SL_ENSURE(t != NULL, SL_EINVAL);
     sl__store_lock(st);
     return sl__store_release(st, token_add(st, hash, t));
+}
+
+/* The number of live API tokens (not expired; a revoked one is gone) of `user_id`, in `*n`. */
+static int count_live(struct sl_store *st, const char *user_id, int64_t *n)
+{
+    char now[SL__STORE_TIMESTAMP_SIZE];
+    sqlite3_stmt *s = NULL;
+    int acc = SQLITE_OK;
+    int rc;
+
+    sl__store_now(now);
+    SL_TRY(sl__store_stmt(st, SL__STMT_TOKEN_LIVE, &s));
+    sl__store_bind_text(s, 1, user_id, &acc);
+    sl__store_bind_text(s, 2, now, &acc);
+    rc = acc == SQLITE_OK ? sqlite3_step(s) : acc;
+    if (rc == SQLITE_ROW) {
+        *n = sqlite3_column_int64(s, 0);
+        rc = 0;
+    } else {
+        rc = sl__store_db_error(st, rc, "token-live");
+    }
+    sl__store_stmt_done(s);
+    return rc;
+}
+
+static int token_add_capped(struct sl_store *st, const uint8_t hash[32], struct sl_store_token *t,
+                            size_t max_live)
+{
+    int64_t n = 0;
+
+    SL_ENSURE(sl__store_is_terminated(t->user_id, sizeof(t->user_id)), SL_EINVAL);
+    SL_TRY(count_live(st, t->user_id, &n));
+    SL_ENSURE(n >= 0 && (uint64_t)n < (uint64_t)max_live, SL_ETOOBIG);
+    return token_add(st, hash, t);
+}
+
+int sl_store_token_add_capped(struct sl_store *st, const uint8_t hash[32], struct sl_store_token *t,
+                              size_t max_live)
+{
+    SL_ENSURE(t != NULL && t->kind == SL_TOKEN_KIND_API, SL_EINVAL);
+    SL_TRY(sl__store_change_begin(st));
+    return sl__store_change_end(st, token_add_capped(st, hash, t, max_live));
 }
 
 static int token_find_user(struct sl_store *st, const uint8_t hash[32], struct sl_user *out,

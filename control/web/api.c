@@ -532,13 +532,154 @@ static void route_jobs(struct sl__api_call *c)
     sl__api_set_json(c->res, status, doc);
 }
 
+/* ---- the route table: which methods each path has (405 and Allow, RFC 9110 §15.5.6) --------- */
+
+enum {
+    M_GET = 1 << 0,
+    M_POST = 1 << 1,
+    M_PUT = 1 << 2,
+    M_PATCH = 1 << 3,
+    M_DELETE = 1 << 4,
+};
+
+/* Every path of the REST API and its methods (docs/reference/api.md, the table at the top); `*`
+ * stands for one segment. The first match wins. A method a path does not have is a 405 built
+ * from here, message and Allow alike, before the route looks the path's names up: the same
+ * answer whatever exists. /mcp and /dashboard/ answer their own. */
+static const struct route_spec {
+    const char *path;
+    unsigned methods;
+} routes[] = {
+    { "/healthz", M_GET },
+    { "/readyz", M_GET },
+    { ENVS_PREFIX, M_GET | M_POST },
+    { ENVS_PREFIX "/*", M_GET | M_PUT | M_DELETE },
+    { ENVS_PREFIX "/*/set-default", M_POST },
+    { ENVS_PREFIX "/*/observe", M_POST | M_DELETE },
+    { ENVS_PREFIX "/*/suggestions", M_GET },
+    { ENVS_PREFIX "/*/suggestions/apply", M_POST },
+    { CLIENTS_PREFIX, M_GET | M_POST },
+    { CLIENTS_PREFIX "/*", M_DELETE },
+    { "/api/v1/resolve", M_GET },
+    { REPOS_PATH, M_GET },
+    { REPOS_PREFIX "*/*", M_GET | M_PUT | M_DELETE },
+    { REPOS_PREFIX "*/*/members", M_GET },
+    { REPOS_PREFIX "*/*/members/*", M_GET | M_PUT | M_DELETE },
+    { REPOS_PREFIX "*/*/sandboxes", M_GET | M_POST },
+    { REPOS_PREFIX "*/*/sandboxes/*/*", M_POST },
+    { JOBS_PATH, M_GET | M_POST },
+    { JOBS_PATH "/*", M_GET },
+    { "/api/v1/schedules", M_GET | M_POST },
+    { "/api/v1/schedules/preview", M_GET },
+    { "/api/v1/schedules/*", M_GET | M_PUT | M_DELETE },
+    { USERS_PREFIX, M_GET | M_POST },
+    { USERS_PREFIX "/*", M_GET | M_PATCH },
+    { TOKENS_PREFIX, M_GET | M_POST },
+    { TOKENS_PREFIX "/*", M_DELETE },
+    { AUDIT_PATH, M_GET },
+    { AUDIT_PATH "/refusals", M_GET },
+    { "/api/v1/me", M_GET },
+    { "/api/v1/sandboxes", M_GET },
+    { OVERVIEW_PATH, M_GET },
+    { "/api/v1/status", M_GET },
+};
+
+/* In the order Allow lists them; HEAD follows GET (a route that takes GET takes HEAD). */
+static const struct {
+    unsigned bit;
+    const char *name;
+} method_names[] = {
+    { M_GET, "GET" },     { M_POST, "POST" },     { M_PUT, "PUT" },
+    { M_PATCH, "PATCH" }, { M_DELETE, "DELETE" },
+};
+
+/* Does `path` match `pattern` (`*` one non-empty segment)? */
+static bool path_matches(const char *pattern, const char *path)
+{
+    while (*pattern != '\0') {
+        if (*pattern == '*') {
+            size_t n = strcspn(path, "/");
+
+            if (n == 0) {
+                return false;
+            }
+            pattern++;
+            path += n;
+        } else if (*pattern++ != *path++) {
+            return false;
+        }
+    }
+    return *path == '\0';
+}
+
+/* The methods of `path` (0: a path the table does not have). */
+static unsigned path_methods(const char *path)
+{
+    for (size_t i = 0; i < SL_ARRAY_LEN(routes); i++) {
+        if (path_matches(routes[i].path, path)) {
+            return routes[i].methods;
+        }
+    }
+    return 0;
+}
+
+static unsigned method_bit(const char *m)
+{
+    for (size_t i = 0; i < SL_ARRAY_LEN(method_names); i++) {
+        if (strcmp(m, method_names[i].name) == 0) {
+            return method_names[i].bit;
+        }
+    }
+    return 0;
+}
+
+/* `methods` as the 405's message words them ("use GET, PUT or DELETE") or, `allow`, as its
+ * Allow line ("Allow: GET, HEAD, PUT, DELETE"), into `out`. */
+static void methods_text(unsigned methods, bool allow, char *out, size_t cap)
+{
+    size_t n = 0;
+    size_t k = 0;
+    size_t o;
+
+    for (size_t i = 0; i < SL_ARRAY_LEN(method_names); i++) {
+        n += (methods & method_names[i].bit) != 0;
+    }
+    o = (size_t)snprintf(out, cap, "%s", allow ? "Allow: " : "use ");
+    for (size_t i = 0; i < SL_ARRAY_LEN(method_names) && o < cap; i++) {
+        if ((methods & method_names[i].bit) == 0) {
+            continue;
+        }
+        k++;
+        o += (size_t)snprintf(out + o, cap - o, "%s%s%s",
+                              k == 1 ? "" : (allow || k < n ? ", " : " or "), method_names[i].name,
+                              allow && method_names[i].bit == M_GET ? ", HEAD" : "");
+    }
+}
+
 /* ---- the job ------------------------------------------------------------------------------
  */
+
+/* The token of the Authorization value `v` (NUL-terminated; NULL for none): `Bearer` in any
+ * case, one or more spaces, then the token (RFC 9110 §11.1, §11.4: credentials = auth-scheme
+ * [ 1*SP token68 ]). NULL for any other shape, a tab or an empty token included. The REST
+ * routes, /mcp and its tool calls, and the check for a sandbox's proxy token all read it so. */
+static const char *bearer_token(const char *v)
+{
+    if (v == NULL || strncasecmp(v, "Bearer", 6) != 0 || v[6] != ' ') {
+        return NULL;
+    }
+    v += 6;
+    while (*v == ' ') {
+        v++;
+    }
+    return *v != '\0' ? v : NULL;
+}
 
 /* Finds the caller. Returns true with c->user and c->scope filled, or false with the answer
  * set. */
 static bool authenticate(struct sl__api_call *c, const char *auth)
 {
+    const char *token = bearer_token(auth);
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     struct sl_store_token tok;
     char now[32];
@@ -547,12 +688,11 @@ static bool authenticate(struct sl__api_call *c, const char *auth)
     int rc;
 
     memset(&tok, 0, sizeof(tok));
-    /* The scheme is case-insensitive (RFC 9110 §11.1). */
-    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0 || auth[7] == '\0') {
+    if (token == NULL) {
         sl__api_set_error(c->res, 401, "an API token is required: Authorization: Bearer TOKEN");
         return false;
     }
-    rc = sl_token_hash(auth + 7, hash);
+    rc = sl_token_hash(token, hash);
     if (rc == 0) {
         rc = sl_store_token_find_user(c->api->store, hash, &c->user, &tok);
     }
@@ -565,6 +705,7 @@ static bool authenticate(struct sl__api_call *c, const char *auth)
         return false;
     }
     c->scope = tok.scope;
+    (void)snprintf(c->token_expires_at, sizeof(c->token_expires_at), "%s", tok.expires_at);
     c->account_admin = c->user.is_admin;
     /* The admin actions need both: an admin, and a token of scope admin. */
     c->user.is_admin = c->user.is_admin && tok.scope == SL_TOKEN_SCOPE_ADMIN;
@@ -671,6 +812,7 @@ static void route(struct sl__api_call *c)
 {
     const char *path = c->req->path;
     const char *m = c->req->method;
+    unsigned methods;
 
     /* Every name, id and key is UTF-8: checked here once, so that no route meets another. */
     if (!decodes_to_utf8(path, false)) {
@@ -682,6 +824,14 @@ static void route(struct sl__api_call *c)
         return;
     }
     if (!scope_allows(c) || !content_type_ok(c)) {
+        return;
+    }
+    methods = path_methods(path);
+    if (methods != 0 && (methods & method_bit(m)) == 0) {
+        char text[64];
+
+        methods_text(methods, false, text, sizeof(text));
+        sl__api_set_error(c->res, 405, text);
         return;
     }
     if (strncmp(path, ENVS_PREFIX, strlen(ENVS_PREFIX)) == 0) {
@@ -772,55 +922,9 @@ static void free_job(struct job *j)
     sl_free(j);
 }
 
-/* The methods a 405's `body` names, as every route words them ({"message":"use GET"},
- * "use GET or POST", "use GET, PUT or DELETE"), into `out` as an Allow line ("Allow: GET, HEAD,
- * PUT, DELETE": a route that takes GET takes HEAD too). False when the message has another
- * shape. */
-static bool allow_line(const char *body, char *out, size_t cap)
-{
-    json_t *doc = json_loads(body, 0, NULL);
-    const char *m = json_string_value(json_object_get(doc, "message"));
-    size_t o = 0;
-    bool ok = m != NULL && strncmp(m, "use ", 4) == 0 && cap > 16;
-
-    if (ok) {
-        o = (size_t)snprintf(out, cap, "Allow: ");
-        m += 4;
-    }
-    while (ok && *m != '\0') {
-        size_t n = 0;
-
-        while (m[n] >= 'A' && m[n] <= 'Z') {
-            n++;
-        }
-        ok = n > 0 && o + n + 9 < cap;
-        if (ok) {
-            memcpy(out + o, m, n);
-            o += n;
-            if (n == 3 && memcmp(m, "GET", 3) == 0) {
-                memcpy(out + o, ", HEAD", 6);
-                o += 6;
-            }
-            m += n;
-            if (strncmp(m, ", ", 2) == 0 || strncmp(m, " or ", 4) == 0) {
-                m += m[0] == ',' ? 2 : 4;
-                memcpy(out + o, ", ", 2);
-                o += 2;
-            } else {
-                ok = *m == '\0';
-            }
-        }
-    }
-    if (ok) {
-        out[o] = '\0';
-    }
-    json_decref(doc);
-    return ok;
-}
-
 /* Answers the job's request: `body` is JSON text or NULL (then only a 204 is a good answer).
- * A 401 says how to authenticate (RFC 6750 §3), a 405 which methods the route has (RFC 9110
- * §15.5.6). */
+ * A 401 says how to authenticate (RFC 6750 §3), a 405 which methods the path has, from the
+ * route table (RFC 9110 §15.5.6). */
 static void answer(struct job *j, int status, const char *body)
 {
     static const char *const bearer[] = { "WWW-Authenticate: Bearer realm=\"sluice\"", NULL };
@@ -840,7 +944,8 @@ static void answer(struct job *j, int status, const char *body)
             doc = json_pack("{s:s}", "message", "internal error");
         }
         j->reply(j->reply_arg, status, doc);
-    } else if (body != NULL && status == 405 && allow_line(body, allow, sizeof(allow))) {
+    } else if (body != NULL && status == 405 && path_methods(j->req->path) != 0) {
+        methods_text(path_methods(j->req->path), true, allow, sizeof(allow));
         sl_http_respond_headers(j->x, status, allowed, "application/json", body, strlen(body));
     } else if (body != NULL) {
         if (status == 405) {
@@ -1066,7 +1171,6 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     /* The API's answers carry private data (tokens, environments, audit lines): never stored by
      * a cache on the way or the browser's. */
     static const char *const no_store[] = { "Cache-Control: no-store", NULL };
-    static const char *const allow_get[] = { "Allow: GET, HEAD", NULL };
     struct sl_api *api = arg;
     const struct sl_h1_header *h;
     struct job *j;
@@ -1080,6 +1184,10 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     sl_http_exchange_set_headers(x, no_store);
     if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/readyz") == 0) {
         if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
+            char allow[64];
+            const char *allow_get[] = { allow, NULL };
+
+            methods_text(path_methods(req->path), true, allow, sizeof(allow));
             sl_http_respond_headers(x, 405, allow_get, "application/json", use_get,
                                     sizeof(use_get) - 1);
         } else if (req->path[1] == 'h') {
@@ -1106,14 +1214,10 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
     }
     h = sl_h1_find(req->head, "authorization");
     /* A sandbox's proxy token is not an API token; say so rather than "unknown token". */
-    if (h != NULL && api->sandboxes != NULL && h->value.n > 7 && h->value.n < 200) {
-        char token[200];
+    if (h != NULL && api->sandboxes != NULL) {
+        const char *token = bearer_token((const char *)h->value.p);
 
-        memcpy(token, h->value.p + 7, h->value.n - 7);
-        token[h->value.n - 7] = '\0';
-        if (strncasecmp((const char *)h->value.p, "Bearer ", 7) == 0
-            && sl_sandboxes_is_token(api->sandboxes, token)) {
-            sodium_memzero(token, sizeof(token));
+        if (token != NULL && strlen(token) < 200 && sl_sandboxes_is_token(api->sandboxes, token)) {
             sl_http_respond_error(
                     x, 403,
                     starts_sandboxes(req)
@@ -1121,7 +1225,6 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
                             : "sandbox tokens cannot use the API nor start sandboxes");
             return;
         }
-        sodium_memzero(token, sizeof(token));
     }
     j = sl_calloc(1, sizeof(*j));
     if (j == NULL) {

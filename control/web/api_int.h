@@ -92,6 +92,8 @@ struct sl__api_call {
     struct sl_user user;
     bool account_admin;
     enum sl_token_scope scope;
+    /* The expiry of the token the request came with (RFC 3339 UTC), "" for one without end. */
+    char token_expires_at[32];
     struct sl_env_sealer sealer;
     struct sl__api_result *res;
     /* Borrowed from the job. */

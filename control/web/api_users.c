@@ -3,7 +3,8 @@
  * control/web/api_users.c - users and API tokens (docs/reference/api.md §5.8) of the REST API:
  * admins list, create and change users (disable, enable, promote, demote, email; the last
  * enabled admin stays); everyone lists, creates and revokes their own tokens, each with a scope
- * and an expiry and shown once.
+ * and an expiry and shown once: never a wider scope nor a later expiry than the token that makes
+ * it, and at most TOKENS_LIVE_MAX live ones per user.
  */
 #include <stdio.h>
 #include <string.h>
@@ -19,10 +20,12 @@
 #include "control/web/api.h"
 #include "control/web/api_int.h"
 
-/* Longest token name, and the longest life a token may be given. */
+/* Longest token name, the longest life a token may be given, and how many live API tokens
+ * (unexpired, unrevoked) a user may hold. */
 #define TOKEN_NAME_MAX  128
 #define TOKEN_DAYS_MAX  3650
 #define SECONDS_PER_DAY 86400
+#define TOKENS_LIVE_MAX 100
 
 /* ---- users -------------------------------------------------------------------------------- */
 
@@ -108,7 +111,9 @@ static void user_create(struct sl__api_call *c)
                                   json_string_value(json_object_get(root, "email")), &u);
     }
     if (rc == SL_EEXIST) {
-        sl__api_set_errorf(c->res, 409, "a user named '%s' exists already", name);
+        /* Names differ in more than case: `Alice` is taken by `alice`, and says so. */
+        sl__api_set_errorf(c->res, 409, "a user named '%s' exists already",
+                           u.name != NULL ? u.name : name);
         goto out;
     }
     if (rc == 0) {
@@ -307,6 +312,18 @@ static void token_create(struct sl__api_call *c)
     if (json_is_integer(days)) {
         rfc3339_in(json_integer_value(days) * SECONDS_PER_DAY, t.expires_at, sizeof(t.expires_at));
     }
+    /* A token made with a token that expires does not outlive it: a leaked short-lived token
+     * must not mint a lasting one. Refused, not shortened, so that the caller knows. Both texts
+     * are RFC 3339 UTC to the second: their order is the times'. */
+    if (c->token_expires_at[0] != '\0'
+        && (t.expires_at[0] == '\0' || strcmp(t.expires_at, c->token_expires_at) > 0)) {
+        sl__api_set_errorf(c->res, 400,
+                           "the token this request uses expires at %s; a token it creates cannot "
+                           "expire later (asked for %s)",
+                           c->token_expires_at,
+                           t.expires_at[0] != '\0' ? t.expires_at : "no expiry");
+        goto out;
+    }
     name = sl_strdup(json_string_value(json_object_get(root, "name")));
     (void)snprintf(t.user_id, sizeof(t.user_id), "%s", c->user.id);
     t.kind = SL_TOKEN_KIND_API;
@@ -316,7 +333,14 @@ static void token_create(struct sl__api_call *c)
         rc = sl_token_hash(token, hash);
     }
     if (rc == 0) {
-        rc = sl_store_token_add(c->api->store, hash, &t);
+        rc = sl_store_token_add_capped(c->api->store, hash, &t, TOKENS_LIVE_MAX);
+    }
+    if (rc == SL_ETOOBIG) {
+        sl__api_set_errorf(c->res, 409,
+                           "a user may hold at most %d live API tokens (unexpired, not revoked); "
+                           "revoke one first (DELETE /api/v1/tokens/{id})",
+                           TOKENS_LIVE_MAX);
+        goto out;
     }
     if (rc < 0) {
         sl__api_set_internal(c->res, "creating a token", rc);

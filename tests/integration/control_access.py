@@ -246,6 +246,106 @@ def test_tokens():
     tokens["alice-read"] = t["token"]
 
 
+def test_authorization_forms():
+    # RFC 9110 §11.4: credentials = auth-scheme [ 1*SP token68 ], the scheme in any case.
+    tok = tokens["alice"]
+    for value in ("Bearer  " + tok, "bearer   " + tok, "BEARER " + tok):
+        d = expect("1b. Authorization: %r: 200" % value.replace(tok, "TOKEN"),
+                   call("GET", "/api/v1/me", headers={"Authorization": value}), 200)
+        check("1b. ... as alice", d.get("name") == "alice", d)
+    for value in ("Bearer\t" + tok, "Bearer" + tok, "Bearer", "Bearer    ", "Basic " + tok,
+                  "Token " + tok, "Bearer: " + tok):
+        expect("1b. Authorization: %r: 401 naming the form" % value.replace(tok, "TOKEN"),
+               call("GET", "/api/v1/me", headers={"Authorization": value}), 401,
+               "an API token is required: Authorization: Bearer TOKEN")
+    expect("1b. two spaces and an unknown token: 401 unknown",
+           call("GET", "/api/v1/me", headers={"Authorization": "Bearer  sl_" + "A" * 43}), 401,
+           "unknown API token")
+    # The MCP endpoint and the routes its tools call read the header the same way.
+    rpc = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+           "params": {"name": "list_environments", "arguments": {}}}
+    s, doc = call("POST", "/mcp", raw=json.dumps(rpc).encode(),
+                  headers={"Authorization": "Bearer   " + tok, "Content-Type": "application/json",
+                           "Accept": "application/json, text/event-stream"})
+    check("1b. /mcp with three spaces: the tool answers", s == 200 and isinstance(doc, dict)
+          and doc.get("result", {}).get("isError") is False, (s, doc))
+    s, doc = call("POST", "/mcp", raw=json.dumps(rpc).encode(),
+                  headers={"Authorization": "Bearer\t" + tok, "Content-Type": "application/json",
+                           "Accept": "application/json, text/event-stream"})
+    check("1b. /mcp with a tab: 401", s == 401, (s, doc))
+
+
+def test_token_limits():
+    g = expect("1c. a user for the token limits", call("POST", "/api/v1/users", {"name": "gina"},
+                                                       who="root"), 201)
+    tokens["gina"] = g.get("token", "")
+    short = expect("1c. gina makes a token that expires in 2 days",
+                   call("POST", "/api/v1/tokens", {"name": "short", "scope": "write",
+                                                   "expires_in_days": 2}, who="gina"), 201)
+    tokens["gina-short"] = short["token"]
+    until = short["expires_at"]
+    expect("1c. with it, a token without expiry: 400 naming its expiry",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "write"},
+                who="gina-short"), 400,
+           "the token this request uses expires at %s; a token it creates cannot expire later "
+           "(asked for no expiry)" % until)
+    expect("1c. ... also with expires_in_days null",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "read",
+                                           "expires_in_days": None}, who="gina-short"), 400)
+    d = expect("1c. with it, one that expires later: 400 naming both times",
+               call("POST", "/api/v1/tokens", {"name": "later", "scope": "read",
+                                               "expires_in_days": 30}, who="gina-short"), 400)
+    later = [x for x in d.get("message", "").split("(asked for ")[-1:]]
+    check("1c. ... its expiry and the one asked for",
+          d.get("message", "").startswith("the token this request uses expires at %s; " % until)
+          and later and later[0].startswith("20") and later[0].rstrip(")") > until, d)
+    e = expect("1c. with it, one that expires sooner: 201",
+               call("POST", "/api/v1/tokens", {"name": "sooner", "scope": "read",
+                                               "expires_in_days": 1}, who="gina-short"), 201)
+    check("1c. ... not later than it", e.get("expires_at", "9") <= until, e)
+    expect("1c. ... and that one cannot make a lasting one either",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "read"},
+                who=e.get("token", "")), 403, "this token may only read (scope read)")
+    expect("1c. a token without expiry still makes one without expiry",
+           call("POST", "/api/v1/tokens", {"name": "forever", "scope": "read"}, who="gina"), 201)
+
+    # At most 100 live tokens per user.
+    live = [x for x in call("GET", "/api/v1/tokens", who="gina")[1]["tokens"] if not x["expired"]]
+    made = []
+    for i in range(100 - len(live)):
+        got = call("POST", "/api/v1/tokens", {"name": "n%d" % i, "scope": "read"}, who="gina")
+        if got[0] != 201:
+            check("1c. token %d of 100: 201" % (len(live) + i + 1), False, got)
+            break
+        made.append(got[1]["id"])
+    cap = ("a user may hold at most 100 live API tokens (unexpired, not revoked); revoke one "
+           "first (DELETE /api/v1/tokens/{id})")
+    expect("1c. the 101st live token: 409 naming the cap",
+           call("POST", "/api/v1/tokens", {"name": "one too many", "scope": "read"}, who="gina"),
+           409, cap)
+    expect("1c. ... also from a token that expires",
+           call("POST", "/api/v1/tokens", {"name": "one too many", "scope": "read",
+                                           "expires_in_days": 1}, who="gina-short"), 409, cap)
+    n = len(call("GET", "/api/v1/tokens", who="gina")[1]["tokens"])
+    check("1c. ... nothing was stored", n == 100, n)
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    db.execute("UPDATE tokens SET expires_at = '2001-01-01T00:00:00Z' WHERE id = ?", (made[0],))
+    db.commit()
+    db.close()
+    expect("1c. an expired token does not count: 201",
+           call("POST", "/api/v1/tokens", {"name": "in its place", "scope": "read"}, who="gina"),
+           201)
+    expect("1c. ... then the cap again: 409",
+           call("POST", "/api/v1/tokens", {"name": "one too many", "scope": "read"}, who="gina"),
+           409, cap)
+    expect("1c. revoke one", call("DELETE", "/api/v1/tokens/" + made[1], who="gina"), 204)
+    expect("1c. ... and there is room for one: 201",
+           call("POST", "/api/v1/tokens", {"name": "after a revoke", "scope": "read"},
+                who="gina"), 201)
+    expect("1c. other users are not held back",
+           call("POST", "/api/v1/tokens", {"name": "bob's", "scope": "read"}, who="bob"), 201)
+
+
 # ---- 2. users ------------------------------------------------------------------------------------
 
 def test_users():
@@ -321,6 +421,38 @@ def test_users():
     r = cli("disable", "nobody")
     check("2. `sluice user disable nobody`: exit 1", r.returncode == 1
           and "no user named 'nobody'" in r.stderr, r)
+
+    # Names differ in more than ASCII case: `Erin` is taken by `erin`.
+    for name in ("Erin", "ERIN", "eRiN"):
+        expect("2. POST a user %s while erin exists: 409 naming erin" % name,
+               call("POST", "/api/v1/users", {"name": name}, who="root"), 409,
+               "a user named 'erin' exists already")
+    r = subprocess.run([BIN, "user", "add", "Carol", "--data", CDATA], env=env(),
+                       capture_output=True, text=True, timeout=20)
+    check("2. `sluice user add Carol`: exit 1 naming carol", r.returncode == 1
+          and "a user named 'carol' exists already" in r.stderr and r.stdout == "", r)
+    expect("2. ... nothing stored", call("GET", "/api/v1/users/Carol", who="root"), 404,
+           "no user 'Carol'")
+    # A database written before the rule may hold both: it opens and works, lookups stay exact.
+    db = sqlite3.connect(os.path.join(CDATA, "sluice.db"), timeout=10)
+    db.execute("INSERT INTO users (id, name, is_admin, created_at) VALUES "
+               "('00000000-0000-4000-8000-00000000b0b0', 'BOB', 0, '2026-01-01T00:00:00Z')")
+    db.commit()
+    d = expect("2. with BOB and bob side by side: GET /users/BOB", call("GET", "/api/v1/users/BOB",
+                                                                         who="root"), 200)
+    check("2. ... is BOB", d.get("name") == "BOB", d)
+    d = expect("2. ... GET /users/bob", call("GET", "/api/v1/users/bob", who="root"), 200)
+    check("2. ... is bob", d.get("name") == "bob", d)
+    expect("2. ... PATCH BOB changes BOB", call("PATCH", "/api/v1/users/BOB", {"disabled": True},
+                                                who="root"), 200)
+    expect("2. ... bob still works", call("GET", E, who="bob"), 200)
+    r = cli("list")
+    check("2. ... `sluice user list` opens it and shows both",
+          r.returncode == 0 and "BOB user disabled -" in r.stdout.splitlines()
+          and any(x.startswith("bob user enabled") for x in r.stdout.splitlines()), r)
+    db.execute("DELETE FROM users WHERE name = 'BOB'")
+    db.commit()
+    db.close()
 
 
 # ---- 3. repositories and members ------------------------------------------------------------------
@@ -441,6 +573,20 @@ def test_sandbox_and_job_checks():
            "repository not found")
     expect("4. alice, a writer, passes the checks (this control plane runs no sandboxes)",
            call("POST", S, {"ref": "main"}, who="alice"), 503, OFF)
+    # Listing: a repository that does not exist and one the caller cannot see are the same
+    # 404 (never an empty list), before whether sandboxes run.
+    expect("4. GET the sandboxes of an unregistered repository: 404",
+           call("GET", "/api/v1/repos/acme/nope/sandboxes", who="alice"), 404,
+           "repository not found")
+    expect("4. ... for an admin too", call("GET", "/api/v1/repos/acme/nope/sandboxes", who="root"),
+           404, "repository not found")
+    expect("4. GET the sandboxes of one carol cannot see: the same 404",
+           call("GET", S, who="carol"), 404, "repository not found")
+    expect("4. ... of one the admin's write token cannot see: 404",
+           call("GET", "/api/v1/repos/acme/hidden/sandboxes", who="root-write"), 404,
+           "repository not found")
+    expect("4. bob, a reader, may list (this control plane runs no sandboxes)",
+           call("GET", S, who="bob"), 503, OFF)
     expect("4. a call into a sandbox: the same checks first",
            call("POST", S + "/sb_0123456789abcdef/exec", {"cmd": "true"}, who="bob"), 403,
            "write access required")
@@ -875,8 +1021,8 @@ def main():
     control_start()
     rc = 0
     try:
-        for t in (test_tokens, test_users, test_repos, test_sandbox_and_job_checks,
-                  test_schedule_owner,
+        for t in (test_tokens, test_authorization_forms, test_users, test_token_limits,
+                  test_repos, test_sandbox_and_job_checks, test_schedule_owner,
                   test_content_type, test_body_errors, test_overview, test_revocation, test_private_problems,
                   test_sandboxes_off_cause):
             try:

@@ -1059,7 +1059,8 @@
       loadTokens();
     } catch (err) {
       showFormError(banner, { name: $('t-name'), scope: $('t-scope'), expires_in_days: $('t-expires') }, err,
-        err.status === 403 && /scope admin/.test(err.message) ? $('t-scope') : null);
+        err.status === 403 && /scope admin/.test(err.message) ? $('t-scope')
+          : err.status === 400 && /cannot expire later/.test(err.message) ? $('t-expires') : null);
     } finally {
       button.disabled = false;
     }

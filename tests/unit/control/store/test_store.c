@@ -443,6 +443,85 @@ static void add_token(struct sl_store *st, const uint8_t hash[SL_TOKEN_HASH_BYTE
     assert_int_equal(sl_store_token_add(st, hash, t), 0);
 }
 
+/* A database written before names were unique ignoring case may hold `Carol` and `carol`: it
+ * opens, each is found by its own name, and a third spelling is refused. */
+static void names_differing_in_case_from_before_still_work(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_store *st = open_store(f);
+    struct sl_user u = { 0 };
+
+    assert_int_equal(sl_store_user_create(st, "carol", false, NULL, &u), 0);
+    sl_user_finish(&u);
+    close_store(f);
+    raw_sql(f->path, "INSERT INTO users (id, name, is_admin, created_at) VALUES "
+                     "('00000000-0000-4000-8000-0000000ca201', 'Carol', 0, "
+                     "'2026-01-01T00:00:00Z')");
+    st = open_store(f);
+    assert_int_equal(sl_store_user_get_by_name(st, "Carol", &u), 0);
+    assert_string_equal(u.id, "00000000-0000-4000-8000-0000000ca201");
+    sl_user_finish(&u);
+    assert_int_equal(sl_store_user_get_by_name(st, "carol", &u), 0);
+    assert_string_not_equal(u.id, "00000000-0000-4000-8000-0000000ca201");
+    sl_user_finish(&u);
+    assert_int_equal(sl_store_user_create(st, "CAROL", false, NULL, &u), SL_EEXIST);
+    assert_non_null(u.name);
+    sl_user_finish(&u);
+}
+
+/* sl_store_token_add_capped(): the live API tokens of a user count (not the expired ones, not
+ * sandbox tokens, not another user's); at the cap nothing is written. */
+static void live_tokens_are_capped_per_user(void **state)
+{
+    struct fixture *f = *state;
+    struct sl_store *st = open_store(f);
+    struct sl_user a = { 0 };
+    struct sl_user b = { 0 };
+    struct sl_user u = { 0 };
+    struct sl_store_token t;
+    struct sl_store_token *v = NULL;
+    uint8_t hash[SL_TOKEN_HASH_BYTES];
+    size_t n = 0;
+
+    assert_int_equal(sl_store_user_create(st, "a", false, NULL, &a), 0);
+    assert_int_equal(sl_store_user_create(st, "b", false, NULL, &b), 0);
+    for (int i = 0; i < 5; i++) {
+        char text[32];
+
+        (void)snprintf(text, sizeof(text), "sl_cap_%d", i);
+        assert_int_equal(sl_token_hash(text, hash), 0);
+        memset(&t, 0, sizeof(t));
+        (void)snprintf(t.user_id, sizeof(t.user_id), "%s", a.id);
+        t.kind = SL_TOKEN_KIND_API;
+        /* One expired, one that expires later: only the expired one does not count. */
+        (void)snprintf(t.expires_at, sizeof(t.expires_at), "%s",
+                       i == 0 ? "2001-01-01T00:00:00Z" : (i == 1 ? "2999-01-01T00:00:00Z" : ""));
+        assert_int_equal(sl_store_token_add_capped(st, hash, &t, 4), 0);
+    }
+    /* A sandbox token of a, and b's, do not count. */
+    assert_int_equal(sl_token_hash("sl_cap_sandbox", hash), 0);
+    add_token(st, hash, a.id, SL_TOKEN_KIND_SANDBOX, SL_TOKEN_SCOPE_WRITE, "", &t);
+    sl_store_token_finish(&t);
+    assert_int_equal(sl_token_hash("sl_cap_b", hash), 0);
+    memset(&t, 0, sizeof(t));
+    (void)snprintf(t.user_id, sizeof(t.user_id), "%s", b.id);
+    t.kind = SL_TOKEN_KIND_API;
+    assert_int_equal(sl_store_token_add_capped(st, hash, &t, 4), 0);
+    /* a holds 4 live ones: the fifth is refused, nothing written. */
+    assert_int_equal(sl_token_hash("sl_cap_over", hash), 0);
+    memset(&t, 0, sizeof(t));
+    (void)snprintf(t.user_id, sizeof(t.user_id), "%s", a.id);
+    t.kind = SL_TOKEN_KIND_API;
+    assert_int_equal(sl_store_token_add_capped(st, hash, &t, 4), SL_ETOOBIG);
+    assert_int_equal(sl_store_token_list(st, a.id, &v, &n), 0);
+    assert_int_equal(n, 5);
+    sl_store_free_tokens(v, n);
+    assert_int_equal(sl_store_token_find_user(st, hash, &u, NULL), SL_ENOTFOUND);
+    assert_int_equal(sl_store_token_add_capped(st, hash, &t, 5), 0);
+    sl_user_finish(&a);
+    sl_user_finish(&b);
+}
+
 static void users_are_unique_by_name_and_found_by_token(void **state)
 {
     struct fixture *f = *state;
@@ -464,6 +543,16 @@ static void users_are_unique_by_name_and_found_by_token(void **state)
     assert_int_equal(strlen(alice.id), SL_UUID_LEN);
     assert_string_not_equal(alice.id, bob.id);
     assert_int_equal(sl_store_user_create(st, "alice", false, NULL, &u), SL_EEXIST);
+    assert_string_equal(u.name, "alice");
+    sl_user_finish(&u);
+    /* Taken ignoring ASCII case: `u` says by whom. */
+    assert_int_equal(sl_store_user_create(st, "ALICE", false, NULL, &u), SL_EEXIST);
+    assert_string_equal(u.name, "alice");
+    assert_string_equal(u.id, alice.id);
+    sl_user_finish(&u);
+    assert_int_equal(sl_store_user_create(st, "Bob", false, NULL, &u), SL_EEXIST);
+    assert_string_equal(u.name, "bob");
+    sl_user_finish(&u);
     assert_int_equal(sl_store_user_create(st, "", false, NULL, &u), SL_EINVAL);
 
     assert_int_equal(sl_store_user_get(st, bob.id, &u), 0);
@@ -1657,6 +1746,8 @@ int main(void)
         T(random_bytes_file_is_refused_and_left_alone),
         T(foreign_sqlite_database_is_refused_and_left_alone),
         T(users_are_unique_by_name_and_found_by_token),
+        T(names_differing_in_case_from_before_still_work),
+        T(live_tokens_are_capped_per_user),
         T(database_of_0_1_0_is_upgraded),
         T(tokens_are_listed_and_revoked_by_id),
         T(users_are_changed_and_an_enabled_admin_stays),
