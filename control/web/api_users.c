@@ -79,6 +79,7 @@ static void user_create(struct sl__api_call *c)
     json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), what,
                                       "unknown field (expected name, admin, email)");
     const json_t *admin;
+    json_t *doc;
     const char *name;
     int rc;
 
@@ -120,6 +121,9 @@ static void user_create(struct sl__api_call *c)
         (void)snprintf(t.user_id, sizeof(t.user_id), "%s", u.id);
         t.scope = u.is_admin ? SL_TOKEN_SCOPE_ADMIN : SL_TOKEN_SCOPE_WRITE;
         t.name = token_name;
+        /* Made with the caller's token, it expires with it (as POST /tokens requires): a
+         * leaked short-lived admin token must not mint a lasting one through a new user. */
+        (void)snprintf(t.expires_at, sizeof(t.expires_at), "%s", c->token_expires_at);
         rc = sl_store_token_add(c->api->store, hash, &t);
     }
     if (rc < 0) {
@@ -128,7 +132,15 @@ static void user_create(struct sl__api_call *c)
     }
     sl_log(SL_LOG_INFO, 0, "msg=\"user created\" user=%s admin=%d by=%s", u.name, u.is_admin,
            c->user.name);
-    sl__api_set_json(c->res, 201, sl__api_with_token(user_json(&u), token));
+    doc = sl__api_with_token(user_json(&u), token);
+    if (doc != NULL
+        && json_object_set_new(doc, "token_expires_at",
+                               t.expires_at[0] != '\0' ? json_string(t.expires_at) : json_null())
+                   != 0) {
+        json_decref(doc);
+        doc = NULL;
+    }
+    sl__api_set_json(c->res, 201, doc);
 out:
     sodium_memzero(token, sizeof(token));
     sl_user_finish(&u);

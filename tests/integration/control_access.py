@@ -279,6 +279,21 @@ def test_token_limits():
     g = expect("1c. a user for the token limits", call("POST", "/api/v1/users", {"name": "gina"},
                                                        who="root"), 201)
     tokens["gina"] = g.get("token", "")
+    check("1c. a user made with a token without expiry: its first token has none",
+          "token_expires_at" in g and g["token_expires_at"] is None, g)
+    rs = expect("1c. root makes an admin token that expires in 2 days",
+                call("POST", "/api/v1/tokens", {"name": "root-short", "scope": "admin",
+                                                "expires_in_days": 2}, who="root"), 201)
+    tokens["root-short"] = rs["token"]
+    h = expect("1c. with it, a new admin user: 201",
+               call("POST", "/api/v1/users", {"name": "hana", "admin": True},
+                    who="root-short"), 201)
+    check("1c. ... whose first token expires with root's short one",
+          h.get("token_expires_at") == rs["expires_at"], (h.get("token_expires_at"), rs))
+    tokens["hana"] = h.get("token", "")
+    mine = expect("1c. ... hana lists it", call("GET", "/api/v1/tokens", who="hana"), 200)
+    check("1c. ... with that expires_at",
+          [x.get("expires_at") for x in mine.get("tokens", [])] == [rs["expires_at"]], mine)
     short = expect("1c. gina makes a token that expires in 2 days",
                    call("POST", "/api/v1/tokens", {"name": "short", "scope": "write",
                                                    "expires_in_days": 2}, who="gina"), 201)
