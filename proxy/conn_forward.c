@@ -420,10 +420,12 @@ static void time_response(struct sl__conn *c, bool waiting, bool progress)
 static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
 {
     const struct sl_tls *t = sl_stream_tls(us);
-    const char *method = c->r.override_method != NULL ? c->r.override_method : c->r.method;
+    /* The method that is not idempotent, an override's included: "GET with X-HTTP-Method:
+     * POST". */
+    char method[96];
     /* How it ended, when not by a clean close: " (connection reset by peer)". */
     char how[160] = "";
-    char detail[400];
+    char detail[512];
 
     if (st != UV_EOF) {
         (void)snprintf(how, sizeof(how), " (%s)",
@@ -441,12 +443,12 @@ static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
                        "the upstream closed the connection before answering%s (a new connection: "
                        "the request was not sent again)",
                        how);
-    } else if (!sl__conn_idempotent(sl_h1_head(&c->req))) {
+    } else if (sl__conn_not_idempotent(sl_h1_head(&c->req), method, sizeof(method))) {
         (void)snprintf(detail, sizeof(detail),
                        "the upstream closed the kept-alive connection before answering%s; the "
                        "request was not sent again because %s is not idempotent (the upstream may "
                        "have acted on it): the client may retry",
-                       how, method != NULL ? method : "its method");
+                       how, method);
     } else {
         (void)snprintf(detail, sizeof(detail),
                        "the upstream closed the kept-alive connection before answering%s; the "

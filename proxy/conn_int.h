@@ -478,6 +478,9 @@ bool sl__conn_overrides_allowed(struct sl__conn *c, const struct sl_h1_head *h, 
  * PUT, DELETE), and so is every method its method-override headers name: only such a request
  * may be sent again after its head went out (RFC 9112 §9.3.1.1). */
 bool sl__conn_idempotent(const struct sl_h1_head *h);
+/* The opposite of sl__conn_idempotent(), saying which method is not idempotent into `why`
+ * (`cap` bytes, 0 for none): "POST", or "GET with X-HTTP-Method-Override: POST". */
+bool sl__conn_not_idempotent(const struct sl_h1_head *h, char *why, size_t cap);
 
 /*
  * conn_tls.c: the tunnel's first bytes and the client's TLS.

@@ -664,10 +664,13 @@ static bool idempotent_method(const char *m, size_t n)
     return false;
 }
 
-bool sl__conn_idempotent(const struct sl_h1_head *h)
+bool sl__conn_not_idempotent(const struct sl_h1_head *h, char *why, size_t cap)
 {
     if (!idempotent_method(h->method, strlen(h->method))) {
-        return false;
+        if (cap > 0) {
+            (void)snprintf(why, cap, "%s", h->method);
+        }
+        return true;
     }
     for (size_t i = 0; i < h->n_headers; i++) {
         const struct sl_h1_header *f = &h->headers[i];
@@ -675,11 +678,21 @@ bool sl__conn_idempotent(const struct sl_h1_head *h)
         for (size_t k = 0; k < SL_ARRAY_LEN(override_headers); k++) {
             if (sl_h1_name_is(f->name, override_headers[k])
                 && !idempotent_method((const char *)f->value.p, f->value.n)) {
-                return false;
+                if (cap > 0) {
+                    (void)snprintf(why, cap, "%s with %s: %.*s", h->method, override_headers[k],
+                                   (int)(f->value.n > 32 ? 32 : f->value.n),
+                                   (const char *)f->value.p);
+                }
+                return true;
             }
         }
     }
-    return true;
+    return false;
+}
+
+bool sl__conn_idempotent(const struct sl_h1_head *h)
+{
+    return !sl__conn_not_idempotent(h, NULL, 0);
 }
 
 /*

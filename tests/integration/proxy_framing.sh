@@ -307,6 +307,15 @@ for m in POST PATCH; do
   check_audit "... its audit line: decision error, reason upstream-closed, 502" \
     method="$m" scheme=https decision=error reason=upstream-closed status=502
 done
+# A GET whose method-override header names POST is a POST to many servers: sent once, and the
+# body names the override.
+healthy prime-hu-ovr || echo "# the priming request failed"
+check_eq "GET with X-HTTP-Method-Override: POST on a pooled connection closed unanswered: 502 upstream-closed, sent once" \
+  "$(unanswered hu-ovr.out --connect "$PYT" --raw "GET /raw?case=hangup&probe=hu-ovr HTTP/1.1\\r\\n${H}X-HTTP-Method-Override: POST\\r\\n\\r\\n") seen=$(fx_seen probe=hu-ovr)" \
+  "status=502 reason=upstream-closed seen=1"
+check_match "... its body names the override as what is not idempotent" \
+  "$(body_of hu-ovr.out)" \
+  'the request was not sent again because GET with X-HTTP-Method-Override: POST is not idempotent \(the upstream may have acted on it\): the client may retry\\n$'
 # A PUT is idempotent, but once its body has gone up it cannot be sent again ($pad: 60 000 bytes).
 healthy prime-hu-PUT || echo "# the priming request failed"
 check_eq "PUT with a body on a pooled connection the upstream closes unanswered: 502 upstream-closed, sent once" \
