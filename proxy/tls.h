@@ -132,8 +132,9 @@ enum sl_tls_sniff_result {
  * against the system trust store (SSL_CTX_set_default_verify_paths) plus, when
  * `extra_ca_file` is not NULL, the PEM certificates of that file (--upstream-ca); ALPN offers
  * only http/1.1; renegotiation is off. Sessions are cached in a table of the context keyed by
- * "host:port" (OpenSSL does not re-check the host name when it resumes a session, so a session
- * is only ever offered to the host and port it was made with), at most `session_cache_max`
+ * scope and "host:port" (sl_tls_create_client(); OpenSSL does not re-check the host name when
+ * it resumes a session, so a session is only ever offered to the scope, host and port it was
+ * made with), at most `session_cache_max`
  * entries (0: SL_TLS_SESSION_CACHE_DEFAULT), least recently used dropped first; TLS 1.3
  * tickets are used once. More trust anchors may be added to SSL_CTX_get_cert_store() before
  * the first connection. Borrows `extra_ca_file`. On success `*out` is a new context owned by the

@@ -827,6 +827,12 @@ static void route(struct sl__api_call *c)
         return;
     }
     methods = path_methods(path);
+    if (methods == 0 && path[0] != '\0' && path[strlen(path) - 1] == '/') {
+        /* No route ends in a slash: an empty last name is no resource (not a route's 405,
+         * which the table could not give its Allow line). */
+        sl__api_set_error(c->res, 404, "no such resource");
+        return;
+    }
     if (methods != 0 && (methods & method_bit(m)) == 0) {
         char text[64];
 

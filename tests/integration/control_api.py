@@ -802,6 +802,15 @@ def test_every_route_answers_405_with_allow_to_a_method_it_does_not_have():
             names = [m for m in allow.split(", ") if m != "HEAD"]
             want = "use " + (", ".join(names[:-1]) + " or " if len(names) > 1 else "") + names[-1]
             assert json.loads(body) == {"message": want}, (method, path, body, want)
+    # No route ends in a slash: an empty last name is no resource, whatever the method (it was a
+    # route's own 405, without Allow).
+    for method, path in (("PATCH", "/api/v1/schedules/"), ("GET", "/api/v1/schedules/"),
+                         ("GET", "/api/v1/repos/acme/m405/sandboxes/sb_0123456789abcdef/"),
+                         ("POST", "/api/v1/repos/acme/m405/sandboxes/sb_0123456789abcdef/"),
+                         ("DELETE", "/api/v1/tokens/"), ("GET", E + "/")):
+        status, fields, body = get_raw(method, path, "root")
+        assert status == 404 and json.loads(body) == {"message": "no such resource"}, \
+            (method, path, status, body)
     expect(call("DELETE", "/api/v1/clients/m405-client", who="root"), 204, "client deleted")
 
 
