@@ -565,8 +565,10 @@ import json, selectors, socket, ssl, struct, sys, time
 port, pyh, pyt, ca, admin = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 ctx = ssl.create_default_context(cafile=ca)
 counts = {}
+opened = [0]
 def note(k): counts[k] = counts.get(k, 0) + 1
 def conn():
+    opened[0] += 1
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     s.settimeout(10)
@@ -583,17 +585,25 @@ def read_all(s):
     except (ConnectionResetError, socket.timeout):
         pass
     return data
+def metrics():
+    a = socket.socket(socket.AF_UNIX)
+    a.connect(admin)
+    a.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    body = read_all(a).split(b"\r\n\r\n", 1)[1].decode()
+    a.close()
+    return dict(l.rsplit(" ", 1) for l in body.splitlines() if l and not l.startswith("#"))
+# Connections accepted before this script's (the start's readiness probe).
+base = int(metrics()["sluice_connections_total"])
 def settle():
-    # Until the proxy has let go of the connections of the last iteration (GET /v1/status on the
-    # admin socket), so that each case starts with the address holding none.
+    # Until the proxy has accepted every connection made so far and let go of them all (GET
+    # /metrics on the admin socket), so that each case starts with the address holding none. A
+    # connection closed at once may still wait in the kernel's accept queue when none is open:
+    # accepted later, it would hold a slot during the next case.
     t = time.monotonic()
     while time.monotonic() - t < 5:
-        a = socket.socket(socket.AF_UNIX)
-        a.connect(admin)
-        a.sendall(b"GET /v1/status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        body = read_all(a).split(b"\r\n\r\n", 1)[1]
-        a.close()
-        if json.loads(body)["connections"] == 0:
+        m = metrics()
+        if (m.get("sluice_connections_open") == "0"
+                and m.get("sluice_connections_total") == str(base + opened[0])):
             return
         time.sleep(0.01)
     note("unsettled")
