@@ -16,7 +16,8 @@
  *     first line is a size, ';' and a name of more letters than that is SL_ETOOBIG, whole and
  *     in pieces;
  *   - against a reference decoder written from RFC 9112 §7.1 for the plain grammar (hex size,
- *     CRLF, data, CRLF; last chunk; `name: value` trailers): a body in that grammar is accepted,
+ *     CRLF, data, CRLF; last chunk; `name: value` trailers, fewer than the line limit): a body
+ *     in that grammar is accepted,
  *     ends exactly after its last CRLF and decodes to the reference's bytes (trailers dropped),
  *     a truncated one waits for more with the bytes so far delivered, and a size line not
  *     starting with a hex digit, a size beyond 64 bits, or chunk data not followed by CRLF is
@@ -115,6 +116,7 @@ static void reference(const uint8_t *b, size_t n, struct result *r)
 {
     size_t i = 0;
     size_t trailer = 0;
+    size_t fields = 0;
 
     r->body_n = 0;
     r->rc = SL_EINVAL;
@@ -212,7 +214,9 @@ static void reference(const uint8_t *b, size_t n, struct result *r)
             return;
         }
         trailer += i - start + 2;
-        if (trailer > TRAILER_MAX) {
+        /* The parser counts trailer fields with the head's (limits.headers_max lines in all;
+         * the heads above have one or two): past that it refuses, left unchecked here. */
+        if (trailer > TRAILER_MAX || ++fields > limits.headers_max - 2) {
             r->outcome = O_UNKNOWN;
             return;
         }

@@ -39,7 +39,8 @@
  * connection on which a request comes that it has no answer left for; bit 6: when the first
  * piece got a 200, the client speaks TLS in the tunnel and sends the other pieces through it:
  * the intercepted path with its minted leaf, SNI-less. Upstream TLS is not completed: the
- * origin's port 443 takes raw bytes, so such requests end in 502 upstream-tls). The rest is the
+ * origin's port 443 takes raw bytes, and its HTTP ports take a connection that starts with a
+ * TLS record as such, so such requests end in 502 upstream-tls). The rest is the
  * client's bytes, optionally followed by SEP_ORIGIN and the origin's. Each part is split into
  * pieces at SEP_PIECE: the client writes its pieces one by one; the origin answers the k-th request
  * head it receives (over all its connections) with its k-th piece.
@@ -218,6 +219,8 @@ struct origin_conn {
     bool done;
     /* A raw connection got its answer (the next origin piece, once). */
     bool answered;
+    /* Bytes came on it: its first byte was looked at. */
+    bool started;
     bool eof;
 };
 
@@ -510,6 +513,13 @@ static void origin_parse(struct run *r, struct origin_conn *o)
             origin_send(o->fd, &r->origin[r->next_origin++]);
         }
     }
+    if (!o->done && !o->started && o->in.len > 0 && o->in.p[0] == 0x16) {
+        /* A TLS handshake record as a connection's first byte on an HTTP port: the upstream
+         * TLS of an intercepted tunnel to that port (bit 6 with a CONNECT to port 8080 or 80),
+         * which never completes here. Not HTTP: nothing to check, nothing to answer. */
+        o->done = true;
+    }
+    o->started = o->started || o->in.len > 0;
     while (!o->done && pos < o->in.len) {
         struct sl_h1_event ev;
         int used = sl_h1_feed(&o->p, o->in.p + pos, o->in.len - pos, &ev);
