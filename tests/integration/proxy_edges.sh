@@ -490,26 +490,8 @@ pc_metric() { # pc_metric SERIES : its value in a fresh GET /metrics
 pc_hold=$FX_WORK/pc-hold.out
 # Holds three idle connections from 127.0.0.1; closes the first when pc-close1 appears, the rest
 # when pc-stop appears (or after 9 s, under the 10 s header timeout).
-"$FX_PYTHON" - "$FX_PROXY_PORT" "$FX_WORK" >"$pc_hold" 2>&1 <<'EOF' &
-import os, socket, sys, time
-port, work = int(sys.argv[1]), sys.argv[2]
-socks = []
-for _ in range(3):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    s.settimeout(5)
-    s.connect(("127.0.0.1", port))
-    socks.append(s)
-print("held", flush=True)
-t0 = time.monotonic()
-closed = False
-while time.monotonic() - t0 < 9 and not os.path.exists(os.path.join(work, "pc-stop")):
-    if not closed and os.path.exists(os.path.join(work, "pc-close1")):
-        socks.pop(0).close()
-        closed = True
-        print("closed one", flush=True)
-    time.sleep(0.05)
-EOF
+"$FX_PYTHON" "$SLUICE_SRC/tests/support/hold_conns.py" 127.0.0.1 "$FX_PROXY_PORT" 3 "$FX_WORK" pc 9 \
+  127.0.0.1 >"$pc_hold" 2>&1 &
 pc_hold_pid=$!
 FX_PIDS+=("$pc_hold_pid")
 fx_wait 10 grep -q held "$pc_hold" || true

@@ -495,20 +495,8 @@ fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 1
   fx_bail "sluice proxy starts with --transparent $GW --max-connections-per-client 2"
 tr_hold=$FX_WORK/tr-hold.out
 rm -f "$FX_WORK/tr-close1" "$FX_WORK/tr-stop"
-in_ns "$FX_PYTHON" - "$GW" "$FX_WORK" >"$tr_hold" 2>&1 <<'EOF' &
-import os, socket, sys, time
-gw, work = sys.argv[1], sys.argv[2]
-socks = [socket.create_connection((gw, 443), timeout=5) for _ in range(2)]
-print("held", flush=True)
-t0 = time.monotonic()
-closed = False
-while time.monotonic() - t0 < 8 and not os.path.exists(os.path.join(work, "tr-stop")):
-    if not closed and os.path.exists(os.path.join(work, "tr-close1")):
-        socks.pop(0).close()
-        closed = True
-        print("closed one", flush=True)
-    time.sleep(0.05)
-EOF
+in_ns "$FX_PYTHON" "$SLUICE_SRC/tests/support/hold_conns.py" "$GW" 443 2 "$FX_WORK" tr 8 \
+  >"$tr_hold" 2>&1 &
 tr_hold_pid=$!
 FX_PIDS+=("$tr_hold_pid")
 fx_wait 10 grep -q held "$tr_hold" || true
