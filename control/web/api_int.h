@@ -192,6 +192,11 @@ void sl__api_route_tokens(struct sl__api_call *c, const char *tail);
 
 /* ---- api_repos.c ---- */
 
+/* The caller's role in `repo`, which they must see. False with the answer set: 404
+ * "repository not found" when they cannot see it or it does not exist, so that neither is told
+ * apart. */
+bool sl__api_seen_role(struct sl__api_call *c, const char *repo, enum sl_repo_role *role);
+
 /* GET /api/v1/repos. */
 void sl__api_list_repos(struct sl__api_call *c);
 

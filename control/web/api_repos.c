@@ -29,9 +29,7 @@ static bool caller_role(struct sl__api_call *c, const char *repo, enum sl_repo_r
     return true;
 }
 
-/* The caller's role in `repo`, which they must see. False with the answer set (404 when they
- * cannot). */
-static bool seen_role(struct sl__api_call *c, const char *repo, enum sl_repo_role *role)
+bool sl__api_seen_role(struct sl__api_call *c, const char *repo, enum sl_repo_role *role)
 {
     if (!caller_role(c, repo, role)) {
         return false;
@@ -217,7 +215,7 @@ static void repo_one(struct sl__api_call *c, const char *name)
         sl__api_set_error(c->res, 405, "use GET, PUT or DELETE");
         return;
     }
-    if (!seen_role(c, name, &role)) {
+    if (!sl__api_seen_role(c, name, &role)) {
         return;
     }
     if (strcmp(m, "DELETE") == 0) {
@@ -355,7 +353,7 @@ static void members(struct sl__api_call *c, const char *repo, const char *tail)
         sl__api_set_error(c->res, 404, "no such resource");
         return;
     }
-    if (!seen_role(c, repo, &role)) {
+    if (!sl__api_seen_role(c, repo, &role)) {
         return;
     }
     if (user[0] != '\0') {

@@ -351,25 +351,6 @@ static bool may_use(struct sl__api_call *c, const char *repo, enum sl_repo_role 
     return true;
 }
 
-/* May the caller see `repo` (a role in it, §5.9)? False with the answer set: the 404 of every
- * repository they cannot see, a repository that does not exist included, so that a list tells
- * neither apart nor answers a mistyped name with an empty list. */
-static bool may_see(struct sl__api_call *c, const char *repo)
-{
-    enum sl_repo_role role = SL_REPO_ROLE_NONE;
-    int rc = c->api->git->ops->role(c->api->git, repo, c->user.id, c->user.is_admin, &role);
-
-    if (rc < 0) {
-        sl__api_set_internal(c->res, "reading a role", rc);
-        return false;
-    }
-    if (role == SL_REPO_ROLE_NONE) {
-        sl__api_set_error(c->res, 404, "repository not found");
-        return false;
-    }
-    return true;
-}
-
 static void sandbox_create(struct sl__api_call *c, const char *repo)
 {
     json_t *body = NULL;
@@ -478,7 +459,10 @@ void sl__api_route_sandboxes(struct sl__api_call *c, const char *repo, const cha
     (void)snprintf(d->user_id, sizeof(d->user_id), "%s", c->user.id);
     if (rest[0] == '\0') {
         if (strcmp(m, "GET") == 0) {
-            if (may_see(c, d->repo) && sl__api_sandboxes_enabled(c)) {
+            enum sl_repo_role seen;
+
+            /* A repository the caller cannot see, or that does not exist, is 404 (not []). */
+            if (sl__api_seen_role(c, d->repo, &seen) && sl__api_sandboxes_enabled(c)) {
                 d->kind = SL__API_DEFER_LIST;
             }
         } else if (strcmp(m, "POST") == 0) {
