@@ -624,8 +624,18 @@ static int prepare_db(struct up *u)
          * operator's back. */
         u->token_file_missing = true;
     } else if (rc == SL_ENOTFOUND) {
-        rc = sl_cmd_user_create(st, ADMIN_NAME, true, NULL, u->token, NULL, 0);
-        if (rc < 0) {
+        char taken[ERR_BYTES] = "";
+
+        rc = sl_cmd_user_create(st, ADMIN_NAME, true, NULL, u->token, taken, sizeof(taken));
+        if (rc == SL_EEXIST) {
+            /* User names are unique ignoring case: a user made by hand (`Admin`) holds the
+             * name. up starts without a token of its own, as when its token file is gone. */
+            sl_eprintf("warning: no admin user \"" ADMIN_NAME "\" was created: the user "
+                       "\"%s\" holds the name (user names are unique ignoring case)",
+                       taken);
+            u->token_file_missing = true;
+            rc = 0;
+        } else if (rc < 0) {
             sl_eprintf("up: cannot create the admin user: %s", sl_strerror(rc));
         } else {
             rc = write_token_file(u);
@@ -1128,7 +1138,7 @@ static void print_summary(const struct up *u)
         printf("  admin token  %s\n", u->token);
         printf("               shown once; kept in %s (mode 0600)\n", u->token_file);
     } else if (u->token_file_missing) {
-        printf("  admin token  %s is gone; make another admin with\n"
+        printf("  admin token  none (%s does not exist); make another admin with\n"
                "               sluice user add NAME --admin --data %s\n",
                u->token_file, u->data);
     } else {

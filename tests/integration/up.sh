@@ -469,4 +469,18 @@ wait "$UP_PID" 2>/dev/null || true
 check "SIGKILL to up: its children stop within 30 s" fx_wait 30 none_running
 check "... and the control plane still removed its table" no_table
 
+# --- a user "Admin" made by hand holds up's name "admin" (names are unique ignoring case) -----------
+DATA=$FX_WORK/var-admin
+"$SLUICE_BIN" user add Admin --data "$DATA" >/dev/null 2>"$FX_WORK/user-add.err" ||
+  fx_bail "sluice user add Admin"
+up_start --docker-socket "$FX_WORK/nothing.sock" ||
+  fx_bail "sluice up starts while a user Admin holds the name admin"
+check "... it says that no admin was created and which user holds the name" grep -qF \
+  'warning: no admin user "admin" was created: the user "Admin" holds the name' "$UP_ERR"
+check "... the summary says there is no admin token and how to make an admin" \
+  grep -qF "admin token  none ($DATA/admin.token does not exist); make another admin with" "$UP_OUT"
+check "... and no token file was written" test ! -e "$DATA/admin.token"
+up_stop
+check_eq "... SIGTERM: exit 0" "$UP_EXIT" 0
+
 fx_done
