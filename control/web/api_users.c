@@ -16,6 +16,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/text.h"
+#include "base/time.h"
 #include "control/store/secrets.h"
 #include "control/web/api.h"
 #include "control/web/api_int.h"
@@ -233,15 +234,41 @@ void sl__api_route_users(struct sl__api_call *c, const char *tail)
 
 /* ---- tokens ------------------------------------------------------------------------------- */
 
-/* Now, as RFC 3339 UTC to the second, `plus_s` seconds ahead. */
-static void rfc3339_in(int64_t plus_s, char *out, size_t cap)
+/* The instant `t` (seconds since the epoch) as RFC 3339 UTC to the second. */
+static void rfc3339_at(time_t t, char *out, size_t cap)
 {
-    time_t t = time(NULL) + (time_t)plus_s;
     struct tm tm;
 
     if (gmtime_r(&t, &tm) == NULL || strftime(out, cap, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0) {
         (void)snprintf(out, cap, "1970-01-01T00:00:00Z");
     }
+}
+
+/* Now, as RFC 3339 UTC to the second, `plus_s` seconds ahead. */
+static void rfc3339_in(int64_t plus_s, char *out, size_t cap)
+{
+    rfc3339_at(time(NULL) + (time_t)plus_s, out, cap);
+}
+
+/* The "expires_at" of a new token: an RFC 3339 date-time (any offset) after now and at most
+ * TOKEN_DAYS_MAX days ahead, written to `out` as UTC to the second (a fraction dropped: never
+ * later than asked). False when it is not one. */
+static bool token_expiry_at(const json_t *at, char *out, size_t cap)
+{
+    const char *s = json_string_value(at);
+    struct sl_rfc3339 t;
+    int64_t now = (int64_t)time(NULL);
+    int64_t when;
+
+    if (s == NULL || sl_time_parse_rfc3339(s, json_string_length(at), &t) != 0) {
+        return false;
+    }
+    when = t.ms >= 0 ? t.ms / 1000 : -1;
+    if (when <= now || when > now + (int64_t)TOKEN_DAYS_MAX * SECONDS_PER_DAY) {
+        return false;
+    }
+    rfc3339_at((time_t)when, out, cap);
+    return true;
 }
 
 static json_t *token_json(const struct sl_store_token *t)
@@ -282,17 +309,20 @@ static bool is_token_name(const json_t *name)
            && !sl_text_has_control(s, n, "") && sl_text_chars(s, n) <= TOKEN_NAME_MAX;
 }
 
-/* POST /api/v1/tokens {"name","scope","expires_in_days"}: the token, shown this once. */
+/* POST /api/v1/tokens {"name","scope","expires_in_days"|"expires_at"}: the token, shown this
+ * once. */
 static void token_create(struct sl__api_call *c)
 {
-    static const char *const known[] = { "name", "scope", "expires_in_days" };
+    static const char *const known[] = { "name", "scope", "expires_in_days", "expires_at" };
     static const char what[] = "the token is invalid";
     char token[SL_TOKEN_SIZE] = "";
     uint8_t hash[SL_TOKEN_HASH_BYTES];
     struct sl_store_token t;
     json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), what,
-                                      "unknown field (expected name, scope, expires_in_days)");
+                                      "unknown field (expected name, scope, expires_in_days, "
+                                      "expires_at)");
     const json_t *days;
+    const json_t *at;
     char *name = NULL;
     int rc;
 
@@ -301,6 +331,7 @@ static void token_create(struct sl__api_call *c)
         goto out;
     }
     days = json_object_get(root, "expires_in_days");
+    at = json_object_get(root, "expires_at");
     if (!is_token_name(json_object_get(root, "name"))) {
         sl__api_set_invalid(c->res, what, "name", "1-128 characters, no control characters");
         goto out;
@@ -315,6 +346,19 @@ static void token_create(struct sl__api_call *c)
         sl__api_set_invalid(c->res, what, "expires_in_days",
                             "a whole number from 1 to 3650, or null (never)");
         goto out;
+    }
+    if (at != NULL && !json_is_null(at)) {
+        if (days != NULL && !json_is_null(days)) {
+            sl__api_set_invalid(c->res, what, "expires_at",
+                                "give expires_in_days or expires_at, not both");
+            goto out;
+        }
+        if (!token_expiry_at(at, t.expires_at, sizeof(t.expires_at))) {
+            sl__api_set_invalid(c->res, what, "expires_at",
+                                "an RFC 3339 date-time after now and at most 3650 days ahead "
+                                "(YYYY-MM-DDTHH:MM:SSZ), or null (never)");
+            goto out;
+        }
     }
     /* A token never does more than its owner may: admin is an admin's, from an admin token. */
     if (t.scope == SL_TOKEN_SCOPE_ADMIN && !c->user.is_admin) {

@@ -14,6 +14,7 @@
 # the control plane runs without sandboxes, whose checks come before that 503. stdlib only;
 # output TAP-like. Run by control_access.sh.
 import base64
+import datetime
 import http.client
 import json
 import os
@@ -318,6 +319,41 @@ def test_token_limits():
                call("POST", "/api/v1/tokens", {"name": "sooner", "scope": "read",
                                                "expires_in_days": 1}, who="gina-short"), 201)
     check("1c. ... not later than it", e.get("expires_at", "9") <= until, e)
+    # expires_at: a token with less than a day left can still make one that ends with it.
+    same = expect("1c. with it, one that expires_at its own expiry: 201",
+                  call("POST", "/api/v1/tokens", {"name": "same", "scope": "read",
+                                                  "expires_at": until}, who="gina-short"), 201)
+    check("1c. ... expiring then", same.get("expires_at") == until, same)
+    expect("1c. ... revoked", call("DELETE", "/api/v1/tokens/" + same.get("id", ""),
+                                   who="gina-short"), 204)
+    when = datetime.datetime.strptime(until, "%Y-%m-%dT%H:%M:%SZ")
+    plus2 = (when - datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.999+02:00")
+    o = expect("1c. expires_at with an offset and a fraction: 201",
+               call("POST", "/api/v1/tokens", {"name": "offset", "scope": "read",
+                                               "expires_at": plus2}, who="gina-short"), 201)
+    check("1c. ... kept as UTC to the second, the fraction dropped",
+          o.get("expires_at") == (when - datetime.timedelta(hours=3)).strftime(
+              "%Y-%m-%dT%H:%M:%SZ"), (o, until))
+    expect("1c. ... revoked", call("DELETE", "/api/v1/tokens/" + o.get("id", ""),
+                                   who="gina-short"), 204)
+    later1 = (when + datetime.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    expect("1c. expires_at one second after its own: 400 naming both times",
+           call("POST", "/api/v1/tokens", {"name": "later", "scope": "read",
+                                           "expires_at": later1}, who="gina-short"), 400,
+           "the token this request uses expires at %s; a token it creates cannot expire later "
+           "(asked for %s)" % (until, later1))
+    for at in ("2001-01-01T00:00:00Z", "tomorrow", "2030-02-30T00:00:00Z",
+               "2030-01-01 00:00:00Z", 5, "9999-01-01T00:00:00Z"):
+        d = expect("1c. expires_at %r: 422" % (at,),
+                   call("POST", "/api/v1/tokens", {"name": "bad", "scope": "read",
+                                                   "expires_at": at}, who="gina"), 422)
+        check("1c. ... names expires_at", d.get("errors", [{}])[0].get("field") == "expires_at",
+              d)
+    d = expect("1c. expires_at and expires_in_days together: 422",
+               call("POST", "/api/v1/tokens", {"name": "both", "scope": "read",
+                                               "expires_in_days": 1, "expires_at": until},
+                    who="gina"), 422)
+    check("1c. ... says to give one", "not both" in json.dumps(d), d)
     expect("1c. ... and that one cannot make a lasting one either",
            call("POST", "/api/v1/tokens", {"name": "forever", "scope": "read"},
                 who=e.get("token", "")), 403, "this token may only read (scope read)")
