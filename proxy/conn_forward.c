@@ -414,8 +414,9 @@ static void time_response(struct sl__conn *c, bool waiting, bool progress)
 }
 
 /* The upstream ended its connection (`st`: UV_EOF when it closed cleanly) before any byte of a
- * response, an interim one included, and retry_stale() did not send the request again: 502
- * upstream-closed, saying why nothing was retried (docs/reference/proxy.md §4.4, Pooling). Not a
+ * final response: before any byte at all, or after only interim (1xx) responses, which
+ * retry_stale() takes for an answer (the upstream had read the request). The request was not
+ * sent again: 502 upstream-closed, saying why (docs/reference/proxy.md §4.4, Pooling). Not a
  * malformed response: nothing of one came. */
 static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
 {
@@ -432,7 +433,17 @@ static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
                        t != NULL && sl_tls_error_text(t)[0] != '\0' ? sl_tls_error_text(t)
                                                                     : sl_strerror(st));
     }
-    if (c->retried) {
+    if (c->interims > 0) {
+        char count[48] = "an interim (1xx) response";
+
+        if (c->interims > 1) {
+            (void)snprintf(count, sizeof(count), "%u interim (1xx) responses", c->interims);
+        }
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream closed the %sconnection after %s, before its final "
+                       "response%s; the request was not sent again (the upstream had it)",
+                       sl_upstream_is_reused(c->up) ? "kept-alive " : "", count, how);
+    } else if (c->retried) {
         (void)snprintf(detail, sizeof(detail),
                        "the upstream closed the connection before answering%s, after the request "
                        "had been sent again once (the kept-alive connection it first went on had "
@@ -512,9 +523,10 @@ static int forward_response(struct sl__conn *c)
         int st = sl_stream_in_status(us);
         struct sl_h1_event end;
 
-        if (!sl__conn_resp_head_sent(c) && c->interims == 0 && !sl_h1_in_message(&c->resp)
+        if (!sl__conn_resp_head_sent(c) && !sl_h1_in_message(&c->resp)
             && !(st == SL_ECRYPTO && sl_stream_tls(us) != NULL)) {
-            /* Not a byte of a response (a TLS failure is upstream-tls, below). */
+            /* Not a byte of a final response, only interim ones if any (a TLS failure is
+             * upstream-tls, below). */
             refuse_unanswered(c, us, st);
             return -1;
         }
