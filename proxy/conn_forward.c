@@ -32,7 +32,8 @@ static bool req_chunked(const struct sl__conn *c)
  * Dialling.
  */
 
-/* Writes the head sent upstream for the current request into c->head (again, for a retry). */
+/* Writes the head sent upstream for the current request into c->head (again, for a retry).
+ * Returns 0, or SL_ENOMEM or SL_ETOOBIG (sl_head_build_refusal() says how to answer it). */
 static int build_request_head(struct sl__conn *c, const struct sl_h1_head *h)
 {
     struct sl_head_target t = { .scheme = c->r.scheme,
@@ -81,11 +82,17 @@ static void start_dialing(struct sl__conn *c)
 /* The request is allowed: its upstream head, then the dial. */
 void sl__conn_start_request(struct sl__conn *c, const struct sl_h1_head *h)
 {
+    int rc;
+
     if (!sl__conn_placeholders_ok(c, h)) {
         return;
     }
-    if (build_request_head(c, h) < 0) {
-        sl__conn_refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
+    rc = build_request_head(c, h);
+    if (rc < 0) {
+        struct sl_head_refusal why;
+
+        sl_head_build_refusal(rc, &why);
+        sl__conn_refuse_reason(c, why.reason, why.detail, false);
         return;
     }
     if (c->dec.git_push != NULL && !sl__conn_git_hold(c, h)) {
@@ -637,6 +644,7 @@ static void finish_exchange(struct sl__conn *c)
 static bool retry_stale(struct sl__conn *c)
 {
     struct sl_stream *us = sl_upstream_stream(c->up);
+    int rc;
 
     if (c->retried || !sl_upstream_is_reused(c->up) || sl__conn_resp_head_sent(c) || c->interims > 0
         || sl_h1_in_message(&c->resp) || c->r.bytes_up > 0 || c->req_pend.active
@@ -648,10 +656,15 @@ static bool retry_stale(struct sl__conn *c)
     sl_upstream_close(c->up);
     c->up = NULL;
     sl_h1_finish(&c->resp);
-    if (build_request_head(c, sl_h1_head(&c->req)) < 0) {
-        /* It was built once already: only memory can be short now. The upstream is gone, so
-         * the exchange ends here, as a first build's failure does (sl__conn_start_request()). */
-        sl__conn_refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
+    rc = build_request_head(c, sl_h1_head(&c->req));
+    if (rc < 0) {
+        /* It was built once already: only memory can be short now (out-of-memory, 503). The
+         * upstream is gone, so the exchange ends here, as a first build's failure does
+         * (sl__conn_start_request()). */
+        struct sl_head_refusal why;
+
+        sl_head_build_refusal(rc, &why);
+        sl__conn_refuse_reason(c, why.reason, why.detail, false);
         return true;
     }
     start_dialing(c);
