@@ -62,6 +62,8 @@ const char *sl_reason_code(enum sl_reason r)
         return "upstream-closed";
     case SL_REASON_CLIENT_OVERLOADED:
         return "client-overloaded";
+    case SL_REASON_OUT_OF_MEMORY:
+        return "out-of-memory";
     }
     return "unknown";
 }
@@ -102,6 +104,7 @@ int sl_reason_status(enum sl_reason r)
     case SL_REASON_NO_POLICY:
     case SL_REASON_OVERLOADED:
     case SL_REASON_CLIENT_OVERLOADED:
+    case SL_REASON_OUT_OF_MEMORY:
     case SL_REASON_AUDIT_UNAVAILABLE:
         return 503;
     }
@@ -528,6 +531,7 @@ int sl_policy_hint(const struct sl_decision *d, const struct sl_request_view *re
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
     case SL_REASON_CLIENT_OVERLOADED:
+    case SL_REASON_OUT_OF_MEMORY:
     case SL_REASON_AUDIT_UNAVAILABLE:
     case SL_REASON_GIT_READ_ONLY:
     case SL_REASON_GIT_PROTECTED_BRANCH:

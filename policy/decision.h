@@ -69,10 +69,13 @@ enum sl_reason {
     SL_REASON_UPSTREAM_CLOSED,
     /* The client's source address holds --max-connections-per-client connections already. */
     SL_REASON_CLIENT_OVERLOADED,
+    /* The proxy could not allocate what the request needs (its upstream head, a held push's
+     * state): a failure of the proxy's, not of the request. */
+    SL_REASON_OUT_OF_MEMORY,
 };
 
 /* The last reason code: counters and tables indexed by reason have SL_REASON_LAST + 1 entries. */
-#define SL_REASON_LAST SL_REASON_CLIENT_OVERLOADED
+#define SL_REASON_LAST SL_REASON_OUT_OF_MEMORY
 
 /* The code of docs/reference/proxy.md §4.5 (`method-not-allowed`); "none" for SL_REASON_NONE (the
  * audit log writes null for it). Static, never NULL. */
@@ -81,8 +84,8 @@ const char *sl_reason_code(enum sl_reason r);
 /* The HTTP status of docs/reference/proxy.md §4.5 for a refusal with this reason: 407 identity, 403
  * policy (git-read-only, and git-protected-branch when it cannot be answered with a receive-pack
  * result), 400 malformed (not-tls and git-bad-push too), 421 mismatch, 431 too large, 502/504
- * upstream, 503 no policy, overloaded (client-overloaded) or audit unavailable; 200 for
- * SL_REASON_NONE. */
+ * upstream, 503 no policy, overloaded (client-overloaded), out of memory or audit unavailable; 200
+ * for SL_REASON_NONE. */
 int sl_reason_status(enum sl_reason r);
 
 /* A buffer of this size holds every hint of sl_policy_hint(). */

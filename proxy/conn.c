@@ -222,7 +222,12 @@ static void free_conn(struct sl__conn *c)
         sl_peers_release(w->shared->peers, (const struct sockaddr *)&c->peer);
         c->peer_slot = false;
     }
-    atomic_fetch_sub(&w->shared->connections, 1);
+    if (c->counted) {
+        atomic_fetch_sub(&w->shared->connections, 1);
+    }
+    if (c->refusing) {
+        atomic_fetch_sub(&w->shared->refusing, 1);
+    }
     sl__count(&w->counters.connections_open, (uint64_t)-1);
     sl_h1_finish(&c->req);
     sl_h1_finish(&c->resp);
@@ -846,7 +851,25 @@ static void on_client_event(struct sl_stream *s, void *arg)
  * Accepting.
  */
 
-/* A connection refused at its accept (overloaded, client-overloaded): answered 503, then closed. */
+/* Takes one of `limit` slots counted in `n`: false, and nothing taken, when all are taken. Never
+ * counts past `limit`, so a connection refused for want of a slot never held one, not even for
+ * an instant that another worker's accept could see. */
+static bool take_slot(atomic_uint *n, unsigned limit)
+{
+    unsigned cur = atomic_load(n);
+
+    do {
+        if (cur >= limit) {
+            return false;
+        }
+    } while (!atomic_compare_exchange_weak(n, &cur, cur + 1));
+    return true;
+}
+
+/* A connection refused at its accept (overloaded, client-overloaded), holding no slot of
+ * --max-connections: answered 503, then closed (its linger included), while fewer than
+ * SL__REFUSING_MAX are being answered; beyond that, and on a transparent listener, closed at once
+ * with its audit line. */
 static void refuse_at_accept(struct sl__conn *c, enum sl_reason reason, const char *detail)
 {
     sl__conn_begin_request(c, NULL);
@@ -855,6 +878,14 @@ static void refuse_at_accept(struct sl__conn *c, enum sl_reason reason, const ch
         sl__conn_drop(c, reason);
         return;
     }
+    if (!take_slot(&c->w->shared->refusing, SL__REFUSING_MAX)) {
+        /* A flood of them: one more answer would cost one more descriptor and connection's
+         * memory for up to LINGER_MS. */
+        sl__count(&c->w->counters.connections_refused_unanswered, 1);
+        sl__conn_drop(c, reason);
+        return;
+    }
+    c->refusing = true;
     sl__conn_refuse_reason(c, reason, detail, false);
 }
 
@@ -915,7 +946,6 @@ void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
     struct sl__shared *sh = w->shared;
     struct sl__conn *c = sl_calloc(1, sizeof(*c));
     int namelen = (int)sizeof(c->peer);
-    unsigned open;
     int rc;
 
     if (c == NULL) {
@@ -941,7 +971,6 @@ void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
     w->conns = c;
     w->n_conns++;
     c->transparent = l->kind != SL__LISTEN_PROXY;
-    open = atomic_fetch_add(&sh->connections, 1) + 1;
     sl__count(&w->counters.connections_accepted, 1);
     sl__count(&w->counters.connections_open, 1);
     rc = uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)sl_stream_tcp(&c->client));
@@ -955,13 +984,17 @@ void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
         sl__conn_close(c);
         return;
     }
-    if (open > sh->cfg->max_connections) {
+    if (!take_slot(&sh->connections, sh->cfg->max_connections)) {
         sl__count(&w->counters.connections_refused, 1);
         refuse_at_accept(c, SL_REASON_OVERLOADED, "the proxy has too many connections");
         return;
     }
+    c->counted = true;
     /* Within --max-connections: one of its address's slots (one sandbox cannot take them all). */
     if (!sl_peers_take(sh->peers, (const struct sockaddr *)&c->peer)) {
+        /* Refused: its slot of --max-connections goes back at once, not when it closes. */
+        atomic_fetch_sub(&sh->connections, 1);
+        c->counted = false;
         sl__count(&w->counters.connections_refused_client, 1);
         refuse_at_accept(c, SL_REASON_CLIENT_OVERLOADED,
                          "this client address has too many connections open");

@@ -37,7 +37,10 @@ struct sl__worker;
  * it then runs itself on w's loop and frees itself after it closes. A transparent listener's
  * connection (docs/reference/proxy.md §4.12) is identified by its source address first: an
  * unknown one is closed with its audit line. Beyond cfg->max_connections over all workers it
- * is answered 503 overloaded and ended (a transparent one closed, audited overloaded). Out of
+ * is answered 503 overloaded and ended (a transparent one closed, audited overloaded); likewise
+ * beyond its address's cfg->max_connections_per_client (client-overloaded). A refused
+ * connection holds no slot of cfg->max_connections; beyond SL__REFUSING_MAX being answered at
+ * once it is closed at once, audited all the same. Out of
  * memory, or a failed accept, leaves nothing behind (the pending connection may stay in the
  * backlog). */
 void sl__conn_accept(struct sl__worker *w, struct sl__listener *listener);

@@ -32,7 +32,8 @@ static bool req_chunked(const struct sl__conn *c)
  * Dialling.
  */
 
-/* Writes the head sent upstream for the current request into c->head (again, for a retry). */
+/* Writes the head sent upstream for the current request into c->head (again, for a retry).
+ * Returns 0, or SL_ENOMEM or SL_ETOOBIG (sl_head_build_refusal() says how to answer it). */
 static int build_request_head(struct sl__conn *c, const struct sl_h1_head *h)
 {
     struct sl_head_target t = { .scheme = c->r.scheme,
@@ -81,11 +82,17 @@ static void start_dialing(struct sl__conn *c)
 /* The request is allowed: its upstream head, then the dial. */
 void sl__conn_start_request(struct sl__conn *c, const struct sl_h1_head *h)
 {
+    int rc;
+
     if (!sl__conn_placeholders_ok(c, h)) {
         return;
     }
-    if (build_request_head(c, h) < 0) {
-        sl__conn_refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
+    rc = build_request_head(c, h);
+    if (rc < 0) {
+        struct sl_head_refusal why;
+
+        sl_head_build_refusal(rc, &why);
+        sl__conn_refuse_reason(c, why.reason, why.detail, false);
         return;
     }
     if (c->dec.git_push != NULL && !sl__conn_git_hold(c, h)) {
@@ -414,8 +421,9 @@ static void time_response(struct sl__conn *c, bool waiting, bool progress)
 }
 
 /* The upstream ended its connection (`st`: UV_EOF when it closed cleanly) before any byte of a
- * response, an interim one included, and retry_stale() did not send the request again: 502
- * upstream-closed, saying why nothing was retried (docs/reference/proxy.md §4.4, Pooling). Not a
+ * final response: before any byte at all, or after only interim (1xx) responses, which
+ * retry_stale() takes for an answer (the upstream had read the request). The request was not
+ * sent again: 502 upstream-closed, saying why (docs/reference/proxy.md §4.4, Pooling). Not a
  * malformed response: nothing of one came. */
 static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
 {
@@ -432,7 +440,17 @@ static void refuse_unanswered(struct sl__conn *c, struct sl_stream *us, int st)
                        t != NULL && sl_tls_error_text(t)[0] != '\0' ? sl_tls_error_text(t)
                                                                     : sl_strerror(st));
     }
-    if (c->retried) {
+    if (c->interims > 0) {
+        char count[48] = "an interim (1xx) response";
+
+        if (c->interims > 1) {
+            (void)snprintf(count, sizeof(count), "%u interim (1xx) responses", c->interims);
+        }
+        (void)snprintf(detail, sizeof(detail),
+                       "the upstream closed the %sconnection after %s, before its final "
+                       "response%s; the request was not sent again (the upstream had it)",
+                       sl_upstream_is_reused(c->up) ? "kept-alive " : "", count, how);
+    } else if (c->retried) {
         (void)snprintf(detail, sizeof(detail),
                        "the upstream closed the connection before answering%s, after the request "
                        "had been sent again once (the kept-alive connection it first went on had "
@@ -512,9 +530,10 @@ static int forward_response(struct sl__conn *c)
         int st = sl_stream_in_status(us);
         struct sl_h1_event end;
 
-        if (!sl__conn_resp_head_sent(c) && c->interims == 0 && !sl_h1_in_message(&c->resp)
+        if (!sl__conn_resp_head_sent(c) && !sl_h1_in_message(&c->resp)
             && !(st == SL_ECRYPTO && sl_stream_tls(us) != NULL)) {
-            /* Not a byte of a response (a TLS failure is upstream-tls, below). */
+            /* Not a byte of a final response, only interim ones if any (a TLS failure is
+             * upstream-tls, below). */
             refuse_unanswered(c, us, st);
             return -1;
         }
@@ -625,6 +644,7 @@ static void finish_exchange(struct sl__conn *c)
 static bool retry_stale(struct sl__conn *c)
 {
     struct sl_stream *us = sl_upstream_stream(c->up);
+    int rc;
 
     if (c->retried || !sl_upstream_is_reused(c->up) || sl__conn_resp_head_sent(c) || c->interims > 0
         || sl_h1_in_message(&c->resp) || c->r.bytes_up > 0 || c->req_pend.active
@@ -636,10 +656,15 @@ static bool retry_stale(struct sl__conn *c)
     sl_upstream_close(c->up);
     c->up = NULL;
     sl_h1_finish(&c->resp);
-    if (build_request_head(c, sl_h1_head(&c->req)) < 0) {
-        /* It was built once already: only memory can be short now. The upstream is gone, so
-         * the exchange ends here, as a first build's failure does (sl__conn_start_request()). */
-        sl__conn_refuse_reason(c, SL_REASON_TOO_LARGE, "the request head is too large", false);
+    rc = build_request_head(c, sl_h1_head(&c->req));
+    if (rc < 0) {
+        /* It was built once already: only memory can be short now (out-of-memory, 503). The
+         * upstream is gone, so the exchange ends here, as a first build's failure does
+         * (sl__conn_start_request()). */
+        struct sl_head_refusal why;
+
+        sl_head_build_refusal(rc, &why);
+        sl__conn_refuse_reason(c, why.reason, why.detail, false);
         return true;
     }
     start_dialing(c);

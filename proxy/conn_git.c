@@ -84,7 +84,8 @@ bool sl__conn_git_hold(struct sl__conn *c, const struct sl_h1_head *h)
     }
     g = sl_calloc(1, sizeof(*g));
     if (g == NULL) {
-        sl__conn_refuse_reason(c, SL_REASON_OVERLOADED, "out of memory", false);
+        sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
+                               "the proxy ran out of memory holding the push", false);
         return false;
     }
     sl_buf_init(&g->held, HELD_MAX);

@@ -278,6 +278,11 @@ struct sl__conn {
     /* `peer` holds one of its --max-connections-per-client slots for this connection
      * (proxy/peers.h): given back when the connection is freed, exactly once. */
     bool peer_slot;
+    /* The connection holds one of --max-connections' slots (shared->connections), or, refused
+     * at its accept, one of SL__REFUSING_MAX's (shared->refusing) while its 503 goes out: given
+     * back when the connection is freed. */
+    bool counted;
+    bool refusing;
     /* Taken by a transparent listener (docs/reference/proxy.md §4.12): no proxy protocol and no
      * credentials; the client is its source address alone (sl__conn_identify()), the host its
      * SNI (then a tunnel as a CONNECT would open, sl__conn_open_tunnel()) or each request's

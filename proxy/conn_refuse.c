@@ -268,6 +268,7 @@ bool sl__reason_is_policy(enum sl_reason reason)
     case SL_REASON_TOO_LARGE:
     case SL_REASON_OVERLOADED:
     case SL_REASON_CLIENT_OVERLOADED:
+    case SL_REASON_OUT_OF_MEMORY:
     case SL_REASON_AUDIT_UNAVAILABLE:
     case SL_REASON_GIT_BAD_PUSH:
         return false;

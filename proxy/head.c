@@ -368,6 +368,16 @@ static int put_content_length(struct sl_buf *b, uint64_t n)
     return sl_buf_append(b, "\r\n", 2);
 }
 
+void sl_head_build_refusal(int rc, struct sl_head_refusal *why)
+{
+    if (rc == SL_ENOMEM) {
+        *why = (struct sl_head_refusal){ SL_REASON_OUT_OF_MEMORY,
+                                         "the proxy ran out of memory building the request head" };
+        return;
+    }
+    *why = (struct sl_head_refusal){ SL_REASON_TOO_LARGE, "the request head is too large" };
+}
+
 int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h, const struct sl_head_target *t,
                   const char *credential_header, const char *credential_value)
 {

@@ -115,6 +115,12 @@ SL_MUST_CHECK int sl_head_build(struct sl_buf *b, const struct sl_h1_head *h,
                                 const struct sl_head_target *t, const char *credential_header,
                                 const char *credential_value);
 
+/* The refusal for `rc`, a failure of sl_head_build() or sl_head_build_swap()
+ * (docs/reference/proxy.md §4.5): SL_ENOMEM is out-of-memory (503: the proxy's failure, not the
+ * request's); anything else (SL_ETOOBIG: the head grew past what the proxy writes, its additions
+ * and replaced placeholders included) too-large (431). */
+void sl_head_build_refusal(int rc, struct sl_head_refusal *why);
+
 /* sl_head_build(), and the placeholder `ph` (policy/placeholder.h; NULL: none) replaced by its
  * secret in the values of its header, as sl_placeholder_replace() does; `*swapped` (when `ph`
  * is not NULL) is increased by the replacements made. The secret is then in `b`, as an injected

@@ -453,6 +453,9 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             "# TYPE sluice_connections_refused_total counter\n"
             "sluice_connections_refused_total{reason=\"overloaded\"} %llu\n"
             "sluice_connections_refused_total{reason=\"client-overloaded\"} %llu\n"
+            "# TYPE sluice_connections_refused_unanswered_total counter\n"
+            "sluice_connections_refused_unanswered_total %llu\n"
+            "# TYPE sluice_connections_refusing gauge\nsluice_connections_refusing %u\n"
             "# TYPE sluice_tls_handshakes_total counter\nsluice_tls_handshakes_total %llu\n"
             "# TYPE sluice_tls_handshake_failures_total counter\n"
             "sluice_tls_handshake_failures_total %llu\n"
@@ -479,7 +482,8 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, connections_accepted),
             (unsigned long long)SUM(p, connections_refused),
             (unsigned long long)SUM(p, connections_refused_client),
-            (unsigned long long)SUM(p, tls_handshakes),
+            (unsigned long long)SUM(p, connections_refused_unanswered),
+            (unsigned)atomic_load(&p->shared.refusing), (unsigned long long)SUM(p, tls_handshakes),
             (unsigned long long)SUM(p, tls_handshake_failures), (unsigned long long)cs.hits,
             (unsigned long long)cs.misses, (unsigned long long)cs.mints,
             (unsigned long long)cs.evictions, cs.entries, cs.capacity,
@@ -1242,7 +1246,8 @@ static unsigned worker_count(const struct sl_proxy_config *cfg)
     return n > WORKERS_MAX ? WORKERS_MAX : n;
 }
 
-/* Each connection takes two descriptors (client and upstream). A soft RLIMIT_NOFILE below that
+/* Each connection takes two descriptors (client and upstream), and each refusal being answered
+ * one (SL__REFUSING_MAX at most: the others are closed at once). A soft RLIMIT_NOFILE below that
  * (1024 is a common default) would make accept() fail with EMFILE long before
  * --max-connections answers 503 overloaded: a few hundred idle clients would lock everyone
  * else out. So the soft limit is raised as far as needed, up to the hard limit; when even
@@ -1250,7 +1255,7 @@ static unsigned worker_count(const struct sl_proxy_config *cfg)
 static void raise_fd_limit(const struct sl_proxy_config *cfg)
 {
     struct rlimit rl;
-    rlim_t want = (rlim_t)cfg->max_connections * 2u + FD_SLACK;
+    rlim_t want = (rlim_t)cfg->max_connections * 2u + SL__REFUSING_MAX + FD_SLACK;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
         return;

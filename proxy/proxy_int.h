@@ -59,6 +59,8 @@ struct sl__counters {
      * address holding --max-connections-per-client already (client-overloaded). */
     atomic_uint_fast64_t connections_refused;
     atomic_uint_fast64_t connections_refused_client;
+    /* Of those, the ones closed at once without their 503 (SL__REFUSING_MAX were answering). */
+    atomic_uint_fast64_t connections_refused_unanswered;
     atomic_uint_fast64_t requests_allowed;
     atomic_uint_fast64_t requests_denied;
     /* 407s for a proxy request without Proxy-Authorization: challenges, not refusals (they are
@@ -106,6 +108,13 @@ static inline void sl__count(atomic_uint_fast64_t *c, uint64_t n)
                           memory_order_relaxed);
 }
 
+/* Connections refused at the accept (overloaded, client-overloaded) that are answered their 503
+ * at once, over all workers (docs/reference/proxy.md §4.10). A refused connection holds no slot
+ * of --max-connections; while this many are answering, the next refused one is closed at once
+ * without an answer. Fixed: it bounds what a flood of refused connections costs (this many
+ * descriptors and connections' memory), whatever --max-connections says. */
+#define SL__REFUSING_MAX 128u
+
 struct sl__shared {
     const struct sl_proxy_config *cfg;
     /* Client-facing TLS (no certificate: engines get one per host) and upstream TLS. */
@@ -115,8 +124,12 @@ struct sl__shared {
     struct sl_addr_policy *addrs;
     /* NULL when no audit log was asked for. */
     struct sl_audit *audit;
-    /* Connections over all workers, against cfg->max_connections. */
+    /* Connections over all workers that hold a slot of cfg->max_connections: every accepted
+     * connection but those refused at the accept (overloaded, client-overloaded). */
     atomic_uint connections;
+    /* Connections refused at the accept whose 503 goes out or lingers (LINGER_MS), over all
+     * workers, against SL__REFUSING_MAX. */
+    atomic_uint refusing;
     /* Connections per client address, against cfg->max_connections_per_client: a connection
      * takes a slot once it is within max_connections, so at most that many addresses hold
      * one. */

@@ -356,10 +356,19 @@ hold_pid=$bg
 check "max-connections: 20 silent clients take every slot" fx_wait 5 open_is 20
 out=$(load slow --plain 200 --silent --connect "$AT" --duration 5)
 fx_note "max-connections: 200 more: $out"
-check_eq "max-connections: each of 200 more connections got 503 (overloaded), then the close" \
-  "$(field "$out" plain)" "status-503:200"
-check_ge "max-connections: sluice_connections_refused_total{reason=\"overloaded\"} counts them" \
+# At most 128 refusals are answered at once (proxy.md §4.10): while that many are, the next is
+# closed at once without a byte (eof). How many that is depends on how fast the client closes
+# the answered ones (proxy_edges.sh (6e) holds them open); the metric counts exactly those.
+plain=$(field "$out" plain)
+check_match "max-connections: each of 200 more connections got 503 (overloaded) then the close, or the close at once" \
+  "$plain" '^(eof:[0-9]+,)?status-503:[0-9]+$'
+n503=$(sed -n 's/.*status-503:\([0-9]*\).*/\1/p' <<<"$plain")
+neof=$(sed -n 's/.*eof:\([0-9]*\).*/\1/p' <<<"$plain")
+check_eq "max-connections: ... all 200 of them" "$((${n503:-0} + ${neof:-0}))" 200
+check_ge "max-connections: sluice_connections_refused_total{reason=\"overloaded\"} counts them all" \
   "$(metric 'sluice_connections_refused_total{reason="overloaded"}')" 200
+check_eq "max-connections: sluice_connections_refused_unanswered_total counts those closed at once" \
+  "$(metric sluice_connections_refused_unanswered_total)" "${neof:-0}"
 check_audit "max-connections: audit lines with reason overloaded" decision=error reason=overloaded
 wait "$hold_pid" || true
 hold=$(cat "$FX_WORK/hold.out")

@@ -5,7 +5,8 @@
 # in a tunnel to port 80 (in a private network namespace; its second head timed by the header
 # timeout), host-mismatch (SNI, Host header, absolute-form targets, plain HTTP), the CONNECT's own
 # Host header noted and not refused (Node's CONNECT call), bad-host, request heads over 64 KiB, overloaded,
-# client-overloaded (--max-connections-per-client: the cap per address, the slots given back),
+# client-overloaded (--max-connections-per-client: the cap per address, the slots given back; a
+# flood of refusals that takes no slot of --max-connections, 128 answered at once, the rest closed),
 # pipelining (in a tunnel and on plain HTTP), WebSocket relayed both ways, h2c ignored and others refused,
 # CONNECT inside a tunnel, Proxy-Authorization inside a tunnel, a client that expires while its
 # tunnel is open, and the client and environment on every refusal line inside a tunnel.
@@ -688,6 +689,135 @@ EOF
 check_eq "churn: then five at once from 127.0.0.1 are served and a sixth is refused" "$out" \
   "200 200 200 200 200 503"
 check "SIGTERM stops the --max-connections-per-client 5 proxy with exit 0" fx_proxy_stop
+
+# --- (6e) refusals never take the global budget (docs/reference/proxy.md §4.10, SECURITY.md) ----
+# --max-connections 16, --max-connections-per-client 4: 127.0.0.1 holds its four, then opens 600
+# more in one burst (at most 20 s) and keeps them all open, so that every 503 would linger its
+# full 2 s. Each of them is refused client-overloaded without taking a slot of the 16: none is
+# refused overloaded, and 127.0.0.2 is served all along. At most 128 refusals are answered at
+# once (sluice_connections_refusing, sampled); the others are closed at once, without a byte.
+fx_proxy_start --policy "$policy" --workers 2 --max-connections 16 \
+  --max-connections-per-client 4 "${common[@]}" ||
+  fx_bail "sluice proxy starts with --max-connections 16 --max-connections-per-client 4"
+rf_hold=$FX_WORK/rf-hold.out
+"$FX_PYTHON" "$SLUICE_SRC/tests/support/hold_conns.py" 127.0.0.1 "$FX_PROXY_PORT" 4 "$FX_WORK" rf 9 \
+  127.0.0.1 >"$rf_hold" 2>&1 &
+rf_hold_pid=$!
+FX_PIDS+=("$rf_hold_pid")
+fx_wait 10 grep -q held "$rf_hold" || true
+check "refusal flood: the proxy counts the four idle connections of 127.0.0.1" \
+  fx_wait 5 conns_are 4
+out=$("$FX_PYTHON" - "$FX_PROXY_PORT" "$PYH" "$FX_ADMIN_SOCK" <<'EOF'
+import resource, socket, sys, threading, time
+port, pyh, admin = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+N = 600
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+if soft != resource.RLIM_INFINITY and soft < N + 256:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(N + 256, hard), hard))
+counts = {}
+def note(k, n=1): counts[k] = counts.get(k, 0) + n
+def read_all(s):
+    data = b""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return data
+def metrics():
+    a = socket.socket(socket.AF_UNIX)
+    a.connect(admin)
+    a.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    body = read_all(a).split(b"\r\n\r\n", 1)[1].decode()
+    a.close()
+    return dict(l.rsplit(" ", 1) for l in body.splitlines() if l and not l.startswith("#"))
+base = int(metrics()["sluice_connections_total"])
+stop = threading.Event()
+peak = {"refusing": -1, "open": 0}
+def sampler():
+    while not stop.is_set():
+        m = metrics()
+        peak["refusing"] = max(peak["refusing"], int(m.get("sluice_connections_refusing", "-1")))
+        peak["open"] = max(peak["open"], int(m["sluice_connections_open"]))
+        time.sleep(0.005)
+other = {}
+def other_client():
+    # 127.0.0.2, one request at a time until the flood is over (at most 200).
+    for _ in range(200):
+        if stop.is_set():
+            break
+        s = socket.socket(); s.bind(("127.0.0.2", 0)); s.settimeout(10)
+        try:
+            s.connect(("127.0.0.1", port))
+            s.sendall(("GET http://%s/hello?probe=rf-other HTTP/1.1\r\nHost: %s\r\n"
+                       "Connection: close\r\n\r\n" % (pyh, pyh)).encode())
+            line = read_all(s).split(b"\r\n", 1)[0].split()
+            st = line[1].decode() if len(line) > 1 else "none"
+        except OSError as e:
+            st = type(e).__name__
+        s.close()
+        other[st] = other.get(st, 0) + 1
+threads = [threading.Thread(target=sampler), threading.Thread(target=other_client)]
+for t in threads:
+    t.start()
+flood = []
+t0 = time.monotonic()
+for i in range(N):
+    if time.monotonic() - t0 > 20:
+        note("deadline")
+        break
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.settimeout(10)
+    s.connect(("127.0.0.1", port))
+    flood.append(s)
+burst = time.monotonic() - t0
+# Until the proxy has accepted every one of them (bounded), then a while longer for 127.0.0.2.
+t1 = time.monotonic()
+while time.monotonic() - t1 < 10:
+    if int(metrics()["sluice_connections_total"]) >= base + len(flood) + sum(other.values()):
+        break
+    time.sleep(0.01)
+time.sleep(0.5)
+stop.set()
+for t in threads:
+    t.join()
+answered = unanswered = 0
+for s in flood:
+    s.settimeout(10)
+    data = read_all(s)
+    if data.startswith(b"HTTP/1.1 503 ") and b"X-Sluice-Reason: client-overloaded\r\n" in data:
+        answered += 1
+    elif data == b"":
+        unanswered += 1
+    else:
+        note("flood-other")
+    s.close()
+m = metrics()
+print("flood=%d answered-503:%s closed-at-once:%s counted-unanswered:%s other-200-only:%s "
+      "other-requests>=3:%s refusing-peak<=128:%s refused-client-overloaded=%s "
+      "refused-overloaded=%s %s" % (
+    len(flood), answered > 0, unanswered > 0,
+    m.get("sluice_connections_refused_unanswered_total") == str(unanswered),
+    set(other) == {"200"}, sum(other.values()) >= 3, 0 <= peak["refusing"] <= 128,
+    int(m['sluice_connections_refused_total{reason="client-overloaded"}']),
+    m['sluice_connections_refused_total{reason="overloaded"}'],
+    " ".join("%s:%d" % kv for kv in sorted(counts.items()))))
+print("burst %.2f s, answered %d, closed at once %d, 127.0.0.2 %s, peaks %s" % (
+    burst, answered, unanswered, other, peak), file=sys.stderr)
+EOF
+) || true
+fx_note "refusal flood: $out"
+check_eq "refusal flood: 600 beyond the cap refused, some answered 503 client-overloaded and the rest closed at once; 127.0.0.2 served; at most 128 answering; none overloaded" \
+  "$out" "flood=600 answered-503:True closed-at-once:True counted-unanswered:True other-200-only:True other-requests>=3:True refusing-peak<=128:True refused-client-overloaded=600 refused-overloaded=0 "
+touch "$FX_WORK/rf-stop"
+wait "$rf_hold_pid" 2>/dev/null || true
+check "refusal flood: afterwards the proxy holds no connection (within 5 s)" fx_wait 5 conns_are 0
+out=$(curl -sS -o /dev/null -w '%{http_code}' -x "http://127.0.0.1:$FX_PROXY_PORT" \
+  "http://$PYH/hello?probe=rf-after" 2>&1 || true)
+check_eq "refusal flood: then 127.0.0.1 is served again" "$out" 200
+check "SIGTERM stops the --max-connections 16 proxy with exit 0" fx_proxy_stop
 
 # --- (6d) --max-connections-per-client: a bad value is refused, naming the flag ----------------
 for bad in 0 1000001 x 12x -3; do

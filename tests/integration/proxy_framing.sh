@@ -358,6 +358,24 @@ check_eq "GET on a pooled connection closed after part of a response head: not s
   "$(hangup GET hu-cut cut-head)" "status=502 reason=bad-request seen=1"
 check_match "... its body: the response was cut in the middle" "$(body_of hu-hu-cut.out)" \
   "^sluice: GET https://[^ ]+/raw failed: bad-request .*: the upstream's response was malformed: connection closed in the middle of a message"
+# An upstream that sent only an interim response (103 Early Hints) and then closed answered
+# nothing final: 502 upstream-closed, not a malformed response; it had read the request, so an
+# idempotent GET on a pooled connection is not sent again either. The 103 is relayed first.
+check_eq "interim then close, new connection: 502 upstream-closed" \
+  "$(unanswered int-new.out --dump "$FX_WORK/int-new.raw" --raw "GET http://$PYH/raw?case=interim-close&probe=int-new HTTP/1.1\\r\\n${HP}\\r\\n") seen=$(fx_seen probe=int-new)" \
+  "status=502 reason=upstream-closed seen=1"
+check_match "... its body: closed after an interim response, before the final one; not sent again" \
+  "$(body_of int-new.out)" \
+  '^sluice: GET http://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the connection after an interim \(1xx\) response, before its final response; the request was not sent again \(the upstream had it\)\\n$'
+check_eq "... the client got the 103, then the 502" \
+  "$(grep -ao '^HTTP/1.1 [0-9]*' "$FX_WORK/int-new.raw" | paste -sd' ' -)" "HTTP/1.1 103 HTTP/1.1 502"
+check_audit "... its audit line: decision error, reason upstream-closed, 502" \
+  method=GET path=/raw scheme=http decision=error reason=upstream-closed status=502
+check_eq "GET on a pooled connection closed after an interim response: not sent again, 502 upstream-closed" \
+  "$(hangup GET hu-int interim-close)" "status=502 reason=upstream-closed seen=1"
+check_match "... its body: closed after an interim response on the kept-alive connection" \
+  "$(body_of hu-hu-int.out)" \
+  '^sluice: GET https://[^ ]+/raw failed: upstream-closed \(client local, environment framing\): the upstream closed the kept-alive connection after an interim \(1xx\) response, before its final response; the request was not sent again \(the upstream had it\)\\n$'
 check "a fresh tunnel still works after the hang-ups" healthy after-hangup
 
 # --- (5) pipelining after a policy refusal (docs/reference/proxy.md §4.1, §4.5) ----------------------------------

@@ -402,7 +402,8 @@ RAW_CASES = {
 
 def raw_case(c, case, headers):
     """/raw?case=NAME (before the body is read). NAME is a RAW_CASES key, hangup (no answer, the
-    connection closed), cut-head (part of a head, then the close), or early-413: a 413
+    connection closed), cut-head (part of a head, then the close), interim-close (a 103 Early
+    Hints, then the close: no final response), or early-413: a 413
     with Connection: close sent after the head of a request whose body has not been read; the
     body is then drained (at most 5 s) before the close, so the proxy sees no reset."""
     sock = c.sock
@@ -411,6 +412,10 @@ def raw_case(c, case, headers):
     if case == "cut-head":
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Le")
         time.sleep(0.3)  # the reader takes these bytes before it learns of the close
+        return False
+    if case == "interim-close":
+        sock.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>; rel=preload\r\n\r\n")
+        time.sleep(0.3)  # as cut-head: the reader takes these bytes before it learns of the close
         return False
     if case == "early-413":
         sock.sendall(b"HTTP/1.1 413 Payload Too Large\r\nContent-Type: text/plain\r\n"

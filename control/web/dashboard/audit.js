@@ -19,7 +19,7 @@
     'credential-needs-tls', 'private-address', 'placeholder-misuse', 'git-read-only', 'git-protected-branch',
     'git-bad-push', 'no-policy', 'bad-request', 'bad-host', 'host-mismatch', 'not-tls', 'dns',
     'upstream-unreachable', 'upstream-tls', 'upstream-timeout', 'upstream-closed', 'too-large', 'overloaded',
-    'client-overloaded', 'audit-unavailable'];
+    'client-overloaded', 'out-of-memory', 'audit-unavailable'];
 
   // filters: what the API is asked (since/until as RFC 3339 UTC); view: 'lines' or 'groups'.
   const page = { filters: {}, view: 'lines', timer: null, gen: 0, shown: false, groups: [], applied: null };

@@ -612,9 +612,11 @@ static void names_every_reason_code(void **state)
                                          "git-bad-push",
                                          "placeholder-misuse",
                                          "upstream-closed",
-                                         "client-overloaded" };
-    static const int status[] = { 200, 503, 407, 403, 400, 400, 403, 403, 403, 403, 421, 403, 400,
-                                  502, 502, 502, 504, 431, 503, 503, 403, 403, 400, 403, 502, 503 };
+                                         "client-overloaded",
+                                         "out-of-memory" };
+    static const int status[] = { 200, 503, 407, 403, 400, 400, 403, 403, 403,
+                                  403, 421, 403, 400, 502, 502, 502, 504, 431,
+                                  503, 503, 403, 403, 400, 403, 502, 503, 503 };
 
     (void)state;
     for (int r = SL_REASON_NONE; r <= SL_REASON_LAST; r++) {

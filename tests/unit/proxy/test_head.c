@@ -14,6 +14,7 @@
 
 #include "base/arena.h"
 #include "base/buf.h"
+#include "base/mem.h"
 #include "http/h1.h"
 #include "policy/host.h"
 #include "proxy/head.h"
@@ -206,6 +207,56 @@ static void replaces_a_placeholder_in_its_header_only(void **state)
     /* Without the placeholder: the head as sl_head_build() writes it. */
     assert_int_equal(sl_head_build_swap(&f->out, h, &t, NULL, NULL, NULL, NULL), 0);
     assert_non_null(memmem_str(f, "Bearer sluice-ph-"));
+}
+
+/* A head that cannot be built for lack of memory (each of its allocations failed in turn) is
+ * the proxy's failure, 503 out-of-memory; only one that outgrows the buffer is 431 too-large. */
+static void a_head_it_cannot_build_for_lack_of_memory_is_503_out_of_memory(void **state)
+{
+    struct fixture *f = *state;
+    const struct sl_h1_head *h = parse(f, "GET /v1/models HTTP/1.1\r\n"
+                                          "Host: api.example.com\r\n"
+                                          "User-Agent: a-client-with-a-rather-long-name/1.0\r\n"
+                                          "Accept: */*\r\n\r\n");
+    struct sl_head_ctx ctx = tunnel(f, "api.example.com", 443, true);
+    struct sl_head_target t;
+    struct sl_head_refusal why;
+    struct sl_buf small;
+    int failed = 0;
+    int rc;
+
+    assert_int_equal(sl_head_resolve(h, &ctx, &f->arena, &t, &why), 0);
+    for (long n = 1; n < 64; n++) {
+        long failures;
+
+        sl_buf_finish(&f->out);
+        sl_mem_fail_after(n);
+        rc = sl_head_build(&f->out, h, &t, "Authorization", "Bearer sk-real");
+        failures = sl_mem_failures();
+        sl_mem_fail_after(0);
+        if (failures == 0) {
+            assert_int_equal(rc, 0);
+            break;
+        }
+        assert_int_equal(rc, SL_ENOMEM);
+        sl_head_build_refusal(rc, &why);
+        assert_int_equal(why.reason, SL_REASON_OUT_OF_MEMORY);
+        assert_string_equal(sl_reason_code(why.reason), "out-of-memory");
+        assert_int_equal(sl_reason_status(why.reason), 503);
+        assert_string_equal(why.detail, "the proxy ran out of memory building the request head");
+        failed++;
+    }
+    assert_true(failed > 0);
+    assert_non_null(memmem_str(f, "Authorization: Bearer sk-real\r\n"));
+
+    sl_buf_init(&small, 64);
+    rc = sl_head_build(&small, h, &t, "Authorization", "Bearer sk-real");
+    sl_buf_finish(&small);
+    assert_int_equal(rc, SL_ETOOBIG);
+    sl_head_build_refusal(rc, &why);
+    assert_int_equal(why.reason, SL_REASON_TOO_LARGE);
+    assert_int_equal(sl_reason_status(why.reason), 431);
+    assert_string_equal(why.detail, "the request head is too large");
 }
 
 static void builds_an_absolute_form_request_in_origin_form(void **state)
@@ -742,6 +793,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(drops_every_spelling_of_the_credential_header, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(replaces_a_placeholder_in_its_header_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+                a_head_it_cannot_build_for_lack_of_memory_is_503_out_of_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(builds_an_absolute_form_request_in_origin_form, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(ignores_the_host_header_of_an_absolute_form_request, setup,
