@@ -145,6 +145,10 @@ struct sess_cache {
 static uv_once_t bio_once = UV_ONCE_INIT;
 static BIO_METHOD *bio_method;
 
+/* How far past the output cap sl_tls_read() still reads: one record sl_tls_write() may add on
+ * top of the cap, with its header, padding and tag. */
+#define READ_OUT_SLACK ((size_t)SL_TLS_WRITE_MAX + 256)
+
 /* Appends n bytes; grows geometrically, moving what waits to the front first. */
 static int cbuf_put(struct cbuf *b, const void *p, size_t n)
 {
@@ -1096,6 +1100,14 @@ int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
             set_err(t, "the peer closed the connection without close_notify");
         }
         return UV_ECONNRESET;
+    }
+    /* A read makes output of its own: a KeyUpdate reply to every KeyUpdate that asks for one
+     * (TLS 1.3), an alert. A peer that sends such requests and reads nothing would grow the
+     * output without bound, a few bytes for a few bytes, so nothing is read while more waits
+     * than writes alone can leave there (the cap and one record): reading goes on once the
+     * peer has taken some. */
+    if (t->out.len >= t->out_cap + READ_OUT_SLACK) {
+        return 0;
     }
     clear_errors();
     r = SSL_read_ex(t->ssl, buf, cap > INT_MAX ? INT_MAX : cap, &got);

@@ -15,7 +15,10 @@
  * it through a BIO method of ours), held only while bytes wait: an idle engine holds none. Both
  * are bounded: sl_tls_feed() accepts at most SL_TLS_IN_RING_BYTES of unread input, and
  * sl_tls_write() accepts nothing while more than the engine's output cap of ciphertext waits to
- * be sent (so at most the cap plus one record's expansion is ever pending). Two engines wired
+ * be sent (so at most the cap plus one record's expansion is ever pending by writes), and
+ * sl_tls_read() reads nothing while that much waits: what a read makes by itself (a KeyUpdate
+ * reply for each KeyUpdate that asks for one, an alert) adds at most what one input ring's
+ * worth of records asks for. Two engines wired
  * back to back by a loop that moves bytes between them make a complete TLS connection, which is
  * how the unit tests run.
  *
