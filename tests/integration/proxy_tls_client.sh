@@ -3,7 +3,9 @@
 # tests/integration/proxy_tls_client.sh - the client side of an intercepted tunnel (docs/reference/proxy.md §4.3):
 # a ClientHello without SNI gets the CONNECT host's certificate (by name, and by IP address for
 # an IP-literal CONNECT) and its requests work, with the proper SNI sent upstream; an SNI naming
-# another host than an IP-literal CONNECT is refused (host-mismatch) before any certificate.
+# another host than an IP-literal CONNECT is refused (host-mismatch) before any certificate;
+# TLS 1.3 early data sent on a resumed session is rejected and never reaches the origin; a TLS 1.2
+# renegotiation is refused.
 # (SNI naming another host than a CONNECT by name is in proxy_edges.sh; ALPN h2 alone and
 # h2,http/1.1 are in proxy_basic.sh.)
 set -euo pipefail
@@ -97,6 +99,78 @@ check_eq "SNI $A in a tunnel to 127.0.0.1: nothing reached nginx" \
   "$(fx_jsonl_count "$FX_NGINX_LOG" probe=sni-ip)" 0
 check_audit "SNI $A in a tunnel to 127.0.0.1: audit line with reason host-mismatch" \
   decision=error reason=host-mismatch host=127.0.0.1 port="$FX_TLS_PORT"
+
+# --- (4) TLS 1.3 early data (0-RTT) is never taken ---------------------------------------------
+# The proxy's tickets allow no early data. A client that sends some anyway (its saved session
+# edited to say 16 KiB are allowed: OpenSSL's s_client then sends the request as 0-RTT data) has
+# it rejected: the handshake completes as a resumption, and nothing of the early data is read as
+# a request, nor reaches the origin (a replayable request must never go upstream).
+sess=$FX_WORK/early.sess
+out=$(request ticket2 "$A:$FX_TLS_PORT" | sclient "$A:$FX_TLS_PORT" -servername "$A" \
+  -sess_out "$sess" -ign_eof)
+check "a ticket from the proxy allows no early data (Max Early Data: 0)" \
+  grep -q 'Max Early Data: 0' <<<"$(openssl sess_id -in "$sess" -noout -text 2>&1)"
+# force_early SESSION_PEM : the same session with max_early_data 16384 (SSL_SESSION_ASN1 field
+# [15], after [14]), on stdout.
+force_early() {
+  "$FX_PYTHON" - "$1" <<'PY'
+import base64, sys
+def rd_len(b, i):
+    n = b[i]
+    if n < 0x80:
+        return n, i + 1
+    k = n & 0x7F
+    return int.from_bytes(b[i + 1:i + 1 + k], "big"), i + 1 + k
+def enc_len(n):
+    if n < 0x80:
+        return bytes([n])
+    s = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([0x80 | len(s)]) + s
+der = base64.b64decode(open(sys.argv[1]).read().split("-----")[2])
+n, i = rd_len(der, 1)
+kids, j = [], i
+while j < i + n:
+    ln, k = rd_len(der, j + 1)
+    kids.append(der[j:k + ln])
+    j = k + ln
+kids = [c for c in kids if c[0] != 0xAF]
+field = bytes([0xAF, 0x04, 0x02, 0x02, 0x40, 0x00])
+at = next((x for x, c in enumerate(kids) if 0xAF < c[0] <= 0xBF), len(kids))
+kids.insert(at, field)
+body = b"".join(kids)
+b64 = base64.b64encode(bytes([0x30]) + enc_len(len(body)) + body).decode()
+print("-----BEGIN SSL SESSION PARAMETERS-----")
+for x in range(0, len(b64), 64):
+    print(b64[x:x + 64])
+print("-----END SSL SESSION PARAMETERS-----")
+PY
+}
+force_early "$sess" >"$sess.early"
+request early0rtt "$A:$FX_TLS_PORT" >"$FX_WORK/early.req"
+out=$(sclient "$A:$FX_TLS_PORT" -servername "$A" -sess_in "$sess.early" \
+  -early_data "$FX_WORK/early.req" -ign_eof </dev/null)
+check "0-RTT: the client resumed and sent its request as early data" \
+  grep -q 'Reused, TLSv1.3' <<<"$out"
+check "0-RTT: the proxy rejected the early data (s_client: Early data was rejected)" \
+  grep -q 'Early data was rejected' <<<"$out"
+check "0-RTT: no response came back for it (nothing of it was read as a request)" \
+  bash -c "! grep -q 'HTTP/1.1' <<<'$out'"
+check_eq "0-RTT: nothing of it reached nginx" "$(fx_jsonl_count "$FX_NGINX_LOG" probe=early0rtt)" 0
+
+# --- (5) TLS 1.2 renegotiation is refused ---------------------------------------------------------
+# s_client's R command asks for a renegotiation: the proxy answers with a no_renegotiation alert
+# (renegotiation is off, docs/reference/proxy.md §4.1), which OpenSSL's client takes as the end.
+out=$( (
+  printf 'R\n'
+  sleep 1
+  request reneg "$A:$FX_TLS_PORT"
+  sleep 1
+) 2>/dev/null | sclient "$A:$FX_TLS_PORT" -servername "$A" -tls1_2) || true # s_client may end first
+check "TLS 1.2: the handshake completed" grep -q 'New, TLSv1.2' <<<"$out"
+check "TLS 1.2 renegotiation: refused (the client got a no_renegotiation alert)" \
+  grep -q 'no renegotiation' <<<"$out"
+check_eq "TLS 1.2 renegotiation: no request went on after it" \
+  "$(fx_jsonl_count "$FX_NGINX_LOG" probe=reneg)" 0
 
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 fx_done
