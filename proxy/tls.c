@@ -103,6 +103,9 @@ struct sl_tls {
     void *sni_arg;
     /* Server: the SNI the client sent, NUL-terminated; empty when none. */
     char sni[256];
+    /* Server: the handshake was refused for an SNI holding a byte outside printable ASCII
+     * (read_sni()): a name, but none that a host can have. */
+    bool sni_unprintable;
     /* The negotiated ALPN protocol, NUL-terminated; empty when none. Both sides only ever
      * agree on "http/1.1" (our offer as a client, our only choice as a server). */
     char alpn[16];
@@ -630,6 +633,7 @@ static int read_sni(SSL *ssl, struct sl_tls *t, int *al)
     for (size_t i = 0; i < len; i++) {
         if (p[5 + i] < 0x21 || p[5 + i] > 0x7e) {
             set_err(t, "SNI holds a non-printable byte");
+            t->sni_unprintable = true;
             *al = SSL_AD_UNRECOGNIZED_NAME;
             return -1;
         }
@@ -1228,6 +1232,11 @@ bool sl_tls_is_failed(const struct sl_tls *t)
 const char *sl_tls_alpn(const struct sl_tls *t)
 {
     return t->alpn[0] != '\0' ? t->alpn : NULL;
+}
+
+bool sl_tls_sni_unprintable(const struct sl_tls *t)
+{
+    return t->sni_unprintable;
 }
 
 const char *sl_tls_sni(const struct sl_tls *t)

@@ -5,7 +5,8 @@
 # an IP-literal CONNECT) and its requests work, with the proper SNI sent upstream; an SNI naming
 # another host than an IP-literal CONNECT is refused (host-mismatch) before any certificate;
 # TLS 1.3 early data sent on a resumed session is rejected and never reaches the origin; a TLS 1.2
-# renegotiation is refused.
+# renegotiation is refused; an SNI holding a NUL or raw UTF-8 is refused as another host's,
+# with its audit line.
 # (SNI naming another host than a CONNECT by name is in proxy_edges.sh; ALPN h2 alone and
 # h2,http/1.1 are in proxy_basic.sh.)
 set -euo pipefail
@@ -171,6 +172,58 @@ check "TLS 1.2 renegotiation: refused (the client got a no_renegotiation alert)"
   grep -q 'no renegotiation' <<<"$out"
 check_eq "TLS 1.2 renegotiation: no request went on after it" \
   "$(fx_jsonl_count "$FX_NGINX_LOG" probe=reneg)" 0
+
+# --- (6) an SNI no host can have is refused as another host's, with its audit line -------------
+# rawsni TARGET STAND_IN BYTES : CONNECT TARGET, then a ClientHello whose SNI is BYTES (a Python
+# bytes literal; Python's ssl refuses such names, so a stand-in of the same length is replaced
+# in the ClientHello's bytes). Prints the proxy's answer: `alert=N` (the TLS alert's code), or
+# the first bytes in hex.
+rawsni() {
+  timeout 20 "$FX_PYTHON" - "$FX_PROXY_PORT" "$@" <<'PY'
+import ast, socket, ssl, sys
+port, target, standin, real = int(sys.argv[1]), sys.argv[2], sys.argv[3], ast.literal_eval(sys.argv[4])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ctx.wrap_bio(inc, out, server_hostname=standin)
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = out.read()
+assert hello.count(standin.encode()) == 1 and len(real) == len(standin)
+hello = hello.replace(standin.encode(), real)
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+s.sendall(hello)
+got = b""
+try:
+    while True:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+except OSError:
+    pass
+print(f"alert={got[6]}" if got[:1] == b"\x15" and len(got) >= 7 else f"answer={got[:8].hex()}")
+PY
+}
+mm0=$(fx_jsonl_count "$FX_AUDIT" decision=error reason=host-mismatch host="$A")
+out=$(rawsni "$A:$FX_TLS_PORT" "$A-evil" "b'$A\\x00evil'")
+check_eq "SNI '$A\\0evil' (a NUL) in a tunnel to $A: refused, unrecognized_name (112)" "$out" \
+  alert=112
+out=$(rawsni "$A:$FX_TLS_PORT" "xx.$A" "b'\\xc3\\xa4.$A'")
+check_eq "SNI 'ä.$A' (raw UTF-8, not an A-label) in a tunnel to $A: refused, unrecognized_name" \
+  "$out" alert=112
+mm_has() {
+  [ "$(fx_jsonl_count "$FX_AUDIT" decision=error reason=host-mismatch host="$A" status=0)" \
+    -ge $((mm0 + 2)) ]
+}
+check "... each with its audit line: CONNECT $A, host-mismatch, status 0" fx_wait 5 mm_has
 
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 fx_done
