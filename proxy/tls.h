@@ -280,10 +280,11 @@ const char *sl_tls_alpn(const struct sl_tls *t);
 /* Server engines: the SNI the client sent, or NULL (none yet, or none sent). */
 const char *sl_tls_sni(const struct sl_tls *t);
 
-/* Server engines: whether the handshake was refused because the ClientHello's SNI held a byte
- * outside printable ASCII (NUL, a raw UTF-8 name): no host can have it, and it is never passed
- * to the SNI callback. */
-bool sl_tls_sni_unprintable(const struct sl_tls *t);
+/* Server engines: whether the handshake was refused for its SNI by the engine itself, never
+ * asking the SNI callback: an SNI holding a byte outside printable ASCII (NUL, a raw UTF-8 name:
+ * no host can have it), or a second ClientHello, after a HelloRetryRequest, whose SNI is not
+ * the first one's. */
+bool sl_tls_sni_refused(const struct sl_tls *t);
 
 /* Client engines: OpenSSL's verdict on the peer's certificate, e.g. "ok", "hostname mismatch",
  * "certificate has expired" (X509_verify_cert_error_string of SSL_get_verify_result). Meaningful
