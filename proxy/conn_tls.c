@@ -406,7 +406,11 @@ int sl__conn_step_tls_handshake(struct sl__conn *c)
         break;
     }
     sl__count(&c->w->counters.tls_handshake_failures, 1);
-    if (c->sni_mismatch) {
+    /* An SNI no host can have (a NUL, raw UTF-8), or one changed in the ClientHello after a
+     * HelloRetryRequest, names another host than the CONNECT's as much as one the callback
+     * compared: refused the same, with the same line. */
+    if (c->sni_mismatch
+        || (sl_stream_tls(&c->client) != NULL && sl_tls_sni_refused(sl_stream_tls(&c->client)))) {
         sl__conn_drop(c, SL_REASON_HOST_MISMATCH);
     } else {
         /* Not a policy decision: a client that gave up, or spoke TLS we refuse (h2 only). */

@@ -103,6 +103,10 @@ struct sl_tls {
     void *sni_arg;
     /* Server: the SNI the client sent, NUL-terminated; empty when none. */
     char sni[256];
+    /* Server: the handshake was refused for its SNI by the engine itself: one holding a byte
+     * outside printable ASCII (read_sni(): a name, but none a host can have), or a ClientHello
+     * after a HelloRetryRequest naming another server than the first (on_client_hello()). */
+    bool sni_refused;
     /* The negotiated ALPN protocol, NUL-terminated; empty when none. Both sides only ever
      * agree on "http/1.1" (our offer as a client, our only choice as a server). */
     char alpn[16];
@@ -144,6 +148,10 @@ struct sess_cache {
 
 static uv_once_t bio_once = UV_ONCE_INIT;
 static BIO_METHOD *bio_method;
+
+/* How far past the output cap sl_tls_read() still reads: one record sl_tls_write() may add on
+ * top of the cap, with its header, padding and tag. */
+#define READ_OUT_SLACK ((size_t)SL_TLS_WRITE_MAX + 256)
 
 /* Appends n bytes; grows geometrically, moving what waits to the front first. */
 static int cbuf_put(struct cbuf *b, const void *p, size_t n)
@@ -626,6 +634,7 @@ static int read_sni(SSL *ssl, struct sl_tls *t, int *al)
     for (size_t i = 0; i < len; i++) {
         if (p[5 + i] < 0x21 || p[5 + i] > 0x7e) {
             set_err(t, "SNI holds a non-printable byte");
+            t->sni_refused = true;
             *al = SSL_AD_UNRECOGNIZED_NAME;
             return -1;
         }
@@ -640,8 +649,24 @@ malformed:
     return -1;
 }
 
-/* The ClientHello hook: runs before OpenSSL picks a certificate, and again each time the
- * handshake resumes after SSL_CLIENT_HELLO_RETRY. */
+/* Whether the ClientHello's server_name extension holds exactly the SNI read from the first
+ * (none when there was none). */
+static bool sni_unchanged(SSL *ssl, const struct sl_tls *t)
+{
+    const unsigned char *p = NULL;
+    size_t n = 0;
+    size_t len = strlen(t->sni);
+
+    if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_server_name, &p, &n) != 1) {
+        return len == 0;
+    }
+    return len > 0 && n == len + 5 && be16(p) == n - 2 && p[2] == TLSEXT_NAMETYPE_host_name
+           && be16(p + 3) == len && memcmp(p + 5, t->sni, len) == 0;
+}
+
+/* The ClientHello hook: runs before OpenSSL picks a certificate, again each time the handshake
+ * resumes after SSL_CLIENT_HELLO_RETRY, and for the second ClientHello after a
+ * HelloRetryRequest. */
 static int on_client_hello(SSL *ssl, int *al, void *arg)
 {
     struct sl_tls *t = SSL_get_app_data(ssl);
@@ -657,6 +682,15 @@ static int on_client_hello(SSL *ssl, int *al, void *arg)
     case SNI_WAITING:
         return SSL_CLIENT_HELLO_RETRY;
     case SNI_DONE:
+        /* The second ClientHello after a HelloRetryRequest must be the first but for its key
+         * share, cookie, early data and padding (RFC 8446 §4.1.2): a server name changed there
+         * would be one the SNI callback never judged. */
+        if (!sni_unchanged(ssl, t)) {
+            set_err(t, "the ClientHello after a HelloRetryRequest names another server");
+            t->sni_refused = true;
+            *al = SSL_AD_ILLEGAL_PARAMETER;
+            return SSL_CLIENT_HELLO_ERROR;
+        }
         return SSL_CLIENT_HELLO_SUCCESS;
     }
     if (read_sni(ssl, t, al) < 0) {
@@ -1097,6 +1131,14 @@ int sl_tls_read(struct sl_tls *t, uint8_t *buf, size_t cap)
         }
         return UV_ECONNRESET;
     }
+    /* A read makes output of its own: a KeyUpdate reply to every KeyUpdate that asks for one
+     * (TLS 1.3), an alert. A peer that sends such requests and reads nothing would grow the
+     * output without bound, a few bytes for a few bytes, so nothing is read while more waits
+     * than writes alone can leave there (the cap and one record): reading goes on once the
+     * peer has taken some. */
+    if (t->out.len >= t->out_cap + READ_OUT_SLACK) {
+        return 0;
+    }
     clear_errors();
     r = SSL_read_ex(t->ssl, buf, cap > INT_MAX ? INT_MAX : cap, &got);
     if (r == 1) {
@@ -1216,6 +1258,11 @@ bool sl_tls_is_failed(const struct sl_tls *t)
 const char *sl_tls_alpn(const struct sl_tls *t)
 {
     return t->alpn[0] != '\0' ? t->alpn : NULL;
+}
+
+bool sl_tls_sni_refused(const struct sl_tls *t)
+{
+    return t->sni_refused;
 }
 
 const char *sl_tls_sni(const struct sl_tls *t)

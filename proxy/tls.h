@@ -15,7 +15,10 @@
  * it through a BIO method of ours), held only while bytes wait: an idle engine holds none. Both
  * are bounded: sl_tls_feed() accepts at most SL_TLS_IN_RING_BYTES of unread input, and
  * sl_tls_write() accepts nothing while more than the engine's output cap of ciphertext waits to
- * be sent (so at most the cap plus one record's expansion is ever pending). Two engines wired
+ * be sent (so at most the cap plus one record's expansion is ever pending by writes), and
+ * sl_tls_read() reads nothing while that much waits: what a read makes by itself (a KeyUpdate
+ * reply for each KeyUpdate that asks for one, an alert) adds at most what one input ring's
+ * worth of records asks for. Two engines wired
  * back to back by a loop that moves bytes between them make a complete TLS connection, which is
  * how the unit tests run.
  *
@@ -276,6 +279,12 @@ const char *sl_tls_alpn(const struct sl_tls *t);
 
 /* Server engines: the SNI the client sent, or NULL (none yet, or none sent). */
 const char *sl_tls_sni(const struct sl_tls *t);
+
+/* Server engines: whether the handshake was refused for its SNI by the engine itself, never
+ * asking the SNI callback: an SNI holding a byte outside printable ASCII (NUL, a raw UTF-8 name:
+ * no host can have it), or a second ClientHello, after a HelloRetryRequest, whose SNI is not
+ * the first one's. */
+bool sl_tls_sni_refused(const struct sl_tls *t);
 
 /* Client engines: OpenSSL's verdict on the peer's certificate, e.g. "ok", "hostname mismatch",
  * "certificate has expired" (X509_verify_cert_error_string of SSL_get_verify_result). Meaningful

@@ -8,7 +8,8 @@
 # response; half-closed clients; clients and an upstream that reset mid-response; an upstream that
 # accepts and never answers (504); --max-connections under a flood of connections (503 overloaded,
 # and the slots come back when the header timeout cuts the idle holders); a soft open-files limit
-# far below --max-connections. RSS figures are printed as numbers with their bound. Short timeouts
+# far below --max-connections; a TLS 1.3 client flooding KeyUpdate requests without reading the
+# answers. RSS figures are printed as numbers with their bound. Short timeouts
 # by flag keep the whole script under two minutes; the load comes from tests/support/abuse_load.py,
 # every loop of which is bounded in count and time.
 set -euo pipefail
@@ -405,6 +406,32 @@ out=$(load stallread --prefix "http://$A:$FX_HTTP_PORT/tail" --count 32 --stall 
 check_eq "Connection: close, 32 responses of 4 MiB or so left unread for 3.5 s: each one whole" \
   "$(head -n 1 <<<"$out")" "complete=32 short=0"
 if [ "$FX_LAST" != 0 ]; then echo "$out" | tail -n +2; fi
+
+# --- (10) a KeyUpdate flood from a client that reads nothing ---------------------------------
+# Every KeyUpdate(update_requested) makes the proxy's TLS engine answer with a KeyUpdate of its
+# own. A client that sends them and reads nothing must be held to the pace at which it takes the
+# answers (the proxy stops reading it), not have them queued: the queue grew by 2 MiB a second
+# for as long as the client went on (tests/support/tls_keyupdate.py; 1 s of it is 150 000).
+rmem_max=$(awk '{ print $3 }' /proc/sys/net/ipv4/tcp_rmem 2>/dev/null || echo 6291456)
+ku_count=$(((2 * wmem_max + 2 * rmem_max + 8388608) / 22))
+KU=("$FX_PYTHON" "$FX_SUPPORT/tls_keyupdate.py" --proxy "$FX_PROXY_PORT" --target "$AT"
+  --cafile "$FX_SLUICE_CA")
+rss_before=$(fx_proxy_mem VmRSS)
+timeout 90 "${KU[@]}" --count "$ku_count" --send-timeout 2 --seconds 40 --hold 3 \
+  >"$FX_WORK/ku.out" 2>&1 &
+ku_pid=$!
+FX_PIDS+=("$ku_pid")
+fx_wait 60 grep -q . "$FX_WORK/ku.out" || true
+rss_flood=$(fx_proxy_mem VmRSS)
+wait "$ku_pid" || true
+out=$(cat "$FX_WORK/ku.out")
+check_match "KeyUpdate flood, nothing read: the proxy stops reading the client ($out; $ku_count tried)" \
+  "$out" '^sent=[0-9]+ blocked=yes$'
+check_le "KeyUpdate flood, nothing read: the proxy's RSS stays flat (from $rss_before KiB)" \
+  "$((rss_flood - rss_before))" "$(bound 4 64)"
+out=$("${KU[@]}" --count 2000 --then-request 2>&1 || true)
+check_eq "2 000 KeyUpdates, then a request in the same tunnel: served" "$out" \
+  "sent=2000 blocked=no status=200"
 check "SIGTERM stops that proxy with exit 0" fx_proxy_stop
 
 fx_note "proxy_abuse took $(($(date +%s) - t_start)) s"

@@ -3,7 +3,10 @@
 # tests/integration/proxy_tls_client.sh - the client side of an intercepted tunnel (docs/reference/proxy.md §4.3):
 # a ClientHello without SNI gets the CONNECT host's certificate (by name, and by IP address for
 # an IP-literal CONNECT) and its requests work, with the proper SNI sent upstream; an SNI naming
-# another host than an IP-literal CONNECT is refused (host-mismatch) before any certificate.
+# another host than an IP-literal CONNECT is refused (host-mismatch) before any certificate;
+# TLS 1.3 early data sent on a resumed session is rejected and never reaches the origin; a TLS 1.2
+# renegotiation is refused; an SNI holding a NUL or raw UTF-8, or one changed in the ClientHello
+# after a HelloRetryRequest, is refused as another host's, with its audit line.
 # (SNI naming another host than a CONNECT by name is in proxy_edges.sh; ALPN h2 alone and
 # h2,http/1.1 are in proxy_basic.sh.)
 set -euo pipefail
@@ -97,6 +100,189 @@ check_eq "SNI $A in a tunnel to 127.0.0.1: nothing reached nginx" \
   "$(fx_jsonl_count "$FX_NGINX_LOG" probe=sni-ip)" 0
 check_audit "SNI $A in a tunnel to 127.0.0.1: audit line with reason host-mismatch" \
   decision=error reason=host-mismatch host=127.0.0.1 port="$FX_TLS_PORT"
+
+# --- (4) TLS 1.3 early data (0-RTT) is never taken ---------------------------------------------
+# The proxy's tickets allow no early data. A client that sends some anyway (its saved session
+# edited to say 16 KiB are allowed: OpenSSL's s_client then sends the request as 0-RTT data) has
+# it rejected: the handshake completes as a resumption, and nothing of the early data is read as
+# a request, nor reaches the origin (a replayable request must never go upstream).
+sess=$FX_WORK/early.sess
+out=$(request ticket2 "$A:$FX_TLS_PORT" | sclient "$A:$FX_TLS_PORT" -servername "$A" \
+  -sess_out "$sess" -ign_eof)
+check "a ticket from the proxy allows no early data (Max Early Data: 0)" \
+  grep -q 'Max Early Data: 0' <<<"$(openssl sess_id -in "$sess" -noout -text 2>&1)"
+# force_early SESSION_PEM : the same session with max_early_data 16384 (SSL_SESSION_ASN1 field
+# [15], after [14]), on stdout.
+force_early() {
+  "$FX_PYTHON" - "$1" <<'PY'
+import base64, sys
+def rd_len(b, i):
+    n = b[i]
+    if n < 0x80:
+        return n, i + 1
+    k = n & 0x7F
+    return int.from_bytes(b[i + 1:i + 1 + k], "big"), i + 1 + k
+def enc_len(n):
+    if n < 0x80:
+        return bytes([n])
+    s = n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return bytes([0x80 | len(s)]) + s
+der = base64.b64decode(open(sys.argv[1]).read().split("-----")[2])
+n, i = rd_len(der, 1)
+kids, j = [], i
+while j < i + n:
+    ln, k = rd_len(der, j + 1)
+    kids.append(der[j:k + ln])
+    j = k + ln
+kids = [c for c in kids if c[0] != 0xAF]
+field = bytes([0xAF, 0x04, 0x02, 0x02, 0x40, 0x00])
+at = next((x for x, c in enumerate(kids) if 0xAF < c[0] <= 0xBF), len(kids))
+kids.insert(at, field)
+body = b"".join(kids)
+b64 = base64.b64encode(bytes([0x30]) + enc_len(len(body)) + body).decode()
+print("-----BEGIN SSL SESSION PARAMETERS-----")
+for x in range(0, len(b64), 64):
+    print(b64[x:x + 64])
+print("-----END SSL SESSION PARAMETERS-----")
+PY
+}
+force_early "$sess" >"$sess.early"
+request early0rtt "$A:$FX_TLS_PORT" >"$FX_WORK/early.req"
+out=$(sclient "$A:$FX_TLS_PORT" -servername "$A" -sess_in "$sess.early" \
+  -early_data "$FX_WORK/early.req" -ign_eof </dev/null)
+check "0-RTT: the client resumed and sent its request as early data" \
+  grep -q 'Reused, TLSv1.3' <<<"$out"
+check "0-RTT: the proxy rejected the early data (s_client: Early data was rejected)" \
+  grep -q 'Early data was rejected' <<<"$out"
+check "0-RTT: no response came back for it (nothing of it was read as a request)" \
+  bash -c "! grep -q 'HTTP/1.1' <<<'$out'"
+check_eq "0-RTT: nothing of it reached nginx" "$(fx_jsonl_count "$FX_NGINX_LOG" probe=early0rtt)" 0
+
+# --- (5) TLS 1.2 renegotiation is refused ---------------------------------------------------------
+# s_client's R command asks for a renegotiation: the proxy answers with a no_renegotiation alert
+# (renegotiation is off, docs/reference/proxy.md §4.1), which OpenSSL's client takes as the end.
+out=$( (
+  printf 'R\n'
+  sleep 1
+  request reneg "$A:$FX_TLS_PORT"
+  sleep 1
+) 2>/dev/null | sclient "$A:$FX_TLS_PORT" -servername "$A" -tls1_2) || true # s_client may end first
+check "TLS 1.2: the handshake completed" grep -q 'New, TLSv1.2' <<<"$out"
+check "TLS 1.2 renegotiation: refused (the client got a no_renegotiation alert)" \
+  grep -q 'no renegotiation' <<<"$out"
+check_eq "TLS 1.2 renegotiation: no request went on after it" \
+  "$(fx_jsonl_count "$FX_NGINX_LOG" probe=reneg)" 0
+
+# --- (6) an SNI no host can have is refused as another host's, with its audit line -------------
+# rawsni TARGET STAND_IN BYTES : CONNECT TARGET, then a ClientHello whose SNI is BYTES (a Python
+# bytes literal; Python's ssl refuses such names, so a stand-in of the same length is replaced
+# in the ClientHello's bytes). Prints the proxy's answer: `alert=N` (the TLS alert's code), or
+# the first bytes in hex.
+rawsni() {
+  timeout 20 "$FX_PYTHON" - "$FX_PROXY_PORT" "$@" <<'PY'
+import ast, socket, ssl, sys
+port, target, standin, real = int(sys.argv[1]), sys.argv[2], sys.argv[3], ast.literal_eval(sys.argv[4])
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+inc, out = ssl.MemoryBIO(), ssl.MemoryBIO()
+obj = ctx.wrap_bio(inc, out, server_hostname=standin)
+try:
+    obj.do_handshake()
+except ssl.SSLWantReadError:
+    pass
+hello = out.read()
+assert hello.count(standin.encode()) == 1 and len(real) == len(standin)
+hello = hello.replace(standin.encode(), real)
+s = socket.create_connection(("127.0.0.1", port), timeout=10)
+s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+s.sendall(hello)
+got = b""
+try:
+    while True:
+        d = s.recv(4096)
+        if not d:
+            break
+        got += d
+except OSError:
+    pass
+print(f"alert={got[6]}" if got[:1] == b"\x15" and len(got) >= 7 else f"answer={got[:8].hex()}")
+PY
+}
+mm0=$(fx_jsonl_count "$FX_AUDIT" decision=error reason=host-mismatch host="$A")
+out=$(rawsni "$A:$FX_TLS_PORT" "$A-evil" "b'$A\\x00evil'")
+check_eq "SNI '$A\\0evil' (a NUL) in a tunnel to $A: refused, unrecognized_name (112)" "$out" \
+  alert=112
+out=$(rawsni "$A:$FX_TLS_PORT" "xx.$A" "b'\\xc3\\xa4.$A'")
+check_eq "SNI 'ä.$A' (raw UTF-8, not an A-label) in a tunnel to $A: refused, unrecognized_name" \
+  "$out" alert=112
+mm_has() {
+  [ "$(fx_jsonl_count "$FX_AUDIT" decision=error reason=host-mismatch host="$A" status=0)" \
+    -ge $((mm0 + 2)) ]
+}
+check "... each with its audit line: CONNECT $A, host-mismatch, status 0" fx_wait 5 mm_has
+
+# --- (7) the ClientHello after a HelloRetryRequest keeps the first one's SNI ---------------------
+# hrr SNI2 : CONNECT $A, a TLS 1.3 ClientHello with SNI $A and no key share (the proxy answers
+# with a HelloRetryRequest), then a second ClientHello with an X25519 key share and SNI SNI2.
+# Prints `hrr` when the first answer was a HelloRetryRequest, then `hello` (the handshake went
+# on: a ServerHello) or `alert=N`.
+hrr() {
+  timeout 20 "$FX_PYTHON" - "$FX_PROXY_PORT" "$A:$FX_TLS_PORT" "$A" "$1" <<'PY'
+import os, socket, struct, sys
+port, target, sni1, sni2 = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+def ext(t, body):
+    return struct.pack(">HH", t, len(body)) + body
+def hello(sni, ks):
+    name = b"\x00" + struct.pack(">H", len(sni)) + sni
+    exts = ext(0, struct.pack(">H", len(name)) + name)
+    exts += ext(10, b"\x00\x04\x00\x1d\x00\x17")  # x25519, secp256r1
+    exts += ext(13, b"\x00\x04\x04\x03\x08\x04")
+    exts += ext(43, b"\x02\x03\x04")  # TLS 1.3 only
+    exts += ext(51, struct.pack(">H", len(ks)) + ks)
+    body = b"\x03\x03" + os.urandom(32) + b"\x20" + b"\x11" * 32 + b"\x00\x02\x13\x01\x01\x00"
+    body += struct.pack(">H", len(exts)) + exts
+    msg = b"\x01" + len(body).to_bytes(3, "big") + body
+    return b"\x16\x03\x01" + struct.pack(">H", len(msg)) + msg
+def answer(s):
+    got = b""
+    try:
+        while len(got) < 7:
+            d = s.recv(4096)
+            if not d:
+                break
+            got += d
+    except OSError:
+        pass
+    return got
+s = socket.create_connection(("127.0.0.1", port), timeout=5)
+s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+head = b""
+while b"\r\n\r\n" not in head:
+    head += s.recv(1)
+s.sendall(hello(sni1.encode(), b""))
+got = answer(s)
+# RFC 8446 §4.1.3: a HelloRetryRequest is a ServerHello with this random.
+print("hrr" if bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c") in got else "no-hrr")
+s.sendall(hello(sni2.encode(), b"\x00\x1d\x00\x20" + os.urandom(32)))
+got = answer(s)
+print("hello" if got[:1] == b"\x16" and got[5:6] == b"\x02" else
+      f"alert={got[6]}" if got[:1] == b"\x15" and len(got) >= 7 else f"answer={got[:8].hex()}")
+PY
+}
+check_eq "a HelloRetryRequest, then the same SNI again: the handshake goes on" \
+  "$(hrr "$A" | paste -sd' ' -)" "hrr hello"
+mm0=$(fx_jsonl_count "$FX_AUDIT" decision=error reason=host-mismatch host="$A")
+check_eq "a HelloRetryRequest, then SNI b.sluice.test: refused (illegal_parameter, 47)" \
+  "$(hrr b.sluice.test | paste -sd' ' -)" "hrr alert=47"
+mm_has() {
+  [ "$(fx_jsonl_count "$FX_AUDIT" decision=error reason=host-mismatch host="$A" status=0)" \
+    -ge $((mm0 + 1)) ]
+}
+check "... with its audit line: CONNECT $A, host-mismatch, status 0" fx_wait 5 mm_has
 
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 fx_done

@@ -967,6 +967,119 @@ static void write_cap_holds_back_until_drained(void **state)
     SSL_CTX_free(cctx);
 }
 
+/* Moves what the raw client wrote (its write BIO) into `held`, then as much of `held` as the
+ * engine takes. Returns the bytes fed. */
+static size_t ku_feed(BIO *wb, uint8_t *held, size_t *held_len, size_t cap, struct sl_tls *s)
+{
+    size_t fed = 0;
+    int n;
+
+    while (*held_len < cap && (n = BIO_read(wb, held + *held_len, (int)(cap - *held_len))) > 0) {
+        *held_len += (size_t)n;
+    }
+    while (*held_len > 0) {
+        int r = sl_tls_feed(s, held, *held_len);
+
+        if (r <= 0) {
+            break;
+        }
+        memmove(held, held + r, *held_len - (size_t)r);
+        *held_len -= (size_t)r;
+        fed += (size_t)r;
+    }
+    return fed;
+}
+
+/* Moves the engine's output into the raw client's read BIO. */
+static void ku_drain(struct sl_tls *s, BIO *rb)
+{
+    struct sl_slice o;
+
+    while ((o = sl_tls_out_peek(s)).n > 0) {
+        assert_int_equal(BIO_write(rb, o.p, (int)o.n), (int)o.n);
+        sl_tls_out_ack(s, o.n);
+    }
+}
+
+/* A TLS 1.3 peer that sends KeyUpdate(update_requested) after KeyUpdate and reads none of the
+ * KeyUpdates they ask for: the engine stops reading it once its output holds the cap and one
+ * record, instead of queueing one reply per request without a bound; once the peer reads,
+ * reading goes on and every request is answered. */
+static void keyupdate_replies_wait_for_a_peer_that_does_not_read(void **state)
+{
+    const int count = 20000;
+    const size_t cap = 1 << 20;
+    const size_t bound = SL_TLS_OUT_CAP_DEFAULT + SL_TLS_WRITE_MAX + 256 + SL_TLS_IN_RING_BYTES;
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    BIO *rb = BIO_new(BIO_s_mem());
+    BIO *wb = BIO_new(BIO_s_mem());
+    uint8_t *held = sl_malloc(cap);
+    size_t held_len = 0;
+    struct sni_probe probe = { 0 };
+    struct sl_tls *s = NULL;
+    uint8_t buf[256];
+    SSL *c;
+    int sent = 0;
+    int hs = SL_TLS_HS_WANT_IO;
+    bool stalled = false;
+
+    (void)state;
+    assert_non_null(cctx);
+    assert_non_null(held);
+    assert_int_equal(SSL_CTX_set_min_proto_version(cctx, TLS1_3_VERSION), 1);
+    c = SSL_new(cctx);
+    assert_non_null(c);
+    SSL_set_bio(c, rb, wb);
+    SSL_set_connect_state(c);
+    assert_int_equal(SSL_set_tlsext_host_name(c, "a.sluice.test"), 1);
+    assert_int_equal(sl_tls_create_server(pki.server_ctx, 0, &s), 0);
+    sl_tls_set_sni_fn(s, probe_sni, &probe);
+    for (int i = 0; i < 100 && (hs != SL_TLS_HS_DONE || SSL_is_init_finished(c) != 1); i++) {
+        (void)SSL_do_handshake(c);
+        (void)ku_feed(wb, held, &held_len, cap, s);
+        hs = sl_tls_handshake(s);
+        ku_drain(s, rb);
+    }
+    assert_int_equal(hs, SL_TLS_HS_DONE);
+    assert_int_equal(SSL_is_init_finished(c), 1);
+    assert_int_equal(sl_tls_read(s, buf, sizeof(buf)), 0);
+    ku_drain(s, rb);
+    /* The flood; nothing the engine writes is taken. */
+    while (sent < count) {
+        assert_int_equal(SSL_key_update(c, SSL_KEY_UPDATE_REQUESTED), 1);
+        assert_int_equal(SSL_do_handshake(c), 1);
+        sent++;
+        (void)ku_feed(wb, held, &held_len, cap, s);
+        assert_int_equal(sl_tls_read(s, buf, sizeof(buf)), 0);
+        assert_true(sl_tls_out_pending(s) <= bound);
+        if (held_len > 0) {
+            stalled = true; /* the engine takes no more input */
+        }
+    }
+    assert_true(stalled);
+    /* The peer reads: every request is answered in the end, and the connection still works. */
+    for (int i = 0; i < 10000 && (held_len > 0 || sl_tls_out_pending(s) > 0); i++) {
+        ku_drain(s, rb);
+        assert_int_equal(SSL_read(c, buf, sizeof(buf)), -1);
+        (void)ku_feed(wb, held, &held_len, cap, s);
+        assert_int_equal(sl_tls_read(s, buf, sizeof(buf)), 0);
+        assert_true(sl_tls_out_pending(s) <= bound);
+    }
+    assert_int_equal(held_len, 0);
+    assert_int_equal(SSL_write(c, "ping", 4), 4);
+    (void)ku_feed(wb, held, &held_len, cap, s);
+    assert_int_equal(sl_tls_read(s, buf, sizeof(buf)), 4);
+    assert_memory_equal(buf, "ping", 4);
+    assert_int_equal(sl_tls_write(s, (const uint8_t *)"pong", 4), 4);
+    ku_drain(s, rb);
+    assert_int_equal(SSL_read(c, buf, sizeof(buf)), 4);
+    assert_memory_equal(buf, "pong", 4);
+    sl_tls_destroy(s);
+    SSL_free(c);
+    SSL_CTX_free(cctx);
+    sl_free(held);
+}
+
 static void close_notify_is_told_from_truncation(void **state)
 {
     SSL_CTX *cctx = client_ctx();
@@ -1263,6 +1376,7 @@ int main(void)
         cmocka_unit_test(server_refuses_a_tls12_client_offering_only_cbc),
         cmocka_unit_test(tls12_cbc_bulk_transfer_stays_within_the_ring),
         cmocka_unit_test(write_cap_holds_back_until_drained),
+        cmocka_unit_test(keyupdate_replies_wait_for_a_peer_that_does_not_read),
         cmocka_unit_test(close_notify_is_told_from_truncation),
         cmocka_unit_test(feed_accepts_only_what_fits_and_garbage_fails),
         cmocka_unit_test(rejects_calls_out_of_order_and_bad_arguments),
