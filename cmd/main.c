@@ -18,6 +18,7 @@ static const char usage[] =
         "commands:\n"
         "  ca init [--out DIR] [--force]     create the interception CA (ca.pem, ca.key)\n"
         "  ca show [--data DIR]              print the CA certificate for clients to trust\n"
+        "  ca mint HOST [--data DIR]         print a leaf for HOST as the proxy mints it\n"
         "  pki init|issue|revoke|list DIR ...\n"
         "                                    the control channel's certificates (mutual TLS\n"
         "                                    between the control plane and remote proxies)\n"

@@ -84,6 +84,8 @@ for args in "ca --help" "ca init --help" "ca show --help" "ca mint --help" "ca i
   check "sluice $args prints usage and exits 0" run 0 $args
   check "sluice $args output starts with usage" grep -q '^usage: sluice ca' "$work/out"
 done
+check "sluice --help lists ca mint, as sluice ca --help does" \
+  bash -c "'$bin' --help | grep -q '^  ca mint HOST \[--data DIR\] '"
 
 check "ca init --bogus exits 2" run 2 ca init --bogus
 check "ca init --bogus prints one line naming the option" \
