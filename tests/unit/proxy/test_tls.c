@@ -1018,6 +1018,8 @@ static void keyupdate_replies_wait_for_a_peer_that_does_not_read(void **state)
     struct sni_probe probe = { 0 };
     struct sl_tls *s = NULL;
     uint8_t buf[256];
+    /* A mutable copy: the SSL_set_tlsext_host_name() macro casts its argument to void *. */
+    char sni[] = "a.sluice.test";
     SSL *c;
     int sent = 0;
     int hs = SL_TLS_HS_WANT_IO;
@@ -1031,7 +1033,7 @@ static void keyupdate_replies_wait_for_a_peer_that_does_not_read(void **state)
     assert_non_null(c);
     SSL_set_bio(c, rb, wb);
     SSL_set_connect_state(c);
-    assert_int_equal(SSL_set_tlsext_host_name(c, "a.sluice.test"), 1);
+    assert_int_equal(SSL_set_tlsext_host_name(c, sni), 1);
     assert_int_equal(sl_tls_create_server(pki.server_ctx, 0, &s), 0);
     sl_tls_set_sni_fn(s, probe_sni, &probe);
     for (int i = 0; i < 100 && (hs != SL_TLS_HS_DONE || SSL_is_init_finished(c) != 1); i++) {
