@@ -1371,9 +1371,12 @@ static void drain_bio(BIO *b, uint8_t *out, size_t *n, size_t cap)
 static void first_flights(const char *server_groups, uint8_t *ch, size_t *chn, uint8_t *flight,
                           size_t *fn, size_t cap)
 {
+    /* Mutable copies: the SSL_CTX_set1_groups_list() and SSL_set_tlsext_host_name() macros cast
+     * their argument to char * and void *. */
+    char sgroups[32];
+    char cgroups[] = "X25519:P-256";
     SSL_CTX *sctx = SSL_CTX_new(TLS_server_method());
     SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
-    /* A mutable copy: the SSL_set_tlsext_host_name() macro casts its argument to void *. */
     char sni[] = "a.sluice.test";
     BIO *c_in = BIO_new(BIO_s_mem());
     BIO *c_out = BIO_new(BIO_s_mem());
@@ -1386,8 +1389,10 @@ static void first_flights(const char *server_groups, uint8_t *ch, size_t *chn, u
     assert_non_null(cctx);
     assert_int_equal(SSL_CTX_use_certificate(sctx, pki.leaf), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey(sctx, pki.leaf_key), 1);
-    assert_int_equal(SSL_CTX_set1_groups_list(sctx, server_groups), 1);
-    assert_int_equal(SSL_CTX_set1_groups_list(cctx, "X25519:P-256"), 1);
+    assert_true(strlen(server_groups) < sizeof(sgroups));
+    memcpy(sgroups, server_groups, strlen(server_groups) + 1);
+    assert_int_equal(SSL_CTX_set1_groups_list(sctx, sgroups), 1);
+    assert_int_equal(SSL_CTX_set1_groups_list(cctx, cgroups), 1);
     c = SSL_new(cctx);
     s = SSL_new(sctx);
     assert_non_null(c);
