@@ -32,6 +32,15 @@ stdbuf -oL openssl s_server -accept "127.0.0.1:$SP" -groups P-256 -cert "$FX_PKI
   -key "$FX_PKI/good.key" -www -trace </dev/null >"$FX_WORK/sserver.trace" 2>&1 &
 FX_PIDS+=("$!")
 fx_wait 10 fx_port_open "$SP" || fx_bail "openssl s_server (P-256 only) starts"
+# An origin that takes TLS 1.3 early data and logs it. It reads its stdin: a FIFO this shell
+# holds open, which never ends.
+EP=$(fx_free_port)
+mkfifo "$FX_WORK/edserver.in"
+exec {ed_in}<>"$FX_WORK/edserver.in"
+stdbuf -oL openssl s_server -accept "127.0.0.1:$EP" -tls1_3 -early_data \
+  -cert "$FX_PKI/good.pem" -key "$FX_PKI/good.key" <&"$ed_in" >"$FX_WORK/edserver.log" 2>&1 &
+FX_PIDS+=("$!")
+fx_wait 10 fx_port_open "$EP" || fx_bail "openssl s_server (early data) starts"
 
 # snapshot VERSION [EXTRA CLIENT MEMBERS] RULES... : a snapshot with one environment `pt`
 # holding RULES (JSON objects) and one client `local` (127.0.0.0/8).
@@ -49,14 +58,14 @@ put() { # put FILE : PUT /v1/snapshot with FILE's bytes
 }
 
 base_rules=("$(pass "$P" "$PT")" "$(pass "$P" "$PH")" "$(icpt "$I" "$PT")" "$(icpt "$W" "$PT")"
-  "$(pass "$PW" "$PT")" "$(pass "$P" "$SP")")
+  "$(pass "$PW" "$PT")" "$(pass "$P" "$SP")" "$(pass "$P" "$EP")")
 snapshot 1 "" "${base_rules[@]}" >"$FX_WORK/v1.json"
 check "the test policy is valid (sluice policy check)" \
   bash -c "'$SLUICE_BIN' policy check '$FX_WORK/v1.json' >/dev/null"
 
 fx_resolve "$P" "$I" "$W" "$PW"
 fx_proxy_start --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" \
-  --resolve "$P:$SP:127.0.0.1" ||
+  --resolve "$P:$SP:127.0.0.1" --resolve "$P:$EP:127.0.0.1" ||
   fx_bail "sluice proxy starts"
 put "$FX_WORK/v1.json"
 check_eq "PUT version 1 with passthrough rules: 200" "$FX_CODE" 200
@@ -191,6 +200,20 @@ check_eq "... after a ChangeCipherSpec, the hello split over records and reads: 
   "$(hellos "$P:$SP" --sni2 "$P" --ccs --split)" "hrr hello"
 check_eq "... and to origin.py (X25519 selected), sent ahead of the retry: the same" \
   "$(hellos "$P:$PT" --sni2 "$P" --ahead)" "hrr hello"
+# What a client sends after its first ClientHello waits for the origin's first handshake message:
+# 0-RTT early data is held until the ServerHello, then goes on.
+ed_client() { # ed_client ARGS... : openssl s_client through the proxy to the early-data origin
+  (sleep 1; echo Q) | timeout 10 openssl s_client -proxy "127.0.0.1:$FX_PROXY_PORT" \
+    -connect "$P:$EP" -servername "$P" -CAfile "$FX_TEST_CA" -tls1_3 "$@" 2>&1 || true
+}
+ed_client -sess_out "$FX_WORK/ed.sess" >"$FX_WORK/ed1.out"
+printf 'early-probe-pt\n' >"$FX_WORK/early.txt"
+ed_client -sess_in "$FX_WORK/ed.sess" -early_data "$FX_WORK/early.txt" >"$FX_WORK/ed2.out"
+check "0-RTT through a passthrough tunnel: the session resumed, the early data accepted" \
+  bash -c "grep -q '^Reused' '$FX_WORK/ed2.out' && grep -q 'Early data was accepted' '$FX_WORK/ed2.out'"
+check "... and the origin read it as early data" \
+  grep -A1 -q '^Early data received' "$FX_WORK/edserver.log"
+check "... the bytes the client sent" grep -q '^early-probe-pt' "$FX_WORK/edserver.log"
 # mm_count : the host-mismatch lines of passthrough tunnels to $P so far.
 mm_count() { fx_jsonl_count "$FX_AUDIT" method=CONNECT host="$P" decision=error \
   reason=host-mismatch tls=passthrough status=0; }
