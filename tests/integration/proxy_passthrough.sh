@@ -6,8 +6,8 @@
 # host on the same proxy is still intercepted; SNI naming another host (host-mismatch), bytes
 # that are not TLS (not-tls), plain HTTP under a passthrough rule (not-tls, never forwarded); a
 # HelloRetryRequest from the origin, after which the second ClientHello must carry the first
-# one's SNI (else host-mismatch, an illegal_parameter alert, nothing of it upstream); one
-# audit line per passthrough tunnel; a snapshot combining passthrough with methods or a
+# one's SNI (else host-mismatch, an illegal_parameter alert, nothing of it upstream), while
+# 0-RTT early data still reaches the origin; one audit line per passthrough tunnel; a snapshot combining passthrough with methods or a
 # credential refused with its JSON path (sluice policy check and the admin socket); open
 # websocket relays and passthrough tunnels closed within a second of a snapshot that no longer
 # allows them, and when their client's expires_at passes, while a relay still allowed stays.
