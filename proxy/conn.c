@@ -238,6 +238,7 @@ static void free_conn(struct sl__conn *c)
     sl_snapshot_unref(c->snap);
     sl_leaf_unref(c->leaf);
     sl_free(c->connect_host);
+    sl_free(c->pt_guard);
     if (c->held != NULL) {
         sl_snapshot_unref(c->held->snap);
         sl_free(c->held);

@@ -317,6 +317,10 @@ struct sl__conn {
     /* --- TLS (conn_tls.c) --- */
     /* The ClientHello's SNI named another host than the CONNECT. */
     bool sni_mismatch;
+    /* A passthrough tunnel's hellos, guarded while they pass (conn_tls.c): owned, from its
+     * first ClientHello until the server's first handshake message shows no HelloRetryRequest,
+     * or the second ClientHello passed the check; NULL otherwise (the relay's fast path). */
+    struct sl__pt_guard *pt_guard;
     /* Minting a leaf on the thread pool (MINTING): the job, its leaf (a reference, held until
      * the engine has it) and its result. */
     uv_work_t work;
@@ -507,6 +511,18 @@ int sl__conn_step_tls_handshake(struct sl__conn *c);
 void sl__conn_start_request(struct sl__conn *c, const struct sl_h1_head *h);
 /* Dials the CONNECT host of a passthrough tunnel (DIALING), or drops the tunnel. */
 void sl__conn_start_passthrough_dial(struct sl__conn *c);
+
+/* A passthrough tunnel's relay while its hellos are guarded (c->pt_guard not NULL; conn_tls.c).
+ * sl__conn_pt_client() tells how many of the client's bytes `in` may go upstream now (`*allow`,
+ * perhaps 0: they wait) and returns 0, or -1 when the tunnel was refused (its line written, the
+ * connection ended or closed); sl__conn_pt_client_passed() says `n` of them went.
+ * sl__conn_pt_server() watches `n` bytes that went from the upstream to the client, and
+ * sl__conn_pt_server_ended() says that the upstream's input ended. Any may end the guard
+ * (c->pt_guard becomes NULL). */
+SL_MUST_CHECK int sl__conn_pt_client(struct sl__conn *c, struct sl_slice in, size_t *allow);
+void sl__conn_pt_client_passed(struct sl__conn *c, size_t n);
+void sl__conn_pt_server(struct sl__conn *c, const uint8_t *p, size_t n);
+void sl__conn_pt_server_ended(struct sl__conn *c);
 /* The DIALING step, returning as the steps above do. */
 int sl__conn_step_dialing(struct sl__conn *c);
 /* FORWARDING, the hot one: runs the stepper's rounds itself, so that a request's rounds stay

@@ -162,9 +162,13 @@ int sl__conn_step_relay(struct sl__conn *c)
         struct sl_stream *from = ends[i][0];
         struct sl_stream *to = ends[i][1];
         struct sl_slice in = sl_stream_peek(from);
+        size_t allow = in.n;
 
-        if (in.n > 0) {
-            int n = sl_stream_write(to, in.p, in.n);
+        if (c->pt_guard != NULL && i == 0 && in.n > 0 && sl__conn_pt_client(c, in, &allow) < 0) {
+            return -1;
+        }
+        if (allow > 0) {
+            int n = sl_stream_write(to, in.p, allow);
 
             if (n < 0) {
                 sl__conn_abort(c, to == &c->client ? SL__SIDE_CLIENT : SL__SIDE_UPSTREAM,
@@ -172,11 +176,21 @@ int sl__conn_step_relay(struct sl__conn *c)
                 return -1;
             }
             if (n > 0) {
+                if (c->pt_guard != NULL) {
+                    if (i == 0) {
+                        sl__conn_pt_client_passed(c, (size_t)n);
+                    } else {
+                        sl__conn_pt_server(c, in.p, (size_t)n);
+                    }
+                }
                 sl_stream_consume(from, (size_t)n);
                 *counts[i] += (uint64_t)n;
                 progress = 1;
             }
-        } else if (!*eofs[i] && sl_stream_in_status(from) != 0) {
+        } else if (in.n == 0 && !*eofs[i] && sl_stream_in_status(from) != 0) {
+            if (c->pt_guard != NULL && i == 1) {
+                sl__conn_pt_server_ended(c);
+            }
             *eofs[i] = true;
             sl_stream_end(to);
             progress = 1;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/mem.h"
 #include "certs/cache.h"
 #include "policy/host.h"
 #include "policy/snapshot.h"
@@ -116,6 +117,9 @@ struct hello_peek {
     bool has_sni;
     bool too_long;
     char sni[SL_HOST_NAME_MAX + 1];
+    /* The engine refused the hello for its SNI before the callback (one holding a byte outside
+     * printable ASCII: no host has it). */
+    bool sni_refused;
 };
 
 /* The SNI callback of peek_hello(): records the SNI and stops the handshake there. */
@@ -159,6 +163,7 @@ static int peek_hello(struct sl__conn *c, struct sl_slice in, struct hello_peek 
     if (rc >= 0) {
         rc = sl_tls_handshake(t);
     }
+    peek->sni_refused = sl_tls_sni_refused(t);
     sl_tls_destroy(t);
     if (peek->seen) {
         return 1;
@@ -168,6 +173,217 @@ static int peek_hello(struct sl__conn *c, struct sl_slice in, struct hello_peek 
     }
     return rc < 0 ? rc : SL_EINVAL;
 }
+
+/*
+ * A passthrough tunnel's second ClientHello (RFC 8446 §4.1.2, §4.1.4).
+ *
+ * A server that answers the first ClientHello with a HelloRetryRequest reads a second one, which
+ * must repeat the first but for its key share, cookie, early data, padding and PSK: a relay that
+ * did not look would let a changed server_name reach the upstream unchecked (domain fronting on
+ * the CONNECT host's address). So the relay guards the hellos: the first ClientHello's records
+ * pass, what the client sends after them waits until the server's first handshake message is
+ * seen (sl_tls_watch_server()); a ServerHello ends the guard, a HelloRetryRequest makes the
+ * client's next records pass one by one (a ChangeCipherSpec, early data sent before the client
+ * saw the retry, an alert) until its next ClientHello, which is read whole (within the stream's
+ * input, as the first) by the same engine as the first and must carry the first one's SNI,
+ * byte for byte (none when it had none). Then the guard is freed: the relay's fast path.
+ */
+
+enum pt_state {
+    /* The first ClientHello passes; what follows it waits for the server's first message. */
+    PT_WATCH = 0,
+    /* The server asked for another ClientHello: the client's records up to it pass. */
+    PT_SECOND,
+};
+
+struct sl__pt_guard {
+    enum pt_state state;
+    /* Client bytes that may go before the guard looks again: the rest of the first
+     * ClientHello's records, or of a record before the second. */
+    size_t pass;
+    struct sl_tls_server_watch watch;
+    /* The first ClientHello's SNI, as sent (NUL-terminated), when it had one. */
+    bool has_sni;
+    char sni[SL_HOST_NAME_MAX + 1];
+};
+
+/* Guards the hellos of a passthrough tunnel whose first ClientHello, at the start of `in`, was
+ * read as `peek`. Returns 0, SL_EINVAL when that hello does not end where a record ends (or is
+ * carried by records no ClientHello has), or SL_ENOMEM. */
+static int start_guard(struct sl__conn *c, struct sl_slice in, const struct hello_peek *peek)
+{
+    struct sl__pt_guard *g;
+    size_t span = 0;
+    int rc = sl_tls_hello_span(in.p, in.n, &span);
+
+    if (rc <= 0) {
+        sl_log(SL_LOG_DEBUG, c->id,
+               "msg=\"passthrough: a ClientHello whose records carry something else\"");
+        return SL_EINVAL;
+    }
+    g = sl_calloc(1, sizeof(*g));
+    if (g == NULL) {
+        return SL_ENOMEM;
+    }
+    g->state = PT_WATCH;
+    g->pass = span;
+    g->has_sni = peek->has_sni;
+    memcpy(g->sni, peek->sni, sizeof(g->sni));
+    c->pt_guard = g;
+    return 0;
+}
+
+static void end_guard(struct sl__conn *c)
+{
+    sl_free(c->pt_guard);
+    c->pt_guard = NULL;
+}
+
+/* The second ClientHello names another server than the first: a fatal illegal_parameter alert
+ * (RFC 8446 §4.1.2; in the clear, no keys exist yet) to the client, the upstream closed, the
+ * tunnel's line with host-mismatch, as a first ClientHello naming another host has. */
+static void refuse_second_hello(struct sl__conn *c)
+{
+    static const uint8_t alert[] = { 0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x2f };
+
+    sl_log(SL_LOG_DEBUG, c->id,
+           "msg=\"passthrough: the ClientHello after a HelloRetryRequest names another server\"");
+    end_guard(c);
+    c->sni_mismatch = true;
+    c->r.allow = false;
+    c->r.reason = SL_REASON_HOST_MISMATCH;
+    c->r.status = 0;
+    sl__conn_audit(c);
+    if (sl_stream_write_all(&c->client, alert, sizeof(alert)) != 0) {
+        /* No room for 7 bytes: the client stopped reading the server's. It gets the close. */
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"passthrough: no room for the alert\"");
+    }
+    sl__conn_end(c);
+}
+
+/* Refuses the tunnel for bytes that are no second ClientHello as expected (`reason`). */
+static int refuse_guarded(struct sl__conn *c, enum sl_reason reason)
+{
+    end_guard(c);
+    sl__conn_drop(c, reason);
+    return -1;
+}
+
+/* PT_SECOND, nothing left to pass: the client's next record. */
+static int guard_next_record(struct sl__conn *c, struct sl_slice in, size_t *allow)
+{
+    struct sl__pt_guard *g = c->pt_guard;
+    struct hello_peek peek;
+    uint8_t type = 0;
+    size_t len = 0;
+    size_t span = 0;
+    int rc = sl_tls_record_head(in.p, in.n, &type, &len);
+
+    if (rc > 0 && type != SL_TLS_CT_HANDSHAKE) {
+        /* A ChangeCipherSpec (middlebox compatibility), an alert, application data (early
+         * data, which the server skips after a retry) pass. Anything else would end the
+         * handshake at the server anyway: refused here. */
+        if (type != SL_TLS_CT_CHANGE_CIPHER_SPEC && type != SL_TLS_CT_ALERT
+            && type != SL_TLS_CT_APPLICATION_DATA) {
+            return refuse_guarded(c, SL_REASON_NOT_TLS);
+        }
+        g->pass = 5 + len;
+        *allow = in.n < g->pass ? in.n : g->pass;
+        return 0;
+    }
+    if (rc > 0) {
+        rc = sl_tls_hello_span(in.p, in.n, &span);
+    }
+    if (rc < 0) {
+        return refuse_guarded(c, SL_REASON_NOT_TLS);
+    }
+    if (rc == 0) {
+        /* As for the first: within the stream's input, while the client may still send. */
+        if (in.n >= SL_STREAM_RAW_BYTES) {
+            return refuse_guarded(c, SL_REASON_TOO_LARGE);
+        }
+        if (sl_stream_peer_closed(&c->client)) {
+            return refuse_guarded(c, SL_REASON_NOT_TLS);
+        }
+        return 0;
+    }
+    rc = peek_hello(c, sl_slice_of(in.p, span), &peek);
+    if (rc <= 0) {
+        if (peek.sni_refused) {
+            refuse_second_hello(c);
+            return -1;
+        }
+        sl_log(SL_LOG_DEBUG, c->id,
+               "msg=\"passthrough: not a ClientHello after a HelloRetryRequest\" err=%s",
+               sl_strerror(rc));
+        return refuse_guarded(c, rc == SL_ENOMEM ? SL_REASON_BAD_REQUEST : SL_REASON_NOT_TLS);
+    }
+    if (peek.has_sni != g->has_sni
+        || (g->has_sni && (peek.too_long || strcmp(peek.sni, g->sni) != 0))) {
+        refuse_second_hello(c);
+        return -1;
+    }
+    end_guard(c);
+    *allow = in.n;
+    return 0;
+}
+
+int sl__conn_pt_client(struct sl__conn *c, struct sl_slice in, size_t *allow)
+{
+    struct sl__pt_guard *g = c->pt_guard;
+
+    *allow = 0;
+    if (g->pass > 0) {
+        *allow = in.n < g->pass ? in.n : g->pass;
+        return 0;
+    }
+    if (g->state == PT_WATCH) {
+        /* Anything sent after the first ClientHello waits for the server's answer: a second
+         * ClientHello sent ahead of it would otherwise pass unread. */
+        return 0;
+    }
+    return guard_next_record(c, in, allow);
+}
+
+void sl__conn_pt_client_passed(struct sl__conn *c, size_t n)
+{
+    if (c->pt_guard != NULL) {
+        c->pt_guard->pass -= n;
+    }
+}
+
+void sl__conn_pt_server(struct sl__conn *c, const uint8_t *p, size_t n)
+{
+    struct sl__pt_guard *g = c->pt_guard;
+
+    if (g->state != PT_WATCH) {
+        return;
+    }
+    switch (sl_tls_watch_server(&g->watch, p, n)) {
+    case SL_TLS_WATCH_MORE:
+        break;
+    case SL_TLS_WATCH_HRR:
+        sl_log(SL_LOG_DEBUG, c->id, "msg=\"passthrough: a HelloRetryRequest\"");
+        g->state = PT_SECOND;
+        break;
+    case SL_TLS_WATCH_OTHER:
+        end_guard(c);
+        break;
+    }
+}
+
+void sl__conn_pt_server_ended(struct sl__conn *c)
+{
+    /* The server sent no HelloRetryRequest and will send nothing more: it asks for no second
+     * ClientHello. */
+    if (c->pt_guard->state == PT_WATCH) {
+        end_guard(c);
+    }
+}
+
+/*
+ * A passthrough tunnel's first bytes.
+ */
 
 /* A passthrough tunnel's first bytes: a ClientHello whose SNI, when present, names the CONNECT
  * host (an absent SNI is allowed: the CONNECT host is what was decided, and what is dialled).
@@ -223,6 +439,11 @@ static int step_passthrough_sniff(struct sl__conn *c)
     }
     if (c->sni_mismatch) {
         sl__conn_drop(c, SL_REASON_HOST_MISMATCH);
+        return -1;
+    }
+    rc = start_guard(c, in, &peek);
+    if (rc < 0) {
+        sl__conn_drop(c, rc == SL_ENOMEM ? SL_REASON_BAD_REQUEST : SL_REASON_NOT_TLS);
         return -1;
     }
     sl__conn_start_passthrough_dial(c);

@@ -1333,3 +1333,153 @@ enum sl_tls_sniff_result sl_tls_sniff(const uint8_t *p, size_t n)
     }
     return SL_TLS_SNIFF_OTHER;
 }
+
+/*
+ * Passthrough tunnels: the records around the hellos.
+ */
+
+/* Largest record body sl_tls_record_head() takes: a TLS 1.2 TLSCiphertext (RFC 5246 §6.2.3). */
+#define TLS_RECORD_BODY_MAX (TLS_PLAINTEXT_MAX + 2048u)
+/* RFC 8446 §4: handshake message types. */
+#define HS_SERVER_HELLO 2u
+/* Handshake header (type, 24-bit length), legacy_version and random: what tells a
+ * HelloRetryRequest from a ServerHello. */
+#define HELLO_RANDOM_END 38u
+
+/* RFC 8446 §4.1.3: a HelloRetryRequest is a ServerHello with this random, the SHA-256 of
+ * "HelloRetryRequest". */
+static const uint8_t hrr_random[32] = {
+    0xcf, 0x21, 0xad, 0x74, 0xe5, 0x9a, 0x61, 0x11, 0xbe, 0x1d, 0x8c, 0x02, 0x1e, 0x65, 0xb8, 0x91,
+    0xc2, 0xa2, 0x11, 0x16, 0x7a, 0xbb, 0x8c, 0x5e, 0x07, 0x9e, 0x09, 0xe2, 0xc8, 0xa8, 0x33, 0x9c,
+};
+
+int sl_tls_record_head(const uint8_t *p, size_t n, uint8_t *type, size_t *len)
+{
+    if (n >= 2 && p[1] != 3) {
+        return SL_EINVAL;
+    }
+    if (n < 5) {
+        return 0;
+    }
+    if (be16(p + 3) > TLS_RECORD_BODY_MAX) {
+        return SL_EINVAL;
+    }
+    *type = p[0];
+    *len = be16(p + 3);
+    return 1;
+}
+
+int sl_tls_hello_span(const uint8_t *p, size_t n, size_t *span)
+{
+    size_t off = 0;
+    /* Handshake bytes seen, and the message's length with its header once known. */
+    size_t got = 0;
+    size_t want = 0;
+    uint8_t hdr[4];
+
+    for (;;) {
+        uint8_t type;
+        size_t len;
+        int rc = sl_tls_record_head(p + off, n - off, &type, &len);
+
+        if (rc <= 0) {
+            return rc;
+        }
+        if (type != SL_TLS_CT_HANDSHAKE || len == 0 || len > TLS_PLAINTEXT_MAX) {
+            return SL_EINVAL;
+        }
+        /* The message's header may itself be split over records. */
+        for (size_t i = 0; got + i < 4 && i < len; i++) {
+            if (off + 5 + i >= n) {
+                return 0;
+            }
+            hdr[got + i] = p[off + 5 + i];
+        }
+        got += len;
+        if (want == 0 && got >= 4) {
+            want = 4 + (((size_t)hdr[1] << 16) | ((size_t)hdr[2] << 8) | hdr[3]);
+        }
+        if (n - off - 5 < len) {
+            return 0;
+        }
+        off += 5 + len;
+        if (want != 0 && got >= want) {
+            if (got != want) {
+                return SL_EINVAL;
+            }
+            *span = off;
+            return 1;
+        }
+    }
+}
+
+/* The verdict on the first handshake message's first `w->msg_len` bytes. */
+static enum sl_tls_watch_verdict judge_server_hello(const struct sl_tls_server_watch *w)
+{
+    if (w->msg_len >= 1 && w->msg[0] != HS_SERVER_HELLO) {
+        return SL_TLS_WATCH_OTHER;
+    }
+    if (w->msg_len >= 4
+        && (((size_t)w->msg[1] << 16) | ((size_t)w->msg[2] << 8) | w->msg[3])
+                   < HELLO_RANDOM_END - 4) {
+        return SL_TLS_WATCH_OTHER;
+    }
+    if (w->msg_len < HELLO_RANDOM_END) {
+        return SL_TLS_WATCH_MORE;
+    }
+    return memcmp(w->msg + 6, hrr_random, sizeof(hrr_random)) == 0 ? SL_TLS_WATCH_HRR
+                                                                   : SL_TLS_WATCH_OTHER;
+}
+
+enum sl_tls_watch_verdict sl_tls_watch_server(struct sl_tls_server_watch *w, const uint8_t *p,
+                                              size_t n)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        size_t take;
+
+        if (w->head_len < sizeof(w->head)) {
+            uint8_t type;
+            size_t len;
+
+            w->head[w->head_len++] = p[i++];
+            switch (sl_tls_record_head(w->head, w->head_len, &type, &len)) {
+            case 0:
+                continue;
+            case 1:
+                break;
+            default:
+                return SL_TLS_WATCH_OTHER;
+            }
+            if (type != SL_TLS_CT_HANDSHAKE && w->msg_len > 0) {
+                /* Another record inside the first handshake message. */
+                return SL_TLS_WATCH_OTHER;
+            }
+            w->left = (uint16_t)len;
+            if (len == 0) {
+                w->head_len = 0;
+            }
+            continue;
+        }
+        take = n - i < w->left ? n - i : w->left;
+        if (w->head[0] == SL_TLS_CT_HANDSHAKE) {
+            size_t k = sizeof(w->msg) - w->msg_len;
+            enum sl_tls_watch_verdict v;
+
+            k = take < k ? take : k;
+            memcpy(w->msg + w->msg_len, p + i, k);
+            w->msg_len = (uint8_t)(w->msg_len + k);
+            v = judge_server_hello(w);
+            if (v != SL_TLS_WATCH_MORE) {
+                return v;
+            }
+        }
+        i += take;
+        w->left = (uint16_t)(w->left - take);
+        if (w->left == 0) {
+            w->head_len = 0;
+        }
+    }
+    return SL_TLS_WATCH_MORE;
+}

@@ -305,4 +305,64 @@ const char *sl_tls_error_text(const struct sl_tls *t);
  * Looks at no more than the first 25 bytes and never allocates. */
 enum sl_tls_sniff_result sl_tls_sniff(const uint8_t *p, size_t n);
 
+/*
+ * Passthrough tunnels: the records around the hellos, read as they pass, without an engine
+ * (proxy/conn_tls.c guards the ClientHello that a HelloRetryRequest asks for).
+ */
+
+/* RFC 8446 §5.1: the content types of TLS records. */
+enum sl_tls_content_type {
+    SL_TLS_CT_CHANGE_CIPHER_SPEC = 20,
+    SL_TLS_CT_ALERT = 21,
+    SL_TLS_CT_HANDSHAKE = 22,
+    SL_TLS_CT_APPLICATION_DATA = 23,
+};
+
+/* Reads the header of the TLS record at the start of `p` (`n` bytes, borrowed): its content
+ * type and the length of its body. Returns 1 when the 5 bytes have arrived, 0 when more are
+ * needed, or SL_EINVAL when they are no record header (a version other than 3.x, a body longer
+ * than a TLS 1.2 ciphertext, 2^14 + 2048 bytes, RFC 5246 §6.2.3). */
+SL_MUST_CHECK int sl_tls_record_head(const uint8_t *p, size_t n, uint8_t *type, size_t *len);
+
+/* The number of bytes at the start of `p` (`n`, borrowed) taken by the TLS records that carry
+ * its first handshake message: records of content type handshake(22), each with a body of 1 to
+ * 2^14 bytes, the message (its 4-byte header and its body) ending where a record ends (a
+ * ClientHello shares no record with what follows it). Returns 1 with `*span` set once they have
+ * all arrived, 0 when more bytes are needed, or SL_EINVAL when the bytes are no such records
+ * (another content type or version, an empty or oversized record, a message ending inside a
+ * record). Reads no byte beyond `n`. */
+SL_MUST_CHECK int sl_tls_hello_span(const uint8_t *p, size_t n, size_t *span);
+
+/* A server's first handshake message, watched as its bytes pass (sl_tls_watch_server()). Zeroed
+ * to start. */
+struct sl_tls_server_watch {
+    /* The header of the record being read (`head_len` of its 5 bytes have come), then, once
+     * it is whole, the bytes of its body still to come (`left`). */
+    uint8_t head[5];
+    uint8_t head_len;
+    uint16_t left;
+    /* The first bytes of the first handshake message: header, version and random. */
+    uint8_t msg[38];
+    uint8_t msg_len;
+};
+
+/* What sl_tls_watch_server() saw. */
+enum sl_tls_watch_verdict {
+    /* No handshake message yet: go on feeding. */
+    SL_TLS_WATCH_MORE = 0,
+    /* The first handshake message is a HelloRetryRequest (RFC 8446 §4.1.3: a ServerHello whose
+     * random is SHA-256("HelloRetryRequest")): the client's next ClientHello follows. */
+    SL_TLS_WATCH_HRR,
+    /* It is any other message (a ServerHello: TLS 1.2, or TLS 1.3 without a retry), or the bytes
+     * are no TLS records: no second ClientHello can be asked for. */
+    SL_TLS_WATCH_OTHER,
+};
+
+/* Feeds the next `n` bytes a server sent (borrowed) to `w`. Records before the first handshake
+ * message (an alert, a ChangeCipherSpec) are skipped; the message may be split over records.
+ * Once the verdict is not SL_TLS_WATCH_MORE, stop feeding: what follows is not looked at.
+ * Keeps no more than 43 bytes of state whatever the input. */
+enum sl_tls_watch_verdict sl_tls_watch_server(struct sl_tls_server_watch *w, const uint8_t *p,
+                                              size_t n);
+
 #endif

@@ -4,8 +4,10 @@
 # README "Policy") and long-lived relays decided again (SECURITY.md): a passthrough tunnel shows
 # the origin's own certificate and carries the client's bytes untouched, while an intercepted
 # host on the same proxy is still intercepted; SNI naming another host (host-mismatch), bytes
-# that are not TLS (not-tls), plain HTTP under a passthrough rule (not-tls, never forwarded); one
-# audit line per passthrough tunnel; a snapshot combining passthrough with methods or a
+# that are not TLS (not-tls), plain HTTP under a passthrough rule (not-tls, never forwarded); a
+# HelloRetryRequest from the origin, after which the second ClientHello must carry the first
+# one's SNI (else host-mismatch, an illegal_parameter alert, nothing of it upstream), while
+# 0-RTT early data still reaches the origin; one audit line per passthrough tunnel; a snapshot combining passthrough with methods or a
 # credential refused with its JSON path (sluice policy check and the admin socket); open
 # websocket relays and passthrough tunnels closed within a second of a snapshot that no longer
 # allows them, and when their client's expires_at passes, while a relay still allowed stays.
@@ -22,6 +24,23 @@ W=ws.sluice.test    # intercepted, for a websocket relay revoked later
 PW=pinws.sluice.test # passthrough, for a tunnel turned to interception later
 PT=$FX_PY_TLS_PORT
 PH=$FX_PY_HTTP_PORT
+# An origin that offers P-256 only: a client whose first ClientHello has an X25519 key share (or
+# none) gets a HelloRetryRequest. -trace logs every handshake message it receives, line by line
+# (-msgfile would buffer them).
+SP=$(fx_free_port)
+stdbuf -oL openssl s_server -accept "127.0.0.1:$SP" -groups P-256 -cert "$FX_PKI/good.pem" \
+  -key "$FX_PKI/good.key" -www -trace </dev/null >"$FX_WORK/sserver.trace" 2>&1 &
+FX_PIDS+=("$!")
+fx_wait 10 fx_port_open "$SP" || fx_bail "openssl s_server (P-256 only) starts"
+# An origin that takes TLS 1.3 early data and logs it. It reads its stdin: a FIFO this shell
+# holds open, which never ends.
+EP=$(fx_free_port)
+mkfifo "$FX_WORK/edserver.in"
+exec {ed_in}<>"$FX_WORK/edserver.in"
+stdbuf -oL openssl s_server -accept "127.0.0.1:$EP" -tls1_3 -early_data \
+  -cert "$FX_PKI/good.pem" -key "$FX_PKI/good.key" <&"$ed_in" >"$FX_WORK/edserver.log" 2>&1 &
+FX_PIDS+=("$!")
+fx_wait 10 fx_port_open "$EP" || fx_bail "openssl s_server (early data) starts"
 
 # snapshot VERSION [EXTRA CLIENT MEMBERS] RULES... : a snapshot with one environment `pt`
 # holding RULES (JSON objects) and one client `local` (127.0.0.0/8).
@@ -39,13 +58,14 @@ put() { # put FILE : PUT /v1/snapshot with FILE's bytes
 }
 
 base_rules=("$(pass "$P" "$PT")" "$(pass "$P" "$PH")" "$(icpt "$I" "$PT")" "$(icpt "$W" "$PT")"
-  "$(pass "$PW" "$PT")")
+  "$(pass "$PW" "$PT")" "$(pass "$P" "$SP")" "$(pass "$P" "$EP")")
 snapshot 1 "" "${base_rules[@]}" >"$FX_WORK/v1.json"
 check "the test policy is valid (sluice policy check)" \
   bash -c "'$SLUICE_BIN' policy check '$FX_WORK/v1.json' >/dev/null"
 
 fx_resolve "$P" "$I" "$W" "$PW"
-fx_proxy_start --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" ||
+fx_proxy_start --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" \
+  --resolve "$P:$SP:127.0.0.1" --resolve "$P:$EP:127.0.0.1" ||
   fx_bail "sluice proxy starts"
 put "$FX_WORK/v1.json"
 check_eq "PUT version 1 with passthrough rules: 200" "$FX_CODE" 200
@@ -155,7 +175,77 @@ check "not-tls: ... its body says the rule is passthrough and to use https" \
 check_eq "not-tls: the origin saw neither plain request" \
   "$(fx_seen probe=pt-http) $(fx_seen probe=pt-abs)" "0 0"
 
-# --- (5) passthrough with methods or a credential is refused, with the JSON path --------------
+# --- (5) the ClientHello after a HelloRetryRequest keeps the first one's SNI ---------------------
+# RFC 8446 §4.1.2: the second ClientHello repeats the first but for its key share, cookie, early
+# data, padding and PSK. A relay that did not look would let a changed SNI reach the origin
+# unchecked (domain fronting on the CONNECT host's address).
+hellos() { # hellos TARGET TLS_HRR_ARGS... : tls_hrr.py's answers, on one line
+  timeout 20 "$FX_PYTHON" "$FX_SUPPORT/tls_hrr.py" --proxy "$FX_PROXY_PORT" --target "$1" \
+    --sni1 "$P" "${@:2}" 2>&1 | paste -sd' ' -
+}
+# shellcheck disable=SC2317 # called through fx_wait
+trace_hellos() { grep -c 'ClientHello, Length' "$FX_WORK/sserver.trace" || true; }
+ch0=$(trace_hellos)
+rc=0
+curl -q -sS --max-time 20 --http1.1 --proxy "http://127.0.0.1:$FX_PROXY_PORT" \
+  --cacert "$FX_TEST_CA" --curves X25519:P-256 "https://$P:$SP/" >"$FX_WORK/curl-hrr.out" \
+  2>"$FX_WORK/curl-hrr.err" || rc=$?
+check_eq "HelloRetryRequest: curl (X25519 share first) to a P-256-only origin, through the tunnel" \
+  "$rc $(grep -c '^Ciphers supported in s_server' "$FX_WORK/curl-hrr.out")" "0 1"
+check_eq "HelloRetryRequest: ... the origin got two ClientHellos (a retry was asked for)" \
+  "$(($(trace_hellos) - ch0))" 2
+check_eq "HelloRetryRequest, the same SNI again: the origin's ServerHello comes back" \
+  "$(hellos "$P:$SP" --sni2 "$P")" "hrr hello"
+check_eq "... after a ChangeCipherSpec, the hello split over records and reads: the same" \
+  "$(hellos "$P:$SP" --sni2 "$P" --ccs --split)" "hrr hello"
+check_eq "... and to origin.py (X25519 selected), sent ahead of the retry: the same" \
+  "$(hellos "$P:$PT" --sni2 "$P" --ahead)" "hrr hello"
+# What a client sends after its first ClientHello waits for the origin's first handshake message:
+# 0-RTT early data is held until the ServerHello, then goes on.
+ed_client() { # ed_client ARGS... : openssl s_client through the proxy to the early-data origin
+  (sleep 1; echo Q) | timeout 10 openssl s_client -proxy "127.0.0.1:$FX_PROXY_PORT" \
+    -connect "$P:$EP" -servername "$P" -CAfile "$FX_TEST_CA" -tls1_3 "$@" 2>&1 || true
+}
+ed_client -sess_out "$FX_WORK/ed.sess" >"$FX_WORK/ed1.out"
+printf 'early-probe-pt\n' >"$FX_WORK/early.txt"
+ed_client -sess_in "$FX_WORK/ed.sess" -early_data "$FX_WORK/early.txt" >"$FX_WORK/ed2.out"
+check "0-RTT through a passthrough tunnel: the session resumed, the early data accepted" \
+  bash -c "grep -q '^Reused' '$FX_WORK/ed2.out' && grep -q 'Early data was accepted' '$FX_WORK/ed2.out'"
+check "... and the origin read it as early data" \
+  grep -A1 -q '^Early data received' "$FX_WORK/edserver.log"
+check "... the bytes the client sent" grep -q '^early-probe-pt' "$FX_WORK/edserver.log"
+# mm_count : the host-mismatch lines of passthrough tunnels to $P so far.
+mm_count() { fx_jsonl_count "$FX_AUDIT" method=CONNECT host="$P" decision=error \
+  reason=host-mismatch tls=passthrough status=0; }
+# shellcheck disable=SC2317 # called through fx_wait
+mm_is() { [ "$(mm_count)" = "$1" ]; }
+metric() { # metric SERIES : its value in a fresh GET /metrics (0 when absent)
+  fx_admin GET /metrics
+  awk -v s="$1" '$1 == s { v = $2 } END { print v + 0 }' "$FX_ADMIN_BODY"
+}
+mm_series='sluice_requests_total{decision="error",reason="host-mismatch"}'
+mx0=$(metric "$mm_series")
+mm0=$(mm_count)
+ch0=$(trace_hellos)
+check_eq "HelloRetryRequest, then SNI $I: refused with illegal_parameter (alert 47)" \
+  "$(hellos "$P:$SP" --sni2 "$I")" "hrr alert=47"
+check_eq "... the origin got the first ClientHello only" "$(($(trace_hellos) - ch0))" 1
+check "... the tunnel's line: CONNECT $P, host-mismatch, tls=passthrough, status 0" \
+  fx_wait 5 mm_is $((mm0 + 1))
+check_eq "HelloRetryRequest, then no SNI: refused (alert 47)" \
+  "$(hellos "$P:$SP" --no-sni2)" "hrr alert=47"
+check_eq "HelloRetryRequest, then SNI ${P^^} (not byte for byte): refused (alert 47)" \
+  "$(hellos "$P:$SP" --sni2 "${P^^}")" "hrr alert=47"
+check_eq "... after a ChangeCipherSpec, split over records and reads: refused (alert 47)" \
+  "$(hellos "$P:$SP" --sni2 "$I" --ccs --split)" "hrr alert=47"
+check_eq "... sent ahead of the retry, to origin.py: held, then refused (alert 47)" \
+  "$(hellos "$P:$PT" --sni2 "$I" --ahead)" "hrr alert=47"
+check "... each with its line (5 more host-mismatch lines)" fx_wait 5 mm_is $((mm0 + 5))
+check_eq "... and none of those second ClientHellos reached the P-256 origin" \
+  "$(($(trace_hellos) - ch0))" 4
+check_eq "... each counted in $mm_series" "$(($(metric "$mm_series") - mx0))" 5
+
+# --- (6) passthrough with methods or a credential is refused, with the JSON path --------------
 snapshot 9 "" "$(pass "$P" "$PT")" \
   "{\"host\":\"a.sluice.test\",\"tls\":\"passthrough\",\"methods\":[\"GET\"]}" \
   "{\"host\":\"b.sluice.test\",\"tls\":\"passthrough\",\"credential\":{\"header\":\"X-K\",\"value\":\"s3cr3t\"}}" \
@@ -173,7 +263,7 @@ check_match "admin socket: the same snapshot is refused (4xx)" "$FX_CODE" '^4[0-
 check_eq "admin socket: ... with the JSON path of the first error" \
   "$(fx_json "$FX_ADMIN_BODY" 'd["path"]')" '$.environments.pt.rules[1].methods'
 
-# --- (6) open relays decided again when a snapshot arrives ------------------------------------
+# --- (7) open relays decided again when a snapshot arrives ------------------------------------
 ws_key=dGhlIHNhbXBsZSBub25jZQ==
 ws() { # ws HOST PROBE : a WebSocket opening handshake for origin.py's /ws
   printf 'GET /ws?probe=%s HTTP/1.1\\r\\nHost: %s:%s\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\nSec-WebSocket-Key: %s\\r\\nSec-WebSocket-Version: 13\\r\\n\\r\\n' \
@@ -214,7 +304,7 @@ check "still allowed: the websocket relay to $I stays open" \
   bash -c "sleep 1; ! grep -qE '^(eof|error)' '$FX_WORK/relay-keep.out'"
 kill "$FX_BG_PID" 2>/dev/null || true
 
-# --- (7) ... and when the client's expires_at passes ------------------------------------------
+# --- (8) ... and when the client's expires_at passes ------------------------------------------
 exp_epoch=$(($(date +%s) + 5))
 exp_at=$(date -u -d "@$exp_epoch" +%Y-%m-%dT%H:%M:%SZ)
 snapshot 3 ",\"expires_at\":\"$exp_at\"" "${base_rules[@]}" >"$FX_WORK/v3.json"

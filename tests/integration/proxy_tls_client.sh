@@ -227,51 +227,12 @@ check "... each with its audit line: CONNECT $A, host-mismatch, status 0" fx_wai
 
 # --- (7) the ClientHello after a HelloRetryRequest keeps the first one's SNI ---------------------
 # hrr SNI2 : CONNECT $A, a TLS 1.3 ClientHello with SNI $A and no key share (the proxy answers
-# with a HelloRetryRequest), then a second ClientHello with an X25519 key share and SNI SNI2.
-# Prints `hrr` when the first answer was a HelloRetryRequest, then `hello` (the handshake went
-# on: a ServerHello) or `alert=N`.
+# with a HelloRetryRequest), then a second ClientHello with a key share and SNI SNI2
+# (tests/support/tls_hrr.py). Prints `hrr` when the first answer was a HelloRetryRequest, then
+# `hello` (the handshake went on: a ServerHello) or `alert=N`.
 hrr() {
-  timeout 20 "$FX_PYTHON" - "$FX_PROXY_PORT" "$A:$FX_TLS_PORT" "$A" "$1" <<'PY'
-import os, socket, struct, sys
-port, target, sni1, sni2 = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
-def ext(t, body):
-    return struct.pack(">HH", t, len(body)) + body
-def hello(sni, ks):
-    name = b"\x00" + struct.pack(">H", len(sni)) + sni
-    exts = ext(0, struct.pack(">H", len(name)) + name)
-    exts += ext(10, b"\x00\x04\x00\x1d\x00\x17")  # x25519, secp256r1
-    exts += ext(13, b"\x00\x04\x04\x03\x08\x04")
-    exts += ext(43, b"\x02\x03\x04")  # TLS 1.3 only
-    exts += ext(51, struct.pack(">H", len(ks)) + ks)
-    body = b"\x03\x03" + os.urandom(32) + b"\x20" + b"\x11" * 32 + b"\x00\x02\x13\x01\x01\x00"
-    body += struct.pack(">H", len(exts)) + exts
-    msg = b"\x01" + len(body).to_bytes(3, "big") + body
-    return b"\x16\x03\x01" + struct.pack(">H", len(msg)) + msg
-def answer(s):
-    got = b""
-    try:
-        while len(got) < 7:
-            d = s.recv(4096)
-            if not d:
-                break
-            got += d
-    except OSError:
-        pass
-    return got
-s = socket.create_connection(("127.0.0.1", port), timeout=5)
-s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-head = b""
-while b"\r\n\r\n" not in head:
-    head += s.recv(1)
-s.sendall(hello(sni1.encode(), b""))
-got = answer(s)
-# RFC 8446 §4.1.3: a HelloRetryRequest is a ServerHello with this random.
-print("hrr" if bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c") in got else "no-hrr")
-s.sendall(hello(sni2.encode(), b"\x00\x1d\x00\x20" + os.urandom(32)))
-got = answer(s)
-print("hello" if got[:1] == b"\x16" and got[5:6] == b"\x02" else
-      f"alert={got[6]}" if got[:1] == b"\x15" and len(got) >= 7 else f"answer={got[:8].hex()}")
-PY
+  timeout 20 "$FX_PYTHON" "$FX_SUPPORT/tls_hrr.py" --proxy "$FX_PROXY_PORT" \
+    --target "$A:$FX_TLS_PORT" --sni1 "$A" --sni2 "$1"
 }
 check_eq "a HelloRetryRequest, then the same SNI again: the handshake goes on" \
   "$(hrr "$A" | paste -sd' ' -)" "hrr hello"

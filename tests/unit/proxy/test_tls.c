@@ -1355,6 +1355,172 @@ static void sniff_classifies_the_first_bytes_of_a_tunnel(void **state)
     }
 }
 
+/* The bytes waiting in `b` (a memory BIO), appended to out[*n..cap). */
+static void drain_bio(BIO *b, uint8_t *out, size_t *n, size_t cap)
+{
+    int r;
+
+    while ((r = BIO_read(b, out + *n, (int)(cap - *n))) > 0) {
+        *n += (size_t)r;
+    }
+}
+
+/* A real OpenSSL client (key share for X25519 only, groups X25519 and P-256, SNI
+ * a.sluice.test) and server offering `server_groups`: the client's ClientHello in ch[0..*chn),
+ * the server's first flight in flight[0..*fn). */
+static void first_flights(const char *server_groups, uint8_t *ch, size_t *chn, uint8_t *flight,
+                          size_t *fn, size_t cap)
+{
+    /* Mutable copies: the SSL_CTX_set1_groups_list() and SSL_set_tlsext_host_name() macros cast
+     * their argument to char * and void *. */
+    char sgroups[32];
+    char cgroups[] = "X25519:P-256";
+    SSL_CTX *sctx = SSL_CTX_new(TLS_server_method());
+    SSL_CTX *cctx = SSL_CTX_new(TLS_client_method());
+    char sni[] = "a.sluice.test";
+    BIO *c_in = BIO_new(BIO_s_mem());
+    BIO *c_out = BIO_new(BIO_s_mem());
+    BIO *s_in = BIO_new(BIO_s_mem());
+    BIO *s_out = BIO_new(BIO_s_mem());
+    SSL *c;
+    SSL *s;
+
+    assert_non_null(sctx);
+    assert_non_null(cctx);
+    assert_int_equal(SSL_CTX_use_certificate(sctx, pki.leaf), 1);
+    assert_int_equal(SSL_CTX_use_PrivateKey(sctx, pki.leaf_key), 1);
+    assert_true(strlen(server_groups) < sizeof(sgroups));
+    memcpy(sgroups, server_groups, strlen(server_groups) + 1);
+    assert_int_equal(SSL_CTX_set1_groups_list(sctx, sgroups), 1);
+    assert_int_equal(SSL_CTX_set1_groups_list(cctx, cgroups), 1);
+    c = SSL_new(cctx);
+    s = SSL_new(sctx);
+    assert_non_null(c);
+    assert_non_null(s);
+    SSL_set_bio(c, c_in, c_out);
+    SSL_set_bio(s, s_in, s_out);
+    SSL_set_connect_state(c);
+    SSL_set_accept_state(s);
+    assert_int_equal(SSL_set_tlsext_host_name(c, sni), 1);
+    assert_int_equal(SSL_do_handshake(c), -1);
+    *chn = 0;
+    drain_bio(c_out, ch, chn, cap);
+    assert_true(*chn > 0);
+    assert_int_equal(BIO_write(s_in, ch, (int)*chn), (int)*chn);
+    (void)SSL_do_handshake(s);
+    *fn = 0;
+    drain_bio(s_out, flight, fn, cap);
+    assert_true(*fn > 0);
+    SSL_free(c);
+    SSL_free(s);
+    SSL_CTX_free(cctx);
+    SSL_CTX_free(sctx);
+}
+
+/* Feeds `p` to a fresh watch `step` bytes at a time; returns the verdict. */
+static enum sl_tls_watch_verdict watch_in_steps(const uint8_t *p, size_t n, size_t step)
+{
+    struct sl_tls_server_watch w;
+    enum sl_tls_watch_verdict v = SL_TLS_WATCH_MORE;
+
+    memset(&w, 0, sizeof(w));
+    for (size_t off = 0; off < n && v == SL_TLS_WATCH_MORE; off += step) {
+        v = sl_tls_watch_server(&w, p + off, n - off < step ? n - off : step);
+    }
+    return v;
+}
+
+/* Passthrough tunnels' record readers (proxy/conn_tls.c guards the hellos with them): a real
+ * server offering P-256 only answers a client's X25519 key share with a HelloRetryRequest, seen
+ * whole and byte by byte; one offering X25519 answers with a ServerHello. A ClientHello's span
+ * is its records, split or not; trailing bytes in its last record or another record type
+ * inside it are refused. */
+static void passthrough_records_tell_a_retry_and_a_hello_span(void **state)
+{
+    enum {
+        CAP = 16384
+    };
+
+    uint8_t *ch = sl_malloc(CAP);
+    uint8_t *flight = sl_malloc(CAP);
+    uint8_t *split = sl_malloc(CAP + 64);
+    size_t chn = 0;
+    size_t fn = 0;
+    size_t span = 0;
+    size_t body;
+
+    (void)state;
+    assert_non_null(ch);
+    assert_non_null(flight);
+    assert_non_null(split);
+    first_flights("P-256", ch, &chn, flight, &fn, CAP);
+    assert_int_equal(sl_tls_hello_span(ch, chn, &span), 1);
+    assert_int_equal(span, chn);
+    for (size_t n = 0; n < chn; n++) {
+        assert_int_equal(sl_tls_hello_span(ch, n, &span), 0);
+    }
+    assert_int_equal(watch_in_steps(flight, fn, fn), SL_TLS_WATCH_HRR);
+    assert_int_equal(watch_in_steps(flight, fn, 1), SL_TLS_WATCH_HRR);
+    assert_int_equal(watch_in_steps(flight, fn, 7), SL_TLS_WATCH_HRR);
+    /* The same retry behind a warning alert, its message cut over two records. */
+    body = (size_t)flight[3] << 8 | flight[4];
+    assert_true(body > 40 && 5 + body <= fn);
+    memcpy(split, "\x15\x03\x03\x00\x02\x01\x70", 7);
+    memcpy(split + 7, flight, 5);
+    split[7 + 3] = 0;
+    split[7 + 4] = 20;
+    memcpy(split + 12, flight + 5, 20);
+    memcpy(split + 32, flight, 5);
+    split[32 + 3] = (uint8_t)((body - 20) >> 8);
+    split[32 + 4] = (uint8_t)(body - 20);
+    memcpy(split + 37, flight + 25, body - 20);
+    assert_int_equal(watch_in_steps(split, 37 + body - 20, 3), SL_TLS_WATCH_HRR);
+    /* ... but a ChangeCipherSpec inside the message: no ServerHello to trust. */
+    memcpy(split + 32, "\x14\x03\x03\x00\x01\x01", 6);
+    assert_int_equal(watch_in_steps(split, 38, 1), SL_TLS_WATCH_OTHER);
+
+    first_flights("X25519:P-256", ch, &chn, flight, &fn, CAP);
+    assert_int_equal(watch_in_steps(flight, fn, fn), SL_TLS_WATCH_OTHER);
+    assert_int_equal(watch_in_steps(flight, fn, 1), SL_TLS_WATCH_OTHER);
+    assert_int_equal(watch_in_steps(flight, 30, 30), SL_TLS_WATCH_MORE);
+    assert_int_equal(watch_in_steps((const uint8_t *)"HTTP/1.1 400", 12, 1), SL_TLS_WATCH_OTHER);
+
+    /* The ClientHello over three records: the span covers them all. */
+    body = (size_t)ch[3] << 8 | ch[4];
+    assert_int_equal(body + 5, chn);
+    memcpy(split, ch, 5);
+    split[3] = 0;
+    split[4] = 2;
+    memcpy(split + 5, ch + 5, 2);
+    memcpy(split + 7, ch, 5);
+    split[7 + 3] = 0;
+    split[7 + 4] = 10;
+    memcpy(split + 12, ch + 7, 10);
+    memcpy(split + 22, ch, 5);
+    split[22 + 3] = (uint8_t)((body - 12) >> 8);
+    split[22 + 4] = (uint8_t)(body - 12);
+    memcpy(split + 27, ch + 17, body - 12);
+    assert_int_equal(sl_tls_hello_span(split, 27 + body - 12 + 6, &span), 1);
+    assert_int_equal(span, 27 + body - 12);
+    assert_int_equal(sl_tls_hello_span(split, 26, &span), 0);
+    /* A ChangeCipherSpec between its records. */
+    memcpy(split + 7, "\x14\x03\x03\x00\x01\x01", 6);
+    assert_int_equal(sl_tls_hello_span(split, 13, &span), SL_EINVAL);
+    /* Bytes after it in its last record. */
+    memcpy(split, ch, chn);
+    split[4] = (uint8_t)(split[4] + 4);
+    split[3] = (uint8_t)(split[3] + (split[4] < 4));
+    memcpy(split + chn, "\x01\x00\x00\x00", 4);
+    assert_int_equal(sl_tls_hello_span(split, chn + 4, &span), SL_EINVAL);
+    /* An empty record, a version other than 3.x. */
+    assert_int_equal(sl_tls_hello_span((const uint8_t *)"\x16\x03\x01\x00\x00", 5, &span),
+                     SL_EINVAL);
+    assert_int_equal(sl_tls_hello_span((const uint8_t *)"\x16\x02", 2, &span), SL_EINVAL);
+    sl_free(ch);
+    sl_free(flight);
+    sl_free(split);
+}
+
 int main(void)
 {
     /* Before OpenSSL allocates anything (it refuses afterwards). */
@@ -1384,6 +1550,7 @@ int main(void)
         cmocka_unit_test(rejects_calls_out_of_order_and_bad_arguments),
         cmocka_unit_test(creation_survives_allocation_failures),
         cmocka_unit_test(sniff_classifies_the_first_bytes_of_a_tunnel),
+        cmocka_unit_test(passthrough_records_tell_a_retry_and_a_hello_span),
     };
 
     return cmocka_run_group_tests(tests, pki_setup, pki_teardown);
