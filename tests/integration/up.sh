@@ -412,7 +412,7 @@ check "--proxy-admin-url through up: the control plane pushed to that proxy over
 fx_admin GET /v1/status
 check_match "... which holds the snapshot" "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" '^[0-9]+$'
 check "the summary names the audit log given" grep -qF "(audit log: $FX_WORK/logs/audit.log)" "$UP_OUT"
-probe_status=$(curl -q -sS --max-time 10 -o /dev/null -w '%{http_code}' \
+probe_status=$(curl -q -sS --max-time 10 -o "$FX_WORK/probe.body" -w '%{http_code}' \
   -x "http://127.0.0.1:$PPORT" http://up-audit-probe.test/ 2>/dev/null) || true
 # 407 no-identity (no sandbox has this address; audited as the challenge it is, proxy.md §4.7),
 # or 503 no-policy before the first push (a deny): refused either way, and audited.
@@ -421,6 +421,8 @@ FX_AUDIT=$FX_WORK/logs/audit.log
 if [ "${probe_status:-000}" = 407 ]; then
   check_audit "--audit-log FILE: the proxy writes its decision there (challenge no-identity)" \
     host=up-audit-probe.test decision=challenge reason=no-identity status=407
+  check "... its body names the address and the control plane's route that registers a client" \
+    grep -qF "no-identity: source address 127.0.0.1 is not a registered client, and the request sent no Proxy-Authorization; to be identified, register this address as a client (POST /api/v1/clients" "$FX_WORK/probe.body"
 else
   check_audit "--audit-log FILE: the proxy writes its decision there (error no-policy)" \
     host=up-audit-probe.test decision=error reason=no-policy
