@@ -119,6 +119,7 @@ static int convert(const struct raw *r, struct sl_proxy_config *cfg)
         cfg->listen[i] = r->listen[i];
     }
     cfg->n_listen = r->n_listen;
+    cfg->max_connections_given = r->max_connections != NULL;
     for (size_t i = 0; i < r->n_resolve; i++) {
         if (sl_dns_pin_parse(r->resolve[i], &cfg->pins[i], err, sizeof(err)) < 0) {
             sl_eprintf("%s: %s", cmd, err);

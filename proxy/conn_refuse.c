@@ -5,6 +5,7 @@
  * proxy answers itself (docs/reference/proxy.md §4.5) and the audit line every request ends with
  * (docs/reference/README.md §4.9). A room of proxy/conn_int.h.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -283,6 +284,58 @@ static const char *status_text(int status)
     return text[0] != '\0' ? text : "Error";
 }
 
+/* Writes the address of `sa` (no port) to `out`; "an unknown address" when it has none. */
+static void peer_address(const struct sockaddr_storage *sa, char *out, size_t len)
+{
+    const void *a = NULL;
+
+    if (sa->ss_family == AF_INET) {
+        a = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+    } else if (sa->ss_family == AF_INET6) {
+        a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+    }
+    if (a == NULL || inet_ntop(sa->ss_family, a, out, (socklen_t)len) == NULL) {
+        (void)snprintf(out, len, "%s", "an unknown address");
+    }
+}
+
+/* What a 407 no-identity says after the reason (docs/reference/proxy.md §4.2, §4.5): the source
+ * address the proxy saw and why it names no client (`detail`, when the refusal has none of its
+ * own: "malformed Proxy-Authorization" keeps its), then how a client is made or names itself.
+ * A client comes from the policy file, or else from the control plane that pushes the snapshot:
+ * the hint names the one this proxy has. Nothing of the credential sent is repeated. */
+static int no_identity_text(const struct sl__conn *c, const char *detail, struct sl_buf *b)
+{
+    char addr[INET6_ADDRSTRLEN + 32];
+    const char *where = sl__conn_cfg(c)->policy_file != NULL
+                                ? "add a client with this \"ip\" (or a \"cidr\" holding it) to "
+                                  "the policy file"
+                                : "register this address as a client (POST /api/v1/clients "
+                                  "{\"id\",\"environment\",\"ip\" or \"cidr\"} on the "
+                                  "control plane)";
+
+    peer_address(&c->peer, addr, sizeof(addr));
+    SL_TRY(sl_buf_append_str(b, ": "));
+    if (detail != NULL && detail[0] != '\0') {
+        SL_TRY(sl_buf_printf(b, "%s from source address %s", detail, addr));
+    } else if (c->has_auth) {
+        SL_TRY(sl_buf_printf(b,
+                             "the id and token of the Proxy-Authorization name no client at "
+                             "source address %s",
+                             addr));
+    } else {
+        SL_TRY(sl_buf_printf(b,
+                             "source address %s is not a registered client, and the request "
+                             "sent no Proxy-Authorization",
+                             addr));
+    }
+    return sl_buf_printf(b,
+                         "; to be identified, %s, or send a client's id and token as "
+                         "Proxy-Authorization: Basic base64(ID:TOKEN) (curl --proxy-user "
+                         "ID:TOKEN)",
+                         where);
+}
+
 /* The one-line body of a refusal (docs/reference/proxy.md §4.5): what was refused and why, the
  * detail, and for a policy refusal what would allow it. */
 static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *detail,
@@ -301,7 +354,9 @@ static int refusal_body(struct sl__conn *c, enum sl_reason reason, const char *d
                              c->dec.environment_label != NULL ? c->dec.environment_label
                                                               : c->dec.environment));
     }
-    if (detail != NULL && detail[0] != '\0') {
+    if (reason == SL_REASON_NO_IDENTITY && c->r.status == 407) {
+        SL_TRY(no_identity_text(c, detail, b));
+    } else if (detail != NULL && detail[0] != '\0') {
         SL_TRY(sl_buf_append_str(b, ": "));
         SL_TRY(put_quoted(b, detail, 400, false));
     }

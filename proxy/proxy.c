@@ -66,6 +66,9 @@ void sl_proxy_config_init(struct sl_proxy_config *cfg)
 /* The main thread's state. */
 struct proxy {
     const struct sl_proxy_config *cfg;
+    /* What `cfg` points to: the configuration given, --max-connections fitted to the open
+     * files limit when it was not given (fit_fd_limit()). */
+    struct sl_proxy_config cfg_own;
     uv_loop_t loop;
     struct sl__shared shared;
     struct sl_ca *ca;
@@ -1246,16 +1249,26 @@ static unsigned worker_count(const struct sl_proxy_config *cfg)
     return n > WORKERS_MAX ? WORKERS_MAX : n;
 }
 
+/* Descriptors `n` connections need. */
+static rlim_t fds_needed(unsigned n)
+{
+    return (rlim_t)n * 2u + SL__REFUSING_MAX + FD_SLACK;
+}
+
 /* Each connection takes two descriptors (client and upstream), and each refusal being answered
  * one (SL__REFUSING_MAX at most: the others are closed at once). A soft RLIMIT_NOFILE below that
  * (1024 is a common default) would make accept() fail with EMFILE long before
  * --max-connections answers 503 overloaded: a few hundred idle clients would lock everyone
- * else out. So the soft limit is raised as far as needed, up to the hard limit; when even
- * that is short, the log says so. */
-static void raise_fd_limit(const struct sl_proxy_config *cfg)
+ * else out. So the soft limit is raised as far as needed, up to the hard limit. When even that
+ * is short: without --max-connections, the default is lowered to what the limit holds (so that
+ * the clients beyond get their 503, as designed, and nothing needs saying but an info line: a
+ * hard limit of 20 000 holds 9 808); a --max-connections that was given is kept, and the log
+ * warns that the limit cannot hold it. */
+static void fit_fd_limit(struct sl_proxy_config *cfg)
 {
     struct rlimit rl;
-    rlim_t want = (rlim_t)cfg->max_connections * 2u + SL__REFUSING_MAX + FD_SLACK;
+    rlim_t want = fds_needed(cfg->max_connections);
+    rlim_t holds;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
         return;
@@ -1270,13 +1283,23 @@ static void raise_fd_limit(const struct sl_proxy_config *cfg)
         sl_log(SL_LOG_DEBUG, 0, "msg=\"open files limit raised\" from=%llu to=%llu",
                (unsigned long long)old, (unsigned long long)rl.rlim_cur);
     }
-    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
-        sl_log(SL_LOG_WARN, 0,
-               "msg=\"the open files limit is lower than --max-connections needs; clients "
-               "beyond it fail to connect instead of getting 503 overloaded\" limit=%llu "
-               "needed=%llu",
-               (unsigned long long)rl.rlim_cur, (unsigned long long)want);
+    if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) {
+        return;
     }
+    holds = rl.rlim_cur > fds_needed(0) ? (rl.rlim_cur - fds_needed(0)) / 2u : 0;
+    if (!cfg->max_connections_given && holds > 0) {
+        sl_log(SL_LOG_INFO, 0,
+               "msg=\"no --max-connections given: the default lowered to what the open files "
+               "limit holds (503 overloaded beyond)\" max_connections=%llu limit=%llu",
+               (unsigned long long)holds, (unsigned long long)rl.rlim_cur);
+        cfg->max_connections = (unsigned)holds;
+        return;
+    }
+    sl_log(SL_LOG_WARN, 0,
+           "msg=\"the open files limit is lower than --max-connections needs; clients "
+           "beyond it fail to connect instead of getting 503 overloaded\" limit=%llu "
+           "needed=%llu",
+           (unsigned long long)rl.rlim_cur, (unsigned long long)want);
 }
 
 static void teardown(struct proxy *p)
@@ -1317,10 +1340,12 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
     if (p == NULL) {
         return SL_ENOMEM;
     }
+    p->cfg_own = *cfg;
+    fit_fd_limit(&p->cfg_own);
+    cfg = &p->cfg_own;
     p->cfg = cfg;
     p->shared.cfg = cfg;
     p->started_ns = uv_hrtime();
-    raise_fd_limit(cfg);
     rc = uv_loop_init(&p->loop);
     if (rc < 0) {
         sl_free(p);

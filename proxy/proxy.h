@@ -82,6 +82,9 @@ struct sl_proxy_config {
     /* `--max-connections N` (default 10 000), timeouts in seconds (defaults docs/reference/proxy.md
      * §4.10). */
     unsigned max_connections;
+    /* `--max-connections` was given. When it was not and the hard open-files limit cannot hold
+     * the default, the proxy lowers it to what the limit holds (docs/reference/proxy.md §4.8). */
+    bool max_connections_given;
     /* `--max-connections-per-client N` (default 1 000): client connections one source address
      * may hold at once; beyond it its new ones get 503 client-overloaded. */
     unsigned max_connections_per_client;

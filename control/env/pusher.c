@@ -18,6 +18,9 @@
 
 #define BACKOFF_MIN_MS 100u
 #define BACKOFF_MAX_MS 2000u
+/* The default of sl_pusher_config.start_grace_ms: under `sluice up` the control plane starts
+ * pushing while the proxy it started beside it is still coming up. */
+#define START_GRACE_MS 10000u
 #define BODY_MAX       (64u * 1024u)
 #define READ_BYTES     4096u
 #define PATH_BYTES     108u
@@ -85,6 +88,9 @@ struct target {
     int64_t acked;
     int64_t refused;
     bool unreachable;
+    /* It answered once; its being unreachable was warned about (until it answers again). */
+    bool reached;
+    bool warned;
     bool backing_off;
     uint64_t backoff_ms;
     char last_error[200];
@@ -102,6 +108,8 @@ struct sl_pusher {
     struct doc *current;
     struct sl_http_tls *tls;
     uv_timer_t poll;
+    /* uv_now() when it was created. */
+    uint64_t started_ms;
     bool closing;
     int pending_closes;
     void (*closed)(void *arg);
@@ -207,9 +215,16 @@ static void record(struct target *t, bool ok)
     struct sl_pusher *p = t->p;
 
     if (!ok) {
-        if (!t->unreachable) {
+        if (!t->warned
+            && (t->reached || uv_now(p->loop) - p->started_ms >= p->cfg.start_grace_ms)) {
             sl_log(SL_LOG_WARN, 0,
                    "msg=\"proxy admin %s unreachable; retrying\" target=%s "
+                   "err=\"%s\"",
+                   t->is_url ? "URL" : "socket", t->path, t->last_error);
+            t->warned = true;
+        } else if (!t->unreachable) {
+            sl_log(SL_LOG_DEBUG, 0,
+                   "msg=\"proxy admin %s not reachable yet (starting?); retrying\" target=%s "
                    "err=\"%s\"",
                    t->is_url ? "URL" : "socket", t->path, t->last_error);
         }
@@ -219,11 +234,13 @@ static void record(struct target *t, bool ok)
         }
         return;
     }
-    if (t->unreachable) {
+    if (t->warned) {
         sl_log(SL_LOG_INFO, 0, "msg=\"proxy admin %s reachable again\" target=%s",
                t->is_url ? "URL" : "socket", t->path);
     }
     t->unreachable = false;
+    t->reached = true;
+    t->warned = false;
     t->backoff_ms = 0;
     /* A refusal of the current snapshot stays on record until a newer one is delivered. */
     if (p->current == NULL || t->refused != p->current->version) {
@@ -738,6 +755,8 @@ int sl_pusher_create(uv_loop_t *loop, const struct sl_pusher_config *cfg, struct
         return SL_ENOMEM;
     }
     p->loop = loop;
+    uv_update_time(loop);
+    p->started_ms = uv_now(loop);
     p->cfg = *cfg;
     p->cfg.sockets = NULL;
     p->cfg.urls = NULL;
@@ -747,6 +766,9 @@ int sl_pusher_create(uv_loop_t *loop, const struct sl_pusher_config *cfg, struct
     }
     if (p->cfg.request_timeout_ms == 0) {
         p->cfg.request_timeout_ms = 5000;
+    }
+    if (p->cfg.start_grace_ms == 0) {
+        p->cfg.start_grace_ms = START_GRACE_MS;
     }
     p->n = n;
     SL_BUG_ON(uv_timer_init(loop, &p->poll) != 0);

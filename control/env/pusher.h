@@ -65,6 +65,11 @@ struct sl_pusher_config {
     /* The client TLS context for the URLs (borrowed: it must outlive the pusher); required
      * when there are URLs. */
     struct sl_http_tls *tls;
+    /* A target that never answered is warned about (`proxy admin ... unreachable; retrying`)
+     * only this long after create: a proxy started beside the control plane may still be
+     * coming up. One that answered once is warned about at its first failure. 0 means
+     * 10 000 ms. */
+    uint64_t start_grace_ms;
 };
 
 /* What one proxy has, as far as the pusher knows. */

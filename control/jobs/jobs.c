@@ -623,8 +623,9 @@ static void route_jobs(const struct sl_jobs_http *rq, const char *tail, int *sta
 /* Parses a POST/PUT body into `s` (owned strings). Answers 4xx itself. `pinned`: for an admin's
  * PUT of someone else's schedule, the id of the environment it is pinned to (NULL else): that
  * id is kept as it is, unlooked-up, since the owner's private environment is not the admin's
- * to see. */
-static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
+ * to see. `cur_repos`: for a PUT, the repositories the schedule has now (stored normal form);
+ * NULL for a POST. */
+static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned, const char *cur_repos,
                            struct sl_store_schedule *s, int *status, json_t **doc)
 {
     static const char *const extra[] = { "name", "cron", "enabled" };
@@ -676,12 +677,6 @@ static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
     } else if (!find_batch_env(rq, &b, env_id, status, doc)) {
         goto out;
     }
-    /* Its jobs run as the owner's account can act (a schedule has no token), so an admin's
-     * token that does not act as an admin (scope write) would make a schedule that runs where
-     * the token itself may not: saving it needs what POST /jobs needs from that token. */
-    if (rq->account_admin && !rq->user->is_admin && !may_use_all(rq, b.repos, status, doc)) {
-        goto out;
-    }
     /* Stored in a normal form: {"repo_id","ref"} with ref null when absent. */
     repos = json_array();
     json_array_foreach(b.repos, i, item)
@@ -692,15 +687,32 @@ static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned,
                                                      json_object_get(item, "repo_id"), "ref",
                                                      json_is_string(ref) ? ref : json_null()));
     }
+    s->repos_json = json_dumps(repos, JSON_COMPACT);
+    if (s->repos_json == NULL) {
+        internal(SL_ENOMEM, "parsing a schedule", status, doc);
+        goto out;
+    }
+    /* The repositories it is saved with need what POST /jobs needs from the caller (a
+     * repository not registered, or one the caller cannot see, is the same 404 naming it), so
+     * that a schedule whose every run would fail is refused when it is saved, as a job is. A PUT
+     * that keeps them is not checked again (an admin may still pause or rename a schedule whose
+     * repository went away); its jobs check them when they run. And its jobs run as the
+     * owner's account can act (a schedule has no token), so an admin's token that does not act
+     * as an admin (scope write) would make a schedule that runs where the token itself may not:
+     * saving it needs what POST /jobs needs from that token, whatever changed. */
+    if ((cur_repos == NULL || strcmp(cur_repos, s->repos_json) != 0
+         || (rq->account_admin && !rq->user->is_admin))
+        && !may_use_all(rq, b.repos, status, doc)) {
+        goto out;
+    }
     s->name = sl_strdup(json_string_value(name));
     s->cron = sl_strdup(json_string_value(expr));
-    s->repos_json = json_dumps(repos, JSON_COMPACT);
     s->command = sl_strdup(b.command);
     s->env_key = env_id[0] != '\0' ? sl_strdup(env_id) : NULL;
     s->timeout_ms = b.timeout_ms;
     s->enabled = enabled == NULL || json_is_true(enabled);
     s->next_run = s->enabled ? sl_cron_next(&cron, (int64_t)time(NULL)) : -1;
-    if (s->name == NULL || s->cron == NULL || s->repos_json == NULL || s->command == NULL
+    if (s->name == NULL || s->cron == NULL || s->command == NULL
         || (env_id[0] != '\0' && s->env_key == NULL)) {
         internal(SL_ENOMEM, "parsing a schedule", status, doc);
         goto out;
@@ -718,7 +730,7 @@ static void schedules_create(const struct sl_jobs_http *rq, int *status, json_t 
     int rc;
 
     memset(&s, 0, sizeof(s));
-    if (parse_schedule(rq, NULL, &s, status, doc)) {
+    if (parse_schedule(rq, NULL, NULL, &s, status, doc)) {
         (void)snprintf(s.owner_id, sizeof(s.owner_id), "%s", rq->user->id);
         rc = sl_store_schedule_insert(rq->store, &s);
         if (rc < 0) {
@@ -802,7 +814,8 @@ static void schedule_one(const struct sl_jobs_http *rq, const char *id, int *sta
             *status = 204;
             *doc = NULL;
         }
-    } else if (!parse_schedule(rq, owner ? NULL : cur.env_key, &next, status, doc)) {
+    } else if (!parse_schedule(rq, owner ? NULL : cur.env_key, cur.repos_json, &next, status,
+                               doc)) {
         /* Answered. */
     } else if (!owner && !same_run(&cur, &next)) {
         /* Its jobs run as the owner, with the owner's environments and their secrets: an admin

@@ -728,8 +728,50 @@ def test_schedule_owner():
                 who="root-write"), 404, "repository not found")
     expect("4s. root's admin token makes the hidden one: 201",
            call("POST", "/api/v1/schedules", hidden, who="root"), 201)
-    expect("4s. alice's schedules are checked when they run, as before: 201",
-           call("POST", "/api/v1/schedules", hidden, who="alice"), 201)
+    # Saved, any schedule needs what POST /api/v1/jobs needs from the caller, the same first
+    # refusal naming the repository: a schedule whose every run would fail is refused, as a job.
+    d = expect("4s. alice: a schedule in a repository she cannot see: 404, as a job",
+               call("POST", "/api/v1/schedules", hidden, who="alice"), 404,
+               "repository not found")
+    check("4s. ... naming it", d.get("repo") == "acme/hidden", d)
+    nope = dict(hidden, repos=[{"repo_id": "acme/site"}, {"repo_id": "acme/nope"}])
+    d = expect("4s. alice: a schedule in an unregistered repository: 404, as a job",
+               call("POST", "/api/v1/schedules", nope, who="alice"), 404,
+               "repository not found")
+    check("4s. ... naming it (the first refused)", d.get("repo") == "acme/nope", d)
+    d = expect("4s. ... for an admin too (its token sees every registered one): 404",
+               call("POST", "/api/v1/schedules", nope, who="root"), 404, "repository not found")
+    check("4s. ... naming it", d.get("repo") == "acme/nope", d)
+    expect("4s. bob, a reader: 403, as a job",
+           call("POST", "/api/v1/schedules", dict(hidden, repos=[{"repo_id": "acme/site"}]),
+                who="bob"), 403, "write access required")
+    ok = expect("4s. alice, a writer of acme/site: 201",
+                call("POST", "/api/v1/schedules", dict(hidden, repos=[{"repo_id": "acme/site"}]),
+                     who="alice"), 201)
+    one = "/api/v1/schedules/" + ok.get("id", "")
+    d = expect("4s. ... a PUT that adds an unregistered repository: 404 naming it",
+               call("PUT", one, nope, who="alice"), 404, "repository not found")
+    check("4s. ... naming it", d.get("repo") == "acme/nope", d)
+    got = call("GET", one, who="alice")[1]
+    check("4s. ... nothing changed", got.get("repos") == [{"repo_id": "acme/site", "ref": None}],
+          got)
+    gone = dict(hidden, repos=[{"repo_id": "acme/gone"}])
+    expect("4s. acme/gone, where alice writes",
+           call("PUT", "/api/v1/repos/acme/gone", {}, who="root"), 201)
+    expect("4s. ...", call("PUT", "/api/v1/repos/acme/gone/members/alice", {"role": "write"},
+                           who="root"), 201)
+    g = expect("4s. ... alice's schedule there: 201",
+               call("POST", "/api/v1/schedules", gone, who="alice"), 201)
+    expect("4s. ... the repository is deleted",
+           call("DELETE", "/api/v1/repos/acme/gone", who="root"), 204)
+    expect("4s. ... a PUT that keeps its repositories still pauses it (they are checked as "
+           "they run): 200", call("PUT", "/api/v1/schedules/" + g.get("id", ""),
+                                  dict(gone, enabled=False), who="alice"), 200)
+    expect("4s. ... and one of the admin's: 200",
+           call("PUT", "/api/v1/schedules/" + g.get("id", ""),
+                dict(gone, name="paused", enabled=False), who="root"), 200)
+    for sid in (ok.get("id", ""), g.get("id", "")):
+        expect("4s. ... deleted", call("DELETE", "/api/v1/schedules/" + sid, who="alice"), 204)
     expect("4s. alice deletes her environment", call("DELETE", E + "/" + penv["id"], who="alice"),
            204)
 

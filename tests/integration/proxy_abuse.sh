@@ -8,7 +8,8 @@
 # response; half-closed clients; clients and an upstream that reset mid-response; an upstream that
 # accepts and never answers (504); --max-connections under a flood of connections (503 overloaded,
 # and the slots come back when the header timeout cuts the idle holders); a soft open-files limit
-# far below --max-connections; a TLS 1.3 client flooding KeyUpdate requests without reading the
+# far below --max-connections; a hard one below what the default --max-connections needs (the
+# default is lowered to what it holds, without a warning; a given one is warned); a TLS 1.3 client flooding KeyUpdate requests without reading the
 # answers. RSS figures are printed as numbers with their bound. Short timeouts
 # by flag keep the whole script under two minutes; the load comes from tests/support/abuse_load.py,
 # every loop of which is bounded in count and time.
@@ -436,6 +437,38 @@ out=$("${KU[@]}" --count 2000 --then-request 2>&1 || true)
 check_eq "2 000 KeyUpdates, then a request in the same tunnel: served" "$out" \
   "sent=2000 blocked=no status=200"
 check "SIGTERM stops that proxy with exit 0" fx_proxy_stop
+
+# --- (11) a hard open-files limit below what the default --max-connections needs ------------
+# Without --max-connections the default 10 000 is lowered to what the hard limit holds, (1 000 -
+# 128 - 256) / 2 = 308 here, and an info line says so: no warning on a normal start (a hard
+# limit of 20 000 holds 9 808), and the clients beyond get 503 overloaded rather than an accept()
+# that fails with EMFILE. A --max-connections that was given is kept, with the warning.
+limited=$FX_WORK/sluice-nofile-1000
+printf '#!/usr/bin/env bash\nulimit -n 1000 && exec %q "$@"\n' "$SLUICE_BIN" >"$limited"
+chmod +x "$limited"
+SLUICE_BIN=$limited fx_proxy_start "${common[@]}" --workers 2 --header-timeout 10 ||
+  fx_bail "sluice proxy starts under a hard open-files limit of 1 000"
+check "hard open-files limit 1 000, no --max-connections: no warning" \
+  bash -c "! grep -n ' warn ' '$FX_PROXY_LOG'"
+check "... the info line: the default lowered to the 308 connections the limit holds" \
+  grep -qF 'info conn=0 msg="no --max-connections given: the default lowered to what the open files limit holds (503 overloaded beyond)" max_connections=308 limit=1000' \
+  "$FX_PROXY_LOG"
+out=$(load slow --plain 400 --silent --connect "$AT" --duration 4)
+fx_note "hard limit 1 000: 400 silent clients: $out"
+plain=$(field "$out" plain)
+n_open=$(sed -n 's/.*open:\([0-9]*\).*/\1/p' <<<"$plain")
+n503=$(sed -n 's/.*status-503:\([0-9]*\).*/\1/p' <<<"$plain")
+neof=$(sed -n 's/.*eof:\([0-9]*\).*/\1/p' <<<"$plain")
+check_eq "... of 400 silent clients 308 are held, the other 92 refused (503 overloaded or closed at once)" \
+  "${n_open:-0} $((${n503:-0} + ${neof:-0}))" "308 92"
+check "... and no accept() failed" bash -c "! grep -q 'accept failed' '$FX_PROXY_LOG'"
+check "SIGTERM stops the proxy under the hard limit with exit 0" fx_proxy_stop
+SLUICE_BIN=$limited fx_proxy_start "${common[@]}" --workers 2 --max-connections 10000 ||
+  fx_bail "sluice proxy starts with --max-connections 10000 under a hard limit of 1 000"
+check "... --max-connections 10000 given: kept, and the warning says the limit cannot hold it" \
+  grep -q 'warn conn=0 msg="the open files limit is lower than --max-connections needs; clients beyond it fail to connect instead of getting 503 overloaded" limit=1000 needed=20384' \
+  "$FX_PROXY_LOG"
+check "SIGTERM stops it with exit 0" fx_proxy_stop
 
 fx_note "proxy_abuse took $(($(date +%s) - t_start)) s"
 fx_done

@@ -227,6 +227,19 @@ fx_curl --proxy-user "tok:wrong-$tok" "https://a.sluice.test:$FX_TLS_PORT/hello"
 check_status "identity: a wrong token -> 407" 407 no-identity
 fx_curl --proxy-user "nobody:$tok" "https://a.sluice.test:$FX_TLS_PORT/hello"
 check_status "identity: an unknown id -> 407" 407 no-identity
+# The 407's body says what would identify the client (proxy.md §4.5 "Hints"): the source address
+# the proxy saw, and how a client is made (this proxy reads a policy file) or names itself;
+# never the credential that was sent.
+id_hint='to be identified, add a client with this "ip" (or a "cidr" holding it) to the policy file, or send a client'"'"'s id and token as Proxy-Authorization: Basic base64(ID:TOKEN) (curl --proxy-user ID:TOKEN)'
+fx_curl "http://a.sluice.test:$FX_PY_HTTP_PORT/hello"
+check_eq "identity: the 407 body names the source address and how to be identified" \
+  "$(cat "$FX_BODY")" "sluice: GET http://a.sluice.test:$FX_PY_HTTP_PORT/hello denied: no-identity: source address 127.0.0.1 is not a registered client, and the request sent no Proxy-Authorization; $id_hint"
+fx_curl --proxy-user "nobody:wrong-$tok" "http://a.sluice.test:$FX_PY_HTTP_PORT/hello"
+check_eq "identity: ... for a wrong credential, that it names no client there (not the token)" \
+  "$(cat "$FX_BODY")" "sluice: GET http://a.sluice.test:$FX_PY_HTTP_PORT/hello denied: no-identity: the id and token of the Proxy-Authorization name no client at source address 127.0.0.1; $id_hint"
+check_eq "identity: ... the status line, the reason and Proxy-Authenticate as before" \
+  "$(grep '^HTTP/1.1 407' "$FX_HDRS" | tr -d '\r') $(fx_reason) $(fx_header Proxy-Authenticate)" \
+  'HTTP/1.1 407 Proxy Authentication Required (sluice: no-identity) no-identity Basic realm="sluice"'
 fx_curl --proxy-user "tok:$tok" "https://a.sluice.test:$FX_TLS_PORT/hello"
 check_status "identity: the right token -> 200" 200 -
 check_eq "identity: ... with the origin's body" "$(cat "$FX_BODY")" "hello from nginx"

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/schedules.sh - docs/reference/api.md §5.5 scheduled jobs (docs/jobs.md): /api/v1/schedules
 # CRUD (owner or admin; others 403), validation errors naming the field (cron errors name the
-# cron field that is wrong), next_run_at/last_run_at in UTC, the cron in words (cron_text) and the
+# cron field that is wrong), a repository that is not registered refused as a job refuses it, next_run_at/last_run_at in UTC, the cron in words (cron_text) and the
 # next 5 runs (next_runs, [] when disabled or never); GET /api/v1/schedules/preview?cron= gives
 # the same words and runs from now, or the 422 a POST would give; on the real clock, an every-minute
 # schedule fires at the next minute (a bounded wait of at most ~70 s) and its runs are ordinary
@@ -44,6 +44,11 @@ check_eq "no name, a bad repo, an empty command, enabled not a boolean → 422 n
   "$SBX_STATUS $(field_of)" "422 repos[0].repo_id,command,name,enabled"
 sched_post "{$base,\"cron\":\"* * * * *\",\"environment\":\"nope\"}"
 check_api "an environment the caller cannot see → 404" 404 'd["message"]' "no environment 'nope'"
+sched_post '{"name":"n","cron":"* * * * *","repos":[{"repo_id":"acme/widget"},{"repo_id":"acme/unregistered"}],"command":"echo hi"}'
+check_api "a repository that is not registered → 404 naming it, as POST /api/v1/jobs" 404 \
+  '[d["message"], d["repo"]]' '["repository not found", "acme/unregistered"]'
+sbx_api GET /api/v1/schedules >/dev/null
+check_api "... and nothing was saved" 200 'len(d["schedules"])' 0
 
 # --- CRUD ----------------------------------------------------------------------------------------------
 sched_post "{$base,\"cron\":\"30 2 * * MON-FRI\",\"environment\":\"sbx-off\",\"timeoutMs\":60000}"

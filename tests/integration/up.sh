@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # tests/integration/up.sh - docs/reference/cli.md §1.2, docs/reference/data.md §2, docs/reference/containers.md §5.4 (docs/up.md): on a fresh data
-# directory up creates the CA, the encryption key (with a warning), the database and the admin
+# directory up creates the CA, the encryption key (with a warning, the only one a normal start
+# prints: none about the proxy admin socket while the proxy comes up, none about the open-files
+# limit; a second start prints none at all), the database and the admin
 # (token printed once, kept 0600 in admin.token), starts control and proxy, and the example it
 # prints runs verbatim: a sandbox's `curl https://example.com/` reaches a local origin (mapped
 # with proxy flags after `--`). Killing the proxy child: it is restarted after its back-off,
@@ -278,6 +280,16 @@ if [ "$FX_LAST" != 0 ] || ! grep -q '"exitCode":0' "$FX_WORK/example.out"; then
   fx__dump "$FX_WORK/example.out" "$FX_WORK/example.err"
 fi
 
+# A normal start warns of nothing but what the operator must act on: here the encryption key up
+# wrote. Not that the proxy admin socket is unreachable while the proxy up started beside the
+# control plane is still coming up, nor that the open-files limit (20 000 hard, say) is short of
+# what the default --max-connections needs (it is lowered to what the limit holds).
+# warnings FILE : the lines of FILE that warn (up's `warning:` and the children's `warn` level).
+warnings() { grep -E '(^| )warn |warning' "$1" || true; }
+check_eq "a normal start warns only of the encryption key it wrote" \
+  "$(warnings "$UP_ERR" | grep -vc 'warning: SLUICE_ENCRYPTION_KEY is unset')" 0
+if [ "$FX_LAST" != 0 ]; then warnings "$UP_ERR" | sed 's/^/# /'; fi
+
 # --- killing the proxy child ---------------------------------------------------------------------
 api POST /repos/demo/hello/sandboxes '{"ref":"main","environment":"example"}'
 check_eq "a second sandbox for the restart checks: 201" "$STATUS" 201
@@ -314,6 +326,8 @@ new_proxy() {
   [ -n "$p" ] && [ "$p" != "$PROXY_PID" ] && fx_port_open "$GPORT" "$GW"
 }
 check "the proxy is restarted (new pid, on the gateway again) within 30 s" fx_wait 30 new_proxy
+check "the control plane warned that the proxy admin socket was unreachable (a real outage)" \
+  grep -q 'warn conn=0 msg="proxy admin socket unreachable; retrying"' "$UP_ERR"
 after_ok() {
   [[ $(exec_curl "$SB" "up-after-$(fx_random_hex 4)") == *rc=0* ]]
 }
@@ -382,6 +396,9 @@ fi
 up_stop
 check_eq "SIGTERM again: exit 0" "$UP_EXIT" 0
 check "... the table is removed" no_table
+check_eq "a second, normal start printed no warning at all, from its start to its stop" \
+  "$(warnings "$UP_ERR" | wc -l)" 0
+if [ "$FX_LAST" != 0 ]; then warnings "$UP_ERR" | sed 's/^/# /'; fi
 
 # --- no Docker daemon (and the audit log elsewhere) ---------------------------------------------------
 # --audit-log as a relative path: up makes it absolute and gives it to both children.
@@ -412,7 +429,7 @@ check "--proxy-admin-url through up: the control plane pushed to that proxy over
 fx_admin GET /v1/status
 check_match "... which holds the snapshot" "$(fx_json "$FX_ADMIN_BODY" 'd["version"]')" '^[0-9]+$'
 check "the summary names the audit log given" grep -qF "(audit log: $FX_WORK/logs/audit.log)" "$UP_OUT"
-probe_status=$(curl -q -sS --max-time 10 -o /dev/null -w '%{http_code}' \
+probe_status=$(curl -q -sS --max-time 10 -o "$FX_WORK/probe.body" -w '%{http_code}' \
   -x "http://127.0.0.1:$PPORT" http://up-audit-probe.test/ 2>/dev/null) || true
 # 407 no-identity (no sandbox has this address; audited as the challenge it is, proxy.md §4.7),
 # or 503 no-policy before the first push (a deny): refused either way, and audited.
@@ -421,6 +438,8 @@ FX_AUDIT=$FX_WORK/logs/audit.log
 if [ "${probe_status:-000}" = 407 ]; then
   check_audit "--audit-log FILE: the proxy writes its decision there (challenge no-identity)" \
     host=up-audit-probe.test decision=challenge reason=no-identity status=407
+  check "... its body names the address and the control plane's route that registers a client" \
+    grep -qF "no-identity: source address 127.0.0.1 is not a registered client, and the request sent no Proxy-Authorization; to be identified, register this address as a client (POST /api/v1/clients" "$FX_WORK/probe.body"
 else
   check_audit "--audit-log FILE: the proxy writes its decision there (error no-policy)" \
     host=up-audit-probe.test decision=error reason=no-policy

@@ -7,8 +7,10 @@
  * proxy certificate that is revoked or names another host gets nothing (its status says why), a
  * proxy that revoked the control plane's certificate refuses it, a URL with a host name. The
  * "proxy" is an http/server on the same loop: on a unix socket in a temporary directory, or on a
- * TLS listener of 127.0.0.1 with certificates of a PKI made there (certs/pki.h).
+ * TLS listener of 127.0.0.1 with certificates of a PKI made there (certs/pki.h). The log warns
+ * of a proxy that went away, or never answered within the start grace, not of one still starting.
  */
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -116,6 +118,8 @@ struct mode {
 };
 
 static struct mode by_socket = { .tls = false };
+/* The pushers' start_grace_ms (0: the default). */
+static uint64_t start_grace_ms;
 static struct mode by_url = { .tls = true, .proxy_ip = "127.0.0.1", .url_host = "127.0.0.1" };
 
 struct world {
@@ -212,11 +216,12 @@ static void setup_world_mode(struct world *w, const struct mode *m)
 {
     const char *sockets[1];
     const char *urls[1];
-    struct sl_pusher_config cfg = { sockets, 1, 100, 1000, on_acked, NULL, NULL, 0, NULL };
+    struct sl_pusher_config cfg = { sockets, 1, 100, 1000, on_acked, NULL, NULL, 0, NULL, 0 };
     char err[256];
 
     memset(w, 0, sizeof(*w));
     cfg.acked_arg = w;
+    cfg.start_grace_ms = start_grace_ms;
     assert_int_equal(uv_loop_init(&w->loop), 0);
     (void)snprintf(w->dir, sizeof(w->dir), "/tmp/sluice-push-XXXXXX");
     assert_non_null(mkdtemp(w->dir));
@@ -326,6 +331,87 @@ static void retries_a_proxy_that_was_down(void **state)
     sl_pusher_target(w.p, 0, &st);
     assert_false(st.unreachable);
     teardown_world(&w);
+}
+
+/* Standard error (the log) goes to a file while captured. */
+struct capture {
+    char path[96];
+    int saved;
+};
+
+static void capture_start(struct capture *c, const struct world *w)
+{
+    int fd;
+
+    (void)snprintf(c->path, sizeof(c->path), "%s/stderr.log", w->dir);
+    fd = open(c->path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    c->saved = dup(STDERR_FILENO);
+    assert_true(c->saved >= 0);
+    assert_int_equal(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+    (void)close(fd);
+}
+
+/* Lines of the capture so far that hold `what`. */
+static int captured(const struct capture *c, const char *what)
+{
+    char line[1024];
+    int n = 0;
+    FILE *f = fopen(c->path, "r");
+
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL) {
+        n += strstr(line, what) != NULL;
+    }
+    (void)fclose(f);
+    return n;
+}
+
+static void capture_stop(struct capture *c)
+{
+    assert_int_equal(dup2(c->saved, STDERR_FILENO), STDERR_FILENO);
+    (void)close(c->saved);
+    (void)unlink(c->path);
+}
+
+#define UNREACHABLE_WARNING " warn conn=0 msg=\"proxy admin "
+
+/* A proxy started beside the control plane that comes up within the start grace is not warned
+ * about; one that was reachable and goes away is, at once; and so is one that never answers,
+ * once the grace is over. */
+static void warns_of_an_outage_not_of_a_start(void **state)
+{
+    struct capture cap;
+    struct world w;
+
+    start_grace_ms = 1000;
+    setup_world_mode(&w, *state);
+    capture_start(&cap, &w);
+    assert_int_equal(sl_pusher_push(w.p, 3, "{\"version\":3}", 13), 0);
+    run_for(&w, 300);
+    fake_start(&w.fake);
+    run_for(&w, 2500);
+    assert_int_equal(w.fake.version, 3);
+    assert_int_equal(captured(&cap, UNREACHABLE_WARNING), 0);
+    /* It goes away: warned at once (the status poll notices within 100 ms). */
+    fake_stop(&w.fake);
+    run_for(&w, 300);
+    assert_int_equal(captured(&cap, UNREACHABLE_WARNING), 1);
+    assert_int_equal(captured(&cap, "unreachable; retrying"), 1);
+    capture_stop(&cap);
+    teardown_world(&w);
+
+    /* One that never answers: nothing within the grace, the warning after it. */
+    setup_world_mode(&w, *state);
+    capture_start(&cap, &w);
+    assert_int_equal(sl_pusher_push(w.p, 1, "{\"version\":1}", 13), 0);
+    run_for(&w, 600);
+    assert_int_equal(captured(&cap, UNREACHABLE_WARNING), 0);
+    run_for(&w, 1200);
+    assert_int_equal(captured(&cap, "unreachable; retrying"), 1);
+    capture_stop(&cap);
+    teardown_world(&w);
+    start_grace_ms = 0;
 }
 
 static void redelivers_to_a_restarted_proxy_within_a_second(void **state)
@@ -517,12 +603,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_prestate(delivers_the_newest_snapshot, (void *)&by_socket),
         cmocka_unit_test_prestate(retries_a_proxy_that_was_down, (void *)&by_socket),
+        cmocka_unit_test_prestate(warns_of_an_outage_not_of_a_start, (void *)&by_socket),
         cmocka_unit_test_prestate(redelivers_to_a_restarted_proxy_within_a_second,
                                   (void *)&by_socket),
         cmocka_unit_test_prestate(does_not_retry_a_refused_snapshot, (void *)&by_socket),
         cmocka_unit_test_prestate(closes_with_a_request_in_flight, (void *)&by_socket),
         cmocka_unit_test_prestate(delivers_the_newest_snapshot, (void *)&by_url),
         cmocka_unit_test_prestate(retries_a_proxy_that_was_down, (void *)&by_url),
+        cmocka_unit_test_prestate(warns_of_an_outage_not_of_a_start, (void *)&by_url),
         cmocka_unit_test_prestate(redelivers_to_a_restarted_proxy_within_a_second, (void *)&by_url),
         cmocka_unit_test_prestate(does_not_retry_a_refused_snapshot, (void *)&by_url),
         cmocka_unit_test_prestate(closes_with_a_request_in_flight, (void *)&by_url),
