@@ -378,6 +378,21 @@ static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
     return 0;
 }
 
+/* Connections each worker accepted: how new connections spread over them (§4.8). */
+static int metrics_workers(struct proxy *p, struct sl_buf *b)
+{
+    SL_TRY(sl_buf_append_str(b, "# HELP sluice_worker_connections_total Client connections "
+                                "accepted, by worker (docs/reference/proxy.md 4.8).\n"
+                                "# TYPE sluice_worker_connections_total counter\n"));
+    for (unsigned i = 0; i < p->n_started; i++) {
+        SL_TRY(sl_buf_printf(
+                b, "sluice_worker_connections_total{worker=\"%u\"} %llu\n", i,
+                (unsigned long long)atomic_load_explicit(
+                        &p->workers[i].counters.connections_accepted, memory_order_relaxed)));
+    }
+    return 0;
+}
+
 /* The audit log's alarm: healthy or not, failed writes, what waits for the disk. */
 static int metrics_audit(struct proxy *p, struct sl_buf *b)
 {
@@ -496,6 +511,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)(p->shared.audit != NULL ? sl_audit_dropped(p->shared.audit) : 0),
             p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
     SL_TRY(metrics_timeouts(p, b));
+    SL_TRY(metrics_workers(p, b));
     SL_TRY(metrics_audit(p, b));
     SL_TRY(metrics_dns(p, b));
     return metrics_latency(p, b);
@@ -1375,7 +1391,13 @@ int sl_proxy_run(const struct sl_proxy_config *cfg)
         rc = load_policy_file(p, true);
     }
     if (rc == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+
         p->n_workers = worker_count(cfg);
+        /* By CPU only when every worker has a CPU of its own to take connections from: with
+         * more workers than CPUs, the surplus would never get one. */
+        p->shared.steer_workers =
+                p->n_workers > 1 && cores >= (long)p->n_workers ? p->n_workers : 0;
         p->workers = sl_calloc(p->n_workers, sizeof(*p->workers));
         rc = p->workers == NULL ? SL_ENOMEM : 0;
     }

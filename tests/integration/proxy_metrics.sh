@@ -4,7 +4,9 @@
 # (docs/reference/proxy.md §4.9) after known traffic: the Prometheus text parses; requests by decision and
 # reason, connections, handshakes and certificate cache misses count what happened; the request
 # latency histogram counts every audited request except the CONNECTs that open a tunnel, with
-# cumulative buckets; no credential value appears.
+# cumulative buckets; no credential value appears. Then connections by worker (§4.8 --workers):
+# with 2 workers, curls pinned to CPU 0 all reach worker 0 and those pinned to CPU 1 worker 1;
+# with more workers than CPUs the kernel's spread by address stays.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -160,4 +162,52 @@ check "sum > 0" gt0 sluice_request_duration_seconds_sum
 check "the credential appears nowhere in /metrics" fx_absent "$secret_token" "$FX_ADMIN_BODY"
 
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
+
+# --- connections by worker (§4.8 --workers) ------------------------------------------------------------
+# worker_counts : each worker's sluice_worker_connections_total in a fresh scrape, space-separated,
+# in worker order.
+worker_counts() {
+  scrape || return 1
+  awk '$1 ~ /^sluice_worker_connections_total\{worker="[0-9]+"\}$/ { print $2 }' \
+    "$FX_ADMIN_BODY.parsed" | paste -sd ' '
+}
+# worker_spread N CPU : N fresh curls run on CPU (taskset); prints what each worker accepted of
+# them (fx_proxy_start's own probe of the port came before, and is not counted).
+worker_spread() {
+  local i before after
+  before=$(worker_counts) || return 1
+  for ((i = 1; i <= $1; i++)); do
+    FX_CURL_IN="taskset -c $2" fx_curl "https://a.sluice.test:$FX_TLS_PORT/hello"
+    [ "$FX_CODE" = 200 ] || echo "# curl $i on CPU $2: $FX_CODE $(fx_reason)"
+  done
+  after=$(worker_counts) || return 1
+  paste <(tr ' ' '\n' <<<"$before") <(tr ' ' '\n' <<<"$after") | awk '{ print $2 - $1 }' |
+    paste -sd ' '
+}
+cpus=$(nproc)
+if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
+  # As many workers as CPUs, at most 2 here: a connection goes to the worker whose number is
+  # the CPU its SYN was handled on, on loopback the CPU the connecting curl ran on.
+  fx_proxy_start --workers 2 --policy "$policy" --upstream-ca "$FX_TEST_CA" \
+    --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" || fx_bail "a proxy with 2 workers starts"
+  check_eq "2 workers: 6 connections from CPU 0 all go to worker 0" "$(worker_spread 6 0)" "6 0"
+  check_eq "... then 6 from CPU 1 all to worker 1" "$(worker_spread 6 1)" "0 6"
+  check "... and no line says the steering was refused" \
+    fx_absent "spread over the workers by address" "$FX_PROXY_LOG"
+  check "SIGTERM stops the 2-worker proxy" fx_proxy_stop
+  # More workers than CPUs: steering by CPU would leave the surplus without connections, so
+  # the kernel's spread by address stays.
+  fx_proxy_start --workers "$((cpus + 1))" --policy "$policy" --upstream-ca "$FX_TEST_CA" \
+    --allow-upstream 127.0.0.0/8 "${FX_RESOLVE[@]}" \
+    || fx_bail "a proxy with more workers than CPUs starts"
+  spread=$(worker_spread 30 0)
+  used=$(awk '{ for (i = 1; i <= NF; i++) if ($i > 0) n++ } END { print n + 0 }' <<<"$spread")
+  check "$((cpus + 1)) workers on $cpus CPUs: 30 connections from CPU 0 reach more than one ($spread)" \
+    test "$used" -ge 2
+  check_eq "... and add up to 30" "$(awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }' \
+    <<<"$spread")" 30
+  check "SIGTERM stops that proxy" fx_proxy_stop
+else
+  ok "connections by worker # skip: $cpus CPU(s) or no taskset"
+fi
 fx_done
