@@ -33,6 +33,7 @@
 #include "proxy/dnsd.h"
 #include "proxy/proxy_int.h"
 #include "proxy/tls.h"
+#include "proxy/upstream.h"
 #include "proxy/worker.h"
 
 #define ERR_BYTES         512
@@ -1265,25 +1266,28 @@ static unsigned worker_count(const struct sl_proxy_config *cfg)
     return n > WORKERS_MAX ? WORKERS_MAX : n;
 }
 
-/* Descriptors `n` connections need. */
-static rlim_t fds_needed(unsigned n)
+/* Descriptors `n` connections need with `workers` workers: two each, the refusals being
+ * answered, each worker's idle upstream pool (whose connections no client holds) and slack. */
+static rlim_t fds_needed(unsigned n, unsigned workers)
 {
-    return (rlim_t)n * 2u + SL__REFUSING_MAX + FD_SLACK;
+    return (rlim_t)n * 2u + SL__REFUSING_MAX + (rlim_t)workers * SL_UPSTREAM_IDLE_MAX + FD_SLACK;
 }
 
-/* Each connection takes two descriptors (client and upstream), and each refusal being answered
- * one (SL__REFUSING_MAX at most: the others are closed at once). A soft RLIMIT_NOFILE below that
+/* Each connection takes two descriptors (client and upstream), each refusal being answered one
+ * (SL__REFUSING_MAX at most: the others are closed at once), and each idle pooled upstream
+ * connection one (SL_UPSTREAM_IDLE_MAX per worker). A soft RLIMIT_NOFILE below that
  * (1024 is a common default) would make accept() fail with EMFILE long before
  * --max-connections answers 503 overloaded: a few hundred idle clients would lock everyone
  * else out. So the soft limit is raised as far as needed, up to the hard limit. When even that
  * is short: without --max-connections, the default is lowered to what the limit holds (so that
  * the clients beyond get their 503, as designed, and nothing needs saying but an info line: a
- * hard limit of 20 000 holds 9 808); a --max-connections that was given is kept, and the log
- * warns that the limit cannot hold it. */
+ * hard limit of 20 000 holds 9 680 with 2 workers); a --max-connections that was given is kept, and
+ * the log warns that the limit cannot hold it. */
 static void fit_fd_limit(struct sl_proxy_config *cfg)
 {
     struct rlimit rl;
-    rlim_t want = fds_needed(cfg->max_connections);
+    unsigned workers = worker_count(cfg);
+    rlim_t want = fds_needed(cfg->max_connections, workers);
     rlim_t holds;
 
     if (getrlimit(RLIMIT_NOFILE, &rl) == -1) {
@@ -1302,7 +1306,7 @@ static void fit_fd_limit(struct sl_proxy_config *cfg)
     if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= want) {
         return;
     }
-    holds = rl.rlim_cur > fds_needed(0) ? (rl.rlim_cur - fds_needed(0)) / 2u : 0;
+    holds = rl.rlim_cur > fds_needed(0, workers) ? (rl.rlim_cur - fds_needed(0, workers)) / 2u : 0;
     if (!cfg->max_connections_given && holds > 0) {
         sl_log(SL_LOG_INFO, 0,
                "msg=\"no --max-connections given: the default lowered to what the open files "

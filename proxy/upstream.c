@@ -11,8 +11,6 @@
 #include "proxy/dns.h"
 #include "proxy/proxy_int.h"
 
-/* Idle connections one worker keeps, and for how long at most. */
-#define IDLE_MAX 128
 /* Idle connections a worker keeps to one place (host, port, scheme). A burst of requests to one
  * host opens as many connections as it has requests in flight; keeping them all after the burst
  * would hold ~20 KiB each (TLS state, the peer's certificates) for a concurrency that may not
@@ -514,9 +512,10 @@ void sl_upstream_release(struct sl_upstream *u, bool reusable)
         return;
     }
     w = u->w;
-    if (!reusable || u->state != SL_UPSTREAM_READY || w->draining || w->n_idle >= IDLE_MAX
-        || !sl_stream_is_flushed(&u->stream) || sl_stream_peek(&u->stream).n > 0
-        || sl_stream_in_status(&u->stream) != 0 || place_is_full(u)) {
+    if (!reusable || u->state != SL_UPSTREAM_READY || w->draining
+        || w->n_idle >= SL_UPSTREAM_IDLE_MAX || !sl_stream_is_flushed(&u->stream)
+        || sl_stream_peek(&u->stream).n > 0 || sl_stream_in_status(&u->stream) != 0
+        || place_is_full(u)) {
         sl_upstream_close(u);
         return;
     }

@@ -36,6 +36,10 @@
 #include "policy/host.h"
 #include "proxy/stream.h"
 
+/* Idle upstream connections one worker keeps at most (docs/reference/proxy.md §4.10): each holds
+ * a descriptor that no client connection accounts for. */
+#define SL_UPSTREAM_IDLE_MAX 128u
+
 struct sl__worker;
 struct sl_upstream; /* opaque */
 

@@ -440,9 +440,9 @@ check "SIGTERM stops that proxy with exit 0" fx_proxy_stop
 
 # --- (11) a hard open-files limit below what the default --max-connections needs ------------
 # Without --max-connections the default 10 000 is lowered to what the hard limit holds, (1 000 -
-# 128 - 256) / 2 = 308 here, and an info line says so: no warning on a normal start (a hard
-# limit of 20 000 holds 9 808), and the clients beyond get 503 overloaded rather than an accept()
-# that fails with EMFILE. A --max-connections that was given is kept, with the warning.
+# 128 refusals - 2 x 128 idle upstream connections - 256) / 2 = 180 here with 2 workers, and an
+# info line says so: no warning on a normal start (a hard limit of 20 000 holds 9 680), and the
+# clients beyond get 503 overloaded rather than an accept() that fails with EMFILE. A --max-connections that was given is kept, with the warning.
 limited=$FX_WORK/sluice-nofile-1000
 printf '#!/usr/bin/env bash\nulimit -n 1000 && exec %q "$@"\n' "$SLUICE_BIN" >"$limited"
 chmod +x "$limited"
@@ -450,8 +450,8 @@ SLUICE_BIN=$limited fx_proxy_start "${common[@]}" --workers 2 --header-timeout 1
   fx_bail "sluice proxy starts under a hard open-files limit of 1 000"
 check "hard open-files limit 1 000, no --max-connections: no warning" \
   bash -c "! grep -n ' warn ' '$FX_PROXY_LOG'"
-check "... the info line: the default lowered to the 308 connections the limit holds" \
-  grep -qF 'info conn=0 msg="no --max-connections given: the default lowered to what the open files limit holds (503 overloaded beyond)" max_connections=308 limit=1000' \
+check "... the info line: the default lowered to the 180 connections the limit holds" \
+  grep -qF 'info conn=0 msg="no --max-connections given: the default lowered to what the open files limit holds (503 overloaded beyond)" max_connections=180 limit=1000' \
   "$FX_PROXY_LOG"
 out=$(load slow --plain 400 --silent --connect "$AT" --duration 4)
 fx_note "hard limit 1 000: 400 silent clients: $out"
@@ -459,14 +459,14 @@ plain=$(field "$out" plain)
 n_open=$(sed -n 's/.*open:\([0-9]*\).*/\1/p' <<<"$plain")
 n503=$(sed -n 's/.*status-503:\([0-9]*\).*/\1/p' <<<"$plain")
 neof=$(sed -n 's/.*eof:\([0-9]*\).*/\1/p' <<<"$plain")
-check_eq "... of 400 silent clients 308 are held, the other 92 refused (503 overloaded or closed at once)" \
-  "${n_open:-0} $((${n503:-0} + ${neof:-0}))" "308 92"
+check_eq "... of 400 silent clients 180 are held, the other 220 refused (503 overloaded or closed at once)" \
+  "${n_open:-0} $((${n503:-0} + ${neof:-0}))" "180 220"
 check "... and no accept() failed" bash -c "! grep -q 'accept failed' '$FX_PROXY_LOG'"
 check "SIGTERM stops the proxy under the hard limit with exit 0" fx_proxy_stop
 SLUICE_BIN=$limited fx_proxy_start "${common[@]}" --workers 2 --max-connections 10000 ||
   fx_bail "sluice proxy starts with --max-connections 10000 under a hard limit of 1 000"
 check "... --max-connections 10000 given: kept, and the warning says the limit cannot hold it" \
-  grep -q 'warn conn=0 msg="the open files limit is lower than --max-connections needs; clients beyond it fail to connect instead of getting 503 overloaded" limit=1000 needed=20384' \
+  grep -q 'warn conn=0 msg="the open files limit is lower than --max-connections needs; clients beyond it fail to connect instead of getting 503 overloaded" limit=1000 needed=20640' \
   "$FX_PROXY_LOG"
 check "SIGTERM stops it with exit 0" fx_proxy_stop
 
