@@ -34,8 +34,7 @@
 /* Buckets of the request latency histogram, +Inf included. */
 #define SL__LATENCY_BUCKETS 13
 
-/* What a connection's timer cut short (docs/reference/proxy.md §4.8, --workers), for
- * sluice_timeouts_total.
+/* What a connection's timer cut short (docs/reference/proxy.md §4.10), for sluice_timeouts_total.
  */
 enum sl__timeout {
     /* A request head that did not arrive in time (408, or a silent connection closed). */
@@ -137,7 +136,7 @@ struct sl__shared {
     struct sl_peers *peers;
     /* Workers that new connections are steered to by the CPU their SYN arrived on (the CPU's
      * number modulo this), or 0: the kernel spreads them by their addresses
-     * (docs/reference/proxy.md §4.10). */
+     * (docs/reference/proxy.md §4.8, --workers). */
     unsigned steer_workers;
 };
 

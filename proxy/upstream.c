@@ -16,7 +16,8 @@
  * would hold ~20 KiB each (TLS state, the peer's certificates) for a concurrency that may not
  * come back, while 32 per worker cover the steady state of many busy clients. */
 #define IDLE_PER_PLACE 32u
-#define IDLE_LIMIT_MS  30000u
+/* How long an idle connection is kept at most (SL_UPSTREAM_IDLE_MAX of them per worker). */
+#define IDLE_LIMIT_MS 30000u
 /* Ciphertext an upstream engine may hold before writes wait: one record (see proxy/conn_tls.c). */
 #define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
 
