@@ -163,7 +163,7 @@ check "the credential appears nowhere in /metrics" fx_absent "$secret_token" "$F
 
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 
-# --- connections by worker (§4.8 --workers) ------------------------------------------------------------
+# --- connections by worker (§4.8 --workers) ---------------------------------------------------
 # worker_counts : each worker's sluice_worker_connections_total in a fresh scrape, space-separated,
 # in worker order.
 worker_counts() {
