@@ -36,15 +36,19 @@
 #include "proxy/upstream.h"
 #include "proxy/worker.h"
 
-#define ERR_BYTES         512
-#define POLL_POLICY_MS    1000
-#define DRAIN_CHECK_MS    100
-#define TRIM_TICK_MS      500
-#define LEASE_TICK_MS     250
-#define TRIM_BURST        256u
-#define WORKERS_MAX       64
-#define DEFAULT_LISTEN    "127.0.0.1:3128"
-#define UPSTREAM_SESSIONS 1024
+#define ERR_BYTES           512
+#define POLL_POLICY_MS      1000
+#define DRAIN_CHECK_MS      100
+#define TRIM_TICK_MS        500
+#define LEASE_TICK_MS       250
+#define TRIM_BURST          256u
+#define STEER_TICK_MS       1000
+#define STEER_TICKS         3
+#define STEER_BUSY_PERMILLE 500u
+#define STEER_MIN_ACCEPTS   64u
+#define WORKERS_MAX         64
+#define DEFAULT_LISTEN      "127.0.0.1:3128"
+#define UPSTREAM_SESSIONS   1024
 /* Descriptors beyond two per connection: listeners, the admin socket and its clients, the
  * audit log, the resolver, the thread pool's pipes. */
 #define FD_SLACK 256
@@ -97,6 +101,13 @@ struct proxy {
     uv_timer_t lease_timer;
     uint64_t lease_heard_ms;
     bool lease_expired;
+    /* Whether new connections are steered to workers by CPU (§4.8); while they are, the
+     * check of on_steer_tick() runs every STEER_TICK_MS: when it last ran (uv_hrtime()) and
+     * how many checks in a row found one worker taking the load. */
+    bool steering;
+    uv_timer_t steer_timer;
+    uint64_t steer_at_ns;
+    unsigned steer_streak;
     struct sl_http_server *admin;
     /* The TLS context of --admin-listen, NULL without it. */
     struct sl_http_tls *admin_tls;
@@ -382,6 +393,13 @@ static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
 /* Connections each worker accepted: how new connections spread over them (§4.8). */
 static int metrics_workers(struct proxy *p, struct sl_buf *b)
 {
+    SL_TRY(sl_buf_printf(b,
+                         "# HELP sluice_worker_steering 1 while new connections go to the worker "
+                         "of the CPU they arrived on, 0 while the kernel spreads them by address "
+                         "(docs/reference/proxy.md 4.8).\n"
+                         "# TYPE sluice_worker_steering gauge\n"
+                         "sluice_worker_steering %d\n",
+                         p->steering ? 1 : 0));
     SL_TRY(sl_buf_append_str(b, "# HELP sluice_worker_connections_total Client connections "
                                 "accepted, by worker (docs/reference/proxy.md 4.8).\n"
                                 "# TYPE sluice_worker_connections_total counter\n"));
@@ -1035,6 +1053,7 @@ static void close_main_handles(struct proxy *p)
     uv_close((uv_handle_t *)&p->drain_timer, NULL);
     uv_close((uv_handle_t *)&p->trim_timer, NULL);
     uv_close((uv_handle_t *)&p->lease_timer, NULL);
+    uv_close((uv_handle_t *)&p->steer_timer, NULL);
     if (p->admin != NULL) {
         sl_http_server_close(p->admin, NULL, NULL);
         p->admin = NULL;
@@ -1088,12 +1107,90 @@ static void on_trim_tick(uv_timer_t *t)
     }
 }
 
+/*
+ * The way back from steering by CPU (docs/reference/proxy.md §4.8, --workers). Steering pays
+ * when connections arrive on the CPUs of the threads that opened them (loopback, veth): they
+ * spread over the workers as those threads spread over the CPUs. When they all arrive on one
+ * CPU (a network card with a single receive queue, say), one worker takes every connection
+ * while the others idle. Every STEER_TICK_MS the main thread compares the workers. When
+ * STEER_TICKS checks in a row find that one worker was busy for at least STEER_BUSY_PERMILLE
+ * of the time, took at least 1.5 times its fair share of at least STEER_MIN_ACCEPTS new
+ * connections, and another worker was busy for under a quarter of that, the program comes off
+ * the listening groups: from then on the kernel spreads connections by their addresses, as it
+ * does without steering. An info line says so; steering does not come back until a restart.
+ */
+/* Reads worker `w`'s CPU time and accepted connections, and returns through `busy` and `took`
+ * how much of each came since the last look (none when the kernel cannot give the time). */
+static void steer_look(struct sl__worker *w, uint64_t *busy, uint64_t *took)
+{
+    uint64_t cpu = sl__worker_cpu_ns(w);
+    uint64_t accepted =
+            atomic_load_explicit(&w->counters.connections_accepted, memory_order_relaxed);
+
+    *busy = cpu >= w->steer_cpu_ns ? cpu - w->steer_cpu_ns : 0;
+    *took = accepted - w->steer_accepted;
+    w->steer_cpu_ns = cpu;
+    w->steer_accepted = accepted;
+}
+
+static void on_steer_tick(uv_timer_t *t)
+{
+    struct proxy *p = t->data;
+    uint64_t busy[WORKERS_MAX];
+    uint64_t took[WORKERS_MAX];
+    uint64_t now = uv_hrtime();
+    uint64_t dt = now - p->steer_at_ns;
+    uint64_t total = 0;
+    uint64_t cold = UINT64_MAX;
+    unsigned hot = 0;
+    bool skewed;
+
+    SL_BUG_ON(p->n_started > WORKERS_MAX);
+    p->steer_at_ns = now;
+    for (unsigned i = 0; i < p->n_started; i++) {
+        steer_look(&p->workers[i], &busy[i], &took[i]);
+        total += took[i];
+        if (busy[i] > busy[hot]) {
+            hot = i;
+        }
+    }
+    for (unsigned i = 0; i < p->n_started; i++) {
+        if (i != hot && busy[i] < cold) {
+            cold = busy[i];
+        }
+    }
+    skewed = p->n_started > 1 && dt > 0 && total >= STEER_MIN_ACCEPTS
+             && busy[hot] * 1000u >= dt * STEER_BUSY_PERMILLE && cold * 4u < busy[hot]
+             && took[hot] * p->n_started * 2u >= total * 3u;
+    p->steer_streak = skewed ? p->steer_streak + 1 : 0;
+    sl_log(SL_LOG_DEBUG, 0,
+           "msg=\"steering check\" busiest=%u busy_pct=%llu least_busy_pct=%llu took=%llu of=%llu "
+           "skewed=%s",
+           hot, (unsigned long long)(dt > 0 ? busy[hot] * 100u / dt : 0),
+           (unsigned long long)(dt > 0 ? cold * 100u / dt : 0), (unsigned long long)took[hot],
+           (unsigned long long)total, skewed ? "yes" : "no");
+    if (p->steer_streak < STEER_TICKS) {
+        return;
+    }
+    (void)uv_timer_stop(&p->steer_timer);
+    p->steering = sl__worker_unsteer(&p->workers[0]) > 0;
+    sl_log(SL_LOG_INFO, 0,
+           "msg=\"new connections arrive on one CPU: the kernel spreads them over the workers "
+           "by address from now on\" worker=%u busy_pct=%llu took=%llu of=%llu checks=%u",
+           hot, (unsigned long long)(busy[hot] * 100u / dt), (unsigned long long)took[hot],
+           (unsigned long long)total, p->steer_streak);
+}
+
 static void begin_stop(struct proxy *p, const char *why)
 {
     if (p->stopping) {
         return;
     }
     p->stopping = true;
+    /* Worker 0's listeners close with the drain: the steering check must not touch them. */
+    if (p->handles_live) {
+        (void)uv_timer_stop(&p->steer_timer);
+    }
     sl_log(SL_LOG_INFO, 0,
            "msg=\"stopping: no new connections; finishing requests in flight\" "
            "signal=%s drain_s=%u",
@@ -1166,7 +1263,20 @@ static int start_main_handles(struct proxy *p)
     SL_BUG_ON(uv_timer_init(&p->loop, &p->drain_timer) != 0);
     SL_BUG_ON(uv_timer_init(&p->loop, &p->trim_timer) != 0);
     SL_BUG_ON(uv_timer_init(&p->loop, &p->lease_timer) != 0);
+    SL_BUG_ON(uv_timer_init(&p->loop, &p->steer_timer) != 0);
     p->handles_live = true;
+    p->steer_timer.data = p;
+    p->steering = p->n_started > 0 && sl__worker_steered(&p->workers[0]);
+    if (p->steering) {
+        uint64_t busy;
+        uint64_t took;
+
+        p->steer_at_ns = uv_hrtime();
+        for (unsigned i = 0; i < p->n_started; i++) {
+            steer_look(&p->workers[i], &busy, &took);
+        }
+        (void)uv_timer_start(&p->steer_timer, on_steer_tick, STEER_TICK_MS, STEER_TICK_MS);
+    }
     p->trim_timer.data = p;
     (void)uv_timer_start(&p->trim_timer, on_trim_tick, TRIM_TICK_MS, TRIM_TICK_MS);
     p->lease_timer.data = p;

@@ -164,11 +164,15 @@ struct sl__listen {
 /* Listening sockets of a worker: the --listen addresses and three per --transparent one. */
 #define SL__LISTENERS_MAX (SL_PROXY_LISTEN_MAX + 3 * SL_PROXY_TRANSPARENT_MAX)
 
-/* A worker's listener: the socket, what it takes and its port (host order). */
+/* A worker's listener: the socket (and its descriptor, which other threads may read), what it
+ * takes and its port (host order); `steered`: the socket carries its group's steering program
+ * (worker 0 only, worker.c steer_by_cpu(); the main thread may clear it). */
 struct sl__listener {
     uv_tcp_t tcp;
+    int fd;
     enum sl__listen_kind kind;
     uint16_t port;
+    bool steered;
 };
 
 struct sl__worker {
@@ -208,6 +212,11 @@ struct sl__worker {
     bool mail_withdraw;
     bool mail_drain;
     bool mail_stop;
+    /* The main thread's last look at this worker for the steering check (proxy.c
+     * on_steer_tick()): its thread's CPU time in ns and the connections it had accepted. Only
+     * the main thread touches them. */
+    uint64_t steer_cpu_ns;
+    uint64_t steer_accepted;
 };
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/log.h"
@@ -204,11 +205,14 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
         }
         /* The first worker's socket starts each group; the program stays with the group as
          * the others join it. */
-        if (index == 0 && sh->steer_workers > 1 && !steer_by_cpu(fd, sh->steer_workers)) {
-            sl_log(SL_LOG_INFO, 0,
-                   "msg=\"connections are spread over the workers by address, not by CPU\" "
-                   "err=\"%s\"",
-                   strerror(errno));
+        if (index == 0 && sh->steer_workers > 1) {
+            l->steered = steer_by_cpu(fd, sh->steer_workers);
+            if (!l->steered) {
+                sl_log(SL_LOG_INFO, 0,
+                       "msg=\"connections are spread over the workers by address, not by CPU\" "
+                       "err=\"%s\"",
+                       strerror(errno));
+            }
         }
         rc = uv_tcp_init(&w->loop, &l->tcp);
         if (rc < 0) {
@@ -216,6 +220,7 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
             break;
         }
         l->tcp.data = w;
+        l->fd = fd;
         l->kind = listens[i].kind;
         l->port = ntohs(((const struct sockaddr_in *)(const void *)&listens[i].addr)->sin_port);
         w->n_listeners++;
@@ -254,6 +259,51 @@ static void worker_main(void *arg)
 
     (void)uv_run(&w->loop, UV_RUN_DEFAULT);
     sl_stream_pool_drain();
+}
+
+uint64_t sl__worker_cpu_ns(const struct sl__worker *w)
+{
+    clockid_t id;
+    struct timespec ts;
+
+    if (pthread_getcpuclockid(w->thread, &id) != 0 || clock_gettime(id, &ts) != 0) {
+        return 0;
+    }
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+bool sl__worker_steered(const struct sl__worker *w)
+{
+    for (size_t i = 0; i < w->n_listeners; i++) {
+        if (w->listeners[i].steered) {
+            return true;
+        }
+    }
+    return false;
+}
+
+size_t sl__worker_unsteer(struct sl__worker *w)
+{
+    size_t left = 0;
+
+    for (size_t i = 0; i < w->n_listeners; i++) {
+        struct sl__listener *l = &w->listeners[i];
+        int zero = 0;
+
+        if (!l->steered) {
+            continue;
+        }
+        if (setsockopt(l->fd, SOL_SOCKET, SO_DETACH_REUSEPORT_BPF, &zero, sizeof(zero)) == 0) {
+            l->steered = false;
+            continue;
+        }
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"cannot take the steering program off a listening socket\" port=%u "
+               "err=\"%s\"",
+               (unsigned)l->port, strerror(errno));
+        left++;
+    }
+    return left;
 }
 
 int sl__worker_start(struct sl__worker *w)

@@ -7,12 +7,16 @@
  * The main thread creates the listening sockets (so that a bad address fails the start with
  * a clear message), then starts the workers. Afterwards it talks to them only through their
  * mailboxes: a newer snapshot, "drain" (stop accepting, finish the requests in flight) and
- * "stop" (close everything, end the thread).
+ * "stop" (close everything, end the thread). Two things it does without them: it reads their
+ * threads' CPU time and their counters, and it may take the steering program off worker 0's
+ * listening sockets (sl__worker_unsteer()), a setsockopt the kernel orders with accepts.
  */
 #ifndef SL_PROXY_WORKER_H
 #define SL_PROXY_WORKER_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 #include "proxy/proxy_int.h"
@@ -48,5 +52,19 @@ void sl__worker_join(struct sl__worker *w);
 
 /* Connections open on the worker now (any thread). */
 uint64_t sl__worker_open_connections(struct sl__worker *w);
+
+/* The CPU time the worker's thread has used, in ns (a started worker, any thread); 0 when the
+ * kernel cannot say. */
+uint64_t sl__worker_cpu_ns(const struct sl__worker *w);
+
+/* Whether any of the worker's listening groups is steered by CPU (sl__worker_init(), worker 0). */
+bool sl__worker_steered(const struct sl__worker *w);
+
+/* Takes the steering program off worker 0's listening groups: from then on the kernel spreads
+ * new connections by their addresses. The main thread calls it on a running worker 0, which
+ * must not be draining (its listeners are then closing); the listening sockets are only read,
+ * and the kernel serialises the change with accepts. Returns how many groups stay steered
+ * (0 on success). */
+size_t sl__worker_unsteer(struct sl__worker *w);
 
 #endif

@@ -6,7 +6,9 @@
 # latency histogram counts every audited request except the CONNECTs that open a tunnel, with
 # cumulative buckets; no credential value appears. Then connections by worker (§4.8 --workers):
 # with 2 workers, curls pinned to CPU 0 all reach worker 0 and those pinned to CPU 1 worker 1;
-# with more workers than CPUs the kernel's spread by address stays.
+# a load that arrives on CPU 0 alone and keeps worker 0 busy turns the steering off, after which
+# connections from CPU 0 reach both workers; with more workers than CPUs the kernel's spread by
+# address stays.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -17,7 +19,8 @@ fx_setup nginx
 secret="Bearer sl-$(fx_random_hex 24)"
 secret_token=${secret#Bearer }
 policy=$FX_WORK/policy.json
-fx_local_policy "$policy" metrics "$(fx_cred_rule "a.sluice.test:$FX_TLS_PORT" "$secret")"
+fx_local_policy "$policy" metrics "$(fx_cred_rule "a.sluice.test:$FX_TLS_PORT" "$secret")" \
+  "a.sluice.test:$FX_HTTP_PORT"
 
 fx_resolve a.sluice.test deny.sluice.test
 fx_proxy_start --policy "$policy" --upstream-ca "$FX_TEST_CA" --allow-upstream 127.0.0.0/8 \
@@ -194,6 +197,31 @@ if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
   check_eq "... then 6 from CPU 1 all to worker 1" "$(worker_spread 6 1)" "0 6"
   check "... and no line says the steering was refused" \
     fx_absent "spread over the workers by address" "$FX_PROXY_LOG"
+  check_eq "... and sluice_worker_steering is 1" "$(scrape && metric sluice_worker_steering)" 1
+  # One client thread on CPU 0 opening plain-HTTP connections as fast as it can, each for the
+  # first MiB of a large file, which costs the proxy (it reads and writes every byte) more
+  # than the client: every connection meets worker 0, which is busy for most of its time while
+  # worker 1 idles. After 3 such seconds the proxy takes the program off; connections from CPU
+  # 0 then spread by address. The load runs for at most 12 s, the wait for the line is 15 s.
+  load=$(dirname "$SLUICE_BIN")/bench/sluice-load
+  if [ -x "$load" ]; then
+    fx_nginx_big
+    taskset -c 0 timeout 20 "$load" --url "http://a.sluice.test:$FX_HTTP_PORT/big" \
+      --header "Range: bytes=0-1048575" --mode newconn --connections 8 --threads 1 \
+      --proxy "127.0.0.1:$FX_PROXY_PORT" --duration 12 --warmup 0 >"$FX_WORK/skew.out" 2>&1 &
+    skew_pids=($!)
+    check "a load from CPU 0 alone turns the steering off (the proxy says so)" \
+      fx_wait 15 grep -qF "arrive on one CPU: the kernel spreads them" "$FX_PROXY_LOG"
+    kill "${skew_pids[@]}" 2>/dev/null || true
+    wait "${skew_pids[@]}" 2>/dev/null || true
+    { grep -hE 'steering check|arrive on one CPU' "$FX_PROXY_LOG" || true; } | sed 's/^/#   /'
+    check_eq "... sluice_worker_steering is 0" "$(scrape && metric sluice_worker_steering)" 0
+    spread=$(worker_spread 30 0)
+    check "... and 30 connections from CPU 0 now reach both workers ($spread)" \
+      awk '{ exit !($1 > 0 && $2 > 0 && $1 + $2 == 30) }' <<<"$spread"
+  else
+    not_ok "sluice-load is built ($load)"
+  fi
   check "SIGTERM stops the 2-worker proxy" fx_proxy_stop
   # More workers than CPUs: steering by CPU would leave the surplus without connections, so
   # the kernel's spread by address stays.
@@ -206,6 +234,7 @@ if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
     test "$used" -ge 2
   check_eq "... and add up to 30" "$(awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }' \
     <<<"$spread")" 30
+  check_eq "... and sluice_worker_steering is 0" "$(scrape && metric sluice_worker_steering)" 0
   check "SIGTERM stops that proxy" fx_proxy_stop
 else
   ok "connections by worker # skip: $cpus CPU(s) or no taskset"
