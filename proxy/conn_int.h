@@ -460,6 +460,8 @@ bool sl__conn_take_credentials(struct sl__conn *c, const struct sl_h1_head *h);
 const struct sl_client *sl__conn_identify(const struct sl__conn *c, const struct sl_snapshot *snap);
 /* Names the client and environment in the lines of refusals that come before the decision. */
 void sl__conn_note_identity(struct sl__conn *c);
+/* Writes the client's address (no port) to `out`; "an unknown address" when it has none. */
+void sl__conn_peer_address(const struct sl__conn *c, char *out, size_t len);
 /* Decides the current request (`method` NULL: a CONNECT). Returns true when allowed; otherwise
  * the refusal is answered. */
 bool sl__conn_decide(struct sl__conn *c, const char *method, bool tls, bool keep);

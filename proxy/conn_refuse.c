@@ -284,9 +284,9 @@ static const char *status_text(int status)
     return text[0] != '\0' ? text : "Error";
 }
 
-/* Writes the address of `sa` (no port) to `out`; "an unknown address" when it has none. */
-static void peer_address(const struct sockaddr_storage *sa, char *out, size_t len)
+void sl__conn_peer_address(const struct sl__conn *c, char *out, size_t len)
 {
+    const struct sockaddr_storage *sa = &c->peer;
     const void *a = NULL;
 
     if (sa->ss_family == AF_INET) {
@@ -314,7 +314,7 @@ static int no_identity_text(const struct sl__conn *c, const char *detail, struct
                                   "{\"id\",\"environment\",\"ip\" or \"cidr\"} on the "
                                   "control plane)";
 
-    peer_address(&c->peer, addr, sizeof(addr));
+    sl__conn_peer_address(c, addr, sizeof(addr));
     SL_TRY(sl_buf_append_str(b, ": "));
     if (detail != NULL && detail[0] != '\0') {
         SL_TRY(sl_buf_printf(b, "%s from source address %s", detail, addr));

@@ -6,7 +6,10 @@
  * it; and a transparent connection's first bytes, whose ClientHello's SNI opens the tunnel a
  * CONNECT would. A room of proxy/conn_int.h.
  */
+#include <netinet/in.h>
 #include <string.h>
+
+#include <openssl/ssl.h>
 
 #include "base/log.h"
 #include "base/mem.h"
@@ -21,6 +24,9 @@
  * into its own output block at once, so a larger engine ring only costs memory (its ring is
  * allocated at this size plus a record, per connection). */
 #define TLS_OUT_CAP ((size_t)SL_TLS_OUT_CAP_DEFAULT)
+/* At most one info line per worker in this time about clients refusing the proxy's
+ * certificate (certificate_refused()). */
+#define CERT_REFUSED_LOG_MS 10000u
 
 /*
  * TLS interception.
@@ -598,6 +604,45 @@ int sl__conn_step_tunnel_sniff(struct sl__conn *c)
     return -1;
 }
 
+/*
+ * A client that does not trust the proxy's CA ends the handshake with an alert about the
+ * certificate: OpenSSL's clients (curl, git, Python) send unknown_ca, others bad_certificate or
+ * certificate_unknown; an expired leaf (a sandbox whose clock is wrong) gets
+ * certificate_expired. That is the first thing to go wrong in a new setup, and the client's
+ * own message rarely names the proxy, so the proxy says it at the info level
+ * (docs/reference/proxy.md §4.1): one line per worker per CERT_REFUSED_LOG_MS at most, naming
+ * the refusals it left out since the last, and each counted in
+ * sluice_tls_certificate_refusals_total.
+ */
+static void certificate_refused(struct sl__conn *c, int alert)
+{
+    struct sl__worker *w = c->w;
+    char host[SL_HOST_NAME_MAX + 1];
+    char addr[INET6_ADDRSTRLEN];
+    uint64_t now;
+
+    if (alert != SSL_AD_BAD_CERTIFICATE && alert != SSL_AD_UNSUPPORTED_CERTIFICATE
+        && alert != SSL_AD_CERTIFICATE_EXPIRED && alert != SSL_AD_CERTIFICATE_UNKNOWN
+        && alert != SSL_AD_UNKNOWN_CA) {
+        return;
+    }
+    sl__count(&w->counters.tls_certificate_refusals, 1);
+    now = uv_now(&w->loop);
+    if (w->cert_refused_logged_ms != 0 && now - w->cert_refused_logged_ms < CERT_REFUSED_LOG_MS) {
+        w->cert_refused_unlogged++;
+        return;
+    }
+    cert_name(c, host);
+    sl__conn_peer_address(c, addr, sizeof(addr));
+    sl_log(SL_LOG_INFO, c->id,
+           "msg=\"a client refused the proxy's certificate: it must trust the proxy's CA "
+           "(sluice ca show)\" alert=\"%s\" host=%s client_address=%s not_logged=%llu",
+           SSL_alert_desc_string_long(alert), host, addr,
+           (unsigned long long)w->cert_refused_unlogged);
+    w->cert_refused_logged_ms = now != 0 ? now : 1;
+    w->cert_refused_unlogged = 0;
+}
+
 /* TLS_HANDSHAKE: the client's handshake, pausing in MINTING while a leaf is minted. */
 int sl__conn_step_tls_handshake(struct sl__conn *c)
 {
@@ -634,10 +679,14 @@ int sl__conn_step_tls_handshake(struct sl__conn *c)
         || (sl_stream_tls(&c->client) != NULL && sl_tls_sni_refused(sl_stream_tls(&c->client)))) {
         sl__conn_drop(c, SL_REASON_HOST_MISMATCH);
     } else {
-        /* Not a policy decision: a client that gave up, or spoke TLS we refuse (h2 only). */
+        /* Not a policy decision: a client that gave up, or spoke TLS we refuse (h2 only), or
+         * one that does not trust the proxy's CA. */
         sl_log(SL_LOG_DEBUG, c->id, "msg=\"client TLS handshake failed\" err=\"%s\"",
                sl_stream_tls(&c->client) != NULL ? sl_tls_error_text(sl_stream_tls(&c->client))
                                                  : "");
+        if (sl_stream_tls(&c->client) != NULL) {
+            certificate_refused(c, sl_tls_peer_alert(sl_stream_tls(&c->client)));
+        }
         sl_snapshot_unref(c->snap);
         c->snap = NULL;
         sl__conn_close(c);

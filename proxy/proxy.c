@@ -496,6 +496,8 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             "# TYPE sluice_tls_handshakes_total counter\nsluice_tls_handshakes_total %llu\n"
             "# TYPE sluice_tls_handshake_failures_total counter\n"
             "sluice_tls_handshake_failures_total %llu\n"
+            "# TYPE sluice_tls_certificate_refusals_total counter\n"
+            "sluice_tls_certificate_refusals_total %llu\n"
             "# TYPE sluice_certificate_cache_hits_total counter\n"
             "sluice_certificate_cache_hits_total %llu\n"
             "# TYPE sluice_certificate_cache_misses_total counter\n"
@@ -521,7 +523,8 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, connections_refused_client),
             (unsigned long long)SUM(p, connections_refused_unanswered),
             (unsigned)atomic_load(&p->shared.refusing), (unsigned long long)SUM(p, tls_handshakes),
-            (unsigned long long)SUM(p, tls_handshake_failures), (unsigned long long)cs.hits,
+            (unsigned long long)SUM(p, tls_handshake_failures),
+            (unsigned long long)SUM(p, tls_certificate_refusals), (unsigned long long)cs.hits,
             (unsigned long long)cs.misses, (unsigned long long)cs.mints,
             (unsigned long long)cs.evictions, cs.entries, cs.capacity,
             (unsigned long long)SUM(p, upstream_connects),

@@ -75,6 +75,8 @@ struct sl__counters {
     atomic_uint_fast64_t failed_by_reason[SL_REASON_LAST + 1];
     atomic_uint_fast64_t tls_handshakes;
     atomic_uint_fast64_t tls_handshake_failures;
+    /* Of those, the ones the client ended with an alert about the proxy's certificate. */
+    atomic_uint_fast64_t tls_certificate_refusals;
     atomic_uint_fast64_t upstream_connects;
     atomic_uint_fast64_t upstream_reused;
     atomic_uint_fast64_t bytes_up;
@@ -217,6 +219,10 @@ struct sl__worker {
      * the main thread touches them. */
     uint64_t steer_cpu_ns;
     uint64_t steer_accepted;
+    /* The last info line about a client that refused the proxy's certificate (conn_tls.c;
+     * the loop's clock, ms, 0 for none yet), and the refusals since then without a line. */
+    uint64_t cert_refused_logged_ms;
+    uint64_t cert_refused_unlogged;
 };
 
 #endif

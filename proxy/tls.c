@@ -115,6 +115,8 @@ struct sl_tls {
     /* OpenSSL's text for the last failure, ERR_TEXT_BYTES; NULL until the first failure (most
      * connections never need it, and an idle connection's memory is mostly its TLS state). */
     char *err_text;
+    /* The alert description the peer failed the engine with, -1 for none (fail()). */
+    int peer_alert;
 };
 
 /*
@@ -770,6 +772,7 @@ static int engine_create(SSL_CTX *ctx, bool is_server, size_t out_cap, struct sl
     }
     t->is_server = is_server;
     t->out_cap = out_cap;
+    t->peer_alert = -1;
     t->ssl = SSL_new(ctx);
     if (t->ssl == NULL) {
         goto fail_free;
@@ -956,6 +959,13 @@ static int fail(struct sl_tls *t, int ssl_err)
         || (ssl_err == SSL_ERROR_SSL && ERR_GET_LIB(e) == ERR_LIB_SSL
             && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
         rc = UV_ECONNRESET;
+    }
+    /* OpenSSL gives a fatal alert received from the peer the reason SSL_AD_REASON_OFFSET plus
+     * the alert's description. */
+    if (ssl_err == SSL_ERROR_SSL && ERR_GET_LIB(e) == ERR_LIB_SSL
+        && ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET
+        && ERR_GET_REASON(e) < SSL_AD_REASON_OFFSET + 256) {
+        t->peer_alert = ERR_GET_REASON(e) - SSL_AD_REASON_OFFSET;
     }
     if (t->err_text == NULL || t->err_text[0] == '\0') {
         if (e != 0) {
@@ -1273,6 +1283,11 @@ const char *sl_tls_sni(const struct sl_tls *t)
 const char *sl_tls_verify_error(const struct sl_tls *t)
 {
     return X509_verify_cert_error_string(SSL_get_verify_result(t->ssl));
+}
+
+int sl_tls_peer_alert(const struct sl_tls *t)
+{
+    return t->peer_alert;
 }
 
 const char *sl_tls_error_text(const struct sl_tls *t)

@@ -295,6 +295,11 @@ const char *sl_tls_verify_error(const struct sl_tls *t);
  * neither happened). */
 const char *sl_tls_error_text(const struct sl_tls *t);
 
+/* The fatal alert the peer ended the engine's handshake or session with (its description
+ * number, RFC 8446 §6: 48 unknown_ca, 46 certificate_unknown, ...), or -1 when its failure was
+ * not the peer's alert. */
+int sl_tls_peer_alert(const struct sl_tls *t);
+
 /*
  * Tunnel sniffing.
  */

@@ -6,7 +6,8 @@
 # another host than an IP-literal CONNECT is refused (host-mismatch) before any certificate;
 # TLS 1.3 early data sent on a resumed session is rejected and never reaches the origin; a TLS 1.2
 # renegotiation is refused; an SNI holding a NUL or raw UTF-8, or one changed in the ClientHello
-# after a HelloRetryRequest, is refused as another host's, with its audit line.
+# after a HelloRetryRequest, is refused as another host's, with its audit line; a client that
+# does not trust the proxy's CA is counted and named in the log.
 # (SNI naming another host than a CONNECT by name is in proxy_edges.sh; ALPN h2 alone and
 # h2,http/1.1 are in proxy_basic.sh.)
 set -euo pipefail
@@ -244,6 +245,44 @@ mm_has() {
     -ge $((mm0 + 1)) ]
 }
 check "... with its audit line: CONNECT $A, host-mismatch, status 0" fx_wait 5 mm_has
+
+# --- (8) a client that does not trust the proxy's CA is named at the info level ----------------
+# curl trusting only the test CA (not the proxy's) refuses the minted leaf with an unknown_ca
+# alert. The proxy says so once per worker per 10 s with the host and the client's address, and
+# counts every such refusal; the handshake failures above (refusals of the proxy's own, a client
+# leaving) are not counted. The curls run on CPU 0, so they meet one worker (§4.8).
+# refusals : sluice_tls_certificate_refusals_total in a fresh scrape.
+refusals() {
+  fx_admin GET /metrics
+  awk '$1 == "sluice_tls_certificate_refusals_total" { print $2 }' "$FX_ADMIN_BODY"
+}
+pin=
+if [ "$(nproc)" -ge 2 ] && command -v taskset >/dev/null; then pin="taskset -c 0"; fi
+check_eq "no certificate refusal counted yet (the failures above were not the client's alerts)" \
+  "$(refusals)" 0
+untrusted=0
+for i in 1 2 3; do
+  FX_CURL_IN=$pin fx_curl --cacert "$FX_TEST_CA" "https://$A:$FX_TLS_PORT/hello"
+  if [ "$FX_RC" = 60 ]; then untrusted=$((untrusted + 1)); fi
+done
+check_eq "3 curls that trust only the test CA fail to verify the proxy's leaf (exit 60)" \
+  "$untrusted" 3
+# The proxy reads the alert after curl has gone: give it a moment.
+# shellcheck disable=SC2317 # called through check
+refusals_are() { [ "$(refusals)" = "$1" ]; }
+check "... sluice_tls_certificate_refusals_total counts 3" fx_wait 5 refusals_are 3
+refused_line="a client refused the proxy's certificate: it must trust the proxy's CA"
+check "... the log names the refusal, the alert, the host and the client's address" \
+  fx_wait 5 grep -qF \
+  "$refused_line (sluice ca show)\" alert=\"unknown CA\" host=$A client_address=127.0.0.1" \
+  "$FX_PROXY_LOG"
+if [ -n "$pin" ]; then
+  check_eq "... once for the three (one line per worker per 10 s)" \
+    "$(grep -cF "$refused_line" "$FX_PROXY_LOG")" 1
+fi
+FX_CURL_IN=$pin fx_curl "https://$A:$FX_TLS_PORT/hello"
+check_eq "a curl that trusts the proxy's CA still gets 200" "$FX_CODE" 200
+check_eq "... and adds no refusal" "$(refusals)" 3
 
 check "SIGTERM stops the proxy with exit 0" fx_proxy_stop
 fx_done

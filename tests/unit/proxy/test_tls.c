@@ -498,8 +498,10 @@ static void copying_channel_works_too(void **state)
     pair_close(&p);
 }
 
-/* Serves `leaf` to a client for `host` and expects both handshakes to fail. */
-static void expect_rejected(const char *host, bool is_ip, X509 *leaf, const char *verify_error)
+/* Serves `leaf` to a client for `host` and expects both handshakes to fail: the client's on
+ * `verify_error`, the server's on the client's alert `alert` (sl_tls_peer_alert()). */
+static void expect_rejected(const char *host, bool is_ip, X509 *leaf, const char *verify_error,
+                            int alert)
 {
     SSL_CTX *cctx = client_ctx();
     struct pair p;
@@ -512,6 +514,8 @@ static void expect_rejected(const char *host, bool is_ip, X509 *leaf, const char
     assert_true(rc.s < 0);
     assert_string_equal(sl_tls_verify_error(p.c), verify_error);
     assert_non_null(strstr(sl_tls_error_text(p.c), "certificate verify failed"));
+    assert_int_equal(sl_tls_peer_alert(p.c), -1);
+    assert_int_equal(sl_tls_peer_alert(p.s), alert);
     assert_false(sl_tls_is_handshake_done(p.c));
     /* Failed engines stay failed. */
     assert_int_equal(sl_tls_handshake(p.c), SL_ECRYPTO);
@@ -528,19 +532,23 @@ static void client_rejects_leaves_it_must_not_trust(void **state)
         bool is_ip;
         X509 **leaf;
         const char *verify_error;
+        int alert;
     } cases[] = {
-        { "wrong.sluice.test", false, &pki.leaf, "hostname mismatch" },
-        { "127.0.0.2", true, &pki.leaf, "IP address mismatch" },
-        { "a.sluice.test", false, &pki.leaf_unknown, "unable to get local issuer certificate" },
-        { "a.sluice.test", false, &pki.leaf_expired, "certificate has expired" },
+        { "wrong.sluice.test", false, &pki.leaf, "hostname mismatch", SSL_AD_BAD_CERTIFICATE },
+        { "127.0.0.2", true, &pki.leaf, "IP address mismatch", SSL_AD_BAD_CERTIFICATE },
+        { "a.sluice.test", false, &pki.leaf_unknown, "unable to get local issuer certificate",
+          SSL_AD_UNKNOWN_CA },
+        { "a.sluice.test", false, &pki.leaf_expired, "certificate has expired",
+          SSL_AD_CERTIFICATE_EXPIRED },
         /* RFC 6125 §6.4.4 allows falling back to the subject CN when there is no SAN; OpenSSL
          * does so by default. The proxy never does. */
-        { "a.sluice.test", false, &pki.leaf_cn_only, "hostname mismatch" },
+        { "a.sluice.test", false, &pki.leaf_cn_only, "hostname mismatch", SSL_AD_BAD_CERTIFICATE },
     };
 
     (void)state;
     for (size_t i = 0; i < SL_ARRAY_LEN(cases); i++) {
-        expect_rejected(cases[i].host, cases[i].is_ip, *cases[i].leaf, cases[i].verify_error);
+        expect_rejected(cases[i].host, cases[i].is_ip, *cases[i].leaf, cases[i].verify_error,
+                        cases[i].alert);
     }
 }
 
@@ -678,6 +686,9 @@ static void sni_callback_can_refuse(void **state)
     drive_to(&p, SL_ECRYPTO, SL_ECRYPTO);
     assert_string_equal(sl_tls_error_text(p.s), "server name refused");
     assert_non_null(strstr(sl_tls_error_text(p.c), "unrecognized name"));
+    /* The server refused on its own; the client failed on the server's alert. */
+    assert_int_equal(sl_tls_peer_alert(p.s), -1);
+    assert_int_equal(sl_tls_peer_alert(p.c), SSL_AD_UNRECOGNIZED_NAME);
     pair_close(&p);
 }
 
