@@ -355,6 +355,19 @@ w=$(in_ns curl -q -sS --max-time 20 --noproxy '*' --cacert "$FX_TEST_CA" -o "$FX
 check_eq "curl https to a passthrough rule's host: the origin's own certificate, 200" "$w" 200
 check_audit "passthrough: the tunnel's one line, tls passthrough, mode transparent" \
   method=CONNECT host=pass.sluice.test tls=passthrough mode=transparent decision=allow
+# A transparent passthrough tunnel guards a second ClientHello as a CONNECT's does (§4.1): the
+# SNI after a HelloRetryRequest (which nginx sends to a hello with no key share) must be the
+# first one's. tests/support/tls_hrr.py, straight to the transparent port from the namespace.
+hrr_t() { # hrr_t SNI2 : prints tls_hrr.py's answers on one line
+  in_ns timeout 20 "$FX_PYTHON" "$FX_SUPPORT/tls_hrr.py" --direct "$GW:443" \
+    --sni1 pass.sluice.test --sni2 "$1" | paste -sd' ' -
+}
+check_eq "passthrough, transparent: a HelloRetryRequest, then the same SNI: the handshake goes on" \
+  "$(hrr_t pass.sluice.test)" "hrr hello"
+check_eq "... then SNI allowed.sluice.test instead: refused (illegal_parameter, 47)" \
+  "$(hrr_t allowed.sluice.test)" "hrr alert=47"
+check_audit "... with its line: host-mismatch, mode transparent" host=pass.sluice.test \
+  tls=passthrough reason=host-mismatch decision=error mode=transparent
 
 # --- (3) Node fetch() without an agent ------------------------------------------------------------
 node_fetch() { # node_fetch URL : prints "STATUS REASON BODY"

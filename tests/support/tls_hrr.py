@@ -3,7 +3,8 @@
 """tests/support/tls_hrr.py - a TLS 1.3 client that forces a HelloRetryRequest, then may change
 its SNI in the second ClientHello (RFC 8446 §4.1.2 says it must not).
 
-Opens a tunnel through the proxy (CONNECT TARGET), sends a ClientHello with SNI SNI1 and an empty
+Opens a tunnel through the proxy (CONNECT TARGET), or with --direct connects straight to ADDR:PORT
+(a transparent listener), sends a ClientHello with SNI SNI1 and an empty
 key_share list (x25519 and secp256r1 offered in supported_groups), so that any TLS 1.3 server
 answers with a HelloRetryRequest; then a second ClientHello with SNI SNI2 (or none, with
 --no-sni2) and a key share for the group the HelloRetryRequest selected (x25519: 32 random bytes;
@@ -14,8 +15,8 @@ Prints one line per answer: `hrr` when the first answer was a HelloRetryRequest 
 otherwise), then for the second hello `hello` (the handshake went on: a ServerHello),
 `alert=N`, `eof`, or `answer=HEX`. Exit 0; exit 2 when the tunnel does not open.
 
-  tls_hrr.py --proxy PORT --target HOST:PORT --sni1 NAME (--sni2 NAME | --no-sni2)
-             [--ccs] [--split] [--ahead]
+  tls_hrr.py (--proxy PORT --target HOST:PORT | --direct ADDR:PORT) --sni1 NAME
+             (--sni2 NAME | --no-sni2) [--ccs] [--split] [--ahead]
 
 --ccs sends a ChangeCipherSpec record before the second hello (middlebox compatibility mode);
 --split sends the second hello as two handshake records, in three writes 0.2 s apart; --ahead sends
@@ -128,8 +129,9 @@ def second_answer(s, buf):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--proxy", type=int, required=True)
-    ap.add_argument("--target", required=True)
+    ap.add_argument("--proxy", type=int)
+    ap.add_argument("--target")
+    ap.add_argument("--direct")
     ap.add_argument("--sni1", required=True)
     ap.add_argument("--sni2")
     ap.add_argument("--no-sni2", action="store_true")
@@ -137,20 +139,27 @@ def main():
     ap.add_argument("--split", action="store_true")
     ap.add_argument("--ahead", action="store_true")
     a = ap.parse_args()
+    if (a.direct is None) == (a.proxy is None or a.target is None):
+        ap.error("give either --proxy and --target, or --direct")
     sni2 = None if a.no_sni2 else a.sni2.encode()
 
-    s = socket.create_connection(("127.0.0.1", a.proxy), timeout=5)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.sendall(f"CONNECT {a.target} HTTP/1.1\r\nHost: {a.target}\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        d = s.recv(1)
-        if not d:
-            break
-        head += d
-    if not head.startswith(b"HTTP/1.1 200"):
-        print(f"connect={head[:12].decode(errors='replace')}")
-        sys.exit(2)
+    if a.direct is not None:
+        host, _, port = a.direct.rpartition(":")
+        s = socket.create_connection((host, int(port)), timeout=5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    else:
+        s = socket.create_connection(("127.0.0.1", a.proxy), timeout=5)
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(f"CONNECT {a.target} HTTP/1.1\r\nHost: {a.target}\r\n\r\n".encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            d = s.recv(1)
+            if not d:
+                break
+            head += d
+        if not head.startswith(b"HTTP/1.1 200"):
+            print(f"connect={head[:12].decode(errors='replace')}")
+            sys.exit(2)
     first = records(hello_msg(a.sni1.encode(), b""), 1)[0]
 
     def send_second(group, before=b""):
