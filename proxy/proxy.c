@@ -101,10 +101,9 @@ struct proxy {
     uv_timer_t lease_timer;
     uint64_t lease_heard_ms;
     bool lease_expired;
-    /* Whether new connections are steered to workers by CPU (§4.8); while they are, the
-     * check of on_steer_tick() runs every STEER_TICK_MS: when it last ran (uv_hrtime()) and
-     * how many checks in a row found one worker taking the load. */
-    bool steering;
+    /* While new connections are steered to workers by CPU (§4.8; worker 0's listeners say
+     * whether they are), the check of on_steer_tick() runs every STEER_TICK_MS: when it last
+     * ran (uv_hrtime()) and how many checks in a row found one worker taking the load. */
     uv_timer_t steer_timer;
     uint64_t steer_at_ns;
     unsigned steer_streak;
@@ -399,7 +398,7 @@ static int metrics_workers(struct proxy *p, struct sl_buf *b)
                          "(docs/reference/proxy.md 4.8).\n"
                          "# TYPE sluice_worker_steering gauge\n"
                          "sluice_worker_steering %d\n",
-                         p->steering ? 1 : 0));
+                         p->n_started > 0 && sl__worker_steered(&p->workers[0]) ? 1 : 0));
     SL_TRY(sl_buf_append_str(b, "# HELP sluice_worker_connections_total Client connections "
                                 "accepted, by worker (docs/reference/proxy.md 4.8).\n"
                                 "# TYPE sluice_worker_connections_total counter\n"));
@@ -1121,18 +1120,23 @@ static void on_trim_tick(uv_timer_t *t)
  * connections, and another worker was busy for under a quarter of that, the program comes off
  * the listening groups: from then on the kernel spreads connections by their addresses, as it
  * does without steering. An info line says so; steering does not come back until a restart.
+ *
+ * steer_look() reads worker `w`'s CPU time and accepted connections, and returns through `busy`
+ * and `took` how much of each came since the last look (no time when the kernel cannot give
+ * it: the last reading then stays the base of the next).
  */
-/* Reads worker `w`'s CPU time and accepted connections, and returns through `busy` and `took`
- * how much of each came since the last look (none when the kernel cannot give the time). */
 static void steer_look(struct sl__worker *w, uint64_t *busy, uint64_t *took)
 {
     uint64_t cpu = sl__worker_cpu_ns(w);
     uint64_t accepted =
             atomic_load_explicit(&w->counters.connections_accepted, memory_order_relaxed);
 
-    *busy = cpu >= w->steer_cpu_ns ? cpu - w->steer_cpu_ns : 0;
+    *busy = 0;
+    if (cpu >= w->steer_cpu_ns) {
+        *busy = cpu - w->steer_cpu_ns;
+        w->steer_cpu_ns = cpu;
+    }
     *took = accepted - w->steer_accepted;
-    w->steer_cpu_ns = cpu;
     w->steer_accepted = accepted;
 }
 
@@ -1176,7 +1180,7 @@ static void on_steer_tick(uv_timer_t *t)
         return;
     }
     (void)uv_timer_stop(&p->steer_timer);
-    p->steering = sl__worker_unsteer(&p->workers[0]) > 0;
+    sl__worker_unsteer(&p->workers[0]);
     sl_log(SL_LOG_INFO, 0,
            "msg=\"new connections arrive on one CPU: the kernel spreads them over the workers "
            "by address from now on\" worker=%u busy_pct=%llu took=%llu of=%llu checks=%u",
@@ -1269,8 +1273,7 @@ static int start_main_handles(struct proxy *p)
     SL_BUG_ON(uv_timer_init(&p->loop, &p->steer_timer) != 0);
     p->handles_live = true;
     p->steer_timer.data = p;
-    p->steering = p->n_started > 0 && sl__worker_steered(&p->workers[0]);
-    if (p->steering) {
+    if (p->n_started > 0 && sl__worker_steered(&p->workers[0])) {
         uint64_t busy;
         uint64_t took;
 

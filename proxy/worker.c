@@ -282,10 +282,8 @@ bool sl__worker_steered(const struct sl__worker *w)
     return false;
 }
 
-size_t sl__worker_unsteer(struct sl__worker *w)
+void sl__worker_unsteer(struct sl__worker *w)
 {
-    size_t left = 0;
-
     for (size_t i = 0; i < w->n_listeners; i++) {
         struct sl__listener *l = &w->listeners[i];
         int zero = 0;
@@ -301,9 +299,7 @@ size_t sl__worker_unsteer(struct sl__worker *w)
                "msg=\"cannot take the steering program off a listening socket\" port=%u "
                "err=\"%s\"",
                (unsigned)l->port, strerror(errno));
-        left++;
     }
-    return left;
 }
 
 int sl__worker_start(struct sl__worker *w)

@@ -63,8 +63,8 @@ bool sl__worker_steered(const struct sl__worker *w);
 /* Takes the steering program off worker 0's listening groups: from then on the kernel spreads
  * new connections by their addresses. The main thread calls it on a running worker 0, which
  * must not be draining (its listeners are then closing); the listening sockets are only read,
- * and the kernel serialises the change with accepts. Returns how many groups stay steered
- * (0 on success). */
-size_t sl__worker_unsteer(struct sl__worker *w);
+ * and the kernel serialises the change with accepts. A group it cannot change is logged and
+ * stays steered (sl__worker_steered()). */
+void sl__worker_unsteer(struct sl__worker *w);
 
 #endif
