@@ -899,7 +899,9 @@ def test_overview():
     d = wait_for(overview_settled, 5) or overview("root")[1] or {}
     snap = d.get("snapshot") or {}
     check("7. overview: both proxies acknowledged the newest snapshot and are healthy",
-          overview_settled() is not None and snap.get("version", 0) > 0 and snap.get("built_at")
+          len(d.get("proxies") or []) == 2
+          and all(p["current"] and p["healthy"] for p in d["proxies"])
+          and snap.get("version", 0) > 0 and snap.get("built_at")
           and sorted(p["socket"] for p in d["proxies"])
           == sorted(st["proxies"][n]["sock"] for n in ("a", "b"))
           and all(p["acknowledged_version"] == snap["version"] and p["last_error"] == ""
