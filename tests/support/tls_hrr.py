@@ -30,6 +30,8 @@ import struct
 import sys
 import time
 
+from tunnel import open_tunnel
+
 HRR_RANDOM = bytes.fromhex("cf21ad74e59a6111be1d8c021e65b891c2a211167abb8c5e079e09e2c8a8339c")
 X25519, SECP256R1 = 0x001D, 0x0017
 # The generator point of P-256, uncompressed: a valid key share (private key 1).
@@ -148,15 +150,7 @@ def main():
         s = socket.create_connection((host, int(port)), timeout=5)
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     else:
-        s = socket.create_connection(("127.0.0.1", a.proxy), timeout=5)
-        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.sendall(f"CONNECT {a.target} HTTP/1.1\r\nHost: {a.target}\r\n\r\n".encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            d = s.recv(1)
-            if not d:
-                break
-            head += d
+        s, head = open_tunnel(a.proxy, a.target, 5, nodelay=True)
         if not head.startswith(b"HTTP/1.1 200"):
             print(f"connect={head[:12].decode(errors='replace')}")
             sys.exit(2)

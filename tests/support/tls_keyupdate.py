@@ -25,6 +25,8 @@ import struct
 import sys
 import time
 
+from tunnel import open_tunnel
+
 SSL_CTRL_SET_TLSEXT_HOSTNAME = 55
 SSL_CTRL_SET_MIN_PROTO_VERSION = 123
 TLS1_3_VERSION = 0x0304
@@ -59,14 +61,7 @@ def load_ssl():
 
 
 def tunnel(port, target):
-    s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
-    head = b""
-    while b"\r\n\r\n" not in head:
-        b = s.recv(1)
-        if not b:
-            break
-        head += b
+    s, head = open_tunnel(port, target, 10)
     if not head.startswith(b"HTTP/1.1 200"):
         print(f"error CONNECT answered {head[:40]!r}")
         sys.exit(2)
