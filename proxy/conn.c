@@ -26,6 +26,7 @@
 #include "proxy/peers.h"
 #include "proxy/stream.h"
 #include "proxy/upstream.h"
+#include "proxy/worker.h"
 
 /* getsockopt(IPPROTO_IP, SO_ORIGINAL_DST): where netfilter's NAT found a connection going
  * (<linux/netfilter_ipv4.h>, which does not mix with the C library's headers). */
@@ -984,6 +985,13 @@ void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
     if (rc < 0) {
         sl__conn_close(c);
         return;
+    }
+    if (atomic_load_explicit(&sh->steer_watch, memory_order_relaxed)) {
+        uv_os_fd_t fd;
+
+        if (uv_fileno((const uv_handle_t *)sl_stream_tcp(&c->client), &fd) == 0) {
+            sl__worker_note_arrival(w, fd);
+        }
     }
     if (!take_slot(&sh->connections, sh->cfg->max_connections)) {
         sl__count(&w->counters.connections_refused, 1);

@@ -46,9 +46,11 @@
 #define STEER_TICKS         3
 #define STEER_BUSY_PERMILLE 500u
 #define STEER_MIN_ACCEPTS   64u
+#define STEER_BACK_TICKS    5
 #define WORKERS_MAX         64
-#define DEFAULT_LISTEN      "127.0.0.1:3128"
-#define UPSTREAM_SESSIONS   1024
+_Static_assert(WORKERS_MAX <= SL__STEER_MAX, "every worker count can be steered by CPU");
+#define DEFAULT_LISTEN    "127.0.0.1:3128"
+#define UPSTREAM_SESSIONS 1024
 /* Descriptors beyond two per connection: listeners, the admin socket and its clients, the
  * audit log, the resolver, the thread pool's pipes. */
 #define FD_SLACK 256
@@ -107,6 +109,11 @@ struct proxy {
     uv_timer_t steer_timer;
     uint64_t steer_at_ns;
     unsigned steer_streak;
+    /* Once the steering came off, the check runs on: the workers' `arrived_on` counts summed
+     * by group as of the last check, and how many checks in a row found the new connections
+     * spread over the CPUs. */
+    uint64_t arrived_seen[SL__STEER_MAX];
+    unsigned back_streak;
     struct sl_http_server *admin;
     /* The TLS context of --admin-listen, NULL without it. */
     struct sl_http_tls *admin_tls;
@@ -1110,16 +1117,22 @@ static void on_trim_tick(uv_timer_t *t)
 }
 
 /*
- * The way back from steering by CPU (docs/reference/proxy.md §4.8, --workers). Steering pays
- * when connections arrive on the CPUs of the threads that opened them (loopback, veth): they
- * spread over the workers as those threads spread over the CPUs. When they all arrive on one
- * CPU (a network card with a single receive queue, say), one worker takes every connection
+ * The way off steering by CPU, and back (docs/reference/proxy.md §4.8, --workers). Steering
+ * pays when connections arrive on the CPUs of the threads that opened them (loopback, veth):
+ * they spread over the workers as those threads spread over the CPUs. When they all arrive on
+ * one CPU (a network card with a single receive queue, say), one worker takes every connection
  * while the others idle. Every STEER_TICK_MS the main thread compares the workers. When
  * STEER_TICKS checks in a row find that one worker was busy for at least STEER_BUSY_PERMILLE
  * of the time, took at least 1.5 times its fair share of at least STEER_MIN_ACCEPTS new
  * connections, and another worker was busy for under a quarter of that, the program comes off
  * the listening groups: from then on the kernel spreads connections by their addresses, as it
- * does without steering. An info line says so; steering does not come back until a restart.
+ * does without steering. An info line says so.
+ *
+ * Then the workers count the CPUs their new connections arrive on (`steer_watch`), and the
+ * check goes on: when STEER_BACK_TICKS checks in a row find at least STEER_MIN_ACCEPTS new
+ * connections of which no worker's CPUs took over 1.25 times their fair share, the program
+ * goes back on, and another info line says so. The two thresholds differ so that a load at the
+ * edge does not switch it every few seconds.
  *
  * steer_look() reads worker `w`'s CPU time and accepted connections, and returns through `busy`
  * and `took` how much of each came since the last look (no time when the kernel cannot give
@@ -1140,6 +1153,73 @@ static void steer_look(struct sl__worker *w, uint64_t *busy, uint64_t *took)
     w->steer_accepted = accepted;
 }
 
+/* The base of the next check while steered: now, every worker's CPU time and accepts. */
+static void steer_rebase(struct proxy *p)
+{
+    uint64_t busy;
+    uint64_t took;
+
+    p->steer_at_ns = uv_hrtime();
+    p->steer_streak = 0;
+    for (unsigned i = 0; i < p->n_started; i++) {
+        steer_look(&p->workers[i], &busy, &took);
+    }
+}
+
+/* The new connections since the last look, by the group of CPUs whose connections the steering
+ * would send to one worker: returns their number, and through `most` and `group` the largest
+ * group's. */
+static uint64_t arrivals_look(struct proxy *p, uint64_t *most, unsigned *group)
+{
+    unsigned n = p->shared.steer_workers;
+    uint64_t total = 0;
+
+    *most = 0;
+    *group = 0;
+    for (unsigned k = 0; k < n && k < SL__STEER_MAX; k++) {
+        uint64_t seen = 0;
+
+        for (unsigned i = 0; i < p->n_started; i++) {
+            seen += atomic_load_explicit(&p->workers[i].arrived_on[k], memory_order_relaxed);
+        }
+        total += seen - p->arrived_seen[k];
+        if (seen - p->arrived_seen[k] > *most) {
+            *most = seen - p->arrived_seen[k];
+            *group = k;
+        }
+        p->arrived_seen[k] = seen;
+    }
+    return total;
+}
+
+static void check_steer_back(struct proxy *p)
+{
+    unsigned n = p->shared.steer_workers;
+    uint64_t most;
+    unsigned group;
+    uint64_t total = arrivals_look(p, &most, &group);
+    bool spread = total >= STEER_MIN_ACCEPTS && most * n * 4u <= total * 5u;
+
+    p->back_streak = spread ? p->back_streak + 1 : 0;
+    sl_log(SL_LOG_DEBUG, 0,
+           "msg=\"steering check\" steering=off largest_group=%u took=%llu of=%llu spread=%s",
+           group, (unsigned long long)most, (unsigned long long)total, spread ? "yes" : "no");
+    if (p->back_streak < STEER_BACK_TICKS) {
+        return;
+    }
+    atomic_store_explicit(&p->shared.steer_watch, false, memory_order_relaxed);
+    if (!sl__worker_steer(&p->workers[0])) {
+        /* The kernel refused it (logged): the spread by address stays for good. */
+        (void)uv_timer_stop(&p->steer_timer);
+        return;
+    }
+    steer_rebase(p);
+    sl_log(SL_LOG_INFO, 0,
+           "msg=\"new connections arrive on several CPUs again: each goes to the worker of its "
+           "CPU from now on\" largest_group=%u took=%llu of=%llu checks=%u",
+           group, (unsigned long long)most, (unsigned long long)total, p->back_streak);
+}
+
 static void on_steer_tick(uv_timer_t *t)
 {
     struct proxy *p = t->data;
@@ -1150,9 +1230,15 @@ static void on_steer_tick(uv_timer_t *t)
     uint64_t total = 0;
     uint64_t cold = UINT64_MAX;
     unsigned hot = 0;
+    uint64_t most;
+    unsigned group;
     bool skewed;
 
     SL_BUG_ON(p->n_started > WORKERS_MAX);
+    if (!sl__worker_steered(&p->workers[0])) {
+        check_steer_back(p);
+        return;
+    }
     p->steer_at_ns = now;
     for (unsigned i = 0; i < p->n_started; i++) {
         steer_look(&p->workers[i], &busy[i], &took[i]);
@@ -1179,8 +1265,16 @@ static void on_steer_tick(uv_timer_t *t)
     if (p->steer_streak < STEER_TICKS) {
         return;
     }
-    (void)uv_timer_stop(&p->steer_timer);
     sl__worker_unsteer(&p->workers[0]);
+    if (sl__worker_steered(&p->workers[0])) {
+        /* The kernel refused (logged): the steering stays, unchecked. */
+        (void)uv_timer_stop(&p->steer_timer);
+        return;
+    }
+    /* From now on the workers count where connections arrive; this look is the base. */
+    (void)arrivals_look(p, &most, &group);
+    p->back_streak = 0;
+    atomic_store_explicit(&p->shared.steer_watch, true, memory_order_relaxed);
     sl_log(SL_LOG_INFO, 0,
            "msg=\"new connections arrive on one CPU: the kernel spreads them over the workers "
            "by address from now on\" worker=%u busy_pct=%llu took=%llu of=%llu checks=%u",
@@ -1274,13 +1368,7 @@ static int start_main_handles(struct proxy *p)
     p->handles_live = true;
     p->steer_timer.data = p;
     if (p->n_started > 0 && sl__worker_steered(&p->workers[0])) {
-        uint64_t busy;
-        uint64_t took;
-
-        p->steer_at_ns = uv_hrtime();
-        for (unsigned i = 0; i < p->n_started; i++) {
-            steer_look(&p->workers[i], &busy, &took);
-        }
+        steer_rebase(p);
         (void)uv_timer_start(&p->steer_timer, on_steer_tick, STEER_TICK_MS, STEER_TICK_MS);
     }
     p->trim_timer.data = p;

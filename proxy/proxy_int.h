@@ -138,9 +138,16 @@ struct sl__shared {
     struct sl_peers *peers;
     /* Workers that new connections are steered to by the CPU their SYN arrived on (the CPU's
      * number modulo this), or 0: the kernel spreads them by their addresses
-     * (docs/reference/proxy.md §4.8, --workers). */
+     * (docs/reference/proxy.md §4.8, --workers). At most SL__STEER_MAX. */
     unsigned steer_workers;
+    /* Set by the main thread while the steering is off after it had been on: each worker then
+     * counts the CPUs its new connections arrived on (struct sl__worker's `arrived_on`), for
+     * the check that turns it back on (proxy.c on_steer_tick()). */
+    atomic_bool steer_watch;
 };
+
+/* The most workers that new connections are steered to by CPU. */
+#define SL__STEER_MAX 64
 
 struct sl__conn;
 struct sl_upstream;
@@ -167,13 +174,15 @@ struct sl__listen {
 #define SL__LISTENERS_MAX (SL_PROXY_LISTEN_MAX + 3 * SL_PROXY_TRANSPARENT_MAX)
 
 /* A worker's listener: the socket (and its descriptor, which other threads may read), what it
- * takes and its port (host order); `steered`: the socket carries its group's steering program
- * (worker 0 only, worker.c steer_by_cpu(); the main thread may clear it). */
+ * takes and its port (host order); `steerable`: the kernel took the steering program for the
+ * socket's group at the start, and `steered`: the group carries it now (worker 0 only, worker.c
+ * steer_by_cpu(); the main thread takes it off and puts it back). */
 struct sl__listener {
     uv_tcp_t tcp;
     int fd;
     enum sl__listen_kind kind;
     uint16_t port;
+    bool steerable;
     bool steered;
 };
 
@@ -219,6 +228,9 @@ struct sl__worker {
      * the main thread touches them. */
     uint64_t steer_cpu_ns;
     uint64_t steer_accepted;
+    /* While the shared `steer_watch` is set: the connections this worker accepted by the CPU
+     * they arrived on (SO_INCOMING_CPU), modulo the shared `steer_workers`. */
+    atomic_uint_fast64_t arrived_on[SL__STEER_MAX];
     /* The last info line about a client that refused the proxy's certificate (conn_tls.c;
      * the loop's clock, ms, 0 for none yet), and the refusals since then without a line. */
     uint64_t cert_refused_logged_ms;

@@ -207,6 +207,7 @@ int sl__worker_init(struct sl__worker *w, unsigned index, struct sl__shared *sh,
          * the others join it. */
         if (index == 0 && sh->steer_workers > 1) {
             l->steered = steer_by_cpu(fd, sh->steer_workers);
+            l->steerable = l->steered;
             if (!l->steered) {
                 sl_log(SL_LOG_INFO, 0,
                        "msg=\"connections are spread over the workers by address, not by CPU\" "
@@ -300,6 +301,42 @@ void sl__worker_unsteer(struct sl__worker *w)
                "err=\"%s\"",
                (unsigned)l->port, strerror(errno));
     }
+}
+
+void sl__worker_note_arrival(struct sl__worker *w, int fd)
+{
+    int cpu = -1;
+    socklen_t len = sizeof(cpu);
+    unsigned n = w->shared->steer_workers;
+
+    if (n == 0 || n > SL__STEER_MAX || getsockopt(fd, SOL_SOCKET, SO_INCOMING_CPU, &cpu, &len) != 0
+        || cpu < 0) {
+        return;
+    }
+    sl__count(&w->arrived_on[(unsigned)cpu % n], 1);
+}
+
+bool sl__worker_steer(struct sl__worker *w)
+{
+    bool any = false;
+
+    for (size_t i = 0; i < w->n_listeners; i++) {
+        struct sl__listener *l = &w->listeners[i];
+
+        if (!l->steerable || l->steered) {
+            continue;
+        }
+        if (steer_by_cpu(l->fd, w->shared->steer_workers)) {
+            l->steered = true;
+            any = true;
+            continue;
+        }
+        sl_log(SL_LOG_WARN, 0,
+               "msg=\"cannot put the steering program back on a listening socket\" port=%u "
+               "err=\"%s\"",
+               (unsigned)l->port, strerror(errno));
+    }
+    return any;
 }
 
 int sl__worker_start(struct sl__worker *w)

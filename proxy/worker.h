@@ -9,7 +9,8 @@
  * mailboxes: a newer snapshot, "drain" (stop accepting, finish the requests in flight) and
  * "stop" (close everything, end the thread). Two things it does without them: it reads their
  * threads' CPU time and their counters, and it may take the steering program off worker 0's
- * listening sockets (sl__worker_unsteer()), a setsockopt the kernel orders with accepts.
+ * listening sockets and put it back (sl__worker_unsteer(), sl__worker_steer()), setsockopts
+ * the kernel orders with accepts.
  */
 #ifndef SL_PROXY_WORKER_H
 #define SL_PROXY_WORKER_H
@@ -66,5 +67,15 @@ bool sl__worker_steered(const struct sl__worker *w);
  * and the kernel serialises the change with accepts. A group it cannot change is logged and
  * stays steered (sl__worker_steered()). */
 void sl__worker_unsteer(struct sl__worker *w);
+
+/* Puts the steering program back on worker 0's listening groups that took it at the start and
+ * had it taken off (sl__worker_unsteer()), under the same rules. True when at least one group
+ * took it; a group that refuses it is logged and keeps the spread by address. */
+bool sl__worker_steer(struct sl__worker *w);
+
+/* While the steering is off (the shared `steer_watch`), on the worker's thread: counts a new
+ * connection, accepted as `fd`, by the CPU it arrived on (SO_INCOMING_CPU), as the steering
+ * program would have sent it, in the worker's `arrived_on`. */
+void sl__worker_note_arrival(struct sl__worker *w, int fd);
 
 #endif

@@ -7,8 +7,8 @@
 # cumulative buckets; no credential value appears. Then connections by worker (§4.8 --workers):
 # with 2 workers, curls pinned to CPU 0 all reach worker 0 and those pinned to CPU 1 worker 1;
 # a load that arrives on CPU 0 alone and keeps worker 0 busy turns the steering off, after which
-# connections from CPU 0 reach both workers; with more workers than CPUs the kernel's spread by
-# address stays.
+# connections from CPU 0 reach both workers; connections from both CPUs in turn then put it back
+# on; with more workers than CPUs the kernel's spread by address stays.
 set -euo pipefail
 
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -219,6 +219,44 @@ if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
     spread=$(worker_spread 30 0)
     check "... and 30 connections from CPU 0 now reach both workers ($spread)" \
       awk '{ exit !($1 > 0 && $2 > 0 && $1 + $2 == 30) }' <<<"$spread"
+    # The way back: one thread opening plain-HTTP connections from CPU 0 and CPU 1 in turn
+    # (it moves itself before each connect), so that the steering would give each worker
+    # half. After 5 such checks the program goes back on. At most 20 s and 20 000
+    # connections; it stops once the line is there.
+    "$FX_PYTHON" - "$FX_PROXY_PORT" "a.sluice.test:$FX_HTTP_PORT" "$FX_PROXY_LOG" \
+      >"$FX_WORK/back.out" 2>&1 <<'EOF' &
+import os, socket, sys, time
+port, origin, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+req = ("GET http://%s/hello HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n"
+       % (origin, origin)).encode()
+t0, n, bad = time.monotonic(), 0, 0
+while time.monotonic() - t0 < 20 and n < 20000:
+    os.sched_setaffinity(0, {n % 2})
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(req)
+    data = b""
+    while True:
+        b = s.recv(4096)
+        if not b:
+            break
+        data += b
+    s.close()
+    bad += not data.startswith(b"HTTP/1.1 200 ")
+    n += 1
+    if n % 200 == 0 and b"arrive on several CPUs again" in open(log, "rb").read():
+        break
+print("connections=%d not-200=%d seconds=%.1f" % (n, bad, time.monotonic() - t0))
+EOF
+    back_pid=$!
+    check "connections from both CPUs in turn put the steering back (the proxy says so)" \
+      fx_wait 20 grep -qF "arrive on several CPUs again: each goes to the worker of its CPU" \
+      "$FX_PROXY_LOG"
+    wait "$back_pid" 2>/dev/null || true
+    fx_note "the load from both CPUs: $(cat "$FX_WORK/back.out")"
+    { grep -hE 'steering=off|several CPUs' "$FX_PROXY_LOG" || true; } | tail -8 | sed 's/^/#   /'
+    check_eq "... sluice_worker_steering is 1 again" "$(scrape && metric sluice_worker_steering)" 1
+    check_eq "... 6 connections from CPU 0 all go to worker 0 again" "$(worker_spread 6 0)" "6 0"
+    check_eq "... and 6 from CPU 1 all to worker 1" "$(worker_spread 6 1)" "0 6"
   else
     not_ok "sluice-load is built ($load)"
   fi
