@@ -48,12 +48,13 @@
 #define STEER_MIN_ACCEPTS   64u
 #define STEER_BACK_TICKS    5
 #define WORKERS_MAX         64
-_Static_assert(WORKERS_MAX <= SL__STEER_MAX, "every worker count can be steered by CPU");
-#define DEFAULT_LISTEN    "127.0.0.1:3128"
-#define UPSTREAM_SESSIONS 1024
+#define DEFAULT_LISTEN      "127.0.0.1:3128"
+#define UPSTREAM_SESSIONS   1024
 /* Descriptors beyond two per connection: listeners, the admin socket and its clients, the
  * audit log, the resolver, the thread pool's pipes. */
 #define FD_SLACK 256
+
+_Static_assert(WORKERS_MAX <= SL__STEER_MAX, "every worker count can be steered by CPU");
 
 void sl_proxy_config_init(struct sl_proxy_config *cfg)
 {
