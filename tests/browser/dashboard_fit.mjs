@@ -10,8 +10,8 @@
 // Prints TAP-style lines and exits 1 when a check failed. Every wait is bounded.
 import { readFileSync } from 'node:fs';
 import {
-  ALICE, BASE, HTTP_PORT, IMAGE, ROOT, api, check, finish, fitsWidth, hex, notOk, page, proxyCurl, shot, signIn, sleep,
-  step, until,
+  ALICE, BASE, HTTP_PORT, IMAGE, ROOT, STEP_MS, api, check, finish, fitsWidth, hex, notOk, page, proxyCurl, shot, signIn,
+  sleep, step, until,
 } from './harness.mjs';
 
 const SIZES = [[390, 844], [1440, 900]];
@@ -82,13 +82,15 @@ async function screen(w, h, who, name, selector = TOPBAR) {
 }
 
 // The lists of a tab have come (or said why not): no request of the page open for a moment.
+// Bounded like any step (STEP_MS), not tighter: a tab's list can wait on the Docker daemon (the
+// sandboxes), which other tests keep busy when they run beside this one.
 let pending = 0;
 page.on('request', () => { pending++; });
 page.on('requestfinished', () => { pending--; });
 page.on('requestfailed', () => { pending--; });
 async function settled() {
   await sleep(300);
-  await until('the page has no request open', () => pending <= 0, 5000);
+  await until('the page has no request open', () => pending <= 0, STEP_MS);
   await sleep(200);
 }
 
