@@ -141,9 +141,12 @@ static void on_op_closed(uv_handle_t *h)
     sl_free(o->host);
     sl_free(o->service);
     sl_free(o->cid);
-    sl_free(o->config);
-    sl_free(o->config_id);
-    sl_free(o->config_data);
+    for (size_t i = 0; i < o->n_configs; i++) {
+        sl_free(o->configs[i].name);
+        sl_free(o->configs[i].id);
+        sl_free(o->configs[i].data);
+        sl_free(o->configs[i].req);
+    }
     sl_buf_finish(&o->resp);
     sl_buf_finish(&o->out);
     sl_buf_finish(&o->errout);

@@ -90,6 +90,19 @@ struct sl__docker_sock {
     struct sl_list link;
 };
 
+/* swarm.c: the most Swarm configs one service mounts (the runner, the resolv.conf). */
+#define SL__DOCKER_CONFIGS_MAX 2
+
+/* swarm.c: one Swarm config a service mounts, all owned: its name (after its mode and bytes),
+ * its id once made or found, its bytes in base64, and the body of its create request. */
+struct sl__docker_config {
+    char *name;
+    char *id;
+    char *data;
+    char *req;
+    size_t req_len;
+};
+
 /* One launcher operation: a short sequence of HTTP calls, one at a time. Loop thread only. */
 struct sl__docker_op {
     struct sl_docker *d;
@@ -190,13 +203,15 @@ struct sl__docker_op {
     /* pull_image (docker_pull.c): the stream's reader, the reference, the progress reported. */
     struct sl__docker_pull *pull;
     enum sl_launcher_pull_failure pull_why;
-    /* swarm.c: the service, the task's container, the config of the runner (name, id and its
-     * data in base64, owned), and how many times the task list was read. */
+    /* swarm.c: the service, the task's container, the configs the service mounts (the
+     * runner's, then the resolv.conf naming the node's proxy), the next one to make, whether
+     * the spec asked for that resolv.conf, and how many times the task list was read. */
     char *service;
     char *cid;
-    char *config;
-    char *config_id;
-    char *config_data;
+    struct sl__docker_config configs[SL__DOCKER_CONFIGS_MAX];
+    size_t n_configs;
+    size_t config_at;
+    bool proxy_dns;
     int task_polls;
     /* swarm.c: how many times the placement waited for the proxy of the node in turn. */
     int place_polls;

@@ -113,6 +113,11 @@ struct sl_launcher_container {
      * (the container's hosts file), for a backend that chooses that address itself (above);
      * NULL, or a backend that does not, leaves the hosts file alone. */
     const char *proxy_name;
+    /* For a backend that chooses each container's proxy itself (above): that proxy is also the
+     * container's only name server (a read-only /etc/resolv.conf naming it, with the options of
+     * the file at resolv_conf), where the proxy's DNS responder answers. A backend that does not
+     * choose the proxy ignores it (resolv_conf says what the container gets). */
+    bool proxy_dns;
     /* The first policy snapshot version that holds the container's client entry (its proxy
      * identity), 0 for none. A backend that chooses each container's proxy (the Swarm backend)
      * places it only where that proxy acknowledged this version or a newer one. */

@@ -447,6 +447,7 @@ static void launch(struct sl__sandbox *s)
         .n_cmd = SL_ARRAY_LEN(cmd),
         .egress = &egress.e,
         .proxy_name = sb->proxy_name,
+        .proxy_dns = true,
         .snapshot_version = s->wait.version,
     };
     int rc;

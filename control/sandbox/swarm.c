@@ -640,14 +640,20 @@ static int start_service_create(struct sl__docker_op *o)
                                     "application/json", SL__DOCKER_BODY_MAX, on_service_created);
 }
 
-/* The config's ID is known: put it into the service's body and make the service. */
+/* The configs' IDs are known: put them into the service's body and make the service. */
 static void create_service(struct sl__docker_op *o)
 {
     json_t *j = json_loadb(o->body, o->body_len, 0, NULL);
     json_t *cs = json_object_get(json_object_get(j, "TaskTemplate"), "ContainerSpec");
-    json_t *cfg = json_array_get(json_object_get(cs, "Configs"), 0);
+    json_t *cfgs = json_object_get(cs, "Configs");
+    bool ok = json_array_size(cfgs) == o->n_configs;
 
-    if (cfg == NULL || json_object_set_new(cfg, "ConfigID", json_string(o->config_id)) != 0) {
+    /* The body lists the configs in the order they were prepared. */
+    for (size_t i = 0; ok && i < o->n_configs; i++) {
+        ok = json_object_set_new(json_array_get(cfgs, i), "ConfigID", json_string(o->configs[i].id))
+             == 0;
+    }
+    if (!ok) {
         json_decref(j);
         sl__docker_set_err(o, SL_ENOMEM, "swarm: cannot build the service request");
         sl__docker_op_finish(o);
@@ -664,8 +670,11 @@ static void create_service(struct sl__docker_op *o)
     sl__docker_go(o, start_service_create(o));
 }
 
+static void create_config_then_service(struct sl__docker_op *o);
+
 static void on_config_read(struct sl__docker_op *o)
 {
+    struct sl__docker_config *c = &o->configs[o->config_at];
     json_t *j;
     const char *id;
     const char *data;
@@ -677,14 +686,14 @@ static void on_config_read(struct sl__docker_op *o)
     j = sl__docker_response_object(o, "inspect config");
     id = sl__docker_json_str(j, "ID");
     data = sl__docker_json_str(json_object_get(j, "Spec"), "Data");
-    if (j != NULL && (data == NULL || strcmp(data, o->config_data) != 0)) {
+    if (j != NULL && (data == NULL || strcmp(data, c->data) != 0)) {
         /* Named after our bytes' hash, holding others: not ours to run. */
-        sl__docker_set_err(o, SL_EEXIST, "swarm: config %s exists with other contents", o->config);
+        sl__docker_set_err(o, SL_EEXIST, "swarm: config %s exists with other contents", c->name);
     } else if (j != NULL && !sl__docker_is_name(id)) {
-        sl__docker_set_err(o, SL_EIO, "swarm: config %s has no valid ID", o->config);
+        sl__docker_set_err(o, SL_EIO, "swarm: config %s has no valid ID", c->name);
     } else if (j != NULL) {
-        o->config_id = sl_strdup(id);
-        if (o->config_id == NULL) {
+        c->id = sl_strdup(id);
+        if (c->id == NULL) {
             sl__docker_set_err(o, SL_ENOMEM, "swarm: out of memory");
         }
     }
@@ -693,11 +702,13 @@ static void on_config_read(struct sl__docker_op *o)
         sl__docker_op_finish(o);
         return;
     }
-    create_service(o);
+    o->config_at++;
+    create_config_then_service(o);
 }
 
 static void on_config_created(struct sl__docker_op *o)
 {
+    struct sl__docker_config *c = &o->configs[o->config_at];
     json_t *j;
     const char *id;
 
@@ -710,25 +721,28 @@ static void on_config_created(struct sl__docker_op *o)
         o->rc = 0;
         o->err[0] = '\0';
         sl__docker_go(o, sl__docker_start_requestf(o, "GET", NULL, 0, NULL, SL__DOCKER_BODY_MAX,
-                                                   on_config_read, "/configs/%s", o->config));
+                                                   on_config_read, "/configs/%s", c->name));
         return;
     }
     j = sl__docker_response_object(o, "create config");
     id = sl__docker_json_str(j, "ID");
-    o->config_id = sl__docker_is_name(id) ? sl_strdup(id) : NULL;
+    c->id = sl__docker_is_name(id) ? sl_strdup(id) : NULL;
     json_decref(j);
-    if (o->config_id == NULL) {
+    if (c->id == NULL) {
         sl__docker_set_err(o, SL_EIO, "swarm: create config: no valid ID in the answer");
         sl__docker_op_finish(o);
         return;
     }
-    create_service(o);
+    o->config_at++;
+    create_config_then_service(o);
 }
 
-/* Names the config of `f` after its bytes and mode (sl_malloc'd "sluice-file-HEX") and
- * base64-encodes them into o->config_data. */
-static int prepare_config(struct sl__docker_op *o, const struct sl_launcher_file *f)
+/* Adds the config of `f` to o->configs: named after its bytes and mode ("sluice-file-HEX", so
+ * that every sandbox shares one config per content), its bytes in base64 and its create
+ * request. Returns the config's name (owned by the op), or NULL when out of memory. */
+static const char *prepare_config(struct sl__docker_op *o, const struct sl_launcher_file *f)
 {
+    struct sl__docker_config *c;
     unsigned char h[crypto_hash_sha256_BYTES];
     crypto_hash_sha256_state st;
     char hex[2 * 12 + 1];
@@ -738,27 +752,31 @@ static int prepare_config(struct sl__docker_op *o, const struct sl_launcher_file
     size_t b64 = sodium_base64_encoded_len(f->len, sodium_base64_VARIANT_ORIGINAL);
     json_t *j;
 
+    if (o->n_configs == SL__DOCKER_CONFIGS_MAX) {
+        return NULL;
+    }
+    c = &o->configs[o->n_configs++];
     (void)crypto_hash_sha256_init(&st);
     (void)crypto_hash_sha256_update(&st, mode, sizeof(mode));
     (void)crypto_hash_sha256_update(&st, f->data != NULL ? f->data : (const void *)"", f->len);
     (void)crypto_hash_sha256_final(&st, h);
     (void)sodium_bin2hex(hex, sizeof(hex), h, 12);
     (void)snprintf(name, sizeof(name), "sluice-file-%s", hex);
-    o->config = sl_strdup(name);
-    o->config_data = sl_malloc(b64);
-    if (o->config == NULL || o->config_data == NULL) {
-        return SL_ENOMEM;
+    c->name = sl_strdup(name);
+    c->data = sl_malloc(b64);
+    if (c->name == NULL || c->data == NULL) {
+        return NULL;
     }
-    (void)sodium_bin2base64(o->config_data, b64, f->data != NULL ? f->data : (const void *)"",
-                            f->len, sodium_base64_VARIANT_ORIGINAL);
-    j = json_pack("{s:s, s:{s:s}, s:s}", "Name", o->config, "Labels", "sluice.managed", "1", "Data",
-                  o->config_data);
-    o->data = j != NULL ? (uint8_t *)sl__docker_dump_json(j, &o->data_len) : NULL;
+    (void)sodium_bin2base64(c->data, b64, f->data != NULL ? f->data : (const void *)"", f->len,
+                            sodium_base64_VARIANT_ORIGINAL);
+    j = json_pack("{s:s, s:{s:s}, s:s}", "Name", c->name, "Labels", "sluice.managed", "1", "Data",
+                  c->data);
+    c->req = j != NULL ? sl__docker_dump_json(j, &c->req_len) : NULL;
     json_decref(j);
-    return o->data != NULL ? 0 : SL_ENOMEM;
+    return c->req != NULL ? c->name : NULL;
 }
 
-/* The service's body (a new reference) without the config's ID, or NULL with o->err set. */
+/* The service's body (a new reference) without the configs' IDs, or NULL with o->err set. */
 static json_t *service_body(struct sl__docker_op *o, const struct sl_launcher_container *spec,
                             const struct sl_launcher_file *run)
 {
@@ -804,7 +822,7 @@ static json_t *service_body(struct sl__docker_op *o, const struct sl_launcher_co
         ok = json_array_append_new(json_object_get(cs, "Configs"),
                                    json_pack("{s:{s:s, s:s, s:s, s:i}, s:s}", "File", "Name",
                                              run->path, "UID", "0", "GID", "0", "Mode",
-                                             (int)run->mode, "ConfigName", o->config))
+                                             (int)run->mode, "ConfigName", o->configs[0].name))
              == 0;
     }
     if (ok) {
@@ -831,20 +849,55 @@ static json_t *service_body(struct sl__docker_op *o, const struct sl_launcher_co
 
 static json_t *answer_array(struct sl__docker_op *o, const char *what);
 
-/* Proceeds with the service's body in o->body: the runner's config first when there is one. */
+/* Proceeds with the service's body in o->body: its configs first, one at a time, when it has
+ * any (o->config_at is the next). */
 static void create_config_then_service(struct sl__docker_op *o)
 {
-    if (o->config == NULL) {
-        sl__docker_go(o, start_service_create(o));
+    const struct sl__docker_config *c;
+
+    if (o->config_at == o->n_configs) {
+        if (o->n_configs == 0) {
+            sl__docker_go(o, start_service_create(o));
+        } else {
+            create_service(o);
+        }
         return;
     }
-    sl__docker_go(o, sl__docker_start_request(o, "POST", "/configs/create", o->data, o->data_len,
+    c = &o->configs[o->config_at];
+    sl__docker_go(o, sl__docker_start_request(o, "POST", "/configs/create", c->req, c->req_len,
                                               "application/json", SL__DOCKER_BODY_MAX,
                                               on_config_created));
 }
 
-/* Pins the service in o->body to node `id` and names its proxy `proxy` in the container's
- * hosts file as o->path (the spec's proxy_name; NULL: none). */
+/* Adds to the service in `cs` (its ContainerSpec) the resolv.conf naming `proxy` as its only
+ * name server (docs/reference/containers.md §5.4, DNS): a config mounted read-only over
+ * /etc/resolv.conf, over the file Docker writes there (which names its embedded DNS, closed by
+ * the inner wall). */
+static bool add_resolv_conf(struct sl__docker_op *o, json_t *cs, const char *proxy)
+{
+    char text[INET_ADDRSTRLEN + 128];
+    int n = snprintf(text, sizeof(text),
+                     "# sluice: names resolve to this node's proxy, which answers\n"
+                     "nameserver %s\noptions timeout:1 attempts:2\n",
+                     proxy);
+    const struct sl_launcher_file f = { "/etc/resolv.conf", text, (size_t)n, 0644 };
+    const char *name;
+
+    if (n < 0 || (size_t)n >= sizeof(text)) {
+        return false;
+    }
+    name = prepare_config(o, &f);
+    return name != NULL
+           && json_array_append_new(json_object_get(cs, "Configs"),
+                                    json_pack("{s:{s:s, s:s, s:s, s:i}, s:s}", "File", "Name",
+                                              f.path, "UID", "0", "GID", "0", "Mode", (int)f.mode,
+                                              "ConfigName", name))
+                      == 0;
+}
+
+/* Pins the service in o->body to node `id`, names its proxy `proxy` in the container's hosts
+ * file as o->path (the spec's proxy_name; NULL: none), and as its name server when the spec
+ * asked for that (o->proxy_dns). */
 static int pin_service(struct sl__docker_op *o, const char *id, const char *proxy)
 {
     json_t *j = json_loadb(o->body, o->body_len, 0, NULL);
@@ -861,6 +914,9 @@ static int pin_service(struct sl__docker_op *o, const char *id, const char *prox
     if (ok && o->path != NULL) {
         (void)snprintf(host, sizeof(host), "%s %s", proxy, o->path);
         ok = json_object_set_new(cs, "Hosts", json_pack("[s]", host)) == 0;
+    }
+    if (ok && o->proxy_dns) {
+        ok = add_resolv_conf(o, cs, proxy);
     }
     if (ok) {
         sl_free(o->body);
@@ -1020,12 +1076,13 @@ static void swarm_create_and_start(struct sl_launcher *l, const struct sl_launch
         sl__docker_fail_soon(o);
         return;
     }
-    rc = run != NULL ? prepare_config(o, run) : 0;
-    if (rc < 0) {
-        sl__docker_set_err(o, rc, "swarm: cannot prepare the container: %s", sl_strerror(rc));
+    if (run != NULL && prepare_config(o, run) == NULL) {
+        sl__docker_set_err(o, SL_ENOMEM, "swarm: cannot prepare the container: %s",
+                           sl_strerror(SL_ENOMEM));
         sl__docker_fail_soon(o);
         return;
     }
+    o->proxy_dns = spec->proxy_dns;
     j = service_body(o, spec, run);
     if (j == NULL) {
         sl__docker_fail_soon(o);

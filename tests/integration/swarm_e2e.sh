@@ -8,7 +8,9 @@
 # with a certificate per proxy from `sluice pki` (the PKI of tools/swarm-lab.sh, whose engine
 # and control certificates it also issued); the control plane in the lab's slsw-br namespace. Sandboxes created through the REST API land on both nodes; from
 # each, an allowed origin (origin.py at 10.213.200.1) is reached through its own node's proxy
-# with the credential injected, a refused host gets 403, and the origin, the nodes' addresses,
+# with the credential injected, also without HTTPS_PROXY (each sandbox's resolv.conf names its
+# node's proxy, which answers DNS and listens transparently on 443), a refused host gets 403,
+# and the origin, the nodes' addresses,
 # the other sandbox and the other node's proxy cannot be reached directly; exec, write and read
 # work on both; one proxy stopped: its node's sandbox fails closed until it is back, and creates
 # meanwhile succeed and land on the other node; node 2
@@ -84,7 +86,7 @@ openssl x509 -req -in "$work/origin.csr" -CA "$work/testca.pem" -CAkey "$work/te
   -CAcreateserial -days 2 -extfile "$work/ext" -out "$work/origin.pem" 2>/dev/null
 in_br python3 "$src/tests/support/origin.py" serve --ports-file "$work/ports" \
   --log "$work/origin.log" --cert "$work/origin.pem" --key "$work/origin.key" \
-  --host 10.213.200.1 >/dev/null 2>&1 &
+  --host 10.213.200.1 --tls-port 443 >/dev/null 2>&1 &
 pids+=($!)
 for _ in $(seq 1 50); do [ -s "$work/ports" ] && break; sleep 0.1; done
 tls=$(sed -n 's/.*tls=\([0-9]*\).*/\1/p' "$work/ports")
@@ -124,6 +126,7 @@ proxy_start() {
     --listen "10.213.210.25$n:3128" --data "$data" --admin-socket "$work/admin-$n.sock" \
     --admin-listen "10.213.19$n.2:9443" --admin-cert "$p/proxy-slsw-n$n.pem" \
     --admin-key "$p/proxy-slsw-n$n.key" --admin-client-ca "$p/ca.pem" --admin-crl "$p/crl.pem" \
+    --dns-listen "10.213.210.25$n:53" --transparent "10.213.210.25$n" \
     --audit-log "$work/audit-$n.log" --upstream-ca "$work/testca.pem" --policy-lease 4 \
     --allow-upstream 10.213.200.1/32 --resolve "a.sluice.test:$tls:10.213.200.1" \
     --resolve "b.sluice.test:$tls:10.213.200.1" >/dev/null
@@ -240,8 +243,23 @@ for n in 1 2; do
   [ "$out" = 200 ] || fail "node $n: the allowed origin: $out"
   grep "$probe" "$work/origin.log" | grep -qF "$cred" || fail "node $n: no credential at the origin"
   grep -q "$id" "$work/audit-$n.log" || fail "node $n: its own proxy did not serve it"
-  out=$(ex "$id" "curl -sS -m 10 -o /dev/null -w '%{http_connect}' https://b.sluice.test:$tls/")
-  [ "$out" = 403 ] || fail "node $n: a refused host: $out"
+  # A client that ignores HTTPS_PROXY: the name resolves to its node's proxy (the resolv.conf
+  # the control plane mounted names it, its DNS responder answers), whose transparent listener
+  # on 443 intercepts it like any other.
+  out=$(ex "$id" "cat /etc/resolv.conf")
+  grep -qx "nameserver 10.213.210.25$n" <<<"$out" || fail "node $n: resolv.conf: $out"
+  out=$(ex "$id" "getent hosts a.sluice.test | cut -d' ' -f1")
+  [ "$out" = "10.213.210.25$n" ] || fail "node $n: a.sluice.test resolves to '$out'"
+  out=$(ex "$id" "env -u https_proxy -u HTTPS_PROXY -u http_proxy -u HTTP_PROXY curl -sS -m 10 -o /dev/null -w '%{http_code}' -H 'X-Probe: $probe-t' https://a.sluice.test/echo")
+  [ "$out" = 200 ] || fail "node $n: the allowed origin without HTTPS_PROXY: $out"
+  grep "$probe-t" "$work/origin.log" | grep -qF "$cred" ||
+    fail "node $n: no credential at the origin without HTTPS_PROXY"
+  out=$(ex "$id" "env -u https_proxy -u HTTPS_PROXY curl -sS -m 10 -o /dev/null -w '%{http_code}' https://b.sluice.test/")
+  [ "$out" = 403 ] || fail "node $n: a refused host without HTTPS_PROXY: $out"
+  # On port 443 an identified client's refused CONNECT is answered inside the tunnel
+  # (docs/reference/proxy.md §4.5): the tunnel opens, its first request gets the 403.
+  out=$(ex "$id" "curl -sS -m 10 -o /dev/null -w '%{http_connect} %{http_code}' https://b.sluice.test:$tls/")
+  [ "$out" = "200 403" ] || fail "node $n: a refused host: $out"
   oip=$(ip_of "${on[$other]}")
   for dst in "10.213.200.1:$tls" "10.213.200.1$other:2376" "10.213.200.1$n:2376" \
     "10.213.210.25$other:3128" "$oip:22"; do
@@ -254,7 +272,7 @@ for n in 1 2; do
   out=$(call alice POST "$sbx/$id/read" '{"path":"/workspace/repo/n.txt"}' | jq -r .content | base64 -d)
   [ "$out" = "hello $n" ] || fail "node $n: read: $out"
 done
-say "through its own proxy with the credential, 403 refused, nothing else reachable, files"
+say "through its own proxy with the credential (and without HTTPS_PROXY: DNS and the transparent listener), 403 refused, nothing else reachable, files"
 
 # --- one proxy stopped: its node's sandbox fails closed until it is back -------------------------
 dk 1 stop -t 1 slsw-proxy >/dev/null

@@ -7,9 +7,10 @@ what the tests look at: Content-Length and chunked request bodies, Expect: 100-c
 keep-alive, responses delimited by close, HEAD/204/304 without bodies.
 
     origin.py serve --ports-file F --log F [--cert F --key F] [--host 127.0.0.1] [--http-port N]
+                    [--tls-port N]
         Listens on plain HTTP and (with --cert/--key) TLS, both on ports the kernel picks (the
-        plain one on N with --http-port), and writes "http=PORT tls=PORT" into --ports-file once
-        both accept connections.
+        plain one on N with --http-port, the TLS one on N with --tls-port), and writes
+        "http=PORT tls=PORT" into --ports-file once both accept connections.
     origin.py pattern N
         Writes the first N bytes of the test pattern to stdout (see below).
 
@@ -525,7 +526,8 @@ def serve(args):
     opts = {}
     it = iter(args)
     for a in it:
-        if a in ("--ports-file", "--log", "--cert", "--key", "--host", "--http-port"):
+        if a in ("--ports-file", "--log", "--cert", "--key", "--host", "--http-port",
+                 "--tls-port"):
             opts[a] = next(it)
         else:
             sys.exit(f"origin.py: unknown option {a}")
@@ -542,7 +544,7 @@ def serve(args):
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
         ctx.load_cert_chain(opts["--cert"], opts["--key"])
         ctx.set_alpn_protocols(["http/1.1"])
-        tls = Server((host, 0), Handler, bind_and_activate=True)
+        tls = Server((host, int(opts.get("--tls-port", "0"))), Handler, bind_and_activate=True)
         tls.origin, tls.tls_ctx = origin, ctx
         servers.append(tls)
         ports += f" tls={tls.server_address[1]}"
@@ -573,7 +575,7 @@ def main():
             sys.exit(1)
     else:
         sys.exit("usage: origin.py serve --ports-file F --log F [--cert F --key F] "
-                 "[--host H] [--http-port N] | origin.py pattern N")
+                 "[--host H] [--http-port N] [--tls-port N] | origin.py pattern N")
 
 
 if __name__ == "__main__":
