@@ -254,6 +254,8 @@ for n in 1 2; do
   [ "$out" = 200 ] || fail "node $n: the allowed origin without HTTPS_PROXY: $out"
   grep "$probe-t" "$work/origin.log" | grep -qF "$cred" ||
     fail "node $n: no credential at the origin without HTTPS_PROXY"
+  grep "$id" "$work/audit-$n.log" | grep -q '"mode":"transparent"' ||
+    fail "node $n: its proxy has no transparent line for it"
   out=$(ex "$id" "env -u https_proxy -u HTTPS_PROXY curl -sS -m 10 -o /dev/null -w '%{http_code}' https://b.sluice.test/")
   [ "$out" = 403 ] || fail "node $n: a refused host without HTTPS_PROXY: $out"
   # On port 443 an identified client's refused CONNECT is answered inside the tunnel
