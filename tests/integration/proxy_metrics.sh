@@ -203,10 +203,18 @@ if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
   # than the client: every connection meets worker 0, which is busy for most of its time while
   # worker 1 idles. After 3 such seconds the proxy takes the program off; connections from CPU
   # 0 then spread by address. The load runs for at most 12 s, the wait for the line is 15 s.
+  # The proxy's threads and the load run at nice -10 (as root; otherwise as they are): the
+  # switch needs the hot worker busy half the time, which it cannot be while the tests CTest
+  # runs beside this one take their equal share of CPU 0 (seen in CI: 37-49 %).
   load=$(dirname "$SLUICE_BIN")/bench/sluice-load
   if [ -x "$load" ]; then
     fx_nginx_big
-    taskset -c 0 timeout 20 "$load" --url "http://a.sluice.test:$FX_HTTP_PORT/big" \
+    for t in /proc/"$FX_PROXY_PID"/task/*; do
+      renice -n -10 -p "${t##*/}" >/dev/null 2>&1 || true
+    done
+    nice_load=()
+    nice -n -10 true 2>/dev/null && nice_load=(nice -n -10)
+    "${nice_load[@]}" taskset -c 0 timeout 20 "$load" --url "http://a.sluice.test:$FX_HTTP_PORT/big" \
       --header "Range: bytes=0-1048575" --mode newconn --connections 8 --threads 1 \
       --proxy "127.0.0.1:$FX_PROXY_PORT" --duration 12 --warmup 0 >"$FX_WORK/skew.out" 2>&1 &
     skew_pids=($!)
