@@ -640,7 +640,8 @@ static int start_service_create(struct sl__docker_op *o)
                                     "application/json", SL__DOCKER_BODY_MAX, on_service_created);
 }
 
-/* The configs' IDs are known: put them into the service's body and make the service. */
+/* The configs' IDs are known (or there are none): put them into the service's body and make the
+ * service. */
 static void create_service(struct sl__docker_op *o)
 {
     json_t *j = json_loadb(o->body, o->body_len, 0, NULL);
@@ -776,6 +777,17 @@ static const char *prepare_config(struct sl__docker_op *o, const struct sl_launc
     return c->req != NULL ? c->name : NULL;
 }
 
+/* Appends to the service's ContainerSpec `cs` the mount of config `name` as file `f` (its path
+ * and mode; owned by root). False when out of memory. */
+static bool mount_config(json_t *cs, const struct sl_launcher_file *f, const char *name)
+{
+    return json_array_append_new(json_object_get(cs, "Configs"),
+                                 json_pack("{s:{s:s, s:s, s:s, s:i}, s:s}", "File", "Name", f->path,
+                                           "UID", "0", "GID", "0", "Mode", (int)f->mode,
+                                           "ConfigName", name))
+           == 0;
+}
+
 /* The service's body (a new reference) without the configs' IDs, or NULL with o->err set. */
 static json_t *service_body(struct sl__docker_op *o, const struct sl_launcher_container *spec,
                             const struct sl_launcher_file *run)
@@ -819,11 +831,7 @@ static json_t *service_body(struct sl__docker_op *o, const struct sl_launcher_co
         ok = cs != NULL;
     }
     if (ok && run != NULL) {
-        ok = json_array_append_new(json_object_get(cs, "Configs"),
-                                   json_pack("{s:{s:s, s:s, s:s, s:i}, s:s}", "File", "Name",
-                                             run->path, "UID", "0", "GID", "0", "Mode",
-                                             (int)run->mode, "ConfigName", o->configs[0].name))
-             == 0;
+        ok = mount_config(cs, run, o->configs[0].name);
     }
     if (ok) {
         j = json_pack("{s:s, s:O, s:{s:O, s:{s:O}, s:{s:s}, s:[{s:s}], s:{s:s, s:{s:s}}}, "
@@ -856,11 +864,7 @@ static void create_config_then_service(struct sl__docker_op *o)
     const struct sl__docker_config *c;
 
     if (o->config_at == o->n_configs) {
-        if (o->n_configs == 0) {
-            sl__docker_go(o, start_service_create(o));
-        } else {
-            create_service(o);
-        }
+        create_service(o);
         return;
     }
     c = &o->configs[o->config_at];
@@ -887,12 +891,7 @@ static bool add_resolv_conf(struct sl__docker_op *o, json_t *cs, const char *pro
         return false;
     }
     name = prepare_config(o, &f);
-    return name != NULL
-           && json_array_append_new(json_object_get(cs, "Configs"),
-                                    json_pack("{s:{s:s, s:s, s:s, s:i}, s:s}", "File", "Name",
-                                              f.path, "UID", "0", "GID", "0", "Mode", (int)f.mode,
-                                              "ConfigName", name))
-                      == 0;
+    return name != NULL && mount_config(cs, &f, name);
 }
 
 /* Pins the service in o->body to node `id`, names its proxy `proxy` in the container's hosts
