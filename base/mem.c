@@ -35,6 +35,16 @@ long sl_mem_failures(void)
     return atomic_load(&fail_count);
 }
 
+long sl_mem_fail_suspend(void)
+{
+    return atomic_exchange(&fail_countdown, 0);
+}
+
+void sl_mem_fail_resume(long left)
+{
+    atomic_store(&fail_countdown, left < 0 ? 0 : left);
+}
+
 void *sl_malloc(size_t n)
 {
     if (should_fail()) {

@@ -29,4 +29,11 @@ void sl_mem_fail_after(long n);
 /* Test hook: how many allocations have failed on purpose since the last sl_mem_fail_after(). */
 long sl_mem_failures(void);
 
+/* Test hooks for a countdown that only some code may spend (a harness's own allocations
+ * between runs of the code under test): sl_mem_fail_suspend() turns failures off and returns
+ * what was left of the countdown (0: none was set), sl_mem_fail_resume() sets it again
+ * (sl_mem_fail_resume(0) leaves failures off). Neither resets sl_mem_failures(). */
+long sl_mem_fail_suspend(void);
+void sl_mem_fail_resume(long left);
+
 #endif

@@ -385,6 +385,7 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
     struct sl_head_refusal mismatch;
     struct sl_slice other;
     struct sl_h1_event ev;
+    int rc;
 
     c->r.target = NULL;
     c->r.scheme = "https";
@@ -425,8 +426,9 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
         sl__conn_refuse_reason(c, SL_REASON_BAD_REQUEST, "a CONNECT request has no body", false);
         return;
     }
-    if (sl_stream_write_all(&c->client, established, sizeof(established) - 1) < 0) {
-        sl__conn_drop(c, SL_REASON_BAD_REQUEST);
+    rc = sl_stream_write_all(&c->client, established, sizeof(established) - 1);
+    if (rc < 0) {
+        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_BAD_REQUEST));
         return;
     }
     sl__conn_open_tunnel(c);
@@ -544,9 +546,10 @@ static int step_request_head(struct sl__conn *c)
     struct sl_h1_event ev;
     int n;
 
-    if (in.n == 0) {
-        if (sl_stream_in_status(&c->client) != 0) {
-            /* The client went away between requests, or mid-head. */
+    if (in.n == 0 || sl_stream_error(&c->client) != 0) {
+        if (sl_stream_in_status(&c->client) != 0 || sl_stream_error(&c->client) != 0) {
+            /* The client went away between requests, or mid-head; or its stream failed (no
+             * answer could reach it: waiting for room in its output would wait forever). */
             sl__conn_close(c);
             return -1;
         }
@@ -575,6 +578,9 @@ static int step_request_head(struct sl__conn *c)
             sl__conn_refuse_held(c);
         } else if (n == SL_ETOOBIG) {
             sl__conn_refuse(c, SL_REASON_TOO_LARGE, 431, sl_h1_error(&c->req), false);
+        } else if (n == SL_ENOMEM) {
+            sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
+                                   "the proxy is out of memory for the request head", false);
         } else if (sl_h1_error_in_target(&c->req)) {
             /* Bytes the URL grammar refuses (non-ASCII, controls) are a host problem for a
              * proxy request: its target is where the host is (docs/reference/proxy.md §4.3). */
@@ -943,6 +949,44 @@ static void start_transparent(struct sl__conn *c, const struct sl__listener *l)
     sl_stream_want_read(&c->client, true);
 }
 
+static void shed_connection(struct sl__worker *w, struct sl__listener *l);
+
+/* The spare of listener `l` is free again: a connection that waited for it is taken now. */
+static void on_spare_closed(uv_handle_t *h)
+{
+    struct sl__listener *l = SL_CONTAINER_OF((uv_tcp_t *)h, struct sl__listener, spare);
+    struct sl__worker *w = l->tcp.data;
+
+    l->spare_busy = false;
+    if (l->waiting && !uv_is_closing((uv_handle_t *)&l->tcp)) {
+        l->waiting = false;
+        sl__conn_accept(w, l);
+    }
+}
+
+/* A new connection on `l` the worker has no memory for: taken by the listener's spare handle
+ * and closed at once (no answer: that would need memory too; counted and logged), so that the
+ * listener goes on accepting (docs/reference/proxy.md §4.10). While the spare is still closing,
+ * the connection waits in libuv for it. */
+static void shed_connection(struct sl__worker *w, struct sl__listener *l)
+{
+    if (l->spare_busy) {
+        l->waiting = true;
+        return;
+    }
+    if (uv_tcp_init(&w->loop, &l->spare) < 0) {
+        /* Not expected (nothing is allocated): the listener waits for the next shed. */
+        l->waiting = true;
+        return;
+    }
+    l->spare_busy = true;
+    if (uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&l->spare) == 0) {
+        sl__count(&w->counters.connections_refused_memory, 1);
+        sl_log(SL_LOG_WARN, 0, "msg=\"out of memory for a new connection: closed\"");
+    }
+    uv_close((uv_handle_t *)&l->spare, on_spare_closed);
+}
+
 void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
 {
     struct sl__shared *sh = w->shared;
@@ -951,12 +995,14 @@ void sl__conn_accept(struct sl__worker *w, struct sl__listener *l)
     int rc;
 
     if (c == NULL) {
+        shed_connection(w, l);
         return;
     }
     c->w = w;
     c->id = next_conn_id();
     if (sl_stream_init(&w->loop, &c->client, on_client_event, c) < 0) {
         sl_free(c);
+        shed_connection(w, l);
         return;
     }
     rc = uv_timer_init(&w->loop, &c->timer);

@@ -72,7 +72,8 @@ static void start_dialing(struct sl__conn *c)
 
     if (rc < 0) {
         c->up = NULL;
-        sl__conn_refuse_reason(c, SL_REASON_UPSTREAM_UNREACHABLE, sl_strerror(rc), false);
+        sl__conn_refuse_reason(c, sl__conn_failure_reason(rc, SL_REASON_UPSTREAM_UNREACHABLE),
+                               sl_strerror(rc), false);
         return;
     }
     /* No more request bytes are parsed until the upstream is there. */
@@ -111,7 +112,7 @@ void sl__conn_start_passthrough_dial(struct sl__conn *c)
 
     if (rc < 0) {
         c->up = NULL;
-        sl__conn_drop(c, SL_REASON_UPSTREAM_UNREACHABLE);
+        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_UPSTREAM_UNREACHABLE));
         return;
     }
     sl__conn_set_state(c, SL__CONN_DIALING);
@@ -348,7 +349,14 @@ static int forward_request(struct sl__conn *c)
      * says 400 and close. The head already went upstream, so that connection goes too
      * (sl__conn_refuse() closes it): its request never completes and nothing after it is read from
      * it. */
-    if (!sl__conn_resp_head_sent(c)) {
+    if (ev == SL_ENOMEM) {
+        if (!sl__conn_resp_head_sent(c)) {
+            sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
+                                   "the proxy is out of memory for the request body", false);
+        } else {
+            sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_OUT_OF_MEMORY);
+        }
+    } else if (!sl__conn_resp_head_sent(c)) {
         sl__conn_refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 400,
                         sl_h1_error(&c->req), false);
     } else {
@@ -386,6 +394,11 @@ static int on_response_head(struct sl__conn *c)
         break;
     }
     c->close_after = plan.close_after;
+    if (rc == SL_ENOMEM) {
+        sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
+                               "the proxy is out of memory for the response head", false);
+        return -1;
+    }
     if (rc < 0) {
         sl__conn_refuse(c, SL_REASON_TOO_LARGE, 502, "the upstream's response head is too large",
                         false);
@@ -595,6 +608,11 @@ static int forward_response(struct sl__conn *c)
         if (ev == SL_EINVAL && sl_stream_in_status(us) != 0 && sl_stream_in_status(us) != UV_EOF) {
             why = "the connection failed or was cut short";
         }
+        if (ev == SL_ENOMEM) {
+            sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
+                                   "the proxy is out of memory for the response head", false);
+            return -1;
+        }
         (void)snprintf(detail, sizeof(detail), "the upstream's response was malformed: %s", why);
         sl__conn_refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 502,
                         detail, false);
@@ -606,7 +624,9 @@ static int forward_response(struct sl__conn *c)
            "aborted\" host=%s err=\"%s\"",
            c->r.host.name, sl_h1_error(&c->resp));
     c->r.status = c->r.status != 0 ? c->r.status : 502;
-    if (sl_stream_error(us) != 0) {
+    if (ev == SL_ENOMEM) {
+        sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_OUT_OF_MEMORY);
+    } else if (sl_stream_error(us) != 0) {
         sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_RESET);
     } else if (sl_stream_in_status(us) != 0) {
         sl__conn_abort(c, SL__SIDE_UPSTREAM, SL__ABORT_CLOSED);

@@ -247,6 +247,9 @@ static int read_round(struct sl__conn *c)
         if (bad == SL_ETOOBIG) {
             sl__conn_refuse(c, SL_REASON_GIT_BAD_PUSH, 400, "the push's commands do not fit",
                             false);
+        } else if (bad == SL_ENOMEM) {
+            sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
+                                   "the proxy is out of memory for the push", false);
         } else {
             sl__conn_refuse(c, SL_REASON_BAD_REQUEST, 400, sl_h1_error(&c->req), false);
         }

@@ -99,6 +99,8 @@ static const char *abort_cause_name(enum sl__abort_cause cause)
         return "closed";
     case SL__ABORT_MALFORMED:
         return "malformed";
+    case SL__ABORT_OUT_OF_MEMORY:
+        return "out-of-memory";
     }
     return NULL;
 }
@@ -441,6 +443,16 @@ void sl__conn_abort(struct sl__conn *c, enum sl__abort_side side, enum sl__abort
 {
     if (c->state == SL__CONN_CLOSED) {
         return;
+    }
+    if (cause == SL__ABORT_RESET) {
+        /* A stream that failed for lack of memory failed on the proxy's side, not the peer's. */
+        struct sl_stream *s = side == SL__SIDE_CLIENT ? &c->client
+                              : c->up != NULL         ? sl_upstream_stream(c->up)
+                                                      : NULL;
+
+        if (s != NULL && sl_stream_error(s) == SL_ENOMEM) {
+            cause = SL__ABORT_OUT_OF_MEMORY;
+        }
     }
     c->r.abort_side = side;
     c->r.abort_cause = cause;

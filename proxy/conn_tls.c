@@ -92,17 +92,20 @@ static void mint_work(uv_work_t *req)
 static void mint_done(uv_work_t *req, int status)
 {
     struct sl__conn *c = req->data;
+    int rc;
 
     if (c->state == SL__CONN_CLOSED) {
         sl__conn_owed_done(c);
         return;
     }
     c->pending--;
-    if (status < 0 || c->mint_rc < 0
-        || sl_tls_set_certificate(sl_stream_tls(&c->client), sl_leaf_cert(c->leaf),
-                                  sl_leaf_key(c->leaf))
-                   < 0) {
-        sl__conn_drop(c, SL_REASON_BAD_REQUEST);
+    rc = status < 0 ? status : c->mint_rc;
+    if (rc == 0) {
+        rc = sl_tls_set_certificate(sl_stream_tls(&c->client), sl_leaf_cert(c->leaf),
+                                    sl_leaf_key(c->leaf));
+    }
+    if (rc < 0) {
+        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_BAD_REQUEST));
         return;
     }
     sl_leaf_unref(c->leaf);
@@ -322,7 +325,7 @@ static int guard_next_record(struct sl__conn *c, struct sl_slice in, size_t *all
         sl_log(SL_LOG_DEBUG, c->id,
                "msg=\"passthrough: not a ClientHello after a HelloRetryRequest\" err=%s",
                sl_strerror(rc));
-        return refuse_guarded(c, rc == SL_ENOMEM ? SL_REASON_BAD_REQUEST : SL_REASON_NOT_TLS);
+        return refuse_guarded(c, sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
     }
     if (peek.has_sni != g->has_sni
         || (g->has_sni && (peek.too_long || strcmp(peek.sni, g->sni) != 0))) {
@@ -440,7 +443,7 @@ static int step_passthrough_sniff(struct sl__conn *c)
     if (rc < 0) {
         sl_log(SL_LOG_DEBUG, c->id, "msg=\"passthrough: not a ClientHello\" err=%s",
                sl_strerror(rc));
-        sl__conn_drop(c, rc == SL_ENOMEM ? SL_REASON_BAD_REQUEST : SL_REASON_NOT_TLS);
+        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
         return -1;
     }
     if (c->sni_mismatch) {
@@ -449,7 +452,7 @@ static int step_passthrough_sniff(struct sl__conn *c)
     }
     rc = start_guard(c, in, &peek);
     if (rc < 0) {
-        sl__conn_drop(c, rc == SL_ENOMEM ? SL_REASON_BAD_REQUEST : SL_REASON_NOT_TLS);
+        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
         return -1;
     }
     sl__conn_start_passthrough_dial(c);
@@ -526,9 +529,9 @@ static int step_transparent_sniff(struct sl__conn *c)
     sl__conn_begin_request(c, NULL);
     c->r.port = c->orig_port;
     sl__conn_note_identity(c);
-    sl__conn_drop(c, rc == 0 && in.n >= SL_STREAM_RAW_BYTES ? SL_REASON_TOO_LARGE
-                     : rc == SL_ENOMEM                      ? SL_REASON_BAD_REQUEST
-                                                            : SL_REASON_NOT_TLS);
+    sl__conn_drop(c, rc == 0 && in.n >= SL_STREAM_RAW_BYTES
+                             ? SL_REASON_TOO_LARGE
+                             : sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
     return -1;
 }
 
@@ -543,6 +546,7 @@ int sl__conn_step_tunnel_sniff(struct sl__conn *c)
 {
     struct sl_slice in = sl_stream_peek(&c->client);
     struct sl_tls *t = NULL;
+    int rc;
 
     if (c->passthrough) {
         return step_passthrough_sniff(c);
@@ -566,8 +570,9 @@ int sl__conn_step_tunnel_sniff(struct sl__conn *c)
     case SL_TLS_SNIFF_NEED_MORE:
         return 0;
     case SL_TLS_SNIFF_TLS:
-        if (sl_tls_create_server(c->w->shared->server_ctx, TLS_OUT_CAP, &t) < 0) {
-            sl__conn_drop(c, SL_REASON_BAD_REQUEST);
+        rc = sl_tls_create_server(c->w->shared->server_ctx, TLS_OUT_CAP, &t);
+        if (rc < 0) {
+            sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_BAD_REQUEST));
             return -1;
         }
         sl_tls_set_sni_fn(t, on_sni, c);

@@ -497,6 +497,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             "# TYPE sluice_connections_refused_total counter\n"
             "sluice_connections_refused_total{reason=\"overloaded\"} %llu\n"
             "sluice_connections_refused_total{reason=\"client-overloaded\"} %llu\n"
+            "sluice_connections_refused_total{reason=\"out-of-memory\"} %llu\n"
             "# TYPE sluice_connections_refused_unanswered_total counter\n"
             "sluice_connections_refused_unanswered_total %llu\n"
             "# TYPE sluice_connections_refusing gauge\nsluice_connections_refusing %u\n"
@@ -528,6 +529,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)SUM(p, connections_accepted),
             (unsigned long long)SUM(p, connections_refused),
             (unsigned long long)SUM(p, connections_refused_client),
+            (unsigned long long)SUM(p, connections_refused_memory),
             (unsigned long long)SUM(p, connections_refused_unanswered),
             (unsigned)atomic_load(&p->shared.refusing), (unsigned long long)SUM(p, tls_handshakes),
             (unsigned long long)SUM(p, tls_handshake_failures),

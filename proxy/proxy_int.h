@@ -61,6 +61,8 @@ struct sl__counters {
     atomic_uint_fast64_t connections_refused_client;
     /* Of those, the ones closed at once without their 503 (SL__REFUSING_MAX were answering). */
     atomic_uint_fast64_t connections_refused_unanswered;
+    /* New connections closed at the accept for want of memory (sl__conn_accept()). */
+    atomic_uint_fast64_t connections_refused_memory;
     atomic_uint_fast64_t requests_allowed;
     atomic_uint_fast64_t requests_denied;
     /* 407s for a proxy request without Proxy-Authorization: challenges, not refusals (they are
@@ -184,6 +186,13 @@ struct sl__listener {
     uint16_t port;
     bool steerable;
     bool steered;
+    /* Takes a new connection the worker has no memory for, to close it at once: libuv stops
+     * watching a listener while the connection it accepted waits for uv_accept(), so one not
+     * taken would stop this listener for good (sl__conn_accept()). Busy until it is closed;
+     * `waiting`: a connection waits for it meanwhile. */
+    uv_tcp_t spare;
+    bool spare_busy;
+    bool waiting;
 };
 
 struct sl__worker {

@@ -84,6 +84,9 @@ struct sl_tls {
     size_t out_cap;
     /* 0 while healthy; otherwise the failure code every call returns. */
     int failed;
+    /* The BIO could not take OpenSSL's output for lack of memory: the failure that follows is
+     * SL_ENOMEM (OpenSSL sees a failed write, as of a socket). */
+    bool out_of_memory;
     /* Fixed at creation: the proxy's side of a client connection (accept state). */
     bool is_server;
     /* sl_tls_handshake() has returned SL_TLS_HS_DONE. */
@@ -201,6 +204,7 @@ static int bio_write_ex(BIO *bio, const char *data, size_t n, size_t *written)
 
     BIO_clear_retry_flags(bio);
     if (cbuf_put(&t->out, data, n) < 0) {
+        t->out_of_memory = true;
         *written = 0;
         return 0;
     }
@@ -960,6 +964,9 @@ static int fail(struct sl_tls *t, int ssl_err)
             && ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
         rc = UV_ECONNRESET;
     }
+    if (t->out_of_memory) {
+        rc = SL_ENOMEM;
+    }
     /* OpenSSL gives a fatal alert received from the peer the reason SSL_AD_REASON_OFFSET plus
      * the alert's description. */
     if (ssl_err == SSL_ERROR_SSL && ERR_GET_LIB(e) == ERR_LIB_SSL
@@ -972,6 +979,8 @@ static int fail(struct sl_tls *t, int ssl_err)
             if (err_buf(t) != NULL) {
                 ERR_error_string_n(e, t->err_text, ERR_TEXT_BYTES);
             }
+        } else if (rc == SL_ENOMEM) {
+            set_err(t, "out of memory for the TLS output");
         } else if (rc == UV_ECONNRESET) {
             set_err(t, "the peer closed the connection without close_notify");
         } else {

@@ -212,7 +212,8 @@ static void on_stream_event(struct sl_stream *s, void *arg)
             (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "TLS handshake failed: %s",
                            why[0] != '\0' ? why : sl_strerror(rc));
         }
-        fail(u, SL_REASON_UPSTREAM_TLS, u->detail_buf);
+        /* Out of memory is the proxy's failure, not the upstream's TLS. */
+        fail(u, rc == SL_ENOMEM ? SL_REASON_OUT_OF_MEMORY : SL_REASON_UPSTREAM_TLS, u->detail_buf);
     }
 }
 
@@ -266,7 +267,9 @@ static void on_connect(uv_connect_t *req, int status)
         rc = sl_stream_set_tls(&u->stream, t);
     }
     if (rc < 0) {
-        fail(u, SL_REASON_UPSTREAM_TLS, "cannot start TLS");
+        /* Out of memory is the proxy's failure, not the upstream's TLS. */
+        fail(u, rc == SL_ENOMEM ? SL_REASON_OUT_OF_MEMORY : SL_REASON_UPSTREAM_TLS,
+             "cannot start TLS");
         return;
     }
     u->phase = PHASE_HANDSHAKE;

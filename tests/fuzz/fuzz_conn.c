@@ -40,7 +40,11 @@
  * piece got a 200, the client speaks TLS in the tunnel and sends the other pieces through it:
  * the intercepted path with its minted leaf, SNI-less. Upstream TLS is not completed: the
  * origin's port 443 takes raw bytes, and its HTTP ports take a connection that starts with a
- * TLS record as such, so such requests end in 502 upstream-tls). The rest is the
+ * TLS record as such, so such requests end in 502 upstream-tls; bit 7: memory runs out, the
+ * next two bytes (little-endian, 0 read as 1) saying how many of sluice's allocations inside the
+ * worker's loop succeed first: that one and every later one there fail, until the teardown
+ * (base/mem.h; the harness's own allocations, made between turns of the loop, never fail; a
+ * leaf minted on the thread pool meanwhile may or may not). The rest is the
  * client's bytes, optionally followed by SEP_ORIGIN and the origin's. Each part is split into
  * pieces at SEP_PIECE: the client writes its pieces one by one; the origin answers the k-th request
  * head it receives (over all its connections) with its k-th piece.
@@ -49,7 +53,11 @@
  * the proxy's debug log.
  *
  * Invariants, beyond ASan/UBSan/LSan:
- *   - every run settles (bounded rounds) and ends with every connection and handle closed;
+ *   - every run settles (bounded rounds) and ends with every connection and handle closed,
+ *     memory running out or not, and the worker still accepts a new connection after it;
+ *   - with memory running out (bit 7), the input runs three times, twice with memory enough
+ *     first: the last run refuses for no reason the others did not have but out-of-memory (a
+ *     failed allocation is never read as the client's or the upstream's fault);
  *   - the origin receives (on its HTTP ports) only well-framed requests (strict http/h1, no error
  * ever), each for the allowed host (exactly one Host: allowed.test:8080, or allowed.test on port
  * 80) with an allowed method, an origin-form target, HTTP/1.1, no hop-by-hop header (Connection and
@@ -91,6 +99,7 @@
 #include "base/buf.h"
 #include "base/err.h"
 #include "base/log.h"
+#include "base/mem.h"
 #include "certs/ca.h"
 #include "certs/cache.h"
 #include "certs/mint.h"
@@ -131,6 +140,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define F_REVOKE      16
 #define F_ORIGIN_FIN  32
 #define F_TLS         64
+#define F_OOM         128
 
 static const char policy[] =
         "{\"version\": 1, \"environments\": {\"e\": {\"default\": \"deny\", \"rules\": ["
@@ -249,6 +259,8 @@ struct run {
     /* The proxy ended the session: the client sends nothing more. */
     bool tls_dead;
     struct sl_buf tls_raw;
+    /* F_OOM: what is left of the allocation countdown between turns of the worker's loop. */
+    long oom_left;
 };
 
 /* `s` is exactly `str`. */
@@ -697,7 +709,10 @@ static void settle(struct run *r)
     for (int round = 0; round < ROUNDS_MAX; round++) {
         bool busy = pump(r);
 
+        /* Only the worker's turns spend the countdown (F_OOM). */
+        sl_mem_fail_resume(r->oom_left);
         (void)uv_run(&g.w.loop, UV_RUN_NOWAIT);
+        r->oom_left = sl_mem_fail_suspend();
         busy = pump(r) || busy;
         if (!busy && loop_quiet()) {
             if (++quiet == 2) {
@@ -907,6 +922,32 @@ static void client_send(struct run *r, const struct piece *pc)
     }
 }
 
+static int client_connect(void);
+
+/* The worker still accepts: a new connection becomes one of its connections (a listener left
+ * waiting on a connection nobody took, after memory ran out, would not), then goes. */
+static void check_still_accepts(void)
+{
+    int fd = client_connect();
+    bool accepted = false;
+
+    for (int round = 0; round < ROUNDS_MAX && !accepted; round++) {
+        struct pollfd p = { .fd = uv_backend_fd(&g.w.loop), .events = POLLIN };
+
+        (void)poll(&p, 1, round == 0 ? 0 : 1);
+        (void)uv_run(&g.w.loop, UV_RUN_NOWAIT);
+        accepted = g.w.n_conns > 0;
+    }
+    SL_BUG_ON(!accepted);
+    close(fd);
+    sl__conn_close_all(&g.w);
+    for (int round = 0; round < ROUNDS_MAX && loop_handles() != g.baseline_handles; round++) {
+        (void)uv_run(&g.w.loop, UV_RUN_NOWAIT);
+    }
+    SL_BUG_ON(g.w.n_conns != 0 || loop_handles() != g.baseline_handles);
+    SL_BUG_ON(atomic_load(&g.sh.connections) != 0 || sl_peers_addresses(g.sh.peers) != 0);
+}
+
 static void teardown(struct run *r)
 {
     sl__conn_close_all(&g.w);
@@ -954,6 +995,7 @@ static void teardown(struct run *r)
         sl_dns_stats(g.w.dns, &rs);
         SL_BUG_ON(rs.misses != 0 || rs.hits != 0);
     }
+    check_still_accepts();
 }
 
 /* A client connected to the worker's listener from the process's own address. The listener's
@@ -1046,20 +1088,29 @@ static void run(struct run *r)
     }
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
-{
-    struct run r = { .client_fd = -1 };
-    const uint8_t *origin;
+/* The refusals of one run, by reason (denied and failed together), from the worker's counters. */
+struct reasons {
+    uint64_t n[SL_REASON_LAST + 1];
+};
 
-    if (size < 1 || size - 1 > INPUT_MAX) {
-        return 0;
+static void count_reasons(struct reasons *out)
+{
+    for (int i = 0; i <= SL_REASON_LAST; i++) {
+        out->n[i] = atomic_load(&g.w.counters.denied_by_reason[i])
+                    + atomic_load(&g.w.counters.failed_by_reason[i]);
     }
-    setup();
+}
+
+/* One run of the client's and the origin's bytes with `flags`, memory running out after
+ * `oom_left` allocations of the worker's (0: never); `seen` gets the reasons it refused with. */
+static void run_once(uint8_t flags, long oom_left, const uint8_t *data, size_t size,
+                     struct reasons *seen)
+{
+    struct run r = { .client_fd = -1, .flags = flags, .oom_left = oom_left };
+    const uint8_t *origin = memmem(data, size, SEP_ORIGIN, strlen(SEP_ORIGIN));
+    struct reasons before;
+
     overflow = false;
-    r.flags = data[0];
-    data++;
-    size--;
-    origin = memmem(data, size, SEP_ORIGIN, strlen(SEP_ORIGIN));
     if (origin != NULL) {
         size_t client_n = (size_t)(origin - data);
         size_t skip = client_n + strlen(SEP_ORIGIN);
@@ -1074,8 +1125,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_buf_init(&r.origin_rx, RX_MAX);
     sl_buf_init(&r.tls_raw, RX_MAX);
 
+    count_reasons(&before);
     run(&r);
     teardown(&r);
+    count_reasons(seen);
+    for (int i = 0; i <= SL_REASON_LAST; i++) {
+        seen->n[i] -= before.n[i];
+    }
 
     /* The credential is injected only under TLS: it never reaches the origin, and no error
      * shows it to the client, unless they sent it themselves. */
@@ -1103,5 +1159,48 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sl_buf_finish(&r.origin_rx);
     sl_buf_finish(&r.tls_raw);
     SSL_free(r.tls);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct reasons ref;
+    struct reasons warm;
+    struct reasons oom;
+    uint8_t flags;
+    long oom_left;
+
+    if (size < 1 || size - 1 > INPUT_MAX) {
+        return 0;
+    }
+    setup();
+    flags = data[0];
+    data++;
+    size--;
+    if ((flags & F_OOM) == 0) {
+        run_once(flags, 0, data, size, &ref);
+        return 0;
+    }
+    if (size < 2) {
+        return 0;
+    }
+    oom_left = (long)data[0] | (long)data[1] << 8;
+    data += 2;
+    size -= 2;
+    /* The same bytes with memory enough, twice (the first run may still be minting the
+     * tunnel's leaf when the harness gives up on the handshake; the second finds it made, as
+     * the run that follows does), then with memory running out: that run may refuse for want
+     * of memory where the others did not, but never for a reason neither had (a failed
+     * allocation read as the client's or the upstream's fault). */
+    run_once(flags & ~F_OOM, 0, data, size, &ref);
+    run_once(flags & ~F_OOM, 0, data, size, &warm);
+    run_once(flags, oom_left == 0 ? 1 : oom_left, data, size, &oom);
+    for (int i = 0; i <= SL_REASON_LAST; i++) {
+        if (oom.n[i] > 0 && ref.n[i] == 0 && warm.n[i] == 0 && i != SL_REASON_OUT_OF_MEMORY) {
+            sl_log(SL_LOG_ERROR, 0,
+                   "msg=\"memory running out was refused as another reason\" reason=%s",
+                   sl_reason_code((enum sl_reason)i));
+            SL_BUG_ON(true);
+        }
+    }
     return 0;
 }

@@ -241,6 +241,38 @@ static void mem_hook_fails_the_nth_allocation(void **state)
     sl_free(NULL);
 }
 
+static void mem_hook_countdown_pauses_and_goes_on(void **state)
+{
+    void *p;
+    long left;
+
+    (void)state;
+    assert_int_equal(sl_mem_fail_suspend(), 0);
+    sl_mem_fail_after(2);
+    p = sl_malloc(8);
+    assert_non_null(p);
+    sl_free(p);
+    left = sl_mem_fail_suspend();
+    assert_int_equal(left, 1);
+    /* Suspended: allocations succeed and the countdown keeps what it had. */
+    p = sl_malloc(8);
+    assert_non_null(p);
+    sl_free(p);
+    sl_mem_fail_resume(left);
+    assert_null(sl_malloc(8));
+    assert_null(sl_malloc(8));
+    assert_int_equal(sl_mem_failures(), 2);
+    /* Once tripped, it stays tripped across a pause. */
+    sl_mem_fail_resume(sl_mem_fail_suspend());
+    assert_null(sl_malloc(8));
+    assert_int_equal(sl_mem_failures(), 3);
+    sl_mem_fail_resume(0);
+    p = sl_malloc(8);
+    assert_non_null(p);
+    sl_free(p);
+    sl_mem_fail_after(0);
+}
+
 static void strerror_names_ours_and_libuv_codes(void **state)
 {
     (void)state;
@@ -572,6 +604,7 @@ int main(void)
         cmocka_unit_test(arena_aligns_and_respects_its_cap),
         cmocka_unit_test(arena_fails_cleanly_when_memory_is_short),
         cmocka_unit_test(mem_hook_fails_the_nth_allocation),
+        cmocka_unit_test(mem_hook_countdown_pauses_and_goes_on),
         cmocka_unit_test(strerror_names_ours_and_libuv_codes),
         cmocka_unit_test(errf_fills_the_caller_buffer_cut_to_fit),
         cmocka_unit_test(errlist_keeps_errors_in_order_up_to_its_cap),
