@@ -970,15 +970,15 @@ static void on_spare_closed(uv_handle_t *h)
  * the connection waits in libuv for it. */
 static void shed_connection(struct sl__worker *w, struct sl__listener *l)
 {
+    int rc;
+
     if (l->spare_busy) {
         l->waiting = true;
         return;
     }
-    if (uv_tcp_init(&w->loop, &l->spare) < 0) {
-        /* Not expected (nothing is allocated): the listener waits for the next shed. */
-        l->waiting = true;
-        return;
-    }
+    /* Allocates nothing and makes no socket (AF_UNSPEC): it cannot fail. */
+    rc = uv_tcp_init(&w->loop, &l->spare);
+    SL_BUG_ON(rc != 0);
     l->spare_busy = true;
     if (uv_accept((uv_stream_t *)&l->tcp, (uv_stream_t *)&l->spare) == 0) {
         sl__count(&w->counters.connections_refused_memory, 1);
