@@ -361,6 +361,8 @@ static void free_leaf_ctx(void *ctx, void *arg)
     SSL_CTX_free(ctx);
 }
 
+static void check_sheds_without_memory(void);
+
 static void setup(void)
 {
     const struct sl_leaf_cache_config cc = { 16, make_leaf_ctx, free_leaf_ctx, NULL };
@@ -434,6 +436,7 @@ static void setup(void)
     (void)uv_run(&g.w.loop, UV_RUN_NOWAIT);
     g.baseline_handles = loop_handles();
     g.ready = true;
+    check_sheds_without_memory();
 }
 
 /*
@@ -946,6 +949,44 @@ static void check_still_accepts(void)
     }
     SL_BUG_ON(g.w.n_conns != 0 || loop_handles() != g.baseline_handles);
     SL_BUG_ON(atomic_load(&g.sh.connections) != 0 || sl_peers_addresses(g.sh.peers) != 0);
+}
+
+/* A new connection the worker has no memory for is closed at once and counted (the metric
+ * sluice_connections_refused_total{reason="out-of-memory"}, docs/reference/proxy.md §4.10): the
+ * first one takes the listener's spare handle, the second arrives while that is still closing,
+ * waits for it and goes the same way. Run once per process, before any input. */
+static void check_sheds_without_memory(void)
+{
+    uint64_t before = atomic_load(&g.w.counters.connections_refused_memory);
+    int fd[2] = { client_connect(), client_connect() };
+    long left = 1;
+    uint64_t shed = 0;
+
+    for (int round = 0; round < ROUNDS_MAX && shed < 2; round++) {
+        struct pollfd p = { .fd = uv_backend_fd(&g.w.loop), .events = POLLIN };
+
+        (void)poll(&p, 1, round == 0 ? 0 : 1);
+        /* Every allocation of the worker's fails, from its first on. */
+        sl_mem_fail_resume(left);
+        (void)uv_run(&g.w.loop, UV_RUN_NOWAIT);
+        left = sl_mem_fail_suspend();
+        shed = atomic_load(&g.w.counters.connections_refused_memory) - before;
+    }
+    SL_BUG_ON(shed != 2 || g.w.n_conns != 0 || atomic_load(&g.sh.connections) != 0);
+    for (size_t i = 0; i < 2; i++) {
+        struct pollfd p = { .fd = fd[i], .events = POLLIN };
+        char byte;
+
+        /* Closed without an answer. */
+        SL_BUG_ON(poll(&p, 1, 1000) != 1);
+        SL_BUG_ON(recv(fd[i], &byte, 1, 0) > 0);
+        close(fd[i]);
+    }
+    for (int round = 0; round < ROUNDS_MAX && loop_handles() != g.baseline_handles; round++) {
+        (void)uv_run(&g.w.loop, UV_RUN_NOWAIT);
+    }
+    SL_BUG_ON(loop_handles() != g.baseline_handles);
+    check_still_accepts();
 }
 
 static void teardown(struct run *r)
