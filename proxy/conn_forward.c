@@ -345,22 +345,20 @@ static int forward_request(struct sl__conn *c)
     default:
         break;
     }
-    /* A malformed body (bad chunk size, chunk data without its CRLF): docs/reference/proxy.md §4.6
-     * says 400 and close. The head already went upstream, so that connection goes too
-     * (sl__conn_refuse() closes it): its request never completes and nothing after it is read from
-     * it. */
-    if (ev == SL_ENOMEM) {
-        if (!sl__conn_resp_head_sent(c)) {
-            sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
-                                   "the proxy is out of memory for the request body", false);
-        } else {
-            sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_OUT_OF_MEMORY);
-        }
-    } else if (!sl__conn_resp_head_sent(c)) {
+    /* The body could not be parsed: malformed (a bad chunk size, chunk data without its CRLF:
+     * docs/reference/proxy.md §4.6 says 400 and close), over a limit (§4.10), or no memory to
+     * parse it. The head already went upstream, so that connection goes too (sl__conn_refuse()
+     * closes it): its request never completes and nothing after it is read from it. Once the
+     * response has begun, the transfer is cut instead. */
+    if (sl__conn_resp_head_sent(c)) {
+        sl__conn_abort(c, SL__SIDE_CLIENT,
+                       ev == SL_ENOMEM ? SL__ABORT_OUT_OF_MEMORY : SL__ABORT_MALFORMED);
+    } else if (ev == SL_ENOMEM) {
+        sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
+                               "the proxy is out of memory for the request body", false);
+    } else {
         sl__conn_refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 400,
                         sl_h1_error(&c->req), false);
-    } else {
-        sl__conn_abort(c, SL__SIDE_CLIENT, SL__ABORT_MALFORMED);
     }
     return -1;
 }
