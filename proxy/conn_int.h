@@ -135,33 +135,6 @@ enum sl__framing {
     SL__FRAMING_CLOSE,
 };
 
-/* Who cut a transfer short (the audit line's "aborted"), docs/reference/proxy.md §4.7. */
-enum sl__abort_side {
-    SL__SIDE_CLIENT = 0,
-    SL__SIDE_UPSTREAM,
-    /* A relay that idled: neither side sent anything. */
-    SL__SIDE_BOTH,
-};
-
-/* Why a transfer was cut short. */
-enum sl__abort_cause {
-    /* Not cut: the transfer ended as its framing said (or is still going). */
-    SL__ABORT_NONE = 0,
-    /* The client took no bytes for the send timeout. */
-    SL__ABORT_SEND_TIMEOUT,
-    /* The upstream sent nothing for the idle timeout (or a relay carried nothing). */
-    SL__ABORT_IDLE_TIMEOUT,
-    /* The side's connection failed: a reset, a broken pipe, a TLS failure. */
-    SL__ABORT_RESET,
-    /* The side closed its connection in the middle of a message (a request body, a response
-     * body shorter than its framing said, a close-delimited TLS body without close_notify). */
-    SL__ABORT_CLOSED,
-    /* The side's message turned malformed after its head was passed on. */
-    SL__ABORT_MALFORMED,
-    /* The proxy could not allocate what the transfer needed next. */
-    SL__ABORT_OUT_OF_MEMORY,
-};
-
 /* Where the head in c->head goes. */
 enum sl__head_to {
     SL__HEAD_NONE = 0,

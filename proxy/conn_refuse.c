@@ -70,7 +70,7 @@ static void count_latency(struct sl__counters *k, uint64_t elapsed_us)
     sl__count(&k->latency_sum_us, elapsed_us);
 }
 
-static const char *abort_side_name(enum sl__abort_side side)
+const char *sl__abort_side_name(enum sl__abort_side side)
 {
     switch (side) {
     case SL__SIDE_CLIENT:
@@ -79,12 +79,13 @@ static const char *abort_side_name(enum sl__abort_side side)
         return "upstream";
     case SL__SIDE_BOTH:
         return "both";
+    case SL__SIDE_N:
+        break;
     }
     return "client";
 }
 
-/* The audit line's name of a cause; NULL for SL__ABORT_NONE. */
-static const char *abort_cause_name(enum sl__abort_cause cause)
+const char *sl__abort_cause_name(enum sl__abort_cause cause)
 {
     switch (cause) {
     case SL__ABORT_NONE:
@@ -101,6 +102,8 @@ static const char *abort_cause_name(enum sl__abort_cause cause)
         return "malformed";
     case SL__ABORT_OUT_OF_MEMORY:
         return "out-of-memory";
+    case SL__ABORT_N:
+        break;
     }
     return NULL;
 }
@@ -149,8 +152,8 @@ void sl__conn_audit(struct sl__conn *c)
         .bytes_up = c->r.bytes_up,
         .bytes_down = down,
         .aborted_side =
-                c->r.abort_cause != SL__ABORT_NONE ? abort_side_name(c->r.abort_side) : NULL,
-        .aborted_cause = abort_cause_name(c->r.abort_cause),
+                c->r.abort_cause != SL__ABORT_NONE ? sl__abort_side_name(c->r.abort_side) : NULL,
+        .aborted_cause = sl__abort_cause_name(c->r.abort_cause),
         .ms = (double)elapsed_ns / 1e6,
         .policy_version = c->snap != NULL ? sl_snapshot_version(c->snap) : 0,
     };
@@ -456,8 +459,10 @@ void sl__conn_abort(struct sl__conn *c, enum sl__abort_side side, enum sl__abort
     }
     c->r.abort_side = side;
     c->r.abort_cause = cause;
+    sl__count(&c->w->counters.aborted[side][cause], 1);
     sl_log(SL_LOG_DEBUG, c->id, "msg=\"transfer cut short\" host=%s side=%s cause=%s",
-           c->r.has_host ? c->r.host.name : "-", abort_side_name(side), abort_cause_name(cause));
+           c->r.has_host ? c->r.host.name : "-", sl__abort_side_name(side),
+           sl__abort_cause_name(cause));
     sl__conn_close(c);
     sl__conn_audit(c);
 }

@@ -397,6 +397,28 @@ static int metrics_timeouts(struct proxy *p, struct sl_buf *b)
     return 0;
 }
 
+/* Transfers cut short, by the side that cut them and why (the audit line's "aborted", §4.7). */
+static int metrics_aborted(struct proxy *p, struct sl_buf *b)
+{
+    SL_TRY(sl_buf_append_str(b, "# HELP sluice_transfers_aborted_total Transfers cut short, by "
+                                "side and cause (docs/reference/proxy.md 4.7).\n"
+                                "# TYPE sluice_transfers_aborted_total counter\n"));
+    for (int side = 0; side < SL__SIDE_N; side++) {
+        for (int cause = SL__ABORT_NONE + 1; cause < SL__ABORT_N; cause++) {
+            size_t at =
+                    offsetof(struct sl__counters, aborted)
+                    + ((size_t)side * SL__ABORT_N + (size_t)cause) * sizeof(atomic_uint_fast64_t);
+
+            SL_TRY(sl_buf_printf(b,
+                                 "sluice_transfers_aborted_total{side=\"%s\",cause=\"%s\"} %llu\n",
+                                 sl__abort_side_name((enum sl__abort_side)side),
+                                 sl__abort_cause_name((enum sl__abort_cause)cause),
+                                 (unsigned long long)sum(p, at)));
+        }
+    }
+    return 0;
+}
+
 /* Connections each worker accepted: how new connections spread over them (§4.8). */
 static int metrics_workers(struct proxy *p, struct sl_buf *b)
 {
@@ -542,6 +564,7 @@ static int metrics_text(struct proxy *p, struct sl_buf *b)
             (unsigned long long)(p->shared.audit != NULL ? sl_audit_dropped(p->shared.audit) : 0),
             p->snapshot != NULL ? (long long)sl_snapshot_version(p->snapshot) : 0LL));
     SL_TRY(metrics_timeouts(p, b));
+    SL_TRY(metrics_aborted(p, b));
     SL_TRY(metrics_workers(p, b));
     SL_TRY(metrics_audit(p, b));
     SL_TRY(metrics_dns(p, b));

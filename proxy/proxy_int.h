@@ -34,6 +34,40 @@
 /* Buckets of the request latency histogram, +Inf included. */
 #define SL__LATENCY_BUCKETS 13
 
+/* Who cut a transfer short (the audit line's "aborted"), docs/reference/proxy.md §4.7. */
+enum sl__abort_side {
+    SL__SIDE_CLIENT = 0,
+    SL__SIDE_UPSTREAM,
+    /* A relay that idled: neither side sent anything. */
+    SL__SIDE_BOTH,
+    SL__SIDE_N,
+};
+
+/* Why a transfer was cut short. */
+enum sl__abort_cause {
+    /* Not cut: the transfer ended as its framing said (or is still going). */
+    SL__ABORT_NONE = 0,
+    /* The client took no bytes for the send timeout. */
+    SL__ABORT_SEND_TIMEOUT,
+    /* The upstream sent nothing for the idle timeout (or a relay carried nothing). */
+    SL__ABORT_IDLE_TIMEOUT,
+    /* The side's connection failed: a reset, a broken pipe, a TLS failure. */
+    SL__ABORT_RESET,
+    /* The side closed its connection in the middle of a message (a request body, a response
+     * body shorter than its framing said, a close-delimited TLS body without close_notify). */
+    SL__ABORT_CLOSED,
+    /* The side's message turned malformed after its head was passed on. */
+    SL__ABORT_MALFORMED,
+    /* The proxy could not allocate what the transfer needed next. */
+    SL__ABORT_OUT_OF_MEMORY,
+    SL__ABORT_N,
+};
+
+/* Their names in the audit line and in sluice_transfers_aborted_total; the cause's is NULL for
+ * SL__ABORT_NONE. */
+const char *sl__abort_side_name(enum sl__abort_side side);
+const char *sl__abort_cause_name(enum sl__abort_cause cause);
+
 /* What a connection's timer cut short (docs/reference/proxy.md §4.10), for sluice_timeouts_total.
  */
 enum sl__timeout {
@@ -85,6 +119,8 @@ struct sl__counters {
     atomic_uint_fast64_t bytes_down;
     /* Connections or requests cut by a timer (index: enum sl__timeout). */
     atomic_uint_fast64_t timeouts[SL__TIMEOUT_N];
+    /* Transfers cut short (sluice_transfers_aborted_total), by side and cause. */
+    atomic_uint_fast64_t aborted[SL__SIDE_N][SL__ABORT_N];
     /* Request latency histogram (docs/reference/proxy.md §4.9): audited requests and refusals by
      * duration, one count per bucket (not cumulative; the renderer cumulates), bucket i holding the
      * durations in (sl__latency_bounds_us[i - 1], sl__latency_bounds_us[i]] and the last one the

@@ -56,8 +56,10 @@
  *   - every run settles (bounded rounds) and ends with every connection and handle closed,
  *     memory running out or not, and the worker still accepts a new connection after it;
  *   - with memory running out (bit 7), the input runs three times, twice with memory enough
- *     first: the last run refuses for no reason the others did not have but out-of-memory (a
- *     failed allocation is never read as the client's or the upstream's fault);
+ *     first: the last run refuses for no reason, and cuts no transfer for a side and cause,
+ *     that the others did not have but out-of-memory (a failed allocation is never read as the
+ *     client's or the upstream's fault); a new connection without memory is closed and counted
+ *     (checked once per process);
  *   - the origin receives (on its HTTP ports) only well-framed requests (strict http/h1, no error
  * ever), each for the allowed host (exactly one Host: allowed.test:8080, or allowed.test on port
  * 80) with an allowed method, an origin-form target, HTTP/1.1, no hop-by-hop header (Connection and
@@ -1129,9 +1131,11 @@ static void run(struct run *r)
     }
 }
 
-/* The refusals of one run, by reason (denied and failed together), from the worker's counters. */
+/* The refusals of one run, by reason (denied and failed together), and the transfers it cut
+ * short, by side and cause: from the worker's counters. */
 struct reasons {
     uint64_t n[SL_REASON_LAST + 1];
+    uint64_t aborted[SL__SIDE_N][SL__ABORT_N];
 };
 
 static void count_reasons(struct reasons *out)
@@ -1139,6 +1143,11 @@ static void count_reasons(struct reasons *out)
     for (int i = 0; i <= SL_REASON_LAST; i++) {
         out->n[i] = atomic_load(&g.w.counters.denied_by_reason[i])
                     + atomic_load(&g.w.counters.failed_by_reason[i]);
+    }
+    for (int side = 0; side < SL__SIDE_N; side++) {
+        for (int cause = 0; cause < SL__ABORT_N; cause++) {
+            out->aborted[side][cause] = atomic_load(&g.w.counters.aborted[side][cause]);
+        }
     }
 }
 
@@ -1172,6 +1181,11 @@ static void run_once(uint8_t flags, long oom_left, const uint8_t *data, size_t s
     count_reasons(seen);
     for (int i = 0; i <= SL_REASON_LAST; i++) {
         seen->n[i] -= before.n[i];
+    }
+    for (int side = 0; side < SL__SIDE_N; side++) {
+        for (int cause = 0; cause < SL__ABORT_N; cause++) {
+            seen->aborted[side][cause] -= before.aborted[side][cause];
+        }
     }
 
     /* The credential is injected only under TLS: it never reaches the origin, and no error
@@ -1241,6 +1255,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                    "msg=\"memory running out was refused as another reason\" reason=%s",
                    sl_reason_code((enum sl_reason)i));
             SL_BUG_ON(true);
+        }
+    }
+    /* Nor is a transfer cut for a cause neither had, but out-of-memory. */
+    for (int side = 0; side < SL__SIDE_N; side++) {
+        for (int cause = 0; cause < SL__ABORT_N; cause++) {
+            if (oom.aborted[side][cause] > 0 && ref.aborted[side][cause] == 0
+                && warm.aborted[side][cause] == 0 && cause != SL__ABORT_OUT_OF_MEMORY) {
+                sl_log(SL_LOG_ERROR, 0,
+                       "msg=\"memory running out cut a transfer for another cause\" side=%s "
+                       "cause=%s",
+                       sl__abort_side_name((enum sl__abort_side)side),
+                       sl__abort_cause_name((enum sl__abort_cause)cause));
+                SL_BUG_ON(true);
+            }
         }
     }
     return 0;

@@ -36,6 +36,11 @@ metric() {
   fx_admin GET /metrics
   awk -v k="$1" '$1 == k { print $2 }' "$FX_ADMIN_BODY"
 }
+# aborted_sum: every series of sluice_transfers_aborted_total added up.
+aborted_sum() {
+  fx_admin GET /metrics
+  awk '$1 ~ /^sluice_transfers_aborted_total[{]/ { n += $2 } END { print n + 0 }' "$FX_ADMIN_BODY"
+}
 # elapsed CMD... : runs CMD, prints its output then the whole seconds it took.
 elapsed() {
   local t0 out
@@ -108,6 +113,10 @@ check_match "an upstream silent mid-body: the client's response is cut after the
 check_eq "... its audit line: aborted by the upstream's idle timeout" \
   "$(audit_json /slow "[d['decision'], d['status'], d.get('aborted')]")" \
   "['allow', 200, {'side': 'upstream', 'cause': 'idle-timeout'}]"
+cut_send=$(metric 'sluice_transfers_aborted_total{side="client",cause="send-timeout"}')
+cut_idle=$(metric 'sluice_transfers_aborted_total{side="upstream",cause="idle-timeout"}')
+check_eq "sluice_transfers_aborted_total: 2 cut by the send timeout, 1 by the idle timeout, no other" \
+  "$cut_send $cut_idle $(aborted_sum)" "2 1 3"
 
 # --- (4) the CONNECT's head does not time the tunnel -----------------------------------------
 header0=$(metric 'sluice_timeouts_total{phase="header"}')
