@@ -171,6 +171,9 @@ void sl__conn_audit(struct sl__conn *c)
     }
     sl__count(&c->w->counters.bytes_up, c->r.bytes_up);
     sl__count(&c->w->counters.bytes_down, down);
+    if (c->r.abort_cause != SL__ABORT_NONE) {
+        sl__count(&c->w->counters.aborted[c->r.abort_side][c->r.abort_cause], 1);
+    }
     if (!opens_tunnel) {
         count_latency(&c->w->counters, elapsed_ns / 1000u);
     }
@@ -459,7 +462,6 @@ void sl__conn_abort(struct sl__conn *c, enum sl__abort_side side, enum sl__abort
     }
     c->r.abort_side = side;
     c->r.abort_cause = cause;
-    sl__count(&c->w->counters.aborted[side][cause], 1);
     sl_log(SL_LOG_DEBUG, c->id, "msg=\"transfer cut short\" host=%s side=%s cause=%s",
            c->r.has_host ? c->r.host.name : "-", sl__abort_side_name(side),
            sl__abort_cause_name(cause));
