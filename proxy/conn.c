@@ -428,7 +428,7 @@ static void on_connect_head(struct sl__conn *c, const struct sl_h1_head *h)
     }
     rc = sl_stream_write_all(&c->client, established, sizeof(established) - 1);
     if (rc < 0) {
-        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_BAD_REQUEST));
+        sl__conn_drop(c, sl__failure_reason(rc, SL_REASON_BAD_REQUEST));
         return;
     }
     sl__conn_open_tunnel(c);
@@ -546,13 +546,13 @@ static int step_request_head(struct sl__conn *c)
     struct sl_h1_event ev;
     int n;
 
-    if (in.n == 0 || sl_stream_error(&c->client) != 0) {
-        if (sl_stream_in_status(&c->client) != 0 || sl_stream_error(&c->client) != 0) {
-            /* The client went away between requests, or mid-head; or its stream failed (no
-             * answer could reach it: waiting for room in its output would wait forever). */
-            sl__conn_close(c);
-            return -1;
-        }
+    /* The client's stream failed (no answer could reach it: waiting for room in its output
+     * would wait forever), or it went away between requests or mid-head. */
+    if (sl_stream_error(&c->client) != 0 || (in.n == 0 && sl_stream_in_status(&c->client) != 0)) {
+        sl__conn_close(c);
+        return -1;
+    }
+    if (in.n == 0) {
         return 0;
     }
     /* The answers to pipelined requests queue in the client's output, and a refusal is written

@@ -72,7 +72,7 @@ static void start_dialing(struct sl__conn *c)
 
     if (rc < 0) {
         c->up = NULL;
-        sl__conn_refuse_reason(c, sl__conn_failure_reason(rc, SL_REASON_UPSTREAM_UNREACHABLE),
+        sl__conn_refuse_reason(c, sl__failure_reason(rc, SL_REASON_UPSTREAM_UNREACHABLE),
                                sl_strerror(rc), false);
         return;
     }
@@ -112,7 +112,7 @@ void sl__conn_start_passthrough_dial(struct sl__conn *c)
 
     if (rc < 0) {
         c->up = NULL;
-        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_UPSTREAM_UNREACHABLE));
+        sl__conn_drop(c, sl__failure_reason(rc, SL_REASON_UPSTREAM_UNREACHABLE));
         return;
     }
     sl__conn_set_state(c, SL__CONN_DIALING);

@@ -428,13 +428,6 @@ void sl__conn_refuse_reason(struct sl__conn *c, enum sl_reason reason, const cha
 /* A refusal that cannot be answered (TLS failed, not TLS, the client left): audit, close. */
 void sl__conn_drop(struct sl__conn *c, enum sl_reason reason);
 
-/* The reason for a failed step whose error is `rc`: out-of-memory for SL_ENOMEM (the proxy's
- * own failure, never to be read as the client's or the upstream's), `otherwise` for the rest. */
-static inline enum sl_reason sl__conn_failure_reason(int rc, enum sl_reason otherwise)
-{
-    return rc == SL_ENOMEM ? SL_REASON_OUT_OF_MEMORY : otherwise;
-}
-
 /* Reads the Proxy-Authorization of `h` into the connection. Returns false when it is present
  * but malformed. */
 bool sl__conn_take_credentials(struct sl__conn *c, const struct sl_h1_head *h);

@@ -105,7 +105,7 @@ static void mint_done(uv_work_t *req, int status)
                                     sl_leaf_key(c->leaf));
     }
     if (rc < 0) {
-        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_BAD_REQUEST));
+        sl__conn_drop(c, sl__failure_reason(rc, SL_REASON_BAD_REQUEST));
         return;
     }
     sl_leaf_unref(c->leaf);
@@ -325,7 +325,7 @@ static int guard_next_record(struct sl__conn *c, struct sl_slice in, size_t *all
         sl_log(SL_LOG_DEBUG, c->id,
                "msg=\"passthrough: not a ClientHello after a HelloRetryRequest\" err=%s",
                sl_strerror(rc));
-        return refuse_guarded(c, sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
+        return refuse_guarded(c, sl__failure_reason(rc, SL_REASON_NOT_TLS));
     }
     if (peek.has_sni != g->has_sni
         || (g->has_sni && (peek.too_long || strcmp(peek.sni, g->sni) != 0))) {
@@ -443,7 +443,7 @@ static int step_passthrough_sniff(struct sl__conn *c)
     if (rc < 0) {
         sl_log(SL_LOG_DEBUG, c->id, "msg=\"passthrough: not a ClientHello\" err=%s",
                sl_strerror(rc));
-        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
+        sl__conn_drop(c, sl__failure_reason(rc, SL_REASON_NOT_TLS));
         return -1;
     }
     if (c->sni_mismatch) {
@@ -452,7 +452,7 @@ static int step_passthrough_sniff(struct sl__conn *c)
     }
     rc = start_guard(c, in, &peek);
     if (rc < 0) {
-        sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
+        sl__conn_drop(c, sl__failure_reason(rc, SL_REASON_NOT_TLS));
         return -1;
     }
     sl__conn_start_passthrough_dial(c);
@@ -531,7 +531,7 @@ static int step_transparent_sniff(struct sl__conn *c)
     sl__conn_note_identity(c);
     sl__conn_drop(c, rc == 0 && in.n >= SL_STREAM_RAW_BYTES
                              ? SL_REASON_TOO_LARGE
-                             : sl__conn_failure_reason(rc, SL_REASON_NOT_TLS));
+                             : sl__failure_reason(rc, SL_REASON_NOT_TLS));
     return -1;
 }
 
@@ -572,7 +572,7 @@ int sl__conn_step_tunnel_sniff(struct sl__conn *c)
     case SL_TLS_SNIFF_TLS:
         rc = sl_tls_create_server(c->w->shared->server_ctx, TLS_OUT_CAP, &t);
         if (rc < 0) {
-            sl__conn_drop(c, sl__conn_failure_reason(rc, SL_REASON_BAD_REQUEST));
+            sl__conn_drop(c, sl__failure_reason(rc, SL_REASON_BAD_REQUEST));
             return -1;
         }
         sl_tls_set_sni_fn(t, on_sni, c);

@@ -68,6 +68,13 @@ enum sl__abort_cause {
 const char *sl__abort_side_name(enum sl__abort_side side);
 const char *sl__abort_cause_name(enum sl__abort_cause cause);
 
+/* The reason for a failed step whose error is `rc`: out-of-memory for SL_ENOMEM (the proxy's
+ * own failure, never to be read as the client's or the upstream's), `otherwise` for the rest. */
+static inline enum sl_reason sl__failure_reason(int rc, enum sl_reason otherwise)
+{
+    return rc == SL_ENOMEM ? SL_REASON_OUT_OF_MEMORY : otherwise;
+}
+
 /* What a connection's timer cut short (docs/reference/proxy.md §4.10), for sluice_timeouts_total.
  */
 enum sl__timeout {

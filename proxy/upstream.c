@@ -212,8 +212,7 @@ static void on_stream_event(struct sl_stream *s, void *arg)
             (void)snprintf(u->detail_buf, sizeof(u->detail_buf), "TLS handshake failed: %s",
                            why[0] != '\0' ? why : sl_strerror(rc));
         }
-        /* Out of memory is the proxy's failure, not the upstream's TLS. */
-        fail(u, rc == SL_ENOMEM ? SL_REASON_OUT_OF_MEMORY : SL_REASON_UPSTREAM_TLS, u->detail_buf);
+        fail(u, sl__failure_reason(rc, SL_REASON_UPSTREAM_TLS), u->detail_buf);
     }
 }
 
@@ -267,9 +266,7 @@ static void on_connect(uv_connect_t *req, int status)
         rc = sl_stream_set_tls(&u->stream, t);
     }
     if (rc < 0) {
-        /* Out of memory is the proxy's failure, not the upstream's TLS. */
-        fail(u, rc == SL_ENOMEM ? SL_REASON_OUT_OF_MEMORY : SL_REASON_UPSTREAM_TLS,
-             "cannot start TLS");
+        fail(u, sl__failure_reason(rc, SL_REASON_UPSTREAM_TLS), "cannot start TLS");
         return;
     }
     u->phase = PHASE_HANDSHAKE;
