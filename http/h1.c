@@ -23,6 +23,13 @@ static int fail(struct sl_h1 *p, const char *why, int rc)
     return -1;
 }
 
+/* A request whose method is in and whose target is not yet: the span being received is the
+ * target. */
+static bool target_pending(const struct sl_h1 *p)
+{
+    return p->_kind == SL_H1_REQUEST && p->_head.method[0] != '\0' && p->_head.target[0] == '\0';
+}
+
 static int append_span(llhttp_t *l, const char *at, size_t n)
 {
     struct sl_h1 *p = parser_of(l);
@@ -39,7 +46,8 @@ static int append_span(llhttp_t *l, const char *at, size_t n)
     }
     rc = sl_buf_append(&p->_span, at, n);
     if (rc == SL_ETOOBIG) {
-        return fail(p, "message head too large", SL_ETOOBIG);
+        return fail(p, target_pending(p) ? "request target too long" : "message head too large",
+                    SL_ETOOBIG);
     }
     if (rc < 0) {
         return fail(p, "out of memory", SL_ENOMEM);
@@ -506,7 +514,8 @@ int sl_h1_feed(struct sl_h1 *p, const uint8_t *data, size_t n, struct sl_h1_even
     if (in_head) {
         p->_head_bytes += used;
         if (p->_head_bytes > p->_limits.head_max_bytes) {
-            (void)fail(p, "message head too large", SL_ETOOBIG);
+            (void)fail(p, target_pending(p) ? "request target too long" : "message head too large",
+                       SL_ETOOBIG);
             return failed_rc(p);
         }
     }
@@ -544,6 +553,11 @@ int sl_h1_eof(struct sl_h1 *p, struct sl_h1_event *ev)
 bool sl_h1_error_in_target(const struct sl_h1 *p)
 {
     return p->_failed && p->_error == NULL && llhttp_get_errno(&p->_llhttp) == HPE_INVALID_URL;
+}
+
+bool sl_h1_error_target_too_long(const struct sl_h1 *p)
+{
+    return p->_failed && p->_rc == SL_ETOOBIG && target_pending(p);
 }
 
 bool sl_h1_error_in_method(const struct sl_h1 *p)

@@ -203,6 +203,10 @@ const char *sl_h1_error(const struct sl_h1 *p);
 /* True when the last error was in the request target (the URL grammar refused a byte). */
 bool sl_h1_error_in_target(const struct sl_h1 *p);
 
+/* True when the last error was SL_ETOOBIG met in a request target: the request line alone is over
+ * the head limit (answered 414, RFC 9112 §3), not its headers (431). */
+bool sl_h1_error_target_too_long(const struct sl_h1 *p);
+
 /* True when the last error was the method of a request line: a token (RFC 9110 §5.6.2), but not
  * a method llhttp knows (those of RFC 9110 and of its registry, in upper case). Bytes that are
  * no token (binary, a TLS handshake) are not a method and make it false. */

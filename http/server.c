@@ -1137,7 +1137,8 @@ static void dispatch(struct sl__http_conn *c)
 static void fail_parse(struct sl__http_conn *c, int rc)
 {
     if (rc == SL_ETOOBIG) {
-        (void)conn_fail(c, 431, sl_h1_error(&c->parser));
+        (void)conn_fail(c, sl_h1_error_target_too_long(&c->parser) ? 414 : 431,
+                        sl_h1_error(&c->parser));
     } else if (rc == SL_ENOMEM) {
         (void)conn_fail(c, 503, "out of memory");
     } else if (sl_h1_error_in_method(&c->parser)) {

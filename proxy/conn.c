@@ -577,7 +577,9 @@ static int step_request_head(struct sl__conn *c)
             /* In a tunnel opened for a held refusal, a malformed head gets that refusal. */
             sl__conn_refuse_held(c);
         } else if (n == SL_ETOOBIG) {
-            sl__conn_refuse(c, SL_REASON_TOO_LARGE, 431, sl_h1_error(&c->req), false);
+            sl__conn_refuse(c, SL_REASON_TOO_LARGE,
+                            sl_h1_error_target_too_long(&c->req) ? 414 : 431, sl_h1_error(&c->req),
+                            false);
         } else if (n == SL_ENOMEM) {
             sl__conn_refuse_reason(c, SL_REASON_OUT_OF_MEMORY,
                                    "the proxy is out of memory for the request head", false);

@@ -318,7 +318,7 @@ check_eq "bad-host: plain http://$A/ with Host: exa mple.com -> 400 bad-host" \
 check_eq "bad-host: ... the origin never saw any of them" "$(fx_seen probe=bh-hdr)" 0
 check_audit "bad-host: audit line with reason bad-host" decision=error reason=bad-host
 
-# --- (5) too-large: a request head over 64 KiB -> 431 (docs/reference/proxy.md §4.10) ----------------------------
+# --- (5) too-large: a request head over 64 KiB -> 431, its target alone -> 414 (docs/reference/proxy.md §4.10) ----------------------------
 big="X-Big: $(head -c 70000 /dev/zero | tr '\0' a)"
 out=$(fx_pc --raw "$(req GET "http://$PYH/echo?probe=big-plain" "$PYH" "$big")")
 check_eq "too-large: a 70 kB plain proxy request head -> 431 too-large" \
@@ -328,8 +328,19 @@ check_eq "too-large: a 70 kB CONNECT head -> 431 too-large" "$out" "status=431 r
 out=$(fx_pc --connect "$PYT" --raw "$(req GET /echo?probe=big-tunnel "$PYT" "$big")")
 check_eq "too-large: a 70 kB head inside a tunnel -> 431 too-large" \
   "$out" "connect=200 tls=ok status=431 reason=too-large"
+# A request target over the limit alone is a request line too long: 414 (RFC 9112 §3), reason
+# too-large, plain (absolute form) and inside a tunnel.
+long="$(head -c 70000 /dev/zero | tr '\0' a)"
+out=$(fx_pc --raw "$(req GET "http://$PYH/echo?probe=big-target-$long" "$PYH")")
+check_eq "too-large: a 70 kB plain proxy request target -> 414 too-large" \
+  "$out" "status=414 reason=too-large"
+out=$(fx_pc --connect "$PYT" --raw "$(req GET "/echo?probe=big-target-$long" "$PYT")")
+check_eq "too-large: a 70 kB request target inside a tunnel -> 414 too-large" \
+  "$out" "connect=200 tls=ok status=414 reason=too-large"
 check_eq "too-large: the origin saw none of them" "$(fx_seen probe=big-)" 0
 check_audit "too-large: audit line with reason too-large" decision=error reason=too-large
+check_audit "too-large: audit line of a target too long, status 414" decision=error \
+  reason=too-large status=414
 fine=$(head -c 60000 /dev/zero | tr '\0' b)
 out=$(fx_pc --connect "$PYT" --header "X-Fine: $fine" --request 'GET /echo?probe=fine-60k')
 check_eq "a 60 kB head (under the bound) inside a tunnel is forwarded: 200" \

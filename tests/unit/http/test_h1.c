@@ -484,7 +484,23 @@ static void refuses_a_head_over_the_limit(void **state)
     run_start(&r, SL_H1_REQUEST, &lim);
     run_feed(&r, in, (size_t)n, (size_t)n, 0);
     assert_int_equal(r.rc, SL_ETOOBIG);
+
+    /* Its headers were too large, not its target: 431 for the servers, not 414. */
+    assert_false(sl_h1_error_target_too_long(&r.p));
     run_end(&r);
+
+    /* A target over the limit alone, in one piece or a byte at a time: the request line is too
+     * long (414), named as such. */
+    n = snprintf(in, sizeof(in), "GET /%01100d HTTP/1.1\r\n\r\n", 7);
+    const size_t steps[] = { (size_t)n, 1 };
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        run_start(&r, SL_H1_REQUEST, &lim);
+        run_feed(&r, in, (size_t)n, steps[i], 0);
+        assert_int_equal(r.rc, SL_ETOOBIG);
+        assert_true(sl_h1_error_target_too_long(&r.p));
+        assert_string_equal(sl_h1_error(&r.p), "request target too long");
+        run_end(&r);
+    }
 
     /* Exactly at the limit passes. */
     n = snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nX: %0*d\r\n\r\n", 1024 - 23, 7);

@@ -625,12 +625,16 @@ static void client_head_over_limit(struct fx *f)
     (void)snprintf(req, sizeof(req), "GET / HTTP/1.1\r\nHost: t\r\nX-Pad: %s\r\n\r\n", pad);
     CHECK(f, one_shot(f, req, 431, true, r));
     CHECK(f, json_error_is(r, "message"));
+    /* A request target over the limit alone is a request line too long: 414, named. */
+    (void)snprintf(req, sizeof(req), "GET /%s HTTP/1.1\r\nHost: t\r\n\r\n", pad);
+    CHECK(f, one_shot(f, req, 414, true, r));
+    CHECK(f, json_error_is(r, "message") && strstr(r->body, "request target too long") != NULL);
     /* Too many header lines is the same refusal. */
     CHECK(f, one_shot(f, "GET / HTTP/1.1\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\nE: 5\r\n\r\n", 431,
                       true, r));
 }
 
-static void refuses_a_head_over_the_limit_with_431(void **state)
+static void refuses_a_head_over_the_limit_with_431_or_414(void **state)
 {
     struct sl_http_server_config cfg = { .head_limits = { 1024, 4 } };
 
@@ -1530,7 +1534,7 @@ int main(void)
         cmocka_unit_test(serves_a_simple_get),
         cmocka_unit_test(delivers_length_and_chunked_bodies_whole),
         cmocka_unit_test(refuses_a_body_over_the_limit_with_413),
-        cmocka_unit_test(refuses_a_head_over_the_limit_with_431),
+        cmocka_unit_test(refuses_a_head_over_the_limit_with_431_or_414),
         cmocka_unit_test(answers_garbage_with_a_json_400),
         cmocka_unit_test(refuses_targets_other_than_origin_form),
         cmocka_unit_test(refuses_what_http_forbids_and_adds_the_exchanges_lines),
