@@ -616,6 +616,9 @@ def test_sandbox_and_job_checks():
     expect("4. bob, a reader: 403", call("POST", S, {}, who="bob"), 403, "write access required")
     expect("4. alice's read token: 403", call("POST", S, {}, who="alice-read"), 403,
            "write access required")
+    expect("4. a read token is refused before the repository is looked up: 403, not 404",
+           call("POST", "/api/v1/repos/acme/nope/sandboxes", {}, who="alice-read"), 403,
+           "write access required")
     expect("4. everyone reads the public one, nobody writes it: 403",
            call("POST", "/api/v1/repos/acme/open/sandboxes", {}, who="carol"), 403,
            "write access required")
