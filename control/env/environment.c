@@ -241,6 +241,20 @@ static bool is_uuid_shaped(const char *s, size_t n)
     return true;
 }
 
+void sl_env_image_registry(const char *ref, char *out, size_t cap)
+{
+    const char *slash = strchr(ref, '/');
+    size_t k = slash != NULL ? (size_t)(slash - ref) : 0;
+
+    if (slash != NULL
+        && (memchr(ref, '.', k) != NULL || memchr(ref, ':', k) != NULL
+            || (k == 9 && memcmp(ref, "localhost", 9) == 0))) {
+        (void)snprintf(out, cap, "%.*s", (int)k, ref);
+    } else {
+        (void)snprintf(out, cap, "%s", "docker.io");
+    }
+}
+
 bool sl_env_name_is_reserved(const char *s, size_t n)
 {
     /* docs/reference/containers.md §5.4, and what a container cannot do without. */

@@ -318,6 +318,11 @@ bool sl_env_name_is_valid(const char *s, size_t n);
  * HOME): never a placeholder's variable. */
 bool sl_env_name_is_reserved(const char *s, size_t n);
 
+/* The registry an image reference is pulled from, by Docker's rule: its first path component
+ * when that has a '.' or a ':' or is "localhost", else "docker.io". Written NUL-terminated into
+ * `out` of `cap` bytes (cut to fit). */
+void sl_env_image_registry(const char *ref, char *out, size_t cap);
+
 /* Writes memory as API text ("512MiB", "2GiB"; a size that is not a whole number of MiB is
  * rounded down) into `buf` of `cap` >= 24 bytes. */
 void sl_env_format_memory(int64_t bytes, char *buf, size_t cap);

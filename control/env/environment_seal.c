@@ -457,6 +457,17 @@ int sl_env_load_registry(const char *registry_json, json_t **out)
     return 0;
 }
 
+/* True when both image references are pulled from one registry. */
+static bool same_registry(const char *a, const char *b)
+{
+    char ra[256];
+    char rb[256];
+
+    sl_env_image_registry(a, ra, sizeof(ra));
+    sl_env_image_registry(b, rb, sizeof(rb));
+    return strcmp(ra, rb) == 0;
+}
+
 /* registry_json of the row: the request's username with its password sealed, or the stored
  * sealed password kept (it must be there and still open). Returns 0 (problems become errors),
  * SL_EIO (the stored one is damaged), SL_ENOMEM or the sealer's error. */
@@ -478,6 +489,12 @@ static int seal_registry(struct sl__env_parse *p, const struct sl_env_spec *spec
     if (spec->registry_password != NULL) {
         rc = seal_value(sealer, spec->registry_password, spec->registry_password_len, &b);
         sealed = rc == 0 ? sl_buf_cstr(&b) : NULL;
+    } else if (prev != NULL && prev->registry_json != NULL
+               && !same_registry(prev->base_image, spec->base_image)) {
+        /* A password goes to the registry it was given for, never to another one. */
+        sl__env_key_error(p, "password",
+                          "base_image names another registry than the stored password's: give "
+                          "the password");
     } else if (prev != NULL && prev->registry_json != NULL) {
         rc = sl_env_load_registry(prev->registry_json, &stored);
         sealed = rc == 0 ? json_string_value(json_object_get(stored, "sealed")) : NULL;

@@ -12,6 +12,7 @@
 #include <sodium.h>
 
 #include "base/mem.h"
+#include "control/env/environment.h"
 
 /* The most bytes of the JSON behind X-Registry-Auth (credentials as the store keeps them, each
  * character escaped at worst into six). */
@@ -345,18 +346,8 @@ int sl_dockerpull_split(const char *ref, struct sl_dockerpull_ref *out)
     memcpy(out->tag, tag, strlen(tag) + 1);
     memcpy(out->name, ref, name_len);
     out->name[name_len] = '\0';
-    slash = strchr(out->name, '/');
-    if (slash != NULL) {
-        size_t k = (size_t)(slash - out->name);
-
-        if (memchr(out->name, '.', k) != NULL || memchr(out->name, ':', k) != NULL
-            || (k == 9 && memcmp(out->name, "localhost", 9) == 0)) {
-            memcpy(out->host, out->name, k);
-            out->host[k] = '\0';
-        }
-    }
-    if (out->host[0] == '\0') {
-        (void)snprintf(out->host, sizeof(out->host), "docker.io");
+    sl_env_image_registry(out->name, out->host, sizeof(out->host));
+    if (strcmp(out->host, "docker.io") == 0) {
         (void)snprintf(out->server, sizeof(out->server), "https://index.docker.io/v1/");
     } else {
         (void)snprintf(out->server, sizeof(out->server), "%s", out->host);

@@ -98,8 +98,8 @@ struct sl_dockerpull_ref {
     char name[256];
     /* The tag, or the digest (`sha256:...`), or "latest" when the reference has neither. */
     char tag[160];
-    /* The registry: the first path component when it has a '.' or a ':' or is "localhost"
-     * (Docker's rule), else "docker.io". */
+    /* The registry (sl_env_image_registry(): the first path component when it has a '.' or a
+     * ':' or is "localhost", else "docker.io"). */
     char host[256];
     /* The serveraddress of X-Registry-Auth: `host`, or "https://index.docker.io/v1/" for
      * docker.io. */

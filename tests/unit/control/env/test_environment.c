@@ -1361,6 +1361,33 @@ static void stores_the_pull_policy_and_registry_credentials(void **state)
                  "registry_auth.password: required field missing");
     EXPECT_STORE(OFF ",'registry_auth':{'username':'u'}}", &prev, &sealer_b, 409,
                  "registry_auth.password: the stored value no longer decrypts*");
+    /* The stored password was given for Docker Hub's python:3.12-slim: an image of another
+     * registry does not take it along, whatever the spelling of its name. */
+    static const char *const elsewhere[] = {
+        "evil.example.net/python:3.12-slim",
+        "localhost/python",
+        "127.0.0.1:5000/python",
+        "registry-1.docker.io:443/library/python",
+    };
+    for (size_t i = 0; i < SL_ARRAY_LEN(elsewhere); i++) {
+        char body[512];
+
+        (void)snprintf(body, sizeof(body),
+                       "{'name':'ci','base_image':'%s','network':'off',"
+                       "'registry_auth':{'username':'bob'}}",
+                       elsewhere[i]);
+        EXPECT_STORE(body, &prev, &sealer_a, 422,
+                     "registry_auth.password: base_image names another registry than the stored "
+                     "password's: give the password");
+    }
+    /* Another image of the same registry keeps it. */
+    store_ok("{'name':'ci','base_image':'library/node:22','network':'off',"
+             "'registry_auth':{'username':'bob'}}",
+             &prev, &row);
+    reg = json_loads(row.registry_json, 0, NULL);
+    expect_opens_to(&sealer_a, json_string_value(json_object_get(reg, "sealed")), "s3cret-PW");
+    json_decref(reg);
+    sl_env_row_finish(&row);
     sl_env_row_finish(&prev);
 }
 
