@@ -1188,10 +1188,12 @@ static void setup_sandboxes(struct daemon *d, const struct sl_control_config *cf
 
 static int serve(struct daemon *d, const struct sl_control_config *cfg)
 {
+    /* Bodies only from callers with a token that authenticates (docs/reference/api.md §5). */
+    static const struct sl_http_server_config http = { .gate = sl_api_gate };
     char err[ERR_BYTES] = "";
     int rc;
 
-    rc = sl_http_server_create(&d->loop, NULL, sl_api_handle, &d->api, &d->server);
+    rc = sl_http_server_create(&d->loop, &http, sl_api_handle, &d->api, &d->server);
     if (rc < 0) {
         sl_eprintf("control: cannot create the HTTP server: %s", sl_strerror(rc));
         return rc;

@@ -54,6 +54,9 @@ enum conn_state {
     CONN_BODY,
     /* The handler holds the exchange: no reading, no timer. */
     CONN_HANDLING,
+    /* The gate holds the exchange of a head whose body is not read yet: no reading, no
+     * timer. */
+    CONN_GATE,
     /* The response is being written: the idle timer bounds a client that does not read. */
     CONN_WRITING,
     /* The last response is written and the write side shut: drain until EOF or the timer. */
@@ -81,6 +84,8 @@ struct sl__http_conn {
     bool reading;
     /* The client shut its write side. */
     bool eof;
+    /* conn_step() is running (a gate that proceeds at once must not start another). */
+    bool stepping;
     /* Bytes of the current head have arrived (decides 408 or a silent close on timeout). */
     bool partial;
     /* The connection ends after the response being written. */
@@ -129,8 +134,10 @@ struct sl_http_exchange {
     /* Bytes of the server's body budget this request holds (its Content-Length, or what has
      * arrived of a chunked body); given back when it is answered or its connection goes. */
     size_t charged;
-    /* The handler has the exchange. */
+    /* The handler (or the gate) has the exchange. */
     bool dispatched;
+    /* The gate has it: its body is not read yet. */
+    bool gated;
     /* A response to HEAD: no body bytes. */
     bool head_only;
     /* The connection may serve another request after this one. */
@@ -589,6 +596,7 @@ static void conn_set_state(struct sl__http_conn *c, enum conn_state s)
         ms = cfg->idle_timeout_ms < LINGER_MS ? cfg->idle_timeout_ms : LINGER_MS;
         break;
     case CONN_HANDLING:
+    case CONN_GATE:
         break;
     case CONN_CLOSED:
         return; /* the timer is closing with the connection */
@@ -609,6 +617,7 @@ static bool state_reads(enum conn_state s)
     case CONN_LINGER:
         return true;
     case CONN_HANDLING:
+    case CONN_GATE:
     case CONN_WRITING:
     case CONN_CLOSED:
         return false;
@@ -996,10 +1005,11 @@ void sl_http_respond_headers(struct sl_http_exchange *x, int status, const char 
         exchange_free(x);
         return;
     }
-    SL_BUG_ON(c->x != x || c->state != CONN_HANDLING);
+    SL_BUG_ON(c->x != x || (c->state != CONN_HANDLING && c->state != CONN_GATE));
     body_uncharge(c->srv, x);
     c->x = NULL;
-    c->close_after = c->close_after || !x->keep_alive || c->eof;
+    /* An answer of the gate leaves the body unread: nothing after it could be parsed. */
+    c->close_after = c->close_after || !x->keep_alive || c->eof || x->gated;
     why = check_response(status, headers, x->extra, content_type, body, len);
     if (why != NULL) {
         sl_log(SL_LOG_ERROR, c->id, "http handler response refused status=%d err=\"%s\"", status,
@@ -1043,6 +1053,8 @@ void sl_http_respond_error(struct sl_http_exchange *x, int status, const char *m
 static const char *const single_fields[] = { "Authorization", "Content-Type", "Content-Length",
                                              "Origin" };
 
+static int start_body(struct sl__http_conn *c);
+
 static int on_head(struct sl__http_conn *c)
 {
     const struct sl_h1_head *h = sl_h1_head(&c->parser);
@@ -1074,6 +1086,22 @@ static int on_head(struct sl__http_conn *c)
     if (h->body == SL_H1_BODY_LENGTH && h->content_length > c->srv->cfg.body_max_bytes) {
         return conn_fail(c, 413, "request body too large");
     }
+    if (c->srv->cfg.gate != NULL && h->body != SL_H1_BODY_NONE
+        && !(h->body == SL_H1_BODY_LENGTH && h->content_length == 0)) {
+        c->x->dispatched = true;
+        c->x->gated = true;
+        conn_set_state(c, CONN_GATE);
+        c->srv->cfg.gate(c->x, &c->x->req, c->srv->arg);
+        return 0;
+    }
+    return start_body(c);
+}
+
+/* The head is in and its body may come: charged, invited (`100 Continue`), then read. */
+static int start_body(struct sl__http_conn *c)
+{
+    const struct sl_h1_head *h = &c->x->head;
+
     if (h->body == SL_H1_BODY_LENGTH) {
         SL_TRY(body_charge(c, (size_t)h->content_length));
     }
@@ -1083,6 +1111,25 @@ static int on_head(struct sl__http_conn *c)
         SL_TRY(send_continue(c));
     }
     return 0;
+}
+
+void sl_http_proceed(struct sl_http_exchange *x)
+{
+    struct sl__http_conn *c = x->conn;
+
+    if (c == NULL) {
+        exchange_free(x);
+        return;
+    }
+    SL_BUG_ON(c->x != x || c->state != CONN_GATE || !x->gated);
+    x->dispatched = false;
+    x->gated = false;
+    if (start_body(c) < 0) {
+        return; /* answered (503) or closed */
+    }
+    if (!c->stepping) {
+        conn_step(c);
+    }
 }
 
 static int on_body(struct sl__http_conn *c, struct sl_slice data)
@@ -1163,8 +1210,8 @@ static void on_input_drained(struct sl__http_conn *c)
 }
 
 /* Parses what has been received, one event at a time, until the connection has to wait: for
- * bytes, for the handler, or for a write. Called from libuv callbacks only. */
-static void conn_step(struct sl__http_conn *c)
+ * bytes, for the gate, for the handler, or for a write. Called from libuv callbacks only. */
+static void conn_step_events(struct sl__http_conn *c)
 {
     while (c->state == CONN_IDLE || c->state == CONN_HEAD || c->state == CONN_BODY) {
         struct sl_h1_event ev;
@@ -1221,6 +1268,14 @@ static void conn_step(struct sl__http_conn *c)
     }
 out:
     conn_update_reading(c);
+}
+
+static void conn_step(struct sl__http_conn *c)
+{
+    /* The connection's memory goes in a close callback, never during the step. */
+    c->stepping = true;
+    conn_step_events(c);
+    c->stepping = false;
 }
 
 static void on_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
@@ -1287,6 +1342,7 @@ static void on_conn_timer(uv_timer_t *t)
         conn_close(c);
         break;
     case CONN_HANDLING:
+    case CONN_GATE:
     case CONN_CLOSED:
         break;
     }

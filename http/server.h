@@ -73,6 +73,15 @@ struct sl_http_exchange; /* opaque */
 /* Most listeners (TCP and unix together) one server may hold. */
 #define SL_HTTP_SERVER_LISTENERS_MAX 4
 
+struct sl_http_request;
+
+/* Called once per complete request, on the loop thread (and as the config's `gate`, once per
+ * head that announces a body). `x` is handed to the handler (see the
+ * ownership rule above); `req` is the same as sl_http_exchange_request(x). The handler may
+ * respond before returning, respond later, or close the server. */
+typedef void sl_http_handler_fn(struct sl_http_exchange *x, const struct sl_http_request *req,
+                                void *arg);
+
 /* Every field may be left 0 (or NULL) to take its default. */
 struct sl_http_server_config {
     /* Most bytes of a request body (after chunked decoding); beyond it the server answers 413
@@ -107,6 +116,15 @@ struct sl_http_server_config {
      * writes: "message" for the REST API (the default), "error" for the admin socket. Copied;
      * 1 to SL_HTTP_ERROR_KEY_MAX letters, digits, '_', '-' or '.' (else SL_EINVAL). */
     const char *error_key;
+    /* Optional: the gate of request bodies. For a request whose head announces a body (a
+     * Content-Length over 0, or chunked), called on the loop with the server's `arg` once the
+     * head is complete and within the body limit, before any byte of the body is read, charged
+     * to the budgets above or invited with `100 Continue`; `req->body` is empty then. It must
+     * answer, at once or later, with sl_http_proceed() (the body is read, then the handler
+     * gets the request as any other) or with one of sl_http_respond*() (that answer goes out
+     * and the connection is closed after it: the body is never read). So a server can refuse
+     * who may not send bodies before they cost it anything. NULL: every body is read. */
+    sl_http_handler_fn *gate;
 };
 
 /* One request as the handler sees it. Every pointer is owned by the exchange and valid until
@@ -129,11 +147,10 @@ struct sl_http_request {
     uint64_t conn_id;
 };
 
-/* Called once per complete request, on the loop thread. `x` is handed to the handler (see the
- * ownership rule above); `req` is the same as sl_http_exchange_request(x). The handler may
- * respond before returning, respond later, or close the server. */
-typedef void sl_http_handler_fn(struct sl_http_exchange *x, const struct sl_http_request *req,
-                                void *arg);
+/* The gate (sl_http_server_config.gate) lets the body of the request of `x` in: the server
+ * reads it, then calls the handler with the same exchange. When the connection went away
+ * while the gate held it, frees the exchange. */
+void sl_http_proceed(struct sl_http_exchange *x);
 
 /* Called once by sl_http_server_close() when the server has released everything. */
 typedef void sl_http_closed_fn(void *arg);

@@ -65,6 +65,9 @@ struct job {
     /* GET /api/v1/audit[/refusals] and /api/v1/overview: {"<sandbox id>":"<owner id>"} taken on
      * the loop (owned; NULL when sandboxes are off or for other requests). */
     json_t *owners;
+    /* A job of sl_api_gate(): it only authenticates, and `admitted` says whether it did. */
+    bool gate;
+    bool admitted;
     struct sl__api_result res;
 };
 
@@ -900,7 +903,9 @@ static void on_work(uv_work_t *w)
     sl__api_call_init(&c, j->api, &j->res);
     c.req = j->req;
     c.owners = j->owners;
-    if (authenticate(&c, j->auth)) {
+    if (j->gate) {
+        j->admitted = authenticate(&c, j->auth);
+    } else if (authenticate(&c, j->auth)) {
         route(&c);
     }
     sl_user_finish(&c.user);
@@ -1043,6 +1048,17 @@ static void on_work_done(uv_work_t *w, int status)
     bool queued = j->res.jobs_queued;
 
     (void)status;
+    if (j->gate) {
+        /* The body is read, then the request comes back to sl_api_handle(), which
+         * authenticates again: the token may be gone by then. */
+        if (j->admitted) {
+            sl_http_proceed(j->x);
+        } else {
+            answer(j, j->res.status, j->res.body);
+        }
+        free_job(j);
+        return;
+    }
     if (j->res.defer.kind != SL__API_DEFER_NONE) {
         finish_deferred(j);
         return;
@@ -1170,22 +1186,23 @@ static void answer_ready(struct sl_api *api, struct sl_http_exchange *x)
     sl_free(text);
 }
 
-void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+/* The answers given on the loop before any token is looked up, which no body changes: the
+ * dashboard's files, /healthz and /readyz, a refused Origin on /mcp, a sandbox's proxy token.
+ * True when `x` was answered. */
+static bool answer_at_once(struct sl_api *api, struct sl_http_exchange *x,
+                           const struct sl_http_request *req)
 {
     static const char healthy[] = "{\"ok\":true}";
     static const char use_get[] = "{\"message\":\"use GET\"}";
     /* The API's answers carry private data (tokens, environments, audit lines): never stored by
      * a cache on the way or the browser's. */
     static const char *const no_store[] = { "Cache-Control: no-store", NULL };
-    struct sl_api *api = arg;
     const struct sl_h1_header *h;
-    struct job *j;
-    int rc;
 
     /* The dashboard's files are public (they hold no data); its API calls carry the token. */
     if (sl_dashboard_is_path(req->path)) {
         sl_dashboard_handle(x, req);
-        return;
+        return true;
     }
     sl_http_exchange_set_headers(x, no_store);
     if (strcmp(req->path, "/healthz") == 0 || strcmp(req->path, "/readyz") == 0) {
@@ -1201,7 +1218,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         } else {
             answer_ready(api, x);
         }
-        return;
+        return true;
     }
     if (strcmp(req->path, "/mcp") == 0) {
         const struct sl_h1_header *origin = sl_h1_find(req->head, "origin");
@@ -1215,7 +1232,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
                                           "Origin may not use /mcp\"}}";
 
             sl_http_respond(x, 403, "application/json", refused, sizeof(refused) - 1);
-            return;
+            return true;
         }
     }
     h = sl_h1_find(req->head, "authorization");
@@ -1229,8 +1246,21 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
                     starts_sandboxes(req)
                             ? "job and sandbox tokens can't start sandboxes"
                             : "sandbox tokens cannot use the API nor start sandboxes");
-            return;
+            return true;
         }
+    }
+    return false;
+}
+
+void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+{
+    struct sl_api *api = arg;
+    const struct sl_h1_header *h;
+    struct job *j;
+    int rc;
+
+    if (answer_at_once(api, x, req)) {
+        return;
     }
     j = sl_calloc(1, sizeof(*j));
     if (j == NULL) {
@@ -1280,6 +1310,44 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         json_decref(j->owners);
         sl_free(j->auth);
         sl_free(j->own_method);
+        sl_free(j);
+        sl_http_respond_error(x, 503, "cannot queue the request");
+        return;
+    }
+    api->_pending++;
+}
+
+void sl_api_gate(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+{
+    struct sl_api *api = arg;
+    const struct sl_h1_header *h;
+    struct job *j;
+    int rc;
+
+    if (answer_at_once(api, x, req)) {
+        return;
+    }
+    j = sl_calloc(1, sizeof(*j));
+    if (j == NULL) {
+        sl_http_respond_error(x, 503, "out of memory");
+        return;
+    }
+    j->api = api;
+    j->x = x;
+    j->req = req;
+    j->gate = true;
+    h = sl_h1_find(req->head, "authorization");
+    if (h != NULL) {
+        j->auth = sl_strndup((const char *)h->value.p, h->value.n);
+        if (j->auth == NULL) {
+            sl_free(j);
+            sl_http_respond_error(x, 503, "out of memory");
+            return;
+        }
+    }
+    rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
+    if (rc < 0) {
+        sl_free(j->auth);
         sl_free(j);
         sl_http_respond_error(x, 503, "cannot queue the request");
         return;

@@ -131,6 +131,12 @@ void sl_api_init(struct sl_api *api);
 /* The request handler (an sl_http_handler_fn); `arg` is the struct sl_api. */
 void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg);
 
+/* The gate of request bodies (sl_http_server_config.gate; `arg` is the struct sl_api): a
+ * request with a body is let in only with a token that authenticates (a user's, not disabled,
+ * not expired); anything else gets the answer the handler would give without reading it (401,
+ * the public paths', a refused Origin's, a sandbox token's 403), and its body is never read. */
+void sl_api_gate(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg);
+
 /* Runs the REST request `r` as if it had come over HTTP: the same authentication (with
  * r->authorization), routes, permissions, answers and `changed` hook; the answer goes to
  * `reply(arg, ...)` on the loop, never before this function returned. The path /mcp is not a

@@ -319,6 +319,47 @@ def test_body_over_64_mib_is_413():
     assert head.startswith(b"HTTP/1.1 413 "), head[:100]
 
 
+def raw_head(s):
+    """The response head read from socket `s` (up to its blank line), as text."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = s.recv(4096)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("latin-1")
+
+
+def test_bodies_only_from_callers_with_a_token():
+    """A request with a body is answered 401 before any byte of it is read (no 100 Continue),
+    and holds no part of the body budget: one from the same address that announced 64 MiB and
+    sent one byte does not keep a caller with a token from posting (api.md §5)."""
+    port = state["port"]
+    for auth, why in (("", "an API token is required"),
+                      ("Authorization: Bearer sl_not-a-token\r\n", "unknown API token")):
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\n%sContent-Type: application/json\r\n"
+                   "Content-Length: %d\r\nExpect: 100-continue\r\n\r\n"
+                   % (E, auth, 64 * 1024 * 1024)).encode())
+        got = b""
+        while True:  # the answer, then the end: the connection is closed, the body never read
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        assert got.startswith(b"HTTP/1.1 401 "), got[:200]
+        assert b"WWW-Authenticate: Bearer" in got and b"Connection: close" in got, got
+        assert why.encode() in got and b"100 Continue" not in got, got
+    holder = socket.create_connection(("127.0.0.1", port), timeout=10)
+    holder.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    "Content-Length: %d\r\n\r\n{" % (E, 64 * 1024 * 1024)).encode())
+    assert raw_head(holder).startswith("HTTP/1.1 401 ")
+    expect(call("POST", E, env_doc("after-a-tokenless-body"), who="alice"), 201,
+           "a POST with a token while a tokenless one announced 64 MiB")
+    holder.close()
+
+
 def test_bearer_scheme_is_case_insensitive():
     conn = http.client.HTTPConnection("127.0.0.1", state["port"], timeout=10)
     conn.request("GET", E, headers={"Authorization": "bearer " + tokens["alice"]})
@@ -932,6 +973,7 @@ TESTS = [
     test_same_repo_in_user_and_global_environment,
     test_invalid_json_400_unknown_field_422,
     test_body_over_64_mib_is_413,
+    test_bodies_only_from_callers_with_a_token,
     test_bearer_scheme_is_case_insensitive,
     test_sql_metacharacters_are_stored_verbatim,
     test_resolve_every_matched_by,

@@ -62,6 +62,7 @@ struct fx {
     size_t last_body_len;
     int async_done;
     int async_gone;
+    int gate_calls;
     int closed_calls;
     /* Client thread records; read by the main thread after the join. */
     char why[512];
@@ -909,6 +910,92 @@ static void sends_100_continue_before_reading_the_body(void **state)
     fx_case(&cfg, client_expect_continue, 1);
 }
 
+/* ---- the gate of request bodies ---- */
+
+static void on_gate_later(uv_timer_t *t)
+{
+    struct later *l = SL_CONTAINER_OF(t, struct later, timer);
+
+    l->f->async_gone += sl_http_exchange_is_gone(l->x) ? 1 : 0;
+    l->f->async_done++;
+    sl_http_proceed(l->x);
+    uv_close((uv_handle_t *)&l->timer, on_later_closed);
+}
+
+/* By the path: /gate-refuse is answered 401 by the gate, /gate-later let in 50 ms later,
+ * anything else let in at once. Sees no body. */
+static void gate(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+{
+    struct fx *f = arg;
+    struct later *l;
+
+    assert_int_equal(req->body.n, 0);
+    f->gate_calls++;
+    if (strcmp(req->path, "/gate-refuse") == 0) {
+        sl_http_respond_error(x, 401, "who are you");
+    } else if (strcmp(req->path, "/gate-later") == 0) {
+        l = sl_malloc(sizeof(*l));
+        assert_non_null(l);
+        l->x = x;
+        l->f = f;
+        (void)uv_timer_init(&f->loop, &l->timer);
+        (void)uv_timer_start(&l->timer, on_gate_later, 50, 0);
+    } else {
+        sl_http_proceed(x);
+    }
+}
+
+static void client_gated(struct fx *f)
+{
+    struct cl *c = &cl_a;
+    struct resp *r = &resp_a;
+
+    /* Refused by the gate: no 100 Continue, the 401 at once, the connection closed without
+     * waiting for the 1 MiB announced. */
+    CHECK(f, one_shot(f,
+                      "POST /gate-refuse HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n"
+                      "Expect: 100-continue\r\n\r\n",
+                      401, true, r));
+    CHECK(f, json_error_is(r, "message") && strstr(r->body, "who are you") != NULL);
+    /* Let in later: then 100 Continue, the body read, the handler called; the connection
+     * stays for a request without a body, which the gate never sees. */
+    CHECK(f, cl_connect(c, f->port, 0));
+    CHECK(f, cl_send(c, "POST /gate-later HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n"
+                        "Expect: 100-continue\r\n\r\n"));
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 100);
+    CHECK(f, cl_send(c, "hello"));
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 200);
+    CHECK(f, strcmp(r->body, "/gate-later") == 0);
+    CHECK(f, cl_send(c, "GET /plain HTTP/1.1\r\nHost: t\r\n\r\n"));
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 200);
+    /* A body sent with the head (no Expect), a chunked one, let in at once. */
+    CHECK(f, cl_send(c, "POST /echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc"));
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 200 && strcmp(r->body, "abc") == 0);
+    CHECK(f, cl_send(c, "POST /echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                        "2\r\nxy\r\n0\r\n\r\n"));
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 200 && strcmp(r->body, "xy") == 0);
+    cl_close(c);
+    /* The server closes while the gate holds a request (the client returns 20 ms after its
+     * head): the gate's answer 30 ms later finds it gone. */
+    CHECK(f, cl_connect(c, f->port, 0));
+    CHECK(f, cl_send(c, "POST /gate-later HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n"));
+    sleep_ms(20);
+    cl_close(c);
+}
+
+static void the_gate_sees_heads_with_a_body_before_any_byte_of_it(void **state)
+{
+    struct sl_http_server_config cfg = { .gate = gate };
+    struct fx *f = &the_fx;
+
+    (void)state;
+    /* The handler: /gate-later, /plain, /echo twice; the gate: all but /plain. */
+    fx_case(&cfg, client_gated, 4);
+    assert_int_equal(f->gate_calls, 5);
+    assert_int_equal(f->async_done, 2);
+    assert_int_equal(f->async_gone, 1);
+}
+
 static void client_head(struct fx *f)
 {
     struct cl *c = &cl_a;
@@ -1543,6 +1630,7 @@ int main(void)
         cmocka_unit_test(answers_asynchronously_from_a_timer),
         cmocka_unit_test(survives_a_client_leaving_before_an_async_answer),
         cmocka_unit_test(sends_100_continue_before_reading_the_body),
+        cmocka_unit_test(the_gate_sees_heads_with_a_body_before_any_byte_of_it),
         cmocka_unit_test(answers_head_without_a_body),
         cmocka_unit_test(times_out_slow_heads_idle_connections_and_stalled_bodies),
         cmocka_unit_test(closes_a_client_that_does_not_read),
