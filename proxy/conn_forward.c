@@ -378,7 +378,17 @@ static int on_response_head(struct sl__conn *c)
                                             c->close_after || c->w->draining
                                             || (h->status >= 200 && c->req_stage != SL__MSG_DONE) };
     struct sl_head_resp_plan plan;
-    int rc = sl_head_build_response(&c->head, h, &ctx, &plan);
+    int rc;
+
+    /* An upstream that keeps sending interim responses instead of its answer is refused
+     * before the one over the limit goes to the client: each costs a head. */
+    if (h->status < 200 && h->status != 101 && c->interims >= INTERIMS_MAX) {
+        sl__conn_refuse(c, SL_REASON_BAD_REQUEST, 502,
+                        "the upstream sent more than " INTERIMS_MAX_TEXT " interim (1xx) responses",
+                        false);
+        return -1;
+    }
+    rc = sl_head_build_response(&c->head, h, &ctx, &plan);
 
     switch (plan.verdict) {
     case SL_HEAD_RESP_REFUSE:
@@ -569,15 +579,9 @@ static int forward_response(struct sl__conn *c)
         return 1;
     case SL_H1_EV_END:
         if (!sl__conn_resp_head_sent(c)) {
-            /* An interim response ended; the final one follows on the same parser. An
-             * upstream that keeps sending them instead is refused: each costs a head. */
-            if (++c->interims > INTERIMS_MAX) {
-                sl__conn_refuse(c, SL_REASON_BAD_REQUEST, 502,
-                                "the upstream sent more than " INTERIMS_MAX_TEXT
-                                " interim (1xx) responses",
-                                false);
-                return -1;
-            }
+            /* An interim response ended; the final one follows on the same parser
+             * (on_response_head() counts them against INTERIMS_MAX). */
+            c->interims++;
             return 1;
         }
         c->resp_stage = SL__MSG_END_OWED;
