@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include <jansson.h>
 
@@ -165,6 +166,46 @@ static bool parse_repo(struct sl__api_call *c, json_t *root, struct sl_store_rep
     return true;
 }
 
+/* A name a new repository may take: not ending in `.git`, and no other repository's in another
+ * case. Git servers commonly take both for the same repository (OWNER/NAME.git is OWNER/NAME; a
+ * hosted platform's names ignore case): a second record under such a name would give its
+ * members another role and other protected branches for the same upstream repository. False
+ * with the answer set. */
+static bool new_name_ok(struct sl__api_call *c, const char *name)
+{
+    size_t n = strlen(name);
+    struct sl_store_repo *v = NULL;
+    size_t count = 0;
+    int rc;
+
+    if (n >= 4 && strcasecmp(name + n - 4, ".git") == 0) {
+        sl__api_set_error(c->res, 400,
+                          "a repository name must not end in .git: git servers take OWNER/NAME.git "
+                          "for OWNER/NAME");
+        return false;
+    }
+    rc = sl_store_repo_list(c->api->store, NULL, &v, &count);
+    if (rc < 0) {
+        sl__api_set_internal(c->res, "reading the repositories", rc);
+        return false;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (strcasecmp(v[i].name, name) == 0) {
+            char why[SL_ENV_REPO_MAX + 160];
+
+            (void)snprintf(why, sizeof(why),
+                           "repository '%s' is registered: names that differ only in case are "
+                           "one repository to many git servers",
+                           v[i].name);
+            sl__api_set_error(c->res, 409, why);
+            sl_store_free_repos(v, count);
+            return false;
+        }
+    }
+    sl_store_free_repos(v, count);
+    return true;
+}
+
 static void repo_put(struct sl__api_call *c, const char *name)
 {
     struct sl_store_repo r;
@@ -175,6 +216,16 @@ static void repo_put(struct sl__api_call *c, const char *name)
     memset(&r, 0, sizeof(r));
     if (!c->user.is_admin) {
         sl__api_set_error(c->res, 403, "only admins may register or change repositories");
+        return;
+    }
+    rc = sl_store_repo_get(c->api->store, name, &r);
+    sl_store_repo_finish(&r);
+    memset(&r, 0, sizeof(r));
+    if (rc < 0 && rc != SL_ENOTFOUND) {
+        sl__api_set_internal(c->res, "reading a repository", rc);
+        return;
+    }
+    if (rc == SL_ENOTFOUND && !new_name_ok(c, name)) {
         return;
     }
     root = sl__api_body_object(c);

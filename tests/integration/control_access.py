@@ -539,6 +539,18 @@ def test_repos():
     expect("3. the repository must be owner/name: 400",
            call("PUT", "/api/v1/repos/acme/..", {}, who="root"), 400,
            "the repository must be owner/name")
+    # Names git servers take for acme/site: another record would give other roles and other
+    # protected branches to the same upstream repository.
+    no_git = ("a repository name must not end in .git: git servers take OWNER/NAME.git for "
+              "OWNER/NAME")
+    expect("3. a new name ending in .git: 400", call("PUT", R + ".git", {}, who="root"), 400,
+           no_git)
+    expect("3. ... in any case: 400", call("PUT", R + ".GIT", {}, who="root"), 400, no_git)
+    for alias in ("ACME/site", "acme/Site", "Acme/SITE"):
+        expect("3. %s, acme/site in another case: 409" % alias,
+               call("PUT", "/api/v1/repos/" + alias, {}, who="root"), 409,
+               "repository 'acme/site' is registered: names that differ only in case are one "
+               "repository to many git servers")
 
     expect("3. alice, no member, does not see the private one: 404", call("GET", R, who="alice"),
            404, "repository not found")
