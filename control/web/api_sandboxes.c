@@ -360,11 +360,17 @@ static void sandbox_create(struct sl__api_call *c, const char *repo)
     enum sl_repo_role role = SL_REPO_ROLE_NONE;
     int rc;
 
-    /* Who may comes first: the answer does not depend on whether containers run here. */
-    if (!may_use(c, repo, &role) || !sl__api_sandboxes_enabled(c)) {
+    static const char *const known[] = { "ref", "environment" };
+
+    /* Who may comes first, then what was asked: neither answer depends on whether containers
+     * run here. */
+    if (!may_use(c, repo, &role)) {
         return;
     }
-    if (c->req->body.n > 0 && (body = sl__api_body_object(c)) == NULL) {
+    if (c->req->body.n > 0
+        && (body = sl__api_body_known(c, known, SL_ARRAY_LEN(known), "the sandbox is invalid",
+                                      "unknown field (expected ref, environment)"))
+                   == NULL) {
         return;
     }
     ref = json_object_get(body, "ref");
@@ -373,6 +379,15 @@ static void sandbox_create(struct sl__api_call *c, const char *repo)
         || (env != NULL && !json_is_null(env) && !json_is_string(env))) {
         json_decref(body);
         sl__api_set_error(c->res, 400, "ref and environment must be strings");
+        return;
+    }
+    if (json_is_string(ref) && !sl_git_ref_is_valid(json_string_value(ref))) {
+        json_decref(body);
+        sl__api_set_error(c->res, 422, "unknown ref");
+        return;
+    }
+    if (!sl__api_sandboxes_enabled(c)) {
+        json_decref(body);
         return;
     }
     rc = prepare_spec(c, repo, json_string_value(ref), json_string_value(env), role, &spec, NULL);

@@ -639,6 +639,13 @@ def test_sandbox_and_job_checks():
            "repository not found")
     expect("4. alice, a writer, passes the checks (this control plane runs no sandboxes)",
            call("POST", S, {"ref": "main"}, who="alice"), 503, OFF)
+    # What was asked is checked before whether sandboxes run: an unknown field, a bad ref.
+    d = expect("4. a field a sandbox does not take: 422 naming it",
+               call("POST", S, {"ref": "main", "image": "x"}, who="alice"), 422,
+               "the sandbox is invalid")
+    check("4. ... the field image", d.get("errors", [{}])[0].get("field") == "image", d)
+    expect("4. a ref git could not take: 422, before the 503",
+           call("POST", S, {"ref": "a..b"}, who="alice"), 422, "unknown ref")
     # Listing: a repository that does not exist and one the caller cannot see are the same
     # 404 (never an empty list), before whether sandboxes run.
     expect("4. GET the sandboxes of an unregistered repository: 404",
