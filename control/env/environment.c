@@ -350,6 +350,7 @@ static bool image_domain_ok(const char *s, size_t n)
 
     if (colon != NULL) {
         size_t pn = n - host_n - 1;
+        unsigned port = 0;
 
         if (pn == 0 || pn > 5) {
             return false;
@@ -358,6 +359,11 @@ static bool image_domain_ok(const char *s, size_t n)
             if (!is_digit((uint8_t)s[i])) {
                 return false;
             }
+            port = port * 10 + (unsigned)(s[i] - '0');
+        }
+        /* A TCP port: 1-65535, without a leading zero. */
+        if (port == 0 || port > 65535 || s[host_n + 1] == '0') {
+            return false;
         }
     }
     for (size_t i = 0; i <= host_n; i++) {

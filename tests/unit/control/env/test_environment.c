@@ -582,12 +582,33 @@ static void requires_a_base_image_reference(void **state)
         "ghcr.io/acme/tools/img:v1.2_3",
         "localhost:5000/a/b",
         "registry.example.com:443/x-y__z.w",
+        "r.io:1/x",
+        "r.io:65535/x",
         "ghcr.io/acme/img@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
         "img:1@sha256:0123456789abcdef0123456789abcdef",
     };
     static const char *const bad[] = {
-        "Python", "a b", "x:",   ":tag",   "/x", "x/",     "a//b",    "x@sha256:abc",
-        "-x",     "x-",  "x..y", "x:.tag", "x@", "-.io/x", "a.io:/x", "x___y",
+        "Python",
+        "a b",
+        "x:",
+        ":tag",
+        "/x",
+        "x/",
+        "a//b",
+        "x@sha256:abc",
+        "-x",
+        "x-",
+        "x..y",
+        "x:.tag",
+        "x@",
+        "-.io/x",
+        "a.io:/x",
+        "x___y",
+        /* Registry ports outside 1-65535, or written with a leading zero. */
+        "r.io:0/x",
+        "r.io:65536/x",
+        "r.io:99999/x",
+        "localhost:05000/x",
     };
     char *long_ = repeat("a", 256);
     struct sl_buf b;
