@@ -887,11 +887,13 @@ static void queue_response(struct sl__http_conn *c, int status, const char *cons
 }
 
 /* Answers with a JSON error body and the connection's current close decision. It carries
- * Cache-Control: no-store (an error is about one request) and no line of an exchange (which may
- * be what was refused). */
+ * Cache-Control: no-store (an error is about one request), X-Content-Type-Options: nosniff (a
+ * browser reads it as the JSON it says it is) and no line of an exchange (which may be what was
+ * refused). */
 static void queue_error(struct sl__http_conn *c, int status, const char *message)
 {
-    static const char *const no_store[] = { "Cache-Control: no-store", NULL };
+    static const char *const no_store[] = { "Cache-Control: no-store",
+                                            "X-Content-Type-Options: nosniff", NULL };
 
     struct sl_buf b;
     int rc;

@@ -1195,8 +1195,9 @@ static bool answer_at_once(struct sl_api *api, struct sl_http_exchange *x,
     static const char healthy[] = "{\"ok\":true}";
     static const char use_get[] = "{\"message\":\"use GET\"}";
     /* The API's answers carry private data (tokens, environments, audit lines): never stored by
-     * a cache on the way or the browser's. */
-    static const char *const no_store[] = { "Cache-Control: no-store", NULL };
+     * a cache on the way or the browser's; and they are JSON, never to be sniffed as a page. */
+    static const char *const no_store[] = { "Cache-Control: no-store",
+                                            "X-Content-Type-Options: nosniff", NULL };
     const struct sl_h1_header *h;
 
     /* The dashboard's files are public (they hold no data); its API calls carry the token. */

@@ -940,6 +940,7 @@ def test_api_answers_are_never_stored():
                                    body)
         assert status == want, (method, path, status, text)
         assert fields.get("cache-control") == ["no-store"], (method, path, fields)
+        assert fields.get("x-content-type-options") == ["nosniff"], (method, path, fields)
         if path == "/api/v1/tokens":
             assert json.loads(text)["token"].startswith("sl_"), text
 
