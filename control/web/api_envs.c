@@ -407,6 +407,16 @@ static json_t *client_json(const struct sl_store_client *cl, const char *env_nam
                      cl->token_sealed != NULL, "created_at", cl->created_at);
 }
 
+/* The 422 of a static client's `field`: the message "FIELD: WHY" (as it always read) with the
+ * errors list of every validation error (docs/reference/api.md "Errors"). */
+static void client_invalid(struct sl__api_call *c, const char *field, const char *why)
+{
+    char text[320];
+
+    (void)snprintf(text, sizeof(text), "%s: %s", field, why);
+    sl__api_set_invalid(c->res, text, field, why);
+}
+
 /* Reads and checks the POST body; answers 400/422 itself. Returns true when valid. */
 static bool parse_client(struct sl__api_call *c, json_t *root, const char **id, const char **ip,
                          const char **cidr, bool *token, const char **env)
@@ -419,7 +429,13 @@ static bool parse_client(struct sl__api_call *c, json_t *root, const char **id, 
     {
         if (strcmp(key, "id") != 0 && strcmp(key, "ip") != 0 && strcmp(key, "cidr") != 0
             && strcmp(key, "token") != 0 && strcmp(key, "environment") != 0) {
-            sl__api_set_errorf(c->res, 422, "unknown field '%.64s'", key);
+            char text[96];
+            char field[80];
+
+            (void)snprintf(text, sizeof(text), "unknown field '%.64s'", key);
+            (void)snprintf(field, sizeof(field), "%.64s", key);
+            sl__api_set_invalid(c->res, text, field,
+                                "unknown field (expected id, environment, ip, cidr, token)");
             return false;
         }
     }
@@ -430,17 +446,20 @@ static bool parse_client(struct sl__api_call *c, json_t *root, const char **id, 
     tok = json_object_get(root, "token");
     *token = json_is_true(tok);
     if (*id == NULL || !is_client_id(*id)) {
-        sl__api_set_error(c->res, 422, "id: 1-128 letters, digits, '-', '_' or '.' required");
+        client_invalid(c, "id", "1-128 letters, digits, '-', '_' or '.' required");
     } else if (*env == NULL || (*env)[0] == '\0') {
-        sl__api_set_error(c->res, 422, "environment: an environment id or name is required");
+        client_invalid(c, "environment", "an environment id or name is required");
     } else if (tok != NULL && !json_is_boolean(tok)) {
-        sl__api_set_error(c->res, 422, "token: true or false");
+        client_invalid(c, "token", "true or false");
     } else if (json_object_get(root, "ip") != NULL && (*ip == NULL || !is_ip(*ip))) {
-        sl__api_set_error(c->res, 422, "ip: an IPv4 or IPv6 address");
+        client_invalid(c, "ip", "an IPv4 or IPv6 address");
     } else if (json_object_get(root, "cidr") != NULL && (*cidr == NULL || !is_cidr(*cidr))) {
-        sl__api_set_error(c->res, 422, "cidr: an address block like 10.20.0.0/16");
+        client_invalid(c, "cidr", "an address block like 10.20.0.0/16");
     } else if ((*ip != NULL) + (*cidr != NULL) + *token != 1) {
-        sl__api_set_error(c->res, 422, "give exactly one of ip, cidr and \"token\": true");
+        /* Named by the first of them that was given, or ip when none was. */
+        sl__api_set_invalid(c->res, "give exactly one of ip, cidr and \"token\": true",
+                            *ip != NULL || *cidr == NULL ? "ip" : "cidr",
+                            "give exactly one of ip, cidr and \"token\": true");
     } else {
         return true;
     }
@@ -486,7 +505,10 @@ static void client_create(struct sl__api_call *c)
     }
     rc = sl__api_find_visible(c, envname, &env);
     if (rc == SL_ENOTFOUND) {
-        sl__api_set_errorf(c->res, 422, "environment: no environment '%.200s'", envname);
+        char why[240];
+
+        (void)snprintf(why, sizeof(why), "no environment '%.200s'", envname);
+        client_invalid(c, "environment", why);
         goto out;
     }
     if (rc == 0 && want_token) {

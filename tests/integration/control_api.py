@@ -618,10 +618,20 @@ def test_static_clients_admin_only_token_shown_once():
     assert token.startswith("sl_")
     expect(call("POST", "/api/v1/clients", {"id": "builder", "ip": "10.0.0.2",
                                             "environment": "def-b"}, "root"), 409, "taken")
-    expect(call("POST", "/api/v1/clients", {"id": "bad", "cidr": "10.0.0.0/99",
-                                            "environment": "def-b"}, "root"), 422, "bad cidr")
-    expect(call("POST", "/api/v1/clients", {"id": "nowhere", "ip": "10.0.0.3",
-                                            "environment": "no-such"}, "root"), 422, "no env")
+    # Every 422 names its field, as every validation error of the API does.
+    for body, field, message in (
+            ({"id": "bad", "cidr": "10.0.0.0/99", "environment": "def-b"}, "cidr",
+             "cidr: an address block like 10.20.0.0/16"),
+            ({"id": "nowhere", "ip": "10.0.0.3", "environment": "no-such"}, "environment",
+             "environment: no environment 'no-such'"),
+            ({"id": "a b", "ip": "10.0.0.3", "environment": "def-b"}, "id",
+             "id: 1-128 letters, digits, '-', '_' or '.' required"),
+            ({"id": "two", "ip": "10.0.0.3", "cidr": "10.0.0.0/8", "environment": "def-b"},
+             "ip", "give exactly one of ip, cidr and \"token\": true"),
+            ({"id": "odd", "ip": "10.0.0.3", "environment": "def-b", "port": 1}, "port",
+             "unknown field 'port'")):
+        doc = expect(call("POST", "/api/v1/clients", body, "root"), 422, field)
+        assert doc["message"] == message and doc["errors"][0]["field"] == field, doc
     lst = expect(call("GET", "/api/v1/clients", who="root"), 200, "list")
     assert token not in json.dumps(lst)
     assert {c["id"] for c in lst["clients"]} == {"ci-runners", "builder"}
