@@ -319,7 +319,7 @@ static void member_put(struct sl__api_call *c, const char *repo, const struct sl
     enum sl_repo_role role = SL_REPO_ROLE_NONE;
     static const char *const known[] = { "role", "user" };
     enum sl_repo_role before = SL_REPO_ROLE_NONE;
-    json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), "the repository is invalid",
+    json_t *root = sl__api_body_known(c, known, SL_ARRAY_LEN(known), "the member is invalid",
                                       "unknown field (expected role)");
     int rc;
 
@@ -327,7 +327,8 @@ static void member_put(struct sl__api_call *c, const char *repo, const struct sl
         return;
     }
     if (!sl_repo_role_parse(json_string_value(json_object_get(root, "role")), &role)) {
-        set_invalid(c, "role", "\"read\", \"write\" or \"admin\"");
+        sl__api_set_invalid(c->res, "the member is invalid", "role",
+                            "\"read\", \"write\" or \"admin\"");
         json_decref(root);
         return;
     }

@@ -569,8 +569,10 @@ def test_repos():
     expect("3. bob a reader", call("PUT", M + "bob", {"role": "read"}, who="root"), 201)
     expect("3. erin an admin of the repository", call("PUT", M + "erin", {"role": "admin"},
                                                        who="root"), 201)
-    expect("3. a role that is none: 422", call("PUT", M + "bob", {"role": "owner"}, who="root"),
-           422)
+    d = expect("3. a role that is none: 422",
+               call("PUT", M + "bob", {"role": "owner"}, who="root"), 422,
+               "the member is invalid")
+    check("3. ... names role", d.get("errors", [{}])[0].get("field") == "role", d)
     expect("3. an unknown user: 404", call("PUT", M + "nobody", {"role": "read"}, who="root"),
            404, "no user 'nobody'")
     expect("3. a reader cannot manage members: 403", call("PUT", M + "carol", {"role": "read"},
