@@ -510,6 +510,9 @@ static void parse_name(struct sl__env_parse *p, json_t *root, struct sl_env_spec
         why = "longer than 128 characters";
     } else if (sl_text_has_control(s, n, "")) {
         why = "must not contain control characters";
+    } else if (sl_text_has_invisible(s, n)) {
+        why = "must not contain invisible or reordering characters (zero-width, bidirectional "
+              "controls)";
     } else if (s[0] == ' ' || s[n - 1] == ' ') {
         why = "must not start or end with a space";
     } else if (is_uuid_shaped(s, n)) {

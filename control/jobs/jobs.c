@@ -110,12 +110,13 @@ static bool is_ref(const char *s, size_t n)
     return true;
 }
 
-/* A schedule's name: 1-128 bytes without a control character (base/text.h). The name goes
- * into the log line of each firing, which a newline or an escape sequence in it would break or
- * forge, and into the dashboard. */
+/* A schedule's name: 1-128 bytes without a control character nor an invisible or reordering one
+ * (base/text.h). The name goes into the log line of each firing, which a newline or an escape
+ * sequence in it would break or forge, and into the dashboard, where it must read as it is. */
 static bool is_schedule_name(const char *s, size_t n)
 {
-    return n > 0 && n <= NAME_MAX_BYTES && strlen(s) == n && !sl_text_has_control(s, n, "");
+    return n > 0 && n <= NAME_MAX_BYTES && strlen(s) == n && !sl_text_has_control(s, n, "")
+           && !sl_text_has_invisible(s, n);
 }
 
 static void rfc3339(int64_t unix_s, char *out, size_t cap)
@@ -652,7 +653,9 @@ static bool parse_schedule(const struct sl_jobs_http *rq, const char *pinned, co
     enabled = json_object_get(root, "enabled");
     if (!json_is_string(name)
         || !is_schedule_name(json_string_value(name), json_string_length(name))) {
-        verr(&v, "name", "a name of 1-%d bytes without control characters is required",
+        verr(&v, "name",
+             "a name of 1-%d bytes without control, invisible or reordering characters is "
+             "required",
              NAME_MAX_BYTES);
     }
     if (!json_is_string(expr)) {

@@ -299,14 +299,15 @@ static void tokens_list(struct sl__api_call *c)
 }
 
 /* True for a token name: 1-128 characters (code points; jansson holds UTF-8) without a control
- * character (base/text.h), as environment names. */
+ * character nor an invisible or reordering one (base/text.h), as environment names. */
 static bool is_token_name(const json_t *name)
 {
     const char *s = json_string_value(name);
     size_t n = json_string_length(name);
 
     return s != NULL && n > 0 && n <= TOKEN_NAME_MAX * 4 && strlen(s) == n
-           && !sl_text_has_control(s, n, "") && sl_text_chars(s, n) <= TOKEN_NAME_MAX;
+           && !sl_text_has_control(s, n, "") && !sl_text_has_invisible(s, n)
+           && sl_text_chars(s, n) <= TOKEN_NAME_MAX;
 }
 
 /* POST /api/v1/tokens {"name","scope","expires_in_days"|"expires_at"}: the token, shown this
@@ -333,7 +334,9 @@ static void token_create(struct sl__api_call *c)
     days = json_object_get(root, "expires_in_days");
     at = json_object_get(root, "expires_at");
     if (!is_token_name(json_object_get(root, "name"))) {
-        sl__api_set_invalid(c->res, what, "name", "1-128 characters, no control characters");
+        sl__api_set_invalid(c->res, what, "name",
+                            "1-128 characters, no control characters, no invisible or "
+                            "reordering ones");
         goto out;
     }
     if (!sl_token_scope_parse(json_string_value(json_object_get(root, "scope")), &t.scope)) {

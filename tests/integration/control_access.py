@@ -177,6 +177,10 @@ def test_tokens():
     expect("1. a read token may not write: 403",
            call("POST", E, {"name": "x", "base_image": "x", "network": "off"}, who="alice-read"),
            403, "this token may only read (scope read)")
+    d = expect("1. a token name with a zero-width space: 422",
+               call("POST", "/api/v1/tokens", {"name": "ci\u200b", "scope": "read"},
+                    who="alice"), 422)
+    check("1. ... names the field", [e.get("field") for e in d.get("errors", [])] == ["name"], d)
     expect("1. a read token may not make tokens: 403",
            call("POST", "/api/v1/tokens", {"name": "n", "scope": "read"}, who="alice-read"), 403,
            "this token may only read (scope read)")
@@ -709,8 +713,9 @@ def test_schedule_owner():
           and (got.get("environment") or {}).get("id") == penv["id"], got)
     # The name goes into the log line of each firing and into the dashboard: no newline, escape
     # sequence or other control character (C0, DEL, C1) gets in, in a POST or a PUT.
+    # Nor a character that hides or reorders text (a name must read as it is).
     for bad in ("x\n2026-12-01T00:00:00.000Z error msg=\"forged\"", "red\u001b[31m",
-                "del\u007f", "nel\u0085"):
+                "del\u007f", "nel\u0085", "nightly\u200b", "\u202eylthgin"):
         d = expect("4s. a schedule named %r: 422" % bad,
                    call("POST", "/api/v1/schedules", dict(body, name=bad), who="alice"), 422)
         check("4s. ... names the field", [e.get("field") for e in d.get("errors", [])] == ["name"],

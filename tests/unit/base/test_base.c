@@ -521,6 +521,35 @@ static void text_finds_controls_and_counts_characters(void **state)
     assert_true(sl_text_has_control("x\xc2\x85", 3, ""));
     assert_true(sl_text_has_control("\xc2\x9b", 2, ""));
     assert_false(sl_text_has_control("\xc2\xa0\xc3\x82", 4, ""));
+    /* Invisible and reordering characters: U+200B, U+202E, U+2066, U+FEFF, U+00AD, U+061C,
+     * U+180E, U+FFFB; not U+2010 (a hyphen), U+2065 (unassigned), U+00A0, U+202F, U+FFFC,
+     * U+2070 (superscript zero). */
+    static const char *const hidden[] = { "a\xe2\x80\x8b",
+                                          "\xe2\x80\xae"
+                                          "abc",
+                                          "x\xe2\x81\xa6y",
+                                          "\xef\xbb\xbf"
+                                          "n",
+                                          "so\xc2\xad"
+                                          "ft",
+                                          "\xd8\x9c",
+                                          "\xe1\xa0\x8e",
+                                          "\xef\xbf\xbb" };
+    static const char *const shown[] = { "a\xe2\x80\x90"
+                                         "b",
+                                         "\xe2\x81\xa5",
+                                         "\xc2\xa0",
+                                         "\xe2\x80\xaf",
+                                         "\xef\xbf\xbc",
+                                         "plain",
+                                         "caf\xc3\xa9",
+                                         "x\xe2\x81\xb0" };
+    for (size_t i = 0; i < SL_ARRAY_LEN(hidden); i++) {
+        assert_true(sl_text_has_invisible(hidden[i], strlen(hidden[i])));
+    }
+    for (size_t i = 0; i < SL_ARRAY_LEN(shown); i++) {
+        assert_false(sl_text_has_invisible(shown[i], strlen(shown[i])));
+    }
     assert_int_equal(sl_text_chars("", 0), 0);
     assert_int_equal(sl_text_chars("abc", 3), 3);
     assert_int_equal(sl_text_chars("caf\xc3\xa9", 5), 4);

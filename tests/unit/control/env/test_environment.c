@@ -457,6 +457,13 @@ static void refuses_control_characters_and_ambiguous_names(void **state)
            "name: must not contain control characters");
     EXPECT("{'name':'a\\u0085b','base_image':'x','network':'off'}",
            "name: must not contain control characters");
+    /* A name that reads as another: "ci" + U+200B, and one reversed by U+202E. */
+    EXPECT("{'name':'ci\\u200b','base_image':'x','network':'off'}",
+           "name: must not contain invisible or reordering characters (zero-width, "
+           "bidirectional controls)");
+    EXPECT("{'name':'\\u202eic','base_image':'x','network':'off'}",
+           "name: must not contain invisible or reordering characters (zero-width, "
+           "bidirectional controls)");
     EXPECT("{'name':' ci','base_image':'x','network':'off'}",
            "name: must not start or end with a space");
     EXPECT("{'name':'5d0c1e2f-0000-4000-8000-00000000abcd','base_image':'x','network':'off'}",
