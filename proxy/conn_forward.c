@@ -593,7 +593,7 @@ static int forward_response(struct sl__conn *c)
         break;
     }
     if (!sl__conn_resp_head_sent(c) && c->r.bytes_down == 0) {
-        const char *why = ev == SL_EINVAL ? sl_h1_error(&c->resp) : "";
+        const char *why = ev == SL_EINVAL || ev == SL_ETOOBIG ? sl_h1_error(&c->resp) : "";
         char detail[160];
 
         if (ev == SL_EINVAL && sl_stream_in_status(us) == SL_ECRYPTO && sl_stream_tls(us) != NULL) {
@@ -615,7 +615,10 @@ static int forward_response(struct sl__conn *c)
                                    "the proxy is out of memory for the response head", false);
             return -1;
         }
-        (void)snprintf(detail, sizeof(detail), "the upstream's response was malformed: %s", why);
+        (void)snprintf(detail, sizeof(detail), "%s: %s",
+                       ev == SL_ETOOBIG ? "the upstream's response is over the proxy's limits"
+                                        : "the upstream's response was malformed",
+                       why);
         sl__conn_refuse(c, ev == SL_ETOOBIG ? SL_REASON_TOO_LARGE : SL_REASON_BAD_REQUEST, 502,
                         detail, false);
         return -1;

@@ -480,6 +480,11 @@ for mode in tls plain; do
     done
   done
 done
+fx_pc --timeout 8 --absolute "http://$PYH/bighead?probe=bh&size=70000&split=&ms=20" \
+  --dump "$FX_WORK/bighead.raw" >/dev/null
+check "response head of 70000 bytes: the 502 says why (over the limits: the head too large)" \
+  grep -q "the upstream's response is over the proxy's limits: message head too large" \
+  "$FX_WORK/bighead.raw"
 
 # --- the upstream pool never hands one client's connection to another ---------------------------
 # A second client, `other`, named by the address 127.0.0.2 (an `ip` client comes before the
