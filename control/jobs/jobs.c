@@ -404,7 +404,11 @@ static json_t *schedule_json(const struct sl_jobs_http *rq, const struct sl_stor
 
         memset(&row, 0, sizeof(row));
         if (sl_store_env_get(rq->store, s->env_key, &row) == 0) {
-            env = json_pack("{s:s,s:s}", "id", row.id, "name", row.name);
+            /* Another user's environment is private, also to admins (docs/reference/api.md
+             * §5.1): its id, never its name. */
+            bool seen = row.scope == SL_SCOPE_GLOBAL || strcmp(row.owner_id, rq->user->id) == 0;
+
+            env = json_pack("{s:s,s:s?}", "id", row.id, "name", seen ? row.name : NULL);
         } else {
             /* Deleted since: runs will fail with "no environment". */
             env = json_pack("{s:s,s:n}", "id", s->env_key, "name");

@@ -711,6 +711,11 @@ def test_schedule_owner():
     got = call("GET", one, who="alice")[1]
     check("4s. ... nothing changed", got.get("command") == "make test"
           and (got.get("environment") or {}).get("id") == penv["id"], got)
+    check("4s. ... alice sees her environment's name", got.get("environment", {}).get("name")
+          == "apriv", got)
+    got = call("GET", one, who="root")[1]
+    check("4s. an admin reading it sees the id of alice's private environment, not its name",
+          got.get("environment") == {"id": penv["id"], "name": None}, got)
     # The name goes into the log line of each firing and into the dashboard: no newline, escape
     # sequence or other control character (C0, DEL, C1) gets in, in a POST or a PUT.
     # Nor a character that hides or reorders text (a name must read as it is).

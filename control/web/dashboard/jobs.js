@@ -378,7 +378,7 @@
         el('div', { class: 'sub', 'data-testid': 'sched-words', text: s.cron_text || '' })),
       el('td', {}, runs),
       el('td', { class: 'mono' }, ...s.repos.map((r) => el('div', { text: r.repo_id + (r.ref ? ' @ ' + r.ref : '') }))),
-      el('td', { 'data-testid': 'sched-env', text: s.environment ? (s.environment.name || s.environment.id + ' (gone)') : 'resolve per repository' }),
+      el('td', { 'data-testid': 'sched-env', text: s.environment ? (s.environment.name || s.environment.id + ' (deleted, or another user\'s)') : 'resolve per repository' }),
       el('td', {}, el('label', { class: 'switch' }, enabled, ' enabled')),
       el('td', { class: 'actions' },
         el('button', { type: 'button', class: 'btn small', 'data-testid': 'sched-edit', text: 'Edit', onclick: () => openSchedule(s) }),
