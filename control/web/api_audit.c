@@ -104,8 +104,11 @@ static struct env_seen *env_of(struct scan *t, const char *key)
     e = &t->envs[t->n_envs];
     memset(e, 0, sizeof(*e));
     memset(&row, 0, sizeof(row));
-    /* Misses are kept too (name NULL): a deleted environment is looked up once. */
-    if (sl__api_is_uuid_shaped(key) && sl_store_env_get(t->c->api->store, key, &row) == 0) {
+    /* Misses are kept too (name NULL): a deleted environment is looked up once, and so is
+     * another user's, which is private also to an admin reading the lines (§5.1): its id shows,
+     * never its name nor what it allows. */
+    if (sl__api_is_uuid_shaped(key) && sl_store_env_get(t->c->api->store, key, &row) == 0
+        && (row.scope == SL_SCOPE_GLOBAL || strcmp(row.owner_id, t->c->user.id) == 0)) {
         e->name = dup_or_null(row.name);
         e->egress = row.network ? dup_or_null(row.egress_json) : NULL;
         e->may_change = row.scope == SL_SCOPE_GLOBAL ? t->c->user.is_admin

@@ -560,10 +560,11 @@ def test_audit_refusals_are_grouped_with_the_rule_to_apply():
         assert post["rule"] == {"host": "a.sluice.test", "methods": ["POST"]}, post
         assert post["extends"] == "a.sluice.test", post
         assert post["suggestion"].startswith('to allow it, add "POST" to the methods of'), post
-        # Another user's environment: the admin may not change it; a deleted environment and
-        # none at all have no rule.
+        # Another user's environment is private, also to an admin: its id, no name, no rule;
+        # a deleted environment and none at all have no rule either.
         d = by[("d.test", "GET")]
-        assert d["environment"]["name"] == "refusals-alice" and d["can_apply"] is False, d
+        assert d["environment"] == {"id": mine["id"], "name": None}, d
+        assert d["rule"] is None and d["suggestion"] is None and d["can_apply"] is False, d
         e = by[("e.test", "GET")]
         assert e["environment"] == {"id": gone, "name": None} and e["rule"] is None, e
         assert e["can_apply"] is False and e["suggestion"] is None, e
@@ -574,8 +575,11 @@ def test_audit_refusals_are_grouped_with_the_rule_to_apply():
                      200, "filtered")
         assert [(g["method"], g["count"]) for g in doc["groups"]] == [("GET", 2), ("POST", 1)], doc
         assert doc["groups"][0]["first"] == "2026-11-30T02:00:02.000Z", doc
-        doc = expect(call("GET", R + "?environment=refusals-alice", who="root"), 200, "by env")
+        doc = expect(call("GET", R + "?environment=" + mine["id"], who="root"), 200, "by env")
         assert [g["host"] for g in doc["groups"]] == ["d.test"], doc
+        doc = expect(call("GET", R + "?environment=refusals-alice", who="root"), 200,
+                     "by a name the admin cannot see")
+        assert doc["groups"] == [], doc
         expect(call("GET", R + "?decision=deny", who="root"), 200, "decision=deny")
         doc = expect(call("GET", R + "?decision=allow", who="root"), 422, "decision=allow")
         assert doc["errors"][0]["field"] == "decision", doc
