@@ -1253,24 +1253,68 @@ static bool answer_at_once(struct sl_api *api, struct sl_http_exchange *x,
     return false;
 }
 
-void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+/* Frees a job that was never queued (free_job() counts queued ones out) and answers its
+ * exchange `message` with 503. */
+static void job_drop(struct job *j, const char *message)
 {
-    struct sl_api *api = arg;
-    const struct sl_h1_header *h;
-    struct job *j;
-    int rc;
+    struct sl_http_exchange *x = j->x;
 
-    if (answer_at_once(api, x, req)) {
-        return;
+    json_decref(j->owners);
+    if (j->auth != NULL) {
+        sodium_memzero(j->auth, strlen(j->auth));
+        sl_free(j->auth);
     }
-    j = sl_calloc(1, sizeof(*j));
+    sl_free(j->own_method);
+    sl_free(j);
+    sl_http_respond_error(x, 503, message);
+}
+
+/* A job for the request of `x`, its Authorization value copied; NULL with the 503 answered. */
+static struct job *job_new(struct sl_api *api, struct sl_http_exchange *x,
+                           const struct sl_http_request *req)
+{
+    const struct sl_h1_header *h = sl_h1_find(req->head, "authorization");
+    struct job *j = sl_calloc(1, sizeof(*j));
+
     if (j == NULL) {
         sl_http_respond_error(x, 503, "out of memory");
-        return;
+        return NULL;
     }
     j->api = api;
     j->x = x;
     j->req = req;
+    if (h != NULL) {
+        j->auth = sl_strndup((const char *)h->value.p, h->value.n);
+        if (j->auth == NULL) {
+            job_drop(j, "out of memory");
+            return NULL;
+        }
+    }
+    return j;
+}
+
+/* Hands `j` to the thread pool (on_work(), then on_work_done() on the loop). */
+static void job_queue(struct job *j)
+{
+    if (uv_queue_work(j->api->loop, &j->work, on_work, on_work_done) < 0) {
+        job_drop(j, "cannot queue the request");
+        return;
+    }
+    j->api->_pending++;
+}
+
+void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
+{
+    struct sl_api *api = arg;
+    struct job *j;
+
+    if (answer_at_once(api, x, req)) {
+        return;
+    }
+    j = job_new(api, x, req);
+    if (j == NULL) {
+        return;
+    }
     /* HEAD is GET without the body (RFC 9110 §9.3.2): the routes see a GET, and the server
      * leaves the body out of the answer to a HEAD. */
     if (strcmp(req->method, "HEAD") == 0) {
@@ -1278,18 +1322,7 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         j->ireq.method = j->own_method = sl_strdup("GET");
         j->req = &j->ireq;
         if (j->own_method == NULL) {
-            sl_free(j);
-            sl_http_respond_error(x, 503, "out of memory");
-            return;
-        }
-    }
-    h = sl_h1_find(req->head, "authorization");
-    if (h != NULL) {
-        j->auth = sl_strndup((const char *)h->value.p, h->value.n);
-        if (j->auth == NULL) {
-            sl_free(j->own_method);
-            sl_free(j);
-            sl_http_respond_error(x, 503, "out of memory");
+            job_drop(j, "out of memory");
             return;
         }
     }
@@ -1299,59 +1332,24 @@ void sl_api_handle(struct sl_http_exchange *x, const struct sl_http_request *req
         && api->sandboxes != NULL) {
         j->owners = sl_sandboxes_owners(api->sandboxes);
         if (j->owners == NULL) {
-            sl_free(j->auth);
-            sl_free(j->own_method);
-            sl_free(j);
-            sl_http_respond_error(x, 503, "out of memory");
+            job_drop(j, "out of memory");
             return;
         }
     }
-    rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
-    if (rc < 0) {
-        json_decref(j->owners);
-        sl_free(j->auth);
-        sl_free(j->own_method);
-        sl_free(j);
-        sl_http_respond_error(x, 503, "cannot queue the request");
-        return;
-    }
-    api->_pending++;
+    job_queue(j);
 }
 
 void sl_api_gate(struct sl_http_exchange *x, const struct sl_http_request *req, void *arg)
 {
     struct sl_api *api = arg;
-    const struct sl_h1_header *h;
     struct job *j;
-    int rc;
 
     if (answer_at_once(api, x, req)) {
         return;
     }
-    j = sl_calloc(1, sizeof(*j));
-    if (j == NULL) {
-        sl_http_respond_error(x, 503, "out of memory");
-        return;
+    j = job_new(api, x, req);
+    if (j != NULL) {
+        j->gate = true;
+        job_queue(j);
     }
-    j->api = api;
-    j->x = x;
-    j->req = req;
-    j->gate = true;
-    h = sl_h1_find(req->head, "authorization");
-    if (h != NULL) {
-        j->auth = sl_strndup((const char *)h->value.p, h->value.n);
-        if (j->auth == NULL) {
-            sl_free(j);
-            sl_http_respond_error(x, 503, "out of memory");
-            return;
-        }
-    }
-    rc = uv_queue_work(api->loop, &j->work, on_work, on_work_done);
-    if (rc < 0) {
-        sl_free(j->auth);
-        sl_free(j);
-        sl_http_respond_error(x, 503, "cannot queue the request");
-        return;
-    }
-    api->_pending++;
 }
