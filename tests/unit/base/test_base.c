@@ -535,15 +535,9 @@ static void text_finds_controls_and_counts_characters(void **state)
                                           "\xd8\x9c",
                                           "\xe1\xa0\x8e",
                                           "\xef\xbf\xbb" };
-    static const char *const shown[] = { "a\xe2\x80\x90"
-                                         "b",
-                                         "\xe2\x81\xa5",
-                                         "\xc2\xa0",
-                                         "\xe2\x80\xaf",
-                                         "\xef\xbf\xbc",
-                                         "plain",
-                                         "caf\xc3\xa9",
-                                         "x\xe2\x81\xb0" };
+    static const char *const shown[] = { "a\342\200\220b", "\xe2\x81\xa5", "\xc2\xa0",
+                                         "\xe2\x80\xaf",   "\xef\xbf\xbc", "plain",
+                                         "caf\xc3\xa9",    "x\xe2\x81\xb0" };
     for (size_t i = 0; i < SL_ARRAY_LEN(hidden); i++) {
         assert_true(sl_text_has_invisible(hidden[i], strlen(hidden[i])));
     }
