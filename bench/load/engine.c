@@ -6,12 +6,15 @@
  * level-triggered with EPOLLIN always on and EPOLLOUT only while a write waits, so the steady
  * state of keep-alive costs one write and one read per request and no epoll_ctl.
  */
+/* sched_setaffinity() and cpu_set_t, for --connect-cpu. */
+#define _GNU_SOURCE 1
 #include "bench/load/engine.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -129,6 +132,8 @@ struct worker {
     struct sl_hist hist;
 };
 
+_Static_assert(SL_LOAD_CPU_MAX < CPU_SETSIZE, "every --connect-cpu fits a cpu_set_t");
+
 struct shared {
     const struct sl_load_config *cfg;
     uint64_t window_start_ns;
@@ -138,6 +143,10 @@ struct shared {
     atomic_uint_fast64_t established;
     /* Idle mode: `established` when the hold began (what the run reports). */
     uint64_t ready_established;
+    /* cfg->connect_cpu >= 0: the CPUs the threads run on between connects, and the one CPU
+     * they connect from. */
+    cpu_set_t home;
+    cpu_set_t connect_from;
 };
 
 static uint64_t now_ns(void)
@@ -335,6 +344,7 @@ static enum conn_err conn_open(struct conn *c, uint64_t t)
     const struct sl_load_config *cfg = c->w->sh->cfg;
     struct epoll_event e = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
     int one = 1;
+    bool failed;
 
     c->conn_start_ns = t;
     c->fd = socket(cfg->dial.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -342,8 +352,16 @@ static enum conn_err conn_open(struct conn *c, uint64_t t)
         return CE_CONNECT;
     }
     (void)setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(c->fd, (const struct sockaddr *)&cfg->dial, cfg->dial_len) == -1
-        && errno != EINPROGRESS) {
+    /* sl_load_run() tried both moves: they do not fail here. */
+    if (cfg->connect_cpu >= 0) {
+        (void)sched_setaffinity(0, sizeof(cpu_set_t), &c->w->sh->connect_from);
+    }
+    failed = connect(c->fd, (const struct sockaddr *)&cfg->dial, cfg->dial_len) == -1
+             && errno != EINPROGRESS;
+    if (cfg->connect_cpu >= 0) {
+        (void)sched_setaffinity(0, sizeof(cpu_set_t), &c->w->sh->home);
+    }
+    if (failed) {
         return CE_CONNECT;
     }
     if (epoll_ctl(c->w->ep, EPOLL_CTL_ADD, c->fd, &e) == -1) {
@@ -1136,6 +1154,18 @@ int sl_load_run(const struct sl_load_config *cfg, const struct sl_load_hooks *ho
     atomic_init(&sh.stop, false);
     atomic_init(&sh.window_requests, 0);
     atomic_init(&sh.established, 0);
+    if (cfg->connect_cpu >= 0) {
+        /* The threads inherit this thread's CPUs; try the move there and back once. */
+        SL_ENSURE(cfg->connect_cpu <= SL_LOAD_CPU_MAX, SL_EINVAL);
+        CPU_ZERO(&sh.connect_from);
+        CPU_SET((size_t)cfg->connect_cpu, &sh.connect_from);
+        if (sched_getaffinity(0, sizeof(cpu_set_t), &sh.home) == -1
+            || sched_setaffinity(0, sizeof(cpu_set_t), &sh.connect_from) == -1
+            || sched_setaffinity(0, sizeof(cpu_set_t), &sh.home) == -1) {
+            set_err(err, errlen, "--connect-cpu: sched_setaffinity", strerror(errno));
+            return SL_EINVAL;
+        }
+    }
     ws = sl_calloc(nthreads, sizeof(*ws));
     if (ws == NULL) {
         set_err(err, errlen, "out of memory", NULL);

@@ -35,6 +35,9 @@ enum sl_load_mode {
     SL_LOAD_IDLE,
 };
 
+/* The largest CPU number --connect-cpu takes (glibc's cpu_set_t holds 1 024). */
+#define SL_LOAD_CPU_MAX 1023
+
 struct sl_load_config {
     enum sl_load_mode mode;
     /* https (TLS, verified against `cafiles` and `host`) or plain http. */
@@ -70,6 +73,10 @@ struct sl_load_config {
     int expect_status;
     /* Stop the window after this many requests (0: no limit). */
     uint64_t max_requests;
+    /* Open every connection from this CPU (-1: from wherever the thread runs): the thread
+     * moves there for socket() and connect() and back, so that the kernel handles every SYN
+     * on one CPU, as behind a network card with a single receive queue. */
+    int connect_cpu;
 };
 
 struct sl_load_errors {

@@ -34,7 +34,7 @@ static const char usage_text[] =
         "         [--mode keepalive|newconn|rate|download|idle] [--connections N] [--threads T]\n"
         "         [--duration S] [--warmup S] [--rate R] [--resume] [--header 'Name: value']...\n"
         "         [--method M] [--expect-status CODE] [--hold S] [--measure-pid PID]...\n"
-        "         [--json FILE] [--max-requests N]\n";
+        "         [--json FILE] [--max-requests N] [--connect-cpu CPU]\n";
 
 struct opts {
     const char *url;
@@ -346,6 +346,11 @@ static int take_value(struct opts *o, const char *flag, const char *v)
         o->pids[o->npids++] = (int)u;
     } else if (strcmp(flag, "--json") == 0) {
         o->json = v;
+    } else if (strcmp(flag, "--connect-cpu") == 0) {
+        if (!parse_u64(v, 0, SL_LOAD_CPU_MAX, &u)) {
+            return usage("bad --connect-cpu", v);
+        }
+        cfg->connect_cpu = (int)u;
     } else if (strcmp(flag, "--max-requests") == 0) {
         if (!parse_u64(v, 1, UINT64_MAX, &cfg->max_requests)) {
             return usage("bad --max-requests", v);
@@ -365,6 +370,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
     o->cfg.duration_s = 10.0;
     o->cfg.warmup_s = 1.0;
     o->cfg.expect_status = 200;
+    o->cfg.connect_cpu = -1;
     o->method = "GET";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
