@@ -331,6 +331,21 @@ c=$(create)
 [ "$(ex "$c" hostname)" = sandbox ] || fail "a sandbox after the restart"
 say "restart: no task left behind"
 
+# Node 2's proxy restarts with its node's engine (--restart unless-stopped) and rejoins the
+# overlay network at its own pace: until the control plane reaches it, creates are placed on
+# node 1 (seen in CI), and the partition needs a sandbox on node 2. Up to 60 s.
+p2_current() {
+  call root GET /api/v1/status | jq -e '.snapshot.version as $v | .snapshot.proxies[]
+    | select(.url == "https://10.213.200.12:9443")
+    | (.unreachable | not) and .acknowledged_version == $v' >/dev/null
+}
+for _ in $(seq 1 120); do
+  p2_current && break
+  sleep 0.5
+done
+p2_current ||
+  fail "node 2's proxy is not back: $(call root GET /api/v1/status | jq -c .snapshot.proxies)"
+
 # --- a network partition: node 2 cut off from the control plane --------------------------------
 # The proxies run with --policy-lease 4: a proxy that has not been polled for 4 s drops its
 # snapshot and refuses everything, so a partitioned node cannot keep enforcing what may have
