@@ -331,20 +331,31 @@ c=$(create)
 [ "$(ex "$c" hostname)" = sandbox ] || fail "a sandbox after the restart"
 say "restart: no task left behind"
 
-# Node 2's proxy restarts with its node's engine (--restart unless-stopped) and rejoins the
-# overlay network at its own pace: until the control plane reaches it, creates are placed on
-# node 1 (seen in CI), and the partition needs a sandbox on node 2. Up to 60 s.
+# Node 2's proxy container comes back with its node's engine (--restart unless-stopped) and
+# rejoins the overlay network at its own pace; until the control plane reaches it, creates are
+# placed on node 1, and the partition needs a sandbox on node 2. It may also not come back at
+# all (seen in CI: refused for 60 s): every 20 s without it, it is restarted, as its operator
+# would, and the output says in what state it was. Up to 60 s.
 p2_current() {
   call root GET /api/v1/status | jq -e '.snapshot.version as $v | .snapshot.proxies[]
     | select(.url == "https://10.213.200.12:9443")
     | (.unreachable | not) and .acknowledged_version == $v' >/dev/null
 }
-for _ in $(seq 1 120); do
+for i in $(seq 1 120); do
   p2_current && break
+  if [ $((i % 40)) = 0 ]; then
+    running=$(dk 2 inspect -f '{{.State.Running}} {{.State.Error}}' slsw-proxy 2>&1 || true)
+    echo "# node 2's proxy not reached after $((i / 2)) s (running: $running): restarted"
+    dk 2 restart -t 1 slsw-proxy >/dev/null 2>&1 || true
+  fi
   sleep 0.5
 done
-p2_current ||
+if ! p2_current; then
+  dk 2 ps -a || true
+  dk 2 logs --tail 20 slsw-proxy 2>&1 || true
+  tail -n 30 /var/tmp/slsw-n2/dockerd.log 2>&1 || true # tools/swarm-lab.sh's node directory
   fail "node 2's proxy is not back: $(call root GET /api/v1/status | jq -c .snapshot.proxies)"
+fi
 
 # --- a network partition: node 2 cut off from the control plane --------------------------------
 # The proxies run with --policy-lease 4: a proxy that has not been polled for 4 s drops its
