@@ -1162,7 +1162,11 @@ int sl_load_run(const struct sl_load_config *cfg, const struct sl_load_hooks *ho
         if (sched_getaffinity(0, sizeof(cpu_set_t), &sh.home) == -1
             || sched_setaffinity(0, sizeof(cpu_set_t), &sh.connect_from) == -1
             || sched_setaffinity(0, sizeof(cpu_set_t), &sh.home) == -1) {
-            set_err(err, errlen, "--connect-cpu: sched_setaffinity", strerror(errno));
+            char what[64];
+
+            (void)snprintf(what, sizeof(what), "--connect-cpu %d: cannot run there",
+                           cfg->connect_cpu);
+            set_err(err, errlen, what, strerror(errno));
             return SL_EINVAL;
         }
     }

@@ -211,6 +211,16 @@ if [ "$cpus" -ge 2 ] && command -v taskset >/dev/null; then
   # four busy loops).
   load=$(dirname "$SLUICE_BIN")/bench/sluice-load
   if [ -x "$load" ]; then
+    # The load generator's --connect-cpu, which the skew load below relies on: run on CPU 1,
+    # connecting from CPU 0, its 20 connections all meet worker 0.
+    before=$(worker_counts)
+    taskset -c 1 "$load" --connect-cpu 0 --url "http://a.sluice.test:$FX_HTTP_PORT/hello" \
+      --mode newconn --connections 1 --max-requests 20 --duration 10 --warmup 0 \
+      --proxy "127.0.0.1:$FX_PROXY_PORT" >"$FX_WORK/connect-cpu.out" 2>&1 || true
+    spread=$(paste <(tr ' ' '\n' <<<"$before") <(tr ' ' '\n' <<<"$(worker_counts)") |
+      awk '{ print $2 - $1 }' | paste -sd ' ')
+    check "sluice-load on CPU 1 with --connect-cpu 0: its connections all reach worker 0 ($spread)" \
+      awk '{ exit !($1 >= 20 && $2 == 0) }' <<<"$spread"
     fx_nginx_big
     for pid in "$FX_NGINX_PID" $(pgrep -P "$FX_NGINX_PID"); do
       taskset -a -p -c 1 "$pid" >/dev/null || true
