@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -156,6 +157,31 @@ static void does_not_restart_a_child_with_bad_arguments(void **state)
     sl_sup_finish(&s);
 }
 
+/* Whether /proc/PID/status's mask FIELD ("SigCgt:" or "SigIgn:") holds SIGTERM. */
+static bool sigterm_is(pid_t pid, const char *field)
+{
+    char path[64];
+    char line[256];
+    bool yes = false;
+    FILE *f;
+
+    (void)snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return false;
+    }
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, field, strlen(field)) == 0) {
+            unsigned long long mask = strtoull(line + strlen(field), NULL, 16);
+
+            yes = (mask & (1ULL << (SIGTERM - 1))) != 0;
+            break;
+        }
+    }
+    (void)fclose(f);
+    return yes;
+}
+
 static void stops_with_sigterm_then_sigkill(void **state)
 {
     char *good_argv[] = { a_prog, a_child, a_wait, NULL };
@@ -173,11 +199,17 @@ static void stops_with_sigterm_then_sigkill(void **state)
     assert_int_equal(sl_sup_init(&s), 0);
     assert_int_equal(sl_sup_start(&s, &good), 0);
     assert_int_equal(sl_sup_start(&s, &stubborn), 0);
-    /* Let both install their handlers. */
-    for (int i = 0; i < 10; i++) {
-        sl_sup_poll(&s, 30);
-    }
     assert_true(good.pid > 0 && stubborn.pid > 0);
+    /* Wait (up to 20 s: a sanitizer build on a loaded machine starts slowly) until both have
+     * set up SIGTERM, as the kernel reports it: the good one catches it, the stubborn one
+     * ignores it. */
+    for (int i = 0;
+         i < 400 && !(sigterm_is(good.pid, "SigCgt:") && sigterm_is(stubborn.pid, "SigIgn:"));
+         i++) {
+        sl_sup_poll(&s, 50);
+    }
+    assert_true(sigterm_is(good.pid, "SigCgt:"));
+    assert_true(sigterm_is(stubborn.pid, "SigIgn:"));
     /* Each child has a process group of its own. */
     assert_int_equal(getpgid(good.pid), good.pid);
     s.restarting = false;
