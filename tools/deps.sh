@@ -10,7 +10,7 @@
 #   deb    also the Debian packaging tools `make deb` uses: debhelper, devscripts, lintian,
 #          dpkg-dev
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
-#          python3, clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
+#          python3 with pip and requests (clients the tests drive), clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
 #          chromium, testssl.sh, docker-registry and apache2-utils (htpasswd), the packaging tools of `deb`, logrotate; Node.js and npm from Debian when no `node` is on the PATH), then
 #          the npm packages of every tests/*/package-lock.json (`npm ci`, into that folder's
 #          node_modules; only when the lock file changed since the last install)
@@ -33,7 +33,8 @@ build_pkgs=(build-essential cmake pkg-config ca-certificates
   libuv1-dev libssl-dev libsqlite3-dev libjansson-dev libsodium-dev libcurl4-openssl-dev
   libcmocka-dev libnftables-dev libarchive-dev)
 deb_pkgs=(debhelper devscripts lintian dpkg-dev)
-test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3 procps
+test_pkgs=(clang libclang-rt-14-dev clang-format nginx curl openssl python3
+  python3-pip python3-requests procps
   docker.io nftables mmdebstrap fcgiwrap git iproute2 chromium testssl.sh logrotate
   docker-registry apache2-utils "${deb_pkgs[@]}")
 

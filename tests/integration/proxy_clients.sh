@@ -128,7 +128,7 @@ if "$FX_PYTHON" -m pip --version >/dev/null 2>&1; then
   check "... identified as sb1 by the token pip sent on its CONNECTs" \
     fx_audit_has client=sb1 method=CONNECT host=files.sluice.test status=200
 else
-  fx_skip "pip through the proxy" "python3 -m pip is not installed"
+  not_ok "pip through the proxy: $FX_PYTHON -m pip is not installed (tools/deps.sh test installs python3-pip)"
 fi
 
 # --- (2) npm ----------------------------------------------------------------------------------
@@ -220,19 +220,15 @@ opener = urllib.request.build_opener(urllib.request.ProxyHandler(
     {"https": f"http://sb1:{tok}@127.0.0.1:{proxy_port}"}))
 with opener.open(f"https://a.sluice.test:{tls_port}/hello?probe=urllib-tok", timeout=20) as r:
     got.append(f"{r.status}/{len(r.read())}")
-try:
-    import requests
-except ImportError:
-    got.append("no-requests")
-else:
-    with requests.Session() as s:
-        for _ in range(2):
-            got.append(str(s.get(f"https://a.sluice.test:{tls_port}/hello?probe=requests", timeout=20).status_code))
+import requests
+with requests.Session() as s:
+    for _ in range(2):
+        got.append(str(s.get(f"https://a.sluice.test:{tls_port}/hello?probe=requests", timeout=20).status_code))
 print(" ".join(got))
 PY
 )
 check_match "python: urllib over https and http, with the token in the proxy URL; requests twice" \
-  "$out" '^200/21 200/21 200/21 (200 200|no-requests)$'
+  "$out" '^200/21 200/21 200/21 200 200$'
 check "... urllib's token identified sb1" fx_audit_has client=sb1 method=GET path=/hello status=200
 
 # --- (5) curl --http2: ALPN offers h2 and http/1.1 (the proxy picks http/1.1); on http:// URLs

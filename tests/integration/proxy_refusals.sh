@@ -72,7 +72,7 @@ if "$FX_PYTHON" -m pip --version >/dev/null 2>&1; then
   check_eq "pip: one audit line per request it made" \
     "$(lines host=$D method=GET path=/simple/sluice-probe/ status=403)" 1
 else
-  fx_skip "pip shows the refusal" "python3 -m pip is not installed"
+  not_ok "pip shows the refusal: $FX_PYTHON -m pip is not installed (tools/deps.sh test installs python3-pip)"
 fi
 if command -v npm >/dev/null; then
   out=$(cd "$FX_WORK" && timeout 60 "${clean[@]}" npm view sluice-probe --registry "https://$D/" \

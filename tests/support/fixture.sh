@@ -19,7 +19,18 @@ FX_LOADED=1
 FX_SUPPORT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 SLUICE_SRC=${SLUICE_SRC:-$(cd "$FX_SUPPORT/../.." && pwd)}
 FX_NGINX=${FX_NGINX:-/usr/sbin/nginx}
-FX_PYTHON=${FX_PYTHON:-python3}
+# Debian's interpreter, whose modules (pip, requests) tools/deps.sh installs; failing that, the
+# interpreter behind `python3` itself, never a shim in front of it: the tests call Python
+# hundreds of times (clients, probes, JSON), and pyenv's shims fork a dozen processes per call,
+# ~0.3 s each, which made the slowest tests minutes longer and, with ctest -j, can exhaust the
+# process limit.
+if [ -z "${FX_PYTHON:-}" ]; then
+  if [ -x /usr/bin/python3 ]; then
+    FX_PYTHON=/usr/bin/python3
+  else
+    FX_PYTHON=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || echo python3)
+  fi
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Work dir, cleanup, reporting

@@ -49,12 +49,6 @@
 # shellcheck source-path=SCRIPTDIR source=../support/gitserver.sh
 source "$FX_SUPPORT/gitserver.sh"
 
-# The tests call Python often (JSON, probes): take the interpreter itself, not a shim (pyenv's
-# shims fork a dozen processes per call, which slows the timing checks and, with ctest -j, can
-# exhaust the process limit).
-if [ "$FX_PYTHON" = python3 ]; then
-  FX_PYTHON=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null || echo python3)
-fi
 SBX_IMAGE=${SBX_IMAGE:-sluice/sandbox:bookworm}
 SBX_REPO=${SBX_REPO:-acme/widget}
 SBX_WHO=alice
