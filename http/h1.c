@@ -90,8 +90,67 @@ static int on_message_begin(llhttp_t *l)
     p->_trailer_fields = 0;
     p->_ext_line = 0;
     p->_ext_msg = 0;
+    p->_line_end = 0;
+    p->_line_part = 0;
     sl_buf_reset(&p->_span);
     return 0;
+}
+
+/* The offset in the message head of `at`, a pointer into the current sl_h1_feed() call's data. */
+static size_t head_off(const struct sl_h1 *p, const char *at)
+{
+    return p->_feed_off + (size_t)((const uint8_t *)at - p->_feed_data);
+}
+
+/* A request line's elements are separated by exactly one space (RFC 9112 §3): llhttp skips a
+ * run of them, which a peer parsing on single spaces would read another way. Called with each
+ * piece of the span of element `part`; at its first, `gap` is the bytes expected between the
+ * last element's end and `at` (the space, and "HTTP/" before the version's digits). */
+static int start_line(struct sl_h1 *p, char part, const char *at, size_t n, size_t gap,
+                      const char *what)
+{
+    size_t off = head_off(p, at);
+
+    if (p->_line_part != part) {
+        p->_line_part = part;
+        if (gap != 0 && off != p->_line_end + gap) {
+            return fail(p, what, SL_EINVAL);
+        }
+    }
+    p->_line_end = off + n;
+    return 0;
+}
+
+static int on_method(llhttp_t *l, const char *at, size_t n)
+{
+    struct sl_h1 *p = parser_of(l);
+
+    (void)start_line(p, 'm', at, n, 0, NULL);
+    return append_span(l, at, n);
+}
+
+static int on_url(llhttp_t *l, const char *at, size_t n)
+{
+    struct sl_h1 *p = parser_of(l);
+
+    if (start_line(p, 't', at, n, 1, "request line: not one space between method and target")
+        < 0) {
+        return -1;
+    }
+    return append_span(l, at, n);
+}
+
+/* A request's version: its span is the digits ("1.1") after "HTTP/". (A status line with more
+ * than one space before its code llhttp refuses itself; the reason phrase may hold spaces.) */
+static int on_version(llhttp_t *l, const char *at, size_t n)
+{
+    struct sl_h1 *p = parser_of(l);
+
+    if (p->_kind == SL_H1_RESPONSE) {
+        return 0;
+    }
+    return start_line(p, 'v', at, n, 1 + 5,
+                      "request line: not one space between target and version");
 }
 
 static int on_method_complete(llhttp_t *l)
@@ -373,8 +432,9 @@ static int on_message_complete(llhttp_t *l)
 
 static const llhttp_settings_t settings = {
     .on_message_begin = on_message_begin,
-    .on_method = append_span,
-    .on_url = append_span,
+    .on_method = on_method,
+    .on_url = on_url,
+    .on_version = on_version,
     .on_status = append_span,
     .on_header_field = append_span,
     .on_header_value = append_span,
@@ -493,6 +553,8 @@ int sl_h1_feed(struct sl_h1 *p, const uint8_t *data, size_t n, struct sl_h1_even
         give = p->_limits.head_max_bytes - p->_head_bytes + 1;
     }
     p->_ev = SL_H1_EV_NONE;
+    p->_feed_data = data;
+    p->_feed_off = p->_head_bytes;
     err = llhttp_execute(&p->_llhttp, (const char *)data, give);
     switch (err) {
     case HPE_OK:

@@ -152,6 +152,16 @@ struct sl_h1 {
     bool _failed;
     /* The parser met an upgrade and is done. */
     bool _upgraded;
+    /* Where this sl_h1_feed() call's data starts and how many head bytes of the message came
+     * before it, so that a span callback's pointer gives its offset in the head. */
+    const uint8_t *_feed_data;
+    size_t _feed_off;
+    /* The offset in the head just past the request line's last element so far (the method,
+     * the target, the version): the next one must follow one space. */
+    size_t _line_end;
+    /* The request line's element being received: 0 none yet, then 'm'ethod, 't'arget,
+     * 'v'ersion (a span may come in pieces, some of them empty). */
+    char _line_part;
     /* The request line failed at a method llhttp does not know that is a token (not bytes that
      * are no method at all). */
     bool _unknown_method;

@@ -127,6 +127,8 @@ bad_req te-tab-value "POST ${P}te-tab-value HTTP/1.1\\r\\n${H}Transfer-Encoding:
 bad_req_body chunk-size-huge "POST ${P}chunk-size-huge HTTP/1.1\\r\\n${H}Transfer-Encoding: chunked\\r\\n\\r\\n10000000000000001\\r\\nhello\\r\\n0\\r\\n\\r\\n"
 bad_req space-in-name "GET ${P}space-in-name HTTP/1.1\\r\\n${H}X A: b\\r\\n\\r\\n"
 bad_req nul-name "GET ${P}nul-name HTTP/1.1\\r\\n${H}X\\x00A: b\\r\\n\\r\\n"
+bad_req two-spaces-target "GET  ${P}two-spaces-target HTTP/1.1\\r\\n${H}\\r\\n"
+bad_req two-spaces-version "GET ${P}two-spaces-version  HTTP/1.1\\r\\n${H}\\r\\n"
 # Every smuggled request above was tagged rq-smuggled.
 check_eq "requests: no smuggled request ever reached origin.py" "$(fx_seen probe=rq-smuggled)" 0
 
@@ -143,6 +145,8 @@ bad_plain te-space-colon "POST ${U}te-space-colon HTTP/1.1\\r\\n${HP}Transfer-En
 bad_plain empty-name "GET ${U}empty-name HTTP/1.1\\r\\n${HP}: no name\\r\\n\\r\\n"
 bad_plain bare-lf "GET ${U}bare-lf HTTP/1.1\\nHost: $PYH\\n\\n"
 bad_plain bare-cr "GET ${U}bare-cr HTTP/1.1\\r\\n${HP}X-A: a\\rX-B: b\\r\\n\\r\\n"
+bad_plain two-spaces-target "GET  ${U}two-spaces-target HTTP/1.1\\r\\n${HP}\\r\\n"
+bad_plain two-spaces-version "GET ${U}two-spaces-version  HTTP/1.1\\r\\n${HP}\\r\\n"
 bad_plain two-hosts "GET ${U}two-hosts HTTP/1.1\\r\\n${HP}${HP}\\r\\n"
 bad_plain nul-value "GET ${U}nul-value HTTP/1.1\\r\\n${HP}X-A: a\\x00b\\r\\n\\r\\n"
 bad_plain te-cl-smuggle "POST ${U}te-cl-smuggle HTTP/1.1\\r\\n${HP}Transfer-Encoding: chunked\\r\\nContent-Length: 4\\r\\n\\r\\n5c\\r\\nGET http://$PYH/hello?probe=rp-smuggled HTTP/1.1\\r\\n${HP}\\r\\n\\r\\n0\\r\\n\\r\\n"
