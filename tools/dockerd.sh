@@ -92,6 +92,30 @@ clean() {
   fi
 }
 
+# default_dockerd : the pid of a dockerd serving $sock: one started with that host, with
+# systemd's socket (fd://), or with no host at all (the default). Daemons on sockets of their
+# own (tools/swarm-lab.sh's nodes, one an interrupted test left running) are not it.
+default_dockerd() {
+  local pid arg hosts
+  for pid in $(pgrep -x dockerd); do
+    hosts=
+    while IFS= read -r -d '' arg; do
+      case "$arg" in
+      -H | --host) hosts+=" next" ;;
+      -H* | --host=*) hosts+=" ${arg#*[H=]}" ;;
+      *) if [ "${hosts##* }" = next ]; then hosts="${hosts% next} $arg"; fi ;;
+      esac
+    done <"/proc/$pid/cmdline" 2>/dev/null || continue
+    case " $hosts " in
+    "  " | *" unix://$sock "* | *" $sock "* | *" fd://"*)
+      echo "$pid"
+      return 0
+      ;;
+    esac
+  done
+  return 1
+}
+
 start() {
   local pid sd i
   if ping_ok; then
@@ -113,7 +137,7 @@ start() {
   command -v dockerd >/dev/null 2>&1 || die "dockerd is missing (tools/deps.sh test installs docker.io)"
   [ "$(id -u)" -eq 0 ] || die "starting dockerd needs root"
   # A dockerd that is still coming up (or wedged): wait for it, never start a second one.
-  if pid=$(pgrep -x dockerd | head -n 1) && [ -n "$pid" ]; then
+  if pid=$(default_dockerd) && [ -n "$pid" ]; then
     say "a dockerd (pid $pid) runs but $sock does not answer yet; waiting up to $wait_s s"
     for ((i = 0; i < wait_s * 10; i++)); do
       ping_ok && { say "it answers now; leaving it running at stop"; return 0; }
