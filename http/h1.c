@@ -133,8 +133,7 @@ static int on_url(llhttp_t *l, const char *at, size_t n)
 {
     struct sl_h1 *p = parser_of(l);
 
-    if (start_line(p, 't', at, n, 1, "request line: not one space between method and target")
-        < 0) {
+    if (start_line(p, 't', at, n, 1, "request line: not one space between method and target") < 0) {
         return -1;
     }
     return append_span(l, at, n);

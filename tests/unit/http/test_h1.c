@@ -414,8 +414,8 @@ struct bad_case {
 static const struct bad_case bad_cases[] = {
     { "two spaces before the target", SL_H1_REQUEST, "GET  / HTTP/1.1\r\nHost: a\r\n\r\n",
       SL_EINVAL },
-    { "two spaces before the version", SL_H1_REQUEST,
-      "GET http://a/  HTTP/1.1\r\nHost: a\r\n\r\n", SL_EINVAL },
+    { "two spaces before the version", SL_H1_REQUEST, "GET http://a/  HTTP/1.1\r\nHost: a\r\n\r\n",
+      SL_EINVAL },
     { "two spaces each side, second request", SL_H1_REQUEST,
       "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET  /  HTTP/1.1\r\nHost: a\r\n\r\n", SL_EINVAL },
     { "two spaces before the status", SL_H1_RESPONSE, "HTTP/1.1  200 OK\r\n\r\n", SL_EINVAL },
