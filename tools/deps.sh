@@ -10,8 +10,8 @@
 #   deb    also the Debian packaging tools `make deb` uses: debhelper, devscripts, lintian,
 #          dpkg-dev
 #   test   also the real peers and tools the tests use (clang for fuzzing, nginx, curl, openssl,
-#          python3 with pip and requests (clients the tests drive), clang-format, docker.io, nftables, mmdebstrap, fcgiwrap, git, iproute2,
-#          chromium, testssl.sh, docker-registry and apache2-utils (htpasswd), the packaging tools of `deb`, logrotate; Node.js and npm from Debian when no `node` is on the PATH), then
+#          python3 with pip and requests (clients the tests drive), clang-format, docker.io,
+#          nftables, mmdebstrap, fcgiwrap, git, iproute2, chromium, testssl.sh, docker-registry and apache2-utils (htpasswd), the packaging tools of `deb`, logrotate; Node.js and npm from Debian when no `node` is on the PATH), then
 #          the npm packages of every tests/*/package-lock.json (`npm ci`, into that folder's
 #          node_modules; only when the lock file changed since the last install)
 #
