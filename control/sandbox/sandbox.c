@@ -337,8 +337,6 @@ struct removal {
     char err[200];
 };
 
-static void maybe_closed(struct sl_sandboxes *sb);
-
 /* The answer of a close that a proxy did not acknowledge in time. */
 static void reply_unacked(struct removal *r)
 {
@@ -376,7 +374,7 @@ static void removal_step(struct removal *r)
     sl__sandbox_unref(r->s);
     sl_free(r);
     sb->pending_removes--;
-    maybe_closed(sb);
+    sl__sandboxes_maybe_closed(sb);
 }
 
 static void on_removed(void *arg, int rc, const char *err)
@@ -893,15 +891,13 @@ void sl_sandbox_clients_free(struct sl_sandbox_clients *c)
 
 /* ---- start, status, close ----------------------------------------------------------------- */
 
-static void maybe_closed(struct sl_sandboxes *sb);
-
 /* The start sequence failed: say why (status and log) and end it. */
 static void fail_start(struct sl_sandboxes *sb, const char *what, const char *err)
 {
     (void)snprintf(sb->error, sizeof(sb->error), "%s: %s", what, err != NULL ? err : "failed");
     sl_log(SL_LOG_ERROR, 0, "msg=\"sandboxes are not available\" err=\"%s\"", sb->error);
     sb->pending_removes--;
-    maybe_closed(sb);
+    sl__sandboxes_maybe_closed(sb);
 }
 
 static void on_leftover_removed(void *arg, int rc, const char *err)
@@ -917,7 +913,7 @@ static void on_leftover_removed(void *arg, int rc, const char *err)
         sl_log(SL_LOG_INFO, 0, "msg=\"sandboxes ready\" network=%s gateway=%s", sb->network,
                sb->gateway);
     }
-    maybe_closed(sb);
+    sl__sandboxes_maybe_closed(sb);
 }
 
 static void on_listed(void *arg, int rc, const char *err, const struct sl_launcher_entry *entries,
@@ -1034,9 +1030,10 @@ static void on_launcher_closed(void *arg)
     uv_close((uv_handle_t *)&sb->sweep, on_sweep_closed);
 }
 
-static void maybe_closed(struct sl_sandboxes *sb)
+void sl__sandboxes_maybe_closed(struct sl_sandboxes *sb)
 {
-    if (!sb->closing || sb->shutting || sb->pending_removes > 0 || sb->list != NULL) {
+    if (!sb->closing || sb->shutting || sb->pending_removes > 0 || sb->starting > 0
+        || sb->list != NULL) {
         return;
     }
     sb->shutting = true;
@@ -1065,7 +1062,7 @@ void sl_sandboxes_close(struct sl_sandboxes *sb, void (*closed)(void *arg), void
             sl__sandbox_remove(s, "the control plane is stopping", NULL, NULL);
         }
     }
-    maybe_closed(sb);
+    sl__sandboxes_maybe_closed(sb);
 }
 
 /* ---- creation of the manager -------------------------------------------------------------- */

@@ -172,6 +172,9 @@ struct sl_sandboxes {
     uint8_t named_ports[SL_SNAPSHOT_PORT_SET_BYTES];
     uint64_t ports_gen;
     int pending_removes;
+    /* create_and_start calls not yet reported: the launcher closes only after the last one (a
+     * container created while the control plane stops must be removed, not orphaned). */
+    int starting;
     void (*closed)(void *arg);
     void *closed_arg;
 
@@ -186,6 +189,10 @@ struct sl_sandboxes {
 };
 
 /* ---- sandbox.c ---- */
+
+/* Once the manager is closing and nothing is left in flight (removals, starts, sandboxes),
+ * closes the launcher and then the manager. */
+void sl__sandboxes_maybe_closed(struct sl_sandboxes *sb);
 
 /* The platform's remote, or NULL when sandboxes get no repository. */
 const struct sl_gitplat_remote *sl__sandbox_remote(const struct sl_sandboxes *sb);

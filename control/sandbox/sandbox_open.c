@@ -200,15 +200,26 @@ static void clone_repo(struct sl__sandbox *s)
     sb->cfg.launcher->ops->exec(sb->cfg.launcher, s->container, &e, on_cloned, s);
 }
 
+/* The removal of a container no sandbox keeps (its create was given up, or its record could
+ * not be made): the manager's close waits for it. */
 static void on_orphan_removed(void *arg, int rc, const char *err)
 {
-    (void)arg;
+    struct sl_sandboxes *sb = arg;
+
     if (rc < 0) {
         sl_log(SL_LOG_ERROR, 0,
                "msg=\"cannot remove a container whose create was given up; a restart of the "
                "control plane removes it\" err=\"%s\"",
                err != NULL ? err : sl_strerror(rc));
     }
+    sb->pending_removes--;
+    sl__sandboxes_maybe_closed(sb);
+}
+
+static void remove_orphan(struct sl_sandboxes *sb, const char *id)
+{
+    sb->pending_removes++;
+    sb->cfg.launcher->ops->remove(sb->cfg.launcher, id, on_orphan_removed, sb);
 }
 
 static void on_started(void *arg, int rc, const char *err, const char *id, const char *ip)
@@ -222,18 +233,21 @@ static void on_started(void *arg, int rc, const char *err, const char *id, const
         (void)snprintf(s->ip, sizeof(s->ip), "%s", ip != NULL ? ip : "");
         if (s->container == NULL) {
             /* Remove it right away: it has no record to be found by. */
-            sb->cfg.launcher->ops->remove(sb->cfg.launcher, id, on_orphan_removed, NULL);
+            remove_orphan(sb, id);
         }
     } else if (rc == 0 && id != NULL) {
         /* Started after the create was given up: take it down again. */
         sl_free(s->container);
         s->container = sl_strdup(id);
-        if (s->container != NULL && s->state == SL__SANDBOX_GONE) {
-            sb->cfg.launcher->ops->remove(sb->cfg.launcher, s->container, on_orphan_removed, NULL);
+        if (s->state == SL__SANDBOX_GONE) {
+            remove_orphan(sb, id);
         }
     }
+    sb->starting--;
     if (s->state != SL__SANDBOX_STARTING) {
         sl__sandbox_unref(s);
+        /* The manager may be closing and waiting for this start (and its removal). */
+        sl__sandboxes_maybe_closed(sb);
         return;
     }
     if (rc < 0 || s->container == NULL) {
@@ -474,6 +488,7 @@ static void launch(struct sl__sandbox *s)
     }
     spec.n_env = n_env;
     s->refs++;
+    sb->starting++;
     sb->cfg.launcher->ops->create_and_start(sb->cfg.launcher, &spec, on_started, s);
     sodium_memzero(store.p, store.len);
     sl_buf_finish(&store);

@@ -4,8 +4,11 @@
 # containers by label and reconciles them. With two sandboxes running, the control plane is
 # stopped (SIGTERM, then, in a second round, SIGKILL) and started again: each sandbox is either
 # re-adopted (exec works, its files are there, the proxy still lets it out, it can be closed) or
-# removed (container gone, 404) - never orphaned. At the end no container of this test's network
-# is left. Network sl-t-restart, subnet 10.213.16.0/24.
+# removed (container gone, 404) - never orphaned. A third stop (SIGTERM) comes while a sandbox's
+# container is created but its start is held back (tests/support/docker_hold.py between the
+# control plane and the daemon): the control plane waits for the start and removes that
+# container before it exits. At the end no container of this test's network is left. Network
+# sl-t-restart, subnet 10.213.16.0/24.
 # shellcheck disable=SC2016 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
 
@@ -77,7 +80,43 @@ round() {
 round TERM
 round KILL
 
-# A new sandbox after two restarts still works end to end.
+# --- SIGTERM while a sandbox's container exists but its start has not been reported ------------
+HOLD=$FX_WORK/hold-start
+HELD=$FX_WORK/held-start
+HSOCK=$FX_WORK/docker-hold.sock
+"$FX_PYTHON" "$FX_SUPPORT/docker_hold.py" --listen "$HSOCK" --to /var/run/docker.sock \
+  --hold "$HOLD" --held "$HELD" >"$FX_WORK/docker_hold.log" 2>&1 &
+FX_PIDS+=("$!")
+fx_wait 10 test -S "$HSOCK" || fx_bail "docker_hold.py listens on $HSOCK"
+sbx_control_stop || true
+sbx_control_start --docker-socket "$HSOCK" || fx_bail "the control plane starts on the held socket"
+sbx_wait_ready || fx_bail "sandboxes ready on the held socket"
+touch "$HOLD"
+curl -q -sS --max-time 120 -X POST -H "Authorization: Bearer $SBX_TOK_alice" \
+  -H 'Content-Type: application/json' --data-binary '{"ref":"main","environment":"sbx"}' \
+  -o "$FX_WORK/held-create.body" -w '%{http_code}' \
+  "http://127.0.0.1:$SBX_CPORT/api/v1/repos/$SBX_REPO/sandboxes" >"$FX_WORK/held-create.code" \
+  2>"$FX_WORK/held-create.err" &
+held_curl=$!
+check "a sandbox's container is created and its start held back" fx_wait 60 test -s "$HELD"
+held_cid=$(head -c 64 "$HELD" 2>/dev/null || true)
+check "... the container exists" sbx_dockerctl exists "${held_cid:-none}"
+kill -TERM "$SBX_CONTROL_PID"
+sleep 1
+rm -f "$HOLD"
+fx_wait_exit "$SBX_CONTROL_PID" 30 || true
+check_eq "SIGTERM while a sandbox starts: the control plane exits 0" "$FX_EXIT" 0
+held_gone() { ! sbx_dockerctl exists "${held_cid:-none}"; }
+check "... after removing the container it had created (not orphaned)" held_gone
+check "... and nothing of this test's network is left running" sbx_no_leftovers
+wait "$held_curl" 2>/dev/null || true
+fx_note "the create that was cut off answered $(cat "$FX_WORK/held-create.code" 2>/dev/null)" \
+  "$(head -c 200 "$FX_WORK/held-create.body" 2>/dev/null)"
+SBX_CONTROL_ARGS=()
+sbx_control_start || fx_bail "the control plane starts again on the daemon's socket"
+sbx_wait_ready || fx_bail "sandboxes ready after the third restart"
+
+# A new sandbox after three restarts still works end to end.
 sbx_create sbx main || true
 check_api "a sandbox created after the restarts: 201" 201
 if [ -n "$SBX_ID" ]; then
