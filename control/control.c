@@ -44,6 +44,8 @@
 /* How long a change that removed access waits for every proxy, and how often it looks. */
 #define REVOKE_WAIT_MS 5000u
 #define REVOKE_TICK_MS 100u
+/* How long a stop lets the API answer the requests it holds (docs/reference/cli.md). */
+#define STOP_GRACE_MS 10000u
 
 /* One snapshot build on the thread pool. */
 struct build {
@@ -882,9 +884,10 @@ static void on_signal(uv_signal_t *h, int signum)
         d->observe_timer_open = false;
         uv_close((uv_handle_t *)&d->observe_timer, NULL);
     }
-    /* Requests in flight finish their database work and answer into gone exchanges; the loop
-     * ends once the last job and handle are done. */
-    sl_http_server_close(d->server, NULL, NULL);
+    /* Requests the handlers hold are still answered (Connection: close), for up to
+     * STOP_GRACE_MS; what the stop ends below (waits, sandbox creates and calls) answers with
+     * its reason. The loop ends once the last job and handle are done. */
+    sl_http_server_drain(d->server, STOP_GRACE_MS, NULL, NULL);
     d->server = NULL;
     /* Before the sandboxes close: jobs in flight stop where they are (docs/jobs.md). */
     sl_jobs_stop(d->jobs);

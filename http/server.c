@@ -767,7 +767,8 @@ static void on_response_written(uv_write_t *req, int status)
         conn_close(c);
         return;
     }
-    if (c->close_after) {
+    /* A draining server ends each connection after the answer it was writing. */
+    if (c->close_after || c->srv->closing) {
         conn_linger(c);
         return;
     }
@@ -1619,4 +1620,25 @@ void sl__http_conns_close(struct sl_http_server *srv)
     for (struct sl_list *l = srv->conns.next; l != &srv->conns; l = l->next) {
         conn_close(SL_CONTAINER_OF(l, struct sl__http_conn, link));
     }
+}
+
+size_t sl__http_conns_drain(struct sl_http_server *srv)
+{
+    size_t kept = 0;
+
+    for (struct sl_list *l = srv->conns.next; l != &srv->conns; l = l->next) {
+        struct sl__http_conn *c = SL_CONTAINER_OF(l, struct sl__http_conn, link);
+
+        if (c->state == CONN_HANDLING) {
+            /* The answer says Connection: close and the connection ends after it. */
+            c->close_after = true;
+            kept++;
+        } else if (c->state == CONN_WRITING) {
+            kept++; /* on_response_written() ends it */
+        } else {
+            /* Nothing was asked of the handler (a gated exchange is marked gone). */
+            conn_close(c);
+        }
+    }
+    return kept;
 }

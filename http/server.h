@@ -20,8 +20,8 @@
  *
  * Lifecycle: sl_http_server_create() -> sl_http_server_listen_tcp()/_tls()/_unix() -> requests run
  * on the loop -> sl_http_server_close() (idempotent) stops accepting, closes every connection and
- * calls `closed` once all memory and handles of the server are released. The loop must not be
- * closed before then.
+ * calls `closed` once all memory and handles of the server are released (sl_http_server_drain()
+ * first answers the requests the handler holds). The loop must not be closed before then.
  *
  * Exchange ownership (the one rule an asynchronous handler must follow):
  *   - The server creates an exchange for every complete request and passes it to the handler.
@@ -35,7 +35,8 @@
  *   - The server does not read from a connection whose request is with the handler (that is
  *     the backpressure), so a client that disconnects meanwhile is noticed only when the
  *     response is written (the write fails or the next read sees the close); what marks an
- *     exchange gone is the server closing the connection, i.e. sl_http_server_close().
+ *     exchange gone is the server closing the connection, i.e. sl_http_server_close() (or the
+ *     end of a drain's grace period).
  *   - So a handler that starts asynchronous work keeps the exchange pointer in that work's state
  *     and responds when the work completes, whatever happened to the client meanwhile.
  *
@@ -202,8 +203,19 @@ size_t sl_http_server_connections(const struct sl_http_server *srv);
  * become gone exchanges, responses being written are cut), and calls `closed(arg)` (NULL for
  * none) once every handle has closed and the server's memory is freed; `srv` is invalid from
  * then on. Never calls `closed` synchronously. Idempotent: later calls do nothing (their
- * callback is not called). Safe from inside the handler. */
+ * callback is not called), except during a drain, which they end at once. Safe from inside the
+ * handler. */
 void sl_http_server_close(struct sl_http_server *srv, sl_http_closed_fn *closed, void *arg);
+
+/* The graceful close: stops accepting and closes every listener, and every connection whose
+ * request is not with the handler (idle ones, heads and bodies still arriving, heads held by
+ * the gate: none of them was acted on). A request with the handler is still answered, with
+ * Connection: close, and a response being written is finished; each such connection then ends
+ * as after any last answer. Once the last one has gone, or after `grace_ms` (the rest are then
+ * closed, their exchanges gone), `closed(arg)` is called as by sl_http_server_close(). Does
+ * nothing on a server already closing. */
+void sl_http_server_drain(struct sl_http_server *srv, uint64_t grace_ms, sl_http_closed_fn *closed,
+                          void *arg);
 
 /* The request of `x`; valid until `x` is responded to. */
 const struct sl_http_request *sl_http_exchange_request(const struct sl_http_exchange *x);

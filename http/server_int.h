@@ -83,6 +83,9 @@ struct sl_http_server {
     /* Local port of the most recent TCP listener, or -1. */
     int tcp_port;
     bool closing;
+    /* sl_http_server_drain(): answers in flight are still being written; the anchor timer runs
+     * as the grace period. */
+    bool draining;
     sl_http_closed_fn *closed;
     void *closed_arg;
 };
@@ -94,6 +97,11 @@ int sl__http_conn_create(struct sl__http_listener *l);
 
 /* Closes every connection of `srv` (server.c); none is freed synchronously. */
 void sl__http_conns_close(struct sl_http_server *srv);
+
+/* For sl_http_server_drain() (server.c): closes every connection with no request at the
+ * handler and no answer being written; the others close once their answer is written. Returns
+ * how many were kept. */
+size_t sl__http_conns_drain(struct sl_http_server *srv);
 
 /* Frees the server once it is closing and nothing it owns is open, then tells the owner
  * (server_listen.c); called whenever a connection or a handle of the server has gone. */

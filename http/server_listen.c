@@ -103,12 +103,20 @@ static void on_listener_connection(uv_stream_t *s, int status)
 
 /* ---- The server ---- */
 
+static void on_anchor_closed(uv_handle_t *h);
+
 /* Frees the server once it is closing and nothing it owns is open, then tells the owner. */
 void sl__http_server_maybe_finish(struct sl_http_server *srv)
 {
     sl_http_closed_fn *closed = srv->closed;
     void *arg = srv->closed_arg;
 
+    if (srv->draining && srv->n_conns == 0) {
+        /* The last answer in flight went out before the grace period ended. */
+        srv->draining = false;
+        uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
+        return;
+    }
     if (!srv->closing || srv->pending_closes > 0 || srv->n_conns > 0) {
         return;
     }
@@ -521,17 +529,61 @@ size_t sl_http_server_connections(const struct sl_http_server *srv)
     return srv->n_conns;
 }
 
-void sl_http_server_close(struct sl_http_server *srv, sl_http_closed_fn *closed, void *arg)
+/* Ends a drain: whatever is still open is closed now (its exchanges are marked gone). */
+static void end_drain(struct sl_http_server *srv)
 {
-    if (srv->closing) {
-        return;
-    }
+    srv->draining = false;
+    (void)uv_timer_stop(&srv->anchor);
+    sl__http_conns_close(srv);
+    uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
+}
+
+static void on_grace_over(uv_timer_t *t)
+{
+    struct sl_http_server *srv = SL_CONTAINER_OF(t, struct sl_http_server, anchor);
+
+    sl_log(SL_LOG_WARN, 0,
+           "msg=\"requests still in flight when the grace period ended; their connections are "
+           "closed\" connections=%zu",
+           srv->n_conns);
+    end_drain(srv);
+}
+
+static void begin_close(struct sl_http_server *srv, sl_http_closed_fn *closed, void *arg)
+{
     srv->closing = true;
     srv->closed = closed;
     srv->closed_arg = arg;
     for (size_t i = 0; i < SL_ARRAY_LEN(srv->listeners); i++) {
         listener_close(&srv->listeners[i]);
     }
+}
+
+void sl_http_server_close(struct sl_http_server *srv, sl_http_closed_fn *closed, void *arg)
+{
+    if (srv->closing) {
+        if (srv->draining) {
+            end_drain(srv);
+        }
+        return;
+    }
+    begin_close(srv, closed, arg);
     sl__http_conns_close(srv);
     uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
+}
+
+void sl_http_server_drain(struct sl_http_server *srv, uint64_t grace_ms, sl_http_closed_fn *closed,
+                          void *arg)
+{
+    if (srv->closing) {
+        return;
+    }
+    begin_close(srv, closed, arg);
+    if (sl__http_conns_drain(srv) == 0 || grace_ms == 0) {
+        sl__http_conns_close(srv);
+        uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
+        return;
+    }
+    srv->draining = true;
+    (void)uv_timer_start(&srv->anchor, on_grace_over, grace_ms, 0);
 }

@@ -240,13 +240,24 @@ static void call_free(struct call *c)
     sl_free(c);
 }
 
+/* The answer of a call whose sandbox was closed while it ran or waited: 503 when the whole
+ * control plane is stopping (the caller may try again once it is back), else 409. */
+static void reply_closed(const struct sl_sandboxes *sb, sl_sandbox_reply_fn *reply, void *arg)
+{
+    if (sb->closing) {
+        sl__sandbox_reply_msg(reply, arg, 503, "the control plane is stopping");
+    } else {
+        sl__sandbox_reply_msg(reply, arg, 409, "the sandbox was closed");
+    }
+}
+
 /* A launcher failure as an answer: the sandbox closed meanwhile, or the runtime failed. */
 static void reply_launcher_error(struct call *c, int rc, const char *err)
 {
     char text[400];
 
     if (c->s->state == SL__SANDBOX_GONE || rc == SL_ECANCELED) {
-        sl__sandbox_reply_msg(c->reply, c->arg, 409, "the sandbox was closed");
+        reply_closed(c->sb, c->reply, c->arg);
         return;
     }
     (void)snprintf(text, sizeof(text), "the container runtime failed: %s",
@@ -267,6 +278,12 @@ static void on_exec_done(void *arg, const struct sl_launcher_exec_result *r)
 
     if (r->rc < 0) {
         reply_launcher_error(c, r->rc, r->err);
+        call_free(c);
+        return;
+    }
+    if (c->s->state == SL__SANDBOX_GONE) {
+        /* Its container was removed under it: what it reports is the kill, not its result. */
+        reply_closed(c->sb, c->reply, c->arg);
         call_free(c);
         return;
     }
@@ -665,7 +682,7 @@ void sl__sandbox_unpark(struct sl__sandbox *s)
         s->busy--;
         s->last_used = uv_now(s->sb->cfg.loop);
         if (s->state != SL__SANDBOX_READY || s->sb->closing) {
-            sl__sandbox_reply_msg(p->reply, p->arg, 409, "the sandbox was closed");
+            reply_closed(s->sb, p->reply, p->arg);
         } else {
             dispatch(s, p->action, p->body, p->reply, p->arg);
         }

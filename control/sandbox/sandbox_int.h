@@ -258,7 +258,7 @@ void sl__sandbox_sync_wall(struct sl__sandbox *s);
 /* ---- sandbox_calls.c ---- */
 
 /* Runs the calls parked on `s` now that its clone ended (or the sandbox is gone: they are
- * answered 409 `the sandbox was closed`). */
+ * answered 409 `the sandbox was closed`, 503 `the control plane is stopping` in a stop). */
 void sl__sandbox_unpark(struct sl__sandbox *s);
 
 /* `n` bytes of a command's output as one line that is safe to answer: the secrets of `s`

@@ -34,8 +34,20 @@ round() {
       'd["stdout"]' 200
   done
   if [ "$sig" = TERM ]; then
+    # A call in flight when the stop comes is still answered, with its reason.
+    curl -q -sS --max-time 60 -X POST -H "Authorization: Bearer $SBX_TOK_alice" \
+      -H 'Content-Type: application/json' --data-binary '{"cmd":"sleep 30"}' \
+      -o "$FX_WORK/stop-exec.body" -w '%{http_code}' \
+      "http://127.0.0.1:$SBX_CPORT/api/v1/repos/$SBX_REPO/sandboxes/${ids[0]}/exec" \
+      >"$FX_WORK/stop-exec.code" 2>"$FX_WORK/stop-exec.err" &
+    stop_exec=$!
+    sleep 1
     sbx_control_stop || true
     check_eq "[$sig] the control plane exits 0" "$SBX_CONTROL_EXIT" 0
+    wait "$stop_exec" 2>/dev/null || true
+    check_eq "[$sig] an exec in flight is answered: 503 the control plane is stopping" \
+      "$(cat "$FX_WORK/stop-exec.code") $(fx_json "$FX_WORK/stop-exec.body" 'd.get("message")')" \
+      "503 the control plane is stopping"
   else
     kill -KILL "$SBX_CONTROL_PID"
     wait "$SBX_CONTROL_PID" 2>/dev/null || true
@@ -110,8 +122,9 @@ held_gone() { ! sbx_dockerctl exists "${held_cid:-none}"; }
 check "... after removing the container it had created (not orphaned)" held_gone
 check "... and nothing of this test's network is left running" sbx_no_leftovers
 wait "$held_curl" 2>/dev/null || true
-fx_note "the create that was cut off answered $(cat "$FX_WORK/held-create.code" 2>/dev/null)" \
-  "$(head -c 200 "$FX_WORK/held-create.body" 2>/dev/null)"
+check_eq "... and the create it cut off is answered: 503 the control plane is stopping" \
+  "$(cat "$FX_WORK/held-create.code") $(fx_json "$FX_WORK/held-create.body" 'd.get("message")')" \
+  "503 the control plane is stopping"
 SBX_CONTROL_ARGS=()
 sbx_control_start || fx_bail "the control plane starts again on the daemon's socket"
 sbx_wait_ready || fx_bail "sandboxes ready after the third restart"

@@ -64,6 +64,11 @@ struct fx {
     int async_gone;
     int gate_calls;
     int closed_calls;
+    /* When not 0, the end of the client drains the server with this grace period instead of
+     * closing it. */
+    uint64_t drain_ms;
+    /* With drain_ms: sl_http_server_close() right after the drain (which ends it). */
+    bool close_in_drain;
     /* Client thread records; read by the main thread after the join. */
     char why[512];
     int results[8];
@@ -147,6 +152,8 @@ static void handler(struct sl_http_exchange *x, const struct sl_http_request *re
         respond_later(f, x, 50);
     } else if (strcmp(p, "/async-slow") == 0) {
         respond_later(f, x, 300);
+    } else if (strcmp(p, "/async-3s") == 0) {
+        respond_later(f, x, 3000);
     } else if (strcmp(p, "/headers") == 0) {
         sl_http_respond_headers(x, 201, extra, "text/plain", "made", 4);
     } else if (strcmp(p, "/reserved") == 0) {
@@ -194,6 +201,14 @@ static void on_done(uv_async_t *a)
     struct fx *f = SL_CONTAINER_OF(a, struct fx, done);
 
     uv_close((uv_handle_t *)a, NULL);
+    if (f->drain_ms > 0) {
+        sl_http_server_drain(f->srv, f->drain_ms, on_server_closed, f);
+        sl_http_server_drain(f->srv, f->drain_ms, on_server_closed, f); /* idempotent */
+        if (f->close_in_drain) {
+            sl_http_server_close(f->srv, on_server_closed, f);
+        }
+        return;
+    }
     sl_http_server_close(f->srv, on_server_closed, f);
     sl_http_server_close(f->srv, on_server_closed, f); /* idempotent */
 }
@@ -1355,6 +1370,94 @@ static void closes_with_open_connections_and_frees_everything(void **state)
     assert_int_equal(f->async_gone, 1);
 }
 
+static void client_drain(struct fx *f)
+{
+    struct cl *a = &cl_a;
+    struct cl *b = &cl_b;
+    struct cl *c = &cl_c;
+    struct resp *r = &resp_a;
+    struct cl d;
+    char v[32];
+
+    CHECK(f, cl_connect(a, f->port, 0) && cl_connect(b, f->port, 0) && cl_connect(c, f->port, 0));
+    CHECK(f, cl_send(a, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(a, r, false) == 0);
+    CHECK(f, cl_send(b, "GET /b HTTP/1.1\r\nHo"));
+    CHECK(f, cl_send(c, "GET /async-slow HTTP/1.1\r\nHost: t\r\n\r\n"));
+    sleep_ms(100);
+    fx_signal(f);
+    /* The idle connection and the unfinished head are closed at once... */
+    CHECK(f, cl_closed(a));
+    CHECK(f, cl_closed(b));
+    /* ... nothing new is accepted ... */
+    d.fd = -1;
+    CHECK(f, !cl_connect(&d, f->port, 0));
+    cl_close(&d);
+    /* ... and the request with the handler gets its answer, then the end. */
+    CHECK(f, cl_response(c, r, false) == 0 && r->status == 200 && strcmp(r->body, "later") == 0);
+    CHECK(f, resp_header(r, "connection", v, sizeof(v)) != NULL && strcmp(v, "close") == 0);
+    CHECK(f, cl_closed(c));
+    cl_close(a);
+    cl_close(b);
+    cl_close(c);
+}
+
+static void drain_answers_requests_in_flight_and_closes_the_rest(void **state)
+{
+    struct fx *f = &the_fx;
+
+    (void)state;
+    fx_init(f, NULL);
+    f->drain_ms = 5000;
+    fx_run(f, client_drain);
+    assert_int_equal(f->calls, 2);
+    assert_int_equal(f->async_done, 1);
+    assert_int_equal(f->async_gone, 0);
+}
+
+static void client_drain_grace_over(struct fx *f)
+{
+    struct cl *c = &cl_c;
+    long t0;
+
+    CHECK(f, cl_connect(c, f->port, 0));
+    CHECK(f, cl_send(c, "GET /async-3s HTTP/1.1\r\nHost: t\r\n\r\n"));
+    sleep_ms(50);
+    t0 = now_ms();
+    fx_signal(f);
+    /* The handler answers after 3 s; the grace period is 100 ms: no answer, only the end. */
+    CHECK(f, cl_closed(c));
+    CHECK(f, now_ms() - t0 < 2500);
+    cl_close(c);
+}
+
+static void drain_cuts_what_outlasts_the_grace_period(void **state)
+{
+    struct fx *f = &the_fx;
+
+    (void)state;
+    fx_init(f, NULL);
+    f->drain_ms = 100;
+    fx_run(f, client_drain_grace_over);
+    assert_int_equal(f->calls, 1);
+    /* The answer came after the server was gone and was dropped. */
+    assert_int_equal(f->async_done, 1);
+    assert_int_equal(f->async_gone, 1);
+}
+
+static void a_close_ends_a_drain_at_once(void **state)
+{
+    struct fx *f = &the_fx;
+
+    (void)state;
+    fx_init(f, NULL);
+    f->drain_ms = 60000;
+    f->close_in_drain = true;
+    /* The same client: its connection ends long before the answer (3 s) or the grace (60 s). */
+    fx_run(f, client_drain_grace_over);
+    assert_int_equal(f->calls, 1);
+    assert_int_equal(f->async_gone, 1);
+}
+
 static void client_half_close(struct fx *f)
 {
     struct cl *c = &cl_a;
@@ -1641,6 +1744,9 @@ int main(void)
         cmocka_unit_test(closes_with_open_connections_and_frees_everything),
         cmocka_unit_test(answers_a_client_that_half_closed),
         cmocka_unit_test(shapes_handler_responses),
+        cmocka_unit_test(drain_answers_requests_in_flight_and_closes_the_rest),
+        cmocka_unit_test(drain_cuts_what_outlasts_the_grace_period),
+        cmocka_unit_test(a_close_ends_a_drain_at_once),
         cmocka_unit_test(refuses_bad_listen_addresses_and_configs),
         cmocka_unit_test(escapes_json_strings_whatever_the_input),
         cmocka_unit_test(names_status_codes),
