@@ -130,7 +130,9 @@ for i in 1 2 3 4 5; do
   fi
 done
 check_eq "5 parallel execs (sleep 2) each return their own output and exit code" "$good" 5
-check "... in about the time of one (${el} ms < 3500)" test "$el" -lt 3500
+# One after the other they take 10 s, two at a time 6 s: under 5 s they ran together (the
+# margin is for a loaded machine, where 3.6 s was seen).
+check "... in about the time of one (${el} ms < 5000)" test "$el" -lt 5000
 
 # --- redaction --------------------------------------------------------------------------------
 token=$(sbx_token "$id" || true)
