@@ -10,7 +10,8 @@ request `POST .../containers/ID/start` is kept back (the container is created, n
 the relay writes ID into --held and forwards the request only once --hold is gone (at most
 60 s). A test uses it to stop the control plane at the moment a sandbox's container exists but
 its start has not been reported. Only the start line of each request is looked at (the client,
-libcurl, sends one request at a time on a connection); standard library only.
+libcurl, sends one request at a time on a connection); the relaying is slow_relay.py's, at full
+speed; standard library only.
 """
 
 import argparse
@@ -20,50 +21,22 @@ import socket
 import threading
 import time
 
+from slow_relay import pipe
+
 HOLD_MAX_S = 60
-CHUNK = 65536
 START = re.compile(rb"^POST [^ ]*/containers/([0-9a-f]+)/start[ ?]")
 
 
-def to_daemon(src, dst, args):
-    try:
-        while True:
-            data = src.recv(CHUNK)
-            if not data:
-                break
-            m = START.match(data)
-            if m is not None and os.path.exists(args.hold):
-                with open(args.held, "wb") as f:
-                    f.write(m.group(1) + b"\n")
-                end = time.monotonic() + HOLD_MAX_S
-                while os.path.exists(args.hold) and time.monotonic() < end:
-                    time.sleep(0.05)
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-def to_client(src, dst):
-    try:
-        while True:
-            data = src.recv(CHUNK)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for s in (src, dst):
-            try:
-                s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+def hold_start(data, args):
+    """Keeps a container's start back while --hold exists (noting its id in --held)."""
+    m = START.match(data)
+    if m is None or not os.path.exists(args.hold):
+        return
+    with open(args.held, "wb") as f:
+        f.write(m.group(1) + b"\n")
+    end = time.monotonic() + HOLD_MAX_S
+    while os.path.exists(args.hold) and time.monotonic() < end:
+        time.sleep(0.05)
 
 
 def main():
@@ -89,8 +62,9 @@ def main():
             client.close()
             daemon.close()
             continue
-        threading.Thread(target=to_daemon, args=(client, daemon, args), daemon=True).start()
-        threading.Thread(target=to_client, args=(daemon, client), daemon=True).start()
+        threading.Thread(target=pipe, args=(client, daemon, 0, lambda data: hold_start(data, args)),
+                         daemon=True).start()
+        threading.Thread(target=pipe, args=(daemon, client, 0), daemon=True).start()
 
 
 if __name__ == "__main__":

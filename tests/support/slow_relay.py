@@ -21,12 +21,16 @@ IDLE_S = 120
 CHUNK = 16384
 
 
-def pipe(src, dst, rate):
+def pipe(src, dst, rate, look=None):
+    """Relays src to dst (at most `rate` bytes a second, 0: at once) until either side ends;
+    `look`, when given, sees each piece before it is passed on (and may hold it back)."""
     try:
         while True:
             data = src.recv(CHUNK if rate == 0 else min(CHUNK, max(1, rate // 10)))
             if not data:
                 break
+            if look is not None:
+                look(data)
             dst.sendall(data)
             if rate:
                 time.sleep(len(data) / rate)

@@ -1401,17 +1401,27 @@ static void client_drain(struct fx *f)
     cl_close(c);
 }
 
-static void drain_answers_requests_in_flight_and_closes_the_rest(void **state)
+/* One drain case: `client` against a server drained with `drain_ms` (then closed at once with
+ * `close_in_drain`); the handler saw `calls` requests and its one late answer found the
+ * exchange gone or not. */
+static void drain_case(uint64_t drain_ms, bool close_in_drain, void (*client)(struct fx *f),
+                       int calls, int gone)
 {
     struct fx *f = &the_fx;
 
-    (void)state;
     fx_init(f, NULL);
-    f->drain_ms = 5000;
-    fx_run(f, client_drain);
-    assert_int_equal(f->calls, 2);
+    f->drain_ms = drain_ms;
+    f->close_in_drain = close_in_drain;
+    fx_run(f, client);
+    assert_int_equal(f->calls, calls);
     assert_int_equal(f->async_done, 1);
-    assert_int_equal(f->async_gone, 0);
+    assert_int_equal(f->async_gone, gone);
+}
+
+static void drain_answers_requests_in_flight_and_closes_the_rest(void **state)
+{
+    (void)state;
+    drain_case(5000, false, client_drain, 2, 0);
 }
 
 static void client_drain_grace_over(struct fx *f)
@@ -1432,30 +1442,16 @@ static void client_drain_grace_over(struct fx *f)
 
 static void drain_cuts_what_outlasts_the_grace_period(void **state)
 {
-    struct fx *f = &the_fx;
-
     (void)state;
-    fx_init(f, NULL);
-    f->drain_ms = 100;
-    fx_run(f, client_drain_grace_over);
-    assert_int_equal(f->calls, 1);
     /* The answer came after the server was gone and was dropped. */
-    assert_int_equal(f->async_done, 1);
-    assert_int_equal(f->async_gone, 1);
+    drain_case(100, false, client_drain_grace_over, 1, 1);
 }
 
 static void a_close_ends_a_drain_at_once(void **state)
 {
-    struct fx *f = &the_fx;
-
     (void)state;
-    fx_init(f, NULL);
-    f->drain_ms = 60000;
-    f->close_in_drain = true;
     /* The same client: its connection ends long before the answer (3 s) or the grace (60 s). */
-    fx_run(f, client_drain_grace_over);
-    assert_int_equal(f->calls, 1);
-    assert_int_equal(f->async_gone, 1);
+    drain_case(60000, true, client_drain_grace_over, 1, 1);
 }
 
 static void client_half_close(struct fx *f)
