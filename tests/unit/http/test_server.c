@@ -1338,39 +1338,9 @@ static void listens_on_a_unix_socket_with_its_mode(void **state)
     assert_int_equal(rmdir(f->dir), 0);
 }
 
+/* Three connections when the server is closed or drained (f->drain_ms): one idle after an
+ * answer, one with half a head, one whose request the handler holds (answered after 300 ms). */
 static void client_close_with_open_connections(struct fx *f)
-{
-    struct cl *a = &cl_a;
-    struct cl *b = &cl_b;
-    struct cl *c = &cl_c;
-    struct resp *r = &resp_a;
-
-    CHECK(f, cl_connect(a, f->port, 0) && cl_connect(b, f->port, 0) && cl_connect(c, f->port, 0));
-    CHECK(f, cl_send(a, "GET /a HTTP/1.1\r\nHost: t\r\n\r\n") && cl_response(a, r, false) == 0);
-    CHECK(f, cl_send(b, "GET /b HTTP/1.1\r\nHo"));
-    CHECK(f, cl_send(c, "GET /async-slow HTTP/1.1\r\nHost: t\r\n\r\n"));
-    sleep_ms(100);
-    fx_signal(f);
-    CHECK(f, cl_closed(a));
-    CHECK(f, cl_closed(b));
-    CHECK(f, cl_closed(c));
-    cl_close(a);
-    cl_close(b);
-    cl_close(c);
-}
-
-static void closes_with_open_connections_and_frees_everything(void **state)
-{
-    struct fx *f = &the_fx;
-
-    (void)state;
-    fx_case(NULL, client_close_with_open_connections, 2);
-    /* The async answer came after the server was gone and was dropped. */
-    assert_int_equal(f->async_done, 1);
-    assert_int_equal(f->async_gone, 1);
-}
-
-static void client_drain(struct fx *f)
 {
     struct cl *a = &cl_a;
     struct cl *b = &cl_b;
@@ -1392,13 +1362,28 @@ static void client_drain(struct fx *f)
     d.fd = -1;
     CHECK(f, !cl_connect(&d, f->port, 0));
     cl_close(&d);
-    /* ... and the request with the handler gets its answer, then the end. */
-    CHECK(f, cl_response(c, r, false) == 0 && r->status == 200 && strcmp(r->body, "later") == 0);
-    CHECK(f, resp_header(r, "connection", v, sizeof(v)) != NULL && strcmp(v, "close") == 0);
+    if (f->drain_ms > 0) {
+        /* ... and a drain answers the request with the handler, then ends it... */
+        CHECK(f, cl_response(c, r, false) == 0 && r->status == 200);
+        CHECK(f, strcmp(r->body, "later") == 0);
+        CHECK(f, resp_header(r, "connection", v, sizeof(v)) != NULL && strcmp(v, "close") == 0);
+    }
+    /* ... where a close ends it without an answer. */
     CHECK(f, cl_closed(c));
     cl_close(a);
     cl_close(b);
     cl_close(c);
+}
+
+static void closes_with_open_connections_and_frees_everything(void **state)
+{
+    struct fx *f = &the_fx;
+
+    (void)state;
+    fx_case(NULL, client_close_with_open_connections, 2);
+    /* The async answer came after the server was gone and was dropped. */
+    assert_int_equal(f->async_done, 1);
+    assert_int_equal(f->async_gone, 1);
 }
 
 /* One drain case: `client` against a server drained with `drain_ms` (then closed at once with
@@ -1421,7 +1406,7 @@ static void drain_case(uint64_t drain_ms, bool close_in_drain, void (*client)(st
 static void drain_answers_requests_in_flight_and_closes_the_rest(void **state)
 {
     (void)state;
-    drain_case(5000, false, client_drain, 2, 0);
+    drain_case(5000, false, client_close_with_open_connections, 2, 0);
 }
 
 static void client_drain_grace_over(struct fx *f)
