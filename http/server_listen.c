@@ -529,11 +529,11 @@ size_t sl_http_server_connections(const struct sl_http_server *srv)
     return srv->n_conns;
 }
 
-/* Ends a drain: whatever is still open is closed now (its exchanges are marked gone). */
-static void end_drain(struct sl_http_server *srv)
+/* Closes every connection still open (their exchanges are marked gone) and the anchor: the
+ * server is freed once their handles have closed. */
+static void close_now(struct sl_http_server *srv)
 {
     srv->draining = false;
-    (void)uv_timer_stop(&srv->anchor);
     sl__http_conns_close(srv);
     uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
 }
@@ -546,7 +546,7 @@ static void on_grace_over(uv_timer_t *t)
            "msg=\"requests still in flight when the grace period ended; their connections are "
            "closed\" connections=%zu",
            srv->n_conns);
-    end_drain(srv);
+    close_now(srv);
 }
 
 static void begin_close(struct sl_http_server *srv, sl_http_closed_fn *closed, void *arg)
@@ -563,13 +563,12 @@ void sl_http_server_close(struct sl_http_server *srv, sl_http_closed_fn *closed,
 {
     if (srv->closing) {
         if (srv->draining) {
-            end_drain(srv);
+            close_now(srv); /* ends the drain at once */
         }
         return;
     }
     begin_close(srv, closed, arg);
-    sl__http_conns_close(srv);
-    uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
+    close_now(srv);
 }
 
 void sl_http_server_drain(struct sl_http_server *srv, uint64_t grace_ms, sl_http_closed_fn *closed,
@@ -580,8 +579,7 @@ void sl_http_server_drain(struct sl_http_server *srv, uint64_t grace_ms, sl_http
     }
     begin_close(srv, closed, arg);
     if (sl__http_conns_drain(srv) == 0 || grace_ms == 0) {
-        sl__http_conns_close(srv);
-        uv_close((uv_handle_t *)&srv->anchor, on_anchor_closed);
+        close_now(srv);
         return;
     }
     srv->draining = true;

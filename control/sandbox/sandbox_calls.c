@@ -251,7 +251,9 @@ static void reply_closed(const struct sl_sandboxes *sb, sl_sandbox_reply_fn *rep
     }
 }
 
-/* A launcher failure as an answer: the sandbox closed meanwhile, or the runtime failed. */
+/* A launcher failure as an answer: the sandbox closed meanwhile (then also when the launcher
+ * reported success: an exec's result is then the kill of its container), or the runtime
+ * failed. */
 static void reply_launcher_error(struct call *c, int rc, const char *err)
 {
     char text[400];
@@ -276,14 +278,8 @@ static void on_exec_done(void *arg, const struct sl_launcher_exec_result *r)
     bool out_cut;
     bool err_cut;
 
-    if (r->rc < 0) {
+    if (r->rc < 0 || c->s->state == SL__SANDBOX_GONE) {
         reply_launcher_error(c, r->rc, r->err);
-        call_free(c);
-        return;
-    }
-    if (c->s->state == SL__SANDBOX_GONE) {
-        /* Its container was removed under it: what it reports is the kill, not its result. */
-        reply_closed(c->sb, c->reply, c->arg);
         call_free(c);
         return;
     }
