@@ -4,7 +4,7 @@
 # (default, relative, absolute, missing → 4xx error), env, the 1 MiB caps (truncated), timeouts
 # (124, timedOut, the whole process tree killed, SIGKILL 5 s after SIGTERM), five calls in
 # parallel on one sandbox, redaction of the proxy token, errors (cmd is required, unknown
-# action). Network sl-t-exec, subnet 10.213.12.0/24.
+# action), an exec cut by its sandbox's close (409). Network sl-t-exec, subnet 10.213.12.0/24.
 # shellcheck disable=SC2016,SC2317 # commands run inside the sandbox are single-quoted on purpose
 set -euo pipefail
 
@@ -172,7 +172,29 @@ check_eq "... none survives in full and every one became ***" \
   "$(T=$token sbx_field '[__import__("os").environ["T"] in d["stdout"], d["stdout"].count("***"), d["truncated"]]')" \
   '[false, 4000, false]'
 
+# The user closes the sandbox while a command runs: the close removes the container, and the
+# exec it cut answers 409 "the sandbox was closed" at once (not 200 with the kill's exit code,
+# as if the command had ended).
+curl -q -sS --max-time 60 -X POST -H "Authorization: Bearer $SBX_TOK_alice" \
+  -H 'Content-Type: application/json' --data-binary '{"cmd":"sleep 103"}' \
+  -o "$FX_WORK/cut.json" -w '%{http_code}' \
+  "http://127.0.0.1:$SBX_CPORT/api/v1/repos/$SBX_REPO/sandboxes/$id/exec" \
+  >"$FX_WORK/cut.code" 2>/dev/null &
+cut_pid=$!
+cut_running() {
+  sbx_exec "$id" 'ps -eo args | grep -c "^sleep 103" || true'
+  [ "$(sbx_field 'd["stdout"].strip()')" = 1 ]
+}
+check "a long exec is running (ps)" fx_wait 20 cut_running
+t0=$(date +%s%N)
 sbx_close "$id" || true
 check_api "close → 204" 204
+wait "$cut_pid" || true
+el=$((($(date +%s%N) - t0) / 1000000))
+check_eq "... the exec it cut answers 409" "$(cat "$FX_WORK/cut.code")" 409
+check_eq "... with 'the sandbox was closed'" \
+  "$(fx_json "$FX_WORK/cut.json" 'd.get("message")')" "the sandbox was closed"
+check "... within 30 s of the close, not when the command would have ended (${el} ms)" \
+  test "$el" -lt 30000
 sbx_shutdown_checks
 fx_done
