@@ -28,6 +28,13 @@ const localInput = (ms) => {
 };
 
 const rows = () => page.locator('#audit tr[data-testid=audit-row]');
+// Resolves once the page has shown the groups again (audit.js counts its loads in data-loads);
+// started before the click that reloads them.
+async function groupsLoaded() {
+  const before = Number(await page.locator('#audit-groups').getAttribute('data-loads') || 0);
+  return async () => page.waitForFunction((n) => Number(document.getElementById('audit-groups').dataset.loads || 0) > n,
+    before, { timeout: 10000 });
+}
 const groupRow = (host, method) => page.locator(`#audit-groups tr[data-testid=group-row][data-host="${host}"][data-method="${method}"]`);
 
 // The attribute `name` of every line shown.
@@ -229,7 +236,9 @@ try {
     await page.locator('#audit [data-testid=audit-suggestion]').first().waitFor({ timeout: 10000 });
     results.push(await layoutAt(390, 'audit-5-lines-390'), await layoutAt(1440, 'audit-6-lines-1440'));
     await page.setViewportSize({ width: 1360, height: 900 });
+    const shownAgain = await groupsLoaded();
     await page.click('[data-testid=audit-show-groups]');
+    await shownAgain();
     return results.every(Boolean);
   });
   await step('root: "Add rule" shows the environment and the rule first, and changes nothing yet', async () => {
@@ -241,10 +250,17 @@ try {
     const stored = await api(ROOT, 'GET', '/api/v1/environments/' + ENV_NAME);
     await shot('audit-7-apply-preview');
     const bad = await outOfCard();
+    // A reload of the groups (here the refresh button) keeps the open preview, its rule unchanged.
+    const reloaded = await groupsLoaded();
+    await page.click('[data-testid=audit-groups-refresh]');
+    await reloaded();
+    const kept = await page.locator('#audit-groups [data-testid=apply-preview]').count();
+    const keptRule = kept === 1 ? await box.locator('[data-testid=apply-rule]').textContent() : '';
     return check('  the environment', env === ENV_NAME, env)
       && check('  exactly the rule', JSON.stringify(JSON.parse(rule)) === JSON.stringify(RULE), rule)
       && check('  not applied yet', !stored.data.egress.rules.some((r) => r.host === RULE.host), JSON.stringify(stored.data.egress))
-      && check('  the preview inside its card', bad.length === 0, bad.join('\n'));
+      && check('  the preview inside its card', bad.length === 0, bad.join('\n'))
+      && check('  a reload of the groups keeps it open', kept === 1 && keptRule === rule, `${kept} ${keptRule}`);
   });
   await step('confirm: the page says so, the environment has the rule, the proxy lets the GET through', async () => {
     await page.click('[data-testid=apply-confirm]');

@@ -21,8 +21,9 @@
     'upstream-unreachable', 'upstream-tls', 'upstream-timeout', 'upstream-closed', 'too-large', 'overloaded',
     'client-overloaded', 'out-of-memory', 'audit-unavailable'];
 
-  // filters: what the API is asked (since/until as RFC 3339 UTC); view: 'lines' or 'groups'.
-  const page = { filters: {}, view: 'lines', timer: null, gen: 0, shown: false, groups: [], applied: null };
+  // filters: what the API is asked (since/until as RFC 3339 UTC); view: 'lines' or 'groups';
+  // loads: how many answers the groups view has shown (as #audit-groups' data-loads, for tests).
+  const page = { filters: {}, view: 'lines', timer: null, gen: 0, shown: false, groups: [], applied: null, loads: 0 };
 
   // ---- the filters, in the hash ---------------------------------------------------------------
 
@@ -244,6 +245,8 @@
   // ---- grouped refusals ----------------------------------------------------------------------
 
   const ruleText = (rule) => JSON.stringify(rule);
+  // What makes a group the same group across reloads (the API groups by these).
+  const groupKey = (g) => JSON.stringify([g.environment ? g.environment.id : null, g.host, g.port, g.method, g.reason]);
 
   function groupRow(g, i) {
     const env = g.environment;
@@ -278,8 +281,17 @@
     try {
       const data = await api('GET', '/api/v1/audit/refusals?' + query());
       if (gen !== page.gen) return;
+      // An "Add rule" preview open under a row stays open across a reload (a view switch's or a
+      // refresh's) while its group is still there with the same rule to apply; else it goes.
+      const open = $('audit-groups').querySelector('tr.apply-row');
       page.groups = data.groups || [];
-      $('audit-groups').replaceChildren(...page.groups.map(groupRow));
+      const rows = page.groups.map(groupRow);
+      $('audit-groups').replaceChildren(...rows);
+      if (open) {
+        const i = page.groups.findIndex((g) => groupKey(g) === open.dataset.key);
+        if (i >= 0 && page.groups[i].can_apply && ruleText(page.groups[i].rule) === open.dataset.rule) rows[i].after(open);
+      }
+      $('audit-groups').dataset.loads = String(++page.loads);
       $('audit-groups-empty').hidden = page.groups.length > 0;
       $('audit-groups-error').textContent = '';
       $('audit-filter-error').textContent = '';
@@ -317,7 +329,8 @@
         + 'request through once they hold the new snapshot, in a moment.' }),
       error,
       el('div', { class: 'apply-actions' }, confirm, cancel));
-    const tr = el('tr', { class: 'apply-row edit-row' }, el('td', { colspan: '6' }, box));
+    const tr = el('tr', { class: 'apply-row edit-row', 'data-key': groupKey(g), 'data-rule': ruleText(g.rule) },
+      el('td', { colspan: '6' }, box));
     row.after(tr);
     cancel.addEventListener('click', () => tr.remove());
     confirm.addEventListener('click', async () => {
@@ -327,6 +340,7 @@
         await api('POST', '/api/v1/environments/' + encodeURIComponent(g.environment.id) + '/suggestions/apply', { rules: [g.rule] });
         page.applied = 'Added ' + ruleText(g.rule) + ' to environment ' + g.environment.name + '.';
         S.toast(page.applied, 'ok');
+        tr.remove();
         refresh();
       } catch (e) {
         const errs = (e.body && e.body.errors) || [];
